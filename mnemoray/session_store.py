@@ -1,0 +1,225 @@
+"""The SessionStore interface and its in-memory implementation.
+
+Stores persist sessions, their events and the ``app:``/``user:`` state
+shared across sessions. Appends use optimistic concurrency: a writer whose
+copy of the session is stale gets :class:`StaleSessionError` and must reload;
+an event is never lost or silently overwritten.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from mnemoray.events import Event
+from mnemoray.session import Session
+from mnemoray.state import merged_state, split_delta, without_temp
+
+
+class SessionNotFoundError(KeyError):
+    def __init__(self, app_name: str, user_id: str, session_id: str) -> None:
+        super().__init__(f"session not found: app={app_name!r} user={user_id!r} id={session_id!r}")
+
+
+class SessionExistsError(ValueError):
+    pass
+
+
+class StaleSessionError(RuntimeError):
+    """The session changed since this copy was loaded; reload and retry."""
+
+
+class SessionEndedError(RuntimeError):
+    pass
+
+
+class DuplicateEventError(ValueError):
+    """An event with this id is already in the session."""
+
+
+SessionChange = Literal["ended", "deleted"]
+
+
+@dataclass(frozen=True)
+class SessionNotice:
+    """What listeners receive. ``session`` is the final copy (None on delete)."""
+
+    change: SessionChange
+    app_name: str
+    user_id: str
+    session_id: str
+    session: Session | None = None
+
+
+Listener = Callable[[SessionNotice], None]
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    app_name: str
+    user_id: str
+    session_id: str
+    created_at: float
+    updated_at: float
+    ended_at: float | None
+    num_events: int
+
+
+class SessionStore(ABC):
+    """Durable sessions. Implementations: in-memory, SQLite."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+
+    # -- listeners ---------------------------------------------------------
+    def add_listener(self, listener: Listener) -> None:
+        """Called after a session is ended or deleted (memory ingestion, forget)."""
+        self._listeners.append(listener)
+
+    def _notify(self, notice: SessionNotice) -> None:
+        for listener in list(self._listeners):
+            listener(notice)
+
+    # -- API -----------------------------------------------------------------
+    @abstractmethod
+    def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
+                       state: dict[str, Any] | None = None) -> Session: ...
+
+    @abstractmethod
+    def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
+        """Raises SessionNotFoundError."""
+
+    @abstractmethod
+    def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]: ...
+
+    @abstractmethod
+    def _append(self, session: Session, event: Event) -> None:
+        """Persist one non-partial event atomically iff session.version is current."""
+
+    @abstractmethod
+    def _end(self, session: Session, ended_at: float) -> None: ...
+
+    @abstractmethod
+    def _delete(self, app_name: str, user_id: str, session_id: str) -> None: ...
+
+    def append_event(self, session: Session, event: Event) -> Event:
+        """Append ``event`` to ``session`` and apply its state delta.
+
+        Partial (streaming) events update nothing and are not persisted.
+        ``temp:`` keys reach the in-memory copy only. The caller's ``session``
+        object is updated in place on success.
+        """
+        if session.ended:
+            raise SessionEndedError(f"session {session.session_id!r} has ended")
+        event = replace(event, session_id=session.session_id)
+        if event.partial:
+            return event
+        self._append(session, event)
+        session.apply(event)
+        session.version += 1
+        return event
+
+    def end_session(self, session: Session, ended_at: float | None = None) -> Session:
+        if session.ended:
+            return session
+        ended_at = time.time() if ended_at is None else ended_at
+        self._end(session, ended_at)
+        session.ended_at = ended_at
+        self._notify(SessionNotice("ended", *session.key, session=session))
+        return session
+
+    def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        self._delete(app_name, user_id, session_id)
+        self._notify(SessionNotice("deleted", app_name, user_id, session_id))
+
+
+class InMemorySessionStore(SessionStore):
+    """A thread-safe store in process memory (tests, single-process agents)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._sessions: dict[tuple[str, str, str], Session] = {}
+        self._app_state: dict[str, dict[str, Any]] = {}
+        self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
+        # Every persisted event id per session: duplicates are refused, not just recent ones.
+        self._event_ids: dict[tuple[str, str, str], set[str]] = {}
+
+    def _view(self, stored: Session) -> Session:
+        s = copy.deepcopy(stored)
+        s.state = merged_state(self._app_state.get(s.app_name, {}),
+                               self._user_state.get((s.app_name, s.user_id), {}), s.state)
+        return s
+
+    def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
+                       state: dict[str, Any] | None = None) -> Session:
+        fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
+        delta = split_delta(state or {})
+        with self._lock:
+            if fresh.key in self._sessions:
+                raise SessionExistsError(f"session already exists: {fresh.session_id!r}")
+            fresh.state = dict(delta.session)
+            self._app_state.setdefault(app_name, {}).update(delta.app)
+            self._user_state.setdefault((app_name, user_id), {}).update(delta.user)
+            self._sessions[fresh.key] = fresh
+            self._event_ids[fresh.key] = set()
+            return self._view(fresh)
+
+    def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
+        with self._lock:
+            stored = self._sessions.get((app_name, user_id, session_id))
+            if stored is None:
+                raise SessionNotFoundError(app_name, user_id, session_id)
+            return self._view(stored)
+
+    def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]:
+        with self._lock:
+            return [
+                SessionInfo(s.app_name, s.user_id, s.session_id, s.created_at, s.updated_at,
+                            s.ended_at, len(s.events))
+                for s in self._sessions.values()
+                if s.app_name == app_name and (user_id is None or s.user_id == user_id)
+            ]
+
+    def _append(self, session: Session, event: Event) -> None:
+        with self._lock:
+            stored = self._sessions.get(session.key)
+            if stored is None:
+                raise SessionNotFoundError(*session.key)
+            if stored.version != session.version:
+                raise StaleSessionError(
+                    f"session {session.session_id!r} is at version {stored.version}, "
+                    f"this copy at {session.version}: reload and retry")
+            if stored.ended:  # ended through another copy: this one cannot know
+                raise SessionEndedError(f"session {session.session_id!r} has ended")
+            ids = self._event_ids[session.key]
+            if event.id in ids:
+                raise DuplicateEventError(
+                    f"event id {event.id!r} already in session {session.session_id!r}")
+            ids.add(event.id)
+            delta = split_delta(event.state_delta)
+            stored.events.append(event)
+            stored.state.update(delta.session)
+            stored.state = without_temp(stored.state)
+            self._app_state.setdefault(session.app_name, {}).update(delta.app)
+            self._user_state.setdefault((session.app_name, session.user_id), {}).update(delta.user)
+            stored.updated_at = max(stored.updated_at, event.timestamp)
+            stored.version += 1
+
+    def _end(self, session: Session, ended_at: float) -> None:
+        with self._lock:
+            stored = self._sessions.get(session.key)
+            if stored is None:
+                raise SessionNotFoundError(*session.key)
+            stored.ended_at = ended_at
+
+    def _delete(self, app_name: str, user_id: str, session_id: str) -> None:
+        with self._lock:
+            if self._sessions.pop((app_name, user_id, session_id), None) is None:
+                raise SessionNotFoundError(app_name, user_id, session_id)
+            del self._event_ids[(app_name, user_id, session_id)]

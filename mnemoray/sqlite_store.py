@@ -1,0 +1,323 @@
+"""SQLite session store: the embedded default (DESIGN.md "Online").
+
+One file holds sessions, their events and the ``app:``/``user:`` state.
+Appends are optimistic: each runs in one ``BEGIN IMMEDIATE`` transaction that
+checks the stored version against the caller's copy, so concurrent writers in
+other threads or other processes on the same file get
+:class:`StaleSessionError` instead of losing an event. WAL mode lets readers
+proceed while one writer commits; ``busy_timeout`` makes writers queue for
+the file lock instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from mnemoray.events import Event, EventError
+from mnemoray.session import Session
+from mnemoray.session_store import (
+    DuplicateEventError,
+    SessionEndedError,
+    SessionExistsError,
+    SessionInfo,
+    SessionNotFoundError,
+    SessionStore,
+    StaleSessionError,
+)
+from mnemoray.state import merged_state, split_delta
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS sessions (
+        app_name   TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        state      TEXT NOT NULL,           -- session-scoped keys only, JSON
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        ended_at   REAL,
+        version    INTEGER NOT NULL,        -- number of persisted events
+        PRIMARY KEY (app_name, user_id, session_id))""",
+    """CREATE TABLE IF NOT EXISTS events (
+        app_name   TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        seq        INTEGER NOT NULL,        -- 0-based position in the session
+        event_id   TEXT NOT NULL,
+        body       TEXT NOT NULL,           -- Event.to_dict() as JSON
+        PRIMARY KEY (app_name, user_id, session_id, seq),
+        UNIQUE (app_name, user_id, session_id, event_id))""",
+    """CREATE TABLE IF NOT EXISTS app_state (
+        app_name TEXT NOT NULL,
+        key      TEXT NOT NULL,
+        value    TEXT NOT NULL,             -- JSON
+        PRIMARY KEY (app_name, key))""",
+    """CREATE TABLE IF NOT EXISTS user_state (
+        app_name TEXT NOT NULL,
+        user_id  TEXT NOT NULL,
+        key      TEXT NOT NULL,
+        value    TEXT NOT NULL,             -- JSON
+        PRIMARY KEY (app_name, user_id, key))""",
+)
+
+_KEY = "app_name = ? AND user_id = ? AND session_id = ?"
+
+
+class _Connection(sqlite3.Connection):
+    """A plain connection that admits weak references (the base class does not)."""
+
+
+def _to_json(value: Any, field: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise EventError(f"{field}: not JSON-serializable ({exc})") from exc
+
+
+def _event_body(event: Event) -> str:
+    # Check field by field first so the error names the offending field.
+    for name in ("data", "artifact_delta"):
+        _to_json(getattr(event, name), name)
+    for key, value in event.state_delta.items():
+        _to_json(value, f"state_delta.{key}")
+    return _to_json(event.to_dict(), "event")
+
+
+class SQLiteSessionStore(SessionStore):
+    """Sessions in one SQLite file (or ``":memory:"``).
+
+    File databases use one connection per thread, so threads never share a
+    transaction; ``":memory:"`` exists only inside its connection, so there all
+    threads share one connection, serialized by a lock.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
+        super().__init__()
+        self.path = str(path)
+        if not self.path:  # SQLite would make a private temp database per connection
+            raise ValueError("path: empty; give a file path or ':memory:'")
+        self._in_memory = self.path == ":memory:"
+        self._busy_timeout_s = busy_timeout_s
+        self._inherited: list[sqlite3.Connection | None] = []
+        if not self._in_memory:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._reset_connections()
+        self._closed = False
+        self._init_schema()
+
+    # -- connections -----------------------------------------------------
+    def _reset_connections(self) -> None:
+        self._pid = os.getpid()
+        self._registry_lock = threading.Lock()
+        self._local = threading.local()
+        self._open_conns: weakref.WeakSet[_Connection] = weakref.WeakSet()
+        self._memory_lock = threading.RLock()
+        self._memory_conn = self._open() if self._in_memory else None
+
+    def _open(self) -> _Connection:
+        conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None,
+                               check_same_thread=False, factory=_Connection)
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+        with self._registry_lock:
+            self._open_conns.add(conn)
+        return conn
+
+    def _connection(self) -> tuple[sqlite3.Connection, AbstractContextManager[Any]]:
+        if self._closed:
+            raise RuntimeError(f"SQLiteSessionStore({self.path!r}) is closed")
+        if self._memory_conn is not None:
+            return self._memory_conn, self._memory_lock
+        if self._pid != os.getpid():
+            # A forked child must neither use nor close its parent's connections (SQLite
+            # forbids carrying them across fork): keep them referenced, open fresh ones.
+            self._inherited = [*self._open_conns, getattr(self._local, "conn", None)]
+            self._reset_connections()
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            # Dropped with the thread-local when its thread ends, which closes it.
+            conn = self._local.conn = self._open()
+        return conn, nullcontext()
+
+    @contextmanager
+    def _tx(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction. Writers take the file's write lock up front
+        (BEGIN IMMEDIATE), so a read-then-write never fails half way on a
+        lock upgrade; readers get a consistent snapshot across statements."""
+        conn, guard = self._connection()
+        with guard:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # never leave the connection inside a transaction
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _init_schema(self) -> None:
+        conn, guard = self._connection()
+        with guard:
+            if not self._in_memory:
+                # Persistent property of the file; a no-op once set.
+                conn.execute("PRAGMA journal_mode = WAL")
+        with self._tx(write=True) as conn:
+            found = conn.execute("PRAGMA user_version").fetchone()[0]
+            if found not in (0, SCHEMA_VERSION):
+                raise RuntimeError(f"{self.path}: session store schema version {found}, "
+                                   f"this mnemoray reads version {SCHEMA_VERSION}")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        """Close every connection this store opened (in any thread)."""
+        self._closed = True
+        with self._registry_lock:
+            conns = list(self._open_conns)
+            self._open_conns = weakref.WeakSet()
+        for conn in conns:
+            conn.close()
+
+    def __enter__(self) -> SQLiteSessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- scoped state ------------------------------------------------------
+    @staticmethod
+    def _scoped_state(conn: sqlite3.Connection, app_name: str,
+                      user_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        app = {k: json.loads(v) for k, v in conn.execute(
+            "SELECT key, value FROM app_state WHERE app_name = ?", (app_name,))}
+        user = {k: json.loads(v) for k, v in conn.execute(
+            "SELECT key, value FROM user_state WHERE app_name = ? AND user_id = ?",
+            (app_name, user_id))}
+        return app, user
+
+    @staticmethod
+    def _write_scoped(conn: sqlite3.Connection, app_name: str, user_id: str,
+                      app_rows: dict[str, str], user_rows: dict[str, str]) -> None:
+        conn.executemany(
+            "INSERT INTO app_state (app_name, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (app_name, key) DO UPDATE SET value = excluded.value",
+            [(app_name, k, v) for k, v in app_rows.items()])
+        conn.executemany(
+            "INSERT INTO user_state (app_name, user_id, key, value) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (app_name, user_id, key) DO UPDATE SET value = excluded.value",
+            [(app_name, user_id, k, v) for k, v in user_rows.items()])
+
+    # -- API -----------------------------------------------------------------
+    def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
+                       state: dict[str, Any] | None = None) -> Session:
+        fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
+        delta = split_delta(state or {})
+        # Serialize before the transaction: bad state fails with nothing written.
+        session_json = _to_json(delta.session, "state")
+        app_rows = {k: _to_json(v, f"state.{k}") for k, v in delta.app.items()}
+        user_rows = {k: _to_json(v, f"state.{k}") for k, v in delta.user.items()}
+        with self._tx(write=True) as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO sessions (app_name, user_id, session_id, state, created_at, "
+                    "updated_at, ended_at, version) VALUES (?, ?, ?, ?, ?, ?, NULL, 0)",
+                    (*fresh.key, session_json, fresh.created_at, fresh.updated_at))
+            except sqlite3.IntegrityError as exc:
+                raise SessionExistsError(
+                    f"session already exists: {fresh.session_id!r}") from exc
+            self._write_scoped(conn, app_name, user_id, app_rows, user_rows)
+            app, user = self._scoped_state(conn, app_name, user_id)
+        fresh.state = merged_state(app, user, dict(delta.session))
+        return fresh
+
+    def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
+        key = (app_name, user_id, session_id)
+        with self._tx(write=False) as conn:
+            row = conn.execute(
+                f"SELECT state, created_at, updated_at, ended_at, version FROM sessions "
+                f"WHERE {_KEY}", key).fetchone()
+            if row is None:
+                raise SessionNotFoundError(*key)
+            bodies = conn.execute(f"SELECT body FROM events WHERE {_KEY} ORDER BY seq",
+                                  key).fetchall()
+            app, user = self._scoped_state(conn, app_name, user_id)
+        state_json, created_at, updated_at, ended_at, version = row
+        return Session(
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            state=merged_state(app, user, json.loads(state_json)),
+            events=[Event.from_dict(json.loads(body)) for (body,) in bodies],
+            created_at=created_at,
+            updated_at=updated_at,
+            ended_at=ended_at,
+            version=version,
+        )
+
+    def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]:
+        query = ("SELECT app_name, user_id, session_id, created_at, updated_at, ended_at, "
+                 "version FROM sessions WHERE app_name = ?")
+        params: tuple[str, ...] = (app_name,)
+        if user_id is not None:
+            query += " AND user_id = ?"
+            params += (user_id,)
+        with self._tx(write=False) as conn:
+            # rowid order = creation order, as the in-memory store lists them.
+            rows = conn.execute(query + " ORDER BY rowid", params).fetchall()
+        return [SessionInfo(*row) for row in rows]
+
+    def _append(self, session: Session, event: Event) -> None:
+        body = _event_body(event)
+        delta = split_delta(event.state_delta)
+        app_rows = {k: _to_json(v, f"state_delta.{k}") for k, v in delta.app.items()}
+        user_rows = {k: _to_json(v, f"state_delta.{k}") for k, v in delta.user.items()}
+        with self._tx(write=True) as conn:
+            row = conn.execute(
+                f"SELECT version, state, updated_at, ended_at FROM sessions WHERE {_KEY}",
+                session.key).fetchone()
+            if row is None:
+                raise SessionNotFoundError(*session.key)
+            version, state_json, updated_at, ended_at = row
+            if version != session.version:
+                raise StaleSessionError(
+                    f"session {session.session_id!r} is at version {version}, "
+                    f"this copy at {session.version}: reload and retry")
+            if ended_at is not None:  # ended through another copy: this one cannot know
+                raise SessionEndedError(f"session {session.session_id!r} has ended")
+            try:
+                conn.execute(
+                    "INSERT INTO events (app_name, user_id, session_id, seq, event_id, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", (*session.key, version, event.id, body))
+            except sqlite3.IntegrityError as exc:
+                raise DuplicateEventError(
+                    f"event id {event.id!r} already in session {session.session_id!r}") from exc
+            state = json.loads(state_json)
+            state.update(delta.session)
+            self._write_scoped(conn, session.app_name, session.user_id, app_rows, user_rows)
+            conn.execute(
+                f"UPDATE sessions SET state = ?, updated_at = ?, version = ? WHERE {_KEY}",
+                (_to_json(state, "state"), max(updated_at, event.timestamp), version + 1,
+                 *session.key))
+
+    def _end(self, session: Session, ended_at: float) -> None:
+        with self._tx(write=True) as conn:
+            cursor = conn.execute(f"UPDATE sessions SET ended_at = ? WHERE {_KEY}",
+                                  (ended_at, *session.key))
+            if cursor.rowcount == 0:
+                raise SessionNotFoundError(*session.key)
+
+    def _delete(self, app_name: str, user_id: str, session_id: str) -> None:
+        key = (app_name, user_id, session_id)
+        with self._tx(write=True) as conn:
+            conn.execute(f"DELETE FROM events WHERE {_KEY}", key)
+            if conn.execute(f"DELETE FROM sessions WHERE {_KEY}", key).rowcount == 0:
+                raise SessionNotFoundError(*key)
