@@ -1,0 +1,414 @@
+"""Versioned artifacts: large payloads the model sees only as a handle + summary.
+
+An artifact is addressed by ``(app, user, session, name, version)``. Names
+starting with ``user:`` belong to the user, not the session: every session of
+that user sees (and versions) the same artifact, and its handle carries ``~``
+as the session segment. Versions count 0, 1, 2, ... per artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+USER_SCOPE_PREFIX = "user:"
+USER_SCOPE_SESSION = "~"  # the session segment of a user-scoped handle
+HANDLE_SCHEME = "artifact://"
+DEFAULT_MIME = "application/octet-stream"
+TEXT_MIME = "text/plain; charset=utf-8"
+_MAX_SEGMENT_BYTES = 255  # one filesystem name component, after url-quoting
+
+
+class ArtifactError(ValueError):
+    """A name, handle or payload is invalid; the message says which and why."""
+
+
+class ArtifactNotFoundError(KeyError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return self.message
+
+
+def is_user_scoped(name: str) -> bool:
+    return name.startswith(USER_SCOPE_PREFIX)
+
+
+def _check_segment(kind: str, value: Any) -> str:
+    """Reject values that could escape a directory or break a handle."""
+    if not isinstance(value, str) or not value:
+        raise ArtifactError(f"{kind}: must be a non-empty string, got {value!r}")
+    if "\x00" in value:
+        raise ArtifactError(f"{kind}: must not contain NUL: {value!r}")
+    if "/" in value or "\\" in value:
+        raise ArtifactError(f"{kind}: must not contain '/' or '\\': {value!r}")
+    if value in (".", ".."):
+        raise ArtifactError(f"{kind}: {value!r} is not allowed (path traversal)")
+    if any(ord(ch) < 32 for ch in value):
+        raise ArtifactError(f"{kind}: must not contain control characters: {value!r}")
+    if len(quote(value, safe="")) > _MAX_SEGMENT_BYTES:
+        raise ArtifactError(f"{kind}: too long ({len(value)} characters): {value[:40]!r}...")
+    return value
+
+
+def validate_name(name: Any) -> str:
+    _check_segment("name", name)
+    if is_user_scoped(name):
+        _check_segment("name", name[len(USER_SCOPE_PREFIX):] or "")
+    return name
+
+
+def _scope(app_name: str, user_id: str, session_id: str, name: str) -> tuple[str, str, str, str]:
+    """Validate a full address; user-scoped names ignore the session."""
+    _check_segment("app_name", app_name)
+    _check_segment("user_id", user_id)
+    validate_name(name)
+    if is_user_scoped(name):
+        _check_segment("session_id", session_id)
+        return app_name, user_id, USER_SCOPE_SESSION, name
+    if session_id == USER_SCOPE_SESSION:
+        raise ArtifactError(f"session_id: {USER_SCOPE_SESSION!r} is reserved for user-scoped "
+                            f"names (starting with {USER_SCOPE_PREFIX!r}), got name {name!r}")
+    return app_name, user_id, _check_segment("session_id", session_id), name
+
+
+def format_handle(app_name: str, user_id: str, session_id: str, name: str, version: int) -> str:
+    """``artifact://app/user/session/name@v`` with every segment url-quoted."""
+    app_name, user_id, session_id, name = _scope(app_name, user_id, session_id, name)
+    _check_version(version)
+    segments = "/".join(quote(s, safe="") for s in (app_name, user_id, session_id, name))
+    return f"{HANDLE_SCHEME}{segments}@{version}"
+
+
+def parse_handle(handle: str) -> tuple[str, str, str, str, int]:
+    """Inverse of :func:`format_handle`: ``(app, user, session, name, version)``.
+
+    A user-scoped handle yields ``"~"`` as its session, which every store
+    accepts together with a ``user:`` name.
+    """
+    if not isinstance(handle, str) or not handle.startswith(HANDLE_SCHEME):
+        raise ArtifactError(f"malformed artifact handle {handle!r}: must start with "
+                            f"{HANDLE_SCHEME!r}")
+    parts = handle[len(HANDLE_SCHEME):].split("/")
+    if len(parts) != 4:
+        raise ArtifactError(f"malformed artifact handle {handle!r}: expected "
+                            f"{HANDLE_SCHEME}app/user/session/name@version")
+    name_part, sep, version_part = parts[3].rpartition("@")
+    if not sep or not re.fullmatch(r"\d+", version_part):
+        raise ArtifactError(f"malformed artifact handle {handle!r}: missing '@<version>' "
+                            "after the name")
+    app_name, user_id, session_id, name = (unquote(p) for p in (*parts[:3], name_part))
+    if is_user_scoped(name) != (session_id == USER_SCOPE_SESSION):
+        raise ArtifactError(f"malformed artifact handle {handle!r}: session segment "
+                            f"{USER_SCOPE_SESSION!r} goes with (and only with) a "
+                            f"{USER_SCOPE_PREFIX!r} name")
+    try:
+        _scope(app_name, user_id, session_id, name)
+    except ArtifactError as exc:
+        raise ArtifactError(f"malformed artifact handle {handle!r}: {exc}") from exc
+    return app_name, user_id, session_id, name, int(version_part)
+
+
+def _check_version(version: Any) -> int:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise ArtifactError(f"version: must be a non-negative int, got {version!r}")
+    return version
+
+
+def _as_bytes(data: Any, mime_type: str) -> tuple[bytes, str]:
+    """Text is stored as utf-8; it gets a text mime type unless one was given."""
+    if isinstance(data, str):
+        return data.encode("utf-8"), (TEXT_MIME if mime_type == DEFAULT_MIME else mime_type)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data), mime_type
+    raise ArtifactError(f"data: expected bytes or str, got {type(data).__name__}")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    app_name: str
+    user_id: str
+    session_id: str  # the session that saved this version
+    name: str
+    version: int
+    data: bytes
+    mime_type: str
+    summary: str
+    created_at: float
+
+    @property
+    def handle(self) -> str:
+        return format_handle(self.app_name, self.user_id, self.session_id, self.name,
+                             self.version)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def text(self) -> str:
+        try:
+            return self.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ArtifactError(f"artifact {self.handle} ({self.mime_type}, {self.size} bytes) "
+                                f"is binary, not utf-8 text: {exc.reason} at byte "
+                                f"{exc.start}") from exc
+
+
+class ArtifactStore(ABC):
+    """Named, versioned payloads per session (or per user for ``user:`` names)."""
+
+    @abstractmethod
+    def save(self, app_name: str, user_id: str, session_id: str, name: str,
+             data: bytes | str, mime_type: str = DEFAULT_MIME, summary: str = "") -> int:
+        """Store a new version and return its number (0 for the first)."""
+
+    @abstractmethod
+    def load(self, app_name: str, user_id: str, session_id: str, name: str,
+             version: int | None = None) -> Artifact:
+        """The given version, or the latest when ``version`` is None."""
+
+    @abstractmethod
+    def list_names(self, app_name: str, user_id: str, session_id: str) -> list[str]:
+        """This session's names plus the user's ``user:`` names, sorted."""
+
+    @abstractmethod
+    def list_versions(self, app_name: str, user_id: str, session_id: str,
+                      name: str) -> list[int]: ...
+
+    @abstractmethod
+    def delete(self, app_name: str, user_id: str, session_id: str, name: str) -> None:
+        """Remove every version; raises ArtifactNotFoundError if there is none."""
+
+    def load_handle(self, handle: str) -> Artifact:
+        return self.load(*parse_handle(handle))
+
+    @staticmethod
+    def _not_found(app_name: str, user_id: str, session_id: str, name: str,
+                   version: int | None = None) -> ArtifactNotFoundError:
+        what = "any version" if version is None else f"version {version}"
+        return ArtifactNotFoundError(f"artifact not found: {name!r} ({what}) for app="
+                                     f"{app_name!r} user={user_id!r} session={session_id!r}")
+
+    @staticmethod
+    def _check_meta(mime_type: Any, summary: Any) -> None:
+        if not isinstance(mime_type, str) or not mime_type:
+            raise ArtifactError(f"mime_type: must be a non-empty string, got {mime_type!r}")
+        if not isinstance(summary, str):
+            raise ArtifactError(f"summary: must be a string, got {type(summary).__name__}")
+
+
+class InMemoryArtifactStore(ArtifactStore):
+    """Thread-safe artifacts in process memory (tests, single-process agents)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._versions: dict[tuple[str, str, str, str], list[Artifact]] = {}
+
+    def save(self, app_name: str, user_id: str, session_id: str, name: str,
+             data: bytes | str, mime_type: str = DEFAULT_MIME, summary: str = "") -> int:
+        key = _scope(app_name, user_id, session_id, name)
+        self._check_meta(mime_type, summary)
+        payload, mime_type = _as_bytes(data, mime_type)
+        with self._lock:
+            versions = self._versions.setdefault(key, [])
+            artifact = Artifact(app_name, user_id, session_id, name, len(versions), payload,
+                                mime_type, summary, time.time())
+            versions.append(artifact)
+            return artifact.version
+
+    def load(self, app_name: str, user_id: str, session_id: str, name: str,
+             version: int | None = None) -> Artifact:
+        key = _scope(app_name, user_id, session_id, name)
+        if version is not None:
+            _check_version(version)
+        with self._lock:
+            versions = self._versions.get(key, [])
+            if not versions or (version is not None and version >= len(versions)):
+                raise self._not_found(app_name, user_id, session_id, name, version)
+            return versions[-1 if version is None else version]
+
+    def list_names(self, app_name: str, user_id: str, session_id: str) -> list[str]:
+        _check_segment("app_name", app_name)
+        _check_segment("user_id", user_id)
+        _check_segment("session_id", session_id)
+        with self._lock:
+            return sorted(name for (a, u, s, name) in self._versions
+                          if a == app_name and u == user_id
+                          and s in (session_id, USER_SCOPE_SESSION))
+
+    def list_versions(self, app_name: str, user_id: str, session_id: str,
+                      name: str) -> list[int]:
+        key = _scope(app_name, user_id, session_id, name)
+        with self._lock:
+            return list(range(len(self._versions.get(key, []))))
+
+    def delete(self, app_name: str, user_id: str, session_id: str, name: str) -> None:
+        key = _scope(app_name, user_id, session_id, name)
+        with self._lock:
+            if self._versions.pop(key, None) is None:
+                raise self._not_found(app_name, user_id, session_id, name)
+
+
+class FileArtifactStore(ArtifactStore):
+    """Artifacts on a filesystem, one directory per artifact::
+
+        ROOT/<app>/<user>/sessions/<session>/<name>/0000000000.bin   payload
+                                                   /0000000000.json  metadata
+        ROOT/<app>/<user>/user/<user:name>/...                       user-scoped
+
+    Segments are url-quoted. A version number is claimed by creating its
+    ``.bin`` with O_EXCL, so concurrent writers (threads or processes) never
+    collide; the payload and then the metadata replace their files from
+    fsynced temporaries. A version exists once its metadata does, so a reader
+    never sees a half-written one.
+    """
+
+    _VERSION_RE = re.compile(r"(\d{10})\.json")
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    # -- layout --------------------------------------------------------------
+    def _user_dir(self, app_name: str, user_id: str) -> Path:
+        return self.root / quote(app_name, safe="") / quote(user_id, safe="")
+
+    def _names_dir(self, app_name: str, user_id: str, session_id: str) -> Path:
+        if session_id == USER_SCOPE_SESSION:
+            return self._user_dir(app_name, user_id) / "user"
+        return self._user_dir(app_name, user_id) / "sessions" / quote(session_id, safe="")
+
+    def _dir(self, key: tuple[str, str, str, str]) -> Path:
+        app_name, user_id, session_id, name = key
+        return self._names_dir(app_name, user_id, session_id) / quote(name, safe="")
+
+    def _versions_in(self, directory: Path) -> list[int]:
+        try:
+            entries = os.listdir(directory)
+        except FileNotFoundError:
+            return []
+        return sorted(int(m.group(1)) for e in entries if (m := self._VERSION_RE.fullmatch(e)))
+
+    # -- API -----------------------------------------------------------------
+    def save(self, app_name: str, user_id: str, session_id: str, name: str,
+             data: bytes | str, mime_type: str = DEFAULT_MIME, summary: str = "") -> int:
+        key = _scope(app_name, user_id, session_id, name)
+        self._check_meta(mime_type, summary)
+        payload, mime_type = _as_bytes(data, mime_type)
+        directory = self._dir(key)
+        directory.mkdir(parents=True, exist_ok=True)
+        data_tmp = _write_temp(directory, payload)
+        try:
+            version = self._claim_version(directory)
+            os.replace(data_tmp, directory / f"{version:010d}.bin")
+        except BaseException:
+            data_tmp.unlink(missing_ok=True)
+            raise
+        meta = {"app_name": app_name, "user_id": user_id, "session_id": session_id,
+                "name": name, "version": version, "mime_type": mime_type,
+                "summary": summary, "created_at": time.time(), "size": len(payload)}
+        meta_tmp = _write_temp(directory, json.dumps(meta, ensure_ascii=False).encode("utf-8"))
+        os.replace(meta_tmp, directory / f"{version:010d}.json")
+        _fsync_dir(directory)
+        return version
+
+    def _claim_version(self, directory: Path) -> int:
+        """Create ``N.bin`` exclusively for the next free N; O_EXCL decides races."""
+        taken = [int(e[:10]) for e in os.listdir(directory)
+                 if re.fullmatch(r"\d{10}\.bin", e)]
+        version = max(taken) + 1 if taken else 0
+        while True:
+            try:
+                fd = os.open(directory / f"{version:010d}.bin",
+                             os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                version += 1
+                continue
+            os.close(fd)
+            return version
+
+    def load(self, app_name: str, user_id: str, session_id: str, name: str,
+             version: int | None = None) -> Artifact:
+        key = _scope(app_name, user_id, session_id, name)
+        directory = self._dir(key)
+        if version is None:
+            versions = self._versions_in(directory)
+            if not versions:
+                raise self._not_found(app_name, user_id, session_id, name)
+            version = versions[-1]
+        _check_version(version)
+        try:
+            meta = json.loads((directory / f"{version:010d}.json").read_text("utf-8"))
+            payload = (directory / f"{version:010d}.bin").read_bytes()
+        except FileNotFoundError:
+            raise self._not_found(app_name, user_id, session_id, name, version) from None
+        return Artifact(meta["app_name"], meta["user_id"], meta["session_id"], meta["name"],
+                        meta["version"], payload, meta["mime_type"], meta["summary"],
+                        meta["created_at"])
+
+    def list_names(self, app_name: str, user_id: str, session_id: str) -> list[str]:
+        _check_segment("app_name", app_name)
+        _check_segment("user_id", user_id)
+        _check_segment("session_id", session_id)
+        names: list[str] = []
+        scopes = {session_id, USER_SCOPE_SESSION}
+        for scope in sorted(scopes):
+            parent = self._names_dir(app_name, user_id, scope)
+            if not parent.is_dir():
+                continue
+            for entry in os.listdir(parent):
+                name = unquote(entry)
+                if is_user_scoped(name) == (scope == USER_SCOPE_SESSION) \
+                        and self._versions_in(parent / entry):
+                    names.append(name)
+        return sorted(names)
+
+    def list_versions(self, app_name: str, user_id: str, session_id: str,
+                      name: str) -> list[int]:
+        return self._versions_in(self._dir(_scope(app_name, user_id, session_id, name)))
+
+    def delete(self, app_name: str, user_id: str, session_id: str, name: str) -> None:
+        directory = self._dir(_scope(app_name, user_id, session_id, name))
+        # Rename out of the tree first so readers see either every version or none.
+        trash = self.root / "%trash"  # url-quoting never yields "%t": no app can clash
+        trash.mkdir(exist_ok=True)
+        doomed = trash / uuid.uuid4().hex
+        try:
+            os.rename(directory, doomed)
+        except FileNotFoundError:
+            raise self._not_found(app_name, user_id, session_id, name) from None
+        shutil.rmtree(doomed)
+
+
+def _write_temp(directory: Path, payload: bytes) -> Path:
+    """Write ``payload`` to a fsynced temporary file in ``directory``."""
+    tmp = directory / f".tmp-{uuid.uuid4().hex}"
+    with open(tmp, "xb") as fh:
+        fh.write(payload)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return tmp
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the renames durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
