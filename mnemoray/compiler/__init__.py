@@ -1,0 +1,58 @@
+"""The context compiler: session + memory + artifacts -> one model request."""
+
+from mnemoray.compiler.agent import AgentSpec, IncludeContents
+from mnemoray.compiler.compiler import Compiler, UnknownProcessorError
+from mnemoray.compiler.context import CompileContext, Processor, prefix_hash, text_content
+from mnemoray.compiler.processors import (
+    ArtifactsProcessor,
+    HistoryProcessor,
+    IdentityProcessor,
+    InstructionProcessor,
+    MemoryPreloadProcessor,
+    StaticInstructionProcessor,
+    TokenBudgetProcessor,
+    default_processors,
+)
+from mnemoray.compiler.request import (
+    CompiledRequest,
+    Content,
+    FunctionCall,
+    FunctionResponse,
+    Part,
+    TraceStep,
+)
+from mnemoray.compiler.services import MemorySearch, MemorySnippet, Services
+from mnemoray.compiler.template import TemplateError, render_template
+from mnemoray.compiler.tools import LOAD_ARTIFACTS_TOOL, LOAD_MEMORY_TOOL
+
+__all__ = [
+    "AgentSpec",
+    "ArtifactsProcessor",
+    "CompileContext",
+    "CompiledRequest",
+    "Compiler",
+    "Content",
+    "FunctionCall",
+    "FunctionResponse",
+    "HistoryProcessor",
+    "IdentityProcessor",
+    "IncludeContents",
+    "InstructionProcessor",
+    "LOAD_ARTIFACTS_TOOL",
+    "LOAD_MEMORY_TOOL",
+    "MemoryPreloadProcessor",
+    "MemorySearch",
+    "MemorySnippet",
+    "Part",
+    "Processor",
+    "Services",
+    "StaticInstructionProcessor",
+    "TemplateError",
+    "TokenBudgetProcessor",
+    "TraceStep",
+    "UnknownProcessorError",
+    "default_processors",
+    "prefix_hash",
+    "render_template",
+    "text_content",
+]

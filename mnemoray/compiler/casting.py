@@ -1,0 +1,123 @@
+"""How one event looks to one agent (ADK's narrative casting).
+
+The user's messages are user turns; the agent's own messages and tool calls
+are model turns and its tool results function responses. Anything another
+agent said or did becomes user-role narrative ("For context: [b] said: ..."),
+so the agent never mistakes another agent's actions for its own. A tool
+result is attributed to whoever made the call, not to the tool.
+
+Events are immutable, so renderings are cached (see :class:`RenderCache`);
+a compile over a long session then costs about one lookup per event.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from mnemoray.compiler.context import text_content
+from mnemoray.compiler.request import Content, FunctionCall, FunctionResponse, Part
+from mnemoray.events import Event
+from mnemoray.tokens import count_tokens
+
+SUMMARY_PREFIX = "[Summary of earlier conversation]: "
+
+
+# Built once: json.dumps with options would construct an encoder per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
+def to_json(value: Any) -> str:
+    """Deterministic JSON for tool payloads shown as text."""
+    return _ENCODER.encode(value)
+
+
+def summary_text(event: Event) -> str:
+    summary = event.data.get("summary")
+    if event.text or not isinstance(summary, dict):
+        return event.text
+    return str(summary.get("summary", ""))
+
+
+def render(event: Event, agent_name: str, owner: str) -> Content:
+    """``event`` as ``agent_name`` sees it; ``owner`` made the tool call (if any)."""
+    ids = (event.id,)
+    kind = event.type
+    if kind == "compaction":
+        return _user_text(SUMMARY_PREFIX, summary_text(event), ids)
+    own = owner == agent_name
+    if kind == "tool_call":
+        name, args = event.data["name"], event.data.get("args") or {}
+        if own:
+            call = FunctionCall(name, args, event.data["call_id"])
+            tokens = count_tokens(name) + count_tokens(to_json(args))
+            return Content("model", (Part(None, call),), ids, tokens)
+        return _user_text(f"For context: [{owner}] called tool `{name}` with parameters: ",
+                          to_json(args), ids)
+    if kind == "tool_result":
+        name, response = event.data["name"], event.data.get("response")
+        if own:
+            result = FunctionResponse(name, response, event.data["call_id"])
+            tokens = count_tokens(name) + count_tokens(to_json(response))
+            return Content("user", (Part(None, None, result),), ids, tokens)
+        return _user_text(f"For context: [{owner}] `{name}` tool returned result: ",
+                          to_json(response), ids)
+    if event.role == "user":
+        return text_content("user", event.text, ids)
+    if own and event.role == "model":
+        return text_content("model", event.text, ids)
+    return _user_text(f"For context: [{event.author}] said: ", event.text, ids)
+
+
+def _user_text(preamble: str, body: str, ids: tuple[str, ...]) -> Content:
+    """User-role text: narrative about another agent, or a summary."""
+    # Counted in two pieces (exact: the preamble ends in a space) so the token
+    # cache keys on the event's own text instead of a fresh composite string.
+    return text_content("user", preamble + body, ids, count_tokens(preamble) + count_tokens(body))
+
+
+class RenderCache:
+    """Renderings keyed by everything a rendering depends on, bounded in size.
+
+    The key holds the event's id, session, type, role, author and text plus
+    the point of view; its ``data`` (unhashable) is compared on a hit. Equal
+    inputs give an equal rendering, so a hit is correct even for a different
+    event object: a session freshly loaded from a store reuses the renderings
+    of the copy compiled before. Fields that do not change the rendering
+    (timestamp, state delta, ...) are not part of the key.
+    """
+
+    def __init__(self, max_entries: int = 50_000, max_entry_tokens: int = 20_000) -> None:
+        self.max_entries = max_entries
+        # Huge payloads are re-rendered instead: caching them would pin memory
+        # and saves little next to the cost of sending them.
+        self.max_entry_tokens = max_entry_tokens
+        self._entries: dict[tuple, tuple[dict[str, Any], Content]] = {}
+        self._lock = threading.Lock()  # guards insert + evict only; lookups are lock-free
+
+    def render(self, event: Event, agent_name: str, owner: str) -> Content:
+        key = (event.id, event.session_id, event.type, event.role, event.author, event.text,
+               agent_name, owner)
+        entry = self._entries.get(key)
+        if entry is not None and (entry[0] is event.data or entry[0] == event.data):
+            return entry[1]
+        content = render(event, agent_name, owner)
+        if content.tokens > self.max_entry_tokens:
+            return content
+        with self._lock:
+            self._entries[key] = (event.data, content)
+            # Oldest-inserted first out: cheap, and a live session re-inserts.
+            while len(self._entries) > self.max_entries:
+                del self._entries[next(iter(self._entries))]
+        return content
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+CACHE = RenderCache()

@@ -1,0 +1,110 @@
+"""The compiler: an ordered list of named processors, run and traced."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mnemoray.compiler.agent import AgentSpec
+from mnemoray.compiler.context import CompileContext, Processor
+from mnemoray.compiler.processors import default_processors
+from mnemoray.compiler.request import CompiledRequest, TraceStep
+from mnemoray.compiler.services import Services
+from mnemoray.session import Session
+
+
+class UnknownProcessorError(KeyError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        listed = ", ".join(known) or "(none)"
+        super().__init__(f"no processor named {name!r}; processors are {listed}")
+        self.name = name
+
+
+class Compiler:
+    """Compiles a session into the request for one model call.
+
+    Editing methods change this compiler in place and return it, so a
+    variant reads ``Compiler.default().remove("identity")``.
+    """
+
+    def __init__(self, processors: list[Processor]) -> None:
+        self._processors: list[Processor] = []
+        for p in processors:
+            self._check_new(p)
+            self._processors.append(p)
+
+    @classmethod
+    def default(cls) -> Compiler:
+        return cls(default_processors())
+
+    # -- the pipeline ---------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self._processors]
+
+    def get(self, name: str) -> Processor:
+        return self._processors[self._index(name)]
+
+    def insert_before(self, name: str, processor: Processor) -> Compiler:
+        self._check_new(processor)
+        self._processors.insert(self._index(name), processor)
+        return self
+
+    def insert_after(self, name: str, processor: Processor) -> Compiler:
+        self._check_new(processor)
+        self._processors.insert(self._index(name) + 1, processor)
+        return self
+
+    def remove(self, name: str) -> Compiler:
+        del self._processors[self._index(name)]
+        return self
+
+    def replace(self, name: str, processor: Processor) -> Compiler:
+        index = self._index(name)
+        if processor.name != name:
+            self._check_new(processor)
+        self._processors[index] = processor
+        return self
+
+    def _index(self, name: str) -> int:
+        for i, p in enumerate(self._processors):
+            if p.name == name:
+                return i
+        raise UnknownProcessorError(name, self.names)
+
+    def _check_new(self, processor: Processor) -> None:
+        name = getattr(processor, "name", None)
+        has_process = callable(getattr(processor, "process", None))
+        if not isinstance(name, str) or not name or not has_process:
+            raise TypeError(f"{processor!r} is not a processor (needs a name and process(ctx))")
+        if name in self.names:
+            raise ValueError(f"a processor named {name!r} is already in the pipeline")
+
+    # -- compiling ----------------------------------------------------------------
+    def compile(self, session: Session, agent: AgentSpec, new_message: str | None = None,
+                services: Services | None = None,
+                temp_state: dict[str, Any] | None = None) -> CompiledRequest:
+        """Run every processor in order. Pure: ``session`` is never modified."""
+        ctx = CompileContext(
+            session=session,
+            agent=agent,
+            new_message=new_message,
+            services=services or Services(),
+            state={**session.state, **(temp_state or {})},
+        )
+        # The agent's own tools lead the declarations; the step is traced so
+        # the steps' tokens_added always sum to total_tokens.
+        start = time.perf_counter_ns()
+        for tool in agent.tools:
+            ctx.add_tool(tool)
+        trace = [TraceStep("agent_tools", ctx.total_tokens,
+                           (time.perf_counter_ns() - start) // 1000,
+                           {"tools": [t["name"] for t in ctx.tools]})]
+        for processor in self._processors:
+            ctx.detail = {}
+            before = ctx.total_tokens
+            start = time.perf_counter_ns()
+            processor.process(ctx)
+            micros = (time.perf_counter_ns() - start) // 1000
+            trace.append(TraceStep(processor.name, ctx.total_tokens - before, micros, ctx.detail))
+        return ctx.build(trace)

@@ -1,0 +1,135 @@
+"""The state one compile threads through its processors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mnemoray.compiler.agent import AgentSpec
+from mnemoray.compiler.request import CompiledRequest, Content, ContentRole, Part, TraceStep
+from mnemoray.compiler.services import Services
+from mnemoray.session import Session
+from mnemoray.tokens import count_tokens
+
+# Blocks of the system instruction are joined with a blank line; whitespace
+# adds no tokens, so the total is the sum of the blocks' counts.
+BLOCK_SEPARATOR = "\n\n"
+
+
+class Processor(Protocol):
+    """One named, ordered compiler pass. Must not keep per-compile state."""
+
+    name: str
+
+    def process(self, ctx: CompileContext) -> None: ...
+
+
+@dataclass
+class CompileContext:
+    """Inputs (read-only by convention) plus the request being built.
+
+    Processors change the request only through the helpers below, which keep
+    the token total current so no step ever recounts the whole request.
+    ``detail`` is the current step's trace detail; the compiler gives each
+    processor a fresh one.
+    """
+
+    session: Session
+    agent: AgentSpec
+    new_message: str | None
+    services: Services
+    state: dict[str, Any]
+    static_instruction: str = ""
+    static_tokens: int = 0
+    instructions: list[str] = field(default_factory=list)
+    contents: list[Content] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    new_message_content: Content | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    _instruction_tokens: int = 0
+    _content_tokens: int = 0
+    _tool_tokens: int = 0
+
+    # -- totals ----------------------------------------------------------------
+    @property
+    def total_tokens(self) -> int:
+        return (self.static_tokens + self._instruction_tokens + self._content_tokens
+                + self._tool_tokens)
+
+    # -- system instruction -----------------------------------------------------
+    def set_static_instruction(self, text: str) -> None:
+        """The cacheable prefix. Everything added later comes after it."""
+        self.static_instruction = text
+        self.static_tokens = count_tokens(text)
+
+    def add_instruction(self, text: str) -> None:
+        """Append a dynamic block to the system instruction (empty text: no-op)."""
+        if text:
+            self.instructions.append(text)
+            self._instruction_tokens += count_tokens(text)
+
+    # -- contents ---------------------------------------------------------------
+    def add_content(self, content: Content, index: int | None = None) -> None:
+        if index is None:
+            self.contents.append(content)
+        else:
+            self.contents.insert(index, content)
+        self._content_tokens += content.tokens
+
+    def extend_contents(self, contents: Iterable[Content]) -> None:
+        start = len(self.contents)
+        self.contents.extend(contents)
+        self._content_tokens += sum(c.tokens for c in self.contents[start:])
+
+    def remove_contents(self, indices: Iterable[int]) -> list[Content]:
+        """Remove the contents at ``indices``; returns them in request order."""
+        drop = set(indices)
+        removed = [c for i, c in enumerate(self.contents) if i in drop]
+        self.contents = [c for i, c in enumerate(self.contents) if i not in drop]
+        self._content_tokens -= sum(c.tokens for c in removed)
+        return removed
+
+    def add_new_message(self, text: str) -> None:
+        """The caller's new user message: always the final content."""
+        content = text_content("user", text)
+        self.new_message_content = content
+        self.add_content(content)
+
+    # -- tools --------------------------------------------------------------------
+    def add_tool(self, tool: dict[str, Any]) -> bool:
+        """Declare a tool unless one with the same name is already declared."""
+        if any(t.get("name") == tool.get("name") for t in self.tools):
+            return False
+        self.tools.append(tool)
+        self._tool_tokens += count_tokens(json.dumps(tool, sort_keys=True))
+        return True
+
+    # -- result -------------------------------------------------------------------
+    def build(self, trace: list[TraceStep]) -> CompiledRequest:
+        blocks = [self.static_instruction, *self.instructions] if self.static_instruction \
+            else self.instructions
+        return CompiledRequest(
+            system_instruction=BLOCK_SEPARATOR.join(blocks),
+            contents=list(self.contents),
+            tools=list(self.tools),
+            static_prefix_tokens=self.static_tokens,
+            total_tokens=self.total_tokens,
+            prefix_hash=prefix_hash(self.static_instruction),
+            trace=trace,
+        )
+
+
+def prefix_hash(static_instruction: str) -> str:
+    """sha256 of the stable prefix: equal hashes mean a reusable prefix cache."""
+    return hashlib.sha256(static_instruction.encode("utf-8")).hexdigest()
+
+
+def text_content(role: ContentRole, text: str, event_ids: tuple[str, ...] = (),
+                 tokens: int | None = None) -> Content:
+    """A one-part text content; ``tokens`` when the caller already knows them."""
+    # Positional construction: this runs once per event on a cold compile.
+    return Content(role, (Part(text),), event_ids,
+                   count_tokens(text) if tokens is None else tokens)

@@ -1,0 +1,130 @@
+"""Artifacts: handles + summaries always, content only for the step that asked.
+
+The model sees what exists (name, handle, mime type, summary) and the
+load_artifacts tool. When the session's last step is this agent's
+load_artifacts call and its result, the requested contents are inlined as a
+user content for this compile only; nothing is written back, so the payload
+leaves the working context after the call that needed it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mnemoray.artifacts import (
+    USER_SCOPE_SESSION,
+    Artifact,
+    ArtifactError,
+    ArtifactNotFoundError,
+    ArtifactStore,
+    parse_handle,
+)
+from mnemoray.compiler.context import CompileContext
+from mnemoray.compiler.request import Content, Part
+from mnemoray.compiler.selection import NOISE_TYPES
+from mnemoray.compiler.tools import LOAD_ARTIFACTS, LOAD_ARTIFACTS_TOOL
+from mnemoray.events import Event
+from mnemoray.session import Session
+from mnemoray.tokens import count_tokens
+
+HANDLE_PREFIX = "artifact://"
+LISTING_HEADER = ("Artifacts available to you (content is not shown; call load_artifacts "
+                  "with their names to see it for your next step):")
+
+
+class ArtifactsProcessor:
+    name = "artifacts"
+
+    def process(self, ctx: CompileContext) -> None:
+        store = ctx.services.artifacts
+        if store is None:
+            return
+        session = ctx.session
+        names = store.list_names(session.app_name, session.user_id, session.session_id)
+        if not names:
+            return
+        latest = [store.load(session.app_name, session.user_id, session.session_id, n)
+                  for n in names]
+        ctx.add_instruction(listing(latest))
+        ctx.add_tool(LOAD_ARTIFACTS_TOOL)
+        ctx.detail["listed"] = [a.handle for a in latest]
+
+        requested = requested_in_last_step(session.events, ctx.agent.name)
+        if requested:
+            content = loaded_content(store, session, requested)
+            # Just before the new message, i.e. right after the tool result.
+            at = next((i for i, c in enumerate(ctx.contents) if c is ctx.new_message_content),
+                      len(ctx.contents))
+            ctx.add_content(content, at)
+            ctx.detail["inlined"] = requested
+
+
+def listing(artifacts: Sequence[Artifact]) -> str:
+    lines = [LISTING_HEADER]
+    for a in artifacts:
+        line = f"- {a.name}: {a.handle} ({a.mime_type}, {a.size} bytes)"
+        lines.append(f"{line} - {a.summary}" if a.summary else line)
+    return "\n".join(lines)
+
+
+def requested_in_last_step(events: Sequence[Event], agent_name: str) -> list[str]:
+    """Names this agent asked load_artifacts for, if the log ends with that step.
+
+    The last step is the run of tool results at the end of the log (framework
+    noise ignored); anything after them means the step is over.
+    """
+    results: list[Event] = []
+    for event in reversed(events):
+        if event.partial or event.type in NOISE_TYPES:
+            continue
+        if event.type != "tool_result":
+            break
+        results.append(event)
+    wanted = {e.data["call_id"]: e for e in results if e.data["name"] == LOAD_ARTIFACTS}
+    if not wanted:
+        return []
+    calls = {e.data["call_id"]: e for e in events
+             if e.type == "tool_call" and e.data["call_id"] in wanted}
+    names: list[str] = []
+    for call_id, result in reversed(list(wanted.items())):
+        call = calls.get(call_id)
+        if (call.author if call else result.author) != agent_name:
+            continue
+        source = call.data.get("args") if call else result.data.get("response")
+        requested = source.get("artifact_names") if isinstance(source, dict) else None
+        for name in requested or []:
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+    return names
+
+
+def loaded_content(store: ArtifactStore, session: Session, names: list[str]) -> Content:
+    parts = tuple(Part(text=_artifact_text(store, session, n)) for n in names)
+    return Content("user", parts, (), sum(count_tokens(p.text or "") for p in parts))
+
+
+def _artifact_text(store: ArtifactStore, session: Session, name: str) -> str:
+    try:
+        artifact = _load(store, session, name)
+    except (ArtifactNotFoundError, ArtifactError) as exc:
+        return f"[Artifact {name} could not be loaded: {exc}]"
+    try:
+        text = artifact.text()
+    except ArtifactError:
+        return (f"[Artifact {artifact.name} ({artifact.handle}) is binary "
+                f"({artifact.mime_type}, {artifact.size} bytes); its content cannot be shown "
+                f"as text.]")
+    return f"[Artifact {artifact.name} ({artifact.handle}, {artifact.mime_type})]:\n{text}"
+
+
+def _load(store: ArtifactStore, session: Session, name: str) -> Artifact:
+    """Load by name (latest) or by handle; a handle must stay in this session's
+    own scope, since the model chose it and must not reach other tenants."""
+    if not name.startswith(HANDLE_PREFIX):
+        return store.load(session.app_name, session.user_id, session.session_id, name)
+    app_name, user_id, session_id, artifact_name, version = parse_handle(name)
+    if (app_name, user_id) != (session.app_name, session.user_id) \
+            or session_id not in (session.session_id, USER_SCOPE_SESSION):
+        raise ArtifactError("the handle belongs to another session or user")
+    return store.load(session.app_name, session.user_id, session.session_id, artifact_name,
+                      version)

@@ -1,0 +1,27 @@
+"""The agent's dynamic instruction, rendered against state and artifacts."""
+
+from __future__ import annotations
+
+from mnemoray.compiler.context import CompileContext
+from mnemoray.compiler.template import ArtifactReader, render_template
+
+
+class InstructionProcessor:
+    name = "instruction"
+
+    def process(self, ctx: CompileContext) -> None:
+        text = render_template(ctx.agent.instruction, ctx.state, _artifact_reader(ctx))
+        ctx.add_instruction(text)
+        ctx.detail["chars"] = len(text)
+
+
+def _artifact_reader(ctx: CompileContext) -> ArtifactReader | None:
+    store = ctx.services.artifacts
+    if store is None:
+        return None
+    session = ctx.session
+
+    def read(name: str) -> str:
+        return store.load(session.app_name, session.user_id, session.session_id, name).text()
+
+    return read

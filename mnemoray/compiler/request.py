@@ -1,0 +1,117 @@
+"""What the compiler produces: a model-agnostic request for one model call.
+
+Parts and contents are frozen so the history processor can memoise the
+rendering of an immutable event and share it between compiles safely.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ContentRole = Literal["user", "model"]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    name: str
+    args: dict[str, Any]
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionResponse:
+    name: str
+    response: Any
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """Exactly one of text, function_call or function_response."""
+
+    text: str | None = None
+    function_call: FunctionCall | None = None
+    function_response: FunctionResponse | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.function_call is not None:
+            call = self.function_call
+            return {"function_call": {"name": call.name, "args": call.args, "id": call.id}}
+        if self.function_response is not None:
+            resp = self.function_response
+            return {"function_response": {"name": resp.name, "response": resp.response,
+                                          "id": resp.id}}
+        return {"text": self.text or ""}
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """One turn of the conversation as the model sees it.
+
+    ``event_ids`` are the session events it was rendered from (empty for the
+    new message and per-call inserts); ``tokens`` is the estimated size of its
+    parts, kept so token totals never need a recount.
+    """
+
+    role: ContentRole
+    parts: tuple[Part, ...]
+    event_ids: tuple[str, ...] = ()
+    tokens: int = 0
+
+    @property
+    def text(self) -> str:
+        """The text parts joined (convenience for tests and logs)."""
+        return "\n".join(p.text for p in self.parts if p.text is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "parts": [p.to_dict() for p in self.parts],
+                "event_ids": list(self.event_ids), "tokens": self.tokens}
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """What one processor did: tokens it added (negative if it removed), time."""
+
+    name: str
+    tokens_added: int
+    micros: int
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "tokens_added": self.tokens_added, "micros": self.micros,
+                "detail": _json_ready(self.detail)}
+
+
+@dataclass(frozen=True)
+class CompiledRequest:
+    system_instruction: str
+    contents: list[Content]
+    tools: list[dict[str, Any]]
+    static_prefix_tokens: int
+    total_tokens: int
+    prefix_hash: str
+    trace: list[TraceStep]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "system_instruction": self.system_instruction,
+            "contents": [c.to_dict() for c in self.contents],
+            "tools": _json_ready(self.tools),
+            "static_prefix_tokens": self.static_prefix_tokens,
+            "total_tokens": self.total_tokens,
+            "prefix_hash": self.prefix_hash,
+            "trace": [t.to_dict() for t in self.trace],
+        }
+
+
+def _json_ready(value: Any) -> Any:
+    """Round-trip through json so tuples, sets and odd scalars are API-safe."""
+    return json.loads(json.dumps(value, default=_fallback))
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    return str(value)
