@@ -1,0 +1,54 @@
+"""Rejected input, kept with its reason: a bad row never stops a job and is never lost.
+
+Each call writes one new JSONL file, so parallel workers never interleave
+lines. Rows carry a key over (location, reason, raw): a rerun that
+quarantines the same rows again does not inflate the count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mnemoray.memory.files import atomic_write_bytes
+from mnemoray.memory.layout import QUARANTINE_DIR, new_name
+from mnemoray.memory.manifest import StoreError
+
+
+def write_quarantine(root: Path, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Record rows with ``location``, ``reason`` and ``raw``; returns how many."""
+    lines = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise StoreError(f"rows[{i}]: expected a mapping, got {type(row).__name__}")
+        for key in ("location", "reason"):
+            if not isinstance(row.get(key), str) or not row.get(key):
+                raise StoreError(f"rows[{i}].{key}: expected a non-empty string")
+        if "raw" not in row:
+            raise StoreError(f"rows[{i}].raw: missing")
+        # Never fail to quarantine: values JSON cannot hold are kept as their repr.
+        raw = json.loads(json.dumps(row["raw"], ensure_ascii=False, default=repr))
+        key = hashlib.sha256(json.dumps([row["location"], row["reason"], raw],
+                                        sort_keys=True).encode()).hexdigest()[:16]
+        lines.append(json.dumps({"key": key, "location": row["location"],
+                                 "reason": row["reason"], "raw": raw, "at": time.time()},
+                                ensure_ascii=False))
+    if lines:
+        atomic_write_bytes(root / QUARANTINE_DIR / f"{new_name('q')}.jsonl",
+                           ("\n".join(lines) + "\n").encode("utf-8"))
+    return len(lines)
+
+
+def read_quarantine(root: Path) -> list[dict[str, Any]]:
+    """Quarantined rows, oldest first, each distinct row once."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((root / QUARANTINE_DIR).glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                out.setdefault(row["key"], row)
+    return list(out.values())

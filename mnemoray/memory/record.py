@@ -1,0 +1,114 @@
+"""The memory record: one searchable unit distilled from a session (DESIGN.md "Memory")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+MemoryKind = Literal["session_summary", "fact", "chunk", "compaction_summary"]
+MEMORY_KINDS: tuple[str, ...] = get_args(MemoryKind)
+
+
+class MemoryRecordError(ValueError):
+    """A memory record is malformed; the message names the field."""
+
+
+def content_hash(*parts: str) -> str:
+    """Stable identity of a record's content: re-ingesting it adds nothing."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8"))
+        h.update(b"\x1f")
+    return h.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Memory:
+    app_name: str
+    user_id: str
+    session_id: str
+    kind: MemoryKind
+    text: str  # what recall returns: the original words
+    source_event_ids: tuple[str, ...] = ()
+    # What is embedded and keyword-indexed: the text, optionally expanded with
+    # the chunk's facts and topics so paraphrased queries still land.
+    key_text: str = ""
+    topics: tuple[str, ...] = ()
+    key_facts: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    event_time_start: float | None = None
+    event_time_end: float | None = None
+    created_at: float = field(default_factory=time.time)
+    expires_at: float | None = None  # TTL: never returned after this instant
+    memory_id: str = ""
+    content_hash: str = ""
+    embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+    shard: int = -1
+
+    def __post_init__(self) -> None:
+        for name in ("app_name", "user_id", "session_id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise MemoryRecordError(f"{name}: must be a non-empty string")
+        if self.kind not in MEMORY_KINDS:
+            raise MemoryRecordError(f"kind: {self.kind!r} is not one of {', '.join(MEMORY_KINDS)}")
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise MemoryRecordError("text: must be a non-empty string")
+        if not self.key_text:
+            object.__setattr__(self, "key_text", self.text)
+        if not self.content_hash:
+            object.__setattr__(self, "content_hash", content_hash(
+                self.app_name, self.user_id, self.session_id, self.kind, self.text,
+                ",".join(self.source_event_ids)))
+        if not self.memory_id:
+            object.__setattr__(self, "memory_id", self.content_hash[:24])
+
+    def with_embedding(self, vector: np.ndarray) -> Memory:
+        return replace(self, embedding=np.asarray(vector, dtype=np.float32))
+
+    def expired(self, now: float | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or time.time())
+
+    def to_dict(self, with_embedding: bool = False) -> dict[str, Any]:
+        out = {
+            "memory_id": self.memory_id, "app_name": self.app_name, "user_id": self.user_id,
+            "session_id": self.session_id, "kind": self.kind, "text": self.text,
+            "key_text": self.key_text, "topics": list(self.topics),
+            "key_facts": list(self.key_facts), "entities": list(self.entities),
+            "source_event_ids": list(self.source_event_ids),
+            "event_time_start": self.event_time_start, "event_time_end": self.event_time_end,
+            "created_at": self.created_at, "expires_at": self.expires_at,
+            "content_hash": self.content_hash, "shard": self.shard,
+        }
+        if with_embedding and self.embedding is not None:
+            out["embedding"] = [float(x) for x in self.embedding]
+        return out
+
+    def to_json(self, with_embedding: bool = False) -> str:
+        return json.dumps(self.to_dict(with_embedding), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Memory:
+        if not isinstance(raw, dict):
+            raise MemoryRecordError(f"expected an object, got {type(raw).__name__}")
+        known = set(cls.__dataclass_fields__)
+        unknown = set(raw) - known
+        if unknown:
+            raise MemoryRecordError(f"{sorted(unknown)[0]}: unknown memory field")
+        kwargs = {k: v for k, v in raw.items() if v is not None}
+        for name in ("source_event_ids", "topics", "key_facts", "entities"):
+            if name in kwargs:
+                if not isinstance(kwargs[name], (list, tuple, np.ndarray)):
+                    raise MemoryRecordError(f"{name}: expected a list")
+                kwargs[name] = tuple(str(x) for x in kwargs[name])
+        if "embedding" in kwargs:
+            kwargs["embedding"] = np.asarray(kwargs["embedding"], dtype=np.float32)
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:
+            raise MemoryRecordError(str(exc)) from exc

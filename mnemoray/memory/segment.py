@@ -1,0 +1,172 @@
+"""One immutable segment: memory rows in Parquet plus their FAISS index.
+
+Rows are sorted by (app_name, user_id, created_at, memory_id), so each
+tenant (and each app) is one contiguous row range; row i of the Parquet file
+is id i of the FAISS index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import faiss
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mnemoray.memory.files import atomic_write
+from mnemoray.memory.index import IndexKind, build_index, flat_vectors, read_index, write_index
+from mnemoray.memory.layout import faiss_path, parquet_path
+from mnemoray.memory.manifest import SegmentEntry, StoreError
+from mnemoray.memory.record import Memory
+
+STRING_FIELDS = ("memory_id", "app_name", "user_id", "session_id", "kind", "text", "key_text",
+                 "content_hash")
+LIST_FIELDS = ("topics", "key_facts", "entities", "source_event_ids")
+FLOAT_FIELDS = ("event_time_start", "event_time_end", "created_at", "expires_at")
+EMBEDDING = "embedding"
+# Small row groups let polars skip groups by their (sorted) app/user statistics.
+ROW_GROUP_SIZE = 65_536
+
+Tenant = tuple[str, str]
+Range = tuple[int, int]
+
+
+def memory_schema(dim: int) -> pa.Schema:
+    fields = [pa.field(name, pa.string(), nullable=False) for name in STRING_FIELDS]
+    fields += [pa.field(name, pa.list_(pa.string())) for name in LIST_FIELDS]
+    fields += [pa.field(name, pa.float64(), nullable=name != "created_at") for name in FLOAT_FIELDS]
+    fields.append(pa.field("shard", pa.int32(), nullable=False))
+    if dim:
+        fields.append(pa.field(EMBEDDING, pa.list_(pa.float32(), dim), nullable=False))
+    return pa.schema(fields)
+
+
+def sort_key(memory: Memory) -> tuple[str, str, float, str]:
+    return (memory.app_name, memory.user_id, memory.created_at, memory.memory_id)
+
+
+def memories_to_table(memories: Sequence[Memory], dim: int) -> pa.Table:
+    columns: dict[str, pa.Array] = {}
+    for name in STRING_FIELDS + FLOAT_FIELDS:
+        columns[name] = [getattr(m, name) for m in memories]
+    for name in LIST_FIELDS:
+        columns[name] = [list(getattr(m, name)) for m in memories]
+    columns["shard"] = [m.shard for m in memories]
+    if dim:
+        flat = np.concatenate([np.asarray(m.embedding, dtype=np.float32).reshape(dim)
+                               for m in memories]) if memories else np.zeros(0, np.float32)
+        columns[EMBEDDING] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
+    return pa.table(columns, schema=memory_schema(dim))
+
+
+def rows_to_memories(table: pa.Table, rows: Sequence[int] | np.ndarray,
+                     vectors: np.ndarray | None) -> list[Memory]:
+    """Memories for the given row numbers; embeddings are copied out of the segment."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(rows):
+        return []
+    out = []
+    for row, raw in zip(rows, table.take(rows).to_pylist(), strict=True):
+        for name in LIST_FIELDS:
+            raw[name] = tuple(raw[name] or ())
+        embedding = None if vectors is None else np.array(vectors[row], dtype=np.float32)
+        out.append(Memory(**raw, embedding=embedding))
+    return out
+
+
+def index_kind_of(index: faiss.Index) -> str:
+    if isinstance(index, faiss.IndexHNSW):
+        return "hnsw"
+    if isinstance(index, faiss.IndexIVF):
+        return "ivf"
+    return "flat"
+
+
+def write_segment_files(root: Path, shard: int, name: str, memories: Sequence[Memory], dim: int,
+                        index_kind: IndexKind = "auto") -> SegmentEntry:
+    """Write ``<name>.parquet`` (+ ``<name>.faiss``) for already sorted memories.
+
+    Uncommitted until a manifest lists the returned entry (version 0 here).
+    """
+    table = memories_to_table(memories, dim)
+    atomic_write(parquet_path(root, shard, name),
+                 lambda tmp: pq.write_table(table, tmp, compression="zstd",
+                                            row_group_size=ROW_GROUP_SIZE))
+    kind = None
+    if dim:
+        vectors = table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, dim)
+        index = build_index(vectors, index_kind)
+        write_index(index, faiss_path(root, shard, name))
+        kind = index_kind_of(index)
+    return SegmentEntry(name=name, rows=len(memories), version=0, index=kind)
+
+
+def tenant_ranges(table: pa.Table) -> tuple[dict[Tenant, Range], dict[str, Range]]:
+    """Contiguous [start, end) row range of every (app, user) and every app."""
+    frame = pl.from_arrow(table.select(["app_name", "user_id"])).with_row_index("row")
+    ranges: list[dict[Tenant | str, Range]] = []
+    for keys in (["app_name", "user_id"], ["app_name"]):
+        spans = frame.group_by(keys, maintain_order=True).agg(
+            start=pl.col("row").min(), end=pl.col("row").max() + 1, n=pl.len())
+        if (spans["end"] - spans["start"] != spans["n"]).any():
+            raise StoreError(f"segment rows are not sorted by {', '.join(keys)}")
+        names = spans.select(keys).rows()
+        ranges.append({(key if len(keys) == 2 else key[0]): (int(s), int(e))
+                       for key, s, e in zip(names, spans["start"], spans["end"], strict=True)})
+    return ranges[0], ranges[1]  # type: ignore[return-value]
+
+
+@dataclass(eq=False)
+class LoadedSegment:
+    """A committed segment in memory: rows, vectors, index, tenant ranges."""
+
+    shard: int
+    entry: SegmentEntry
+    table: pa.Table  # every column except the embedding (that is ``vectors``)
+    vectors: np.ndarray | None
+    index: faiss.Index | None
+    ranges: dict[Tenant, Range]
+    app_ranges: dict[str, Range]
+    expires: np.ndarray = field(repr=False)  # float64, NaN = never expires
+    min_expiry: float = math.inf
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def rows(self) -> int:
+        return self.table.num_rows
+
+    @classmethod
+    def load(cls, root: Path, shard: int, entry: SegmentEntry, dim: int) -> LoadedSegment:
+        ppath = parquet_path(root, shard, entry.name)
+        if not ppath.is_file():
+            raise StoreError(f"segment file listed in the manifest is missing: {ppath}")
+        index = read_index(faiss_path(root, shard, entry.name)) if entry.index else None
+        # Flat/HNSW vectors are a zero-copy view of the memory-mapped index, so
+        # the Parquet embedding column is not decoded a second time.
+        vectors = flat_vectors(index) if index is not None else None
+        columns = [f.name for f in memory_schema(0)]
+        table = pq.read_table(ppath, memory_map=True,
+                              columns=columns + ([EMBEDDING] if dim and vectors is None else []))
+        if dim and vectors is None:
+            vectors = table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, dim)
+            table = table.drop_columns([EMBEDDING])
+        if table.num_rows != entry.rows:
+            raise StoreError(f"segment {ppath} has {table.num_rows} rows, manifest says "
+                             f"{entry.rows}")
+        if vectors is not None and vectors.shape != (entry.rows, dim):
+            raise StoreError(f"segment {entry.name}: vectors have shape {vectors.shape}, "
+                             f"expected ({entry.rows}, {dim})")
+        ranges, app_ranges = tenant_ranges(table)
+        expires = table["expires_at"].to_numpy(zero_copy_only=False).astype(np.float64)
+        finite = expires[~np.isnan(expires)]
+        return cls(shard=shard, entry=entry, table=table, vectors=vectors, index=index,
+                   ranges=ranges, app_ranges=app_ranges, expires=expires,
+                   min_expiry=float(finite.min()) if len(finite) else math.inf)

@@ -1,0 +1,510 @@
+"""MemoryStore: sharded memory segments on disk, committed by one manifest.
+
+Writes are two-phase. ``prepare_segments`` writes Parquet + FAISS files
+(invisible: no manifest lists them); ``commit`` publishes them, together with
+the ledger entries of the sessions they came from, in one atomic manifest
+rename. A job killed anywhere therefore either committed a session's
+memories *and* its ledger entry, or neither, and a rerun redoes exactly the
+uncommitted sessions. ``write_segment`` does both phases under the lock.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from mnemoray.memory.files import TMP_SUFFIX, atomic_write, atomic_write_bytes, file_lock
+from mnemoray.memory.index import INDEX_KINDS, NORM_TOLERANCE, IndexKind
+from mnemoray.memory.layout import (
+    INDEX_DIR,
+    LEDGER_DIR,
+    LOCK,
+    MEMORIES_DIR,
+    QUARANTINE_DIR,
+    TOMBSTONES_DIR,
+    faiss_path,
+    new_name,
+    parquet_path,
+    shard_of,
+)
+from mnemoray.memory.manifest import (
+    KEYWORD_ONLY_MODEL,
+    Manifest,
+    SegmentEntry,
+    StoreError,
+    read_manifest,
+    write_manifest,
+)
+from mnemoray.memory.quarantine import read_quarantine, write_quarantine
+from mnemoray.memory.record import Memory
+from mnemoray.memory.segment import (
+    EMBEDDING,
+    LoadedSegment,
+    rows_to_memories,
+    sort_key,
+    write_segment_files,
+)
+from mnemoray.memory.snapshot import StoreSnapshot
+from mnemoray.memory.tombstones import Tombstone, read_tombstones, tombstone_lines
+from mnemoray.memory.transfer import export_jsonl, read_export
+from mnemoray.session import Session
+
+DEFAULT_SHARDS = 8
+IMPORT_BATCH = 50_000
+
+
+@dataclass(frozen=True)
+class PendingSegments:
+    """Segment files written but not yet committed (picklable: a Ray worker can
+    prepare, the driver commits)."""
+
+    shards: int
+    embedding_model: str
+    dim: int
+    base_version: int  # the manifest version duplicates were checked against
+    entries: tuple[tuple[int, SegmentEntry], ...]  # (shard, entry)
+    skipped: int  # memories already stored, or repeated within the batch
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    version: int  # manifest version after the write
+    written: int  # memory rows committed
+    skipped: int  # memories that were already in the store
+    segments: tuple[str, ...]  # committed segment names
+    ledger_added: int  # session hashes newly recorded as processed
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    raise TypeError(f"value of type {type(value).__name__} is not JSON content")
+
+
+def session_content_hash(session: Session | Mapping[str, Any]) -> str:
+    """Stable identity of a session's content, the ledger key.
+
+    In a pipeline, hash the raw archive row: parsing may fill defaults (event
+    ids, timestamps) that differ from run to run.
+    """
+    raw = session.to_dict() if isinstance(session, Session) else session
+    if not isinstance(raw, Mapping):
+        raise StoreError(f"session: expected a Session or a mapping, got {type(raw).__name__}")
+    try:
+        text = json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                          default=_jsonable)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"session: cannot hash its content ({exc})") from exc
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _str_list(values: Iterable[str], name: str) -> list[str]:
+    if isinstance(values, (str, bytes)):
+        raise StoreError(f"{name}: expected a collection of strings, got a single string")
+    out = list(values)
+    for i, value in enumerate(out):
+        if not isinstance(value, str) or not value:
+            raise StoreError(f"{name}[{i}]: expected a non-empty string, got {value!r}")
+    return out
+
+
+class MemoryStore:
+    """A memory store directory (layout in ``mnemoray.memory.layout``).
+
+    ``shards`` defaults to 8 for a new store and to the manifest's count for an
+    existing one; an explicit count that differs from the manifest is an error.
+    """
+
+    def __init__(self, root: str | Path, shards: int | None = None) -> None:
+        self.root = Path(root)
+        if shards is not None and (not isinstance(shards, int) or shards < 1):
+            raise StoreError(f"shards: must be a positive integer, got {shards!r}")
+        existing = read_manifest(self.root)
+        if existing is not None and shards is not None and shards != existing.shards:
+            raise StoreError(f"shards: store at {self.root} has {existing.shards} shards, "
+                             f"got {shards}")
+        self.shards = existing.shards if existing else (shards or DEFAULT_SHARDS)
+        self._segments: dict[tuple[int, str], LoadedSegment] = {}
+        self._snap: StoreSnapshot | None = None
+        self._load_lock = threading.Lock()
+
+    # -- manifest & snapshots ---------------------------------------------
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with file_lock(self.root / LOCK):
+            yield
+
+    def manifest(self) -> Manifest:
+        """The committed manifest (version 0 and empty before the first commit)."""
+        return read_manifest(self.root) or Manifest(shards=self.shards)
+
+    def load(self) -> StoreSnapshot:
+        """A snapshot of the committed state; unchanged segments are reused across versions."""
+        return self._snapshot(self.manifest())
+
+    def _snapshot(self, m: Manifest) -> StoreSnapshot:
+        with self._load_lock:
+            snap = self._snap
+            if snap is not None and (snap.version, snap.manifest.updated_at) == (
+                    m.version, m.updated_at):
+                return snap
+            live: dict[tuple[int, str], LoadedSegment] = {}
+            for shard, entries in enumerate(m.segments):
+                for entry in entries:
+                    key = (shard, entry.name)
+                    live[key] = self._segments.get(key) or LoadedSegment.load(
+                        self.root, shard, entry, m.dim or 0)
+            self._segments = live  # segments gone from the manifest are released
+            tombstones = read_tombstones(self.root / TOMBSTONES_DIR / n for n in m.tombstones)
+            segments = [[live[(s, e.name)] for e in entries]
+                        for s, entries in enumerate(m.segments)]
+            # A private copy: callers go on to mutate their manifest for the next commit.
+            self._snap = StoreSnapshot(copy.deepcopy(m), segments, tombstones)
+            return self._snap
+
+    # -- writing ------------------------------------------------------------
+    def _check_model(self, m: Manifest, embedding_model: str, dim: int) -> None:
+        if not isinstance(embedding_model, str) or not embedding_model:
+            raise StoreError("embedding_model: must be a non-empty string")
+        if not isinstance(dim, int) or dim < 0:
+            raise StoreError(f"dim: must be a non-negative integer, got {dim!r}")
+        if (embedding_model == KEYWORD_ONLY_MODEL) != (dim == 0):
+            raise StoreError(f"embedding_model/dim: a keyword-only store is "
+                             f"{KEYWORD_ONLY_MODEL!r} with dim 0, got {embedding_model!r} "
+                             f"with dim {dim}")
+        if m.embedding_model is not None and (m.embedding_model, m.dim) != (embedding_model, dim):
+            raise StoreError(f"embedding_model: store uses {m.embedding_model!r} (dim {m.dim}), "
+                             f"got {embedding_model!r} (dim {dim})")
+
+    def _check_memories(self, memories: Sequence[Memory], embedding_model: str,
+                        dim: int) -> None:
+        vectors = []
+        for i, mem in enumerate(memories):
+            if not isinstance(mem, Memory):
+                raise StoreError(f"memories[{i}]: expected a Memory, got {type(mem).__name__}")
+            where = f"memories[{i}] ({mem.memory_id})"
+            if dim == 0:
+                if mem.embedding is not None:
+                    raise StoreError(f"{where}: has an embedding but the store is keyword-only")
+                continue
+            if mem.embedding is None:
+                raise StoreError(f"{where}: has no embedding; the store embeds with "
+                                 f"{embedding_model!r}")
+            vec = np.asarray(mem.embedding, dtype=np.float32)
+            if vec.shape != (dim,):
+                raise StoreError(f"{where}: embedding has shape {vec.shape}, expected ({dim},)")
+            vectors.append(vec)
+        if vectors:
+            norms = np.linalg.norm(np.stack(vectors), axis=1)
+            bad = np.flatnonzero(~(np.abs(norms - 1.0) <= NORM_TOLERANCE))  # NaN is bad too
+            if len(bad):
+                raise StoreError(f"memories[{bad[0]}] ({memories[bad[0]].memory_id}): embedding "
+                                 f"has L2 norm {norms[bad[0]]:.4f}; it must be finite and "
+                                 f"normalised")
+
+    def _stored(self, m: Manifest, shard: int, hashes: list[str], ids: list[str],
+                after_version: int = 0) -> dict[str, str]:
+        """memory_id -> content_hash of stored rows matching either list (polars scan)."""
+        files = [parquet_path(self.root, shard, e.name) for e in m.segments[shard]
+                 if e.version > after_version]
+        if not files:
+            return {}
+        found = (pl.scan_parquet(files).select("memory_id", "content_hash")
+                 .filter(pl.col("content_hash").is_in(hashes) | pl.col("memory_id").is_in(ids))
+                 .collect())
+        return dict(zip(found["memory_id"].to_list(), found["content_hash"].to_list(),
+                        strict=True))
+
+    def prepare_segments(self, memories: Sequence[Memory], embedding_model: str, dim: int,
+                         index_kind: IndexKind = "auto") -> PendingSegments:
+        """Write one segment per shard touched; nothing is visible until ``commit``."""
+        return self._prepare(self.manifest(), memories, embedding_model, dim, index_kind)
+
+    def _prepare(self, m: Manifest, memories: Sequence[Memory], embedding_model: str, dim: int,
+                 index_kind: IndexKind) -> PendingSegments:
+        self._check_model(m, embedding_model, dim)
+        if index_kind not in INDEX_KINDS:
+            raise StoreError(f"index_kind: {index_kind!r} is not one of {', '.join(INDEX_KINDS)}")
+        memories = list(memories)
+        self._check_memories(memories, embedding_model, dim)
+        by_shard: dict[int, list[Memory]] = defaultdict(list)
+        seen: set[str] = set()  # content hashes within this batch
+        ids: dict[str, str] = {}  # memory_id -> content_hash within this batch
+        skipped = 0
+        for mem in memories:
+            if mem.content_hash in seen:
+                skipped += 1
+                continue
+            if ids.get(mem.memory_id, mem.content_hash) != mem.content_hash:
+                raise StoreError(f"memory_id: {mem.memory_id!r} is used by two memories with "
+                                 f"different content in this batch")
+            seen.add(mem.content_hash)
+            ids[mem.memory_id] = mem.content_hash
+            shard = shard_of(mem.app_name, mem.user_id, m.shards)
+            by_shard[shard].append(replace(mem, shard=shard) if mem.shard != shard else mem)
+        name = new_name("seg")
+        entries = []
+        for shard in sorted(by_shard):
+            group = by_shard[shard]
+            stored = self._stored(m, shard, [g.content_hash for g in group],
+                                  [g.memory_id for g in group])
+            stored_hashes = set(stored.values())
+            for mem in group:
+                if mem.memory_id in stored and stored[mem.memory_id] != mem.content_hash:
+                    raise StoreError(f"memory_id: {mem.memory_id!r} already exists in the store "
+                                     f"with different content")
+            fresh = sorted((g for g in group if g.content_hash not in stored_hashes), key=sort_key)
+            skipped += len(group) - len(fresh)
+            if fresh:
+                entries.append((shard, write_segment_files(self.root, shard, name, fresh, dim,
+                                                           index_kind)))
+        return PendingSegments(m.shards, embedding_model, dim, m.version, tuple(entries), skipped)
+
+    def commit(self, pending: PendingSegments | None = None, *,
+               session_hashes: Iterable[str] = (), run_id: str | None = None,
+               summarizer: str | None = None) -> WriteResult:
+        """Publish prepared segments and ledger entries in one manifest rename."""
+        with self._locked():
+            return self._commit(self.manifest(), pending, session_hashes, run_id, summarizer)
+
+    def write_segment(self, memories: Sequence[Memory], embedding_model: str, dim: int, *,
+                      index_kind: IndexKind = "auto", session_hashes: Iterable[str] = (),
+                      run_id: str | None = None, summarizer: str | None = None) -> WriteResult:
+        """Write and commit memories (skipping ones already stored) in one step."""
+        with self._locked():
+            m = self.manifest()
+            pending = self._prepare(m, memories, embedding_model, dim, index_kind)
+            return self._commit(m, pending, session_hashes, run_id, summarizer)
+
+    def add(self, memories: Sequence[Memory], embedding_model: str | None = None) -> WriteResult:
+        """Online add: a small flat-indexed segment that a later compaction merges."""
+        memories = list(memories)
+        m = self.manifest()
+        model = embedding_model or m.embedding_model
+        first = next((mem.embedding for mem in memories
+                      if isinstance(mem, Memory) and mem.embedding is not None), None)
+        if model is None:
+            if first is not None:
+                raise StoreError("embedding_model: the store has none yet; pass the model id")
+            model = KEYWORD_ONLY_MODEL
+        if model == m.embedding_model:
+            dim = m.dim or 0
+        else:
+            dim = 0 if model == KEYWORD_ONLY_MODEL or first is None else int(np.size(first))
+        return self.write_segment(memories, model, dim, index_kind="flat")
+
+    def _drop_stored(self, m: Manifest, pending: PendingSegments,
+                     ) -> tuple[list[tuple[int, SegmentEntry]], int]:
+        """Rewrite pending segments without rows another writer committed meanwhile."""
+        entries, skipped = [], 0
+        for shard, entry in pending.entries:
+            path = parquet_path(self.root, shard, entry.name)
+            if not path.is_file() or (entry.index and not faiss_path(
+                    self.root, shard, entry.name).is_file()):
+                raise StoreError(f"commit: prepared segment {entry.name} (shard {shard}) is "
+                                 f"missing; was it removed by gc()? Prepare it again")
+            if not any(e.version > pending.base_version for e in m.segments[shard]):
+                entries.append((shard, entry))
+                continue
+            table = pq.read_table(path)
+            stored = self._stored(m, shard, table["content_hash"].to_pylist(),
+                                  table["memory_id"].to_pylist(), pending.base_version)
+            if not stored:
+                entries.append((shard, entry))
+                continue
+            for memory_id, content in zip(table["memory_id"].to_pylist(),
+                                          table["content_hash"].to_pylist(), strict=True):
+                if stored.get(memory_id, content) != content:
+                    raise StoreError(f"memory_id: {memory_id!r} was committed meanwhile with "
+                                     f"different content")
+            dup = pc.is_in(table["content_hash"], value_set=pa.array(list(stored.values()),
+                                                                     pa.string()))
+            rows = np.flatnonzero(~dup.to_numpy(zero_copy_only=False))
+            skipped += entry.rows - len(rows)
+            vectors = (table[EMBEDDING].combine_chunks().flatten().to_numpy()
+                       .reshape(-1, pending.dim) if pending.dim else None)
+            fresh = rows_to_memories(table.drop_columns([EMBEDDING]) if pending.dim else table,
+                                     rows, vectors)
+            path.unlink()
+            faiss_path(self.root, shard, entry.name).unlink(missing_ok=True)
+            if fresh:
+                entries.append((shard, write_segment_files(self.root, shard, new_name("seg"),
+                                                           fresh, pending.dim, entry.index)))
+        return entries, skipped
+
+    def _new_ledger_hashes(self, m: Manifest, hashes: list[str]) -> list[str]:
+        unique = list(dict.fromkeys(hashes))
+        known = self._ledger_lookup(m, unique)
+        return [h for h in unique if h not in known]
+
+    def _commit(self, m: Manifest, pending: PendingSegments | None,
+                session_hashes: Iterable[str], run_id: str | None,
+                summarizer: str | None) -> WriteResult:
+        hashes = self._new_ledger_hashes(m, _str_list(session_hashes, "session_hashes"))
+        entries: list[tuple[int, SegmentEntry]] = []
+        skipped = 0
+        if pending is not None:
+            if pending.shards != m.shards:
+                raise StoreError(f"commit: segments were prepared for {pending.shards} shards, "
+                                 f"the store has {m.shards}")
+            if pending.entries:
+                self._check_model(m, pending.embedding_model, pending.dim)
+            entries, skipped = self._drop_stored(m, pending)
+            skipped += pending.skipped
+        if not entries and not hashes and (summarizer is None or summarizer == m.summarizer):
+            return WriteResult(m.version, 0, skipped, (), 0)
+        m.version += 1
+        for shard, entry in entries:
+            m.segments[shard].append(replace(entry, version=m.version))
+        if entries and pending is not None and m.embedding_model is None:
+            m.embedding_model, m.dim = pending.embedding_model, pending.dim
+        if hashes:
+            name = f"{new_name('ledger')}.parquet"
+            frame = pl.DataFrame({"session_hash": hashes, "run_id": [run_id] * len(hashes),
+                                  "added_at": [time.time()] * len(hashes)},
+                                 schema={"session_hash": pl.String, "run_id": pl.String,
+                                         "added_at": pl.Float64})
+            atomic_write(self.root / LEDGER_DIR / name, frame.write_parquet)
+            m.ledger.append(name)
+            m.ledger_sessions += len(hashes)
+        if summarizer is not None:
+            m.summarizer = summarizer
+        write_manifest(self.root, m)
+        return WriteResult(m.version, sum(e.rows for _, e in entries), skipped,
+                           tuple(dict.fromkeys(e.name for _, e in entries)), len(hashes))
+
+    # -- ledger -------------------------------------------------------------
+    def _ledger_lookup(self, m: Manifest, hashes: list[str]) -> set[str]:
+        if not hashes or not m.ledger:
+            return set()
+        found = (pl.scan_parquet([self.root / LEDGER_DIR / n for n in m.ledger])
+                 .filter(pl.col("session_hash").is_in(hashes))
+                 .select("session_hash").unique().collect())
+        return set(found["session_hash"].to_list())
+
+    def ledger_contains(self, session_hashes: Iterable[str]) -> set[str]:
+        """The given session hashes that committed ledger entries already hold."""
+        return self._ledger_lookup(self.manifest(), _str_list(session_hashes, "session_hashes"))
+
+    def ledger_add(self, session_hashes: Iterable[str], run_id: str | None = None) -> int:
+        """Record sessions as processed (e.g. ones that yielded no memories)."""
+        return self.commit(None, session_hashes=session_hashes, run_id=run_id).ledger_added
+
+    # -- forgetting ---------------------------------------------------------
+    def forget(self, memory_ids: Iterable[str] = (), session: tuple[str, str, str] | None = None,
+               user: tuple[str, str] | None = None) -> int:
+        """Hide memories for good (survives reloads); returns how many were hidden."""
+        ids = _str_list(memory_ids, "memory_ids")
+        for name, value, size in (("session", session, 3), ("user", user, 2)):
+            if value is not None and (not isinstance(value, tuple) or len(value) != size
+                                      or not all(isinstance(v, str) and v for v in value)):
+                raise StoreError(f"{name}: expected a tuple of {size} non-empty strings, "
+                                 f"got {value!r}")
+        if not ids and session is None and user is None:
+            raise StoreError("forget: pass memory_ids, session or user")
+        with self._locked():
+            m = self.manifest()
+            snap = self._snapshot(m)
+            version, now = m.version + 1, time.time()
+            new: list[Tombstone] = []
+            for memory_id in dict.fromkeys(ids):
+                mem = snap.get(memory_id)
+                if mem is not None:
+                    new.append(Tombstone("memory", version, now, memory_id=memory_id,
+                                         app_name=mem.app_name, user_id=mem.user_id,
+                                         session_id=mem.session_id))
+            if session is not None:
+                new.append(Tombstone("session", version, now, app_name=session[0],
+                                     user_id=session[1], session_id=session[2]))
+            if user is not None:
+                new.append(Tombstone("user", version, now, app_name=user[0], user_id=user[1]))
+            before = snap.count(now=now)
+            hidden = before - StoreSnapshot(m, snap.segments, snap.tombstones + new).count(now=now)
+            if hidden == 0:
+                return 0
+            name = f"{new_name('tomb')}.jsonl"
+            atomic_write_bytes(self.root / TOMBSTONES_DIR / name, tombstone_lines(new))
+            m.version = version
+            m.tombstones.append(name)
+            m.tombstone_count += len(new)
+            write_manifest(self.root, m)
+            return hidden
+
+    # -- quarantine ---------------------------------------------------------
+    def quarantine(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Record rejected input rows (``location``, ``reason``, ``raw``) in one new file."""
+        return write_quarantine(self.root, rows)
+
+    def read_quarantine(self) -> list[dict[str, Any]]:
+        """Quarantined rows, oldest first; a row quarantined again by a rerun counts once."""
+        return read_quarantine(self.root)
+
+    def quarantine_count(self) -> int:
+        return len(read_quarantine(self.root))
+
+    # -- maintenance --------------------------------------------------------
+    def gc(self, grace_s: float = 0.0) -> list[Path]:
+        """Delete files no committed manifest lists (a crashed writer's leftovers).
+
+        Prepared-but-uncommitted segments are such files too: while other
+        writers may be between prepare and commit, pass a grace period longer
+        than that gap (their commit fails cleanly if its files were removed).
+        """
+        with self._locked():
+            m = self.manifest()
+            keep = {self.root / LEDGER_DIR / n for n in m.ledger}
+            keep |= {self.root / TOMBSTONES_DIR / n for n in m.tombstones}
+            for shard, entries in enumerate(m.segments):
+                for e in entries:
+                    keep |= {parquet_path(self.root, shard, e.name),
+                             faiss_path(self.root, shard, e.name)}
+            now, removed = time.time(), []
+            candidates = [p for sub in (MEMORIES_DIR, INDEX_DIR, LEDGER_DIR, TOMBSTONES_DIR)
+                          for p in (self.root / sub).rglob("*")]
+            candidates += list((self.root / QUARANTINE_DIR).glob(f"*{TMP_SUFFIX}"))
+            candidates += list(self.root.glob(f".*{TMP_SUFFIX}"))
+            for path in candidates:
+                if path.is_file() and path not in keep and now - path.stat().st_mtime >= grace_s:
+                    path.unlink()
+                    removed.append(path)
+            return sorted(removed)
+
+    # -- export / import ----------------------------------------------------
+    def export_jsonl(self, path: str | Path) -> int:
+        """Write every live memory with its embedding as JSON lines (``transfer``)."""
+        return export_jsonl(self.load(), path)
+
+    def import_jsonl(self, path: str | Path, batch_size: int = IMPORT_BATCH) -> WriteResult:
+        """Load an ``export_jsonl`` file; memories already stored are skipped."""
+        header, batches = read_export(path, batch_size)
+        model, dim = header.get("embedding_model"), header.get("dim")
+        results = [self.write_segment(batch, model, dim, summarizer=header.get("summarizer"))
+                   for batch in batches]
+        return WriteResult(
+            version=results[-1].version if results else self.manifest().version,
+            written=sum(r.written for r in results), skipped=sum(r.skipped for r in results),
+            segments=tuple(s for r in results for s in r.segments), ledger_added=0)

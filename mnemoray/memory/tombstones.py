@@ -1,0 +1,92 @@
+"""Forget records: what was deleted, as predicates over committed rows.
+
+A tombstone hides matching rows of every segment committed *before* it
+(``segment.version < tombstone.version``): forgetting a user removes what
+the store held then, and memories from the user's later sessions show up
+again. Because each tombstone is a plain predicate, a compaction merge can
+drop the matching rows physically and then retire the tombstone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mnemoray.memory.manifest import StoreError
+from mnemoray.memory.segment import LoadedSegment
+
+Scope = Literal["memory", "session", "user"]
+SCOPES: tuple[str, ...] = get_args(Scope)
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    scope: Scope
+    version: int  # manifest version that committed it
+    at: float
+    memory_id: str = ""
+    app_name: str = ""
+    user_id: str = ""
+    session_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Tombstone:
+        if raw.get("scope") not in SCOPES:
+            raise StoreError(f"tombstone: scope {raw.get('scope')!r} is not one of "
+                             f"{', '.join(SCOPES)}")
+        return cls(**raw)
+
+
+def read_tombstones(paths: Iterable[Path]) -> list[Tombstone]:
+    out: list[Tombstone] = []
+    for path in paths:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError as exc:
+            raise StoreError(f"tombstone file listed in the manifest is missing: {path}") from exc
+        out.extend(Tombstone.from_dict(json.loads(line)) for line in lines if line.strip())
+    return out
+
+
+def tombstone_lines(tombstones: Iterable[Tombstone]) -> bytes:
+    return "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n"
+                   for t in tombstones).encode("utf-8")
+
+
+def dead_rows(segment: LoadedSegment, tombstones: Iterable[Tombstone]) -> np.ndarray | None:
+    """Boolean mask of the segment's forgotten rows, or None if none are."""
+    dead: np.ndarray | None = None
+    ids: list[str] = []
+    for t in tombstones:
+        if t.version <= segment.entry.version:
+            continue
+        if t.scope == "memory":
+            ids.append(t.memory_id)
+            continue
+        span = segment.ranges.get((t.app_name, t.user_id))
+        if span is None:
+            continue
+        if dead is None:
+            dead = np.zeros(segment.rows, dtype=bool)
+        start, end = span
+        if t.scope == "user":
+            dead[start:end] = True
+        else:
+            sessions = segment.table["session_id"].slice(start, end - start)
+            dead[start:end] |= pc.equal(sessions, t.session_id).to_numpy(zero_copy_only=False)
+    if ids:
+        hit = pc.is_in(segment.table["memory_id"], value_set=pa.array(ids, pa.string()))
+        hit_np = hit.to_numpy(zero_copy_only=False)
+        if hit_np.any():
+            dead = hit_np if dead is None else dead | hit_np
+    return dead
