@@ -1,0 +1,1 @@
+"""Job entrypoints (`python -m jobs.backfill`) and schedules."""

@@ -1,0 +1,1 @@
+"""Ray Data stages and the backfill dataflow (wrap the core objects in mnemoray/)."""
