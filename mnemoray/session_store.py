@@ -12,9 +12,9 @@ import copy
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from mnemoray.events import Event
 from mnemoray.session import Session
@@ -42,12 +42,14 @@ class DuplicateEventError(ValueError):
     """An event with this id is already in the session."""
 
 
-SessionChange = Literal["ended", "deleted"]
+SessionChange = Literal["ended", "deleted", "appended"]
+DEFAULT_CHANGES: frozenset[str] = frozenset({"ended", "deleted"})
 
 
 @dataclass(frozen=True)
 class SessionNotice:
-    """What listeners receive. ``session`` is the final copy (None on delete)."""
+    """What listeners receive. ``session`` is the final copy on "ended", the
+    caller's (just updated) copy on "appended", None on "deleted"."""
 
     change: SessionChange
     app_name: str
@@ -74,16 +76,30 @@ class SessionStore(ABC):
     """Durable sessions. Implementations: in-memory, SQLite."""
 
     def __init__(self) -> None:
-        self._listeners: list[Listener] = []
+        self._listeners: list[tuple[Listener, frozenset[str]]] = []
 
     # -- listeners ---------------------------------------------------------
-    def add_listener(self, listener: Listener) -> None:
-        """Called after a session is ended or deleted (memory ingestion, forget)."""
-        self._listeners.append(listener)
+    def add_listener(self, listener: Listener,
+                     changes: Iterable[SessionChange] = DEFAULT_CHANGES) -> None:
+        """Called after a session is ended or deleted (memory ingestion, forget).
+
+        ``changes`` selects the notices; "appended" (after each persisted
+        event, in the appending thread) is opt-in.
+        """
+        wanted = frozenset(changes)
+        unknown = wanted - set(get_args(SessionChange))
+        if unknown:
+            raise ValueError(f"changes: unknown session change {sorted(unknown)[0]!r}")
+        self._listeners.append((listener, wanted))
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop notifying ``listener`` (no error if it was not registered)."""
+        self._listeners = [(f, c) for f, c in self._listeners if f != listener]
 
     def _notify(self, notice: SessionNotice) -> None:
-        for listener in list(self._listeners):
-            listener(notice)
+        for listener, changes in list(self._listeners):
+            if notice.change in changes:
+                listener(notice)
 
     # -- API -----------------------------------------------------------------
     @abstractmethod
@@ -122,6 +138,8 @@ class SessionStore(ABC):
         self._append(session, event)
         session.apply(event)
         session.version += 1
+        if any("appended" in changes for _, changes in self._listeners):
+            self._notify(SessionNotice("appended", *session.key, session=session))
         return event
 
     def end_session(self, session: Session, ended_at: float | None = None) -> Session:

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
+from mnemoray.embedders import Embedder, load_embedder
 from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
 from mnemoray.summarizers import (
     ExtractiveSummarizer,
@@ -98,6 +101,14 @@ def test_key_facts_are_user_self_disclosures_with_provenance() -> None:
     ("I plan to move in June.", True),
     ("I usually prefer trains.", True),
     ("My daughter's name is Ana.", True),
+    ("my daughter's name is Ana.", True),
+    ("I'm thinking about getting a pet parrot.", True),
+    ("I really like African Grey parrots because they can talk.", True),
+    ("My apartment is small though.", True),
+    ("I moved to Madrid in March.", True),
+    ("I will start a new job next week.", True),
+    ("I'll be in Rome from the 3rd to the 9th.", True),
+    ("I was wondering about the price.", False),
     ("I'm not sure about that.", False),
     ("I'd like to know the price.", False),
     ("Do I have any bookings?", False),
@@ -199,3 +210,97 @@ def test_registry() -> None:
 
     register_summarizer("echo-test", Echo)
     assert get_summarizer("echo-test").summarize([user_message("hi")]).summary == "hi"
+
+
+def test_adjectives_only_narrow_a_topic() -> None:
+    events = [user_message("I'm thinking about getting a pet parrot. My apartment is small.",
+                           id="a"),
+              model_message("bot", "A small apartment suits a small parrot.", id="b"),
+              user_message("Is a small apartment too loud for a parrot?", id="c")]
+    topics = ExtractiveSummarizer().summarize(events).topics
+    assert "small apartment" in topics
+    assert not {"small", "thinking", "getting"} & set(topics)
+
+
+# -- the embedding path (real packaged all-MiniLM-L6-v2, loaded once) ---------------
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    loaded = load_embedder("default")
+    assert loaded is not None
+    return loaded
+
+
+def bird_chat() -> list[Event]:
+    return [
+        user_message("I'm thinking about getting a pet parrot.", id="a"),
+        model_message("bot", "Cockatiels and budgies are friendly birds for beginners.", id="b"),
+        user_message("My car broke down on the highway yesterday.", id="c"),
+        model_message("bot", "African Greys are clever talkers but need a lot of attention.",
+                      id="d"),
+        user_message("Which bird is easiest to keep in a flat?", id="e"),
+    ]
+
+
+def test_embedding_path_is_deterministic(embedder: Embedder) -> None:
+    a = ExtractiveSummarizer(embedder=embedder).summarize(parrot_apartment())
+    b = ExtractiveSummarizer(embedder=embedder).summarize(list(parrot_apartment()))
+    assert a == b and a.summary
+
+
+def test_summarize_many_matches_one_by_one(embedder: Embedder) -> None:
+    summarizer = ExtractiveSummarizer(embedder=embedder)
+    batches = [parrot_apartment(), [], bird_chat()]
+    assert summarizer.summarize_many(batches) == [summarizer.summarize(b) for b in batches]
+
+
+def test_embedding_centrality_prefers_what_the_conversation_is_about(
+        embedder: Embedder) -> None:
+    summary = ExtractiveSummarizer(embedder=embedder, max_sentences=3).summarize(bird_chat())
+    # No word is shared between the bird sentences, yet they are about one thing;
+    # the broken-down car is not.
+    assert "car broke down" not in summary.summary
+    assert "parrot" in summary.summary and "Cockatiels" in summary.summary
+    assert all(line.split(": ", 1)[0] in {"User", "bot"}
+               for line in summary.summary.splitlines())
+    topics = summary.topics
+    assert topics[:2] == ("birds", "parrot")
+    assert not {"car", "broke", "highway"} & set(topics)
+
+
+def test_embedding_mmr_skips_near_duplicates(embedder: Embedder) -> None:
+    events = [user_message("My parrot Kiwi loves sunflower seeds.", id="a"),
+              user_message("My parrot Kiwi loves sunflower seeds!", id="b"),
+              user_message("Kiwi, my parrot, loves sunflower seeds.", id="c"),
+              user_message("The landlord allows pets in the apartment.", id="d")]
+    summary = ExtractiveSummarizer(embedder=embedder).summarize(events)
+    assert summary.summary.count("sunflower") == 1
+    assert "landlord" in summary.summary
+
+
+def test_embedding_path_keeps_the_heuristics(embedder: Embedder) -> None:
+    plain = ExtractiveSummarizer().summarize(parrot_apartment())
+    dense = ExtractiveSummarizer(embedder=embedder).summarize(parrot_apartment())
+    assert dense.key_facts == plain.key_facts
+    assert dense.entities == plain.entities
+    assert dense.open_threads == plain.open_threads
+    assert dense.source_event_ids == plain.source_event_ids
+    assert dense.topics[0] == "apartment" and "parrot" in dense.topics[:3]
+    assert len(dense.summary) <= 800
+
+
+def test_registry_resolves_an_embedder_spec(embedder: Embedder) -> None:
+    summarizer = get_summarizer("extractive", embedder="default", max_sentences=2)
+    assert isinstance(summarizer, ExtractiveSummarizer)
+    assert summarizer.embedder is embedder  # loaded once per process
+    assert get_summarizer("extractive", embedder="none").embedder is None
+    # Pickled (a Ray task) without the model; the worker reloads it by spec.
+    clone = pickle.loads(pickle.dumps(summarizer))
+    assert clone.embedder is embedder and clone.max_sentences == 2
+    assert len(pickle.dumps(summarizer)) < 10_000
+
+
+def test_bad_embedding_options() -> None:
+    with pytest.raises(TypeError, match="embedder"):
+        ExtractiveSummarizer(embedder=42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mmr_lambda"):
+        ExtractiveSummarizer(mmr_lambda=1.5)

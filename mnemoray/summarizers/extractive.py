@@ -1,9 +1,13 @@
-"""A deterministic extractive summarizer: no model weights, no randomness.
+"""A deterministic extractive summarizer: no randomness, no weights required.
 
-The summary is the most central sentences of the conversation (TF-IDF
-centrality with an MMR-style redundancy penalty), kept in their original
-order under a length budget. Topics, user facts, entities and open threads
-come from small, explainable heuristics, each traceable to source events.
+The summary is the most central sentences of the conversation, kept in their
+original order under a length budget. Centrality and redundancy come from
+TF-IDF by default; given an :class:`~mnemoray.embedders.Embedder` they come
+from sentence embeddings instead (mean cosine to the other sentences, then
+MMR selection), which also breaks ties between equally frequent topics by
+their closeness to the whole conversation. Topics, user facts, entities and
+open threads come from small, explainable heuristics, each traceable to
+source events.
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from mnemoray.events import Event
 from mnemoray.summarizers.base import Fact, Summarizer, Summary
 from mnemoray.text import STOPWORDS, split_sentences, stem, terms, words
+
+if TYPE_CHECKING:
+    from mnemoray.embedders import Embedder
 
 # Never summarized as content: they are bookkeeping, not conversation.
 _SKIPPED_TYPES = frozenset({"compaction", "control"})
@@ -38,7 +47,16 @@ _TOPIC_FILLERS = frozenset({
     "sorry", "course", "perfect", "awesome", "absolutely", "definitely", "probably",
     "usually", "always", "never", "today", "tomorrow", "yesterday", "called", "returned",
     "error", "may", "might", "must", "shall", "eur", "euro", "euros", "usd", "dollar",
-    "dollars", "gbp", "near",
+    "dollars", "gbp", "near", "thinking", "getting", "looking", "trying", "wondering",
+    "talking", "saying", "doing", "having", "taking", "coming", "giving", "keeping",
+    "considering", "consider", "though", "instead", "else", "etc",
+})
+
+# Adjectives that narrow a phrase ("small apartment") but are no topic alone.
+_MODIFIERS = frozenset({
+    "small", "big", "large", "little", "new", "old", "long", "short", "high", "low",
+    "best", "better", "first", "last", "next", "early", "late", "cheap", "expensive",
+    "quiet", "loud", "busy", "close", "different", "same", "other", "main", "whole",
 })
 
 # Leading words that make a capitalised run look like a name but are not one.
@@ -50,7 +68,7 @@ _NOT_NAME_WORDS = frozenset({
 _DISCLOSING_VERBS = (
     r"am|live|lived|have|had|own|like|prefer|love|hate|dislike|enjoy|want|plan|work|worked|"
     r"study|studied|moved|grew\s+up|was\s+born|speak|use|need|eat|drink|drive|play|go|got|"
-    r"started|stopped|bought|can't|cannot|don't|do\s+not"
+    r"started|stopped|bought|can't|cannot|don't|do\s+not|will|won't|was|wasn't"
 )
 # "My <something> <verb>": what the user's people, pets and things are or do.
 _POSSESSION_VERBS = (
@@ -60,7 +78,7 @@ _POSSESSION_VERBS = (
 # Self-disclosure openers, matched at the start of a sentence (after fillers).
 _FIRST_PERSON = re.compile(
     rf"(?:i\s+(?:(?:just|recently|also|really|usually|always|never|still|currently|now|often|"
-    rf"mostly)\s+)?(?:{_DISCLOSING_VERBS})|i'm|im|i've|i'd\s+(?:like|love|prefer|rather)|"
+    rf"mostly)\s+)?(?:{_DISCLOSING_VERBS})|i'm|im|i've|i'll|i'd\s+(?:like|love|prefer|rather)|"
     rf"i\s+would\s+(?:like|love|prefer|rather)|(?:my|our)\s+(?!question)[\w' -]{{1,40}}?\s+"
     rf"(?:{_POSSESSION_VERBS})|my\s+name|call\s+me|we\s+(?:live|have|are|own|moved)|we're)\b",
     re.IGNORECASE,
@@ -110,17 +128,19 @@ class _Sentence:
     is_message: bool
 
 
-def _brief(value: Any, limit: int) -> str:
+def brief(value: Any, limit: int) -> str:
+    """``value`` (text or JSON) in at most ``limit`` characters."""
     text = value if isinstance(value, str) else json.dumps(
         value, ensure_ascii=False, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _render_call(event: Event) -> str:
+def render_tool_call(event: Event) -> str:
+    """``name(arg=value, ...)`` of a ``tool_call`` event, briefly."""
     args = event.data.get("args") or {}
-    rendered = ", ".join(f"{k}={_brief(v, 40)}" for k, v in args.items()) \
-        if isinstance(args, dict) else _brief(args, 80)
-    return f"{event.data['name']}({_brief(rendered, 120)})"
+    rendered = ", ".join(f"{k}={brief(v, 40)}" for k, v in args.items()) \
+        if isinstance(args, dict) else brief(args, 80)
+    return f"{event.data['name']}({brief(rendered, 120)})"
 
 
 def _clean(text: str) -> str:
@@ -128,25 +148,35 @@ def _clean(text: str) -> str:
 
 
 class ExtractiveSummarizer(Summarizer):
-    """TF-IDF centrality + redundancy penalty; heuristics for the rest.
+    """Central, non-redundant sentences; heuristics for the rest.
 
     ``max_sentences``/``max_chars`` bound the summary, ``redundancy`` (0..1)
     is how strongly a sentence similar to one already chosen is penalised,
     ``tool_weight`` scales the score of rendered tool calls and results.
+
+    ``embedder`` (an :class:`~mnemoray.embedders.Embedder`, or a spec string
+    for :func:`~mnemoray.embedders.load_embedder` such as ``"default"``)
+    switches salience to embedding centrality (mean cosine of a sentence to
+    all the others) and selection to MMR with ``mmr_lambda`` (relevance vs.
+    similarity to what is already chosen). Without one, sparse TF-IDF is used.
+    Both paths are deterministic.
     """
 
     name = "extractive"
 
     def __init__(self, *, max_sentences: int = 6, max_chars: int = 800, max_topics: int = 8,
                  max_entities: int = 20, redundancy: float = 0.5, tool_weight: float = 0.5,
-                 max_sentence_chars: int = 300) -> None:
+                 max_sentence_chars: int = 300, embedder: Embedder | str | None = None,
+                 mmr_lambda: float = 0.7) -> None:
         for option, value in (("max_sentences", max_sentences), ("max_chars", max_chars),
                               ("max_topics", max_topics), ("max_entities", max_entities),
                               ("max_sentence_chars", max_sentence_chars)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{option}: must be a positive int, got {value!r}")
-        for option, value in (("redundancy", redundancy), ("tool_weight", tool_weight)):
-            if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        for option, value in (("redundancy", redundancy), ("tool_weight", tool_weight),
+                              ("mmr_lambda", mmr_lambda)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0.0 <= value <= 1.0:
                 raise ValueError(f"{option}: must be a number in [0, 1], got {value!r}")
         self.max_sentences = max_sentences
         self.max_chars = max_chars
@@ -155,19 +185,65 @@ class ExtractiveSummarizer(Summarizer):
         self.redundancy = float(redundancy)
         self.tool_weight = float(tool_weight)
         self.max_sentence_chars = max_sentence_chars
+        self.mmr_lambda = float(mmr_lambda)
+        # A spec string is kept so a pickled summarizer (a Ray task) reloads
+        # the model once per worker process instead of shipping it.
+        self._embedder_spec: str | None = None
+        if isinstance(embedder, str):
+            from mnemoray.embedders import load_embedder
+
+            self._embedder_spec = embedder
+            embedder = load_embedder(embedder)  # "none"/"keyword" -> None: TF-IDF
+        if embedder is not None and not callable(getattr(embedder, "encode", None)):
+            raise TypeError(f"embedder: expected an Embedder, a spec string or None, "
+                            f"got {type(embedder).__name__}")
+        self.embedder: Embedder | None = embedder
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self._embedder_spec is not None:
+            state["embedder"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._embedder_spec is not None:
+            from mnemoray.embedders import load_embedder
+
+            self.embedder = load_embedder(self._embedder_spec)
 
     # -- entry point ---------------------------------------------------------
     def summarize(self, events: Sequence[Event]) -> Summary:
-        content = [e for e in events if not e.partial and e.type not in _SKIPPED_TYPES]
-        sentences = self._sentences(content)
-        return Summary(
-            summary=self._extract(sentences),
-            topics=self._topics(sentences),
-            key_facts=self._facts(content),
-            entities=self._entities(sentences),
-            open_threads=self._open_threads(content),
-            source_event_ids=tuple(e.id for e in content),
-        )
+        return self.summarize_many([events])[0]
+
+    def summarize_many(self, batches: Sequence[Sequence[Event]]) -> list[Summary]:
+        """One embedding call for every sentence of every batch (Ray Data batches)."""
+        contents = [[e for e in events if not e.partial and e.type not in _SKIPPED_TYPES]
+                    for events in batches]
+        units = [self._sentences(content) for content in contents]
+        embedded = self._embed([self._clip(s.text) for sentences in units for s in sentences])
+        out: list[Summary] = []
+        offset = 0
+        for content, sentences in zip(contents, units, strict=True):
+            embeddings = None
+            if embedded is not None and sentences:
+                embeddings = embedded[offset:offset + len(sentences)]
+            offset += len(sentences)
+            out.append(Summary(
+                summary=self._extract(sentences, embeddings),
+                topics=self._topics(sentences, embeddings),
+                key_facts=self._facts(content),
+                entities=self._entities(sentences),
+                open_threads=self._open_threads(content),
+                source_event_ids=tuple(e.id for e in content),
+            ))
+        return out
+
+    def _embed(self, texts: list[str]) -> np.ndarray | None:
+        """Unit-norm rows, or None on the TF-IDF path (no embedder, no text)."""
+        if self.embedder is None or not texts:
+            return None
+        return np.asarray(self.embedder.encode(texts), dtype=np.float32)
 
     # -- units ---------------------------------------------------------------
     def _sentences(self, events: Sequence[Event]) -> list[_Sentence]:
@@ -188,37 +264,50 @@ class ExtractiveSummarizer(Summarizer):
                         weight = _FACT_WEIGHT if _is_fact(sentence) else 1.0
                     add(e, label, sentence, weight, True)
             elif e.type == "tool_call":
-                add(e, label, f"Called {_render_call(e)}.", self.tool_weight, False)
+                add(e, label, f"Called {render_tool_call(e)}.", self.tool_weight, False)
             elif e.type == "tool_result":
-                response = _brief(e.data.get("response"), 160)
+                response = brief(e.data.get("response"), 160)
                 add(e, label, f"{e.data['name']} returned {response}", self.tool_weight, False)
             elif e.type == "error":
-                detail = e.text or _brief(e.data, 160)
+                detail = e.text or brief(e.data, 160)
                 add(e, label, f"Error: {detail}", 1.0, False)
         return out
 
     # -- summary: central, non-redundant sentences ---------------------------
-    def _extract(self, sentences: list[_Sentence]) -> str:
+    def _extract(self, sentences: list[_Sentence], embeddings: np.ndarray | None = None) -> str:
         # Numbers are left out of similarity: template sentences that differ
         # only in a price or date are redundant, not distinct.
         vectors = _tfidf([[t for t in terms(s.text) if not t.isdigit()] for s in sentences])
-        centroid: dict[str, float] = {}
-        for vec in vectors:
-            for term, w in vec.items():
-                centroid[term] = centroid.get(term, 0.0) + w
         n = len(sentences)
         # One-word sentences ("Great.") rarely carry content; keep them only
         # when nothing longer exists.
         pool = [i for i, v in enumerate(vectors) if len(v) >= 2] \
             or [i for i, v in enumerate(vectors) if v]
+        if embeddings is None:
+            centroid: dict[str, float] = {}
+            for vec in vectors:
+                for term, w in vec.items():
+                    centroid[term] = centroid.get(term, 0.0) + w
+            # Mean similarity to every other sentence: how central it is.
+            central = {i: (_dot(vectors[i], centroid) - 1.0) / (n - 1) if n > 1 else 0.0
+                       for i in pool}
+            trade, duplicate = self.redundancy, 0.9
+
+            def similarity_to(best: int, among: list[int]) -> list[float]:
+                return [_dot(vectors[i], vectors[best]) for i in among]
+        else:
+            # Mean cosine to the others without an n x n matrix: e_i . sum(e) - 1.
+            sums = embeddings @ embeddings.sum(axis=0)
+            central = {i: (float(sums[i]) - 1.0) / (n - 1) if n > 1 else 0.0 for i in pool}
+            trade, duplicate = 1.0 - self.mmr_lambda, 0.95
+
+            def similarity_to(best: int, among: list[int]) -> list[float]:
+                return [float(x) for x in embeddings[among] @ embeddings[best]]
         raw: dict[int, float] = {}
         for i in pool:
-            vec = vectors[i]
-            # Mean similarity to every other sentence: how central it is.
-            central = (_dot(vec, centroid) - 1.0) / (n - 1) if n > 1 else 0.0
             # A small prior for content-bearing sentences breaks ties among
             # unrelated sentences (a short or disjoint conversation).
-            raw[i] = sentences[i].weight * (central + 0.02 * min(len(vec), 10) / 10)
+            raw[i] = sentences[i].weight * (central[i] + 0.02 * min(len(vectors[i]), 10) / 10)
         top = max(raw.values(), default=0.0) or 1.0
         # Relevance on the same 0..1 scale as the similarity it is traded against.
         relevance = {i: max(score, 0.0) / top for i, score in raw.items()}
@@ -229,17 +318,18 @@ class ExtractiveSummarizer(Summarizer):
         # so selection stays linear in the number of sentences.
         overlap = dict.fromkeys(relevance, 0.0)
         while overlap and len(chosen) < self.max_sentences and self.max_chars - used >= 20:
-            best = max(overlap, key=lambda i: ((1.0 - self.redundancy) * relevance[i]
-                                               - self.redundancy * overlap[i], -i))
-            if overlap.pop(best) > 0.9:
+            best = max(overlap, key=lambda i: ((1.0 - trade) * relevance[i]
+                                               - trade * overlap[i], -i))
+            if overlap.pop(best) > duplicate:
                 continue  # a near-duplicate adds length, not information
             cost = len(self._clip(sentences[best].text)) + len(sentences[best].label) + 2
             if chosen and used + cost > self.max_chars:
                 continue  # a shorter sentence may still fit
             chosen.append(best)
             used += cost
-            for i in overlap:
-                overlap[i] = max(overlap[i], _dot(vectors[i], vectors[best]))
+            rest = list(overlap)
+            for i, sim in zip(rest, similarity_to(best, rest), strict=True):
+                overlap[i] = max(overlap[i], sim)
 
         lines: list[str] = []
         last_event: str | None = None
@@ -259,23 +349,28 @@ class ExtractiveSummarizer(Summarizer):
         return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
     # -- topics: frequent keyphrases -----------------------------------------
-    def _topics(self, sentences: list[_Sentence]) -> tuple[str, ...]:
+    def _topics(self, sentences: list[_Sentence],
+                embeddings: np.ndarray | None = None) -> tuple[str, ...]:
         counts: Counter[tuple[str, ...]] = Counter()
         first_seen: dict[tuple[str, ...], int] = {}
         surfaces: dict[tuple[str, ...], Counter[str]] = {}
+        where: dict[tuple[str, ...], list[int]] = {}  # sentences a phrase occurs in
         for s in sentences:
             if not s.is_message:
                 continue
-            keep = [w if _is_topic_word(w) else None for w in words(s.text)]
+            keep = [w if _is_topic_word(w) or w in _MODIFIERS else None for w in words(s.text)]
             for j in range(len(keep)):
                 for size in range(1, 4):
                     gram = keep[j:j + size]
                     if len(gram) < size or None in gram:
                         break
+                    if gram[-1] in _MODIFIERS:
+                        continue  # "small" alone or "new small": no topic, yet "small flat" is
                     key = tuple(stem(g) for g in gram)  # type: ignore[arg-type]
                     counts[key] += 1
                     surfaces.setdefault(key, Counter())[" ".join(gram)] += 1  # type: ignore[arg-type]
                     first_seen.setdefault(key, len(first_seen))
+                    where.setdefault(key, []).append(s.position)
 
         def score(key: tuple[str, ...]) -> float:
             # A phrase said more than once is a stronger signal than its words.
@@ -283,6 +378,8 @@ class ExtractiveSummarizer(Summarizer):
 
         ranked = sorted((k for k in counts if len(k) == 1 or counts[k] >= 2),
                         key=lambda k: (-score(k), first_seen[k]))
+        if embeddings is not None and ranked:
+            ranked = self._rerank_topics(ranked, score, surfaces, where, sentences, embeddings)
         picked: list[tuple[str, ...]] = []
         for key in ranked:
             if len(picked) == self.max_topics:
@@ -291,6 +388,37 @@ class ExtractiveSummarizer(Summarizer):
                 continue  # "flores" adds nothing next to "rua das flores"
             picked.append(key)
         return tuple(_most_common(surfaces[k]) for k in picked)
+
+    def _rerank_topics(self, ranked: list[tuple[str, ...]], score: Any,
+                       surfaces: dict[tuple[str, ...], Counter[str]],
+                       where: dict[tuple[str, ...], list[int]],
+                       sentences: list[_Sentence], embeddings: np.ndarray,
+                       ) -> list[tuple[str, ...]]:
+        """Break frequency ties by how central a phrase is to the conversation:
+        the cosine of the phrase to the centroid of the messages plus the
+        centrality of the most central sentence that says it.
+
+        Only the head of the ranking is embedded (what can still be picked),
+        so a long session costs a bounded number of short encodes.
+        """
+        rows = [i for i, s in enumerate(sentences) if s.is_message]
+        if not rows:
+            return ranked
+        head = ranked[: max(16, 3 * self.max_topics)]
+        messages = embeddings[rows]
+        centroid = messages.mean(axis=0)
+        norm = float(np.linalg.norm(centroid))
+        if norm == 0.0:
+            return ranked
+        n = len(rows)
+        central = dict(zip(rows, ((messages @ messages.sum(axis=0) - 1.0) / max(n - 1, 1))
+                           .tolist(), strict=True))
+        phrases = self._embed([_most_common(surfaces[k]) for k in head])
+        assert phrases is not None
+        closeness = {k: round(float(v) + max(central[i] for i in where[k]), 6)
+                     for k, v in zip(head, phrases @ (centroid / norm), strict=True)}
+        order = {k: i for i, k in enumerate(head)}
+        return sorted(head, key=lambda k: (-score(k), -closeness[k], order[k])) + ranked[len(head):]
 
     # -- key facts: what the user said about themselves ---------------------
     def _facts(self, events: Sequence[Event]) -> tuple[Fact, ...]:
@@ -357,7 +485,7 @@ class ExtractiveSummarizer(Summarizer):
                     if sentence.endswith("?") or _QUESTION_START.match(body):
                         threads.setdefault(f"Unanswered question: {sentence}", None)
             elif e.type == "tool_call" and e.call_id not in answered:
-                threads.setdefault(f"Pending tool call: {_render_call(e)}", None)
+                threads.setdefault(f"Pending tool call: {render_tool_call(e)}", None)
         return tuple(threads)
 
 

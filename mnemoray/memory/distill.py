@@ -1,0 +1,400 @@
+"""Distill a session into memory records (DESIGN.md "Memory").
+
+A session becomes several kinds of record, so nothing is lost to
+summarization and every record names exactly the events it came from:
+
+- ``session_summary``: the summarizer's summary of the session, with its
+  topics, key facts and entities;
+- ``fact``: one per key fact (the fact's own source events);
+- ``chunk``: the raw turns, in small windows of ``chunk_turns`` messages,
+  each line prefixed with its date and speaker;
+- ``compaction_summary``: one per compaction event already in the session.
+
+Compaction summaries are reused, never recomputed: the session summary is
+computed over the compaction summaries (as stand-in events) plus the raw
+events no compaction covers, and the key facts stored in a compaction are
+taken as they are, with their provenance. The summarizer never sees an event
+a compaction already summarized.
+
+Distillation is deterministic (same session, same ``now`` -> same records;
+identity is the content hash), and embedding is not done here: the memory
+service embeds each record's ``key_text``.
+
+Chunk windows are aligned to the start of the session and a tool call or
+result joins the window of the message that follows it, so a window that
+holds ``chunk_turns`` messages never changes as the session grows: only the
+last window, the summary and the facts are superseded by re-ingestion.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mnemoray.events import Event, iso
+from mnemoray.memory.record import Memory, MemoryKind
+from mnemoray.session import Session
+from mnemoray.summarizers.base import Fact, Summarizer, Summary
+from mnemoray.summarizers.extractive import brief, render_tool_call
+from mnemoray.text import stem, words
+
+# Roles whose messages are conversation turns (system messages are instructions).
+MESSAGE_ROLES = frozenset({"user", "model"})
+# Event types that appear in chunks; the rest is bookkeeping.
+_CHUNK_TYPES = frozenset({"message", "tool_call", "tool_result", "error"})
+_NOT_CONTENT = frozenset({"compaction", "control"})
+# Author of a stand-in event for summary text that names no speaker.
+STAND_IN_AUTHOR = "earlier_summary"
+_SPEAKER_LINE = re.compile(r"^([^:\n]{1,60}):\s+(\S.*)$")
+_RESULT_CHARS = 200
+
+
+def distill_session(session: Session, summarizer: Summarizer, *, chunk_turns: int = 4,
+                    expand_keys: bool = True, ttl_s: float | None = None,
+                    now: float | None = None) -> list[Memory]:
+    """The memory records of ``session`` (not embedded), in a stable order.
+
+    ``chunk_turns``: user/model messages per chunk. ``expand_keys``: append a
+    chunk's facts, topics and entities to its ``key_text`` (what is embedded
+    and keyword-indexed); ``text`` always stays the original words.
+    ``ttl_s``: records expire that many seconds after ``now`` (default: the
+    current time, which is also every record's ``created_at``).
+    """
+    if not isinstance(chunk_turns, int) or isinstance(chunk_turns, bool) or chunk_turns < 1:
+        raise ValueError(f"chunk_turns: must be a positive int, got {chunk_turns!r}")
+    if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float))
+                              or ttl_s <= 0):
+        raise ValueError(f"ttl_s: must be a positive number of seconds or None, got {ttl_s!r}")
+    if not callable(getattr(summarizer, "summarize", None)):
+        raise TypeError(f"summarizer: expected a Summarizer, got {type(summarizer).__name__}")
+    events = [e for e in session.events if not e.partial]
+    if not events:
+        return []
+    created_at = time.time() if now is None else float(now)
+    ctx = _Context(session, events, created_at,
+                   None if ttl_s is None else created_at + float(ttl_s))
+
+    compactions = [c for c in (_Compaction.of(e, events) for e in events
+                               if e.type == "compaction") if c is not None]
+    covered = {i for c in compactions for i in c.source_event_ids}
+
+    summary, facts = _summarize(ctx, summarizer, compactions, covered)
+    records: list[Memory] = []
+    if summary is not None and summary.summary.strip():
+        ids = summary.source_event_ids
+        topics = tuple(summary.topics)
+        key = summary.summary
+        if expand_keys and topics:
+            key += "\nTopics: " + ", ".join(topics)
+        records.append(ctx.memory("session_summary", summary.summary, ids, key_text=key,
+                                  topics=topics, key_facts=tuple(f.text for f in facts),
+                                  entities=tuple(summary.entities)))
+    for fact in facts:
+        records.append(ctx.memory("fact", fact.text, fact.source_event_ids))
+    for c in compactions:
+        start, end = ctx.times(c.source_event_ids)
+        records.append(ctx.memory(
+            "compaction_summary", c.text, c.source_event_ids,
+            topics=c.summary.topics, key_facts=tuple(f.text for f in c.summary.key_facts),
+            entities=c.summary.entities,
+            times=(start if start is not None else c.start_ts,
+                   end if end is not None else c.end_ts)))
+
+    topics = _unique([*(summary.topics if summary else ()),
+                      *(t for c in compactions for t in c.summary.topics)])
+    entities = _unique([*(summary.entities if summary else ()),
+                        *(n for c in compactions for n in c.summary.entities)])
+    for window in _windows(events, chunk_turns):
+        text = "\n".join(_render(e) for e in window)
+        ids = tuple(e.id for e in window)
+        members = set(ids)
+        chunk_facts = tuple(f.text for f in facts if members.intersection(f.source_event_ids))
+        # What was said, not who said it or when ("travel_agent" is no topic).
+        said = "\n".join(_body(e) for e in window)
+        chunk_terms = {stem(w) for w in words(said)}
+        lowered = said.lower()
+        chunk_topics = tuple(t for t in topics
+                             if (ts := {stem(w) for w in words(t)}) and ts <= chunk_terms)
+        chunk_entities = tuple(n for n in entities if n.lower() in lowered)
+        key = text
+        if expand_keys:
+            key = _expanded(text, chunk_facts, chunk_topics, chunk_entities)
+        records.append(ctx.memory("chunk", text, ids, key_text=key, topics=chunk_topics,
+                                  key_facts=chunk_facts, entities=chunk_entities))
+
+    unique: dict[str, Memory] = {}
+    for record in records:
+        unique.setdefault(record.memory_id, record)
+    return list(unique.values())
+
+
+# -- context -------------------------------------------------------------------
+class _Context:
+    """Positions, times and the record constructor for one session."""
+
+    def __init__(self, session: Session, events: list[Event], created_at: float,
+                 expires_at: float | None) -> None:
+        self.session = session
+        self.events = events
+        self.by_id = {e.id: e for e in events}
+        self.position = {e.id: i for i, e in enumerate(events)}
+        self.created_at = created_at
+        self.expires_at = expires_at
+
+    def ordered(self, ids: Iterable[str]) -> tuple[str, ...]:
+        """Unique ids in session order; ids not in the session keep their order, last."""
+        far = len(self.position)
+        unique = list(dict.fromkeys(ids))
+        ranked = sorted(enumerate(unique), key=lambda p: (self.position.get(p[1], far), p[0]))
+        return tuple(i for _, i in ranked)
+
+    def times(self, ids: Iterable[str]) -> tuple[float | None, float | None]:
+        stamps = [self.by_id[i].timestamp for i in ids if i in self.by_id]
+        return (min(stamps), max(stamps)) if stamps else (None, None)
+
+    def memory(self, kind: MemoryKind, text: str, ids: Sequence[str], *, key_text: str = "",
+               topics: Sequence[str] = (), key_facts: Sequence[str] = (),
+               entities: Sequence[str] = (),
+               times: tuple[float | None, float | None] | None = None) -> Memory:
+        start, end = self.times(ids) if times is None else times
+        s = self.session
+        return Memory(app_name=s.app_name, user_id=s.user_id, session_id=s.session_id,
+                      kind=kind, text=text, source_event_ids=tuple(ids), key_text=key_text,
+                      topics=tuple(topics), key_facts=tuple(key_facts), entities=tuple(entities),
+                      event_time_start=start, event_time_end=end, created_at=self.created_at,
+                      expires_at=self.expires_at)
+
+
+# -- compaction events ------------------------------------------------------------
+@dataclass(frozen=True)
+class _Compaction:
+    event: Event
+    text: str
+    summary: Summary  # structured form when the compactor stored one
+    source_event_ids: tuple[str, ...]
+    start_ts: float
+    end_ts: float
+    structured: bool  # the stored summary carries its own key facts
+
+    @classmethod
+    def of(cls, event: Event, events: Sequence[Event]) -> _Compaction | None:
+        data = event.data
+        stored: Any = data.get("summary")
+        if isinstance(stored, dict):
+            summary = Summary.from_dict(stored)
+        else:  # ADK writes the summary as text
+            summary = Summary(summary=stored if isinstance(stored, str) else "")
+        text = (event.text or summary.summary).strip()
+        if not text:
+            return None  # nothing to reuse: its events are summarized as raw events
+        start, end = float(data["start_ts"]), float(data["end_ts"])
+        ids = data.get("source_event_ids")
+        if isinstance(ids, (list, tuple)) and ids:
+            sources = tuple(str(i) for i in ids)
+        else:  # written elsewhere: its time range says what it covered
+            sources = tuple(e.id for e in events if e.type not in _NOT_CONTENT
+                            and start <= e.timestamp <= end)
+        if not sources:
+            return None
+        return cls(event, text, summary, sources, start, end, bool(summary.key_facts))
+
+
+def _reused(compactions: Sequence[_Compaction]) -> list[_Compaction]:
+    """Compactions whose events no other compaction summarizes as well or later."""
+    keep: list[_Compaction] = []
+    for i, c in enumerate(compactions):
+        mine = set(c.source_event_ids)
+        if not any(j != i and mine <= set(d.source_event_ids)
+                   and (mine != set(d.source_event_ids) or j > i)
+                   for j, d in enumerate(compactions)):
+            keep.append(c)
+    return keep
+
+
+def _stand_ins(c: _Compaction, speakers: dict[str, tuple[str, str]]) -> list[Event]:
+    """A compaction summary as events the summarizer can read.
+
+    A summary written as ``Speaker: words`` lines (the extractive format)
+    becomes one event per line with that speaker's role; other text is one
+    event from :data:`STAND_IN_AUTHOR`.
+    """
+    out: list[tuple[str, str, str]] = []  # (author, role, text)
+    for line in (ln.strip() for ln in c.text.splitlines()):
+        if not line:
+            continue
+        m = _SPEAKER_LINE.match(line)
+        speaker = speakers.get(m.group(1).strip().casefold()) if m else None
+        if m and speaker:
+            out.append((*speaker, m.group(2).strip()))
+        elif out:
+            author, role, text = out[-1]
+            out[-1] = (author, role, f"{text}\n{line}")
+        else:
+            out.append((STAND_IN_AUTHOR, "model", line))
+    return [Event(author=author, role=role, type="message", text=text,  # type: ignore[arg-type]
+                  id=f"{c.event.id}#{j}", session_id=c.event.session_id,
+                  invocation_id=c.event.invocation_id, timestamp=c.start_ts)
+            for j, (author, role, text) in enumerate(out)]
+
+
+def _speakers(events: Sequence[Event]) -> dict[str, tuple[str, str]]:
+    """Labels a summary line may start with -> (author, role) of that speaker."""
+    found: dict[str, tuple[str, str]] = {"user": ("user", "user")}
+    for e in events:
+        if e.type not in _NOT_CONTENT:
+            found.setdefault(e.author.casefold(), (e.author, e.role))
+            if e.type in ("tool_call", "tool_result"):
+                found.setdefault(str(e.data["name"]).casefold(), (str(e.data["name"]), "tool"))
+    return found
+
+
+# -- summary and facts ----------------------------------------------------------------
+def _summarize(ctx: _Context, summarizer: Summarizer, compactions: list[_Compaction],
+               covered: set[str]) -> tuple[Summary | None, list[Fact]]:
+    """The session summary (source ids mapped to real events) and the key facts."""
+    events = ctx.events
+    has_text = any(e.type == "message" and e.role in MESSAGE_ROLES and e.text.strip()
+                   for e in events)
+    if not has_text:
+        return None, []
+    speakers = _speakers(events)
+    far = len(events)
+    # (position, tie, events) of everything the summarizer reads, in session order.
+    parts: list[tuple[int, int, list[Event]]] = []
+    stand_in_sources: dict[str, tuple[str, ...]] = {}
+    stand_in_structured: dict[str, bool] = {}
+    for c in _reused(compactions):
+        inside = [ctx.position[i] for i in c.source_event_ids if i in ctx.position]
+        stand = _stand_ins(c, speakers)
+        for e in stand:
+            stand_in_sources[e.id] = c.source_event_ids
+            stand_in_structured[e.id] = c.structured
+        parts.append((min(inside, default=ctx.position.get(c.event.id, far)), 0, stand))
+    for i, e in enumerate(events):
+        if e.type not in _NOT_CONTENT and e.id not in covered:
+            parts.append((i, 1, [e]))
+    parts.sort(key=lambda p: (p[0], p[1]))
+    inputs = [e for _, _, group in parts for e in group]
+    if not inputs:
+        return None, []
+
+    summary = summarizer.summarize(inputs)
+
+    def real(ids: Iterable[str]) -> list[str]:
+        out: list[str] = []
+        for i in ids:
+            out.extend(stand_in_sources.get(i, (i,)))
+        return out
+
+    summarized = summary.source_event_ids or tuple(e.id for e in inputs)
+    mapped = replace(summary, source_event_ids=ctx.ordered(real(summarized)))
+
+    candidates: list[Fact] = [Fact(f.text, ctx.ordered(f.source_event_ids))
+                              for c in compactions for f in c.summary.key_facts]
+    for fact in summary.key_facts:
+        ids = fact.source_event_ids
+        stand = [i for i in ids if i in stand_in_sources]
+        # A fact read back off a compaction that stored its own facts is a
+        # second copy of one of them: those are reused instead.
+        if stand and len(stand) == len(ids) and all(stand_in_structured[i] for i in stand):
+            continue
+        candidates.append(Fact(fact.text, ctx.ordered(real(ids))))
+    return mapped, _merge_facts(ctx, candidates)
+
+
+def _merge_facts(ctx: _Context, facts: Sequence[Fact]) -> list[Fact]:
+    """One fact per wording (provenance merged), ordered by where it was said."""
+    merged: dict[str, tuple[str, list[str]]] = {}
+    for fact in facts:
+        text = fact.text.strip()
+        if not text:
+            continue
+        key = " ".join(words(text)) or text
+        _, ids = merged.setdefault(key, (text, []))
+        ids.extend(i for i in fact.source_event_ids if i not in ids)
+    far = len(ctx.position)
+    out = [Fact(text, ctx.ordered(ids)) for text, ids in merged.values()]
+    order = {id(f): n for n, f in enumerate(out)}
+    return sorted(out, key=lambda f: (min((ctx.position.get(i, far) for i in f.source_event_ids),
+                                          default=far), order[id(f)]))
+
+
+# -- chunks ----------------------------------------------------------------------------
+def is_turn(event: Event) -> bool:
+    """A user or model message with text: what ``chunk_turns`` counts."""
+    return (event.type == "message" and event.role in MESSAGE_ROLES and not event.partial
+            and bool(event.text.strip()))
+
+
+def _in_chunks(event: Event) -> bool:
+    if event.partial or event.type not in _CHUNK_TYPES:
+        return False
+    return is_turn(event) if event.type == "message" else True
+
+
+def _windows(events: Sequence[Event], chunk_turns: int) -> list[list[Event]]:
+    windows: list[list[Event]] = []
+    current: list[Event] = []
+    turns = 0
+    pending: list[Event] = []  # tool events: they join the next message's window
+    for e in events:
+        if not _in_chunks(e):
+            continue
+        if not is_turn(e):
+            pending.append(e)
+            continue
+        if turns == chunk_turns:
+            windows.append(current)
+            current, turns = [], 0
+        current.extend(pending)
+        current.append(e)
+        pending = []
+        turns += 1
+    if pending and turns == chunk_turns:
+        windows.append(current)
+        current = []
+    current.extend(pending)
+    if current:
+        windows.append(current)
+    return windows
+
+
+def _render(e: Event) -> str:
+    """One chunk line: ``[date] speaker: words`` (tool traffic briefly)."""
+    date = f"[{iso(e.timestamp)[:10]}]"
+    if e.type == "tool_result":
+        return f"{date} {_body(e)}"
+    return f"{date} {e.author}: {_body(e)}"
+
+
+def _body(e: Event) -> str:
+    if e.type == "message":
+        return e.text.strip()
+    if e.type == "tool_call":
+        return f"called {render_tool_call(e)}"
+    if e.type == "tool_result":
+        return f"{e.data['name']} returned {brief(e.data.get('response'), _RESULT_CHARS)}"
+    return f"error: {e.text.strip() or brief(e.data, _RESULT_CHARS)}"
+
+
+def _expanded(text: str, facts: Sequence[str], topics: Sequence[str],
+              entities: Sequence[str]) -> str:
+    lines = [text]
+    if facts:
+        lines.append("Facts: " + " ".join(facts))
+    if topics:
+        lines.append("Topics: " + ", ".join(topics))
+    if entities:
+        lines.append("Entities: " + ", ".join(entities))
+    return "\n".join(lines)
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for item in items:
+        if isinstance(item, str) and item.strip():
+            seen.setdefault(item.strip().casefold(), item.strip())
+    return list(seen.values())
