@@ -104,6 +104,19 @@ class StoreSnapshot:
             return self._user_spans(app, user)
         return self._all_spans() if app is None else self._app_spans(app)
 
+    # -- scoped candidate sets (hybrid retrieval builds on these) ----------
+    def user_spans(self, app: str, user: str) -> list[tuple[LoadedSegment, Range]]:
+        """The user's row range in each segment of the user's shard; nothing else is read."""
+        return list(self._user_spans(app, user))
+
+    def app_spans(self, app: str) -> list[tuple[LoadedSegment, Range]]:
+        """The app's row range in every segment that holds it."""
+        return list(self._app_spans(app))
+
+    def forgotten(self, seg: LoadedSegment) -> np.ndarray | None:
+        """Boolean mask of ``seg``'s rows hidden by tombstones here (None: no row is)."""
+        return self._dead[id(seg)]
+
     # -- reads -------------------------------------------------------------
     def count(self, app: str | None = None, user: str | None = None,
               now: float | None = None) -> int:

@@ -1,0 +1,675 @@
+"""Hybrid multi-axis recall: dense, BM25, entity and recency signals, fused by weighted RRF.
+
+Every search works on a *candidate set*: one user's live rows (exact, read
+from the user's contiguous slice of each segment of the user's shard, never
+anything else), or an app's ANN candidates. Per candidate it computes
+
+- ``dense``   cosine of the query and the record's embedded ``key_text``;
+- ``bm25``    BM25 of the query over the same records' ``key_text``;
+- ``entity``  overlap of the query's terms with the record's ``entities``
+              (a fully named entity counts 1, a partly named one its share);
+- ``recency`` how new the record is (``event_time_end``) among the records
+              that answer the query about equally well (see ``RetrievalConfig``).
+
+The relevance signals (dense, bm25, entity) are ranked and fused with
+weighted reciprocal rank fusion: ``score = sum_s w_s / (k + rank_s)``, k=60
+(Cormack et al. 2009). A signal only ranks candidates it has evidence for
+(BM25 > 0, entity overlap > 0; dense ranks everything), so a record nobody
+voted for never comes back. Recency is a bounded boost on the same scale
+(at most ``w_recency / (k + 1)``); exact score ties go to the newer record.
+
+Filters (``RecallFilters``) are masks applied BEFORE ranking, so a filtered
+query returns its own top-k rather than the survivors of an unfiltered one.
+Forgotten (tombstoned) rows are never candidates; expired rows (TTL) are
+masked at query time.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+import numpy as np
+import pyarrow as pa
+from scipy import sparse
+
+from mnemoray.events import EventError, parse_timestamp
+from mnemoray.memory.bm25 import BM25
+from mnemoray.memory.index import _slice_scores
+from mnemoray.memory.record import MEMORY_KINDS, Memory
+from mnemoray.memory.segment import LoadedSegment, rows_to_memories
+from mnemoray.memory.snapshot import StoreSnapshot
+from mnemoray.text import terms
+
+Mode = Literal["hybrid", "dense", "keyword"]
+MODES: tuple[str, ...] = get_args(Mode)
+SIGNALS: tuple[str, ...] = ("dense", "bm25", "entity", "recency")
+MODE_SIGNALS: dict[str, tuple[str, ...]] = {
+    "hybrid": SIGNALS,
+    "dense": ("dense",),
+    # Also what a store (or a service) without embeddings falls back to.
+    "keyword": ("bm25", "entity"),
+}
+
+# Weights are "votes" in the rank fusion; why these values:
+# - dense 1.0: the primary axis. Recall queries paraphrase ("that flying
+#   animal we talked about" for a parrot conversation) and only embeddings
+#   see through that.
+# - bm25 0.5: precise when it hits (names, rare words, ids) but blind to
+#   paraphrase and fooled by incidental words; with RRF a lexical hit still
+#   lifts any record inside the dense top ~60 above a dense-only one, so half
+#   a vote is plenty.
+# - entity 0.5: an explicit name/number in both query and record is strong
+#   evidence but sparse; same weight as BM25, whose terms it partly repeats.
+# - recency 0.7: a boost of at most 0.7 / (k + 1), only for records within
+#   ``recency_window`` (cosine) of the best dense match, by how much fresher
+#   each is than the stalest of them (see ``freshness``). 0.7 is chosen so a
+#   record that is days newer and one or a few dense ranks behind beats an
+#   older one that also has a BM25 hit (0.5 / 61 + a dense rank): a changed
+#   fact ("I moved to Madrid") outranks the stale one ("I live in Berlin") for
+#   "where do I live", while a record outside the window (another topic) can
+#   never be lifted by being new, and records of one conversation (minutes
+#   apart) are not reordered by it.
+DEFAULT_WEIGHTS: dict[str, float] = {"dense": 1.0, "bm25": 0.5, "entity": 0.5, "recency": 0.7}
+RRF_K = 60
+
+
+class RetrievalError(ValueError):
+    """Bad retrieval input (config, filters, query); the message names the field."""
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """How recall ranks. ``mode`` picks the signals, ``weights`` their votes.
+
+    ``depth``: candidates each signal ranks (its top-``depth``; raised to
+    top_k when that is larger). ``app_candidates``: ANN candidates an
+    app-wide hybrid/dense search fuses over. ``recency_window``: records whose
+    dense cosine is within this of the best one count as "about equally
+    relevant" and are ordered by time among themselves (MiniLM, measured:
+    "where do I live" scores "I live in Berlin" 0.46 and "I moved to Madrid"
+    0.37; "that flying animal" scores the parrot talk 0.45 and an unrelated
+    cooking talk 0.07). ``recency_half_life_s``: the time scale of freshness
+    (1 day: records a few days apart are clearly ordered, minutes apart not).
+    ``cache_scopes``: per-user candidate sets (BM25 included) kept warm.
+    """
+
+    mode: Mode = "hybrid"
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    rrf_k: int = RRF_K
+    depth: int = 100
+    app_candidates: int = 200
+    recency_window: float = 0.15
+    recency_half_life_s: float = 86_400.0
+    cache_scopes: int = 256
+
+    def __post_init__(self) -> None:
+        check_mode(self.mode)
+        weights = dict(DEFAULT_WEIGHTS)
+        for name, value in dict(self.weights).items():
+            if name not in SIGNALS:
+                raise RetrievalError(f"weights: unknown signal {name!r}; known: "
+                                     f"{', '.join(SIGNALS)}")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) \
+                    or not math.isfinite(value) or value < 0:
+                raise RetrievalError(f"weights.{name}: must be a finite number >= 0, "
+                                     f"got {value!r}")
+            weights[name] = float(value)
+        object.__setattr__(self, "weights", weights)
+        for name in ("rrf_k", "depth", "app_candidates", "cache_scopes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise RetrievalError(f"{name}: must be a positive integer, got {value!r}")
+        if not isinstance(self.recency_window, (int, float)) or self.recency_window < 0:
+            raise RetrievalError(f"recency_window: must be >= 0, got {self.recency_window!r}")
+        if not isinstance(self.recency_half_life_s, (int, float)) \
+                or not self.recency_half_life_s > 0:
+            raise RetrievalError(f"recency_half_life_s: must be > 0, got "
+                                 f"{self.recency_half_life_s!r}")
+
+    def active(self, mode: str | None = None) -> dict[str, float]:
+        """Signal -> weight for a mode (weight 0 turns a signal off)."""
+        return {s: self.weights[s] for s in MODE_SIGNALS[check_mode(mode or self.mode)]
+                if self.weights[s] > 0}
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise RetrievalError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+    return mode
+
+
+def _time(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value, name)
+    except EventError as exc:
+        raise RetrievalError(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class RecallFilters:
+    """Restrict recall before ranking.
+
+    ``session_id``: only that session's records. ``kinds``: only these
+    record kinds. ``after`` / ``before`` (epoch seconds or ISO-8601,
+    inclusive): only records whose event time span
+    [event_time_start, event_time_end] overlaps [after, before]; a record
+    with one end missing uses the other, one with neither uses created_at.
+    """
+
+    session_id: str | None = None
+    after: float | None = None
+    before: float | None = None
+    kinds: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.session_id is not None and (not isinstance(self.session_id, str)
+                                            or not self.session_id):
+            raise RetrievalError("filters.session_id: must be a non-empty string")
+        object.__setattr__(self, "after", _time(self.after, "filters.after"))
+        object.__setattr__(self, "before", _time(self.before, "filters.before"))
+        if self.after is not None and self.before is not None and self.after > self.before:
+            raise RetrievalError("filters: after is later than before")
+        if self.kinds is not None:
+            kinds = (self.kinds,) if isinstance(self.kinds, str) else self.kinds
+            if not isinstance(kinds, Iterable):
+                raise RetrievalError("filters.kinds: expected a list of memory kinds")
+            kinds = tuple(kinds)
+            for kind in kinds:
+                if kind not in MEMORY_KINDS:
+                    raise RetrievalError(f"filters.kinds: {kind!r} is not one of "
+                                         f"{', '.join(MEMORY_KINDS)}")
+            object.__setattr__(self, "kinds", kinds)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> RecallFilters:
+        if raw is None:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise RetrievalError(f"filters: expected an object, got {type(raw).__name__}")
+        unknown = set(raw) - {"session_id", "after", "before", "kinds"}
+        if unknown:
+            raise RetrievalError(f"filters.{sorted(unknown)[0]}: unknown filter (known: "
+                                 f"session_id, after, before, kinds)")
+        return cls(**raw)
+
+    @classmethod
+    def of(cls, value: RecallFilters | Mapping[str, Any] | None) -> RecallFilters:
+        return value if isinstance(value, RecallFilters) else cls.from_dict(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "after": self.after, "before": self.before,
+                "kinds": list(self.kinds) if self.kinds is not None else None}
+
+    @property
+    def empty(self) -> bool:
+        return self.session_id is None and self.after is None and self.before is None \
+            and self.kinds is None
+
+    def mask(self, session_ids: np.ndarray, kinds: np.ndarray, t_start: np.ndarray,
+             t_end: np.ndarray) -> np.ndarray:
+        """Keep-mask over aligned candidate arrays (times already with their fallbacks)."""
+        keep = np.ones(len(t_end), dtype=bool)
+        if self.session_id is not None:
+            keep &= session_ids == self.session_id
+        if self.kinds is not None:
+            keep &= np.isin(kinds, list(self.kinds))
+        if self.after is not None:
+            keep &= t_end >= self.after
+        if self.before is not None:
+            keep &= t_start <= self.before
+        return keep
+
+    def mask_table(self, table: pa.Table) -> np.ndarray:
+        """The same mask over a segment's Arrow rows (a snapshot ``mask_fn``)."""
+        start, end = event_times(table)
+        empty = np.empty(0, dtype=object)
+        sessions = table["session_id"].to_numpy(zero_copy_only=False) \
+            if self.session_id is not None else empty
+        kinds = table["kind"].to_numpy(zero_copy_only=False) if self.kinds is not None else empty
+        return self.mask(sessions, kinds, start, end)
+
+
+def event_times(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) event times per row: a missing end uses the other, both missing created_at."""
+    def floats(name: str) -> np.ndarray:
+        return table[name].to_numpy(zero_copy_only=False).astype(np.float64)
+
+    start, end, created = floats("event_time_start"), floats("event_time_end"), floats("created_at")
+    start = np.where(np.isnan(start), end, start)
+    end = np.where(np.isnan(end), start, end)
+    return np.where(np.isnan(start), created, start), np.where(np.isnan(end), created, end)
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """One recalled memory. ``signals``: raw value of each active signal (dense
+    cosine, BM25 score, entity overlap, recency in [0, 1]) and ``<signal>_rank``
+    for each signal that ranked it (1 = best)."""
+
+    memory: Memory
+    score: float
+    signals: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.memory
+        return {"memory_id": m.memory_id, "kind": m.kind, "text": m.text,
+                "session_id": m.session_id, "source_event_ids": list(m.source_event_ids),
+                "score": self.score, "signals": dict(self.signals),
+                "event_time_start": m.event_time_start, "event_time_end": m.event_time_end}
+
+
+# -- pure functions over candidate arrays ------------------------------------
+def rank_desc(values: np.ndarray, eligible: np.ndarray, depth: int,
+              positive_only: bool = False) -> np.ndarray:
+    """1-based ranks of the top ``depth`` eligible values (0 = not ranked).
+
+    Equal values share the better rank. ``positive_only``: a zero (no
+    evidence) is never ranked.
+    """
+    ok = eligible & np.isfinite(values)
+    if positive_only:
+        ok &= values > 0
+    idx = np.flatnonzero(ok)
+    ranks = np.zeros(len(values), dtype=np.int32)
+    if not len(idx):
+        return ranks
+    if len(idx) > depth:
+        idx = idx[np.argpartition(-values[idx], depth - 1)[:depth]]
+    order = idx[np.argsort(-values[idx], kind="stable")]
+    sorted_neg = -values[order]
+    ranks[order] = np.searchsorted(sorted_neg, sorted_neg, side="left") + 1
+    return ranks
+
+
+def rrf(ranks: Mapping[str, np.ndarray], weights: Mapping[str, float],
+        k: int = RRF_K) -> np.ndarray:
+    """Weighted reciprocal rank fusion: sum over signals of w / (k + rank), unranked = 0."""
+    out: np.ndarray | None = None
+    for name, r in ranks.items():
+        if out is None:
+            out = np.zeros(len(r), dtype=np.float64)
+        hit = r > 0
+        out[hit] += weights[name] / (k + r[hit])
+    return np.zeros(0) if out is None else out
+
+
+def freshness(times: np.ndarray, dense: np.ndarray, eligible: np.ndarray,
+              window: float, half_life: float = 86_400.0) -> np.ndarray:
+    """Recency in [0, 1) among the records about as relevant as the best one.
+
+    A record qualifies when its dense cosine is within ``window`` of the best
+    eligible one. Its freshness is ``d(t) - d(oldest)`` with
+    ``d(t) = 0.5 ** ((newest - t) / half_life)``: the newest qualified record
+    gets nearly 1 when the stalest is many half-lives older, a record as old
+    as the stalest gets 0, and records minutes apart (one conversation) get
+    ~0, so only a real age gap reorders anything. Unqualified records get 0.
+    """
+    out = np.zeros(len(times), dtype=np.float64)
+    ok = eligible & np.isfinite(dense)
+    if not ok.any():
+        return out
+    qualified = ok & (dense >= dense[ok].max() - window)
+    t = times[qualified]
+    hi, lo = float(t.max()), float(t.min())
+    out[qualified] = 0.5 ** ((hi - t) / half_life) - 0.5 ** ((hi - lo) / half_life)
+    return out
+
+
+def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mapping[str, float],
+         times: np.ndarray, k: int = RRF_K, depth: int = 100, recency_window: float = 0.15,
+         recency_half_life: float = 86_400.0,
+         ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
+    """Fused scores, per-signal ranks and freshness (None: recency off) for aligned arrays.
+
+    ``signals`` holds the raw relevance arrays (dense, bm25, entity) for the
+    active signals; recency (if weighted) is derived from ``times`` and dense.
+    Candidates no relevance signal ranked score 0.
+    """
+    ranks: dict[str, np.ndarray] = {}
+    for name, values in signals.items():
+        if name in weights and name != "recency":
+            ranks[name] = rank_desc(values, eligible, depth, positive_only=name != "dense")
+    score = rrf(ranks, weights, k) if ranks else np.zeros(len(times))
+    fresh = None
+    if "recency" in weights and "dense" in signals:
+        fresh = freshness(times, signals["dense"], eligible, recency_window, recency_half_life)
+        voted = score > 0
+        score[voted] += weights["recency"] * fresh[voted] / (k + 1)
+    return score, ranks, fresh
+
+
+def top_positions(score: np.ndarray, times: np.ndarray, tiebreak: Sequence[str],
+                  top_k: int) -> list[int]:
+    """Positions of the best ``top_k`` scores > 0; ties go to the newer record, then the id."""
+    cand = np.flatnonzero(score > 0)
+    if len(cand) > top_k * 4 + 16:
+        cand = cand[np.argpartition(-score[cand], top_k - 1)[:top_k]]
+        # Keep every candidate tied with the k-th so the tie-break is exact.
+        cutoff = score[cand].min()
+        cand = np.flatnonzero(score >= cutoff)
+    return sorted(cand.tolist(), key=lambda i: (-score[i], -times[i], tiebreak[i]))[:top_k]
+
+
+# -- keyword indexes over a candidate set ------------------------------------
+class EntityIndex:
+    """Query-term overlap with each record's entities, as one sparse column sum.
+
+    Cell (record, term) = sum over the record's entities containing the term
+    of 1 / (terms in that entity): naming "African Grey" in full scores 1,
+    naming "grey" alone 0.5.
+    """
+
+    def __init__(self, entities: Sequence[Sequence[str]]) -> None:
+        vocab: dict[str, int] = {}
+        rows: list[int] = []
+        cols: list[int] = []
+        vals: list[float] = []
+        for i, names in enumerate(entities):
+            cells: dict[int, float] = {}
+            for name in names:
+                toks = set(terms(name))
+                for tok in toks:
+                    j = vocab.setdefault(tok, len(vocab))
+                    cells[j] = cells.get(j, 0.0) + 1.0 / len(toks)
+            rows.extend([i] * len(cells))
+            cols.extend(cells)
+            vals.extend(cells.values())
+        self.vocab = vocab
+        self.size = len(entities)
+        self._matrix = sparse.csc_matrix((np.asarray(vals, dtype=np.float32), (rows, cols)),
+                                         shape=(self.size, len(vocab)), dtype=np.float32)
+
+    def scores(self, query: str) -> np.ndarray:
+        ids = sorted({self.vocab[t] for t in terms(query) if t in self.vocab})
+        if not ids or not self.size:
+            return np.zeros(self.size, dtype=np.float32)
+        return np.asarray(self._matrix[:, ids].sum(axis=1)).ravel()
+
+
+# -- candidate sets ------------------------------------------------------------
+_COLUMNS = ["memory_id", "session_id", "kind", "key_text", "entities", "event_time_start",
+            "event_time_end", "created_at", "expires_at"]
+
+
+@dataclass
+class _Part:
+    seg: LoadedSegment
+    start: int
+    end: int
+    local: np.ndarray | None  # live rows relative to start; None = the whole span
+
+
+class Candidates:
+    """Aligned arrays over one scope's records, plus lazily built keyword indexes.
+
+    Built once per (scope, snapshot contents) and reused by every query:
+    nothing here depends on the query or the clock.
+    """
+
+    def __init__(self, table: pa.Table, parts: list[_Part] | None = None,
+                 memories: list[Memory] | None = None, dense: np.ndarray | None = None) -> None:
+        self.parts = parts or []
+        self._memories = memories  # a transient set (app ANN candidates)
+        self._dense = dense
+        self.size = table.num_rows
+        self.memory_ids = table["memory_id"].to_pylist()
+        self.session_ids = table["session_id"].to_numpy(zero_copy_only=False)
+        self.kinds = table["kind"].to_numpy(zero_copy_only=False)
+        self.t_start, self.t_end = event_times(table)
+        self.expires = table["expires_at"].to_numpy(zero_copy_only=False).astype(np.float64)
+        self._table = table
+        self._bm25: BM25 | None = None
+        self._entities: EntityIndex | None = None
+        self._lock = threading.Lock()
+        self.built_at = time.time()
+
+    # keyword indexes, built on first use ------------------------------------
+    def bm25(self) -> BM25:
+        if self._bm25 is None:
+            with self._lock:
+                if self._bm25 is None:
+                    self._bm25 = BM25(self._table["key_text"].to_pylist())
+        return self._bm25
+
+    def entity_index(self) -> EntityIndex:
+        if self._entities is None:
+            with self._lock:
+                if self._entities is None:
+                    self._entities = EntityIndex(
+                        [e or () for e in self._table["entities"].to_pylist()])
+        return self._entities
+
+    # query-time arrays ----------------------------------------------------------
+    def live(self, now: float) -> np.ndarray:
+        return ~(self.expires <= now)  # NaN (no TTL) compares False
+
+    def dense(self, query_vec: np.ndarray | None) -> np.ndarray | None:
+        if self._dense is not None:
+            return self._dense
+        if query_vec is None or not self.parts or self.parts[0].seg.vectors is None:
+            return None
+        q = np.ascontiguousarray(query_vec, dtype=np.float32).reshape(1, -1)
+        chunks = []
+        for p in self.parts:
+            assert p.seg.vectors is not None
+            if q.shape[1] != p.seg.vectors.shape[1]:
+                raise RetrievalError(f"query_vec: expected dimension {p.seg.vectors.shape[1]}, "
+                                     f"got {q.shape[1]}")
+            s = _slice_scores(p.seg.vectors, q, p.start, p.end)[0]
+            chunks.append(s if p.local is None else s[p.local])
+        return np.concatenate(chunks).astype(np.float64) if chunks else np.zeros(0)
+
+    def memories(self, positions: Sequence[int]) -> list[Memory]:
+        if self._memories is not None:
+            return [self._memories[i] for i in positions]
+        # Map positions back to segment rows; one Arrow take per segment.
+        offsets = np.cumsum([0] + [len(p.local) if p.local is not None else p.end - p.start
+                                   for p in self.parts])
+        by_part: dict[int, list[tuple[int, int]]] = {}
+        for pos in positions:
+            j = int(np.searchsorted(offsets, pos, side="right") - 1)
+            p = self.parts[j]
+            off = pos - offsets[j]
+            row = p.start + (int(p.local[off]) if p.local is not None else int(off))
+            by_part.setdefault(j, []).append((pos, row))
+        found: dict[int, Memory] = {}
+        for j, items in by_part.items():
+            seg = self.parts[j].seg
+            mems = rows_to_memories(seg.table, [r for _, r in items], seg.vectors)
+            found.update((pos, m) for (pos, _), m in zip(items, mems, strict=True))
+        return [found[p] for p in positions]
+
+    # -- building --------------------------------------------------------------
+    @classmethod
+    def from_spans(cls, snap: StoreSnapshot,
+                   spans: Iterable[tuple[LoadedSegment, tuple[int, int]]]) -> Candidates:
+        """Every row of the spans that no tombstone of ``snap`` hides."""
+        parts: list[_Part] = []
+        tables: list[pa.Table] = []
+        for seg, (start, end) in spans:
+            dead = snap.forgotten(seg)
+            local = None if dead is None or not dead[start:end].any() \
+                else np.flatnonzero(~dead[start:end])
+            if local is not None and not len(local):
+                continue
+            sliced = seg.table.select(_COLUMNS).slice(start, end - start)
+            tables.append(sliced if local is None else sliced.take(local))
+            parts.append(_Part(seg, start, end, local))
+        table = pa.concat_tables(tables) if tables else _empty_table()
+        return cls(table, parts=parts)
+
+    @classmethod
+    def from_memories(cls, memories: list[Memory], dense: np.ndarray | None) -> Candidates:
+        table = pa.table({
+            "memory_id": [m.memory_id for m in memories],
+            "session_id": [m.session_id for m in memories],
+            "kind": [m.kind for m in memories],
+            "key_text": [m.key_text for m in memories],
+            "entities": pa.array([list(m.entities) for m in memories], pa.list_(pa.string())),
+            **{name: pa.array([getattr(m, name) for m in memories], pa.float64())
+               for name in ("event_time_start", "event_time_end", "created_at", "expires_at")},
+        })
+        return cls(table, memories=memories, dense=dense)
+
+
+def _empty_table() -> pa.Table:
+    return pa.table({"memory_id": pa.array([], pa.string()),
+                     "session_id": pa.array([], pa.string()),
+                     "kind": pa.array([], pa.string()),
+                     "key_text": pa.array([], pa.string()),
+                     "entities": pa.array([], pa.list_(pa.string())),
+                     **{n: pa.array([], pa.float64()) for n in
+                        ("event_time_start", "event_time_end", "created_at", "expires_at")}})
+
+
+def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None, top_k: int,
+                    filters: RecallFilters, config: RetrievalConfig, mode: str,
+                    now: float | None = None, extra_mask: np.ndarray | None = None,
+                    ) -> list[RecallResult]:
+    """Top-k of one candidate set for a query (the whole ranking step)."""
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise RetrievalError(f"top_k: must be a positive integer, got {top_k!r}")
+    if not cands.size:
+        return []
+    now = time.time() if now is None else now
+    eligible = cands.live(now)
+    if not filters.empty:
+        eligible &= filters.mask(cands.session_ids, cands.kinds, cands.t_start, cands.t_end)
+    if extra_mask is not None:
+        eligible &= extra_mask
+    if not eligible.any():
+        return []
+    weights = config.active(mode)
+    signals: dict[str, np.ndarray] = {}
+    if "dense" in weights:
+        dense = cands.dense(query_vec)
+        if dense is None:  # no vectors here or no query vector: keyword fallback
+            weights = config.active("keyword")
+        else:
+            signals["dense"] = dense
+    if "bm25" in weights:
+        signals["bm25"] = cands.bm25().scores(query).astype(np.float64)
+    if "entity" in weights:
+        signals["entity"] = cands.entity_index().scores(query).astype(np.float64)
+    depth = max(config.depth, top_k)
+    score, ranks, fresh = fuse(signals, eligible, weights, cands.t_end, config.rrf_k, depth,
+                               config.recency_window, config.recency_half_life_s)
+    positions = top_positions(score, cands.t_end, cands.memory_ids, top_k)
+    results = []
+    for pos, memory in zip(positions, cands.memories(positions), strict=True):
+        sig: dict[str, float] = {}
+        for name in weights:
+            if name == "recency":
+                if fresh is not None:
+                    sig["recency"] = round(float(fresh[pos]), 6)
+                continue
+            sig[name] = round(float(signals[name][pos]), 6)
+            if ranks[name][pos]:
+                sig[f"{name}_rank"] = int(ranks[name][pos])
+        results.append(RecallResult(memory, float(score[pos]), sig))
+    return results
+
+
+# -- the retriever: scopes, caching -----------------------------------------------
+class Retriever:
+    """Ranks recall queries over store snapshots, caching candidate sets per scope.
+
+    A user's candidate set is keyed by the segments (and spans) that hold the
+    user's rows plus the snapshot's tombstone files, so a write to another
+    user, or a new segment elsewhere, keeps it warm; it never outlives a
+    forget that could touch it.
+    """
+
+    def __init__(self, config: RetrievalConfig | None = None) -> None:
+        self.config = config or RetrievalConfig()
+        self._cache: OrderedDict[Hashable, Candidates] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _scope(self, snap: StoreSnapshot, spans: list[tuple[LoadedSegment, tuple[int, int]]],
+               scope: tuple[str, str | None]) -> Candidates:
+        # Tombstone files are only ever appended (a compaction that retires some
+        # also rewrites the segments, renaming them): count + last name identify them.
+        tombs = snap.manifest.tombstones
+        key = (scope, tuple((s.shard, s.name, span) for s, span in spans),
+               (len(tombs), tombs[-1] if tombs else ""))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        cands = Candidates.from_spans(snap, spans)
+        with self._lock:
+            self._cache[key] = cands
+            # Drop older versions of this scope first, then the least recently used.
+            for old in [k for k in self._cache if k[0] == scope and k != key]:
+                del self._cache[old]
+            while len(self._cache) > self.config.cache_scopes:
+                self._cache.popitem(last=False)
+        return cands
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def user_candidates(self, snap: StoreSnapshot, app: str, user: str) -> Candidates:
+        _check_ids(app, user)
+        return self._scope(snap, snap.user_spans(app, user), (app, user))
+
+    def search_user(self, snap: StoreSnapshot, app: str, user: str, query: str,
+                    query_vec: np.ndarray | None, top_k: int = 5,
+                    filters: RecallFilters | Mapping[str, Any] | None = None,
+                    mode: str | None = None, now: float | None = None) -> list[RecallResult]:
+        """Exact hybrid recall over one user's records (only the user's shard is read)."""
+        _check_query(query)
+        mode = check_mode(mode or self.config.mode)
+        cands = self.user_candidates(snap, app, user)
+        vec = None if snap.manifest.keyword_only else query_vec
+        return rank_candidates(cands, query, vec, top_k, RecallFilters.of(filters), self.config,
+                               mode, now)
+
+    def search_app(self, snap: StoreSnapshot, app: str, query: str,
+                   query_vec: np.ndarray | None, top_k: int = 5,
+                   filters: RecallFilters | Mapping[str, Any] | None = None,
+                   mode: str | None = None, now: float | None = None) -> list[RecallResult]:
+        """Recall across an app's users.
+
+        hybrid / dense: the app's ``app_candidates`` nearest records by ANN
+        (filters applied inside the index search), re-ranked with BM25, entity
+        and recency computed over those candidates. keyword (or no vectors):
+        BM25 + entity over every record of the app (built once per snapshot).
+        """
+        _check_query(query)
+        _check_ids(app, "-")
+        mode = check_mode(mode or self.config.mode)
+        flt = RecallFilters.of(filters)
+        dense_ok = query_vec is not None and not snap.manifest.keyword_only \
+            and snap.manifest.embedding_model is not None
+        if mode == "keyword" or not dense_ok:
+            cands = self._scope(snap, snap.app_spans(app), (app, None))
+            return rank_candidates(cands, query, None, top_k, flt, self.config, "keyword", now)
+        depth = max(self.config.app_candidates, top_k)
+        hits = snap.search_app(app, query_vec, k=depth,
+                               mask_fn=None if flt.empty else flt.mask_table)
+        cands = Candidates.from_memories([h.memory for h in hits],
+                                         np.asarray([h.score for h in hits], dtype=np.float64))
+        return rank_candidates(cands, query, query_vec, top_k, flt, self.config, mode, now)
+
+
+def _check_query(query: str) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise RetrievalError("query: must be a non-empty string")
+
+
+def _check_ids(app: str, user: str) -> None:
+    for name, value in (("app_name", app), ("user_id", user)):
+        if not isinstance(value, str) or not value:
+            raise RetrievalError(f"{name}: must be a non-empty string")
+
