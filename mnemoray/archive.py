@@ -62,6 +62,9 @@ SCHEMA = pa.schema([
     ("ended_at", pa.float64()),
     ("events", pa.list_(EVENT_TYPE)),
 ])
+# Top-level fields the parser reads, in the mnemoray and the ADK spellings.
+SESSION_COLUMNS = frozenset({*SCHEMA.names, "id", "appName", "userId", "lastUpdateTime",
+                             "last_update_time"})
 
 
 class ArchiveError(ValueError):
@@ -106,11 +109,24 @@ def session_from_record(raw: dict[str, Any]) -> Session:
 
 
 # -- reading ---------------------------------------------------------------
-def _row(location: str, raw: Any) -> ArchiveRow:
+def parse_row(location: str, raw: Any) -> ArchiveRow:
+    """``raw`` parsed by :func:`session_from_record`; a bad row carries its error."""
     try:
         return ArchiveRow(location, raw, session=session_from_record(raw))
     except (ValueError, TypeError) as exc:  # a bad row is reported, never raised
         return ArchiveRow(location, raw, error=str(exc))
+
+
+def archive_files(path: str | Path) -> list[tuple[Path, str]]:
+    """The archive's data files, in reading order, each with its name in locations.
+
+    Raises :class:`ArchiveError` for a missing path or an unsupported single file.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise ArchiveError(str(root), "no such file or directory")
+    return [(file, file.name if file == root else file.relative_to(root).as_posix())
+            for file in _archive_files(root)]
 
 
 def _archive_files(root: Path) -> list[Path]:
@@ -141,7 +157,7 @@ def _iter_lines(lines: Iterable[bytes], name: str) -> Iterator[ArchiveRow]:
         except json.JSONDecodeError as exc:
             yield ArchiveRow(location, text, error=f"invalid JSON: {exc.msg} (column {exc.colno})")
             continue
-        yield _row(location, raw)
+        yield parse_row(location, raw)
 
 
 def _iter_jsonl(path: Path, name: str) -> Iterator[ArchiveRow]:
@@ -166,9 +182,9 @@ def _iter_json(path: Path, name: str) -> Iterator[ArchiveRow]:
         return
     if isinstance(raw, list):  # an array of sessions
         for i, item in enumerate(raw):
-            yield _row(f"{name}[{i}]", item)
+            yield parse_row(f"{name}[{i}]", item)
     else:
-        yield _row(name, raw)
+        yield parse_row(name, raw)
 
 
 def _iter_parquet(path: Path, name: str) -> Iterator[ArchiveRow]:
@@ -177,8 +193,11 @@ def _iter_parquet(path: Path, name: str) -> Iterator[ArchiveRow]:
     except (pa.ArrowException, OSError) as exc:
         yield ArchiveRow(name, None, error=f"unreadable Parquet file: {exc}")
         return
+    # Projection pushdown: only the columns the parser reads are decoded (and
+    # hashed into the ledger key), so an unrelated wide column costs nothing.
+    columns = [n for n in parquet.schema_arrow.names if n in SESSION_COLUMNS]
     with parquet:
-        batches = parquet.iter_batches(batch_size=BATCH_ROWS)
+        batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
         index = 0
         while True:
             try:
@@ -190,7 +209,7 @@ def _iter_parquet(path: Path, name: str) -> Iterator[ArchiveRow]:
                                  error=f"unreadable Parquet data from this row on: {exc}")
                 return
             for raw in batch.to_pylist():
-                yield _row(f"{name}:row {index}", raw)
+                yield parse_row(f"{name}:row {index}", raw)
                 index += 1
 
 
@@ -203,12 +222,53 @@ def iter_archive(path: str | Path) -> Iterator[ArchiveRow]:
     Bad rows come back with ``error`` set; only a missing path or an
     unsupported single file raises :class:`ArchiveError`.
     """
-    root = Path(path)
-    if not root.exists():
-        raise ArchiveError(str(root), "no such file or directory")
-    for file in _archive_files(root):
-        name = file.name if file == root else file.relative_to(root).as_posix()
-        yield from _READERS[file.suffix](file, name)
+    for file, name in archive_files(path):
+        yield from iter_archive_file(file, name)
+
+
+def iter_archive_file(file: str | Path, name: str | None = None) -> Iterator[ArchiveRow]:
+    """Every row of one archive file; ``name`` prefixes locations (default: file name)."""
+    file = Path(file)
+    reader = _READERS.get(file.suffix)
+    if reader is None:
+        raise ArchiveError(file.name, f"unsupported file type (expected {', '.join(SUFFIXES)})")
+    yield from reader(file, file.name if name is None else name)
+
+
+# Text files up to this size are counted line by line; bigger ones are estimated
+# from their first EXACT_COUNT_BYTES (a progress ETA needs no more).
+EXACT_COUNT_BYTES = 8 << 20
+
+
+def _text_rows(path: Path) -> int:
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(EXACT_COUNT_BYTES)
+    if head.lstrip()[:1] == b"[":  # a JSON array of sessions
+        if size > EXACT_COUNT_BYTES:
+            return max(1, head.count(b'"events"'))
+        try:
+            raw = json.loads(head)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return 1
+        return len(raw) if isinstance(raw, list) else 1
+    lines = sum(1 for line in head.splitlines() if line.strip())
+    if size <= EXACT_COUNT_BYTES or not head:
+        return lines
+    return round(lines * size / len(head))
+
+
+def estimate_rows(path: str | Path) -> int:
+    """Rows in the archive without reading it all: exact for Parquet (footer) and
+    for text files up to 8 MiB, extrapolated from their head for bigger ones."""
+    total = 0
+    for file, _ in archive_files(path):
+        try:
+            total += pq.ParquetFile(file).metadata.num_rows if file.suffix == ".parquet" \
+                else _text_rows(file)
+        except (pa.ArrowException, OSError):
+            total += 1  # unreadable: it yields one quarantined row
+    return total
 
 
 def read_archive(path: str | Path, strict: bool = True) -> list[Session]:

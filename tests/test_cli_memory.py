@@ -45,8 +45,8 @@ SESSIONS = [
 
 
 @pytest.fixture(scope="module")
-def store_dir(tmp_path_factory) -> Path:
-    """One store for the module: backfilled through the CLI (MiniLM loaded once)."""
+def store_dir(tmp_path_factory, ray_cluster) -> Path:
+    """One store for the module: backfilled through the CLI, on Ray Data (the default)."""
     root = tmp_path_factory.mktemp("cli")
     write_archive(SESSIONS, root / "archive" / "part-0.jsonl")
     (root / "archive" / "part-1.jsonl").write_text('{"broken": \n{"app_name": "app"}\n')
@@ -61,7 +61,7 @@ def test_backfill_rerun_adds_nothing_and_reports_counts(store_dir: Path) -> None
     archive = store_dir.parent / "archive"
     rows = MemoryStore(store_dir).load().count()
     result = runner.invoke(app, ["backfill", "--archive", str(archive), "--store", str(store_dir),
-                                 "--json"])
+                                 "--in-process", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["sessions_read"] == 6 and report["skipped"] == 4

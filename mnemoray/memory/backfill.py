@@ -37,6 +37,7 @@ from mnemoray.memory.service import (
     store_model,
     superseded_ids,
 )
+from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.store import MemoryStore, WriteResult, session_content_hash
 from mnemoray.session import Session
 from mnemoray.summarizers import Summarizer, get_summarizer
@@ -109,7 +110,7 @@ def skip_processed(store: MemoryStore, items: Sequence[SessionItem],
     return todo, len(items) - len(todo)
 
 
-def _mark_current(items: Sequence[SessionItem]) -> list[SessionItem]:
+def mark_current(items: Sequence[SessionItem]) -> list[SessionItem]:
     """Of several copies of one session in a batch, only the newest is distilled."""
     best: dict[tuple[str, str, str], int] = {}
     for i, item in enumerate(items):
@@ -130,7 +131,7 @@ def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer, *,
 
     out: list[SessionItem] = []
     bad: list[Quarantined] = []
-    for item in _mark_current(items):
+    for item in mark_current(items):
         if not item.current:
             out.append(item)  # ledgered as processed; its newer copy carries the records
             continue
@@ -175,12 +176,18 @@ def superseded_in_batch(store: MemoryStore, items: Sequence[SessionItem]) -> lis
     commits: a session re-archived with more events keeps one summary, and a
     run killed in between redoes the session (its ledger entry is not in yet).
     """
-    snap = store.load()
+    return superseded_for(store.load(), [(item.session.key, item.memories) for item in items
+                                         if item.current and item.memories])
+
+
+def superseded_for(snap: StoreSnapshot,
+                   sessions: Iterable[tuple[tuple[str, str, str], Sequence[Memory]]],
+                   ) -> list[str]:
+    """``superseded_ids`` of each (session key, new records) pair, on one snapshot."""
     out: list[str] = []
-    for item in items:
-        if item.current and item.memories and snap.user_spans(item.session.app_name,
-                                                              item.session.user_id):
-            out.extend(superseded_ids(snap, item.session.key, item.memories))
+    for key, records in sessions:
+        if records and snap.user_spans(key[0], key[1]):
+            out.extend(superseded_ids(snap, key, records))
     return out
 
 
@@ -235,4 +242,5 @@ def backfill(archive: str | Path, store_dir: str | Path, shards: int | None = No
 
 
 __all__ = ["BackfillReport", "SessionItem", "backfill", "distill_sessions", "embed_sessions",
-           "skip_processed", "superseded_in_batch", "validate_rows", "write_sessions"]
+           "mark_current", "skip_processed", "superseded_for", "superseded_in_batch",
+           "validate_rows", "write_sessions"]

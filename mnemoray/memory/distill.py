@@ -76,12 +76,8 @@ def distill_session(session: Session, summarizer: Summarizer, *, chunk_turns: in
     created_at = time.time() if now is None else float(now)
     ctx = _Context(session, events, created_at,
                    None if ttl_s is None else created_at + float(ttl_s))
-
-    compactions = [c for c in (_Compaction.of(e, events) for e in events
-                               if e.type == "compaction") if c is not None]
-    covered = {i for c in compactions for i in c.source_event_ids}
-
-    summary, facts = _summarize(ctx, summarizer, compactions, covered)
+    compactions = _compactions(events)
+    summary, facts = _summarize(ctx, summarizer, compactions)
     records: list[Memory] = []
     if summary is not None and summary.summary.strip():
         ids = summary.source_event_ids
@@ -251,15 +247,41 @@ def _speakers(events: Sequence[Event]) -> dict[str, tuple[str, str]]:
     return found
 
 
+def _compactions(events: Sequence[Event]) -> list[_Compaction]:
+    return [c for c in (_Compaction.of(e, events) for e in events if e.type == "compaction")
+            if c is not None]
+
+
 # -- summary and facts ----------------------------------------------------------------
-def _summarize(ctx: _Context, summarizer: Summarizer, compactions: list[_Compaction],
-               covered: set[str]) -> tuple[Summary | None, list[Fact]]:
-    """The session summary (source ids mapped to real events) and the key facts."""
+@dataclass(frozen=True)
+class _Plan:
+    """What the summarizer reads, and how stand-in events map back to real ones."""
+
+    inputs: list[Event]
+    stand_in_sources: dict[str, tuple[str, ...]]
+    stand_in_structured: dict[str, bool]
+
+
+def summary_inputs(session: Session) -> list[Event]:
+    """The events ``distill_session`` hands its summarizer for ``session`` ([]: no call).
+
+    A batch engine (``ray.data.llm``) can summarize these ahead of time; replaying
+    its output through ``distill_session`` then gives the same records.
+    """
+    events = [e for e in session.events if not e.partial]
+    if not events:
+        return []
+    plan = _plan(_Context(session, events, 0.0, None), _compactions(events))
+    return [] if plan is None else plan.inputs
+
+
+def _plan(ctx: _Context, compactions: list[_Compaction]) -> _Plan | None:
     events = ctx.events
     has_text = any(e.type == "message" and e.role in MESSAGE_ROLES and e.text.strip()
                    for e in events)
     if not has_text:
-        return None, []
+        return None
+    covered = {i for c in compactions for i in c.source_event_ids}
     speakers = _speakers(events)
     far = len(events)
     # (position, tie, events) of everything the summarizer reads, in session order.
@@ -278,9 +300,17 @@ def _summarize(ctx: _Context, summarizer: Summarizer, compactions: list[_Compact
             parts.append((i, 1, [e]))
     parts.sort(key=lambda p: (p[0], p[1]))
     inputs = [e for _, _, group in parts for e in group]
-    if not inputs:
-        return None, []
+    return _Plan(inputs, stand_in_sources, stand_in_structured) if inputs else None
 
+
+def _summarize(ctx: _Context, summarizer: Summarizer, compactions: list[_Compaction],
+               ) -> tuple[Summary | None, list[Fact]]:
+    """The session summary (source ids mapped to real events) and the key facts."""
+    plan = _plan(ctx, compactions)
+    if plan is None:
+        return None, []
+    inputs = plan.inputs
+    stand_in_sources, stand_in_structured = plan.stand_in_sources, plan.stand_in_structured
     summary = summarizer.summarize(inputs)
 
     def real(ids: Iterable[str]) -> list[str]:

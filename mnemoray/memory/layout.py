@@ -8,6 +8,7 @@ STORE/
   ledger/<name>.parquet          session content hashes already processed
   tombstones/<name>.jsonl        forget records
   quarantine/<name>.jsonl        rejected input with reasons
+  runs/<run id>.json             one report per batch job (counts, throughput, status)
 ```
 """
 
@@ -25,6 +26,7 @@ INDEX_DIR = "index"
 LEDGER_DIR = "ledger"
 TOMBSTONES_DIR = "tombstones"
 QUARANTINE_DIR = "quarantine"
+RUNS_DIR = "runs"
 
 
 def shard_of(app_name: str, user_id: str, shards: int) -> int:

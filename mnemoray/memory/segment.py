@@ -93,7 +93,14 @@ def write_segment_files(root: Path, shard: int, name: str, memories: Sequence[Me
 
     Uncommitted until a manifest lists the returned entry (version 0 here).
     """
-    table = memories_to_table(memories, dim)
+    return write_segment_table(root, shard, name, memories_to_table(memories, dim), dim,
+                               index_kind)
+
+
+def write_segment_table(root: Path, shard: int, name: str, table: pa.Table, dim: int,
+                        index_kind: IndexKind = "auto") -> SegmentEntry:
+    """``write_segment_files`` for rows already in a sorted ``memory_schema(dim)`` table."""
+    table = table.cast(memory_schema(dim))
     atomic_write(parquet_path(root, shard, name),
                  lambda tmp: pq.write_table(table, tmp, compression="zstd",
                                             row_group_size=ROW_GROUP_SIZE))
@@ -103,7 +110,7 @@ def write_segment_files(root: Path, shard: int, name: str, memories: Sequence[Me
         index = build_index(vectors, index_kind)
         write_index(index, faiss_path(root, shard, name))
         kind = index_kind_of(index)
-    return SegmentEntry(name=name, rows=len(memories), version=0, index=kind)
+    return SegmentEntry(name=name, rows=table.num_rows, version=0, index=kind)
 
 
 def tenant_ranges(table: pa.Table) -> tuple[dict[Tenant, Range], dict[str, Range]]:

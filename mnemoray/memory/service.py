@@ -65,6 +65,20 @@ def resolve_embedder(store: MemoryStore, spec: str | Embedder | None) -> Embedde
     model when it has one (else the packaged MiniLM); any other spec must
     name the store's model.
     """
+    spec = embedder_spec(store, spec)
+    if spec is None:
+        return None
+    embedder = spec if isinstance(spec, Embedder) else load_embedder(spec)
+    check_embedder(store, embedder)
+    return embedder
+
+
+def embedder_spec(store: MemoryStore, spec: str | Embedder | None) -> str | Embedder | None:
+    """``spec`` resolved against ``store`` without loading anything (None: keyword-only).
+
+    What :func:`resolve_embedder` loads; a worker process that loads the model
+    itself (a Ray actor) is handed this.
+    """
     m = store.manifest()
     if m.keyword_only:
         return None
@@ -72,10 +86,8 @@ def resolve_embedder(store: MemoryStore, spec: str | Embedder | None) -> Embedde
         return None
     if isinstance(spec, str) and spec.strip().lower() in DEFAULT_SPECS \
             and m.embedding_model not in (None, PACKAGED_MODEL_ID):
-        spec = m.embedding_model
-    embedder = spec if isinstance(spec, Embedder) else load_embedder(spec)
-    check_embedder(store, embedder)
-    return embedder
+        return m.embedding_model
+    return spec
 
 
 def check_embedder(store: MemoryStore, embedder: Embedder | None) -> None:
@@ -364,4 +376,4 @@ def _when(m: Memory) -> float:
 
 
 __all__ = ["MemoryService", "RecallFilters", "RecallResult", "RetrievalConfig",
-           "embed_memories", "resolve_embedder", "store_model", "superseded_ids"]
+           "embed_memories", "embedder_spec", "resolve_embedder", "store_model", "superseded_ids"]

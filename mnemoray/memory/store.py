@@ -137,12 +137,27 @@ class MemoryStore:
 
     ``shards`` defaults to 8 for a new store and to the manifest's count for an
     existing one; an explicit count that differs from the manifest is an error.
+
+    ``load_shards``: load only these shards' segments into snapshots (a
+    process that serves some shards of a store that outgrows one machine,
+    e.g. the Ray Serve ``Index`` deployment). The other shards then look
+    empty to this object's snapshots and to ``forget`` (which counts over
+    loaded rows), so such a store must only be asked about tenants of its
+    shards. Writes are unaffected: they scan Parquet, not snapshots.
     """
 
-    def __init__(self, root: str | Path, shards: int | None = None) -> None:
+    def __init__(self, root: str | Path, shards: int | None = None, *,
+                 load_shards: Iterable[int] | None = None) -> None:
         self.root = Path(root)
         if shards is not None and (not isinstance(shards, int) or shards < 1):
             raise StoreError(f"shards: must be a positive integer, got {shards!r}")
+        self.load_shards: frozenset[int] | None = None
+        if load_shards is not None:
+            picked = list(load_shards)
+            if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                       for s in picked):
+                raise StoreError(f"load_shards: expected shard numbers >= 0, got {picked!r}")
+            self.load_shards = frozenset(picked)
         existing = read_manifest(self.root)
         if existing is not None and shards is not None and shards != existing.shards:
             raise StoreError(f"shards: store at {self.root} has {existing.shards} shards, "
@@ -173,15 +188,18 @@ class MemoryStore:
                     m.version, m.updated_at):
                 return snap
             live: dict[tuple[int, str], LoadedSegment] = {}
+            wanted = self.load_shards
             for shard, entries in enumerate(m.segments):
+                if wanted is not None and shard not in wanted:
+                    continue
                 for entry in entries:
                     key = (shard, entry.name)
                     live[key] = self._segments.get(key) or LoadedSegment.load(
                         self.root, shard, entry, m.dim or 0)
             self._segments = live  # segments gone from the manifest are released
             tombstones = read_tombstones(self.root / TOMBSTONES_DIR / n for n in m.tombstones)
-            segments = [[live[(s, e.name)] for e in entries]
-                        for s, entries in enumerate(m.segments)]
+            segments = [[live[(s, e.name)] for e in entries] if wanted is None or s in wanted
+                        else [] for s, entries in enumerate(m.segments)]
             # A private copy: callers go on to mutate their manifest for the next commit.
             self._snap = StoreSnapshot(copy.deepcopy(m), segments, tombstones)
             return self._snap

@@ -66,3 +66,27 @@ class LLMSummarizer(Summarizer):
                 raise SummaryParseError(f"{self.name}: generation stopped at {limit} before "
                                         f"the JSON was complete, raise it; {exc}") from exc
             raise SummaryParseError(f"{self.name}: {exc}") from exc
+
+
+class ReplaySummarizer(LLMSummarizer):
+    """An LLM backend whose completions were generated elsewhere, in order.
+
+    A batch engine (vLLM through ``ray.data.llm``) produces the raw text of a
+    session's summary; replaying it here runs the very parse, citation mapping
+    and ``fallback`` of the in-process backend, so both give the same Summary.
+    ``name`` is the backend the text came from (recorded in the store manifest).
+    """
+
+    def __init__(self, completions: Sequence[Completion], name: str = "vllm",
+                 max_tokens: int | None = None, fallback: Summarizer | None = None) -> None:
+        super().__init__(fallback)
+        self.name = name
+        self.max_tokens = max_tokens
+        self._pending = list(completions)
+
+    def _complete(self, batches: Sequence[Sequence[Event]]) -> list[Completion]:
+        if len(batches) > len(self._pending):
+            raise RuntimeError(f"{self.name}: {len(batches)} windows to summarize but only "
+                               f"{len(self._pending)} precomputed completions")
+        out, self._pending = self._pending[:len(batches)], self._pending[len(batches):]
+        return out

@@ -1,0 +1,44 @@
+"""Distill sessions into memory records: the core ``distill_sessions`` in an actor pool.
+
+The summarizer is built once per actor by ``get_summarizer`` (the same
+registry the in-process path and the online service use), so a backend that
+loads weights (``transformers``) loads them once per actor. A session the
+summarizer fails on is quarantined from the worker, with the reason.
+For vLLM on GPUs see ``pipeline.llm`` (``ray.data.llm``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from mnemoray.memory.backfill import distill_sessions
+from mnemoray.memory.store import MemoryStore
+from mnemoray.summarizers import get_summarizer
+from pipeline.rows import lighten, pack, unpack
+
+
+class Distill:
+    """``map_batches`` callable: items in, items with (unembedded) memories out."""
+
+    def __init__(self, store_dir: str, shards: int, summarizer: str,
+                 options: dict[str, Any] | None = None, chunk_turns: int = 4,
+                 ttl_s: float | None = None) -> None:
+        self.store = MemoryStore(store_dir, shards)
+        self.summarizer = get_summarizer(summarizer, **(options or {}))
+        self.chunk_turns = chunk_turns
+        self.ttl_s = ttl_s
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        t0 = time.perf_counter()
+        items, stats, _ = unpack(batch)
+        done, bad = distill_sessions(items, self.summarizer, chunk_turns=self.chunk_turns,
+                                     ttl_s=self.ttl_s)
+        if bad:
+            self.store.quarantine(bad)
+        return pack([lighten(i) for i in done],
+                    [*stats, {"quarantined": len(bad),
+                              "seconds": {"distill": time.perf_counter() - t0},
+                              "summarizer": getattr(self.summarizer, "name", None)}])
