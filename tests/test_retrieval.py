@@ -16,7 +16,6 @@ from mnemoray.memory.retrieval import (
     freshness,
     fuse,
     rank_desc,
-    rrf,
     top_positions,
 )
 from mnemoray.memory.store import MemoryStore
@@ -59,12 +58,21 @@ def test_rank_desc_ties_depth_and_evidence() -> None:
     assert rank_desc(np.array([np.nan, 1.0]), np.ones(2, bool), 5).tolist() == [0, 1]
 
 
-def test_weighted_rrf() -> None:
-    ranks = {"dense": np.array([1, 2, 0]), "bm25": np.array([0, 1, 0])}
-    score = rrf(ranks, {"dense": 1.0, "bm25": 0.5}, k=60)
-    assert score[0] == pytest.approx(1 / 61)
-    assert score[1] == pytest.approx(1 / 62 + 0.5 / 61)
-    assert score[2] == 0.0
+def test_fused_sum_bounds_each_lexical_signal() -> None:
+    # 0: best meaning; 1: a bit less dense but one incidental BM25 hit; 2: nothing voted.
+    dense = np.array([0.45, 0.30, -0.2])
+    bm25 = np.array([0.0, 1.5, 0.0])
+    weights = {"dense": 1.0, "bm25": 0.15}
+    score, ranks, fresh = fuse({"dense": dense, "bm25": bm25}, np.ones(3, bool), weights,
+                               np.full(3, T0), depth=2, bm25_saturation=3.0)
+    assert fresh is None and ranks["bm25"].tolist() == [0, 1, 0]
+    assert score[0] == pytest.approx(1.0 + 0.45, abs=1e-6)
+    assert score[1] == pytest.approx(1.0 + 0.30 + 0.15 * 1.5 / 4.5, abs=1e-6)
+    assert score[0] > score[1]  # one incidental word never beats a clearly better meaning
+    assert score[2] == 0.0  # outside the dense depth and no lexical evidence: not returned
+    strong = fuse({"dense": dense, "bm25": np.array([0.0, 30.0, 0.0])}, np.ones(3, bool),
+                  weights, np.full(3, T0), depth=2)[0]
+    assert strong[1] < strong[0] + 0.15  # bounded: BM25 adds at most its weight
 
 
 def test_freshness_orders_only_near_equal_relevance_and_real_age_gaps() -> None:
@@ -85,9 +93,9 @@ def test_fuse_recency_breaks_near_ties_but_never_lifts_off_topic_records() -> No
     dense = np.array([0.46, 0.37, 0.05])
     bm25 = np.array([2.8, 0.0, 0.0])
     times = np.array([T0, T0 + 30 * DAY, T0 + 90 * DAY])
-    weights = RetrievalConfig().active("hybrid")
+    weights = RetrievalConfig(weights={"recency": 0.2}, recency_window=0.15).active("hybrid")
     score, ranks, fresh = fuse({"dense": dense, "bm25": bm25, "entity": np.zeros(3)},
-                               np.ones(3, bool), weights, times, k=60, depth=10)
+                               np.ones(3, bool), weights, times, depth=10, recency_window=0.15)
     assert ranks["bm25"].tolist() == [1, 0, 0]
     assert score[1] > score[0] > score[2]
     assert fresh is not None and fresh[2] == 0.0
@@ -180,10 +188,11 @@ def test_user_search_hybrid_dense_keyword(store) -> None:
     assert [h.memory.session_id for h in hybrid[:2]] == ["birds", "birds"]
     top = hybrid[0]
     assert {"dense", "dense_rank", "bm25", "entity", "recency"} <= set(top.signals)
-    assert top.score == pytest.approx(sum(
-        RetrievalConfig().weights[s] / (60 + top.signals[f"{s}_rank"])
-        for s in ("dense", "bm25", "entity") if f"{s}_rank" in top.signals)
-        + RetrievalConfig().weights["recency"] * top.signals["recency"] / 61, rel=1e-4)
+    w, sig = RetrievalConfig().weights, top.signals
+    assert top.score == pytest.approx(
+        1.0 + w["dense"] * sig["dense"] + w["bm25"] * sig["bm25"] / (sig["bm25"] + 3.0)
+        + w["entity"] * sig["entity"] / (sig["entity"] + 1.0)
+        + w["recency"] * sig["recency"], abs=1e-4)
     dense = r.search_user(snap, "app", "alice", "parrot", axis(0), top_k=10, mode="dense")
     assert len(dense) == 4 and set(dense[0].signals) == {"dense", "dense_rank"}
     keyword = r.search_user(snap, "app", "alice", "parrot", axis(0), top_k=10, mode="keyword")
