@@ -27,8 +27,13 @@ def demo(
     workdir: Path | None = typer.Option(None, help="Where to keep the demo stores "
                                            "(default: a fresh temporary directory)."),
     turns: int = typer.Option(52, min=4, help="User turns in the generated session."),
+    compile_only: bool = typer.Option(False, "--compile-only",
+                                      help="Stop after the compile demo (no Ray)."),
+    port: int = typer.Option(8011, help="Port of the demo's Serve app (127.0.0.1)."),
 ) -> None:
-    """Build a long demo session, compact it, and print its compiled context and trace."""
+    """The main job on the embedded default: a long session compacted and compiled; then
+    a generated archive backfilled on Ray Data, served by Ray Serve, recalled and
+    compiled over HTTP."""
     from mnemoray.artifacts import FileArtifactStore
     from mnemoray.demo import (
         BOOKING_AGENT,
@@ -54,6 +59,10 @@ def demo(
         typer.echo(f"=== compiled for {agent.name} ===")
         _print_request(compile_turn(session, agent, artifacts, message),
                        naive=naive_tokens(session, message))
+    if not compile_only:
+        from jobs.demo import run  # Ray is imported only here
+
+        run(root / "e2e", port)
 
 
 @app.command("compile")
@@ -105,28 +114,184 @@ def backfill_cmd(
     summarizer: str = typer.Option("extractive", "--summarizer",
                                    help="Summarizer backend name (extractive, transformers, "
                                    "openai, vllm)."),
+    summarizer_options: list[str] | None = typer.Option(
+        None, "--summarizer-option", help="KEY=VALUE for the summarizer backend (repeatable), "
+        "e.g. model=/models/qwen, max_tokens=512, fallback=extractive; JSON values allowed."),
     embedder: str = typer.Option("default", "--embedder",
                                  help="'default' (the store's model, MiniLM for a new store), a "
                                  "local model path or hub name, or 'none' for keyword-only."),
-    batch_sessions: int = typer.Option(256, "--batch-sessions", min=1,
-                                       help="Sessions per commit."),
+    batch_sessions: int = typer.Option(256, "--batch-sessions", "--commit-every", min=1,
+                                       help="Sessions per commit (a killed job keeps every "
+                                       "committed chunk)."),
+    in_process: bool = typer.Option(False, "--in-process",
+                                    help="Run the in-process backfill instead of Ray Data."),
+    ray_address: str | None = typer.Option(None, "--ray-address",
+                                           help="Ray cluster to run on (default: RAY_ADDRESS "
+                                           "if set, as under `ray job submit`, else a new "
+                                           "local Ray instance)."),
+    workers: int = typer.Option(1, "--workers", min=1,
+                                help="Ray: most actors per pool (distill, embed); they "
+                                "autoscale from 1."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1,
+                                   help="Ray: sessions per distill/embed batch."),
+    gpus_per_embedder: float = typer.Option(0.0, "--gpus-per-embedder", min=0.0,
+                                            help="Ray: GPUs per embedding actor (0: CPU)."),
+    llm_concurrency: int = typer.Option(1, "--llm-concurrency", min=1,
+                                        help="Ray, --summarizer vllm: vLLM engine replicas."),
+    llm_batch_size: int = typer.Option(64, "--llm-batch-size", min=1,
+                                       help="Ray, --summarizer vllm: rows per engine batch."),
+    progress_every: float = typer.Option(10.0, "--progress-every", min=0.0,
+                                         help="Seconds between progress lines when stderr is "
+                                         "not a terminal."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Distill archived sessions into a memory store (idempotent; bad rows are quarantined)."""
-    from mnemoray.memory.backfill import backfill as run_backfill
+    """Distill archived sessions into a memory store (idempotent; bad rows are quarantined).
+
+    Runs on Ray Data (a local Ray instance unless --ray-address / RAY_ADDRESS
+    says otherwise); --in-process runs the same steps in this process.
+    """
+    from mnemoray.memory.store import MemoryStore
+    from mnemoray.summarizers.errors import BackendUnavailableError
 
     try:
-        report = run_backfill(archive, store, shards=shards, summarizer=summarizer,
-                              embedder=embedder, batch_sessions=batch_sessions)
-    except ValueError as exc:  # StoreError, EmbedderError, unknown summarizer, bad archive
+        options = _parse_options(summarizer_options or [])
+        MemoryStore(store, shards)  # a shard-count mismatch is reported before any work
+        if in_process:
+            report = _backfill_in_process(archive, store, shards, summarizer, options, embedder,
+                                          batch_sessions, progress_every)
+        else:
+            from pipeline.backfill import BackfillConfig, run_backfill
+
+            cfg = BackfillConfig(
+                archive=str(archive), store=str(store), shards=shards, summarizer=summarizer,
+                summarizer_options=options, embedder=embedder, batch_size=batch_size,
+                commit_every=batch_sessions, workers=workers,
+                gpus_per_embedder=gpus_per_embedder, llm_concurrency=llm_concurrency,
+                llm_batch_size=llm_batch_size, ray_address=ray_address,
+                progress_interval_s=progress_every)
+            report = run_backfill(cfg).to_dict()
+    except (ValueError, ImportError, BackendUnavailableError) as exc:  # StoreError,
+        typer.echo(f"error: {exc}", err=True)  # EmbedderError, bad archive, no vLLM...
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    typer.echo(f"sessions read: {report['sessions_read']}\nskipped: {report['skipped']}\n"
+               f"quarantined: {report['quarantined']}\nmemories written: "
+               f"{report['memories_written']}\nseconds: {report['seconds']:.2f}\n"
+               f"sessions/s: {report['sessions_per_s']:.1f}\n"
+               f"run report: {report['report_path']}")
+
+
+def _parse_options(pairs: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}",
+                                     param_hint="--summarizer-option")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
+
+
+def _backfill_in_process(archive: Path, store: Path, shards: int | None, summarizer: str,
+                         options: dict[str, Any], embedder: str, batch_sessions: int,
+                         progress_every: float) -> dict[str, Any]:
+    """The in-process backfill, with the same progress lines and run report as on Ray."""
+    from mnemoray.archive import estimate_rows
+    from mnemoray.memory.backfill import BackfillReport
+    from mnemoray.memory.backfill import backfill as run_backfill
+    from mnemoray.memory.runs import Progress, RunRecorder
+    from mnemoray.summarizers import get_summarizer
+
+    summ = get_summarizer(summarizer, **options)
+    config = {"archive": str(archive), "store": str(store), "shards": shards,
+              "summarizer": summarizer, "summarizer_options": sorted(options),
+              "embedder": embedder, "batch_sessions": batch_sessions}
+    progress = Progress(estimate_rows(archive), interval_s=progress_every)
+    recorder = RunRecorder(store, engine="in_process", config=config)
+
+    def counts(r: BackfillReport) -> dict[str, int]:
+        return {"sessions_read": r.sessions_read, "skipped": r.skipped,
+                "quarantined": r.quarantined, "memories_written": r.memories_written}
+
+    def on_batch(total: BackfillReport) -> None:
+        recorder.update(counts(total))
+        progress.update(total.sessions_read, f"memories {total.memories_written}  "
+                        f"quarantined {total.quarantined}  skipped {total.skipped}")
+
+    recorder.update(force=True)
+    try:
+        report = run_backfill(archive, store, shards=shards, summarizer=summ, embedder=embedder,
+                              batch_sessions=batch_sessions, run_id=recorder.run_id,
+                              progress=on_batch)
+    except BaseException as exc:
+        recorder.finish("failed", f"{type(exc).__name__}: {exc}")
+        raise
+    progress.close()
+    recorder.update(counts(report))
+    path = recorder.finish("succeeded")
+    out = report.to_dict()
+    out.update(run_id=recorder.run_id, report_path=str(path),
+               sessions_per_s=round(report.sessions_read / report.seconds, 3)
+               if report.seconds else 0.0)
+    return out
+
+
+@app.command()
+def compact(
+    store: Path = typer.Option(..., "--store", help="Memory store directory."),
+    max_segment_rows: int = typer.Option(1_000_000, "--max-segment-rows", min=1,
+                                         help="Segments with at least this many rows are "
+                                         "left as they are."),
+    keep_old: bool = typer.Option(False, "--keep-old",
+                                  help="Leave the replaced files for a later `mnemoray gc`."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Merge each shard's small segments into one (dead rows dropped), in one atomic commit."""
+    from mnemoray.memory.compact import compact_store
+    from mnemoray.memory.store import MemoryStore
+
+    if not (store / "manifest.json").is_file():
+        typer.echo(f"error: no memory store at {store} (no manifest.json)", err=True)
+        raise typer.Exit(2)
+    try:
+        report = compact_store(MemoryStore(store), max_segment_rows=max_segment_rows,
+                               delete_old=not keep_old)
+    except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
         typer.echo(json.dumps(report.to_dict()))
         return
-    typer.echo(f"sessions read: {report.sessions_read}\nskipped: {report.skipped}\n"
-               f"quarantined: {report.quarantined}\nmemories written: "
-               f"{report.memories_written}\nseconds: {report.seconds:.2f}")
+    typer.echo(f"shards compacted: {len(report.shards)}\nsegments: {report.segments_before} "
+               f"-> {report.segments_after}\nrows dropped (forgotten/expired): "
+               f"{report.rows_dropped}\nledger files: {report.ledger_files_before} -> "
+               f"{report.ledger_files_after}\ntombstones retired: {report.tombstones_retired}"
+               f"\nfiles removed: {len(report.files_removed)}\nversion: "
+               f"{report.version_before} -> {report.version}\nseconds: {report.seconds:.2f}")
+
+
+@app.command()
+def gc(
+    store: Path = typer.Option(..., "--store", help="Memory store directory."),
+    grace_s: float = typer.Option(3600.0, "--grace-s", min=0.0,
+                                  help="Keep unlisted files younger than this (a running "
+                                  "job's prepared segments)."),
+) -> None:
+    """Delete files no committed manifest lists (a killed job's uncommitted segments)."""
+    from mnemoray.memory.store import MemoryStore
+
+    if not (store / "manifest.json").is_file():
+        typer.echo(f"error: no memory store at {store} (no manifest.json)", err=True)
+        raise typer.Exit(2)
+    removed = MemoryStore(store).gc(grace_s=grace_s)
+    for path in removed:
+        typer.echo(str(path))
+    typer.echo(f"removed {len(removed)} file(s)", err=True)
 
 
 @app.command()
@@ -211,6 +376,65 @@ def recall(
     if failed:
         typer.echo(f"{failed} query line(s) failed; see their \"error\"", err=True)
         raise typer.Exit(1)
+
+
+@app.command("serve")
+def serve_cmd(
+    store: Path = typer.Option(..., "--store", help="Memory store directory (created on "
+                               "first write); sessions.db and artifacts/ live in it too."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="HTTP port."),
+    host: str | None = typer.Option(None, "--host", help="Interface to bind. Only with API "
+                                    "keys; without keys the server binds 127.0.0.1."),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="Ingress replicas."),
+    api_keys: Path | None = typer.Option(None, "--api-keys", exists=True, dir_okay=False,
+                                         help="JSON file {\"<key>\": \"app\" or [\"app\", "
+                                         "...]} (default: $MNEMORAY_API_KEYS)."),
+    embedder: str = typer.Option("default", "--embedder",
+                                 help="'default' (the store's model, MiniLM for a new store), "
+                                 "'onnx', a local model path or hub name, or 'none'."),
+    settings: list[str] = typer.Option([], "--set", help="Any other serving setting as "
+                                       "KEY=VALUE (repeatable; JSON values, dotted keys for "
+                                       "nested ones: --set trigger.type=inactivity)."),
+) -> None:
+    """Serve the HTTP API (recall, memories, sessions, compile, artifacts) on a local Ray
+    instance; blocks until Ctrl-C. OpenAPI docs at /docs."""
+    # serve/ wraps Ray; imported here so the rest of the CLI never loads Ray.
+    from serve.app import resolve_keys, run_local
+    from serve.auth import is_loopback
+    from serve.settings import parse_settings
+
+    args: dict[str, Any] = {"store": str(store), "replicas": replicas, "embedder": embedder}
+    if api_keys is not None:
+        args["api_keys"] = str(api_keys)
+    try:
+        options = _parse_options(settings)
+    except typer.BadParameter as exc:
+        raise typer.BadParameter(str(exc), param_hint="--set") from exc
+    for key, value in options.items():
+        *parents, leaf = key.split(".")
+        node = args
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    try:
+        keys = resolve_keys(parse_settings(args))
+    except ValueError as exc:  # SettingsError, AuthConfigError
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if host is None:
+        host = "127.0.0.1"
+    elif keys.open and not is_loopback(host):
+        typer.echo("error: --host needs API keys (--api-keys FILE or MNEMORAY_API_KEYS); "
+                   "without keys the server binds 127.0.0.1 only", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"mnemoray: serving store {store} on http://{host}:{port} (docs: /docs)")
+    if keys.open:
+        typer.echo("mnemoray: no API keys configured: the API is OPEN, bound to 127.0.0.1 "
+                   "only")
+    else:
+        typer.echo(f"mnemoray: {len(keys.digests)} API key(s); every route but /healthz "
+                   f"needs one")
+    run_local(args, host=host, port=port)
 
 
 def _recall_line(service: MemoryService, raw: object, default_top_k: int,

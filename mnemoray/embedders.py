@@ -343,11 +343,16 @@ class OnnxEmbedder(Embedder):
     torch. Only a verified embedder carries the torch embedder's ``model_id``; with
     ``verify=False`` and no passing record it is ``<id>+onnx[-int8]-unverified``, which
     a store built with the torch model will not accept.
+
+    ``spin=False`` stops ONNX Runtime's intra-op threads from spin-waiting after each
+    run: slightly slower alone, but a server sharing a few cores with its HTTP proxy
+    and other replicas (the Serve ingress) should not burn them between queries.
     """
 
     def __init__(self, model: str | Path | None = None, quantize: bool = False,
                  threads: int | None = None, cache_dir: str | Path | None = None, *,
-                 verify: bool = True, reference: Embedder | None = None) -> None:
+                 verify: bool = True, reference: Embedder | None = None,
+                 spin: bool = True) -> None:
         if threads is not None and threads < 1:
             raise EmbedderError(f"threads: must be >= 1, got {threads}")
         root, base_id = _resolve_st_folder(model)
@@ -355,6 +360,7 @@ class OnnxEmbedder(Embedder):
         self.quantize = bool(quantize)
         self.variant = "int8" if self.quantize else "fp32"
         self.threads = threads
+        self.spin = bool(spin)
         self.max_seq_length = layout.max_seq_length
         self._lower = layout.do_lower_case
 
@@ -422,6 +428,9 @@ class OnnxEmbedder(Embedder):
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads or 0  # 0: onnxruntime's default
         options.inter_op_num_threads = 1
+        if not self.spin:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:

@@ -1,0 +1,177 @@
+"""API keys per app (bearer tokens). No Ray and no web framework here: unit-testable.
+
+Keys are configured as JSON ``{"<key>": "app_name"}`` or ``{"<key>": ["app1", "app2"]}``,
+in a file (``mnemoray serve --api-keys FILE``, ``build_app(api_keys=FILE)``) or in the
+environment variable ``MNEMORAY_API_KEYS`` (the JSON itself, or a path to such a file).
+
+- Keys configured: every route but ``/healthz`` needs ``Authorization: Bearer <key>``
+  (missing or unknown key -> 401) and a key only reaches its own apps (another app ->
+  403). Only SHA-256 digests of the keys leave the process that read them, so replicas
+  never hold a plain key.
+- No keys: the server runs open. It then binds to 127.0.0.1 only (the CLI and
+  ``serve/config.yaml`` do), and as a second line of defence the API refuses clients
+  that are not on the loopback interface unless ``allow_remote_without_keys`` is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_VAR = "MNEMORAY_API_KEYS"
+MIN_KEY_CHARS = 16
+
+
+class AuthConfigError(ValueError):
+    """The API key configuration is malformed; the message says where."""
+
+
+class AuthError(Exception):
+    """A request is not allowed: ``status`` is 401 (who are you?) or 403 (not yours)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ApiKeys:
+    """sha256(key) -> apps the key may read and write. Empty = the server runs open."""
+
+    digests: Mapping[str, frozenset[str]]
+
+    @property
+    def open(self) -> bool:
+        return not self.digests
+
+    @classmethod
+    def none(cls) -> ApiKeys:
+        return cls({})
+
+    @classmethod
+    def from_mapping(cls, raw: Any, where: str = "api keys") -> ApiKeys:
+        """``{"key": "app" | ["app", ...]}`` -> ApiKeys (validated, keys hashed)."""
+        if not isinstance(raw, Mapping):
+            raise AuthConfigError(f"{where}: expected a JSON object {{\"key\": \"app\" or "
+                                  f"[\"app\", ...]}}, got {type(raw).__name__}")
+        digests: dict[str, frozenset[str]] = {}
+        for i, (key, apps) in enumerate(raw.items()):
+            if not isinstance(key, str) or len(key.strip()) < MIN_KEY_CHARS:
+                raise AuthConfigError(f"{where}: key #{i + 1} must be a string of at least "
+                                      f"{MIN_KEY_CHARS} characters")
+            if key != key.strip() or any(c.isspace() for c in key):
+                raise AuthConfigError(f"{where}: key #{i + 1} must not contain whitespace")
+            names = [apps] if isinstance(apps, str) else apps
+            if not isinstance(names, list) or not names or not all(
+                    isinstance(a, str) and a for a in names):
+                raise AuthConfigError(f"{where}: key #{i + 1} must map to an app name or a "
+                                      f"non-empty list of app names, got {apps!r}")
+            digests[key_digest(key)] = frozenset(names)
+        return cls(digests)
+
+    @classmethod
+    def from_digests(cls, raw: Mapping[str, Iterable[str]] | None) -> ApiKeys:
+        """Inverse of :meth:`to_digests` (what deployments receive)."""
+        return cls({d: frozenset(apps) for d, apps in (raw or {}).items()})
+
+    def to_digests(self) -> dict[str, list[str]]:
+        return {d: sorted(apps) for d, apps in self.digests.items()}
+
+    def apps_for(self, key: str) -> frozenset[str] | None:
+        return self.digests.get(key_digest(key))
+
+
+def load_api_keys(path: str | Path | None = None,
+                  env: Mapping[str, str] | None = None) -> ApiKeys:
+    """Keys from ``path`` if given, else from ``$MNEMORAY_API_KEYS`` (JSON or a path)."""
+    env = os.environ if env is None else env
+    if path is not None and str(path).strip():
+        return _from_file(Path(path).expanduser())
+    value = env.get(ENV_VAR, "").strip()
+    if not value:
+        return ApiKeys.none()
+    if value.startswith("{"):
+        try:
+            raw = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise AuthConfigError(f"{ENV_VAR}: invalid JSON ({exc.msg})") from exc
+        return ApiKeys.from_mapping(raw, ENV_VAR)
+    return _from_file(Path(value).expanduser())
+
+
+def _from_file(path: Path) -> ApiKeys:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AuthConfigError(f"api keys file {path}: cannot read it ({exc.strerror})") from exc
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AuthConfigError(f"api keys file {path}: invalid JSON ({exc.msg}, line "
+                              f"{exc.lineno})") from exc
+    return ApiKeys.from_mapping(raw, f"api keys file {path}")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: ``apps`` it may use, or None when the server runs open."""
+
+    apps: frozenset[str] | None
+
+    def check(self, app_name: str) -> None:
+        if self.apps is not None and app_name not in self.apps:
+            # Same answer whether or not the app exists: nothing leaks about other tenants.
+            raise AuthError(403, f"app_name: this API key is not allowed to use app "
+                                 f"{app_name!r}")
+
+
+OPEN = Principal(None)
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def authenticate(keys: ApiKeys, authorization: str | None, client_host: str | None, *,
+                 allow_remote_without_keys: bool = False) -> Principal:
+    """The caller's principal, or AuthError (401: no or unknown key; 403: remote, open)."""
+    if keys.open:
+        if allow_remote_without_keys or is_loopback(client_host):
+            return OPEN
+        raise AuthError(403, "this server runs without API keys and only accepts clients on "
+                             "127.0.0.1; configure API keys to serve other hosts")
+    token = bearer_token(authorization)
+    if token is None:
+        raise AuthError(401, "authorization: missing bearer token (Authorization: Bearer "
+                             "<api key>)")
+    apps = keys.apps_for(token)
+    if apps is None:
+        raise AuthError(401, "authorization: unknown API key")
+    return Principal(apps)

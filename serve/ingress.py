@@ -1,0 +1,341 @@
+"""The FastAPI ingress deployment: where a recall is answered, in one hop.
+
+Hot path of ``POST /v1/recall`` (default ``index_mode: ingress``)::
+
+    client -> Serve proxy -> MemoryIngress replica            (the only hop)
+                               |- auth + pydantic validation   (event loop)
+                               |- has the user any memories?   (cached candidate set)
+                               |- query vector: LRU hit, or @serve.batch micro-batch
+                               |    -> embedder.encode on one dedicated thread
+                               '- hybrid search over the memory-mapped snapshot
+                                    (event loop; sub-millisecond for one user)
+
+Nothing on that path crosses a process boundary after the proxy: the query is
+embedded by the model loaded in this replica and searched in this replica's
+snapshot (``ServingMemory``). The ``Embedder`` / ``Summarizer`` deployments only
+serve writes; with ``index_mode: deployment`` the search moves to the ``Index``
+deployment (one more hop, for stores that outgrow a replica).
+
+Blocking work that is not on that path (SQLite, Parquet/FAISS writes, compile,
+artifacts) runs in a thread pool so the event loop keeps answering recalls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from mnemoray.artifacts import FileArtifactStore
+from mnemoray.compiler import AgentSpec, Compiler, MemorySnippet, Services
+from mnemoray.embedders import DEFAULT_SPECS, PACKAGED_MODEL_ID, Embedder, OnnxEmbedder
+from mnemoray.memory.layout import shard_of
+from mnemoray.memory.manifest import StoreError, read_manifest
+from mnemoray.memory.retrieval import RecallFilters, check_mode
+from mnemoray.memory.service import check_embedder, resolve_embedder
+from mnemoray.memory.store import MemoryStore
+from mnemoray.memory.triggers import IngestionTrigger
+from mnemoray.sqlite_store import SQLiteSessionStore
+from serve.auth import ApiKeys
+from serve.deployments import remote_models
+from serve.memory import ServingMemory, call_on_loop
+from serve.metrics import Metrics
+from serve.settings import parse_settings
+
+log = logging.getLogger("ray.serve")
+
+QUERY_CACHE = 4096  # recent query vectors (~1.5 KB each at 384-d)
+
+# Query micro-batching (``@serve.batch`` on ``embed_queries``), measured on this
+# project's 2-core machine with MiniLM: one query costs ~2.4 ms with ONNX (7-11 ms
+# with torch) and a batch of 16 ~1.2 ms (2.6 ms) per query, so batching pays only
+# under concurrency, while a fixed wait is pure latency for a lone client (Serve's
+# own floor is ~7 ms of a ~15 ms budget). Serve forms the next batch while the
+# previous one is still encoding (with max_concurrent_batches=1 it then waits), so a
+# fixed window would cut the queue into many small batches. The wait therefore
+# tracks the encoder (``_batch_wait``):
+# - encoder idle, no other query in flight: 0 (a lone client never waits);
+# - encoder idle, others in flight: BATCH_WAIT_S = 2 ms, about one single-query
+#   encode: enough to gather a burst, small against the latency budget;
+# - encoder busy: until it is expected to be free (EMA of batch encode time minus
+#   the time it has run, at least BATCH_WAIT_S, at most MAX_BATCH_WAIT_S), so the
+#   queries that arrive meanwhile leave together as one batch.
+# BATCH_MAX_SIZE 16: past it the per-query cost barely falls while a batch's latency
+# keeps growing (padding to the longest query). Settings: batch_max_size,
+# batch_wait_timeout_s.
+#
+# Where a batch is encoded (``encode_in_loop``, default on): on the event loop. While
+# it encodes, arriving requests queue in front of the loop and then join the next
+# batch together: measured under 32 clients, batches averaged ~5 queries in-loop vs
+# ~2.5-3.7 on the encoder thread at the same throughput, i.e. less CPU per query on a
+# saturated 2-core box, and a lone query costs the same either way. The thread
+# variant keeps the loop free for other routes while a batch encodes (shorter tails
+# for non-recall requests on a machine with spare cores).
+BATCH_MAX_SIZE = 16
+BATCH_WAIT_S = 0.002
+MAX_BATCH_WAIT_S = 0.05
+
+
+def load_query_embedder(store: MemoryStore, spec: str, query_spec: str,
+                        threads: int | None = None) -> Embedder | None:
+    """The in-process query embedder.
+
+    ``auto`` with the packaged MiniLM (``embedder: default`` on a new or MiniLM store):
+    its ONNX Runtime build (``OnnxEmbedder``: the same model_id, which it only carries
+    after passing the parity gate against torch; one query ~2.4 ms vs 7-11 ms with
+    torch, measured here), with spin-waiting off since the replica shares its cores
+    with the proxy; if ONNX cannot load, the ``embedder`` spec. Any other spec, or any
+    other model: ``resolve_embedder(store, spec)``.
+    """
+    if query_spec.strip().lower() != "auto":
+        return resolve_embedder(store, query_spec)
+    m = store.manifest()
+    if spec.strip().lower() in DEFAULT_SPECS and not m.keyword_only \
+            and m.embedding_model in (None, PACKAGED_MODEL_ID):
+        try:
+            fast = OnnxEmbedder(None, threads=threads, spin=False)
+            check_embedder(store, fast)
+            return fast
+        except Exception as exc:  # no onnxruntime, a failed export or parity gate
+            log.warning("mnemoray: ONNX query embedder unavailable (%s); using %r", exc, spec)
+    return resolve_embedder(store, spec)
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=128,
+                  health_check_period_s=10)
+@serve.ingress()
+class MemoryIngress:
+    async def __init__(self, settings: Mapping[str, Any], embedder_handle: Any = None,
+                       summarizer_handle: Any = None, index_handle: Any = None) -> None:
+        s = self.settings = parse_settings(settings)
+        self.loop = asyncio.get_running_loop()  # the loop requests run on
+        self.keys = ApiKeys.from_digests(s.api_key_digests)
+        if self.keys.open:
+            log.warning("mnemoray: no API keys configured: the API is OPEN and answers "
+                        "127.0.0.1 clients only (bind the HTTP proxy to 127.0.0.1)")
+        # Blocking I/O (SQLite, Parquet, artifacts, compile); never the query encoder.
+        self.io_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mnemoray-io")
+        # One thread for the query encoder: batches are serial, torch/ORT use their own
+        # intra-op threads, and the event loop stays free while a batch encodes.
+        self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
+        store = MemoryStore(s.store, s.shards,
+                            load_shards=[] if index_handle is not None else None)
+        self.shards = store.shards
+        self.store_root = store.root
+        # The query embedder lives here, in-process: no hop on the hot path.
+        self.query_embedder = load_query_embedder(store, s.embedder, s.query_embedder,
+                                                  s.query_threads)
+        write_embedder, summarizer = await remote_models(s, embedder_handle,
+                                                         summarizer_handle)
+        q, w = self.query_embedder, write_embedder
+        if (q is None) != (w is None) or (q is not None and w is not None and (
+                q.model_id, q.dim) != (w.model_id, w.dim)):
+            raise StoreError(f"embedder: the Embedder deployment runs "
+                             f"{getattr(w, 'model_id', None)!r}, the ingress "
+                             f"{getattr(q, 'model_id', None)!r}; configure one spec")
+        self.index = index_handle
+        self.memory: ServingMemory | None = None
+        if index_handle is None:
+            self.memory = ServingMemory(store, write_embedder, summarizer,
+                                        reload_interval_s=s.reload_interval_s)
+        self.sessions = SQLiteSessionStore(s.sessions_path)
+        self.artifacts = FileArtifactStore(s.artifacts_path)
+        self.compiler = Compiler.default()
+        self.metrics = Metrics(self.store_stats)
+        self._ingest_results: dict[tuple[str, str, str], Any] = {}
+        self.trigger = IngestionTrigger(s.trigger.config(), self._ingest, self._forget_session,
+                                        on_error=self._ingest_failed).attach(self.sessions)
+        if s.trigger.type == "inactivity":
+            self.trigger.start_background(self.sessions, s.trigger.poll_interval_s)
+        self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._qcache_lock = threading.Lock()
+        self._embedding = 0  # queries between "want a vector" and "got it"
+        self._wait_now = -1.0
+        self._encode_started: float | None = None  # the running batch's start
+        self._encode_ema = 0.005  # seconds per batch, smoothed
+        self.embed_queries.set_max_batch_size(s.batch_max_size)
+        if self.query_embedder is not None:  # first encode pays lazy init; not a request
+            self.query_embedder.encode(["warm up"])
+        log.info("mnemoray ingress ready: store %s (%s rows), query embedder %s (%s), "
+                 "index %s", s.store, self.store_stats().get("rows"),
+                 getattr(q, "model_id", None), type(q).__name__, s.index_mode)
+
+    def __serve_build_asgi_app__(self) -> Any:
+        from serve.api import build_api
+
+        return build_api(self)
+
+    def __del__(self) -> None:
+        memory = getattr(self, "memory", None)
+        if memory is not None:
+            memory.close()
+        trigger = getattr(self, "trigger", None)
+        if trigger is not None:
+            trigger.stop(timeout=1)
+
+    # -- query embedding: in-process, micro-batched ----------------------------------
+    @serve.batch(max_batch_size=BATCH_MAX_SIZE, batch_wait_timeout_s=BATCH_WAIT_S)
+    async def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
+        self.metrics.embed_batch.observe(len(texts))
+        assert self.query_embedder is not None
+        start = self._encode_started = time.perf_counter()
+        try:
+            if self.settings.encode_in_loop:
+                vectors = self.query_embedder.encode(texts, len(texts))
+            else:
+                vectors = await asyncio.get_running_loop().run_in_executor(
+                    self.encode_pool, self.query_embedder.encode, texts, len(texts))
+        finally:
+            self._encode_started = None
+            self._encode_ema = 0.8 * self._encode_ema + 0.2 * (time.perf_counter() - start)
+        for v in vectors:
+            v.flags.writeable = False  # shared through the cache
+        return list(vectors)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        with self._qcache_lock:
+            vec = self._qcache.get(text)
+            if vec is not None:
+                self._qcache.move_to_end(text)
+                return vec
+        self._embedding += 1
+        try:
+            wait = self._batch_wait()
+            if wait != self._wait_now:
+                self.embed_queries.set_batch_wait_timeout_s(wait)
+                self._wait_now = wait
+            vec = await self.embed_queries(text)
+        finally:
+            self._embedding -= 1
+        with self._qcache_lock:
+            self._qcache[text] = vec
+            while len(self._qcache) > QUERY_CACHE:
+                self._qcache.popitem(last=False)
+        return vec
+
+    def _batch_wait(self) -> float:
+        """How long the batch this query opens may wait for companions (see top)."""
+        base = self.settings.batch_wait_timeout_s
+        started = self._encode_started
+        if started is not None:  # encoder busy: leave when it is expected to be free
+            left = self._encode_ema - (time.perf_counter() - started)
+            return round(min(MAX_BATCH_WAIT_S, max(base, left)), 4)
+        return base if self._embedding > 1 else 0.0
+
+    # -- memory operations: in this replica, or on the shard's Index replica ------------
+    async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
+        if self.memory is None:
+            shard = str(shard_of(app_name, user_id, self.shards))
+            return await self.index.options(multiplexed_model_id=shard).call.remote(
+                op, app_name, user_id, kwargs)
+        return await self.run_io(self.memory.call, op, app_name, user_id, kwargs)
+
+    def memory_op_sync(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
+        """From a worker thread (compile's memory preload, ingestion triggers)."""
+        if self.memory is None:
+            shard = str(shard_of(app_name, user_id, self.shards))
+            return call_on_loop(self.loop, lambda: self.index.options(
+                multiplexed_model_id=shard).call.remote(op, app_name, user_id, kwargs), None)
+        return self.memory.call(op, app_name, user_id, kwargs)
+
+    async def run_io(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(
+            self.io_pool, functools.partial(fn, *args, **kwargs))
+
+    async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
+                     filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+        mode = check_mode(mode or "hybrid")
+        flt = RecallFilters.from_dict(filters)
+        mem = self.memory
+        if mem is None:  # sharded: embed here, search on the shard's replica
+            vec = await self.embed_query(query) if self.query_embedder is not None \
+                and mode != "keyword" and query.strip() else None
+            return await self.memory_op("recall", app_name, user_id, query=query,
+                                        query_vec=vec, top_k=top_k, filters=flt, mode=mode)
+        vec = None
+        if mode != "keyword" and self.query_embedder is not None and query.strip() \
+                and mem.query_model() is not None and mem.op_has_rows(app_name, user_id):
+            vec = await self.embed_query(query)
+        if self.settings.offload_search:
+            return await self.run_io(mem.op_recall, app_name, user_id, query, vec, top_k,
+                                     flt, mode)
+        return mem.op_recall(app_name, user_id, query, vec, top_k, flt, mode)
+
+    def memory_search(self, loop: asyncio.AbstractEventLoop) -> Any:
+        """The compiler's ``memory_search`` hook, run in a worker thread: the query is
+        embedded through the same micro-batcher (on the event loop)."""
+        def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
+            out = asyncio.run_coroutine_threadsafe(
+                self.recall(app_name, user_id, query, top_k, None, None), loop).result()
+            return [MemorySnippet(memory_id=m["memory_id"], text=m["text"], score=m["score"],
+                                  session_id=m["provenance"]["session_id"], kind=m["kind"],
+                                  time=m["provenance"]["event_time_end"]
+                                  or m["provenance"]["created_at"])
+                    for m in out["memories"]]
+        return search
+
+    # -- compile --------------------------------------------------------------------------
+    async def compile(self, app_name: str, user_id: str, session_id: str,
+                      agent: Mapping[str, Any], new_message: str | None,
+                      temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        spec = AgentSpec(**agent)
+        services = Services(memory_search=self.memory_search(loop), artifacts=self.artifacts)
+
+        def work() -> dict[str, Any]:
+            session = self.sessions.get_session(app_name, user_id, session_id)
+            return self.compiler.compile(session, spec, new_message, services,
+                                         dict(temp_state) if temp_state else None).to_dict()
+
+        return await self.run_io(work)
+
+    # -- ingestion ---------------------------------------------------------------------
+    def _ingest(self, session: Any) -> None:
+        result = self.memory_op_sync("add_session", session.app_name, session.user_id,
+                                     session=session)
+        self._ingest_results[session.key] = result
+        self.metrics.ingestions.labels("ingested" if result["added"] else "unchanged").inc()
+
+    def _ingest_failed(self, exc: BaseException, key: tuple[str, str, str]) -> None:
+        log.error("memory ingestion failed for session %s/%s/%s: %s", *key, exc)
+        self._ingest_results[key] = exc
+        self.metrics.ingestions.labels("failed").inc()
+
+    def _forget_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        self.memory_op_sync("forget_session", app_name, user_id, session_id=session_id)
+
+    def end_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """End a session (blocking); the trigger ingests it before this returns."""
+        session = self.sessions.get_session(app_name, user_id, session_id)
+        key = session.key
+        if session.ended:
+            return {"session_id": session_id, "ended_at": session.ended_at,
+                    "ingestion": {"status": "not_run"}}
+        self._ingest_results.pop(key, None)
+        self.sessions.end_session(session)
+        result = self._ingest_results.pop(key, None)
+        if isinstance(result, BaseException):
+            report = {"status": "failed", "error": str(result)}
+        elif result is None:
+            report = {"status": "not_run"}
+        else:
+            report = {"status": "ingested" if result["added"] else "unchanged",
+                      "memories_added": result["added"]}
+        return {"session_id": session_id, "ended_at": session.ended_at, "ingestion": report}
+
+    # -- stats ---------------------------------------------------------------------------
+    def store_stats(self) -> dict[str, Any]:
+        if self.memory is not None:
+            return self.memory.op_stats()
+        m = read_manifest(self.store_root)
+        return {} if m is None else {"version": m.version, "rows": m.rows,
+                                     "tombstones": m.tombstone_count}

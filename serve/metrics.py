@@ -1,0 +1,158 @@
+"""Prometheus metrics of one ingress replica, and the ASGI middleware that feeds them.
+
+One registry per replica (``/metrics`` answers for the replica that serves the
+scrape; with several replicas, scrape Ray's metrics port or each replica). Route
+labels are route *templates* (``/v1/sessions/{session_id}``), never raw paths or
+tenant names, so cardinality stays fixed and no tenant leaks into the metrics.
+
+The middleware is plain ASGI (no BaseHTTPMiddleware: that costs a task and a
+stream per request) and also enforces the body size limit: a declared
+``Content-Length`` over the limit is refused before the body is read, and a
+chunked body is counted as it streams; either way the answer is 413.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from starlette.exceptions import HTTPException
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.03, 0.05, 0.075,
+                   0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class _StoreCollector:
+    """Index size and reload counters, read from the ingress at scrape time."""
+
+    def __init__(self, stats: Callable[[], dict[str, Any]]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterable[Any]:
+        s = self._stats()
+        for name, doc, key in (
+                ("mnemoray_index_rows", "Memory rows committed in the store (incl. forgotten)",
+                 "rows"),
+                ("mnemoray_index_tombstones", "Forget records in the store", "tombstones"),
+                ("mnemoray_index_segments", "Segments loaded by this replica", "segments"),
+                ("mnemoray_index_version", "Manifest version this replica serves", "version"),
+                ("mnemoray_index_last_load_ms", "Duration of the last snapshot load",
+                 "last_load_ms")):
+            if s.get(key) is not None:
+                g = GaugeMetricFamily(name, doc)
+                g.add_metric([], float(s[key]))
+                yield g
+        for name, doc, key in (
+                ("mnemoray_index_reloads", "Snapshot swaps after a manifest change", "reloads"),
+                ("mnemoray_index_reload_failures", "Snapshot loads that failed",
+                 "reload_failures")):
+            if s.get(key) is not None:
+                c = CounterMetricFamily(name, doc)
+                c.add_metric([], float(s[key]))
+                yield c
+
+
+class Metrics:
+    def __init__(self, store_stats: Callable[[], dict[str, Any]]) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.requests = Counter("mnemoray_http_requests", "HTTP requests",
+                                ["route", "method", "status"], registry=self.registry)
+        self.latency = Histogram("mnemoray_http_request_duration_seconds",
+                                 "HTTP request latency inside the ingress replica",
+                                 ["route", "method"], buckets=LATENCY_BUCKETS,
+                                 registry=self.registry)
+        self.embed_batch = Histogram("mnemoray_query_embed_batch_size",
+                                     "Queries per in-replica embedding batch",
+                                     buckets=BATCH_BUCKETS, registry=self.registry)
+        self.ingestions = Counter("mnemoray_session_ingestions", "Session ingestions",
+                                  ["status"], registry=self.registry)
+        self.registry.register(_StoreCollector(store_stats))  # type: ignore[arg-type]
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.requests.labels(route, method, str(status)).inc()
+        self.latency.labels(route, method).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _error_body(status: int, message: str) -> bytes:
+    return json.dumps({"error": {"status": status, "message": message, "field": None}}).encode()
+
+
+class ServeMiddleware:
+    """Body size limit (413) and per-route request metrics, as plain ASGI."""
+
+    def __init__(self, app: Any, metrics: Metrics, max_body_bytes: int) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.max_body = max_body_bytes
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = [500]
+        try:
+            try:
+                declared = _content_length(scope)
+            except ValueError as exc:
+                status[0] = 400
+                await _reply(send, 400, str(exc))
+                return
+            if declared is not None and declared > self.max_body:
+                status[0] = 413
+                await _reply(send, 413, f"body: {declared} bytes is over the limit of "
+                                        f"{self.max_body} bytes")
+                return
+            seen = [0]
+            limit = self.max_body
+
+            async def counted_receive() -> dict:
+                message = await receive()
+                if message["type"] == "http.request":
+                    seen[0] += len(message.get("body", b""))
+                    if seen[0] > limit:
+                        raise HTTPException(413, f"body: over the limit of {limit} bytes")
+                return message
+
+            async def tracked_send(message: dict) -> None:
+                if message["type"] == "http.response.start":
+                    status[0] = message["status"]
+                await send(message)
+
+            await self.app(scope, counted_receive, tracked_send)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "unmatched"
+            self.metrics.observe(path, scope.get("method", ""), status[0],
+                                 time.perf_counter() - start)
+
+
+def _content_length(scope: dict) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                n = int(value)
+            except ValueError:
+                raise ValueError("content-length: not an integer") from None
+            if n < 0:
+                raise ValueError("content-length: negative")
+            return n
+    return None
+
+
+async def _reply(send: Callable, status: int, message: str) -> None:
+    body = _error_body(status, message)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})

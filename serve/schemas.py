@@ -1,0 +1,276 @@
+"""Request and response models of the HTTP API, with their size limits.
+
+Every request model forbids unknown fields, so a typo ("topk") is a 422 naming
+the field rather than a silently applied default. Limits are module constants
+(documented in the OpenAPI schema through the field constraints); the whole body
+is capped separately (``ServeSettings.max_body_bytes`` -> 413).
+
+Convention for tenant fields: requests with a JSON body (POST/PUT) carry
+``app_name`` and ``user_id`` in the body; GET and DELETE carry them in the path
+or the query string. Artifacts are addressed by path.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from mnemoray.memory.record import MEMORY_KINDS
+
+MAX_ID_CHARS = 256
+MAX_QUERY_CHARS = 2_000
+MAX_TOP_K = 100
+MAX_MEMORIES_PER_ADD = 256
+MAX_MEMORY_TEXT_CHARS = 32_000
+MAX_LIST_ITEMS = 64
+MAX_EVENTS_PER_APPEND = 100
+MAX_SESSION_EVENTS = 5_000
+MAX_PAGE = 500
+MAX_MESSAGE_CHARS = 32_000
+MAX_TOOLS = 64
+
+# Ids: non-empty, bounded, no control characters (they end up in file names and logs).
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS,
+                                      pattern=r"^[^\x00-\x1f\x7f]+$")]
+Kind = Literal["session_summary", "fact", "chunk", "compaction_summary"]
+assert set(Kind.__args__) == set(MEMORY_KINDS)  # type: ignore[attr-defined]
+Mode = Literal["hybrid", "dense", "keyword"]
+Short = Annotated[str, StringConstraints(max_length=1_000)]
+Timestamp = float | Annotated[str, StringConstraints(max_length=64)]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- recall --------------------------------------------------------------------------
+class RecallFiltersIn(_Request):
+    session_id: Id | None = None
+    after: Timestamp | None = Field(None, description="epoch seconds or ISO-8601, inclusive")
+    before: Timestamp | None = Field(None, description="epoch seconds or ISO-8601, inclusive")
+    kinds: list[Kind] | None = Field(None, min_length=1, max_length=len(MEMORY_KINDS))
+
+
+class RecallRequest(_Request):
+    app_name: Id
+    user_id: Id
+    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
+    top_k: int = Field(5, ge=1, le=MAX_TOP_K)
+    filters: RecallFiltersIn | None = None
+    mode: Mode | None = Field(None, description="default: the server's (hybrid)")
+
+
+class Provenance(BaseModel):
+    session_id: str
+    source_event_ids: list[str]
+    event_time_start: float | None = None
+    event_time_end: float | None = None
+    created_at: float | None = None
+
+
+class RecalledMemory(BaseModel):
+    memory_id: str
+    kind: str
+    text: str
+    score: float
+    signals: dict[str, int | float] = Field(description="raw value of each signal and its rank "
+                                      "(<signal>_rank, 1 = best)")
+    topics: list[str] = []
+    key_facts: list[str] = []
+    provenance: Provenance
+
+
+class RecallResponse(BaseModel):
+    memories: list[RecalledMemory]
+    took_ms: float
+    store_version: int
+
+
+# -- memories -------------------------------------------------------------------------
+class MemoryIn(_Request):
+    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MEMORY_TEXT_CHARS)]
+    session_id: Id = "online"
+    kind: Kind = "fact"
+    memory_id: Id | None = None
+    key_text: Annotated[str, StringConstraints(max_length=MAX_MEMORY_TEXT_CHARS)] | None = None
+    topics: list[Short] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    key_facts: list[Short] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    entities: list[Short] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    source_event_ids: list[Id] = Field(default_factory=list, max_length=1_000)
+    event_time_start: float | None = None
+    event_time_end: float | None = None
+    expires_at: float | None = None
+
+
+class AddMemoriesRequest(_Request):
+    """Either a whole ``session`` (the archive / DESIGN.md session dict: distilled,
+    embedded and committed like a backfill would) or raw ``memories``."""
+
+    app_name: Id
+    user_id: Id
+    session: dict[str, Any] | None = None
+    memories: list[MemoryIn] | None = Field(None, min_length=1, max_length=MAX_MEMORIES_PER_ADD)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> AddMemoriesRequest:
+        if (self.session is None) == (self.memories is None):
+            raise ValueError("pass exactly one of 'session' or 'memories'")
+        if self.session is not None:
+            events = self.session.get("events") or []
+            if isinstance(events, list) and len(events) > MAX_SESSION_EVENTS:
+                raise ValueError(f"session.events: at most {MAX_SESSION_EVENTS} events")
+        return self
+
+
+class MemoryOut(BaseModel):
+    memory_id: str
+    app_name: str
+    user_id: str
+    session_id: str
+    kind: str
+    text: str
+    topics: list[str] = []
+    key_facts: list[str] = []
+    entities: list[str] = []
+    source_event_ids: list[str] = []
+    event_time_start: float | None = None
+    event_time_end: float | None = None
+    created_at: float | None = None
+    expires_at: float | None = None
+
+
+class AddMemoriesResponse(BaseModel):
+    added: int = Field(description="records newly stored (0: already stored / ledgered)")
+    memories: list[MemoryOut]
+    took_ms: float
+
+
+class MemoryPage(BaseModel):
+    memories: list[MemoryOut]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; "
+                                    "null on the last page")
+
+
+class ForgetResponse(BaseModel):
+    forgotten: int
+
+
+# -- sessions ---------------------------------------------------------------------------
+class CreateSessionRequest(_Request):
+    app_name: Id
+    user_id: Id
+    session_id: Id | None = None
+    state: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionOut(BaseModel):
+    app_name: str
+    user_id: str
+    session_id: str
+    state: dict[str, Any]
+    events: list[dict[str, Any]]
+    created_at: float
+    updated_at: float
+    ended_at: float | None = None
+    version: int = Field(description="events persisted; pass as expected_version to append")
+
+
+class SessionInfoOut(BaseModel):
+    app_name: str
+    user_id: str
+    session_id: str
+    created_at: float
+    updated_at: float
+    ended_at: float | None = None
+    num_events: int
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionInfoOut]
+
+
+class AppendEventsRequest(_Request):
+    app_name: Id
+    user_id: Id
+    events: list[dict[str, Any]] = Field(..., min_length=1, max_length=MAX_EVENTS_PER_APPEND,
+                                         description="Event dicts (author, role, type, text, "
+                                         "data, state_delta, ...)")
+    expected_version: int | None = Field(None, ge=0, description="optimistic concurrency: "
+                                         "409 if the session has moved on")
+
+
+class AppendEventsResponse(BaseModel):
+    session_id: str
+    version: int
+    event_ids: list[str]
+
+
+class EndSessionRequest(_Request):
+    app_name: Id
+    user_id: Id
+
+
+class IngestionReport(BaseModel):
+    status: Literal["ingested", "unchanged", "failed", "not_run"]
+    memories_added: int = 0
+    error: str | None = None
+
+
+class EndSessionResponse(BaseModel):
+    session_id: str
+    ended_at: float
+    ingestion: IngestionReport
+
+
+# -- compile -----------------------------------------------------------------------------
+class AgentIn(_Request):
+    """The fields of ``mnemoray.compiler.AgentSpec``."""
+
+    name: Id
+    description: Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)] = ""
+    static_instruction: Annotated[str, StringConstraints(max_length=200_000)] = ""
+    instruction: Annotated[str, StringConstraints(max_length=200_000)] = ""
+    include_contents: Literal["default", "none"] = "default"
+    token_budget: int | None = Field(None, ge=1)
+    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_TOOLS)
+    memory_preload: bool = False
+    preload_top_k: int = Field(5, ge=1, le=MAX_TOP_K)
+
+
+class CompileRequest(_Request):
+    app_name: Id
+    user_id: Id
+    session_id: Id
+    agent: AgentIn
+    new_message: Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)] | None = None
+    temp_state: dict[str, Any] | None = None
+
+
+# -- artifacts ------------------------------------------------------------------------------
+class ArtifactSaved(BaseModel):
+    name: str
+    version: int
+    handle: str
+    size: int
+    mime_type: str
+
+
+class ArtifactVersions(BaseModel):
+    name: str
+    versions: list[int]
+
+
+class ArtifactNames(BaseModel):
+    names: list[str]
+
+
+# -- errors -----------------------------------------------------------------------------------
+class ErrorBody(BaseModel):
+    status: int
+    message: str = Field(description="what is wrong, naming the field")
+    field: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
