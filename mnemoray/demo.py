@@ -75,18 +75,19 @@ class DemoSession:
 
 def build_demo_session(store: SessionStore, artifacts: ArtifactStore, turns: int = 52,
                        compactor: Compactor | None = None,
-                       start_ts: float = 1_767_225_600.0) -> DemoSession:
+                       start_ts: float = 1_767_225_600.0, user_id: str = USER) -> DemoSession:
     """Append ``turns`` user turns (each an invocation) with replies and tool use.
 
     With a ``compactor``, it runs after every invocation, as an agent runner
     would: a sliding window of summaries grows while the raw events stay.
     """
     compactions = 0
-    session = store.create_session(APP, USER,
-                                   state={"user:name": "Maya", "user:home_city": "Berlin"})
+    session = store.create_session(APP, user_id,
+                                   state={"user:name": user_id.capitalize(),
+                                          "user:home_city": "Berlin"})
     ts = start_ts
     legs: list[str] = []
-    artifacts.save(APP, USER, session.session_id, "itinerary.md", "# Itinerary\n",
+    artifacts.save(APP, user_id, session.session_id, "itinerary.md", "# Itinerary\n",
                    mime_type="text/markdown", summary="The trip itinerary, one line per leg")
 
     def add(event: Event) -> None:
@@ -120,7 +121,7 @@ def build_demo_session(store: SessionStore, artifacts: ArtifactStore, turns: int
                               timestamp=ts))
             legs.append(f"- {city} -> {next_city}: TAP, {89 + i} EUR")
             version = artifacts.save(
-                APP, USER, session.session_id, "itinerary.md",
+                APP, user_id, session.session_id, "itinerary.md",
                 "# Itinerary\n" + "\n".join(legs) + "\n",
                 mime_type="text/markdown", summary="The trip itinerary, one line per leg")
             add(model_message("booking_agent", "Itinerary updated.", invocation_id=inv,

@@ -25,7 +25,8 @@ def test_help_lists_commands() -> None:
 
 
 def test_demo_prints_compiled_context_and_trace(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["demo", "--workdir", str(tmp_path), "--turns", "20"])
+    result = runner.invoke(app, ["demo", "--workdir", str(tmp_path), "--turns", "20",
+                                 "--compile-only"])
     assert result.exit_code == 0, result.output
     out = result.output
     assert "=== compiled for travel_agent ===" in out
@@ -72,3 +73,14 @@ def test_compile_unknown_session(tmp_path: Path) -> None:
     result = runner.invoke(app, ["compile", str(_archive(tmp_path)), "--session-id", "nope"])
     assert result.exit_code != 0
     assert "nope" in result.output
+
+
+def test_e2e_demo_archive_has_sessions_and_one_bad_row(tmp_path: Path) -> None:
+    from jobs.demo import write_demo_archive
+    from mnemoray.archive import iter_archive
+
+    rows = list(iter_archive(write_demo_archive(tmp_path)))
+    good = [r.session for r in rows if r.ok]
+    assert {s.user_id for s in good if s.app_name == "travel_app"} == {"maya", "jonas"}
+    assert len(good) == 7
+    assert [r.location for r in rows if not r.ok] == ["examples.jsonl:6"]

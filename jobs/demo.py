@@ -1,0 +1,125 @@
+"""The end-to-end demo on the embedded default: backfill on Ray Data, serve, recall.
+
+    python -m jobs.demo [--workdir DIR] [--port 8011]
+
+`mnemoray demo` runs it after the compile demo. Steps: write a generated
+archive (the long travel session of `mnemoray.demo` for two travellers, plus the
+example pet/cooking/tax sessions of `examples/archive.jsonl`), backfill it on a
+local Ray instance, start the Serve app on 127.0.0.1, and run a few recalls and a
+memory-preloaded compile through HTTP with `mnemoray.client`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from mnemoray.archive import write_archive
+from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.client import MnemorayClient
+from mnemoray.demo import TRAVEL_AGENT, build_demo_session
+from mnemoray.session import Session
+from mnemoray.session_store import InMemorySessionStore
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "archive.jsonl"
+
+RECALLS = [
+    ("pets_app", "maya", "remind me about that flying animal we talked about"),
+    ("pets_app", "maya", "where do I live now?"),
+    ("pets_app", "omar", "what did we say about my bird?"),
+    ("travel_app", "maya", "what should restaurants know about my diet?"),
+]
+
+
+def write_demo_archive(root: Path) -> Path:
+    """A generated archive: two travellers' long sessions + the example sessions."""
+    sessions: list[Session] = []
+    for user in ("maya", "jonas"):
+        store = InMemorySessionStore()
+        built = build_demo_session(store, InMemoryArtifactStore(), turns=24, user_id=user)
+        sessions.append(store.get_session(*built.session.key))
+    archive = root / "archive"
+    archive.mkdir(parents=True, exist_ok=True)
+    write_archive(sessions, archive / "travel.parquet")
+    # Keeps the example file's malformed last row: the backfill must quarantine it.
+    (archive / "examples.jsonl").write_bytes(EXAMPLES.read_bytes())
+    return archive
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m jobs.demo")
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--port", type=int, default=8011)
+    args = parser.parse_args(argv)
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="mnemoray-e2e-"))
+    run(root, args.port)
+
+
+def run(root: Path, port: int) -> None:
+    import ray
+    from ray import serve
+
+    from pipeline.backfill import LOCAL_ENV, BackfillConfig, run_backfill
+    from serve.app import APP_NAME, build_app
+
+    archive = write_demo_archive(root)
+    store = root / "store"
+    print(f"\n=== backfill on Ray Data: {archive} -> {store} ===", flush=True)
+    # The replicas' own logs stay in Ray's log files: the demo prints what a user sees.
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": LOCAL_ENV})
+    try:
+        report = run_backfill(BackfillConfig(archive=str(archive), store=str(store), shards=4))
+        print(f"sessions read {report.sessions_read}, skipped {report.skipped}, quarantined "
+              f"{report.quarantined}, memories written {report.memories_written} in "
+              f"{report.seconds:.1f} s; run report {report.report_path}")
+
+        print(f"\n=== Serve app on http://127.0.0.1:{port} (no API keys: open, loopback "
+              "only) ===", flush=True)
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(build_app({"store": str(store)}), name=APP_NAME, route_prefix="/")
+        with MnemorayClient(f"http://127.0.0.1:{port}", timeout=60) as client:
+            print(f"healthz: {client.healthz()}")
+            for app_name, user, query in RECALLS:
+                result = client.recall(app_name, user, query, top_k=3)
+                print(f"\nPOST /v1/recall {app_name}/{user}: {query!r} "
+                      f"({result['took_ms']:.1f} ms)")
+                for rank, m in enumerate(result["memories"], 1):
+                    text = m["text"].replace("\n", " / ")
+                    sid = m["provenance"]["session_id"]
+                    print(f"  {rank}. {m['score']:.4f} {m['kind']:<16} {sid:<14} {text[:90]}")
+            _compile_over_http(client)
+    finally:
+        serve.shutdown()
+        if started:
+            ray.shutdown()
+
+
+def _compile_over_http(client: MnemorayClient) -> None:
+    """A new session through the API, compiled with memory preload."""
+    session = client.create_session("travel_app", "maya", state={"user:name": "Maya"})
+    sid = session["session_id"]
+    client.append_events("travel_app", "maya", sid, [
+        {"author": "user", "role": "user", "type": "message",
+         "text": "Plan a dinner for my last evening of the trip."}])
+    agent = {"name": TRAVEL_AGENT.name, "description": TRAVEL_AGENT.description,
+             "static_instruction": TRAVEL_AGENT.static_instruction,
+             "instruction": "Traveller: {user:name?}.", "memory_preload": True,
+             "preload_top_k": 3}
+    req = client.compile("travel_app", "maya", sid, agent,
+                         new_message="Book a restaurant that suits my diet, please.")
+    print(f"\nPOST /v1/context:compile travel_app/maya/{sid}")
+    print("--- system_instruction ---")
+    print(req["system_instruction"])
+    print(f"--- {len(req['contents'])} contents, tools: "
+          f"{', '.join(t['name'] for t in req['tools'])}; tokens: static prefix "
+          f"{req['static_prefix_tokens']}, total {req['total_tokens']}")
+    for step in req["trace"]:
+        print(f"  {step['name']:<20}{step['tokens_added']:>6} tok {step['micros']:>7} us")
+
+
+if __name__ == "__main__":
+    main()
