@@ -124,8 +124,8 @@ class MemoryIngress:
                         "127.0.0.1 clients only (bind the HTTP proxy to 127.0.0.1)")
         # Blocking I/O (SQLite, Parquet, artifacts, compile); never the query encoder.
         self.io_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mnemoray-io")
-        # One thread for the query encoder: batches are serial, torch/ORT use their own
-        # intra-op threads, and the event loop stays free while a batch encodes.
+        # With encode_in_loop off: one thread for the query encoder (batches are serial,
+        # torch/ORT use their own intra-op threads; the loop stays free meanwhile).
         self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
         store = MemoryStore(s.store, s.shards,
                             load_shards=[] if index_handle is not None else None)
@@ -139,9 +139,9 @@ class MemoryIngress:
         q, w = self.query_embedder, write_embedder
         if (q is None) != (w is None) or (q is not None and w is not None and (
                 q.model_id, q.dim) != (w.model_id, w.dim)):
-            raise StoreError(f"embedder: the Embedder deployment runs "
-                             f"{getattr(w, 'model_id', None)!r}, the ingress "
-                             f"{getattr(q, 'model_id', None)!r}; configure one spec")
+            raise StoreError(f"embedder: writes would embed with "
+                             f"{getattr(w, 'model_id', None)!r} and queries with "
+                             f"{getattr(q, 'model_id', None)!r}; they must be one model")
         self.index = index_handle
         self.memory: ServingMemory | None = None
         if index_handle is None:
