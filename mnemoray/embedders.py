@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mnemoray.memory.files import file_lock
+
 PACKAGED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 KEYWORD_ONLY_SPECS = frozenset({"none", "keyword"})
 DEFAULT_SPECS = frozenset({"default", "minilm"})
@@ -217,23 +219,6 @@ def _atomic_write(dest: Path, data: bytes) -> None:
         raise
 
 
-@contextlib.contextmanager
-def _exclusive_lock(path: Path):
-    """An advisory inter-process lock (so two processes don't both export); a no-op
-    where fcntl is missing: the atomic renames keep the cache consistent anyway."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - non-POSIX
-        yield
-        return
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def _read_json(path: Path) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -388,7 +373,7 @@ class OnnxEmbedder(Embedder):
         self._tokenizer.enable_truncation(max_length=layout.max_seq_length)
 
         if not self.onnx_path.is_file():
-            with _exclusive_lock(self.cache_path / ".lock"):
+            with file_lock(self.cache_path / ".lock"):
                 if not self.fp32_path.is_file():  # another process may have done it
                     _export_onnx(layout, self._tokenizer, self._pad_id, self.fp32_path)
                 if self.quantize and not self.onnx_path.is_file():
@@ -399,7 +384,7 @@ class OnnxEmbedder(Embedder):
 
         self.parity_min_cosine: float | None = self._cached_parity()
         if self.parity_min_cosine is None and verify:
-            with _exclusive_lock(self.cache_path / ".lock"):
+            with file_lock(self.cache_path / ".lock"):
                 self.parity_min_cosine = self._cached_parity()
                 if self.parity_min_cosine is None:
                     if reference is None:
