@@ -243,14 +243,49 @@ def actor_threads() -> dict[str, Any]:
         ray.kill(probe)
 
 
+class ActorCounter:
+    """Most actors alive at once per stage (does ``--workers`` really add actors?)."""
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        import threading
+
+        self.every_s = every_s
+        self.peak: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        from ray._private import state
+
+        while not self._stop.wait(self.every_s):
+            try:
+                alive = [a.get("ActorClassName", "") for a in state.actors().values()
+                         if a.get("State") == "ALIVE"]
+            except Exception:  # a private API: a sample lost is no failure
+                continue
+            for stage in ("Distill", "Embed"):
+                n = sum(1 for name in alive if stage in name)
+                self.peak[stage] = max(self.peak.get(stage, 0), n)
+
+    def __enter__(self) -> ActorCounter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def pipeline_run(archive: Path, store_dir: Path, spec: str, **overrides: Any,
                  ) -> dict[str, Any]:
     from pipeline.backfill import BackfillConfig, run_backfill
 
     cfg = BackfillConfig(archive=str(archive), store=str(store_dir), embedder=spec,
                          progress_interval_s=1e9, **overrides)
-    run, wall = timed(lambda: run_backfill(cfg, stream=io.StringIO(), tty=False))
+    with ActorCounter() as actors:
+        run, wall = timed(lambda: run_backfill(cfg, stream=io.StringIO(), tty=False))
     return {"seconds": run.seconds, "driver_seconds": round(wall, 3),
+            "max_alive_actors": actors.peak,
             "sessions": run.sessions_read, "memories": run.memories_written,
             "commits": run.commits, "stage_seconds": run.stage_seconds,
             "config": {k: getattr(cfg, k) for k in ("workers", "batch_size", "commit_every",
@@ -327,7 +362,7 @@ def bench_embedder(spec: str, archive: Path, meta: dict[str, Any], texts: list[l
 
     # Paired reference: raw encode of a fixed sample right before and after each run,
     # so a run is compared with the raw speed under the same machine load.
-    sample = flat[:PAIRED_SAMPLE]
+    sample = flat[::max(1, len(flat) // PAIRED_SAMPLE)][:PAIRED_SAMPLE]  # lengths as in flat
     runs = []
     threads_now: object = "unset"
     try:
@@ -351,14 +386,18 @@ def bench_embedder(spec: str, archive: Path, meta: dict[str, Any], texts: list[l
             ray.shutdown()
     print(f"[{spec}] raw encode again ...", flush=True)
     out["raw_after"] = raw_encode(embedder, flat)
+    # The sample's speed relative to the full set's, measured back to back: it turns a
+    # paired sample speed into the full set's speed at that moment.
+    calib = out["raw_after"]["texts_per_s"] / raw_encode(embedder, sample)["texts_per_s"]
+    out["paired_calibration"] = round(calib, 3)
     raw_tps = (out["raw_before"]["texts_per_s"] + out["raw_after"]["texts_per_s"]) / 2
     out["raw_texts_per_s"] = round(raw_tps, 2)
     out["raw_drift"] = round(out["raw_after"]["texts_per_s"] / out["raw_before"]["texts_per_s"]
                              - 1, 3)
     for r in runs:
         r["analysis"] = decompose(r, raw_tps)
-        r["analysis"]["vs_raw_paired"] = round(r["memories_per_s"]
-                                               / r["raw_paired_texts_per_s"], 3)
+        r["analysis"]["vs_raw_paired"] = round(
+            r["memories_per_s"] / (r["raw_paired_texts_per_s"] * calib), 3)
     out["naive"]["analysis"] = decompose(out["naive"], raw_tps)
     out["in_process"]["vs_raw"] = round(out["in_process"]["memories_per_s"] / raw_tps, 3)
     out["pipeline"] = runs
@@ -369,11 +408,16 @@ def bench_embedder(spec: str, archive: Path, meta: dict[str, Any], texts: list[l
 STAGES = ("read", "validate", "distill", "embed", "write", "commit")
 
 
+def _actors(r: dict[str, Any]) -> str:
+    peak = r.get("max_alive_actors")
+    return "" if not peak else f"{peak.get('Distill', 0)}+{peak.get('Embed', 0)}"
+
+
 def table(results: dict[str, Any]) -> str:
     lines = []
     head = (f"{'embedder':<8} {'run':<26} {'wall s':>7} {'sess/s':>7} {'events/s':>8} "
             f"{'mem/s':>7} {'vs raw':>6}  " + " ".join(f"{s[:6]:>6}" for s in STAGES)
-            + f" {'emb spd':>7} {'emb util':>8} {'vs paired':>9}")
+            + f" {'emb spd':>7} {'emb util':>8} {'vs paired':>9} {'actors':>6}")
     lines += [head, "-" * len(head)]
     for e in results["embedders"]:
         raw = e["raw_texts_per_s"]
@@ -401,7 +445,7 @@ def table(results: dict[str, Any]) -> str:
                          f"{r['events_per_s']:>8.0f} {r['memories_per_s']:>7.1f} {vs:>6.2f}  "
                          f"{stage_cols} {'' if spd is None else f'{spd:.2f}':>7} "
                          f"{'' if util is None else f'{util:.2f}':>8} "
-                         f"{a.get('vs_raw_paired', ''):>9}")
+                         f"{a.get('vs_raw_paired', ''):>9} {_actors(r):>6}")
     return "\n".join(lines)
 
 
