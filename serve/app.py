@@ -30,7 +30,12 @@ from mnemoray.embedders import KEYWORD_ONLY_SPECS
 from serve.auth import ApiKeys, load_api_keys
 from serve.deployments import Embedder, Index, Summarizer
 from serve.ingress import MemoryIngress
-from serve.settings import ServeSettings, parse_settings, settings_from_env
+from serve.settings import (
+    ServeSettings,
+    direct_ingress_env,
+    parse_settings,
+    settings_from_env,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +90,52 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+def serve_env(*, direct_ingress: bool = False, port: int = 8000,
+              replicas: int = 1) -> dict[str, str]:
+    """Environment for the Ray processes of a local Serve app (the caller's wins)."""
+    env = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **SERVE_ENV}
+    if direct_ingress:
+        env.update(direct_ingress_env(port, replicas))
+    return {key: os.environ.get(key, value) for key, value in env.items()}
+
+
+def replica_urls(host: str, port: int, replicas: int, timeout_s: float = 30.0) -> list[str]:
+    """With direct ingress: the base URLs of the ingress replicas' own HTTP servers."""
+    import urllib.request
+
+    env = direct_ingress_env(port, replicas)
+    lo = int(env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"])
+    hi = int(env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"])
+    probe = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    deadline = time.monotonic() + timeout_s
+    found: list[str] = []
+    while time.monotonic() < deadline:
+        found = []
+        for p in range(lo, hi + 1):
+            url = f"http://{probe}:{p}"
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=0.5) as r:
+                    if r.status == 200:
+                        found.append(url)
+            except OSError:
+                continue
+        if len(found) >= replicas:
+            break
+        time.sleep(0.5)
+    return found
+
+
 def run_local(args: Mapping[str, Any], *, host: str = "127.0.0.1", port: int = 8000,
-              ready: Any = None) -> None:
-    """Start a local Ray + Serve and run the app until Ctrl-C (``mnemoray serve``)."""
+              ready: Any = None, direct_ingress: bool = False,
+              address: str | None = None, runtime_env: Mapping[str, Any] | None = None,
+              ) -> None:
+    """Start a local Ray + Serve and run the app until Ctrl-C (``mnemoray serve``).
+
+    ``direct_ingress``: Ray Serve's throughput preset (see ``direct_ingress_env``);
+    the proxy keeps answering on ``port`` and each ingress replica also answers on
+    its own port from ``port + 1`` (printed at start): the fast path for clients.
+    ``address="local"`` always starts a new Ray instance (benchmarks).
+    """
     import ray
     from ray import serve
 
@@ -96,19 +144,22 @@ def run_local(args: Mapping[str, Any], *, host: str = "127.0.0.1", port: int = 8
     if keys.open and host not in ("127.0.0.1", "localhost", "::1"):
         raise ValueError(f"host: refusing to bind {host} without API keys; configure "
                          f"--api-keys (or MNEMORAY_API_KEYS) or bind 127.0.0.1")
+    env = serve_env(direct_ingress=direct_ingress, port=port, replicas=settings.replicas)
     if not ray.is_initialized():
-        env = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         # Serve's own per-request overhead, documented knobs (part of Ray Serve's
         # RAY_SERVE_THROUGHPUT_OPTIMIZED preset): user code on the replica's main
         # loop and the router on the proxy's loop save two thread hand-offs per
-        # request (measured here: replica CPU per /healthz ~1.2 ms with them). The
-        # caller's environment wins.
-        for key, value in SERVE_ENV.items():
-            env[key] = os.environ.get(key, value)
-        ray.init(include_dashboard=False, log_to_driver=True,
-                 runtime_env={"env_vars": env})
+        # request (measured here: replica CPU per /healthz ~1.2 ms with them).
+        renv = dict(runtime_env or {})
+        renv["env_vars"] = {**env, **dict(renv.get("env_vars") or {})}
+        ray.init(address=address, include_dashboard=False, log_to_driver=True,
+                 runtime_env=renv)
     serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(settings), name=APP_NAME, route_prefix="/")
+    if direct_ingress:
+        urls = replica_urls(host, port, settings.replicas)
+        print("mnemoray: direct ingress, replicas answer at "
+              + (", ".join(urls) or "(no replica port answered yet)"), flush=True)
     if ready is not None:
         ready(keys)
 

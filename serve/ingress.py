@@ -37,11 +37,11 @@ from ray import serve
 
 from mnemoray.artifacts import FileArtifactStore
 from mnemoray.compiler import AgentSpec, Compiler, MemorySnippet, Services
-from mnemoray.embedders import DEFAULT_SPECS, PACKAGED_MODEL_ID, Embedder, OnnxEmbedder
+from mnemoray.embedders import Embedder
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import StoreError, read_manifest
 from mnemoray.memory.retrieval import RecallFilters, check_mode
-from mnemoray.memory.service import check_embedder, resolve_embedder
+from mnemoray.memory.service import fast_embedder, resolve_embedder
 from mnemoray.memory.store import MemoryStore
 from mnemoray.memory.triggers import IngestionTrigger
 from mnemoray.sqlite_store import SQLiteSessionStore
@@ -89,25 +89,13 @@ def load_query_embedder(store: MemoryStore, spec: str, query_spec: str,
                         threads: int | None = None) -> Embedder | None:
     """The in-process query embedder.
 
-    ``auto`` with the packaged MiniLM (``embedder: default`` on a new or MiniLM store):
-    its ONNX Runtime build (``OnnxEmbedder``: the same model_id, which it only carries
-    after passing the parity gate against torch; one query ~2.4 ms vs 7-11 ms with
-    torch, measured here), with spin-waiting off since the replica shares its cores
-    with the proxy; if ONNX cannot load, the ``embedder`` spec. Any other spec, or any
-    other model: ``resolve_embedder(store, spec)``.
+    ``auto``: ``fast_embedder`` (the parity-gated ONNX build of the packaged MiniLM
+    when ``spec`` names it), with spin-waiting off since the replica shares its cores
+    with the proxy. Any other ``query_spec``: ``resolve_embedder(store, query_spec)``.
     """
     if query_spec.strip().lower() != "auto":
         return resolve_embedder(store, query_spec)
-    m = store.manifest()
-    if spec.strip().lower() in DEFAULT_SPECS and not m.keyword_only \
-            and m.embedding_model in (None, PACKAGED_MODEL_ID):
-        try:
-            fast = OnnxEmbedder(None, threads=threads, spin=False)
-            check_embedder(store, fast)
-            return fast
-        except Exception as exc:  # no onnxruntime, a failed export or parity gate
-            log.warning("mnemoray: ONNX query embedder unavailable (%s); using %r", exc, spec)
-    return resolve_embedder(store, spec)
+    return fast_embedder(store, spec, threads=threads, spin=False)
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=128,
