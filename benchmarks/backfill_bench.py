@@ -2,9 +2,10 @@
 
 Archived sessions come from ``benchmarks/datagen.py`` (multi-turn conversations with
 planted facts, tool calls, near misses: the same generator as the recall benchmark),
-written as Parquet parts of ``--sessions-per-file`` sessions. For each embedder
-(``default`` = torch MiniLM, ``onnx`` = the same model on ONNX Runtime) it measures,
-with the default ``extractive`` summarizer:
+written as Parquet parts of ``--sessions-per-file`` sessions. For each runtime of the
+packaged MiniLM (``onnx``: its parity-gated ONNX Runtime build, what the pipeline's
+embed actors run by default, ``--embed-runtime auto``; ``torch``: sentence-transformers,
+``--embed-runtime torch``) it measures, with the default ``extractive`` summarizer:
 
 - **raw encode**: ``Embedder.encode`` over exactly the ``key_text`` of every memory the
   backfill writes, ``batch_size=64`` (what the ``Embed`` stage passes), in this process
@@ -18,10 +19,10 @@ with the default ``extractive`` summarizer:
 - **in-process backfill**: ``mnemoray.memory.backfill.backfill`` (ledger, quarantine,
   supersede; what ``mnemoray backfill --in-process`` runs).
 - **pipeline**: ``pipeline.backfill.run_backfill`` on a local Ray (started once per
-  group, its start time reported apart) with the default ``BackfillConfig`` and a sweep
-  of ``--workers``, ``--batch-size`` and the embed actors' thread count
-  (``OMP_NUM_THREADS`` in the job's runtime env; unset, Ray sets it to
-  ``floor(num_cpus)`` = 1 for the 0.5-CPU actors). Every run writes a fresh store.
+  group, its start time reported apart) with the default ``BackfillConfig`` (what
+  ``mnemoray backfill`` runs) and a sweep of ``--workers``, ``--batch-size`` and
+  ``--embed-threads`` (unset: ONNX Runtime uses every core; torch gets Ray's
+  ``OMP_NUM_THREADS`` = 1 in a 0.5-CPU actor). Every run writes a fresh store.
 
 Throughput is memories/s (rows written; the unit of raw encode's texts/s), sessions/s
 and events/s. The goal: the pipeline's memories/s >= 80% of raw texts/s. Where the
@@ -35,7 +36,7 @@ cores taken by the other stages), and ``utilisation`` what the dataflow loses (a
 start and model load, pipeline fill and drain, waiting on upstream stages, Ray's
 scheduling and serialisation between stages).
 
-Run: ``.venv/bin/python benchmarks/backfill_bench.py`` (about 10 min on 2 idle cores)
+Run: ``.venv/bin/python benchmarks/backfill_bench.py`` (about 15 min on 2 idle cores)
 -> table on stdout, ``benchmarks/results/backfill.json`` and ``backfill.png``.
 ``--quick``: 60 sessions, the default config only, results under benchmarks/.cache/.
 """
@@ -81,6 +82,12 @@ ENCODE_BATCH = 64  # pipeline.embed.Embed's encode batch
 GOAL = 0.8
 PAIRED_SAMPLE = 256  # texts: the raw reference measured around each pipeline run
 SUMMARIZER = "extractive"
+# runtime -> (load_embedder spec of the raw / naive / in-process runs, the pipeline's
+# BackfillConfig fields: the store's "default" embedder in that runtime)
+RUNTIMES: dict[str, tuple[str, dict[str, Any]]] = {
+    "onnx": ("onnx", {"embedder": "default", "embed_runtime": "auto"}),
+    "torch": ("default", {"embedder": "default", "embed_runtime": "torch"}),
+}
 
 
 # -- data ---------------------------------------------------------------------------------
@@ -206,14 +213,12 @@ def in_process(archive: Path, store_dir: Path, spec: str) -> dict[str, Any]:
             "memories": report.memories_written}
 
 
-def start_ray(embed_threads: int | None) -> float:
+def start_ray() -> float:
     import ray
 
     from pipeline.backfill import LOCAL_ENV
 
     env = dict(LOCAL_ENV)
-    if embed_threads is not None:
-        env["OMP_NUM_THREADS"] = str(embed_threads)
     _, secs = timed(lambda: ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False,
                                      log_to_driver=False, runtime_env={"env_vars": env}))
     ctx = ray.data.DataContext.get_current()
@@ -276,19 +281,21 @@ class ActorCounter:
         self._thread.join()
 
 
-def pipeline_run(archive: Path, store_dir: Path, spec: str, **overrides: Any,
+def pipeline_run(archive: Path, store_dir: Path, runtime: str, **overrides: Any,
                  ) -> dict[str, Any]:
     from pipeline.backfill import BackfillConfig, run_backfill
 
-    cfg = BackfillConfig(archive=str(archive), store=str(store_dir), embedder=spec,
-                         progress_interval_s=1e9, **overrides)
+    cfg = BackfillConfig(archive=str(archive), store=str(store_dir), progress_interval_s=1e9,
+                         **{**RUNTIMES[runtime][1], **overrides})
     with ActorCounter() as actors:
         run, wall = timed(lambda: run_backfill(cfg, stream=io.StringIO(), tty=False))
     return {"seconds": run.seconds, "driver_seconds": round(wall, 3),
             "max_alive_actors": actors.peak,
             "sessions": run.sessions_read, "memories": run.memories_written,
             "commits": run.commits, "stage_seconds": run.stage_seconds,
-            "config": {k: getattr(cfg, k) for k in ("workers", "batch_size", "commit_every",
+            "config": {k: getattr(cfg, k) for k in ("embedder", "embed_runtime",
+                                                     "embed_threads", "workers",
+                                                     "batch_size", "commit_every",
                                                      "actor_cpus", "task_cpus")}}
 
 
@@ -317,32 +324,32 @@ def decompose(r: dict[str, Any], raw_tps: float) -> dict[str, Any]:
     return out
 
 
-SWEEP: list[tuple[str, dict[str, Any], int | None]] = [
-    # (label, BackfillConfig overrides, OMP_NUM_THREADS for the run's Ray instance)
-    ("default", {}, None),
-    ("batch 8", {"batch_size": 8}, None),
-    ("batch 64", {"batch_size": 64}, None),
-    ("batch 128", {"batch_size": 128}, None),
-    ("workers 2", {"workers": 2}, None),
-    ("workers 2, batch 64", {"workers": 2, "batch_size": 64}, None),
-    ("embed threads 2", {}, 2),
-    ("embed threads 2, batch 64", {"batch_size": 64}, 2),
+SWEEP: list[tuple[str, dict[str, Any]]] = [
+    # (label, BackfillConfig overrides); the first is the default config (batch 64)
+    ("default", {}),
+    ("batch 16", {"batch_size": 16}),
+    ("batch 32", {"batch_size": 32}),
+    ("batch 256", {"batch_size": 256}),
+    ("workers 2", {"workers": 2}),
+    ("embed threads 1", {"embed_threads": 1}),
+    ("workers 2, embed threads 1", {"workers": 2, "embed_threads": 1}),
 ]
 QUICK_SWEEP = [SWEEP[0]]
 
 
-def bench_embedder(spec: str, archive: Path, meta: dict[str, Any], texts: list[list[str]],
-                   sweep: list[tuple[str, dict[str, Any], int | None]], work: Path,
-                   batch_size: int, diagnostics: bool) -> dict[str, Any]:
+def bench_runtime(runtime: str, archive: Path, meta: dict[str, Any], texts: list[list[str]],
+                  sweep: list[tuple[str, dict[str, Any]]], work: Path,
+                  batch_size: int, diagnostics: bool) -> dict[str, Any]:
     import ray
 
+    spec = RUNTIMES[runtime][0]
     flat = [t for per in texts for t in per]
     events = meta["events"]
     embedder, load_s = timed(lambda: load_embedder(spec))
-    out: dict[str, Any] = {"embedder": spec, "model_id": embedder.model_id,
+    out: dict[str, Any] = {"embedder": runtime, "spec": spec, "model_id": embedder.model_id,
                            "load_seconds": round(load_s, 2),
                            "driver_threads": None if spec == "onnx" else torch_threads()}
-    print(f"[{spec}] raw encode of {len(flat)} key_texts ...", flush=True)
+    print(f"[{runtime}] raw encode of {len(flat)} key_texts ...", flush=True)
     out["raw_before"] = raw_encode(embedder, flat)
     if diagnostics:
         out["raw_chunked"] = raw_encode(embedder, flat, calls=[
@@ -353,38 +360,42 @@ def bench_embedder(spec: str, archive: Path, meta: dict[str, Any], texts: list[l
             out["raw_1_thread"] = raw_encode(single, flat)
         finally:
             undo()
-    print(f"[{spec}] naive loop ...", flush=True)
-    naive = naive_loop(archive, work / f"naive-{spec}", spec, batch_size)
+    print(f"[{runtime}] naive loop ...", flush=True)
+    naive = naive_loop(archive, work / f"naive-{runtime}", spec, batch_size)
     out["naive"] = {**naive, **rates(naive, events)}
-    print(f"[{spec}] in-process backfill ...", flush=True)
-    inproc = in_process(archive, work / f"inproc-{spec}", spec)
+    print(f"[{runtime}] in-process backfill ...", flush=True)
+    inproc = in_process(archive, work / f"inproc-{runtime}", spec)
     out["in_process"] = {**inproc, **rates(inproc, events)}
 
     # Paired reference: raw encode of a fixed sample right before and after each run,
     # so a run is compared with the raw speed under the same machine load.
     sample = flat[::max(1, len(flat) // PAIRED_SAMPLE)][:PAIRED_SAMPLE]  # lengths as in flat
     runs = []
-    threads_now: object = "unset"
     try:
-        for label, overrides, threads in sweep:
-            if threads != threads_now:
-                if ray.is_initialized():
-                    ray.shutdown()
-                start_s = start_ray(threads)
-                probe = actor_threads()
-                threads_now = threads
-            print(f"[{spec}] pipeline: {label} ...", flush=True)
+        start_s = start_ray()
+        probe = actor_threads()
+        # The first Ray Data job on a fresh Ray instance also starts and warms its worker
+        # processes (imports, first task leases): measured here as ~0.1 of raw encode
+        # lost by whichever config ran first. One archive file with the default config
+        # takes that hit; it is reported apart, like Ray's own start.
+        first = sorted(archive.glob("*.parquet"))[0]
+        print(f"[{runtime}] pipeline warm-up on {first.name} ...", flush=True)
+        warm = pipeline_run(first, work / f"ray-{runtime}-warmup", runtime)
+        out["warmup"] = {**warm, "archive_file": first.name,
+                         "memories_per_s": round(warm["memories"] / warm["seconds"], 2)}
+        for label, overrides in sweep:
+            print(f"[{runtime}] pipeline: {label} ...", flush=True)
             before = raw_encode(embedder, sample)["texts_per_s"]
-            r = pipeline_run(archive, work / f"ray-{spec}-{len(runs)}", spec, **overrides)
+            r = pipeline_run(archive, work / f"ray-{runtime}-{len(runs)}", runtime, **overrides)
             after = raw_encode(embedder, sample)["texts_per_s"]
-            r.update(label=label, omp_num_threads=threads, ray_start_seconds=round(start_s, 2),
+            r.update(label=label, ray_start_seconds=round(start_s, 2),
                      actor_threads=probe, raw_paired_texts_per_s=round((before + after) / 2, 2),
                      **rates(r, events))
             runs.append(r)
     finally:
         if ray.is_initialized():
             ray.shutdown()
-    print(f"[{spec}] raw encode again ...", flush=True)
+    print(f"[{runtime}] raw encode again ...", flush=True)
     out["raw_after"] = raw_encode(embedder, flat)
     # The sample's speed relative to the full set's, measured back to back: it turns a
     # paired sample speed into the full set's speed at that moment.
@@ -415,7 +426,7 @@ def _actors(r: dict[str, Any]) -> str:
 
 def table(results: dict[str, Any]) -> str:
     lines = []
-    head = (f"{'embedder':<8} {'run':<26} {'wall s':>7} {'sess/s':>7} {'events/s':>8} "
+    head = (f"{'runtime':<8} {'run':<26} {'wall s':>7} {'sess/s':>7} {'events/s':>8} "
             f"{'mem/s':>7} {'vs raw':>6}  " + " ".join(f"{s[:6]:>6}" for s in STAGES)
             + f" {'emb spd':>7} {'emb util':>8} {'vs paired':>9} {'actors':>6}")
     lines += [head, "-" * len(head)]
@@ -449,61 +460,49 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _env(threads: int | None) -> str:
-    return "Ray's OMP_NUM_THREADS=1" if threads is None else f"OMP_NUM_THREADS={threads}"
-
-
 def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
-    colors = {"default": "tab:blue", "onnx": "tab:orange"}
-    for e in results["embedders"]:
-        spec, color, raw = e["embedder"], colors.get(e["embedder"], "gray"), \
-            e["raw_texts_per_s"]
-        runs = e["pipeline"]
-        name = "torch" if spec == "default" else spec
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True,
+                             gridspec_kw={"width_ratios": [1, 1.6]})
+    colors = {"onnx": "tab:orange", "torch": "tab:blue"}
+    groups = results["embedders"]
+    width = 0.8 / max(1, len(groups))
+    for g, e in enumerate(groups):
+        name, raw, runs = e["embedder"], e["raw_texts_per_s"], e["pipeline"]
+        color = colors.get(name, "gray")
         for ax in axes:
             ax.axhline(raw, color=color, ls="--", lw=1)
             ax.axhline(GOAL * raw, color=color, ls=":", lw=1)
             ax.text(0.01, raw, f"raw {name} {raw:.0f}/s", color=color, va="bottom",
                     fontsize=8, transform=ax.get_yaxis_transform())
-        for threads, marker in ((None, "o"), (2, "s")):
-            pts = sorted((r["config"]["batch_size"], r["memories_per_s"]) for r in runs
-                         if r["config"]["workers"] == 1 and r["omp_num_threads"] == threads)
-            if pts:
-                axes[0].plot(*zip(*pts, strict=True), marker=marker, color=color,
-                             ls="-" if threads is None else "-.",
-                             label=f"{name}, {_env(threads)}")
-            pts = sorted((r["config"]["workers"], r["memories_per_s"]) for r in runs
-                         if r["config"]["batch_size"] == 32 and r["omp_num_threads"] == threads)
-            if pts:
-                axes[1].plot(*zip(*pts, strict=True), marker=marker, color=color,
-                             ls="-" if threads is None else "-.",
-                             label=f"{name}, {_env(threads)}, batch 32")
-            pts = sorted((r["config"]["workers"], r["memories_per_s"]) for r in runs
-                         if r["config"]["batch_size"] == 64 and r["omp_num_threads"] == threads
-                         and threads is None)
-            if len(pts) > 1:
-                axes[1].plot(*zip(*pts, strict=True), marker="^", color=color, ls="--",
-                             label=f"{name}, batch 64")
+        pts = sorted({r["config"]["batch_size"]: r["memories_per_s"] for r in runs
+                      if r["config"]["workers"] == 1
+                      and r["config"]["embed_threads"] is None}.items())
+        if pts:
+            axes[0].plot(*zip(*pts, strict=True), marker="o", color=color, label=name)
+        xs = [i + (g - (len(groups) - 1) / 2) * width for i in range(len(runs))]
+        axes[1].bar(xs, [r["memories_per_s"] for r in runs], width=width, color=color,
+                    label=name)
+        axes[1].set_xticks(range(len(runs)), [r["label"] for r in runs], rotation=30,
+                           ha="right", fontsize=8)
     axes[0].set_xscale("log", base=2)
     axes[0].set_xlabel("--batch-size (sessions per distill/embed batch), workers 1")
     axes[0].set_ylabel("memories / s (pipeline)")
-    axes[1].set_xlabel("--workers (actors per pool)")
-    axes[1].set_xticks([1, 2])
-    top = max(e["raw_texts_per_s"] for e in results["embedders"])
+    axes[1].set_xlabel("configuration (--workers, --batch-size, --embed-threads)")
+    top = max(e["raw_texts_per_s"] for e in groups)
     axes[0].set_ylim(0, top * 1.15)
     for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8, loc="lower right")
     load = results["machine"]["load_average_start"][0]
     fig.suptitle(f"Backfill on Ray Data, {results['dataset']['sessions']} sessions, "
-                 f"{os.cpu_count()} cores (dashed: raw encode, dotted: {GOAL:.0%} goal; "
-                 f"load avg {load:.1f})", fontsize=10)
+                 f"{results['dataset']['memories']} memories, {os.cpu_count()} cores "
+                 f"(dashed: raw encode, dotted: {GOAL:.0%} goal; load avg at start "
+                 f"{load:.1f})", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -512,11 +511,15 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sessions", type=int, default=500)
-    p.add_argument("--sessions-per-file", type=int, default=100)
-    p.add_argument("--embedders", default="default,onnx")
+    p.add_argument("--sessions", type=int, default=2000)
+    p.add_argument("--sessions-per-file", type=int, default=250)
+    p.add_argument("--runtimes", default="onnx,torch",
+                   help=f"comma-separated, of: {', '.join(RUNTIMES)}")
     p.add_argument("--quick", action="store_true",
                    help="60 sessions, default config only, results in benchmarks/.cache/")
+    p.add_argument("--sweep", default=None,
+                   help="comma-separated labels of the configurations to run (default: all; "
+                   "the first run is always the default config)")
     p.add_argument("--no-diagnostics", action="store_true",
                    help="skip the chunked and 1-thread raw encodes")
     p.add_argument("--out", type=Path, default=None)
@@ -528,6 +531,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                        else RESULTS / "backfill.json")
     png = args.plot or out.with_suffix(".png")
     sweep = QUICK_SWEEP if args.quick else SWEEP
+    if args.sweep:
+        wanted = {w.strip() for w in args.sweep.split(",") if w.strip()}
+        unknown = wanted - {label for label, _ in SWEEP}
+        if unknown:
+            p.error(f"--sweep: unknown {', '.join(sorted(unknown))}; known: "
+                    f"{', '.join(label for label, _ in SWEEP)}")
+        sweep = [SWEEP[0]] + [s for s in SWEEP[1:] if s[0] in wanted]
 
     load_start = os.getloadavg()
     print(f"load average {load_start}", flush=True)
@@ -537,7 +547,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{meta['sessions']} sessions, {meta['events']} events, {meta['files']} files, "
           f"{flat} memories ({flat / meta['sessions']:.1f}/session); single-process distill "
           f"{meta['sessions'] / distill_s:.0f} sessions/s", flush=True)
-    batch_size = 32
+    from pipeline.backfill import BackfillConfig
+
+    batch_size = BackfillConfig(archive="", store="").batch_size  # the naive loop's batches
+    runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
+    unknown = sorted(set(runtimes) - set(RUNTIMES))
+    if unknown:
+        p.error(f"--runtimes: unknown {', '.join(unknown)}; known: {', '.join(RUNTIMES)}")
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "load_average_start": load_start},
@@ -550,9 +566,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "embedders": [],
     }
     with tempfile.TemporaryDirectory(prefix="backfill-bench-") as tmp:
-        for spec in [s.strip() for s in args.embedders.split(",") if s.strip()]:
-            results["embedders"].append(bench_embedder(
-                spec, archive, meta, texts, sweep, Path(tmp), batch_size,
+        for i, runtime in enumerate(runtimes):
+            # The sweep runs on the first runtime (the default, ONNX); the others run
+            # the default config only, for comparison (torch is ~2x slower to sweep).
+            results["embedders"].append(bench_runtime(
+                runtime, archive, meta, texts, sweep if i == 0 else sweep[:1], Path(tmp),
+                batch_size,
                 diagnostics=not args.no_diagnostics and not args.quick))
             out.parent.mkdir(parents=True, exist_ok=True)  # partial results survive a kill
             out.with_suffix(".partial.json").write_text(json.dumps(results, indent=1))
@@ -572,6 +591,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for spec, e in ((e["embedder"], e) for e in results["embedders"])}
     print()
     print(table(results))
+    for e in results["embedders"]:
+        w = e.get("warmup")
+        if w:
+            print(f"{e['embedder']}: warm-up (first job on the fresh Ray instance, "
+                  f"{w['archive_file']}, default config, not in the table): "
+                  f"{w['memories']} memories in {w['seconds']:.1f} s = "
+                  f"{w['memories_per_s']:.1f}/s")
     print(f"\nshares: a stage's busy seconds (summed over its workers) / wall; 'emb spd': "
           f"embed stage memories per busy second / raw; 'emb util': embed busy / wall.\n"
           f"load average start {load_start}, end {results['machine']['load_average_end']}")
