@@ -78,6 +78,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(REPO))  # serve/, when run as a script (imported lazily: the
+# load generators must start fast)
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results" / "serve.json"
 README = HERE / "README.md"
@@ -410,20 +412,16 @@ def ort_patch() -> None:
 
 def _server_main(spec: dict[str, Any]) -> None:
     """Child process: a local Ray + Serve running the app (``serve.app.run_local``)."""
-    import ray
-
     from serve.app import run_local
 
-    env_vars = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    runtime_env: dict[str, Any] = {"env_vars": env_vars}
+    runtime_env: dict[str, Any] = {}
     if os.environ.get(ORT_PATCH_ENV):
-        env_vars[ORT_PATCH_ENV] = os.environ[ORT_PATCH_ENV]
-        runtime_env["worker_process_setup_hook"] = "benchmarks.serve_bench.ort_patch"
-    # Like run_local's own ray.init, but always a new local cluster (other Ray
-    # clusters may run on this machine).
-    ray.init(address="local", include_dashboard=False, log_to_driver=True,
-             runtime_env=runtime_env)
-    run_local(spec["settings"], host="127.0.0.1", port=spec["port"])
+        runtime_env = {"env_vars": {ORT_PATCH_ENV: os.environ[ORT_PATCH_ENV]},
+                       "worker_process_setup_hook": "benchmarks.serve_bench.ort_patch"}
+    # What `mnemoray serve [--direct-ingress]` runs, but always on a new local Ray
+    # instance (other Ray clusters may run on this machine).
+    run_local(spec["settings"], host="127.0.0.1", port=spec["port"],
+              direct_ingress=spec["direct"], address="local", runtime_env=runtime_env)
 
 
 def free_port() -> int:
@@ -445,10 +443,15 @@ def http(method: str, url: str, body: bytes | None = None, timeout: float = 10.0
 
 class Server:
     def __init__(self, store_dir: Path, settings: dict[str, Any], env: dict[str, str],
-                 log_path: Path) -> None:
+                 log_path: Path, direct: bool = False) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        spec = {"settings": {"store": str(store_dir), **settings}, "port": self.port}
+        spec = {"settings": {"store": str(store_dir), **settings}, "port": self.port,
+                "direct": direct}
+        if direct:  # as `mnemoray serve --direct-ingress` sets them, before Ray loads
+            from serve.settings import direct_ingress_env
+
+            env = {**direct_ingress_env(self.port, 1), **env}
         child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])),
             "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", **env}
@@ -490,8 +493,15 @@ class Server:
         self._log.close()
 
     def metrics(self) -> dict[str, float]:
-        status, body = http("GET", self.base + "/metrics")
-        return parse_metrics(body.decode()) if status == 200 else {}
+        """The replicas' counters, summed (one replica per base with direct ingress;
+        through the proxy a scrape reaches one replica: exact with 1 replica)."""
+        out: dict[str, float] = {}
+        for base in self.base.split(","):
+            status, body = http("GET", base + "/metrics")
+            if status == 200:
+                for k, v in parse_metrics(body.decode()).items():
+                    out[k] = out.get(k, 0.0) + v
+        return out
 
 
 _METRIC = re.compile(r'^(mnemoray_\w+?)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$')
@@ -570,45 +580,6 @@ def tree_cpu(roots: list[int]) -> dict[str, float]:
     return out
 
 
-def replica_http_base(server_pid: int) -> str | None:
-    """With direct ingress: the URL of the ingress replica's own HTTP server."""
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    replicas, stack = [], [server_pid]
-    while stack:
-        pid = stack.pop()
-        if "MemoryIngress" in table.get(pid, (0, "", 0))[1]:
-            replicas.append(pid)
-        stack.extend(children.get(pid, ()))
-    inodes: set[str] = set()
-    for pid in replicas:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if link.startswith("socket:["):
-                    inodes.add(link[8:-1])
-        except OSError:
-            continue
-    ports = []
-    with open("/proc/net/tcp") as f:
-        for line in f.read().splitlines()[1:]:
-            cols = line.split()
-            if cols[3] == "0A" and cols[9] in inodes:  # LISTEN
-                ports.append(int(cols[1].split(":")[1], 16))
-    for port in sorted(ports):
-        try:
-            if http("GET", f"http://127.0.0.1:{port}/healthz", timeout=2)[0] == 200:
-                return f"http://127.0.0.1:{port}"
-        except OSError:
-            continue
-    return None
-
-
 def machine_cpu() -> tuple[float, float]:
     """(busy, total) jiffies of the whole machine."""
     with open("/proc/stat") as f:
@@ -632,7 +603,9 @@ def _loadgen_main(spec_path: str) -> None:
 async def _drive(spec: dict[str, Any]) -> dict[str, Any]:
     import aiohttp
 
-    url = spec["url"]
+    # Several bases (direct ingress, several replicas): client k keeps a connection to
+    # bases[k % len], as a load balancer over the replicas' ports would.
+    urls = [b + spec["path"] for b in spec["bases"]]
     method = spec["method"]
     bodies = [b.encode() for b in spec.get("bodies") or []]
     n = spec["n"]
@@ -648,19 +621,20 @@ async def _drive(spec: dict[str, Any]) -> dict[str, Any]:
     ends: list[float] = []
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         # Open the connections before the clock starts (a client keeps its connection).
-        async def touch() -> None:
-            async with session.get(spec["base"] + "/healthz") as r:
+        async def touch(k: int) -> None:
+            async with session.get(spec["bases"][k % len(spec["bases"])] + "/healthz") as r:
                 await r.read()
 
-        await asyncio.gather(*(touch() for _ in range(conc)))
+        await asyncio.gather(*(touch(k) for k in range(conc)))
         while time.time() < spec["start_at"]:
             await asyncio.sleep(0.005)
         cpu0 = time.process_time()
         start = time.perf_counter()
         deadline = start + spec["time_limit_s"]
 
-        async def worker() -> None:
+        async def worker(k: int) -> None:
             nonlocal next_i
+            url = urls[k % len(urls)]
             while next_i < n and time.perf_counter() < deadline:
                 i = next_i
                 next_i += 1
@@ -688,7 +662,7 @@ async def _drive(spec: dict[str, Any]) -> dict[str, Any]:
                 if m:
                     took.append(float(m.group(1)))
 
-        await asyncio.gather(*(worker() for _ in range(conc)))
+        await asyncio.gather(*(worker(k) for k in range(conc)))
         wall = (max(ends) if ends else time.perf_counter()) - start
         cpu = time.process_time() - cpu0
     return {"lat": lat, "took_ms": took, "errors": errors, "wall_s": wall, "cpu_s": cpu,
@@ -706,7 +680,8 @@ def drive(base: str, method: str, path: str, bodies: list[str], n: int, conc: in
         share = conc // procs + (1 if k < conc % procs else 0)
         count = n // procs + (1 if k < n % procs else 0)
         mine = bodies[k::procs] if bodies else []
-        spec = {"base": base, "url": base + path, "method": method, "bodies": mine, "n": count,
+        spec = {"bases": base.split(","), "path": path, "method": method, "bodies": mine,
+                "n": count,
                 "concurrency": share, "start_at": start_at, "time_limit_s": time_limit_s,
                 "request_timeout_s": max(30.0, time_limit_s)}
         p = tmp / f"spec{k}.json"
@@ -751,24 +726,27 @@ def drive(base: str, method: str, path: str, bodies: list[str], n: int, conc: in
 # -- one store size through the server ---------------------------------------------------------
 def make_variants(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Server configurations to measure: the app as configured (plus any --setting,
-    --server-env, --ort-*, --direct-ingress), and "tuned" (see TUNED)."""
+    --server-env, --ort-*, --direct-ingress), and "direct" (see DIRECT)."""
     settings = dict(s.split("=", 1) for s in args.setting)
     env = dict(s.split("=", 1) for s in args.server_env)
     ort = {"threads": args.ort_threads, "no_spin": args.ort_no_spin} \
         if args.ort_threads or args.ort_no_spin else None
     base = {"name": "default", "settings": settings, "env": env, "ort": ort,
             "direct": args.direct_ingress}
-    tuned = {"name": "tuned", "settings": settings,
-             "env": {**env, **TUNED["env"]}, "ort": TUNED["ort"], "direct": True}
-    chosen = {"default": base, "tuned": tuned}
+    direct = {"name": "direct", "settings": {**settings, **DIRECT["settings"]}, "env": env,
+              "ort": None, "direct": True}
+    direct2 = {**direct, "name": "direct2",
+               "settings": {**direct["settings"], "replicas": 2}}
+    chosen = {"default": base, "direct": direct, "direct2": direct2}
     return [chosen[name] for name in args.variants.split(",")]
 
 
-# The proposals, measured: Ray Serve's direct ingress (the replica serves HTTP itself:
-# no proxy hop, no replica -> proxy receive calls) with the rest of Serve's
-# throughput-optimised flags, and ONNX Runtime with 1 intra-op thread, no spinning.
-TUNED = {"env": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1"},
-         "ort": {"threads": 1, "no_spin": True}}
+# `mnemoray serve --direct-ingress --set query_threads=1`: Ray Serve's throughput preset
+# (the replica serves HTTP itself: no proxy hop, no replica -> proxy body round trip)
+# and the query encoder on 1 ONNX Runtime thread (the replica's loop and the encoder
+# each keep one of the 2 cores). "direct2": the same with 2 ingress replicas (0.5 CPU
+# each), the load generator spreading its clients over their ports like a load balancer.
+DIRECT = {"settings": {"query_threads": 1}}
 
 
 def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], levels: list[
@@ -778,13 +756,11 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
     env = dict(variant["env"])
     if variant["ort"]:
         env[ORT_PATCH_ENV] = json.dumps(variant["ort"])
-    if variant["direct"]:
-        env.setdefault("RAY_SERVE_ENABLE_DIRECT_INGRESS", "1")
     log_path = CACHE / f"server-{label}-{variant['name']}.log"
     CACHE.mkdir(parents=True, exist_ok=True)
     log(f"{label} / {variant['name']}: settings {settings}, env {env}, "
         f"direct ingress {variant['direct']}")
-    server = Server(store_dir, settings, env, log_path)
+    server = Server(store_dir, settings, env, log_path, direct=variant["direct"])
     out: dict[str, Any] = {"variant": variant["name"], "settings": settings,
                            "server_env": env, "direct_ingress": variant["direct"], "rows": []}
     rng = random.Random(f"serve-{args.seed}-{label}")
@@ -805,18 +781,25 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
         pid = server.proc.pid
         out["target"] = "proxy"
         if variant["direct"]:  # drive the replica's own HTTP server, not the proxy
-            base = replica_http_base(pid)
-            if base is None:
-                raise RuntimeError("direct ingress: no HTTP port of the ingress replica "
-                                   "answers /healthz")
-            server.base = base
-            out["target"] = f"replica (direct ingress) {base}"
-            log(f"  direct ingress: driving the replica at {base}")
+            from serve.app import replica_urls
+
+            replicas = int(settings.get("replicas", 1))
+            urls = replica_urls("127.0.0.1", server.port, replicas)
+            if len(urls) < replicas:
+                raise RuntimeError(f"direct ingress: {len(urls)} of {replicas} ingress "
+                                   f"replicas answer /healthz on their own port")
+            server.base = ",".join(urls)  # drive(): client k -> urls[k % len]
+            out["target"] = f"replicas (direct ingress) {server.base}"
+            log(f"  direct ingress: driving the replicas at {server.base}")
         # Cold: each user's first recall builds its candidate set in the replica.
         cold_bodies = [json.dumps({"app_name": APP, "user_id": f"u{u:04d}", "query": next(qi),
                                    "top_k": TOP_K}) for u in range(users)]
-        cold = drive(server.base, "POST", "/v1/recall", cold_bodies, len(cold_bodies), 1, 1,
-                     args.time_limit * 4, pid)
+        cold = drive(server.base.split(",")[0], "POST", "/v1/recall", cold_bodies,
+                     len(cold_bodies), 1, 1, args.time_limit * 4, pid)
+        for other in server.base.split(",")[1:]:  # every replica warms its own caches
+            drive(other, "POST", "/v1/recall", [json.dumps({**json.loads(b), "query": next(qi)})
+                                                for b in cold_bodies],
+                  len(cold_bodies), 1, 1, args.time_limit * 4, pid)
         out["cold"] = cold
         log(f"  cold (first recall of each of {users} users): p50 {cold.get('p50_ms')} ms, "
             f"max {cold.get('max_ms')} ms, errors {cold['errors']}")
@@ -978,7 +961,7 @@ def main() -> None:
                         help="experiment: RAY_SERVE_ENABLE_DIRECT_INGRESS=1 and drive the "
                         "ingress replica's own HTTP port (no proxy hop)")
     parser.add_argument("--variants", default=None,
-                        help="server configurations: default, tuned (default: both; "
+                        help="server configurations: default, direct (default: both; "
                         "--quick: default)")
     parser.add_argument("--recall-get", action="store_true",
                         help="also drive GET /v1/recall (query string, no request body)")
@@ -998,7 +981,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     sizes = (args.sizes or ("100k" if args.quick else "100k,1m")).split(",")
-    args.variants = args.variants or ("default" if args.quick else "default,tuned")
+    args.variants = args.variants or ("default" if args.quick else "default,direct")
     concs = [int(c) for c in args.concurrency.split(",")]
     reqs = [int(n) for n in (args.requests or ("100,300,600" if args.quick
                                                else "300,1000,2000")).split(",")]

@@ -160,8 +160,8 @@ def direct_ingress_env(port: int, replicas: int) -> dict[str, str]:
     ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` turns on Serve's direct ingress (each ingress
     replica runs its own HTTP server: a request skips the proxy hop and the body
     round trip between replica and proxy), gRPC between deployments and user code on
-    the replica's main loop. Measured here at 1M memories (benchmarks/README.md):
-    single-client recall p50 15.5 -> 7.3 ms, 32 clients 123 -> 244 req/s.
+    the replica's main loop. Measured here at 1M memories (benchmarks/README.md, one run):
+    single-client recall p50 23.9 -> 11.1 ms, 32 clients 98.7 -> 206.3 req/s.
     """
     first = port + 1
     return {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
