@@ -47,8 +47,8 @@ embeds the pool and builds the stores) or ``--quick`` (100k, fewer requests) ->
 table on stdout and ``benchmarks/results/serve.json``. ``--setting key=value``
 passes a serving setting (``serve.settings.ServeSettings``) and ``--server-env
 KEY=VALUE`` an environment variable of the server (e.g. ``RAY_SERVE_*``) to try a
-configuration; ``--ort-threads`` / ``--ort-no-spin`` patch the replica's ONNX
-Runtime session options (an experiment: the library has no setting for them).
+configuration (the query encoder's threads: ``--setting query_threads=N``; it never
+spin-waits in the replica).
 """
 
 from __future__ import annotations
@@ -372,56 +372,14 @@ def inprocess_layers(store_dir: Path, queries: list[str], users: int, n: int, fl
 
 
 # -- the server ----------------------------------------------------------------------------
-ORT_PATCH_ENV = "MNEMORAY_BENCH_ORT"
-
-
-def ort_patch() -> None:
-    """Ray worker setup hook (experiment): ONNX Runtime session options from the env."""
-    raw = os.environ.get(ORT_PATCH_ENV)
-    if not raw:
-        return
-    conf = json.loads(raw)
-    from mnemoray import embedders
-
-    original = embedders.OnnxEmbedder._make_session
-
-    def make_session(self: Any) -> Any:
-        import onnxruntime as ort
-
-        if conf.get("threads"):
-            self.threads = int(conf["threads"])
-        real = ort.SessionOptions
-
-        class Options(real):  # type: ignore[misc, valid-type]
-            def __init__(self) -> None:
-                super().__init__()
-                if conf.get("no_spin"):
-                    self.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                    self.add_session_config_entry("session.inter_op.allow_spinning", "0")
-
-        ort.SessionOptions = Options
-        try:
-            session = original(self)
-        finally:
-            ort.SessionOptions = real
-        print(f"serve_bench: ONNX Runtime session patched: {conf}", flush=True)
-        return session
-
-    embedders.OnnxEmbedder._make_session = make_session
-
-
 def _server_main(spec: dict[str, Any]) -> None:
     """Child process: a local Ray + Serve running the app (``serve.app.run_local``)."""
     from serve.app import run_local
 
-    runtime_env: dict[str, Any] = {}
-    if os.environ.get(ORT_PATCH_ENV):
-        runtime_env = {"env_vars": {ORT_PATCH_ENV: os.environ[ORT_PATCH_ENV]},
-                       "worker_process_setup_hook": "benchmarks.serve_bench.ort_patch"}
     # What `mnemoray serve [--direct-ingress]` runs, but always on a new local Ray
     # instance (other Ray clusters may run on this machine).
     run_local(spec["settings"], host="127.0.0.1", port=spec["port"],
-              direct_ingress=spec["direct"], address="local", runtime_env=runtime_env)
+              direct_ingress=spec["direct"], address="local")
 
 
 def free_port() -> int:
@@ -726,15 +684,13 @@ def drive(base: str, method: str, path: str, bodies: list[str], n: int, conc: in
 # -- one store size through the server ---------------------------------------------------------
 def make_variants(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Server configurations to measure: the app as configured (plus any --setting,
-    --server-env, --ort-*, --direct-ingress), and "direct" (see DIRECT)."""
+    --server-env, --direct-ingress), and "direct" (see DIRECT)."""
     settings = dict(s.split("=", 1) for s in args.setting)
     env = dict(s.split("=", 1) for s in args.server_env)
-    ort = {"threads": args.ort_threads, "no_spin": args.ort_no_spin} \
-        if args.ort_threads or args.ort_no_spin else None
-    base = {"name": "default", "settings": settings, "env": env, "ort": ort,
+    base = {"name": "default", "settings": settings, "env": env,
             "direct": args.direct_ingress}
     direct = {"name": "direct", "settings": {**settings, **DIRECT["settings"]}, "env": env,
-              "ort": None, "direct": True}
+              "direct": True}
     direct2 = {**direct, "name": "direct2",
                "settings": {**direct["settings"], "replicas": 2}}
     chosen = {"default": base, "direct": direct, "direct2": direct2}
@@ -754,8 +710,6 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
         log: Any) -> dict[str, Any]:
     settings = dict(variant["settings"])
     env = dict(variant["env"])
-    if variant["ort"]:
-        env[ORT_PATCH_ENV] = json.dumps(variant["ort"])
     log_path = CACHE / f"server-{label}-{variant['name']}.log"
     CACHE.mkdir(parents=True, exist_ok=True)
     log(f"{label} / {variant['name']}: settings {settings}, env {env}, "
@@ -952,10 +906,6 @@ def main() -> None:
                         help="serving setting key=value (repeatable)")
     parser.add_argument("--server-env", action="append", default=[],
                         help="server environment KEY=VALUE (repeatable)")
-    parser.add_argument("--ort-threads", type=int, default=None,
-                        help="experiment: ONNX Runtime intra-op threads in the replica")
-    parser.add_argument("--ort-no-spin", action="store_true",
-                        help="experiment: ONNX Runtime allow_spinning=0 in the replica")
     parser.add_argument("--skip-inprocess", action="store_true")
     parser.add_argument("--direct-ingress", action="store_true",
                         help="experiment: RAY_SERVE_ENABLE_DIRECT_INGRESS=1 and drive the "
@@ -1040,7 +990,6 @@ def main() -> None:
                    "noise": args.noise, "seed": args.seed, "top_k": TOP_K,
                    "chunk_rows": CHUNK_ROWS, "index_kind": "flat",
                    "settings": args.setting, "server_env": args.server_env,
-                   "ort_threads": args.ort_threads, "ort_no_spin": args.ort_no_spin,
                    "direct_ingress": args.direct_ingress, "variants": variants,
                    "quick": args.quick, "users_override": args.users,
                    "per_user_override": args.per_user},

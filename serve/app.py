@@ -127,8 +127,7 @@ def replica_urls(host: str, port: int, replicas: int, timeout_s: float = 30.0) -
 
 def run_local(args: Mapping[str, Any], *, host: str = "127.0.0.1", port: int = 8000,
               ready: Any = None, direct_ingress: bool = False,
-              address: str | None = None, runtime_env: Mapping[str, Any] | None = None,
-              ) -> None:
+              address: str | None = None) -> None:
     """Start a local Ray + Serve and run the app until Ctrl-C (``mnemoray serve``).
 
     ``direct_ingress``: Ray Serve's throughput preset (see ``direct_ingress_env``);
@@ -150,10 +149,8 @@ def run_local(args: Mapping[str, Any], *, host: str = "127.0.0.1", port: int = 8
         # RAY_SERVE_THROUGHPUT_OPTIMIZED preset): user code on the replica's main
         # loop and the router on the proxy's loop save two thread hand-offs per
         # request (measured here: replica CPU per /healthz ~1.2 ms with them).
-        renv = dict(runtime_env or {})
-        renv["env_vars"] = {**env, **dict(renv.get("env_vars") or {})}
         ray.init(address=address, include_dashboard=False, log_to_driver=True,
-                 runtime_env=renv)
+                 runtime_env={"env_vars": env})
     serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(settings), name=APP_NAME, route_prefix="/")
     if direct_ingress:
