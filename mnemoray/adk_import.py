@@ -1,4 +1,4 @@
-"""Map Google ADK ``Session`` JSON onto mnemoray sessions (DESIGN.md "Input").
+"""Map Google ADK ``Session`` JSON onto mnemoray sessions (docs/architecture.md, "Input").
 
 Accepts both spellings ADK writes: camelCase (``model_dump(by_alias=True)``,
 ``appName``, ``functionCall``, ``stateDelta``) and snake_case. One ADK event
@@ -93,25 +93,25 @@ class _Mapper:
         if value is None:
             return {}
         if not isinstance(value, dict):
-            raise AdkImportError(f"{where}.{self.spell(name)}: expected an object, "
-                                 f"got {type(value).__name__}")
+            raise AdkImportError("expected an object, "
+                                 f"got {type(value).__name__}", field=f"{where}.{self.spell(name)}")
         return value
 
     # -- events ------------------------------------------------------------
     def map_event(self, i: int, raw: Any) -> None:
         where = f"events[{i}]"
         if not isinstance(raw, dict):
-            raise AdkImportError(f"{where}: expected an object, got {type(raw).__name__}")
+            raise AdkImportError(f"expected an object, got {type(raw).__name__}", field=where)
         author = raw.get("author")
         if not isinstance(author, str) or not author:
-            raise AdkImportError(f"{where}.author: missing or not a non-empty string")
+            raise AdkImportError("missing or not a non-empty string", field=f"{where}.author")
         event_id = str(raw.get("id") or f"adk-{i}")  # ADK assigns ids on append; keep stable
         if raw.get("timestamp") is None:
-            raise AdkImportError(f"{where}.timestamp: missing")
+            raise AdkImportError("missing", field=f"{where}.timestamp")
         try:
             ts = parse_timestamp(raw["timestamp"], f"{where}.timestamp")
         except EventError as exc:
-            raise AdkImportError(str(exc)) from exc
+            raise AdkImportError.nested(exc) from exc
         invocation_id = str(self.get(raw, "invocation_id") or "")
         role: Role = "user" if author == "user" else "model"
 
@@ -153,7 +153,7 @@ class _Mapper:
         for k, (etype, erole, text, data) in enumerate(specs):
             new_id = event_id if k == 0 else f"{event_id}.{k}"
             if new_id in self.seen_ids:
-                raise AdkImportError(f"{where}.id: duplicate event id {new_id!r}")
+                raise AdkImportError(f"duplicate event id {new_id!r}", field=f"{where}.id")
             self.seen_ids.add(new_id)
             try:
                 self.events.append(Event(
@@ -163,7 +163,7 @@ class _Mapper:
                     partial=bool(raw.get("partial")), invocation_id=invocation_id,
                     timestamp=ts))
             except EventError as exc:
-                raise AdkImportError(f"{where}: {exc}") from exc
+                raise AdkImportError.nested(exc, where) from exc
 
     def map_parts(self, content: dict[str, Any], where: str, event_id: str, role: Role,
                   specs: list[_Spec]) -> list[str]:
@@ -171,14 +171,15 @@ class _Mapper:
         parts = self.get(content, "parts")
         parts = [] if parts is None else parts
         if not isinstance(parts, list):
-            raise AdkImportError(f"{where}.parts: expected a list, got {type(parts).__name__}")
+            raise AdkImportError(f"expected a list, got {type(parts).__name__}",
+                                 field=f"{where}.parts")
         texts: list[str] = []
         tools: list[_Spec] = []
         unmapped: list[str] = []
         for j, part in enumerate(parts):
             pwhere = f"{where}.parts[{j}]"
             if not isinstance(part, dict):
-                raise AdkImportError(f"{pwhere}: expected an object, got {type(part).__name__}")
+                raise AdkImportError(f"expected an object, got {type(part).__name__}", field=pwhere)
             call = self.obj(part, "function_call", pwhere)
             response = self.obj(part, "function_response", pwhere)
             text = part.get("text")
@@ -191,8 +192,8 @@ class _Mapper:
                     f"{event_id}.result{j}"))
             elif text is not None:
                 if not isinstance(text, str):
-                    raise AdkImportError(f"{pwhere}.text: expected a string, "
-                                         f"got {type(text).__name__}")
+                    raise AdkImportError("expected a string, "
+                                         f"got {type(text).__name__}", field=f"{pwhere}.text")
                 # Thoughts are the model's scratchpad, not conversation: not remembered.
                 if not part.get("thought"):
                     texts.append(text)
@@ -208,7 +209,7 @@ class _Mapper:
     def tool_name(self, obj: dict[str, Any], where: str) -> str:
         name = obj.get("name")
         if not isinstance(name, str) or not name:
-            raise AdkImportError(f"{where}.name: missing or not a non-empty string")
+            raise AdkImportError("missing or not a non-empty string", field=f"{where}.name")
         return name
 
     def call_spec(self, call: dict[str, Any], where: str,
@@ -216,7 +217,8 @@ class _Mapper:
         name = self.tool_name(call, where)
         args = call.get("args")
         if args is not None and not isinstance(args, dict):
-            raise AdkImportError(f"{where}.args: expected an object, got {type(args).__name__}")
+            raise AdkImportError(f"expected an object, got {type(args).__name__}",
+                                 field=f"{where}.args")
         call_id = str(call.get("id") or fallback_id)
         self.pending[name].append(call_id)
         return ("tool_call", "model", "", {"name": name, "args": args or {}, "call_id": call_id})
@@ -241,11 +243,11 @@ class _Mapper:
         for name, key in (("start_timestamp", "start_ts"), ("end_timestamp", "end_ts")):
             value = self.get(compaction, name)
             if value is None:
-                raise AdkImportError(f"{where}.{self.spell(name)}: missing")
+                raise AdkImportError("missing", field=f"{where}.{self.spell(name)}")
             try:
                 bounds[key] = parse_timestamp(value, f"{where}.{self.spell(name)}")
             except EventError as exc:
-                raise AdkImportError(str(exc)) from exc
+                raise AdkImportError.nested(exc) from exc
         summary_content = self.obj(compaction, "compacted_content", where)
         parts = self.get(summary_content, "parts") or []
         summary = "".join(p["text"] for p in parts
@@ -269,24 +271,24 @@ def session_from_adk(raw: dict[str, Any]) -> Session:
     for name in ("app_name", "user_id"):
         value = mapper.get(raw, name)
         if not isinstance(value, str) or not value:
-            raise AdkImportError(f"{mapper.spell(name)}: missing or not a non-empty string")
+            raise AdkImportError("missing or not a non-empty string", field=mapper.spell(name))
         fields[name] = value
     session_id = raw.get("id") or raw.get("session_id")
     if not isinstance(session_id, str) or not session_id:
-        raise AdkImportError("id: missing or not a non-empty string")
+        raise AdkImportError("missing or not a non-empty string", field="id")
 
     state = raw.get("state") or {}
     if isinstance(state, str):  # JSON-encoded in columnar archives
         try:
             state = json.loads(state)
         except json.JSONDecodeError as exc:
-            raise AdkImportError(f"state: invalid JSON ({exc.msg})") from exc
+            raise AdkImportError(f"invalid JSON ({exc.msg})", field="state") from exc
     if not isinstance(state, dict):
-        raise AdkImportError(f"state: expected an object, got {type(state).__name__}")
+        raise AdkImportError(f"expected an object, got {type(state).__name__}", field="state")
 
     raw_events = [] if raw.get("events") is None else raw["events"]
     if not isinstance(raw_events, list):
-        raise AdkImportError(f"events: expected a list, got {type(raw_events).__name__}")
+        raise AdkImportError(f"expected a list, got {type(raw_events).__name__}", field="events")
     for i, raw_event in enumerate(raw_events):
         mapper.map_event(i, raw_event)
     events = [e.with_session(session_id) for e in mapper.events]
@@ -296,7 +298,7 @@ def session_from_adk(raw: dict[str, Any]) -> Session:
         updated = parse_timestamp(last_update, mapper.spell("last_update_time")) \
             if last_update else 0.0
     except EventError as exc:
-        raise AdkImportError(str(exc)) from exc
+        raise AdkImportError.nested(exc) from exc
     created = events[0].timestamp if events else (updated or time.time())
     updated = max(updated, events[-1].timestamp if events else created)
     return Session(

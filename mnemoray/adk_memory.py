@@ -35,6 +35,7 @@ from google.genai import types
 from typing_extensions import override
 
 from mnemoray.adk_import import session_from_adk
+from mnemoray.errors import InvalidInput
 from mnemoray.events import iso
 from mnemoray.memory.record import Memory
 from mnemoray.session import Session
@@ -70,7 +71,7 @@ class MnemorayMemoryService(BaseMemoryService):
             if not callable(getattr(service, name, None)):
                 raise TypeError(f"service: {type(service).__name__} has no {name}() method")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k: must be a positive int, got {top_k!r}")
+            raise InvalidInput(f"must be a positive int, got {top_k!r}", field="top_k")
         self.service = service
         self.top_k = top_k
         self.filters = filters

@@ -1,4 +1,4 @@
-"""The session archive format (DESIGN.md "Input: archived sessions").
+"""The session archive format (docs/architecture.md, "Input: the archive").
 
 An archive is one file or a directory tree of ``.parquet``, ``.jsonl`` and
 ``.json`` files holding one session per row/line: the Session fields plus
@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mnemoray.adk_import import looks_like_adk, session_from_adk
+from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
 from mnemoray.session import Session, SessionError
 from mnemoray.state import without_temp
@@ -67,13 +68,12 @@ SESSION_COLUMNS = frozenset({*SCHEMA.names, "id", "appName", "userId", "lastUpda
                              "last_update_time"})
 
 
-class ArchiveError(ValueError):
-    """A bad archive row or file; ``location`` says where, ``reason`` what."""
+class ArchiveError(InvalidInput):
+    """A bad archive row or file; ``location`` (the field) says where, ``reason`` what."""
 
     def __init__(self, location: str, reason: str) -> None:
-        super().__init__(f"{location}: {reason}")
+        super().__init__(reason, field=location)
         self.location = location
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,7 @@ def _json(value: Any, field: str) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError) as exc:
-        raise SessionError(f"{field}: not JSON-serializable ({exc})") from exc
+        raise SessionError(f"not JSON-serializable ({exc})", field=field) from exc
 
 
 def _event_record(i: int, event: Event) -> dict[str, Any]:
@@ -368,9 +368,9 @@ def _format_for(path: Path, fmt: ArchiveFormat | None) -> ArchiveFormat:
                                            ".json": "jsonl"}
     inferred = by_suffix.get(path.suffix)
     if inferred is None:
-        raise ValueError(f"{path.name}: an archive file ends in {', '.join(SUFFIXES)}")
+        raise InvalidInput(f"an archive file ends in {', '.join(SUFFIXES)}", field=path.name)
     if fmt is not None and fmt != inferred:
-        raise ValueError(f"fmt: {fmt!r} does not match the file suffix {path.suffix!r}")
+        raise InvalidInput(f"{fmt!r} does not match the file suffix {path.suffix!r}", field="fmt")
     return inferred
 
 

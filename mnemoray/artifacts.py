@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from mnemoray.errors import InvalidInput, NotFound
+
 USER_SCOPE_PREFIX = "user:"
 USER_SCOPE_SESSION = "~"  # the session segment of a user-scoped handle
 HANDLE_SCHEME = "artifact://"
@@ -29,17 +31,12 @@ TEXT_MIME = "text/plain; charset=utf-8"
 _MAX_SEGMENT_BYTES = 255  # one filesystem name component, after url-quoting
 
 
-class ArtifactError(ValueError):
-    """A name, handle or payload is invalid; the message says which and why."""
+class ArtifactError(InvalidInput):
+    """A name, handle or payload is invalid; ``field`` says which, the message why."""
 
 
-class ArtifactNotFoundError(KeyError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:  # KeyError would otherwise repr() the message
-        return self.message
+class ArtifactNotFoundError(NotFound, KeyError):  # KeyError: for ``except KeyError`` callers
+    """No such artifact (or version)."""
 
 
 def is_user_scoped(name: str) -> bool:
@@ -49,17 +46,17 @@ def is_user_scoped(name: str) -> bool:
 def _check_segment(kind: str, value: Any) -> str:
     """Reject values that could escape a directory or break a handle."""
     if not isinstance(value, str) or not value:
-        raise ArtifactError(f"{kind}: must be a non-empty string, got {value!r}")
+        raise ArtifactError(f"must be a non-empty string, got {value!r}", field=kind)
     if "\x00" in value:
-        raise ArtifactError(f"{kind}: must not contain NUL: {value!r}")
+        raise ArtifactError(f"must not contain NUL: {value!r}", field=kind)
     if "/" in value or "\\" in value:
-        raise ArtifactError(f"{kind}: must not contain '/' or '\\': {value!r}")
+        raise ArtifactError(f"must not contain '/' or '\\': {value!r}", field=kind)
     if value in (".", ".."):
-        raise ArtifactError(f"{kind}: {value!r} is not allowed (path traversal)")
+        raise ArtifactError(f"{value!r} is not allowed (path traversal)", field=kind)
     if any(ord(ch) < 32 for ch in value):
-        raise ArtifactError(f"{kind}: must not contain control characters: {value!r}")
+        raise ArtifactError(f"must not contain control characters: {value!r}", field=kind)
     if len(quote(value, safe="")) > _MAX_SEGMENT_BYTES:
-        raise ArtifactError(f"{kind}: too long ({len(value)} characters): {value[:40]!r}...")
+        raise ArtifactError(f"too long ({len(value)} characters): {value[:40]!r}...", field=kind)
     return value
 
 
@@ -79,8 +76,9 @@ def _scope(app_name: str, user_id: str, session_id: str, name: str) -> tuple[str
         _check_segment("session_id", session_id)
         return app_name, user_id, USER_SCOPE_SESSION, name
     if session_id == USER_SCOPE_SESSION:
-        raise ArtifactError(f"session_id: {USER_SCOPE_SESSION!r} is reserved for user-scoped "
-                            f"names (starting with {USER_SCOPE_PREFIX!r}), got name {name!r}")
+        raise ArtifactError(f"{USER_SCOPE_SESSION!r} is reserved for user-scoped "
+                            f"names (starting with {USER_SCOPE_PREFIX!r}), got name {name!r}",
+                            field="session_id")
     return app_name, user_id, _check_segment("session_id", session_id), name
 
 
@@ -123,7 +121,7 @@ def parse_handle(handle: str) -> tuple[str, str, str, str, int]:
 
 def _check_version(version: Any) -> int:
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise ArtifactError(f"version: must be a non-negative int, got {version!r}")
+        raise ArtifactError(f"must be a non-negative int, got {version!r}", field="version")
     return version
 
 
@@ -133,7 +131,7 @@ def _as_bytes(data: Any, mime_type: str) -> tuple[bytes, str]:
         return data.encode("utf-8"), (TEXT_MIME if mime_type == DEFAULT_MIME else mime_type)
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data), mime_type
-    raise ArtifactError(f"data: expected bytes or str, got {type(data).__name__}")
+    raise ArtifactError(f"expected bytes or str, got {type(data).__name__}", field="data")
 
 
 @dataclass(frozen=True)
@@ -204,9 +202,9 @@ class ArtifactStore(ABC):
     @staticmethod
     def _check_meta(mime_type: Any, summary: Any) -> None:
         if not isinstance(mime_type, str) or not mime_type:
-            raise ArtifactError(f"mime_type: must be a non-empty string, got {mime_type!r}")
+            raise ArtifactError(f"must be a non-empty string, got {mime_type!r}", field="mime_type")
         if not isinstance(summary, str):
-            raise ArtifactError(f"summary: must be a string, got {type(summary).__name__}")
+            raise ArtifactError(f"must be a string, got {type(summary).__name__}", field="summary")
 
 
 class InMemoryArtifactStore(ArtifactStore):

@@ -8,8 +8,11 @@
             print(m["score"], m["text"])
 
 It depends on httpx only (no Ray), so agents can use it anywhere. Every method
-returns the decoded JSON of the response; a non-2xx answer raises
-:class:`MnemorayAPIError` with the server's status, message and field.
+returns the decoded JSON of the response; a non-2xx answer raises a
+:class:`MnemorayAPIError` with the server's status, message, field and request id,
+of the class the status stands for: ``except NotFound`` (404),
+``except InvalidInput`` (400/413/422), ``Conflict`` (409), ``Unauthorized`` (401),
+``Forbidden`` (403) and ``Unavailable`` (503) work as they do in-process.
 """
 
 from __future__ import annotations
@@ -22,19 +25,78 @@ from urllib.parse import quote, unquote
 
 import httpx
 
+from mnemoray.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    MnemorayError,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+    Unavailable,
+)
+
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
-class MnemorayAPIError(RuntimeError):
-    """The server answered with an error: ``status``, ``message`` (naming ``field``)."""
+class MnemorayAPIError(MnemorayError, RuntimeError):
+    """The server answered with an error: ``status``, ``message`` (naming ``field``),
+    ``request_id`` (quote it to find the server's log of a 500)."""
 
     def __init__(self, status: int, message: str, field: str | None = None,
-                 body: Any = None) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.message = message
+                 body: Any = None, request_id: str | None = None) -> None:
+        super().__init__(message)  # the server's message already names the field
         self.field = field
+        self.status = status  # the answer's status, whatever the class
         self.body = body
+        self.request_id = request_id
+
+    @property
+    def message(self) -> str:
+        return self.reason
+
+    def __str__(self) -> str:
+        return f"HTTP {self.status}: {self.reason}"
+
+
+class InvalidInputAPIError(MnemorayAPIError, InvalidInput):
+    pass
+
+
+class PayloadTooLargeAPIError(MnemorayAPIError, PayloadTooLarge):
+    pass
+
+
+class NotFoundAPIError(MnemorayAPIError, NotFound):
+    pass
+
+
+class ConflictAPIError(MnemorayAPIError, Conflict):
+    pass
+
+
+class UnauthorizedAPIError(MnemorayAPIError, Unauthorized):
+    pass
+
+
+class ForbiddenAPIError(MnemorayAPIError, Forbidden):
+    pass
+
+
+class UnavailableAPIError(MnemorayAPIError, Unavailable):
+    pass
+
+
+_BY_STATUS: dict[int, type[MnemorayAPIError]] = {
+    400: InvalidInputAPIError, 422: InvalidInputAPIError, 413: PayloadTooLargeAPIError,
+    404: NotFoundAPIError, 409: ConflictAPIError, 401: UnauthorizedAPIError,
+    403: ForbiddenAPIError, 503: UnavailableAPIError}
+
+
+def api_error(status: int, message: str, field: str | None = None, body: Any = None,
+              request_id: str | None = None) -> MnemorayAPIError:
+    """The typed error for an HTTP error answer (a plain MnemorayAPIError for 500s)."""
+    return _BY_STATUS.get(status, MnemorayAPIError)(status, message, field, body, request_id)
 
 
 @dataclass(frozen=True)
@@ -88,8 +150,9 @@ class MnemorayClient:
                 err = body.get("error", {}) if isinstance(body, dict) else {}
             except ValueError:
                 body, err = resp.text, {}
-            raise MnemorayAPIError(resp.status_code, err.get("message") or resp.text,
-                                   err.get("field"), body)
+            raise api_error(resp.status_code, err.get("message") or resp.text,
+                            err.get("field"), body,
+                            err.get("request_id") or resp.headers.get("x-request-id"))
         return resp
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:

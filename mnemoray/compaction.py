@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
 from mnemoray.session import Session
 from mnemoray.session_store import SessionStore
@@ -44,9 +45,9 @@ class CompactionConfig:
             if value is None and name in ("interval", "token_threshold"):
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"CompactionConfig.{name}: must be an int >= {minimum}"
-                                 f"{' or None' if name in ('interval', 'token_threshold') else ''}"
-                                 f", got {value!r}")
+                optional = " or None" if name in ("interval", "token_threshold") else ""
+                raise InvalidInput(f"must be an int >= {minimum}{optional}, got {value!r}",
+                                   field=f"CompactionConfig.{name}")
 
 
 def is_summarizable(event: Event) -> bool:

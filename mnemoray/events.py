@@ -1,4 +1,4 @@
-"""Typed, immutable session events (DESIGN.md "Event")."""
+"""Typed, immutable session events (docs/architecture.md, "Sessions and events")."""
 
 from __future__ import annotations
 
@@ -9,20 +9,22 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
+from mnemoray.errors import InvalidInput
+
 Role = Literal["user", "model", "tool", "system"]
 EventType = Literal["message", "tool_call", "tool_result", "control", "error", "compaction"]
 ROLES: tuple[str, ...] = get_args(Role)
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 
 
-class EventError(ValueError):
-    """An event (or a field of one) is malformed; the message names the field."""
+class EventError(InvalidInput):
+    """An event (or a field of one) is malformed; ``field`` names it."""
 
 
 def parse_timestamp(value: Any, field_name: str = "timestamp") -> float:
     """Epoch seconds from epoch seconds (int/float/numeric str) or ISO-8601."""
     if isinstance(value, bool) or value is None:
-        raise EventError(f"{field_name}: expected ISO-8601 or epoch seconds, got {value!r}")
+        raise EventError(f"expected ISO-8601 or epoch seconds, got {value!r}", field=field_name)
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, datetime):
@@ -36,10 +38,10 @@ def parse_timestamp(value: Any, field_name: str = "timestamp") -> float:
         try:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError as exc:
-            raise EventError(f"{field_name}: not ISO-8601 or epoch seconds: {value!r}") from exc
+            raise EventError(f"not ISO-8601 or epoch seconds: {value!r}", field=field_name) from exc
         return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
     raise EventError(
-        f"{field_name}: expected ISO-8601 or epoch seconds, got {type(value).__name__}")
+        f"expected ISO-8601 or epoch seconds, got {type(value).__name__}", field=field_name)
 
 
 def iso(ts: float) -> str:
@@ -75,29 +77,30 @@ class Event:
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
-            raise EventError(f"role: {self.role!r} is not one of {', '.join(ROLES)}")
+            raise EventError(f"{self.role!r} is not one of {', '.join(ROLES)}", field="role")
         if self.type not in EVENT_TYPES:
-            raise EventError(f"type: {self.type!r} is not one of {', '.join(EVENT_TYPES)}")
+            raise EventError(f"{self.type!r} is not one of {', '.join(EVENT_TYPES)}", field="type")
         if not isinstance(self.author, str) or not self.author:
-            raise EventError("author: must be a non-empty string")
+            raise EventError("must be a non-empty string", field="author")
         if not isinstance(self.text, str):
-            raise EventError(f"text: expected a string, got {type(self.text).__name__}")
+            raise EventError(f"expected a string, got {type(self.text).__name__}", field="text")
         for name in ("data", "state_delta", "artifact_delta"):
             value = getattr(self, name)
             if not isinstance(value, dict):
-                raise EventError(f"{name}: expected an object, got {type(value).__name__}")
+                raise EventError(f"expected an object, got {type(value).__name__}", field=name)
         for name, version in self.artifact_delta.items():
             if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-                raise EventError(f"artifact_delta.{name}: version must be a non-negative int")
+                raise EventError("version must be a non-negative int",
+                                 field=f"artifact_delta.{name}")
         if self.type in ("tool_call", "tool_result"):
             if not self.data.get("name"):
-                raise EventError(f"data.name: a {self.type} event needs the tool name")
+                raise EventError(f"a {self.type} event needs the tool name", field="data.name")
             if not self.data.get("call_id"):
-                raise EventError(f"data.call_id: a {self.type} event needs a call_id")
+                raise EventError(f"a {self.type} event needs a call_id", field="data.call_id")
         if self.type == "compaction":
             for key in ("start_ts", "end_ts"):
                 if not isinstance(self.data.get(key), (int, float)):
-                    raise EventError(f"data.{key}: a compaction event needs epoch seconds")
+                    raise EventError("a compaction event needs epoch seconds", field=f"data.{key}")
 
     # -- convenience -----------------------------------------------------
     @property
@@ -124,10 +127,10 @@ class Event:
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(raw) - known
         if unknown:
-            raise EventError(f"{sorted(unknown)[0]}: unknown event field")
+            raise EventError("unknown event field", field=sorted(unknown)[0])
         kwargs = {k: v for k, v in raw.items() if v is not None}
         if "author" not in kwargs:  # else the dataclass raises an unhelpful TypeError
-            raise EventError("author: missing")
+            raise EventError("missing", field="author")
         if "timestamp" in kwargs:
             kwargs["timestamp"] = parse_timestamp(kwargs["timestamp"])
         for name in ("data", "state_delta", "artifact_delta"):
@@ -135,7 +138,7 @@ class Event:
                 try:
                     kwargs[name] = json.loads(kwargs[name]) if kwargs[name] else {}
                 except json.JSONDecodeError as exc:
-                    raise EventError(f"{name}: invalid JSON ({exc.msg})") from exc
+                    raise EventError(f"invalid JSON ({exc.msg})", field=name) from exc
         try:
             return cls(**kwargs)
         except TypeError as exc:  # e.g. missing author

@@ -1,4 +1,4 @@
-"""The Session: an event log plus scoped state (DESIGN.md "Session")."""
+"""The Session: an event log plus scoped state (docs/architecture.md, "Sessions and events")."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mnemoray.errors import InvalidInput
 from mnemoray.events import Event, EventError, new_id, parse_timestamp
 from mnemoray.state import split_delta
 
 
-class SessionError(ValueError):
-    """A session (or a field of one) is malformed; the message names the field."""
+class SessionError(InvalidInput):
+    """A session (or a field of one) is malformed; ``field`` names it."""
 
 
 @dataclass
@@ -33,9 +34,9 @@ class Session:
         for name in ("app_name", "user_id", "session_id"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
-                raise SessionError(f"{name}: must be a non-empty string")
+                raise SessionError("must be a non-empty string", field=name)
         if not isinstance(self.state, dict):
-            raise SessionError("state: expected an object")
+            raise SessionError("expected an object", field="state")
         if not self.updated_at:
             self.updated_at = self.created_at
 
@@ -68,7 +69,7 @@ class Session:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Session:
-        """Build a session from the archive/DESIGN.md dict form.
+        """Build a session from the archive's dict form.
 
         Errors name the field (``events[3].role``) so a caller can quarantine
         the row with a precise reason.
@@ -77,22 +78,22 @@ class Session:
             raise SessionError(f"expected an object, got {type(raw).__name__}")
         for name in ("app_name", "user_id", "session_id"):
             if not isinstance(raw.get(name), str) or not raw.get(name):
-                raise SessionError(f"{name}: missing or not a non-empty string")
+                raise SessionError("missing or not a non-empty string", field=name)
         raw_events = [] if raw.get("events") is None else raw["events"]
         if not isinstance(raw_events, list):
-            raise SessionError("events: expected a list")
+            raise SessionError("expected a list", field="events")
         events: list[Event] = []
         seen: set[str] = set()
         for i, raw_event in enumerate(raw_events):
             if not isinstance(raw_event, dict):
                 raise SessionError(
-                    f"events[{i}]: expected an object, got {type(raw_event).__name__}")
+                    f"expected an object, got {type(raw_event).__name__}", field=f"events[{i}]")
             try:
                 event = Event.from_dict({**raw_event, "session_id": raw["session_id"]})
             except EventError as exc:
-                raise SessionError(f"events[{i}].{exc}") from exc
+                raise SessionError.nested(exc, f"events[{i}]") from exc
             if event.id in seen:
-                raise SessionError(f"events[{i}].id: duplicate event id {event.id!r}")
+                raise SessionError(f"duplicate event id {event.id!r}", field=f"events[{i}].id")
             seen.add(event.id)
             events.append(event)
         state = raw.get("state") or {}
@@ -100,14 +101,14 @@ class Session:
             try:
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
-                raise SessionError(f"state: invalid JSON ({exc.msg})") from exc
+                raise SessionError(f"invalid JSON ({exc.msg})", field="state") from exc
         times: dict[str, float | None] = {}
         for name in ("created_at", "updated_at", "ended_at"):
             value = raw.get(name)
             try:
                 times[name] = None if value is None else parse_timestamp(value, name)
             except EventError as exc:
-                raise SessionError(str(exc)) from exc
+                raise SessionError.nested(exc) from exc
         created = times["created_at"] or (events[0].timestamp if events else time.time())
         updated = times["updated_at"] or (events[-1].timestamp if events else created)
         return cls(

@@ -16,29 +16,31 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
+from mnemoray.errors import Conflict, InvalidInput, NotFound
 from mnemoray.events import Event
 from mnemoray.session import Session
 from mnemoray.state import merged_state, split_delta, without_temp
 
 
-class SessionNotFoundError(KeyError):
+# The builtin second bases keep ``except KeyError`` / ``except ValueError`` callers working.
+class SessionNotFoundError(NotFound, KeyError):
     def __init__(self, app_name: str, user_id: str, session_id: str) -> None:
         super().__init__(f"session not found: app={app_name!r} user={user_id!r} id={session_id!r}")
 
 
-class SessionExistsError(ValueError):
-    pass
+class SessionExistsError(Conflict, ValueError):
+    """A session with this id already exists."""
 
 
-class StaleSessionError(RuntimeError):
+class StaleSessionError(Conflict, RuntimeError):
     """The session changed since this copy was loaded; reload and retry."""
 
 
-class SessionEndedError(RuntimeError):
-    pass
+class SessionEndedError(Conflict, RuntimeError):
+    """The session has ended: no more events."""
 
 
-class DuplicateEventError(ValueError):
+class DuplicateEventError(Conflict, ValueError):
     """An event with this id is already in the session."""
 
 
@@ -89,7 +91,7 @@ class SessionStore(ABC):
         wanted = frozenset(changes)
         unknown = wanted - set(get_args(SessionChange))
         if unknown:
-            raise ValueError(f"changes: unknown session change {sorted(unknown)[0]!r}")
+            raise InvalidInput(f"unknown session change {sorted(unknown)[0]!r}", field="changes")
         self._listeners.append((listener, wanted))
 
     def remove_listener(self, listener: Listener) -> None:

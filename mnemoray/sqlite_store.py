@@ -1,4 +1,4 @@
-"""SQLite session store: the embedded default (DESIGN.md "Online").
+"""SQLite session store: the embedded default.
 
 One file holds sessions, their events and the ``app:``/``user:`` state.
 Appends are optimistic: each runs in one ``BEGIN IMMEDIATE`` transaction that
@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from mnemoray.errors import InvalidInput
 from mnemoray.events import Event, EventError
 from mnemoray.session import Session
 from mnemoray.session_store import (
@@ -80,7 +81,7 @@ def _to_json(value: Any, field: str) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError) as exc:
-        raise EventError(f"{field}: not JSON-serializable ({exc})") from exc
+        raise EventError(f"not JSON-serializable ({exc})", field=field) from exc
 
 
 def _event_body(event: Event) -> str:
@@ -104,7 +105,7 @@ class SQLiteSessionStore(SessionStore):
         super().__init__()
         self.path = str(path)
         if not self.path:  # SQLite would make a private temp database per connection
-            raise ValueError("path: empty; give a file path or ':memory:'")
+            raise InvalidInput("empty; give a file path or ':memory:'", field="path")
         self._in_memory = self.path == ":memory:"
         self._busy_timeout_s = busy_timeout_s
         self._inherited: list[sqlite3.Connection | None] = []

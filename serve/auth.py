@@ -24,21 +24,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mnemoray.errors import ConfigError, Forbidden, MnemorayError, Unauthorized
+
 ENV_VAR = "MNEMORAY_API_KEYS"
 MIN_KEY_CHARS = 16
 
 
-class AuthConfigError(ValueError):
+class AuthConfigError(ConfigError):
     """The API key configuration is malformed; the message says where."""
 
 
-class AuthError(Exception):
-    """A request is not allowed: ``status`` is 401 (who are you?) or 403 (not yours)."""
+class AuthError(MnemorayError):
+    """A request is not allowed; the subclass sets the status: 401 or 403."""
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+
+class NotAuthenticated(AuthError, Unauthorized):
+    """No, or an unknown, API key (401: who are you?)."""
+
+
+class NotPermitted(AuthError, Forbidden):
+    """The caller may not use this app (403: not yours)."""
 
 
 def key_digest(key: str) -> str:
@@ -132,8 +137,8 @@ class Principal:
     def check(self, app_name: str) -> None:
         if self.apps is not None and app_name not in self.apps:
             # Same answer whether or not the app exists: nothing leaks about other tenants.
-            raise AuthError(403, f"app_name: this API key is not allowed to use app "
-                                 f"{app_name!r}")
+            raise NotPermitted(f"this API key is not allowed to use app {app_name!r}",
+                               field="app_name")
 
 
 OPEN = Principal(None)
@@ -161,17 +166,18 @@ def is_loopback(host: str | None) -> bool:
 
 def authenticate(keys: ApiKeys, authorization: str | None, client_host: str | None, *,
                  allow_remote_without_keys: bool = False) -> Principal:
-    """The caller's principal, or AuthError (401: no or unknown key; 403: remote, open)."""
+    """The caller's principal; NotAuthenticated (401: no or unknown key) or
+    NotPermitted (403: a remote client of a server without keys)."""
     if keys.open:
         if allow_remote_without_keys or is_loopback(client_host):
             return OPEN
-        raise AuthError(403, "this server runs without API keys and only accepts clients on "
-                             "127.0.0.1; configure API keys to serve other hosts")
+        raise NotPermitted("this server runs without API keys and only accepts clients on "
+                           "127.0.0.1; configure API keys to serve other hosts")
     token = bearer_token(authorization)
     if token is None:
-        raise AuthError(401, "authorization: missing bearer token (Authorization: Bearer "
-                             "<api key>)")
+        raise NotAuthenticated("missing bearer token (Authorization: Bearer <api key>)",
+                               field="authorization")
     apps = keys.apps_for(token)
     if apps is None:
-        raise AuthError(401, "authorization: unknown API key")
+        raise NotAuthenticated("unknown API key", field="authorization")
     return Principal(apps)

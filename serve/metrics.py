@@ -82,8 +82,9 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def _error_body(status: int, message: str) -> bytes:
-    return json.dumps({"error": {"status": status, "message": message, "field": None}}).encode()
+def _error_body(status: int, message: str, request_id: str | None) -> bytes:
+    return json.dumps({"error": {"status": status, "message": message, "field": None,
+                                 "request_id": request_id}}).encode()
 
 
 class ServeMiddleware:
@@ -105,12 +106,12 @@ class ServeMiddleware:
                 declared = _content_length(scope)
             except ValueError as exc:
                 status[0] = 400
-                await _reply(send, 400, str(exc))
+                await _reply(send, scope, 400, str(exc))
                 return
             if declared is not None and declared > self.max_body:
                 status[0] = 413
-                await _reply(send, 413, f"body: {declared} bytes is over the limit of "
-                                        f"{self.max_body} bytes")
+                await _reply(send, scope, 413, f"body: {declared} bytes is over the limit "
+                                               f"of {self.max_body} bytes")
                 return
             seen = [0]
             limit = self.max_body
@@ -149,8 +150,9 @@ def _content_length(scope: dict) -> int | None:
     return None
 
 
-async def _reply(send: Callable, status: int, message: str) -> None:
-    body = _error_body(status, message)
+async def _reply(send: Callable, scope: dict, status: int, message: str) -> None:
+    # The request id, when serve.http_errors' middleware runs outside this one.
+    body = _error_body(status, message, scope.get("state", {}).get("request_id"))
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()),

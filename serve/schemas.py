@@ -74,6 +74,8 @@ class RecalledMemory(BaseModel):
     kind: str
     text: str
     score: float
+    date: str | None = Field(None, description="when the remembered events happened "
+                             "(ISO-8601, UTC)")
     signals: dict[str, int | float] = Field(description="raw value of each signal and its rank "
                                       "(<signal>_rank, 1 = best)")
     topics: list[str] = []
@@ -104,7 +106,7 @@ class MemoryIn(_Request):
 
 
 class AddMemoriesRequest(_Request):
-    """Either a whole ``session`` (the archive / DESIGN.md session dict: distilled,
+    """Either a whole ``session`` (the archive's session dict: distilled,
     embedded and committed like a backfill would) or raw ``memories``."""
 
     app_name: Id
@@ -269,7 +271,10 @@ class ArtifactNames(BaseModel):
 class ErrorBody(BaseModel):
     status: int
     message: str = Field(description="what is wrong, naming the field")
-    field: str | None = None
+    field: str | None = Field(None, description="the invalid or unknown input, e.g. "
+                              "`events[2].role`")
+    request_id: str | None = Field(None, description="also in the X-Request-ID header; "
+                                   "quote it to find the server's log of a 500")
 
 
 class ErrorResponse(BaseModel):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mnemoray.errors import InvalidInput
+
 IncludeContents = Literal["default", "none"]
 
 
@@ -30,14 +32,14 @@ class AgentSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError("name: must be a non-empty string")
+            raise InvalidInput("must be a non-empty string", field="name")
         if self.include_contents not in ("default", "none"):
-            raise ValueError(f"include_contents: {self.include_contents!r} is not "
-                             "'default' or 'none'")
+            raise InvalidInput(f"{self.include_contents!r} is not "
+                               "'default' or 'none'", field="include_contents")
         if self.token_budget is not None and self.token_budget <= 0:
-            raise ValueError("token_budget: must be a positive int or None")
+            raise InvalidInput("must be a positive int or None", field="token_budget")
         if self.preload_top_k <= 0:
-            raise ValueError("preload_top_k: must be positive")
+            raise InvalidInput("must be positive", field="preload_top_k")
         for i, tool in enumerate(self.tools):
             if not isinstance(tool, dict) or not tool.get("name"):
-                raise ValueError(f"tools[{i}]: a tool is a dict with a 'name'")
+                raise InvalidInput("a tool is a dict with a 'name'", field=f"tools[{i}]")

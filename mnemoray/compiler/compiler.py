@@ -10,10 +10,11 @@ from mnemoray.compiler.context import CompileContext, Processor
 from mnemoray.compiler.processors import default_processors
 from mnemoray.compiler.request import CompiledRequest, TraceStep
 from mnemoray.compiler.services import Services
+from mnemoray.errors import InvalidInput, NotFound
 from mnemoray.session import Session
 
 
-class UnknownProcessorError(KeyError):
+class UnknownProcessorError(NotFound, KeyError):
     def __init__(self, name: str, known: list[str]) -> None:
         listed = ", ".join(known) or "(none)"
         super().__init__(f"no processor named {name!r}; processors are {listed}")
@@ -78,7 +79,7 @@ class Compiler:
         if not isinstance(name, str) or not name or not has_process:
             raise TypeError(f"{processor!r} is not a processor (needs a name and process(ctx))")
         if name in self.names:
-            raise ValueError(f"a processor named {name!r} is already in the pipeline")
+            raise InvalidInput(f"a processor named {name!r} is already in the pipeline")
 
     # -- compiling ----------------------------------------------------------------
     def compile(self, session: Session, agent: AgentSpec, new_message: str | None = None,

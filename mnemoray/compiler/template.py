@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mnemoray.errors import InvalidInput
 from mnemoray.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 
 # A run of opening braces, a brace-free middle, a run of closing braces. The
@@ -29,11 +30,12 @@ ARTIFACT_PREFIX = "artifact."
 ArtifactReader = Callable[[str], str]
 
 
-class TemplateError(ValueError):
-    """A required template reference could not be resolved; ``key`` names it."""
+class TemplateError(InvalidInput):
+    """A required reference of the instruction template could not be resolved;
+    ``key`` names the reference (the field is ``instruction``)."""
 
     def __init__(self, key: str, reason: str) -> None:
-        super().__init__(f"instruction template: {{{key}}}: {reason}")
+        super().__init__(f"{{{key}}}: {reason}", field="instruction")
         self.key = key
 
 

@@ -38,6 +38,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mnemoray.errors import StoreCorrupt
 from mnemoray.memory.faults import crash_point
 from mnemoray.memory.files import atomic_write
 from mnemoray.memory.layout import (
@@ -118,8 +119,8 @@ def _merge_shard(store: MemoryStore, snap: StoreSnapshot, shard: int,
     for entry in entries:
         table = pq.read_table(parquet_path(store.root, shard, entry.name))
         if table.num_rows != entry.rows:
-            raise StoreError(f"compact: segment {entry.name} has {table.num_rows} rows, "
-                             f"manifest says {entry.rows}")
+            raise StoreCorrupt(f"compact: segment {entry.name} has {table.num_rows} rows, "
+                               f"manifest says {entry.rows}")
         before += table.num_rows
         keep = _live_mask(snap, shard, entry.name, now)
         if keep is not None:
@@ -154,8 +155,8 @@ def compact_store(store: MemoryStore, *, max_segment_rows: int = DEFAULT_MAX_SEG
     loaded the previous manifest may still open them).
     """
     if not isinstance(max_segment_rows, int) or max_segment_rows < 1:
-        raise StoreError(f"max_segment_rows: must be a positive integer, got "
-                         f"{max_segment_rows!r}")
+        raise StoreError("must be a positive integer, got "
+                         f"{max_segment_rows!r}", field="max_segment_rows")
     started = time.perf_counter()
     if getattr(store, "load_shards", None) is not None:
         store = MemoryStore(store.root)  # every shard must be visible to merge it

@@ -1,4 +1,4 @@
-"""Distill a session into memory records (DESIGN.md "Memory").
+"""Distill a session into memory records (docs/architecture.md, "Memory records").
 
 A session becomes several kinds of record, so nothing is lost to
 summarization and every record names exactly the events it came from:
@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mnemoray.errors import InvalidInput
 from mnemoray.events import Event, iso
 from mnemoray.memory.record import Memory, MemoryKind
 from mnemoray.session import Session
@@ -64,10 +65,11 @@ def distill_session(session: Session, summarizer: Summarizer, *, chunk_turns: in
     current time, which is also every record's ``created_at``).
     """
     if not isinstance(chunk_turns, int) or isinstance(chunk_turns, bool) or chunk_turns < 1:
-        raise ValueError(f"chunk_turns: must be a positive int, got {chunk_turns!r}")
+        raise InvalidInput(f"must be a positive int, got {chunk_turns!r}", field="chunk_turns")
     if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float))
                               or ttl_s <= 0):
-        raise ValueError(f"ttl_s: must be a positive number of seconds or None, got {ttl_s!r}")
+        raise InvalidInput(f"must be a positive number of seconds or None, got {ttl_s!r}",
+                           field="ttl_s")
     if not callable(getattr(summarizer, "summarize", None)):
         raise TypeError(f"summarizer: expected a Summarizer, got {type(summarizer).__name__}")
     events = [e for e in session.events if not e.partial]

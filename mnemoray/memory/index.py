@@ -14,48 +14,49 @@ from typing import Any, Literal, get_args
 import faiss
 import numpy as np
 
+from mnemoray.errors import InvalidInput, StoreCorrupt
 from mnemoray.memory.files import atomic_write
 
 IndexKind = Literal["flat", "hnsw", "ivf", "auto"]
 INDEX_KINDS: tuple[str, ...] = get_args(IndexKind)
 
-# "auto" stays exact (flat) below this many vectors. Measured here (1 core, 384-d):
-# a flat query over 50k vectors costs ~3 ms, fine for a segment; past that the
-# scan grows linearly while HNSW stays ~0.1-1 ms, and the HNSW build (~15 s per
-# 50k random 384-d vectors, less on real embeddings) is paid once per segment.
+# "auto" stays exact (flat) below this many vectors: a flat scan is cheap at segment
+# size but grows linearly, while HNSW stays flat and its build is paid once per
+# segment (figures: benchmarks/README.md, "Design measurements").
 AUTO_FLAT_MAX = 50_000
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
-# Measured on 20k random 32-d vectors: efSearch 64 -> recall@10 0.985,
-# 128 -> 0.998 at ~0.09 ms/query. Random vectors are the hard case; real
-# sentence embeddings have more structure and recall better at the same ef.
+# Near-exact recall@10 on random vectors (the hard case) at a small per-query cost;
+# real sentence embeddings have more structure and recall better at the same ef.
 HNSW_EF_SEARCH = 128
 # A filtered ANN query whose allowed set is this small is answered exactly by
-# gathering those rows (<1 ms at 384-d): exact beats a graph walk that must
-# skip most of the nodes it visits.
+# gathering those rows: exact beats a graph walk that must skip most of the nodes
+# it visits.
 EXACT_SUBSET_MAX = 8192
 NORM_TOLERANCE = 1e-3
 
 
-class VectorIndexError(ValueError):
-    """Bad vectors, query or index file; the message names what is wrong."""
+class VectorIndexError(InvalidInput):
+    """Bad vectors or query; ``field`` names what is wrong. (A missing or unreadable
+    index file is :class:`mnemoray.errors.StoreCorrupt`.)"""
 
 
 def check_vectors(vectors: Any, name: str = "vectors") -> np.ndarray:
     """A C-contiguous (n, d) float32 array of finite, L2-normalised rows."""
     arr = np.ascontiguousarray(vectors, dtype=np.float32)
     if arr.ndim != 2:
-        raise VectorIndexError(f"{name}: expected a 2-d (n, dim) array, got shape {arr.shape}")
+        raise VectorIndexError(f"expected a 2-d (n, dim) array, got shape {arr.shape}", field=name)
     if arr.shape[1] < 1:
-        raise VectorIndexError(f"{name}: dimension must be >= 1")
+        raise VectorIndexError("dimension must be >= 1", field=name)
     if not np.isfinite(arr).all():
-        raise VectorIndexError(f"{name}: contains NaN or infinite values")
+        raise VectorIndexError("contains NaN or infinite values", field=name)
     if len(arr):
         norms = np.linalg.norm(arr, axis=1)
         bad = np.flatnonzero(np.abs(norms - 1.0) > NORM_TOLERANCE)
         if len(bad):
             raise VectorIndexError(
-                f"{name}: row {bad[0]} has L2 norm {norms[bad[0]]:.4f}; rows must be normalised")
+                f"row {bad[0]} has L2 norm {norms[bad[0]]:.4f}; rows must be normalised",
+                field=name)
     return arr
 
 
@@ -64,21 +65,22 @@ def _check_query(query: Any, dim: int) -> np.ndarray:
     if q.ndim == 1:
         q = q[None, :]
     if q.ndim != 2 or q.shape[1] != dim:
-        raise VectorIndexError(f"query: expected shape ({dim},) or (n, {dim}), got {q.shape}")
+        raise VectorIndexError(f"expected shape ({dim},) or (n, {dim}), got {q.shape}",
+                               field="query")
     if not np.isfinite(q).all():
-        raise VectorIndexError("query: contains NaN or infinite values")
+        raise VectorIndexError("contains NaN or infinite values", field="query")
     return q
 
 
 def _check_k(k: int) -> None:
     if not isinstance(k, (int, np.integer)) or k < 1:
-        raise VectorIndexError(f"k: must be a positive integer, got {k!r}")
+        raise VectorIndexError(f"must be a positive integer, got {k!r}", field="k")
 
 
 def build_index(vectors: np.ndarray, kind: IndexKind = "auto") -> faiss.Index:
     """An inner-product FAISS index over ``vectors`` (row i gets id i)."""
     if kind not in INDEX_KINDS:
-        raise VectorIndexError(f"kind: {kind!r} is not one of {', '.join(INDEX_KINDS)}")
+        raise VectorIndexError(f"{kind!r} is not one of {', '.join(INDEX_KINDS)}", field="kind")
     x = check_vectors(vectors)
     n, dim = x.shape
     if kind == "auto":
@@ -91,7 +93,7 @@ def build_index(vectors: np.ndarray, kind: IndexKind = "auto") -> faiss.Index:
         index.hnsw.efSearch = HNSW_EF_SEARCH  # persisted in the file
     else:
         if n == 0:
-            raise VectorIndexError("kind: an ivf index needs training vectors, got 0 rows")
+            raise VectorIndexError("an ivf index needs training vectors, got 0 rows", field="kind")
         # ~4*sqrt(n) lists, but at least 39 training points per list (FAISS's minimum).
         nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
         quantizer = faiss.IndexFlatIP(dim)
@@ -117,7 +119,7 @@ def read_index(path: str | Path, mmap: bool = True) -> faiss.Index:
     """
     p = Path(path)
     if not p.is_file():
-        raise VectorIndexError(f"index file does not exist: {p}")
+        raise StoreCorrupt(f"index file does not exist: {p}")
     if mmap:
         for flags in (faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY,
                       faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY):
@@ -128,7 +130,7 @@ def read_index(path: str | Path, mmap: bool = True) -> faiss.Index:
     try:
         return faiss.read_index(str(p))
     except RuntimeError as exc:
-        raise VectorIndexError(f"cannot read FAISS index {p}: {exc}") from exc
+        raise StoreCorrupt(f"cannot read FAISS index {p}: {exc}") from exc
 
 
 class _Pinned:
@@ -180,12 +182,13 @@ def _as_allowed_ids(allowed: np.ndarray, ntotal: int) -> np.ndarray:
     arr = np.asarray(allowed)
     if arr.dtype == bool:
         if arr.shape != (ntotal,):
-            raise VectorIndexError(f"allowed: a mask needs shape ({ntotal},), got {arr.shape}")
+            raise VectorIndexError(f"a mask needs shape ({ntotal},), got {arr.shape}",
+                                   field="allowed")
         return np.flatnonzero(arr)
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
-        raise VectorIndexError("allowed: expected a boolean mask or a 1-d array of row ids")
+        raise VectorIndexError("expected a boolean mask or a 1-d array of row ids", field="allowed")
     if len(arr) and (arr.min() < 0 or arr.max() >= ntotal):
-        raise VectorIndexError(f"allowed: row ids must lie in [0, {ntotal})")
+        raise VectorIndexError(f"row ids must lie in [0, {ntotal})", field="allowed")
     return np.unique(arr)
 
 
@@ -217,8 +220,8 @@ def _slice_scores(vectors: np.ndarray, q: np.ndarray, start: int, end: int) -> n
     if vectors.flags.aligned or not vectors.flags.c_contiguous:
         return q @ vectors[start:end].T
     # A memory-mapped index stores its floats at an odd file offset; numpy
-    # cannot hand misaligned data to BLAS (0.6 ms per 10k x 384 slice), FAISS's
-    # SIMD kernel reads it in place (0.25 ms) without a copy.
+    # cannot hand misaligned data to BLAS and copies first, FAISS's SIMD kernel
+    # reads it in place.
     out = np.empty((len(q), end - start), dtype=np.float32)
     if end > start:
         base = vectors.ctypes.data + start * vectors.strides[0]
@@ -236,10 +239,8 @@ def search_range(index_or_vectors: faiss.Index | np.ndarray, query: np.ndarray, 
 
     ``mask`` (bool, length end - start) drops rows (tombstoned, expired,
     filtered). Scoring the slice directly wins whenever raw vectors are
-    reachable. Measured for a 10k-row slice of 50k rows, 384-d, one query:
-    numpy matvec 0.12 ms (in RAM) / FAISS kernel 0.25 ms (memory-mapped),
-    vs 0.5-0.84 ms for IndexFlatIP + IDSelectorRange, which tests all 50k ids
-    against the selector. IVF falls back to an exhaustive selector search.
+    reachable: ``IndexFlatIP`` + ``IDSelectorRange`` would test every id of the
+    index against the selector. IVF falls back to an exhaustive selector search.
     """
     _check_k(k)
     if isinstance(index_or_vectors, faiss.Index):
@@ -248,14 +249,15 @@ def search_range(index_or_vectors: faiss.Index | np.ndarray, query: np.ndarray, 
     else:
         vectors = np.asarray(index_or_vectors)
         if vectors.ndim != 2 or vectors.dtype != np.float32:
-            raise VectorIndexError("vectors: expected a 2-d float32 array")
+            raise VectorIndexError("expected a 2-d float32 array", field="vectors")
         n, dim = vectors.shape
     if not 0 <= start <= end <= n:
-        raise VectorIndexError(f"range: [{start}, {end}) is not within [0, {n})")
+        raise VectorIndexError(f"[{start}, {end}) is not within [0, {n})", field="range")
     if mask is not None:
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (end - start,):
-            raise VectorIndexError(f"mask: expected shape ({end - start},), got {mask.shape}")
+            raise VectorIndexError(f"expected shape ({end - start},), got {mask.shape}",
+                                   field="mask")
     q = _check_query(query, dim)
     if vectors is None:
         ids = np.arange(start, end) if mask is None else start + np.flatnonzero(mask)

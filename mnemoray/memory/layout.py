@@ -1,4 +1,4 @@
-"""Where things live in a memory store directory (DESIGN.md "Storage").
+"""Where things live in a memory store directory (docs/architecture.md, "The store format").
 
 ```
 STORE/
@@ -19,6 +19,8 @@ import time
 import uuid
 from pathlib import Path
 
+from mnemoray.errors import InvalidInput
+
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 MEMORIES_DIR = "memories"
@@ -35,7 +37,7 @@ def shard_of(app_name: str, user_id: str, shards: int) -> int:
     (Python's hash() of a str is salted per process, so it cannot be used.)
     """
     if shards < 1:
-        raise ValueError(f"shards: must be >= 1, got {shards}")
+        raise InvalidInput(f"must be >= 1, got {shards}", field="shards")
     digest = hashlib.blake2b(f"{app_name}\x1f{user_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % shards
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mnemoray.errors import InvalidInput, StoreCorrupt
 from mnemoray.memory.files import atomic_write_bytes
 from mnemoray.memory.layout import MANIFEST
 
@@ -21,8 +22,11 @@ FORMAT_VERSION = 1
 KEYWORD_ONLY_MODEL = "none"
 
 
-class StoreError(ValueError):
-    """A memory store operation was given bad input or found a bad store."""
+class StoreError(InvalidInput):
+    """A memory store operation was given bad input; ``field`` names it.
+
+    A damaged store (manifest, segment or index file) raises
+    :class:`mnemoray.errors.StoreCorrupt` instead: not the caller's fault."""
 
 
 @dataclass(frozen=True)
@@ -87,15 +91,16 @@ class Manifest:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Manifest:
         if raw.get("format") != FORMAT:
-            raise StoreError(f"manifest: format is {raw.get('format')!r}, expected {FORMAT!r}")
+            raise StoreCorrupt(f"manifest: format is {raw.get('format')!r}, expected {FORMAT!r}")
         if raw.get("format_version") != FORMAT_VERSION:
-            raise StoreError(f"manifest: unsupported format_version {raw.get('format_version')!r}")
+            raise StoreCorrupt(
+                f"manifest: unsupported format_version {raw.get('format_version')!r}")
         shards = int(raw["shards"])
         segments: list[list[SegmentEntry]] = [[] for _ in range(shards)]
         for key, entries in raw["segments"].items():
             shard = int(key)
             if not 0 <= shard < shards:
-                raise StoreError(f"manifest: segment shard {key} outside 0..{shards - 1}")
+                raise StoreCorrupt(f"manifest: segment shard {key} outside 0..{shards - 1}")
             segments[shard] = [SegmentEntry(e["name"], int(e["rows"]), int(e["version"]),
                                             e["index"]) for e in entries]
         embedding = raw.get("embedding")
@@ -122,7 +127,7 @@ def read_manifest(root: Path) -> Manifest | None:
     try:
         return Manifest.from_dict(json.loads(text))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"manifest: {path} is not a valid manifest ({exc})") from exc
+        raise StoreCorrupt(f"manifest: {path} is not a valid manifest ({exc})") from exc
 
 
 def write_manifest(root: Path, manifest: Manifest) -> None:

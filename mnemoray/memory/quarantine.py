@@ -24,12 +24,12 @@ def write_quarantine(root: Path, rows: Sequence[Mapping[str, Any]]) -> int:
     lines = []
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise StoreError(f"rows[{i}]: expected a mapping, got {type(row).__name__}")
+            raise StoreError(f"expected a mapping, got {type(row).__name__}", field=f"rows[{i}]")
         for key in ("location", "reason"):
             if not isinstance(row.get(key), str) or not row.get(key):
-                raise StoreError(f"rows[{i}].{key}: expected a non-empty string")
+                raise StoreError("expected a non-empty string", field=f"rows[{i}].{key}")
         if "raw" not in row:
-            raise StoreError(f"rows[{i}].raw: missing")
+            raise StoreError("missing", field=f"rows[{i}].raw")
         # Never fail to quarantine: values JSON cannot hold are kept as their repr.
         raw = json.loads(json.dumps(row["raw"], ensure_ascii=False, default=repr))
         key = hashlib.sha256(json.dumps([row["location"], row["reason"], raw],

@@ -1,4 +1,4 @@
-"""The memory record: one searchable unit distilled from a session (DESIGN.md "Memory")."""
+"""The memory record: one searchable unit distilled from a session."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from mnemoray.errors import InvalidInput
+
 MemoryKind = Literal["session_summary", "fact", "chunk", "compaction_summary"]
 MEMORY_KINDS: tuple[str, ...] = get_args(MemoryKind)
 
 
-class MemoryRecordError(ValueError):
+class MemoryRecordError(InvalidInput):
     """A memory record is malformed; the message names the field."""
 
 
@@ -54,11 +56,12 @@ class Memory:
         for name in ("app_name", "user_id", "session_id"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
-                raise MemoryRecordError(f"{name}: must be a non-empty string")
+                raise MemoryRecordError("must be a non-empty string", field=name)
         if self.kind not in MEMORY_KINDS:
-            raise MemoryRecordError(f"kind: {self.kind!r} is not one of {', '.join(MEMORY_KINDS)}")
+            raise MemoryRecordError(f"{self.kind!r} is not one of {', '.join(MEMORY_KINDS)}",
+                                    field="kind")
         if not isinstance(self.text, str) or not self.text.strip():
-            raise MemoryRecordError("text: must be a non-empty string")
+            raise MemoryRecordError("must be a non-empty string", field="text")
         if not self.key_text:
             object.__setattr__(self, "key_text", self.text)
         if not self.content_hash:
@@ -99,12 +102,12 @@ class Memory:
         known = set(cls.__dataclass_fields__)
         unknown = set(raw) - known
         if unknown:
-            raise MemoryRecordError(f"{sorted(unknown)[0]}: unknown memory field")
+            raise MemoryRecordError("unknown memory field", field=sorted(unknown)[0])
         kwargs = {k: v for k, v in raw.items() if v is not None}
         for name in ("source_event_ids", "topics", "key_facts", "entities"):
             if name in kwargs:
                 if not isinstance(kwargs[name], (list, tuple, np.ndarray)):
-                    raise MemoryRecordError(f"{name}: expected a list")
+                    raise MemoryRecordError("expected a list", field=name)
                 kwargs[name] = tuple(str(x) for x in kwargs[name])
         if "embedding" in kwargs:
             kwargs["embedding"] = np.asarray(kwargs["embedding"], dtype=np.float32)

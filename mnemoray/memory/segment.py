@@ -18,10 +18,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mnemoray.errors import StoreCorrupt
 from mnemoray.memory.files import atomic_write
 from mnemoray.memory.index import IndexKind, build_index, flat_vectors, read_index, write_index
 from mnemoray.memory.layout import faiss_path, parquet_path
-from mnemoray.memory.manifest import SegmentEntry, StoreError
+from mnemoray.memory.manifest import SegmentEntry
 from mnemoray.memory.record import Memory
 
 STRING_FIELDS = ("memory_id", "app_name", "user_id", "session_id", "kind", "text", "key_text",
@@ -121,7 +122,7 @@ def tenant_ranges(table: pa.Table) -> tuple[dict[Tenant, Range], dict[str, Range
         spans = frame.group_by(keys, maintain_order=True).agg(
             start=pl.col("row").min(), end=pl.col("row").max() + 1, n=pl.len())
         if (spans["end"] - spans["start"] != spans["n"]).any():
-            raise StoreError(f"segment rows are not sorted by {', '.join(keys)}")
+            raise StoreCorrupt(f"segment rows are not sorted by {', '.join(keys)}")
         names = spans.select(keys).rows()
         ranges.append({(key if len(keys) == 2 else key[0]): (int(s), int(e))
                        for key, s, e in zip(names, spans["start"], spans["end"], strict=True)})
@@ -154,23 +155,26 @@ class LoadedSegment:
     def load(cls, root: Path, shard: int, entry: SegmentEntry, dim: int) -> LoadedSegment:
         ppath = parquet_path(root, shard, entry.name)
         if not ppath.is_file():
-            raise StoreError(f"segment file listed in the manifest is missing: {ppath}")
+            raise StoreCorrupt(f"segment file listed in the manifest is missing: {ppath}")
         index = read_index(faiss_path(root, shard, entry.name)) if entry.index else None
         # Flat/HNSW vectors are a zero-copy view of the memory-mapped index, so
         # the Parquet embedding column is not decoded a second time.
         vectors = flat_vectors(index) if index is not None else None
         columns = [f.name for f in memory_schema(0)]
-        table = pq.read_table(ppath, memory_map=True,
-                              columns=columns + ([EMBEDDING] if dim and vectors is None else []))
+        try:
+            table = pq.read_table(ppath, memory_map=True, columns=columns + (
+                [EMBEDDING] if dim and vectors is None else []))
+        except (OSError, pa.ArrowException) as exc:  # truncated, overwritten, wrong schema
+            raise StoreCorrupt(f"cannot read segment {ppath}: {exc}") from exc
         if dim and vectors is None:
             vectors = table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, dim)
             table = table.drop_columns([EMBEDDING])
         if table.num_rows != entry.rows:
-            raise StoreError(f"segment {ppath} has {table.num_rows} rows, manifest says "
-                             f"{entry.rows}")
+            raise StoreCorrupt(f"segment {ppath} has {table.num_rows} rows, manifest says "
+                               f"{entry.rows}")
         if vectors is not None and vectors.shape != (entry.rows, dim):
-            raise StoreError(f"segment {entry.name}: vectors have shape {vectors.shape}, "
-                             f"expected ({entry.rows}, {dim})")
+            raise StoreCorrupt(f"segment {entry.name}: vectors have shape {vectors.shape}, "
+                               f"expected ({entry.rows}, {dim})")
         ranges, app_ranges = tenant_ranges(table)
         expires = table["expires_at"].to_numpy(zero_copy_only=False).astype(np.float64)
         finite = expires[~np.isnan(expires)]

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from mnemoray.errors import InvalidInput
 from mnemoray.memory.distill import is_turn
 from mnemoray.session import Session
 from mnemoray.session_store import SessionNotFoundError, SessionNotice, SessionStore
@@ -71,19 +72,19 @@ class TriggerConfig:
 
     def __post_init__(self) -> None:
         if self.type not in TRIGGER_TYPES:
-            raise ValueError(f"TriggerConfig.type: {self.type!r} is not one of "
-                             f"{', '.join(TRIGGER_TYPES)}")
+            raise InvalidInput(f"{self.type!r} is not one of "
+                               f"{', '.join(TRIGGER_TYPES)}", field="TriggerConfig.type")
         if isinstance(self.inactivity_s, bool) or not isinstance(self.inactivity_s, (int, float)) \
                 or self.inactivity_s < 0:
-            raise ValueError(f"TriggerConfig.inactivity_s: must be a number >= 0, "
-                             f"got {self.inactivity_s!r}")
+            raise InvalidInput("must be a number >= 0, "
+                               f"got {self.inactivity_s!r}", field="TriggerConfig.inactivity_s")
         if isinstance(self.message_count, bool) or not isinstance(self.message_count, int) \
                 or self.message_count < 1:
-            raise ValueError(f"TriggerConfig.message_count: must be an int >= 1, "
-                             f"got {self.message_count!r}")
+            raise InvalidInput("must be an int >= 1, "
+                               f"got {self.message_count!r}", field="TriggerConfig.message_count")
         if isinstance(self.app_names, str):
-            raise ValueError("TriggerConfig.app_names: expected a list of app names, "
-                             "got a single string")
+            raise InvalidInput("expected a list of app names, "
+                               "got a single string", field="TriggerConfig.app_names")
         object.__setattr__(self, "app_names", tuple(self.app_names))
 
 
@@ -271,7 +272,7 @@ class IngestionTrigger:
         """Run :meth:`poll` every ``interval_s`` in a daemon thread (servers)."""
         if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) \
                 or interval_s <= 0:
-            raise ValueError(f"interval_s: must be a positive number, got {interval_s!r}")
+            raise InvalidInput(f"must be a positive number, got {interval_s!r}", field="interval_s")
         if self._thread is not None and self._thread.is_alive():
             raise RuntimeError("the background poller is already running; stop() it first")
         apps = None if app_names is None else list(app_names)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mnemoray.errors import InvalidInput
 from mnemoray.summarizers.base import Fact, Summarizer, Summary
 from mnemoray.summarizers.extractive import ExtractiveSummarizer
 
@@ -44,7 +45,7 @@ _REGISTRY: dict[str, SummarizerFactory] = {
 def register_summarizer(name: str, factory: SummarizerFactory) -> None:
     """Make ``get_summarizer(name, **options)`` call ``factory(**options)``."""
     if not isinstance(name, str) or not name:
-        raise ValueError(f"summarizer name: must be a non-empty string, got {name!r}")
+        raise InvalidInput(f"summarizer name: must be a non-empty string, got {name!r}")
     if not callable(factory):
         raise TypeError(f"summarizer {name!r}: factory must be callable")
     _REGISTRY[name] = factory
@@ -58,8 +59,8 @@ def get_summarizer(name: str, **options: Any) -> Summarizer:
     """A configured summarizer; an unknown name is an error listing the known ones."""
     factory = _REGISTRY.get(name)
     if factory is None:
-        raise ValueError(f"unknown summarizer {name!r}; known: "
-                         f"{', '.join(available_summarizers())}")
+        raise InvalidInput(f"unknown summarizer {name!r}; known: "
+                           f"{', '.join(available_summarizers())}")
     fallback = options.get("fallback")
     if isinstance(fallback, str):  # e.g. --summarizer-option fallback=extractive
         options["fallback"] = get_summarizer(fallback)

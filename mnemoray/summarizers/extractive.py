@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
 from mnemoray.summarizers.base import Fact, Summarizer, Summary
 from mnemoray.text import STOPWORDS, split_sentences, stem, terms, words
@@ -155,7 +156,7 @@ class ExtractiveSummarizer(Summarizer):
     ``tool_weight`` scales the score of rendered tool calls and results.
 
     ``embedder`` (an :class:`~mnemoray.embedders.Embedder`, or a spec string
-    for :func:`~mnemoray.embedders.load_embedder` such as ``"default"``)
+    for :func:`~mnemoray.embedders.open_embedder` such as ``"default"``)
     switches salience to embedding centrality (mean cosine of a sentence to
     all the others) and selection to MMR with ``mmr_lambda`` (relevance vs.
     similarity to what is already chosen). Without one, sparse TF-IDF is used.
@@ -172,12 +173,12 @@ class ExtractiveSummarizer(Summarizer):
                               ("max_topics", max_topics), ("max_entities", max_entities),
                               ("max_sentence_chars", max_sentence_chars)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{option}: must be a positive int, got {value!r}")
+                raise InvalidInput(f"must be a positive int, got {value!r}", field=option)
         for option, value in (("redundancy", redundancy), ("tool_weight", tool_weight),
                               ("mmr_lambda", mmr_lambda)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not 0.0 <= value <= 1.0:
-                raise ValueError(f"{option}: must be a number in [0, 1], got {value!r}")
+                raise InvalidInput(f"must be a number in [0, 1], got {value!r}", field=option)
         self.max_sentences = max_sentences
         self.max_chars = max_chars
         self.max_topics = max_topics
@@ -190,10 +191,10 @@ class ExtractiveSummarizer(Summarizer):
         # the model once per worker process instead of shipping it.
         self._embedder_spec: str | None = None
         if isinstance(embedder, str):
-            from mnemoray.embedders import load_embedder
+            from mnemoray.embedders import open_embedder
 
             self._embedder_spec = embedder
-            embedder = load_embedder(embedder)  # "none"/"keyword" -> None: TF-IDF
+            embedder = open_embedder(embedder)  # "none"/"keyword" -> None: TF-IDF
         if embedder is not None and not callable(getattr(embedder, "encode", None)):
             raise TypeError(f"embedder: expected an Embedder, a spec string or None, "
                             f"got {type(embedder).__name__}")
@@ -208,9 +209,9 @@ class ExtractiveSummarizer(Summarizer):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if self._embedder_spec is not None:
-            from mnemoray.embedders import load_embedder
+            from mnemoray.embedders import open_embedder
 
-            self.embedder = load_embedder(self._embedder_spec)
+            self.embedder = open_embedder(self._embedder_spec)
 
     # -- entry point ---------------------------------------------------------
     def summarize(self, events: Sequence[Event]) -> Summary:

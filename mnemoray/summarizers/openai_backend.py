@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
 from mnemoray.summarizers.base import Summarizer
 from mnemoray.summarizers.errors import BackendRequestError
@@ -69,11 +70,13 @@ class OpenAISummarizer(LLMSummarizer):
                  extra_body: dict[str, Any] | None = None) -> None:
         super().__init__(fallback)
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url: expected http(s)://host[:port]/v1, got {base_url!r}")
+            raise InvalidInput(f"expected http(s)://host[:port]/v1, got {base_url!r}",
+                               field="base_url")
         if not model:
-            raise ValueError("model: a model name is required (the server's served model id)")
+            raise InvalidInput("a model name is required (the server's served model id)",
+                               field="model")
         if max_retries < 0 or concurrency < 1:
-            raise ValueError("max_retries must be >= 0 and concurrency >= 1")
+            raise InvalidInput("max_retries must be >= 0 and concurrency >= 1")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.model_id = f"openai:{model}"

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
 from mnemoray.summarizers.base import Summarizer
 from mnemoray.summarizers.errors import BackendUnavailableError, PromptTooLongError
@@ -42,9 +43,9 @@ class TransformersSummarizer(LLMSummarizer):
                  batch_size: int = 8) -> None:
         super().__init__(fallback)
         if kind not in ("auto", "seq2seq", "causal"):
-            raise ValueError(f"kind: {kind!r} is not one of auto, seq2seq, causal")
+            raise InvalidInput(f"{kind!r} is not one of auto, seq2seq, causal", field="kind")
         if max_new_tokens < 1 or batch_size < 1:
-            raise ValueError("max_new_tokens and batch_size must be positive")
+            raise InvalidInput("max_new_tokens and batch_size must be positive")
         path = Path(model_path).expanduser()
         if not path.is_dir():
             raise FileNotFoundError(f"model_path {model_path!r} is not a local directory; the "
@@ -86,8 +87,8 @@ class TransformersSummarizer(LLMSummarizer):
         self.max_input_tokens = None if limit is None else (
             limit - max_new_tokens if kind == "causal" else limit)
         if self.max_input_tokens is not None and self.max_input_tokens < 1:
-            raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in "
-                             f"a model with {limit} positions")
+            raise InvalidInput(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in "
+                               f"a model with {limit} positions")
         self._eos_ids = self._stop_ids()
 
     def _stop_ids(self) -> set[int]:

@@ -1,0 +1,69 @@
+"""What the HTTP routes need from the server behind them (the ingress replica).
+
+The routes (``serve/routes``) depend on this protocol only, never on the Ray
+deployment class: they can be served, tested and read without Ray, and the
+deployment imports the routes, not the other way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mnemoray.artifacts import ArtifactStore
+from mnemoray.session_store import SessionStore
+from serve.auth import ApiKeys
+from serve.metrics import Metrics
+
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """The HTTP edge's own settings: who may call, and how big a body may be."""
+
+    keys: ApiKeys = field(default_factory=ApiKeys.none)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    allow_remote_without_keys: bool = False
+    #: Add ``X-Request-ID`` to responses. Off behind Ray Serve: its proxy adds the
+    #: header itself, with the id it put in the request (the one this app uses).
+    echo_request_id: bool = True
+
+
+class MemoryBackend(Protocol):
+    """One replica's memory, sessions, artifacts and compiler, as the routes call them.
+
+    Blocking work goes through :meth:`run_io` (a thread pool) so the event loop
+    keeps answering recalls. Errors are :class:`mnemoray.errors.MnemorayError`
+    subclasses; the HTTP edge maps them to statuses by class.
+    """
+
+    metrics: Metrics
+    sessions: SessionStore
+    artifacts: ArtifactStore
+
+    async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
+                     filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+        """``{"memories": [...], "store_version": ...}``, best first."""
+        ...
+
+    async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
+        """One tenant-scoped memory operation: ``add_session``, ``add_memories``,
+        ``list_memories``, ``forget_memory``, ``forget_user``."""
+        ...
+
+    async def run_io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` off the event loop."""
+        ...
+
+    async def compile(self, app_name: str, user_id: str, session_id: str,
+                      agent: Mapping[str, Any], new_message: str | None,
+                      temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The CompiledRequest dict of one model call."""
+        ...
+
+    def end_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+        """End a session (blocking: run it through :meth:`run_io`); the answer reports
+        the memory ingestion it triggered."""
+        ...

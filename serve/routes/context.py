@@ -1,0 +1,36 @@
+"""Compile the working context of one model call."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter
+
+from mnemoray.compiler import AgentSpec
+from mnemoray.compiler.template import TemplateError
+from mnemoray.errors import InvalidInput
+from serve.routes.deps import Backend, Caller, elapsed_ms
+from serve.schemas import CompileRequest
+
+router = APIRouter(tags=["context"])
+
+
+@router.post("/v1/context:compile",
+             summary="Compile the working context of one model call (CompiledRequest)")
+async def compile_context(body: CompileRequest, caller: Caller,
+                          backend: Backend) -> dict[str, Any]:
+    start = time.perf_counter()
+    caller.check(body.app_name)
+    agent = body.agent.model_dump()
+    try:  # the agent checks pydantic cannot express (tools), as request fields agent.*
+        AgentSpec(**agent)
+    except InvalidInput as exc:
+        raise exc.within("agent") from exc
+    try:
+        out = await backend.compile(body.app_name, body.user_id, body.session_id, agent,
+                                    body.new_message, body.temp_state)
+    except TemplateError as exc:  # the template is the request's agent.instruction
+        raise exc.within("agent") from exc
+    out["took_ms"] = elapsed_ms(start)
+    return out

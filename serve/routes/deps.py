@@ -1,0 +1,34 @@
+"""Dependencies shared by the routes: the backend and the authenticated caller."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+
+from serve.auth import Principal, authenticate
+from serve.backend import HttpConfig, MemoryBackend
+from serve.schemas import MAX_ID_CHARS
+
+
+async def backend(request: Request) -> MemoryBackend:
+    return request.app.state.backend
+
+
+async def principal(request: Request) -> Principal:
+    """The caller (a dependency of every route but /healthz)."""
+    http: HttpConfig = request.app.state.http
+    client = request.client.host if request.client else None
+    return authenticate(http.keys, request.headers.get("authorization"), client,
+                        allow_remote_without_keys=http.allow_remote_without_keys)
+
+
+# Module level: FastAPI resolves (string) annotations in the route module's namespace.
+Backend = Annotated[MemoryBackend, Depends(backend)]
+Caller = Annotated[Principal, Depends(principal)]
+IdQuery = Annotated[str, Query(min_length=1, max_length=MAX_ID_CHARS)]
+
+
+def elapsed_ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)

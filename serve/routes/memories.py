@@ -1,0 +1,121 @@
+"""Recall, add, list and forget a user's memories."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from mnemoray.errors import NotFound
+from serve.routes.deps import Backend, Caller, IdQuery, elapsed_ms
+from serve.schemas import (
+    MAX_ID_CHARS,
+    MAX_PAGE,
+    MAX_QUERY_CHARS,
+    MAX_TOP_K,
+    AddMemoriesRequest,
+    AddMemoriesResponse,
+    ForgetResponse,
+    Kind,
+    MemoryPage,
+    Mode,
+    RecallRequest,
+    RecallResponse,
+)
+
+router = APIRouter(tags=["memory"])
+
+
+def _num(value: str | None) -> float | str | None:
+    """A query-string time: epoch seconds as a number, else the ISO-8601 text."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+@router.post("/v1/recall", response_model=RecallResponse,
+             summary="Best memories of one user for a query")
+async def recall(body: RecallRequest, caller: Caller, backend: Backend) -> JSONResponse:
+    start = time.perf_counter()
+    caller.check(body.app_name)
+    out = await backend.recall(body.app_name, body.user_id, body.query, body.top_k,
+                               body.filters.model_dump(exclude_none=True)
+                               if body.filters else None, body.mode)
+    out["took_ms"] = elapsed_ms(start)
+    # Built by the server itself: skip re-validating it against the response model.
+    return JSONResponse(out)
+
+
+@router.get("/v1/recall", response_model=RecallResponse,
+            summary="Recall with query parameters (no request body: saves Serve's body "
+            "round trip to the proxy)")
+async def recall_get(caller: Caller, backend: Backend, app_name: IdQuery, user_id: IdQuery,
+                     query: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
+                     top_k: Annotated[int, Query(ge=1, le=MAX_TOP_K)] = 5,
+                     mode: Mode | None = None,
+                     session_id: Annotated[str | None, Query(
+                         min_length=1, max_length=MAX_ID_CHARS)] = None,
+                     after: Annotated[str | None, Query(max_length=64)] = None,
+                     before: Annotated[str | None, Query(max_length=64)] = None,
+                     kinds: Annotated[list[Kind] | None, Query()] = None,
+                     ) -> JSONResponse:
+    start = time.perf_counter()
+    caller.check(app_name)
+    filters = {k: v for k, v in (("session_id", session_id), ("after", _num(after)),
+                                 ("before", _num(before)), ("kinds", kinds))
+               if v is not None}
+    out = await backend.recall(app_name, user_id, query, top_k, filters or None, mode)
+    out["took_ms"] = elapsed_ms(start)
+    return JSONResponse(out)
+
+
+@router.post("/v1/memories", response_model=AddMemoriesResponse, status_code=201,
+             summary="Add a session (distilled) or raw memories")
+async def add_memories(body: AddMemoriesRequest, caller: Caller,
+                       backend: Backend) -> dict[str, Any]:
+    start = time.perf_counter()
+    caller.check(body.app_name)
+    if body.session is not None:
+        out = await backend.memory_op("add_session", body.app_name, body.user_id,
+                                      session=body.session)
+    else:
+        out = await backend.memory_op("add_memories", body.app_name, body.user_id,
+                                      memories=[m.model_dump() for m in body.memories or ()])
+    out["took_ms"] = elapsed_ms(start)
+    return out
+
+
+@router.get("/v1/memories", response_model=MemoryPage,
+            summary="A user's memories, oldest first, paged")
+async def list_memories(caller: Caller, backend: Backend, app_name: IdQuery,
+                        user_id: IdQuery,
+                        cursor: Annotated[str | None, Query(max_length=1024)] = None,
+                        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+                        ) -> dict[str, Any]:
+    caller.check(app_name)
+    return await backend.memory_op("list_memories", app_name, user_id, cursor=cursor,
+                                   limit=limit)
+
+
+@router.delete("/v1/memories/{memory_id}", response_model=ForgetResponse,
+               summary="Forget one memory of a user")
+async def forget_memory(memory_id: str, caller: Caller, backend: Backend, app_name: IdQuery,
+                        user_id: IdQuery) -> dict[str, Any]:
+    caller.check(app_name)
+    n = await backend.memory_op("forget_memory", app_name, user_id, memory_id=memory_id)
+    if not n:  # also when it is another user's: nothing leaks about other tenants
+        raise NotFound(f"no memory {memory_id!r} for this user", field="memory_id")
+    return {"forgotten": n}
+
+
+@router.delete("/v1/users/{app_name}/{user_id}/memories", response_model=ForgetResponse,
+               summary="Forget every memory of a user")
+async def forget_user(app_name: str, user_id: str, caller: Caller,
+                      backend: Backend) -> dict[str, Any]:
+    caller.check(app_name)
+    return {"forgotten": await backend.memory_op("forget_user", app_name, user_id)}

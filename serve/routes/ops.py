@@ -1,0 +1,21 @@
+"""Liveness and metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from serve.metrics import CONTENT_TYPE
+from serve.routes.deps import Backend, Caller
+
+router = APIRouter(tags=["ops"])
+
+
+@router.get("/healthz", summary="Liveness (no auth)")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/metrics", summary="Prometheus metrics of this replica", response_class=Response)
+async def metrics(caller: Caller, backend: Backend) -> Response:
+    return Response(backend.metrics.render(), media_type=CONTENT_TYPE)

@@ -1,0 +1,93 @@
+"""Sessions: create, read, list, append events (optimistic), end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from mnemoray.events import Event, EventError
+from mnemoray.session import Session
+from mnemoray.session_store import SessionStore, StaleSessionError
+from serve.routes.deps import Backend, Caller, IdQuery
+from serve.schemas import (
+    AppendEventsRequest,
+    AppendEventsResponse,
+    CreateSessionRequest,
+    EndSessionRequest,
+    EndSessionResponse,
+    SessionList,
+    SessionOut,
+)
+
+router = APIRouter(tags=["sessions"])
+
+
+def session_out(session: Session) -> dict[str, Any]:
+    return {**session.to_dict(), "version": session.version}
+
+
+def parse_events(raw_events: list[dict[str, Any]], session_id: str) -> list[Event]:
+    events = []
+    for i, raw in enumerate(raw_events):
+        try:
+            events.append(Event.from_dict({**raw, "session_id": session_id}))
+        except EventError as exc:
+            raise exc.within(f"events[{i}]") from exc
+    return events
+
+
+def append_events(sessions: SessionStore, app_name: str, user_id: str, session_id: str,
+                  events: list[Event], expected_version: int | None) -> dict[str, Any]:
+    """Append in order (blocking); refuses a stale ``expected_version``."""
+    session = sessions.get_session(app_name, user_id, session_id)
+    if expected_version is not None and expected_version != session.version:
+        raise StaleSessionError(f"session {session_id!r} is at version {session.version}, "
+                                f"not {expected_version}; reload and retry",
+                                field="expected_version")
+    ids = [sessions.append_event(session, e).id for e in events]
+    return {"session_id": session_id, "version": session.version, "event_ids": ids}
+
+
+@router.post("/v1/sessions", response_model=SessionOut, status_code=201)
+async def create_session(body: CreateSessionRequest, caller: Caller,
+                         backend: Backend) -> dict[str, Any]:
+    caller.check(body.app_name)
+    session = await backend.run_io(backend.sessions.create_session, body.app_name,
+                                   body.user_id, body.session_id, body.state)
+    return session_out(session)
+
+
+@router.get("/v1/sessions", response_model=SessionList)
+async def list_sessions(caller: Caller, backend: Backend, app_name: IdQuery,
+                        user_id: IdQuery) -> dict[str, Any]:
+    caller.check(app_name)
+    infos = await backend.run_io(backend.sessions.list_sessions, app_name, user_id)
+    return {"sessions": [vars(i) for i in infos]}
+
+
+@router.get("/v1/sessions/{session_id}", response_model=SessionOut)
+async def get_session(session_id: str, caller: Caller, backend: Backend, app_name: IdQuery,
+                      user_id: IdQuery) -> dict[str, Any]:
+    caller.check(app_name)
+    return session_out(await backend.run_io(backend.sessions.get_session, app_name, user_id,
+                                            session_id))
+
+
+@router.post("/v1/sessions/{session_id}/events", response_model=AppendEventsResponse,
+             summary="Append events (optimistic: expected_version)")
+async def append_session_events(session_id: str, body: AppendEventsRequest, caller: Caller,
+                                backend: Backend) -> dict[str, Any]:
+    caller.check(body.app_name)
+    events = parse_events(body.events, session_id)
+    return await backend.run_io(append_events, backend.sessions, body.app_name, body.user_id,
+                                session_id, events, body.expected_version)
+
+
+@router.post("/v1/sessions/{session_id}:end", response_model=EndSessionResponse,
+             summary="End a session; memory ingestion runs per the configured trigger "
+             "before the response")
+async def end_session(session_id: str, body: EndSessionRequest, caller: Caller,
+                      backend: Backend) -> dict[str, Any]:
+    caller.check(body.app_name)
+    return await backend.run_io(backend.end_session, body.app_name, body.user_id, session_id)

@@ -1,0 +1,372 @@
+"""The HTTP edge without Ray: the routers over a test backend, and the error mapping
+(status by class, 500 + request id and no internals for bugs and damaged stores)."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.client import (
+    MnemorayAPIError,
+    MnemorayClient,
+    NotFoundAPIError,
+)
+from mnemoray.compiler.template import TemplateError
+from mnemoray.errors import (
+    ConfigError,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    MnemorayError,
+    NotFound,
+    PayloadTooLarge,
+    StoreCorrupt,
+    Unauthorized,
+    Unavailable,
+)
+from mnemoray.session_store import InMemorySessionStore, SessionNotFoundError
+from mnemoray.summarizers.errors import BackendRequestError
+from serve.api import build_api
+from serve.auth import ApiKeys
+from serve.backend import HttpConfig, MemoryBackend
+from serve.http_errors import INTERNAL_MESSAGE
+from serve.metrics import Metrics
+
+KEY = "routes-test-key-0123456789"
+WHO = {"app_name": "app", "user_id": "ana"}
+SERVE = Path(__file__).parent.parent / "serve"
+
+
+class FakeBackend:
+    """Sessions and artifacts in memory; recall / memory ops answer or raise as told."""
+
+    def __init__(self) -> None:
+        self.metrics = Metrics(lambda: {})
+        self.sessions = InMemorySessionStore()
+        self.artifacts = InMemoryArtifactStore()
+        self.fail: BaseException | None = None
+        self.forgotten = 1
+
+    def _maybe_fail(self) -> None:
+        if self.fail is not None:
+            raise self.fail
+
+    async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
+                     filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+        self._maybe_fail()
+        return {"memories": [], "store_version": 1, "echo": [query, top_k, filters, mode]}
+
+    async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
+        self._maybe_fail()
+        if op == "forget_memory":
+            return self.forgotten
+        return {"added": 0, "memories": []}
+
+    async def run_io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(fn, *args, **kwargs))
+
+    async def compile(self, app_name: str, user_id: str, session_id: str,
+                      agent: Mapping[str, Any], new_message: str | None,
+                      temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
+        self._maybe_fail()
+        return {"system_instruction": agent.get("instruction", "")}
+
+    def end_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+        session = self.sessions.get_session(app_name, user_id, session_id)
+        self.sessions.end_session(session)
+        return {"session_id": session_id, "ended_at": session.ended_at,
+                "ingestion": {"status": "not_run"}}
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    return FakeBackend()
+
+
+@pytest.fixture
+def client(backend: FakeBackend) -> TestClient:
+    typed: MemoryBackend = backend  # the test double satisfies the protocol
+    app = build_api(typed, HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"}),
+                                      max_body_bytes=4096))
+    # raise_server_exceptions off: assert on the answer a real client would get.
+    return TestClient(app, headers={"Authorization": f"Bearer {KEY}"},
+                      raise_server_exceptions=False)
+
+
+def recall(c: TestClient, **extra: Any) -> httpx.Response:
+    return c.post("/v1/recall", json={**WHO, "query": "tulips", **extra})
+
+
+def error_of(r: httpx.Response, status: int) -> dict[str, Any]:
+    assert r.status_code == status, (r.status_code, r.text)
+    err = r.json()["error"]
+    assert err["status"] == status
+    assert err["request_id"] and r.headers["x-request-id"] == err["request_id"]
+    return err
+
+
+# -- status by class -------------------------------------------------------------------------
+@pytest.mark.parametrize("exc, status", [
+    (InvalidInput("must be >= 1", field="top_k"), 422),
+    (ConfigError("unknown", field="mode"), 422),
+    (PayloadTooLarge("too big", field="memories"), 413),
+    (NotFound("no such thing"), 404),
+    (SessionNotFoundError("app", "ana", "s9"), 404),
+    (Conflict("already there"), 409),
+    (Unauthorized("who are you", field="authorization"), 401),
+    (Forbidden("not yours", field="app_name"), 403),
+    (Unavailable("model backend down"), 503),
+])
+def test_library_errors_map_to_their_class_status(client: TestClient, backend: FakeBackend,
+                                                  exc: MnemorayError, status: int) -> None:
+    backend.fail = exc
+    err = error_of(recall(client), status)
+    assert err["message"] == str(exc) and err["field"] == exc.field
+
+
+def test_unauthorized_asks_for_a_bearer_token(client: TestClient,
+                                              backend: FakeBackend) -> None:
+    backend.fail = Unauthorized("who are you")
+    assert recall(client).headers["www-authenticate"] == "Bearer"
+
+
+def test_a_bug_is_500_with_a_request_id_and_no_internals(
+        client: TestClient, backend: FakeBackend, caplog: pytest.LogCaptureFixture) -> None:
+    backend.fail = RuntimeError("boom at /srv/secret/path")
+    with caplog.at_level(logging.ERROR, logger="ray.serve"):
+        r = recall(client)
+    err = error_of(r, 500)
+    assert err["message"] == INTERNAL_MESSAGE and err["field"] is None
+    assert "secret" not in r.text and "RuntimeError" not in r.text
+    logged = [rec for rec in caplog.records if err["request_id"] in rec.getMessage()]
+    assert logged and logged[0].exc_info and "secret" in logged[0].getMessage()
+
+
+def test_a_private_error_keeps_its_status_but_not_its_message(
+        client: TestClient, backend: FakeBackend, caplog: pytest.LogCaptureFixture) -> None:
+    backend.fail = BackendRequestError("POST http://10.0.0.7:8001/v1/chat -> HTTP 400: bad",
+                                       status=400)
+    with caplog.at_level(logging.ERROR, logger="ray.serve"):
+        r = recall(client)
+    err = error_of(r, 503)
+    assert "10.0.0.7" not in r.text and "request_id" in err["message"]
+    assert any(err["request_id"] in rec.getMessage() and "10.0.0.7" in rec.getMessage()
+               for rec in caplog.records)
+
+
+def test_a_library_value_error_is_not_a_client_error(client: TestClient,
+                                                     backend: FakeBackend) -> None:
+    # Only InvalidInput is the caller's fault: a stray ValueError is our bug.
+    backend.fail = ValueError("top_k: looks like a field but is an internal error")
+    err = error_of(recall(client), 500)
+    assert err["field"] is None and "top_k" not in err["message"]
+
+
+def test_a_damaged_store_is_500_without_its_message(
+        client: TestClient, backend: FakeBackend, caplog: pytest.LogCaptureFixture) -> None:
+    backend.fail = StoreCorrupt("manifest: /data/store/manifest.json is not a valid manifest")
+    with caplog.at_level(logging.ERROR, logger="ray.serve"):
+        r = client.get("/v1/memories", params=WHO)
+    err = error_of(r, 500)
+    assert "manifest" not in r.text and err["message"] == INTERNAL_MESSAGE
+    assert any(err["request_id"] in rec.getMessage() and "manifest.json" in rec.getMessage()
+               for rec in caplog.records)
+
+
+def test_an_error_from_another_replica_maps_by_its_cause(client: TestClient,
+                                                         backend: FakeBackend) -> None:
+    class RemoteError(Exception):  # what a Ray task error looks like: the cause inside
+        def __init__(self, cause: BaseException) -> None:
+            super().__init__("Traceback (most recent call last): ...")
+            self.cause = cause
+
+    backend.fail = RemoteError(InvalidInput("malformed", field="cursor"))
+    err = error_of(client.get("/v1/memories", params=WHO), 422)
+    assert err["field"] == "cursor" and "Traceback" not in err["message"]
+
+
+# -- request ids, validation, auth ---------------------------------------------------------
+def test_request_id_header_on_every_answer(client: TestClient) -> None:
+    ok = client.get("/healthz")
+    assert ok.status_code == 200 and len(ok.headers["x-request-id"]) == 32
+    mine = client.get("/healthz", headers={"X-Request-ID": "trace-42.a"})
+    assert mine.headers["x-request-id"] == "trace-42.a"
+    weird = client.get("/healthz", headers={"X-Request-ID": "bad id\twith spaces"})
+    assert weird.headers["x-request-id"] != "bad id\twith spaces"
+    assert error_of(client.get("/v1/nothing-here"), 404)["field"] is None
+
+
+def test_behind_a_proxy_that_sets_the_id_it_is_used_not_repeated(
+        backend: FakeBackend) -> None:
+    # Ray Serve's proxy puts x-request-id in the request and adds it to the response.
+    app = build_api(backend, HttpConfig(allow_remote_without_keys=True,
+                                        echo_request_id=False))
+    r = TestClient(app).get("/v1/sessions/nope", params=WHO,
+                            headers={"X-Request-ID": "3f1c-serve-id"})
+    assert r.status_code == 404 and "x-request-id" not in r.headers
+    assert r.json()["error"]["request_id"] == "3f1c-serve-id"
+
+
+def test_validation_errors_keep_their_400_and_422(client: TestClient) -> None:
+    bad_json = client.post("/v1/recall", content=b"{nope",
+                           headers={"Content-Type": "application/json"})
+    assert error_of(bad_json, 400)["field"] == "body"
+    err = error_of(recall(client, top_k=0), 422)
+    assert err["field"] == "top_k" and err["errors"][0]["field"] == "top_k"
+    assert error_of(client.post("/v1/recall", content=b"x" * 5000,
+                                headers={"Content-Type": "application/json"}), 413)
+
+
+def test_keys_401_and_403(client: TestClient) -> None:
+    anon = client.post("/v1/recall", json={**WHO, "query": "q"},
+                       headers={"Authorization": ""})
+    err = error_of(anon, 401)
+    assert err["field"] == "authorization" and anon.headers["www-authenticate"] == "Bearer"
+    other = error_of(client.post("/v1/recall", json={"app_name": "other", "user_id": "ana",
+                                                     "query": "q"}), 403)
+    assert other["field"] == "app_name" and "'other'" in other["message"]
+    assert client.get("/healthz", headers={"Authorization": ""}).status_code == 200
+    assert error_of(client.get("/metrics", headers={"Authorization": ""}), 401)
+
+
+def test_open_server_refuses_remote_clients(backend: FakeBackend) -> None:
+    c = TestClient(build_api(backend), raise_server_exceptions=False)  # host "testclient"
+    assert error_of(c.get("/v1/sessions", params=WHO), 403)["field"] is None
+    opened = TestClient(build_api(backend, HttpConfig(allow_remote_without_keys=True)))
+    assert opened.get("/v1/sessions", params=WHO).json() == {"sessions": []}
+
+
+# -- the routes over the backend -------------------------------------------------------------
+def test_recall_routes_pass_the_request_through(client: TestClient) -> None:
+    body = recall(client, top_k=3, mode="keyword", filters={"session_id": "s1"}).json()
+    assert body["echo"] == ["tulips", 3, {"session_id": "s1"}, "keyword"]
+    assert body["took_ms"] >= 0
+    got = client.get("/v1/recall", params={**WHO, "query": "tulips", "after": "1700000000",
+                                           "kinds": ["fact", "chunk"]}).json()
+    assert got["echo"] == ["tulips", 5, {"after": 1.7e9, "kinds": ["fact", "chunk"]}, None]
+
+
+def test_forgetting_nothing_is_404_naming_the_memory(client: TestClient,
+                                                     backend: FakeBackend) -> None:
+    assert client.delete("/v1/memories/m1", params=WHO).json() == {"forgotten": 1}
+    backend.forgotten = 0
+    err = error_of(client.delete("/v1/memories/m1", params=WHO), 404)
+    assert err["field"] == "memory_id" and "'m1'" in err["message"]
+
+
+def test_session_routes_and_their_errors(client: TestClient) -> None:
+    assert client.post("/v1/sessions", json={**WHO, "session_id": "s1"}).status_code == 201
+    assert error_of(client.post("/v1/sessions", json={**WHO, "session_id": "s1"}), 409)
+    ev = {"author": "user", "role": "user", "text": "hi", "id": "e1"}
+    ok = client.post("/v1/sessions/s1/events", json={**WHO, "events": [ev],
+                                                     "expected_version": 0})
+    assert ok.status_code == 200 and ok.json()["version"] == 1
+    stale = error_of(client.post("/v1/sessions/s1/events", json={
+        **WHO, "events": [{**ev, "id": "e2"}], "expected_version": 0}), 409)
+    assert stale["field"] == "expected_version"
+    assert error_of(client.post("/v1/sessions/s1/events", json={**WHO, "events": [ev]}), 409)
+    bad = error_of(client.post("/v1/sessions/s1/events", json={**WHO, "events": [
+        {"author": "user", "text": "fine"}, {"author": "user", "role": "robot"}]}), 422)
+    assert bad["field"] == "events[1].role" and bad["message"].startswith("events[1].role: ")
+    assert error_of(client.get("/v1/sessions/nope", params=WHO), 404)
+    assert client.post("/v1/sessions/s1:end", json=WHO).json()["session_id"] == "s1"
+    ended = client.post("/v1/sessions/s1/events", json={**WHO, "events": [
+        {"author": "user", "text": "late", "id": "e9"}]})
+    assert error_of(ended, 409)
+    assert [s["session_id"] for s in client.get("/v1/sessions", params=WHO).json()[
+        "sessions"]] == ["s1"]
+
+
+def test_compile_template_error_names_the_agent_field(client: TestClient,
+                                                      backend: FakeBackend) -> None:
+    body = {**WHO, "session_id": "s1", "agent": {"name": "h", "instruction": "Hi {nope}"}}
+    assert client.post("/v1/context:compile", json=body).json()["system_instruction"] == \
+        "Hi {nope}"
+    backend.fail = TemplateError("nope", "state key is missing")
+    err = error_of(client.post("/v1/context:compile", json=body), 422)
+    assert err["field"] == "agent.instruction" and "{nope}" in err["message"]
+
+
+def test_artifact_routes(client: TestClient) -> None:
+    base = "/v1/artifacts/app/ana/s1"
+    put = client.put(base + "/notes.txt", content=b"hello", params={"summary": "first"},
+                     headers={"Content-Type": "text/plain"})
+    assert put.status_code == 201 and put.json()["version"] == 0
+    got = client.get(base + "/notes.txt")
+    assert got.content == b"hello" and got.headers["x-artifact-summary"] == "first"
+    assert client.get(base + "/notes.txt/versions").json()["versions"] == [0]
+    assert client.get(base).json() == {"names": ["notes.txt"]}
+    assert error_of(client.get(base + "/nope/versions"), 404)
+    assert error_of(client.get(base + "/notes.txt", params={"version": 5}), 404)
+    bad = error_of(client.put(base + "/bad%01name", content=b"x"), 422)
+    assert bad["field"] == "name"
+
+
+# -- the client maps answers back to the typed classes -----------------------------------------
+def test_client_raises_the_typed_error(client: TestClient, backend: FakeBackend) -> None:
+    def transport(request: httpx.Request) -> httpx.Response:
+        r = client.request(request.method, request.url.path, params=request.url.params,
+                           content=request.content, headers=dict(request.headers))
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+    with MnemorayClient("http://test", KEY, transport=httpx.MockTransport(transport)) as mr:
+        with pytest.raises(NotFound) as missing:
+            mr.get_session("app", "ana", "nope")
+        with pytest.raises(InvalidInput) as bad:
+            mr.recall("app", "ana", "q", top_k=0)
+        with pytest.raises(Forbidden):
+            mr.recall("other", "ana", "q")
+        backend.fail = Conflict("busy")
+        with pytest.raises(Conflict):
+            mr.recall("app", "ana", "q")
+        backend.fail = RuntimeError("internal detail")
+        with pytest.raises(MnemorayAPIError) as bug:
+            mr.recall("app", "ana", "q")
+    assert isinstance(missing.value, NotFoundAPIError) and missing.value.status == 404
+    assert isinstance(missing.value, MnemorayAPIError) and missing.value.request_id
+    assert bad.value.status == 422 and bad.value.field == "top_k"
+    assert isinstance(bad.value, ValueError) and "top_k" in bad.value.message
+    assert bug.value.status == 500 and not isinstance(bug.value, InvalidInput)
+    assert bug.value.request_id and "internal detail" not in str(bug.value)
+
+
+# -- layering ----------------------------------------------------------------------------------
+def test_the_http_edge_does_not_import_the_deployment() -> None:
+    files = [SERVE / "api.py", SERVE / "backend.py", SERVE / "http_errors.py",
+             *sorted((SERVE / "routes").glob("*.py"))]
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n == "serve.ingress" or n.startswith("serve.ingress.")
+                           or n == "ray" or n.startswith("ray.") for n in names), path
+
+
+def test_compile_agent_errors_are_agent_fields(client: TestClient) -> None:
+    body = {**WHO, "session_id": "s1", "agent": {"name": "h", "tools": [{"no": "name"}]}}
+    assert error_of(client.post("/v1/context:compile", json=body), 422)["field"] == \
+        "agent.tools[0]"
+
+
+def test_openapi_lists_every_route_and_the_error_body(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert {"/healthz", "/metrics", "/v1/recall", "/v1/memories", "/v1/memories/{memory_id}",
+            "/v1/users/{app_name}/{user_id}/memories", "/v1/sessions",
+            "/v1/sessions/{session_id}", "/v1/sessions/{session_id}/events",
+            "/v1/sessions/{session_id}:end", "/v1/context:compile",
+            "/v1/artifacts/{app_name}/{user_id}/{session_id}",
+            "/v1/artifacts/{app_name}/{user_id}/{session_id}/{name}",
+            "/v1/artifacts/{app_name}/{user_id}/{session_id}/{name}/versions"} <= \
+        set(spec["paths"])
+    assert "request_id" in spec["components"]["schemas"]["ErrorBody"]["properties"]
