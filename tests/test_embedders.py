@@ -1,4 +1,4 @@
-"""The packaged all-MiniLM-L6-v2 embedder, loaded once for the module."""
+"""The packaged all-MiniLM-L6-v2 run by torch, loaded once for the module."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from mnemoray.embedders import (
     PACKAGED_MODEL_ID,
     EmbedderError,
     SentenceTransformerEmbedder,
-    load_embedder,
+    open_embedder,
 )
 
 
 @pytest.fixture(scope="module")
 def embedder():
-    return load_embedder("default")
+    loaded = open_embedder("torch")
+    assert isinstance(loaded, SentenceTransformerEmbedder)
+    return loaded
 
 
 def test_shape_dtype_and_unit_norm(embedder):
@@ -54,12 +56,13 @@ def test_empty_input_and_bad_input(embedder):
         embedder.encode(["ok"], batch_size=0)
 
 
-def test_load_embedder_specs_and_cache(embedder):
-    assert load_embedder(None) is None
-    assert load_embedder("none") is None
-    assert load_embedder("Keyword") is None
-    assert load_embedder("minilm") is embedder
-    assert load_embedder(" default ") is embedder
+def test_open_embedder_specs_and_cache(embedder):
+    assert open_embedder(None) is None
+    assert open_embedder("none") is None
+    assert open_embedder("Keyword") is None
+    assert open_embedder("minilm,runtime=torch") is embedder
+    assert open_embedder(" default , runtime = torch ") is embedder
+    assert open_embedder(" TORCH ") is embedder
 
 
 def test_bad_path_is_a_clear_error(tmp_path):

