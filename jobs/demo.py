@@ -60,7 +60,8 @@ def run(root: Path, port: int) -> None:
     import ray
     from ray import serve
 
-    from pipeline.backfill import LOCAL_ENV, BackfillConfig, run_backfill
+    from mnemoray.backfill import BackfillConfig, backfill
+    from pipeline.backfill import LOCAL_ENV, RayDataEngine
     from serve.app import APP_NAME, build_app
 
     archive = write_demo_archive(root)
@@ -72,7 +73,8 @@ def run(root: Path, port: int) -> None:
         ray.init(address="local", include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": LOCAL_ENV})
     try:
-        report = run_backfill(BackfillConfig(archive=str(archive), store=str(store), shards=4))
+        report = backfill(BackfillConfig(archive=str(archive), store=str(store), shards=4),
+                          RayDataEngine())
         print(f"sessions read {report.sessions_read}, skipped {report.skipped}, quarantined "
               f"{report.quarantined}, memories written {report.memories_written} in "
               f"{report.seconds:.1f} s; run report {report.report_path}")

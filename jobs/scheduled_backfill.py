@@ -33,7 +33,8 @@ SUCCESSFUL backfill of the same archive into the same store, then exits:
 - **The same backfill.** The selected files are linked into a staging
   directory inside the store (``STORE/schedule/staging-*``, same relative
   paths, so quarantine locations read as they would for the whole archive)
-  and ``jobs.backfill`` runs on it with every other flag passed through:
+  and the backfill's Python API runs on it, configured by the flags of
+  ``jobs.backfill`` passed through:
   ``--shards``, ``--summarizer``, ``--workers``, ``--batch-size``,
   ``--ray-address``, ``--in-process``... On a cluster the archive and the
   store must be at the same paths on every node (they must be for a plain
@@ -46,8 +47,8 @@ SUCCESSFUL backfill of the same archive into the same store, then exits:
   disk of the one host that runs the schedule.)
 
 Exit status: 0 when the backfill succeeded, nothing was new, or another run
-holds the lock; the backfill's own status when it exits non-zero (2: usage
-or store errors); 1 when it raised.
+holds the lock; 2 for usage, configuration or store errors (the backfill's
+flags included); 1 when the backfill failed otherwise.
 """
 
 from __future__ import annotations
@@ -63,13 +64,18 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from jobs.backfill import parse
+from jobs.backfill import run as run_backfill
 from mnemoray.archive import archive_files
-from mnemoray.memory.runs import read_run_reports, run_report_path, write_run_report
+from mnemoray.backfill import BackfillReport
+from mnemoray.errors import Conflict, MnemorayError
+from mnemoray.memory.runs import new_run_id, read_run_reports, run_report_path, write_run_report
+from mnemoray.summarizers.errors import BackendUnavailableError
 
 SCHEDULE_DIR = "schedule"  # STORE/schedule/: the lock file and staging directories
 LOCK_NAME = "lock"
@@ -154,8 +160,8 @@ def remove_stale_staging(root: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-class LockHeld(Exception):
-    pass
+class LockHeld(Conflict):
+    """Another run holds the schedule lock (the message names the holder)."""
 
 
 @contextmanager
@@ -191,29 +197,34 @@ def _iso(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
 
 
-def run_backfill_job(argv: Sequence[str]) -> int:
-    """``python -m jobs.backfill ARGV`` in this process; its exit status."""
-    from jobs.backfill import main as backfill_main
+class UsageError(Exception):
+    """The backfill refused its flags, the store or the archive before any work."""
 
+
+def run_backfill_job(argv: Sequence[str], run_id: str) -> tuple[BackfillReport, bool]:
+    """The backfill configured by ``jobs.backfill`` flags, recorded as run ``run_id``;
+    its report and whether ``--json`` was asked for."""
     try:
-        backfill_main(list(argv))
-    except SystemExit as exc:  # typer ends with sys.exit (0 on success)
-        code = exc.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
-    return 0
+        config, engine_name, as_json = parse(argv)
+    except SystemExit as exc:  # argparse: usage already printed
+        raise UsageError(f"bad backfill flags (status {exc.code})") from None
+    try:
+        return run_backfill(replace(config, run_id=run_id), engine_name), as_json
+    except (MnemorayError, ValueError, ImportError, BackendUnavailableError) as exc:
+        if run_report_path(config.store, run_id).is_file():
+            raise  # it had started: a failed run, not a usage error
+        raise UsageError(str(exc)) from exc
 
 
-def annotate(store: Path, staging: Path, schedule: dict[str, Any]) -> str | None:
-    """Add ``schedule`` to the report of the run that read ``staging``; its run id."""
-    match = [r for r in read_run_reports(store)
-             if (r.get("config") or {}).get("archive") == str(staging)]
-    if not match:
-        return None
-    report = match[-1]
+def annotate(store: Path, run_id: str, schedule: dict[str, Any]) -> None:
+    """Add ``schedule`` to the report of run ``run_id`` (if it got as far as writing one)."""
+    path = run_report_path(store, run_id)
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
     report["schedule"] = schedule
-    run_id = report["run_id"]
     write_run_report(store, run_id, report)
-    return run_id
 
 
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -289,39 +300,27 @@ def _locked_run(args: argparse.Namespace, rest: list[str], archive: Path, store:
                 "slack_s": args.slack_seconds, "full": bool(args.full),
                 "files_selected": len(files), "files_total": total,
                 "files": [name for _, name in files][:1000]}
+    run_id = new_run_id()
     try:
-        code = run_backfill_job(["--archive", str(staging), "--store", str(store), *rest])
+        report, as_json = run_backfill_job(
+            ["--archive", str(staging), "--store", str(store), *rest], run_id)
+    except UsageError as exc:
+        say(f"error: {exc}")
+        return 2
     except BaseException as exc:
-        annotate(store, staging, schedule)  # the failed report says what it was given
+        annotate(store, run_id, schedule)  # the failed report says what it was given
         if isinstance(exc, Exception):
             say(f"backfill failed: {type(exc).__name__}: {exc}")
             return 1
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    run_id = annotate(store, staging, schedule)
-    if code != 0:
-        say(f"backfill exited with status {code}")
-        return code
-    report = _report(store, run_id)
-    if report is None or report.get("status") != "succeeded":
-        say(f"backfill ended without a succeeded run report (run {run_id})")
-        return 1
-    counts = report.get("counts") or {}
-    say(f"run {run_id} succeeded: {len(files)} files, "
-        f"{counts.get('sessions_read', 0)} sessions read, {counts.get('skipped', 0)} skipped, "
-        f"{counts.get('memories_written', 0)} memories written; watermark now "
-        f"{_iso(scanned_at)}")
+    annotate(store, run_id, schedule)
+    print(json.dumps(report.to_dict()) if as_json else report.summary(), flush=True)
+    say(f"run {run_id} succeeded: {len(files)} files, {report.sessions_read} sessions read, "
+        f"{report.skipped} skipped, {report.memories_written} memories written; watermark "
+        f"now {_iso(scanned_at)}")
     return 0
-
-
-def _report(store: Path, run_id: str | None) -> dict[str, Any] | None:
-    if run_id is None:
-        return None
-    try:
-        return json.loads(run_report_path(store, run_id).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 if __name__ == "__main__":

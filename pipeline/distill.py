@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mnemoray.memory.backfill import distill_sessions
+from mnemoray.backfill.steps import distill_sessions
 from mnemoray.memory.store import MemoryStore
 from mnemoray.summarizers import get_summarizer
 from pipeline.rows import lighten, pack, unpack

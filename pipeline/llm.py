@@ -35,7 +35,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from mnemoray.memory.backfill import distill_sessions, mark_current
+from mnemoray.backfill.steps import distill_sessions, mark_current
+from mnemoray.errors import ConfigError
 from mnemoray.memory.distill import summary_inputs
 from mnemoray.memory.store import MemoryStore
 from mnemoray.summarizers import Summarizer, get_summarizer
@@ -66,7 +67,8 @@ def split_options(options: dict[str, Any]) -> tuple[str, dict[str, Any], dict[st
     opts = dict(options)
     model = opts.pop("model", None)
     if not isinstance(model, str) or not model:
-        raise ValueError("--summarizer vllm needs --summarizer-option model=<path or hub name>")
+        raise ConfigError("--summarizer vllm needs --summarizer-option model=<path or hub "
+                          "name>", field="summarizer_options.model")
     sampling = {k: opts.pop(k) for k in SAMPLING_OPTIONS if k in opts}
     return model, sampling, opts
 

@@ -2,7 +2,7 @@
 
 Every stage after ``read`` passes Arrow batches with three columns:
 
-- ``item``: one pickled :class:`mnemoray.memory.backfill.SessionItem` (the
+- ``item``: one pickled :class:`mnemoray.backfill.steps.SessionItem` (the
   exact object the in-process backfill steps take and return), or null;
 - ``stats``: null, or (on the last row of each stage batch) a JSON tally of
   what the batch did: rows ``read``, ``skipped``, ``quarantined``, busy
@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mnemoray.memory.backfill import SessionItem
+from mnemoray.backfill.steps import SessionItem
 from mnemoray.session import Session
 
 ITEM, STATS, MODEL, DIM = "item", "stats", "model", "dim"

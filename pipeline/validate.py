@@ -14,7 +14,7 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mnemoray.memory.backfill import skip_processed, validate_rows
+from mnemoray.backfill.steps import skip_processed, validate_rows
 from mnemoray.memory.store import MemoryStore
 from pipeline.read import READ_S, ROW
 from pipeline.rows import pack

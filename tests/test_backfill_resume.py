@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 from archive_gen import make_archive
 
-from mnemoray.memory.backfill import backfill
+from mnemoray.backfill import BackfillConfig, backfill
 from mnemoray.memory.faults import CRASH_ENV, CRASH_EXIT_CODE
 from mnemoray.memory.layout import INDEX_DIR, MEMORIES_DIR, faiss_path, parquet_path
 from mnemoray.memory.runs import read_run_reports
@@ -31,7 +31,7 @@ from mnemoray.memory.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = 60
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # its own local Ray, in a subprocess
 
 
 def start(archive: Path, store: Path, **env: str) -> subprocess.Popen:
@@ -111,7 +111,7 @@ def test_killed_backfill_resumes_exactly_once(tmp_path: Path) -> None:
     live = Counter((m.session_id, m.content_hash) for m in final.load().iter_memories())
     assert max(live.values()) == 1
     reference = tmp_path / "reference"
-    backfill(archive, reference, shards=2, embedder=None)
+    backfill(BackfillConfig(archive, reference, shards=2, embedder=None))
     expected = {(m.session_id, m.content_hash)
                 for m in MemoryStore(reference).load().iter_memories()}
     assert set(live) == expected

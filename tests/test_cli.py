@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from cli.main import app
 from mnemoray.archive import write_archive
-from mnemoray.cli import app
 from mnemoray.events import model_message, user_message
 from mnemoray.session import Session
 
@@ -18,7 +18,7 @@ runner = CliRunner()
 
 
 def test_help_lists_commands() -> None:
-    result = subprocess.run([sys.executable, "-m", "mnemoray.cli", "--help"],
+    result = subprocess.run([sys.executable, "-m", "cli", "--help"],
                             capture_output=True, text=True, check=True)
     for command in ("demo", "compile"):
         assert command in result.stdout
@@ -84,3 +84,21 @@ def test_e2e_demo_archive_has_sessions_and_one_bad_row(tmp_path: Path) -> None:
     assert {s.user_id for s in good if s.app_name == "travel_app"} == {"maya", "jonas"}
     assert len(good) == 7
     assert [r.location for r in rows if not r.ok] == ["examples.jsonl:6"]
+
+
+def test_a_damaged_store_is_one_line_not_a_traceback(tmp_path) -> None:
+    from mnemoray.memory.record import Memory
+    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.store import MemoryStore
+    from mnemoray.summarizers.extractive import ExtractiveSummarizer
+
+    root = tmp_path / "store"
+    MemoryService(MemoryStore(root), None, ExtractiveSummarizer()).add_memories(
+        [Memory("app", "ana", "s1", "fact", "Ana likes tulips")])
+    for segment in root.rglob("*.parquet"):
+        segment.write_bytes(b"not parquet")  # damaged on disk
+    result = CliRunner().invoke(app, ["recall", "--store", str(root), "--app", "app",
+                                      "--user", "ana", "--embedder", "none", "tulips"])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cannot read segment")

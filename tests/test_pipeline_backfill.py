@@ -14,16 +14,17 @@ import pytest
 from archive_gen import make_archive, make_session
 from typer.testing import CliRunner
 
+from cli.main import app
 from mnemoray.archive import write_archive
-from mnemoray.cli import app
-from mnemoray.embedders import PACKAGED_MODEL_ID, load_embedder
-from mnemoray.memory.backfill import SessionItem, backfill
+from mnemoray.backfill import BackfillConfig, RayOptions, backfill
+from mnemoray.backfill.steps import SessionItem
+from mnemoray.embedders import PACKAGED_MODEL_ID, open_embedder
 from mnemoray.memory.distill import distill_session, summary_inputs
 from mnemoray.memory.runs import read_run_reports
 from mnemoray.memory.store import MemoryStore, session_content_hash
 from mnemoray.summarizers.llm_base import Completion, LLMSummarizer
 from mnemoray.summarizers.llm_prompt import build_messages, build_prompt
-from pipeline.backfill import BackfillConfig, run_backfill
+from pipeline.backfill import RayDataEngine
 from pipeline.llm import FinishDistill, PlanPrompts, require_vllm
 from pipeline.rows import ITEM, STATS, pack, unpack
 
@@ -57,13 +58,13 @@ def test_ray_backfill_matches_in_process_and_reruns_to_nothing(
     bad = grown_archive(archive)
     rows = SESSIONS + 2 + bad
     # Content hashes do not depend on the embedder: the reference runs keyword-only.
-    reference = backfill(archive, tmp_path / "inproc", shards=2, batch_sessions=4,
-                         embedder=None)
+    reference = backfill(BackfillConfig(archive, tmp_path / "inproc", shards=2, commit_every=4,
+                                        embedder=None))
 
     stream = io.StringIO()
     cfg = BackfillConfig(archive=str(archive), store=str(tmp_path / "ray"), shards=2,
-                         batch_size=4, commit_every=5, progress_interval_s=0.0)
-    run = run_backfill(cfg, stream=stream, tty=False)
+                         commit_every=5, progress_interval_s=0.0, ray=RayOptions(batch_size=4))
+    run = backfill(cfg, RayDataEngine(), stream=stream, tty=False)
 
     assert (run.sessions_read, run.skipped, run.quarantined, run.memories_written) == (
         reference.sessions_read, reference.skipped, reference.quarantined,
@@ -73,7 +74,7 @@ def test_ray_backfill_matches_in_process_and_reruns_to_nothing(
     assert set(ours) == set(theirs) and len(ours) >= SESSIONS * 3
     # The actors embedded with the very model the in-process path loads.
     sample = list(MemoryStore(tmp_path / "ray").load().iter_memories())[:8]
-    expected = load_embedder("default").encode([m.key_text for m in sample])
+    expected = open_embedder("default").encode([m.key_text for m in sample])
     assert np.allclose(np.stack([m.embedding for m in sample]), expected, atol=1e-5)
     assert MemoryStore(tmp_path / "ray").manifest().embedding_model == PACKAGED_MODEL_ID
     # The grown session keeps one summary, the newer one (superseded on the driver).
@@ -102,7 +103,7 @@ def test_ray_backfill_matches_in_process_and_reruns_to_nothing(
     assert report["config"]["commit_every"] == 5 and Path(run.report_path).is_file()
 
     # Re-run: everything is in the ledger; nothing is added, bad rows counted once.
-    again = run_backfill(cfg, stream=io.StringIO(), tty=False)
+    again = backfill(cfg, RayDataEngine(), stream=io.StringIO(), tty=False)
     assert (again.sessions_read, again.skipped, again.quarantined,
             again.memories_written) == (rows, SESSIONS + 2, bad, 0)
     assert live(tmp_path / "ray").keys() == ours.keys()
@@ -116,15 +117,14 @@ def test_cli_backfill_flags_and_in_process_rerun(tmp_path: Path, ray_cluster: No
     make_archive(archive, 6, files=2, bad=False, parquet=False)
     runner = CliRunner()
     args = ["backfill", "--archive", str(archive), "--store", str(tmp_path / "store"),
-            "--embedder", "none", "--workers", "1", "--batch-size", "2", "--commit-every",
-            "3", "--json"]
-    result = runner.invoke(app, args)
+            "--embedder", "none", "--commit-every", "3", "--json"]
+    result = runner.invoke(app, [*args, "--workers", "1", "--batch-size", "2"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert (report["sessions_read"], report["quarantined"], report["commits"]) == (6, 0, 2)
     assert report["memories_written"] > 6
     # The in-process path reads the same ledger keys: nothing to redo.
-    result = runner.invoke(app, [*args[:-1], "--in-process", "--json"])
+    result = runner.invoke(app, [*args, "--in-process"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert (report["skipped"], report["memories_written"]) == (6, 0)

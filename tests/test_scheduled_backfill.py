@@ -95,7 +95,7 @@ def test_reselected_files_are_skipped_by_the_ledger(tmp_path: Path) -> None:
 
 def test_failed_run_exits_one_and_does_not_move_the_watermark(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mnemoray.memory.backfill as steps
+    import mnemoray.backfill.commit as commit
 
     archive, store = tmp_path / "archive", tmp_path / "store"
     make_archive(archive, 2, files=1, bad=False)
@@ -106,7 +106,7 @@ def test_failed_run_exits_one_and_does_not_move_the_watermark(
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patch:
-        patch.setattr(steps, "write_sessions", disk_full)
+        patch.setattr(commit, "commit_chunk", disk_full)
         code, log = run(archive, store, "--slack-seconds", "0")
     assert code == 1 and "backfill failed: OSError" in log, log
     failed = read_run_reports(store)[-1]
@@ -123,9 +123,7 @@ def test_a_manual_full_backfill_counts_as_the_last_run(tmp_path: Path) -> None:
 
     archive, store = tmp_path / "archive", tmp_path / "store"
     make_archive(archive, 3, files=1, bad=False)
-    with pytest.raises(SystemExit) as done:
-        backfill_main(["--archive", str(archive), "--store", str(store), *FAST])
-    assert done.value.code == 0
+    assert backfill_main(["--archive", str(archive), "--store", str(store), *FAST]) == 0
     mark = last_success(store, archive.resolve())
     assert mark.at is not None and mark.run_id == read_run_reports(store)[0]["run_id"]
     code, log = run(archive, store, "--slack-seconds", "0")

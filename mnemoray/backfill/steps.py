@@ -1,11 +1,8 @@
-"""Backfill: distill an archive of sessions into a memory store, in process.
-
-The steps are separate functions so the Ray Data pipeline can run the same
-ones as map stages:
+"""The steps of a backfill, shared by both engines (in process and Ray Data).
 
     read rows -> validate_rows -> skip_processed (ledger) -> distill_sessions
-              -> embed_sessions -> superseded_in_batch (forget replaced records)
-              -> write_sessions (memories + ledger, one commit)
+              -> embed_sessions -> commit (``mnemoray.backfill.commit``: forget what
+                 the batch supersedes, then memories + ledger in one commit)
 
 A bad row (unparseable, invalid session, a session the summarizer fails on)
 goes to the store's quarantine with its location and reason, never silently
@@ -18,48 +15,20 @@ an unchanged re-run adds nothing.
 
 from __future__ import annotations
 
-import logging
-import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from itertools import islice
-from pathlib import Path
 from typing import Any
 
-from mnemoray.archive import ArchiveRow, iter_archive
+from mnemoray.archive import ArchiveRow
 from mnemoray.embedders import Embedder
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.record import Memory
-from mnemoray.memory.service import (
-    embed_memories,
-    resolve_embedder,
-    store_model,
-    superseded_ids,
-)
+from mnemoray.memory.service import embed_memories, superseded_ids
 from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.memory.store import MemoryStore, WriteResult, session_content_hash
+from mnemoray.memory.store import MemoryStore, session_content_hash
 from mnemoray.session import Session
-from mnemoray.summarizers import Summarizer, get_summarizer
-
-log = logging.getLogger(__name__)
-
-DEFAULT_BATCH_SESSIONS = 256
-
-
-@dataclass(frozen=True)
-class BackfillReport:
-    sessions_read: int = 0  # archive rows read, good or bad
-    skipped: int = 0  # sessions already in the ledger (or repeated in this run)
-    quarantined: int = 0  # rows sent to quarantine by this run
-    memories_written: int = 0  # memory rows committed by this run
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def __add__(self, other: BackfillReport) -> BackfillReport:
-        return BackfillReport(**{k: v + getattr(other, k) for k, v in asdict(self).items()})
+from mnemoray.summarizers import Summarizer
 
 
 @dataclass(frozen=True)
@@ -156,30 +125,6 @@ def embed_sessions(items: Sequence[SessionItem], embedder: Embedder | None,
             for item in items]
 
 
-def write_sessions(store: MemoryStore, items: Sequence[SessionItem], embedding_model: str,
-                   dim: int, *, summarizer: str | None = None,
-                   run_id: str | None = None) -> WriteResult:
-    """Commit the batch's memories and all its ledger entries in one manifest write."""
-    memories = [m for item in items for m in item.memories]
-    hashes = [item.raw_hash for item in items]
-    if not memories:
-        added = store.ledger_add(hashes, run_id=run_id) if hashes else 0
-        return WriteResult(store.manifest().version, 0, 0, (), added)
-    return store.write_segment(memories, embedding_model, dim, session_hashes=hashes,
-                               run_id=run_id, summarizer=summarizer)
-
-
-def superseded_in_batch(store: MemoryStore, items: Sequence[SessionItem]) -> list[str]:
-    """Stored records of the batch's sessions that their new records replace.
-
-    Computed on the pre-write snapshot and forgotten before ``write_sessions``
-    commits: a session re-archived with more events keeps one summary, and a
-    run killed in between redoes the session (its ledger entry is not in yet).
-    """
-    return superseded_for(store.load(), [(item.session.key, item.memories) for item in items
-                                         if item.current and item.memories])
-
-
 def superseded_for(snap: StoreSnapshot,
                    sessions: Iterable[tuple[tuple[str, str, str], Sequence[Memory]]],
                    ) -> list[str]:
@@ -191,56 +136,5 @@ def superseded_for(snap: StoreSnapshot,
     return out
 
 
-# -- the driver ------------------------------------------------------------------
-def _batches(rows: Iterator[ArchiveRow], size: int) -> Iterator[list[ArchiveRow]]:
-    while batch := list(islice(rows, size)):
-        yield batch
-
-
-def backfill(archive: str | Path, store_dir: str | Path, shards: int | None = None,
-             summarizer: str | Summarizer = "extractive",
-             embedder: str | Embedder | None = "default",
-             batch_sessions: int = DEFAULT_BATCH_SESSIONS, *, run_id: str | None = None,
-             ttl_s: float | None = None, chunk_turns: int = 4,
-             progress: Callable[[BackfillReport], object] | None = None) -> BackfillReport:
-    """Distill every session of ``archive`` into the store at ``store_dir``.
-
-    Idempotent: sessions whose raw row is in the ledger are skipped, so a
-    re-run adds nothing and a killed run resumes where it stopped.
-    ``progress`` is called with the running totals after every batch.
-    """
-    if not isinstance(batch_sessions, int) or isinstance(batch_sessions, bool) \
-            or batch_sessions < 1:
-        raise ValueError(f"batch_sessions: must be a positive int, got {batch_sessions!r}")
-    started = time.perf_counter()
-    store = MemoryStore(store_dir, shards)
-    summ = get_summarizer(summarizer) if isinstance(summarizer, str) else summarizer
-    emb = resolve_embedder(store, embedder)
-    run_id = run_id or uuid.uuid4().hex[:12]
-    total = BackfillReport()
-    for batch in _batches(iter_archive(archive), batch_sessions):
-        t0 = time.perf_counter()
-        items, bad = validate_rows(batch)
-        todo, skipped = skip_processed(store, items)
-        distilled, failed = distill_sessions(todo, summ, chunk_turns=chunk_turns, ttl_s=ttl_s)
-        bad += failed
-        if bad:
-            store.quarantine(bad)
-        embedded = embed_sessions(distilled, emb)
-        replaced = superseded_in_batch(store, embedded)
-        if replaced:  # before the commit: a run killed in between redoes these sessions
-            store.forget(memory_ids=replaced)
-        model, dim = store_model(store, emb)
-        result = write_sessions(store, embedded, model, dim,
-                                summarizer=getattr(summ, "name", None), run_id=run_id)
-        total = total + BackfillReport(len(batch), skipped, len(bad), result.written,
-                                       time.perf_counter() - t0)
-        log.info("backfill batch: %s", total)
-        if progress is not None:
-            progress(total)
-    return replace(total, seconds=round(time.perf_counter() - started, 3))
-
-
-__all__ = ["BackfillReport", "SessionItem", "backfill", "distill_sessions", "embed_sessions",
-           "mark_current", "skip_processed", "superseded_for", "superseded_in_batch",
-           "validate_rows", "write_sessions"]
+__all__ = ["Quarantined", "SessionItem", "distill_sessions", "embed_sessions", "mark_current",
+           "skip_processed", "superseded_for", "validate_rows"]

@@ -17,13 +17,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from mnemoray.errors import InvalidInput
 from mnemoray.memory.files import atomic_write_bytes
 from mnemoray.memory.layout import RUNS_DIR
 
 
 def run_report_path(root: str | Path, run_id: str) -> Path:
     if not run_id or "/" in run_id or run_id.startswith("."):
-        raise ValueError(f"run_id: not a usable file name: {run_id!r}")
+        raise InvalidInput(f"not a usable file name: {run_id!r}", field="run_id")
     return Path(root) / RUNS_DIR / f"{run_id}.json"
 
 
@@ -46,6 +47,11 @@ def read_run_reports(root: str | Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (r.get("started_at") or 0.0, r.get("run_id") or ""))
 
 
+def new_run_id() -> str:
+    """A fresh run id: sortable by start time, unique."""
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+
+
 class RunRecorder:
     """The report of one running job, rewritten as it goes (at most every ``min_interval_s``).
 
@@ -58,8 +64,7 @@ class RunRecorder:
                  kind: str = "backfill", run_id: str | None = None,
                  min_interval_s: float = 5.0) -> None:
         self.root = Path(root)
-        self.run_id = run_id or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-" \
-                                f"{uuid.uuid4().hex[:8]}"
+        self.run_id = run_id or new_run_id()
         self.path = run_report_path(self.root, self.run_id)
         self.kind = kind
         self.engine = engine

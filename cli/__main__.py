@@ -1,0 +1,5 @@
+"""``python -m cli``: the `mnemoray` command."""
+
+from cli.main import run
+
+run()

@@ -1,0 +1,55 @@
+"""Helpers the command modules share: KEY=VALUE options and compiled-request output."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from mnemoray.compiler.request import CompiledRequest, Content
+
+
+def parse_options(pairs: list[str], param_hint: str = "--summarizer-option") -> dict[str, Any]:
+    """KEY=VALUE flags as a dict (JSON values parsed); a bad pair is a usage error."""
+    from mnemoray.backfill.config import parse_key_values
+
+    try:
+        return parse_key_values(pairs, field=param_hint)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=param_hint) from exc
+
+
+def print_request(req: CompiledRequest, naive: int | None = None) -> None:
+    typer.echo("--- system_instruction ---")
+    typer.echo(req.system_instruction)
+    typer.echo(f"--- contents ({len(req.contents)}) ---")
+    for content in req.contents:
+        typer.echo(f"[{content.role}] {preview(content)}")
+    typer.echo(f"--- tools: {', '.join(t['name'] for t in req.tools) or '(none)'}")
+    vs_naive = (f" (naive append-everything: {naive}, {naive / max(req.total_tokens, 1):.1f}x)"
+                if naive is not None else "")
+    typer.echo(f"--- tokens: static prefix {req.static_prefix_tokens}, total "
+               f"{req.total_tokens}{vs_naive}; prefix_hash {req.prefix_hash[:16]}")
+    typer.echo("--- trace ---")
+    typer.echo(f"{'processor':<20}{'tokens+':>9}{'us':>9}  detail")
+    for step in req.trace:
+        detail = json.dumps(step.detail, default=str)
+        typer.echo(f"{step.name:<20}{step.tokens_added:>9}{step.micros:>9}  {detail[:90]}")
+    typer.echo("")
+
+
+def preview(content: Content, width: int = 110) -> str:
+    parts = []
+    for part in content.parts:
+        if part.text is not None:
+            parts.append(part.text)
+        elif part.function_call is not None:
+            call = part.function_call
+            parts.append(f"call {call.name}({json.dumps(call.args)})")
+        elif part.function_response is not None:
+            resp = part.function_response
+            parts.append(f"result {resp.name}: {json.dumps(resp.response)}")
+    text = " | ".join(parts).replace("\n", " ")
+    return text if len(text) <= width else text[: width - 3] + "..."
+

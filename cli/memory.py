@@ -1,0 +1,233 @@
+"""`mnemoray recall`, `compact` and `gc`: read and maintain a memory store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from mnemoray.memory.retrieval import RecallResult
+    from mnemoray.memory.service import MemoryService
+
+
+def compact(
+    store: Path = typer.Option(..., "--store", help="Memory store directory."),
+    max_segment_rows: int = typer.Option(1_000_000, "--max-segment-rows", min=1,
+                                         help="Segments with at least this many rows are "
+                                         "left as they are."),
+    keep_old: bool = typer.Option(False, "--keep-old",
+                                  help="Leave the replaced files for a later `mnemoray gc`."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Merge each shard's small segments into one (dead rows dropped), in one atomic commit."""
+    from mnemoray.memory.compact import compact_store
+    from mnemoray.memory.store import MemoryStore
+
+    if not (store / "manifest.json").is_file():
+        typer.echo(f"error: no memory store at {store} (no manifest.json)", err=True)
+        raise typer.Exit(2)
+    try:
+        report = compact_store(MemoryStore(store), max_segment_rows=max_segment_rows,
+                               delete_old=not keep_old)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps(report.to_dict()))
+        return
+    typer.echo(f"shards compacted: {len(report.shards)}\nsegments: {report.segments_before} "
+               f"-> {report.segments_after}\nrows dropped (forgotten/expired): "
+               f"{report.rows_dropped}\nledger files: {report.ledger_files_before} -> "
+               f"{report.ledger_files_after}\ntombstones retired: {report.tombstones_retired}"
+               f"\nfiles removed: {len(report.files_removed)}\nversion: "
+               f"{report.version_before} -> {report.version}\nseconds: {report.seconds:.2f}")
+
+
+def gc(
+    store: Path = typer.Option(..., "--store", help="Memory store directory."),
+    grace_s: float = typer.Option(3600.0, "--grace-s", min=0.0,
+                                  help="Keep unlisted files younger than this (a running "
+                                  "job's prepared segments)."),
+) -> None:
+    """Delete files no committed manifest lists (a killed job's uncommitted segments)."""
+    from mnemoray.memory.store import MemoryStore
+
+    if not (store / "manifest.json").is_file():
+        typer.echo(f"error: no memory store at {store} (no manifest.json)", err=True)
+        raise typer.Exit(2)
+    removed = MemoryStore(store).gc(grace_s=grace_s)
+    for path in removed:
+        typer.echo(str(path))
+    typer.echo(f"removed {len(removed)} file(s)", err=True)
+
+
+def recall(
+    query: str | None = typer.Argument(None, help="What to recall (with --app and --user)."),
+    store: Path = typer.Option(..., "--store", help="Memory store directory."),
+    app_name: str | None = typer.Option(None, "--app", help="App of the user."),
+    user_id: str | None = typer.Option(None, "--user", help="User whose memories to search."),
+    top_k: int = typer.Option(5, "--top-k", min=1, help="Memories to return (batch: the "
+                              "default for lines without top_k)."),
+    queries: Path | None = typer.Option(None, "--queries", exists=True, dir_okay=False,
+                                        help="Batch mode: a JSONL file of queries."),
+    out: Path | None = typer.Option(None, "--out", help="Batch mode: write results here "
+                                    "(default: stdout)."),
+    mode: str | None = typer.Option(None, "--mode", help="hybrid | dense | keyword (default: "
+                                    "the app's recall.mode from --config, else hybrid)."),
+    config: Path | None = typer.Option(None, "--config", exists=True, dir_okay=False,
+                                       help="Settings file (YAML/JSON): its recall group sets "
+                                       "the ranking (RetrievalConfig fields, per app under "
+                                       "recall.apps.<app_name>)."),
+    embedder: str = typer.Option("default", "--embedder",
+                                 help="'default' (the store's model), a model path or hub "
+                                 "name, or 'none' (keyword-only)."),
+    session_id: str | None = typer.Option(None, "--session-id", help="Only this session."),
+    after: str | None = typer.Option(None, "--after", help="Only memories of events at or "
+                                     "after this time (ISO-8601 or epoch seconds)."),
+    before: str | None = typer.Option(None, "--before", help="Only memories of events at or "
+                                      "before this time."),
+    kinds: list[str] | None = typer.Option(None, "--kind", help="Only this memory kind "
+                                           "(repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Recall memories of one user, or answer a batch of queries.
+
+    Batch mode: --queries FILE.jsonl, one query per line:
+    {"qid", "app_name", "user_id", "query", "top_k"?, "filters"?}
+    (filters: session_id, after, before, kinds).
+    Output: one line per query, in input order:
+    {"qid", "memories": [...], "took_ms"}.
+    A bad line gives {"qid", "line", "error"}; the run goes on, then exits with code 1.
+    """
+    import time
+
+    from mnemoray.config import recall_settings_from_file
+    from mnemoray.memory.retrieval import RecallFilters, check_mode
+    from mnemoray.memory.service import MemoryService
+
+    try:
+        if mode is not None:
+            check_mode(mode)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--mode") from exc
+    try:
+        ranking = recall_settings_from_file(config) if config is not None else None
+    except ValueError as exc:  # ConfigError: names the setting
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    if not (store / "manifest.json").is_file():
+        typer.echo(f"error: no memory store at {store} (no manifest.json)", err=True)
+        raise typer.Exit(2)
+    if queries is None:
+        if not (query and app_name and user_id):
+            raise typer.BadParameter("pass --app, --user and a QUERY, or --queries FILE.jsonl")
+        try:
+            filters = RecallFilters(session_id=session_id, after=after, before=before,
+                                    kinds=tuple(kinds) if kinds else None)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+    elif query or app_name or user_id:
+        raise typer.BadParameter("--queries takes its app, user and query from the file")
+    try:
+        service = MemoryService.open(
+            store, embedder=None if mode == "keyword" else embedder,
+            config=ranking.default if ranking else None,
+            app_configs=ranking.app_configs if ranking else None)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if queries is None:
+        start = time.perf_counter()
+        try:
+            results = service.search(app_name, user_id, query, top_k=top_k, filters=filters,
+                                     mode=mode)
+        except ValueError as exc:  # InvalidInput, and the filters' own checks
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        took = round((time.perf_counter() - start) * 1000, 3)
+        if as_json:
+            typer.echo(json.dumps({"app_name": app_name, "user_id": user_id, "query": query,
+                                   "memories": [r.to_dict() for r in results],
+                                   "took_ms": took}, ensure_ascii=False))
+        else:
+            _print_recall(results)
+        return
+    failed = _recall_batch(service, queries, out, top_k, mode)
+    if failed:
+        typer.echo(f"{failed} query line(s) failed; see their \"error\"", err=True)
+        raise typer.Exit(1)
+
+
+def _recall_line(service: MemoryService, raw: object, default_top_k: int,
+                 mode: str | None) -> dict[str, Any]:
+    from mnemoray.memory.retrieval import RecallFilters
+
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+    unknown = set(raw) - {"qid", "app_name", "user_id", "query", "top_k", "filters"}
+    if unknown:
+        raise ValueError(f"{sorted(unknown)[0]}: unknown field")
+    for name in ("app_name", "user_id", "query"):
+        if not isinstance(raw.get(name), str) or not raw[name].strip():
+            raise ValueError(f"{name}: missing or not a non-empty string")
+    top_k = raw.get("top_k", default_top_k)
+    if top_k is None:
+        top_k = default_top_k
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
+    filters = RecallFilters.from_dict(raw.get("filters"))
+    results = service.search(raw["app_name"], raw["user_id"], raw["query"], top_k=top_k,
+                             filters=filters, mode=mode)
+    return {"memories": [r.to_dict() for r in results]}
+
+
+def _recall_batch(service: MemoryService, queries: Path, out: Path | None, default_top_k: int,
+                  mode: str | None) -> int:
+    """Answer every line of ``queries``; returns how many lines failed."""
+    import contextlib
+    import sys
+    import time
+
+    failed = 0
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(out.open("w", encoding="utf-8")) if out else sys.stdout
+        with queries.open("rb") as source:
+            for lineno, line in enumerate(source, start=1):
+                if not line.strip():
+                    continue
+                start = time.perf_counter()
+                qid = None
+                try:
+                    try:
+                        raw = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})") \
+                            from exc
+                    qid = raw.get("qid") if isinstance(raw, dict) else None
+                    answer = {"qid": qid, **_recall_line(service, raw, default_top_k, mode)}
+                    answer["took_ms"] = round((time.perf_counter() - start) * 1000, 3)
+                except (ValueError, TypeError) as exc:  # bad line, bad field, bad filter
+                    failed += 1
+                    answer = {"qid": qid, "line": lineno, "error": str(exc)}
+                sink.write(json.dumps(answer, ensure_ascii=False) + "\n")
+                sink.flush()
+    return failed
+
+
+def _print_recall(results: list[RecallResult]) -> None:
+    from datetime import datetime, timezone
+
+    if not results:
+        typer.echo("(no memories)")
+        return
+    typer.echo(f"{'#':>2}  {'score':>7}  {'kind':<18}{'date':<12}{'session':<18}text")
+    for rank, r in enumerate(results, start=1):
+        m = r.memory
+        when = m.event_time_end if m.event_time_end is not None else m.created_at
+        date = datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%d")
+        text = " / ".join(line.strip() for line in m.text.splitlines() if line.strip())
+        text = text if len(text) <= 100 else text[:97] + "..."
+        session = m.session_id if len(m.session_id) <= 16 else m.session_id[:15] + "…"
+        typer.echo(f"{rank:>2}  {r.score:>7.4f}  {m.kind:<18}{date:<12}{session:<18}{text}")

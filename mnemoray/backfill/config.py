@@ -1,0 +1,158 @@
+"""The one configuration of a backfill, for both engines.
+
+``BackfillConfig`` holds what every engine honours; ``RayOptions`` groups what
+only the Ray Data engine does (its fields are None unless given, so an engine
+that cannot honour one can say which was given instead of ignoring it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from mnemoray.embedders import Embedder, EmbedderSpec
+from mnemoray.errors import InvalidInput
+from mnemoray.summarizers import Summarizer, available_summarizers
+
+DEFAULT_COMMIT_EVERY = 256
+
+# The command-line flag of each field, for errors that name what the user typed.
+FLAGS = {
+    "archive": "--archive", "store": "--store", "shards": "--shards",
+    "summarizer": "--summarizer", "summarizer_options": "--summarizer-option",
+    "embedder": "--embedder", "commit_every": "--commit-every",
+    "progress_interval_s": "--progress-every",
+    "workers": "--workers", "batch_size": "--batch-size",
+    "gpus_per_embedder": "--gpus-per-embedder", "llm_concurrency": "--llm-concurrency",
+    "llm_batch_size": "--llm-batch-size", "address": "--ray-address",
+}
+
+
+def _positive_int(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{name}: must be a positive integer, got {value!r}", field=name)
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """How the Ray Data engine runs. None: the engine's default (``RAY_DEFAULTS``)."""
+
+    workers: int | None = None  # actors per pool (distill, embed): autoscaling 1..workers
+    batch_size: int | None = None  # sessions per distill / embed batch
+    actor_cpus: float | None = None  # CPUs per distill / embed actor
+    task_cpus: float | None = None  # CPUs per read / validate / write task
+    gpus_per_embedder: float | None = None  # 0: embed on CPU; else on cuda
+    llm_concurrency: int | None = None  # vLLM engine replicas (each takes tp*pp GPUs)
+    llm_batch_size: int | None = None  # rows per vLLM engine batch
+    address: str | None = None  # None: RAY_ADDRESS if set (ray job submit), else local Ray
+
+    def given(self) -> dict[str, Any]:
+        """The options set explicitly (not None)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None}
+
+    def resolved(self) -> RayOptions:
+        """Every option with a value: the given ones, else ``RAY_DEFAULTS``."""
+        return replace(RAY_DEFAULTS, **self.given())
+
+    def check(self) -> None:
+        opts = self.resolved()
+        for name in ("workers", "batch_size", "llm_concurrency", "llm_batch_size"):
+            _positive_int(getattr(opts, name), f"ray.{name}")
+        for name in ("actor_cpus", "task_cpus"):
+            if not getattr(opts, name) > 0:
+                raise InvalidInput(f"ray.{name}: must be > 0, got {getattr(opts, name)!r}",
+                                   field=f"ray.{name}")
+        if opts.gpus_per_embedder < 0:
+            raise InvalidInput(f"ray.gpus_per_embedder: must be >= 0, got "
+                               f"{opts.gpus_per_embedder!r}", field="ray.gpus_per_embedder")
+
+
+# Fractions, so the embedded default fits a 2-core machine: one distill actor and one
+# embed actor (0.5 CPU each) leave a core for the tasks.
+RAY_DEFAULTS = RayOptions(workers=1, batch_size=64, actor_cpus=0.5, task_cpus=0.25,
+                          gpus_per_embedder=0.0, llm_concurrency=1, llm_batch_size=64, address=None)
+
+
+@dataclass(frozen=True)
+class BackfillConfig:
+    """What to backfill where, and how; the same for every engine.
+
+    ``summarizer`` and ``embedder`` may be objects for the in-process engine; the
+    Ray engine builds its own in its workers and takes names (see its ``check``).
+    """
+
+    archive: str | Path
+    store: str | Path
+    shards: int | None = None  # of a new store (an existing store keeps its own)
+    summarizer: str | Summarizer = "extractive"
+    summarizer_options: dict[str, Any] = field(default_factory=dict)
+    # An EmbedderSpec or its string ("default", "none", "torch", "./model,threads=2"; model,
+    # runtime, device and threads are the spec's, for both engines), or a built Embedder.
+    embedder: str | EmbedderSpec | Embedder | None = "default"
+    commit_every: int = DEFAULT_COMMIT_EVERY  # sessions per manifest commit
+    chunk_turns: int = 4
+    ttl_s: float | None = None
+    run_id: str | None = None  # None: a new one
+    progress_interval_s: float = 10.0  # between progress lines when not on a terminal
+    ray: RayOptions | None = None  # the Ray Data engine only
+
+    def check(self) -> None:
+        """Engine-neutral checks; each engine adds its own (``Engine.check``)."""
+        if self.shards is not None:
+            _positive_int(self.shards, "shards")
+        for name in ("commit_every", "chunk_turns"):
+            _positive_int(getattr(self, name), name)
+        if isinstance(self.summarizer, str) and self.summarizer not in available_summarizers():
+            raise InvalidInput(f"summarizer: unknown {self.summarizer!r}; known: "
+                               f"{', '.join(available_summarizers())}", field="summarizer")
+        if not isinstance(self.summarizer_options, dict):
+            raise InvalidInput("summarizer_options: must be a dict",
+                               field="summarizer_options")
+        if self.progress_interval_s < 0:
+            raise InvalidInput(f"progress_interval_s: must be >= 0, got "
+                               f"{self.progress_interval_s!r}", field="progress_interval_s")
+        if not isinstance(self.embedder, Embedder):
+            EmbedderSpec.parse(self.embedder)  # a bad spec fails before any work
+        if self.ray is not None:
+            self.ray.check()
+
+    def public(self) -> dict[str, Any]:
+        """The config as recorded in the run report: names for objects, option keys only
+        (options may hold secrets)."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["archive"], out["store"] = str(self.archive), str(self.store)
+        if not isinstance(self.summarizer, str):
+            out["summarizer"] = getattr(self.summarizer, "name", type(self.summarizer).__name__)
+        if isinstance(self.embedder, Embedder):
+            out["embedder"] = self.embedder.model_id
+        elif isinstance(self.embedder, EmbedderSpec):
+            out["embedder"] = str(self.embedder)
+        out["summarizer_options"] = sorted(self.summarizer_options)
+        out["ray"] = self.ray.given() if self.ray is not None else None
+        return out
+
+
+def parse_key_values(pairs: list[str], *, field: str = "summarizer_options") -> dict[str, Any]:
+    """``KEY=VALUE`` strings as a dict; values are parsed as JSON when they are JSON."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput(f"expected KEY=VALUE, got {pair!r}", field=field)
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
+
+
+def flag_of(name: str) -> str:
+    """``--workers`` for ``workers`` / ``ray.workers``; the field name if it has no flag."""
+    return FLAGS.get(name.removeprefix("ray."), name)
+
+
+__all__ = ["DEFAULT_COMMIT_EVERY", "FLAGS", "RAY_DEFAULTS", "BackfillConfig",
+           "RayOptions", "flag_of", "parse_key_values"]

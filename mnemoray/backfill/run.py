@@ -1,0 +1,90 @@
+"""The backfill driver: one loop for every engine.
+
+An engine only produces :class:`~mnemoray.backfill.commit.Chunk`\\ s (in this
+process, or prepared by Ray Data workers); this driver commits them in order
+(``commit_chunk``), keeps the run record (``STORE/runs/<run id>.json``) and the
+progress line, and returns the one :class:`BackfillReport`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Protocol, TextIO
+
+from mnemoray.archive import estimate_rows
+from mnemoray.backfill import commit
+from mnemoray.backfill.commit import Chunk
+from mnemoray.backfill.config import BackfillConfig
+from mnemoray.backfill.report import BackfillReport, Tally
+from mnemoray.memory.runs import Progress, RunRecorder
+from mnemoray.memory.store import MemoryStore
+
+
+class Engine(Protocol):
+    """How batches are produced; everything else is the driver's."""
+
+    name: str  # recorded in the run report
+
+    def check(self, config: BackfillConfig) -> None:
+        """Raise ``InvalidInput`` for anything in ``config`` this engine cannot honour."""
+
+    def open(self, config: BackfillConfig, store: MemoryStore) -> Iterator[Chunk]:
+        """Check what can fail before any work (archive, models), then return the lazy
+        chunks in archive order; closing the iterator releases the engine's resources."""
+
+
+def backfill(config: BackfillConfig, engine: Engine | None = None, *,
+             stream: TextIO | None = None, tty: bool | None = None) -> BackfillReport:
+    """Distill every session of ``config.archive`` into ``config.store``.
+
+    ``engine``: ``InProcessEngine()`` (the default) or the Ray Data engine
+    (``pipeline.backfill.RayDataEngine``). Idempotent: sessions whose raw row is
+    in the ledger are skipped, so a re-run adds nothing and a killed run resumes
+    where it stopped. Progress lines go to ``stream`` (stderr by default).
+    """
+    if engine is None:
+        from mnemoray.backfill.inprocess import InProcessEngine
+
+        engine = InProcessEngine()
+    config.check()
+    engine.check(config)
+    store = MemoryStore(config.store, config.shards)  # a shard-count mismatch fails here
+    chunks = engine.open(config, store)
+    progress = Progress(estimate_rows(config.archive), stream=stream, tty=tty,
+                        interval_s=config.progress_interval_s)
+    recorder = RunRecorder(store.root, engine=engine.name, config=config.public(),
+                           run_id=config.run_id)
+    tally = Tally()
+    recorder.update(tally.counts, force=True)
+    try:
+        for chunk in chunks:
+            t0 = time.perf_counter()
+            # Looked up on the module, so a test can make the commit fail.
+            result = commit.commit_chunk(store, chunk, run_id=recorder.run_id,
+                                         summarizer=chunk.stats.get("summarizer")
+                                         or tally.summarizer)
+            tally.add(chunk, result, time.perf_counter() - t0)
+            recorder.update(tally.counts, tally.stages, manifest_version=result.version)
+            progress.update(tally.progress, tally.line())
+    except KeyboardInterrupt:
+        recorder.update(tally.counts, tally.stages)
+        recorder.finish("interrupted")
+        raise
+    except BaseException as exc:
+        recorder.update(tally.counts, tally.stages)
+        recorder.finish("failed", f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:  # the engine's cleanup (Ray shutdown, ...)
+            close()
+    progress.done = tally.counts["sessions_read"]  # the tallies that trailed the last chunk
+    progress.close(tally.line())
+    recorder.update(tally.counts, tally.stages)
+    path = recorder.finish("succeeded")
+    return tally.report(run_id=recorder.run_id, engine=engine.name, seconds=recorder.seconds,
+                        report_path=str(path))
+
+
+__all__ = ["Engine", "backfill"]
