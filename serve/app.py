@@ -1,9 +1,12 @@
 """The Serve application: ``build_app(args)`` and a default ``app`` from the environment.
 
-    serve run serve.app:build_app store=/path/to/store            # args as key=value
+    serve run serve.app:build_app store=/path server.replicas=2   # args as key=value
+    serve run serve.app:build_app config=/etc/mnemoray.yaml       # a settings file
     serve deploy serve/config.yaml                                # production config
     mnemoray serve --store /path/to/store                         # local, blocking
     MNEMORAY_STORE=/path serve run serve.app:app                  # env-configured
+
+Settings: ``serve.settings`` (flags > MNEMORAY_* environment > file > defaults).
 
 Graph (default ``index_mode: ingress``)::
 
@@ -11,7 +14,7 @@ Graph (default ``index_mode: ingress``)::
                  |-- Embedder    (@serve.batch; bulk embedding of writes)
                  '-- Summarizer  (session-end distillation)
 
-``index_mode: deployment`` adds ``Index`` (shards multiplexed by shard id) between
+``server.index_mode: deployment`` adds ``Index`` (shards multiplexed by shard id) between
 the ingress and the store; see ``serve/deployments.py``.
 """
 
@@ -26,15 +29,15 @@ from typing import Any
 
 from ray.serve import Application
 
-from mnemoray.embedders import KEYWORD_ONLY_SPECS
+from mnemoray.embedders import EmbedderSpec
 from serve.auth import ApiKeys, load_api_keys
 from serve.deployments import Embedder, Index, Summarizer
 from serve.ingress import MemoryIngress
 from serve.settings import (
     ServeSettings,
+    SettingsError,
     direct_ingress_env,
-    parse_settings,
-    settings_from_env,
+    load_settings,
 )
 
 log = logging.getLogger(__name__)
@@ -45,39 +48,48 @@ SERVE_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
 
 
 def resolve_keys(settings: ServeSettings) -> ApiKeys:
-    """The key set: ``api_keys`` (a file path or a mapping), else ``$MNEMORAY_API_KEYS``."""
-    if isinstance(settings.api_keys, Mapping):
-        return ApiKeys.from_mapping(settings.api_keys, "api_keys")
-    return load_api_keys(settings.api_keys)
+    """The key set of ``server.api_keys`` (a file path or a mapping); none: open API."""
+    api_keys = settings.server.api_keys
+    if isinstance(api_keys, Mapping):
+        return ApiKeys.from_mapping(api_keys, "server.api_keys")
+    # env={}: keys come only from the settings (MNEMORAY_SERVER__API_KEYS among them).
+    return load_api_keys(api_keys, env={})
+
+
+def settings_of(args: Mapping[str, Any] | ServeSettings | None) -> ServeSettings:
+    """``args`` are the flags layer over the environment and the settings file."""
+    return args if isinstance(args, ServeSettings) else load_settings(args)
 
 
 def build_app(args: Mapping[str, Any] | ServeSettings | None = None) -> Application:
-    """The application for ``args`` (see ``serve.settings.ServeSettings``)."""
-    s = parse_settings(args)
+    """The application for ``args`` (see ``serve.settings``)."""
+    s = settings_of(args)
     keys = resolve_keys(s)
-    # Replicas get digests only: plain keys never leave the process that read them.
+    # Replicas get the resolved settings and digests only: plain keys never leave
+    # the process that read them, and replicas read no environment.
     config = s.model_dump()
-    config["api_keys"] = None
-    config["api_key_digests"] = keys.to_digests()
-    cpus = s.num_cpus
+    config["server"]["api_keys"] = None
+    config["server"]["api_key_digests"] = keys.to_digests()
+    cpus, models = s.server.num_cpus, s.models
     embedder = None
-    if s.embedder_deployment and s.embedder.strip().lower() not in KEYWORD_ONLY_SPECS:
+    if models.embedder_deployment and \
+            not EmbedderSpec.parse(models.embedder, field="models.embedder").keyword_only:
         embedder = Embedder.options(
-            num_replicas=s.embedder_replicas,
-            ray_actor_options={"num_cpus": cpus.embedder}).bind(s.store, s.embedder)
+            num_replicas=models.embedder_replicas,
+            ray_actor_options={"num_cpus": cpus.embedder}).bind(s.store, models.embedder)
     summarizer = None
-    if s.summarizer_deployment:
+    if models.summarizer_deployment:
         summarizer = Summarizer.options(
-            num_replicas=s.summarizer_replicas,
-            ray_actor_options={"num_cpus": cpus.summarizer}).bind(s.summarizer,
-                                                                  s.summarizer_options)
+            num_replicas=models.summarizer_replicas,
+            ray_actor_options={"num_cpus": cpus.summarizer}).bind(models.summarizer,
+                                                                  models.summarizer_options)
     index = None
-    if s.index_mode == "deployment":
+    if s.server.index_mode == "deployment":
         index = Index.options(
-            num_replicas=s.index_replicas,
+            num_replicas=s.server.index_replicas,
             ray_actor_options={"num_cpus": cpus.index}).bind(config, embedder, summarizer)
     return MemoryIngress.options(
-        num_replicas=s.replicas, max_ongoing_requests=s.max_ongoing_requests,
+        num_replicas=s.server.replicas, max_ongoing_requests=s.server.max_ongoing_requests,
         ray_actor_options={"num_cpus": cpus.ingress},
     ).bind(config, embedder, summarizer, index)
 
@@ -86,7 +98,7 @@ def __getattr__(name: str) -> Any:
     # ``serve run serve.app:app``: built on first access from MNEMORAY_* variables,
     # so importing this module (tests, build_app users) reads no environment.
     if name == "app":
-        return build_app(settings_from_env())
+        return build_app(None)
     raise AttributeError(name)
 
 
@@ -125,36 +137,38 @@ def replica_urls(host: str, port: int, replicas: int, timeout_s: float = 30.0) -
     return found
 
 
-def run_local(args: Mapping[str, Any], *, host: str = "127.0.0.1", port: int = 8000,
-              ready: Any = None, direct_ingress: bool = False,
+def run_local(args: Mapping[str, Any] | ServeSettings, *, ready: Any = None,
               address: str | None = None) -> None:
     """Start a local Ray + Serve and run the app until Ctrl-C (``mnemoray serve``).
 
-    ``direct_ingress``: Ray Serve's throughput preset (see ``direct_ingress_env``);
-    the proxy keeps answering on ``port`` and each ingress replica also answers on
-    its own port from ``port + 1`` (printed at start): the fast path for clients.
-    ``address="local"`` always starts a new Ray instance (benchmarks).
+    Binds ``server.host:server.port``. ``server.direct_ingress``: Ray Serve's
+    throughput preset (see ``direct_ingress_env``); the proxy keeps answering on the
+    port and each ingress replica also answers on its own port from ``port + 1``
+    (printed at start): the fast path for clients. ``address="local"`` always starts
+    a new Ray instance (benchmarks).
     """
     import ray
     from ray import serve
 
-    settings = parse_settings(args)
+    settings = settings_of(args)
     keys = resolve_keys(settings)
+    host, port = settings.server.host, settings.server.port
+    direct_ingress, replicas = settings.server.direct_ingress, settings.server.replicas
     if keys.open and host not in ("127.0.0.1", "localhost", "::1"):
-        raise ValueError(f"host: refusing to bind {host} without API keys; configure "
-                         f"--api-keys (or MNEMORAY_API_KEYS) or bind 127.0.0.1")
-    env = serve_env(direct_ingress=direct_ingress, port=port, replicas=settings.replicas)
+        raise SettingsError(f"refusing to bind {host} without API keys; configure "
+                            f"server.api_keys or bind 127.0.0.1", field="server.host")
+    env = serve_env(direct_ingress=direct_ingress, port=port, replicas=replicas)
     if not ray.is_initialized():
         # Serve's own per-request overhead, documented knobs (part of Ray Serve's
         # RAY_SERVE_THROUGHPUT_OPTIMIZED preset): user code on the replica's main
         # loop and the router on the proxy's loop save two thread hand-offs per
-        # request (measured here: replica CPU per /healthz ~1.2 ms with them).
+        # request.
         ray.init(address=address, include_dashboard=False, log_to_driver=True,
                  runtime_env={"env_vars": env})
     serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(settings), name=APP_NAME, route_prefix="/")
     if direct_ingress:
-        urls = replica_urls(host, port, settings.replicas)
+        urls = replica_urls(host, port, replicas)
         print("mnemoray: direct ingress, replicas answer at "
               + (", ".join(urls) or "(no replica port answered yet)"), flush=True)
     if ready is not None:

@@ -1,27 +1,60 @@
-"""The serving configuration: what ``build_app(args)`` accepts (also from env vars).
+"""The serving configuration, grouped, and the one loader that layers it.
 
-``serve run serve.app:build_app store=/path replicas=2`` passes every value as a
-string; pydantic's lax mode turns "2" into 2 and "true" into True. Unknown keys are
-an error naming the key, so a typo never silently falls back to a default.
+Layout (every key is reachable the same way from each layer)::
+
+    store: /var/lib/mnemoray/store   # the memory store (required)
+    shards: null                     # shards of a NEW store
+    server:    host, port, direct_ingress, replicas, api keys, limits, index layout
+    recall:    RetrievalConfig fields + apps.<app_name>.<field> (mnemoray.config)
+    ingestion: trigger, sessions_db, artifacts_dir
+    models:    embedder, summarizer, query encoding
+
+Layers, highest first: **flags > environment > file > defaults**.
+
+- flags: ``build_app(args)`` / ``serve run serve.app:build_app store=/s server.replicas=2``
+  (dotted keys; strings are converted: "2" -> 2, "true" -> True, a JSON object or
+  list -> a mapping or list), the CLI's options and ``--set KEY=VALUE``.
+- environment: ``MNEMORAY_<GROUP>__<FIELD>`` (nested delimiter ``__``, case-insensitive,
+  so app names under ``MNEMORAY_RECALL__APPS__<APP>__...`` are lower-cased; a
+  mapping value may be JSON): ``MNEMORAY_STORE``, ``MNEMORAY_SERVER__REPLICAS=2``,
+  ``MNEMORAY_RECALL__WEIGHTS__BM25=0.2``.
+- file: YAML or JSON in the same layout, named by the flag ``config`` or by
+  ``MNEMORAY_CONFIG``.
+
+Unknown keys in any layer are a ``ConfigError`` naming the key, so a typo never
+silently falls back to a default; the flat keys of earlier versions name their new
+place. Replicas receive the fully resolved settings (``parse_settings``) and read no
+environment of their own.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsError as EnvDecodeError
 
-from mnemoray.memory.triggers import TRIGGER_TYPES, TriggerConfig
+from mnemoray.config import RecallSettings, errors_to_config_error, load_settings_file
+from mnemoray.errors import ConfigError
+from mnemoray.memory.retrieval import RetrievalConfig
+from mnemoray.memory.triggers import TriggerConfig
 
 ENV_PREFIX = "MNEMORAY_"
+ENV_DELIMITER = "__"
+CONFIG_KEY = "config"  # the flag (and MNEMORAY_CONFIG) that names a settings file
 MiB = 1 << 20
 
+# Variables with this prefix that other parts of the library read; not settings.
+LIBRARY_ENV = frozenset({"ONNX_CACHE", "CRASH_AFTER"})
 
-class SettingsError(ValueError):
-    """The serving configuration is invalid; the message names the key."""
+
+class SettingsError(ConfigError):
+    """The serving configuration is invalid; ``field`` names the key."""
 
 
 class _Strict(BaseModel):
@@ -52,50 +85,27 @@ class CpuSettings(_Strict):
     index: float = Field(0.25, ge=0)
 
 
-class ServeSettings(_Strict):
-    store: str = Field(..., min_length=1, description="memory store directory")
-    sessions_db: str | None = Field(None, description="SQLite file (default STORE/sessions.db)")
-    artifacts_dir: str | None = Field(None, description="artifacts (default STORE/artifacts)")
-    shards: int | None = Field(None, ge=1, description="shards of a NEW store")
-    embedder: str = Field("default", min_length=1,
-                          description="load_embedder spec: default, onnx, a path, none")
-    query_embedder: str = Field(
-        "auto", min_length=1,
-        description="spec of the in-process query embedder: 'auto' = the ONNX Runtime "
-        "build of the packaged MiniLM when `embedder` is the packaged MiniLM (same "
-        "model_id, parity-gated; ~4x faster for one query), else the `embedder` spec")
-    query_threads: int | None = Field(None, ge=1, description="intra-op threads of the "
-                                      "ONNX query embedder (default: ONNX Runtime's)")
-    summarizer: str = Field("extractive", min_length=1)
-    summarizer_options: dict[str, Any] = Field(default_factory=dict)
-    trigger: TriggerSettings = Field(default_factory=TriggerSettings)
+class ServerSettings(_Strict):
+    """HTTP, replicas, limits, keys and the index layout."""
 
-    # -- deployments --------------------------------------------------------------
+    # host/port/direct_ingress: what `mnemoray serve` binds; under `serve deploy` the
+    # Serve config's http_options decide.
+    host: str = Field("127.0.0.1", min_length=1, description="interface to bind; "
+                      "non-loopback only with API keys")
+    port: int = Field(8000, ge=1, le=65535)
+    direct_ingress: bool = Field(False, description="Ray Serve's throughput preset: each "
+                                 "ingress replica answers on its own port from port+1")
     replicas: int = Field(1, ge=1, description="ingress replicas")
+    max_ongoing_requests: int = Field(128, ge=1, description="per ingress replica; the "
+                                      "micro-batcher needs concurrent requests to batch")
+    num_cpus: CpuSettings = Field(default_factory=CpuSettings)
     # "ingress": the index lives in each ingress replica (one hop: the default).
     # "deployment": shards live in a separate Index deployment, multiplexed by shard id.
     index_mode: Literal["ingress", "deployment"] = "ingress"
     index_replicas: int = Field(1, ge=1)
-    embedder_deployment: bool = Field(True, description="bulk embedding of writes in a "
-                                      "separate Embedder deployment (else in-process)")
-    embedder_replicas: int = Field(1, ge=1)
-    summarizer_deployment: bool = Field(True, description="session distillation's "
-                                        "summarizer in a separate deployment")
-    summarizer_replicas: int = Field(1, ge=1)
-    num_cpus: CpuSettings = Field(default_factory=CpuSettings)
-    max_ongoing_requests: int = Field(128, ge=1, description="per ingress replica; the "
-                                      "micro-batcher needs concurrent requests to batch")
-
-    # -- hot path -------------------------------------------------------------------
-    batch_max_size: int = Field(16, ge=1, le=256)
-    batch_wait_timeout_s: float = Field(0.002, ge=0, le=0.1)
     offload_search: bool = Field(False, description="run index search in a thread "
                                  "instead of on the event loop")
-    encode_in_loop: bool = Field(True, description="encode query batches on the event "
-                                 "loop (true) or on a dedicated encoder thread (false)")
     reload_interval_s: float = Field(0.25, gt=0, le=60)
-
-    # -- security & limits ----------------------------------------------------------
     api_keys: str | dict[str, Any] | None = Field(
         None, description="API keys: a JSON file path or the mapping itself")
     api_key_digests: dict[str, list[str]] | None = Field(
@@ -103,55 +113,230 @@ class ServeSettings(_Strict):
     allow_remote_without_keys: bool = False
     max_body_bytes: int = Field(8 * MiB, ge=1024)
 
-    @field_validator("store", "sessions_db", "artifacts_dir")
+
+class IngestionSettings(_Strict):
+    """How sessions become memories and where sessions and artifacts live."""
+
+    trigger: TriggerSettings = Field(default_factory=TriggerSettings)
+    sessions_db: str | None = Field(None, description="SQLite file (default STORE/sessions.db)")
+    artifacts_dir: str | None = Field(None, description="artifacts (default STORE/artifacts)")
+
+    @field_validator("sessions_db", "artifacts_dir")
     @classmethod
     def _expand(cls, v: str | None) -> str | None:
         return None if v is None else str(Path(v).expanduser().absolute())
 
+
+class ModelSettings(_Strict):
+    """Embedders, the summarizer, their deployments, and query encoding."""
+
+    embedder: str = Field("default", min_length=1,
+                          description="embedder spec (mnemoray.embedders.EmbedderSpec): "
+                          "default, none, torch, onnx, a path or hub name, then "
+                          "',key=value' options (runtime, device, threads, spin)")
+    query_embedder: str = Field(
+        "auto", min_length=1,
+        description="spec of the in-process query embedder: 'auto' = the `embedder` "
+        "spec (same model and runtime, opened for queries); else another spec of the "
+        "same model")
+    query_threads: int | None = Field(None, ge=1, description="intra-op threads of the "
+                                      "query embedder (default: the runtime's)")
+    batch_max_size: int = Field(16, ge=1, le=256, description="query micro-batch size")
+    batch_wait_timeout_s: float = Field(0.002, ge=0, le=0.1)
+    encode_in_loop: bool = Field(True, description="encode query batches on the event "
+                                 "loop (true) or on a dedicated encoder thread (false)")
+    embedder_deployment: bool = Field(True, description="bulk embedding of writes in a "
+                                      "separate Embedder deployment (else in-process)")
+    embedder_replicas: int = Field(1, ge=1)
+    summarizer: str = Field("extractive", min_length=1)
+    summarizer_options: dict[str, Any] = Field(default_factory=dict)
+    summarizer_deployment: bool = Field(True, description="session distillation's "
+                                        "summarizer in a separate deployment")
+    summarizer_replicas: int = Field(1, ge=1)
+
+
+class ServeSettings(_Strict):
+    store: str = Field(..., min_length=1, description="memory store directory")
+    shards: int | None = Field(None, ge=1, description="shards of a NEW store")
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+    ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
+    models: ModelSettings = Field(default_factory=ModelSettings)
+
+    @field_validator("store")
+    @classmethod
+    def _expand(cls, v: str) -> str:
+        return str(Path(v).expanduser().absolute())
+
     @property
     def sessions_path(self) -> str:
-        return self.sessions_db or str(Path(self.store) / "sessions.db")
+        return self.ingestion.sessions_db or str(Path(self.store) / "sessions.db")
 
     @property
     def artifacts_path(self) -> str:
-        return self.artifacts_dir or str(Path(self.store) / "artifacts")
+        return self.ingestion.artifacts_dir or str(Path(self.store) / "artifacts")
+
+    def retrieval_for(self, app_name: str | None = None) -> RetrievalConfig:
+        """The app's RetrievalConfig: ``recall.apps.<app_name>`` over the recall default."""
+        return self.recall.retrieval_for(app_name)
+
+
+TOP_LEVEL = frozenset(ServeSettings.model_fields)
+
+# The flat keys of earlier versions -> their place now (an error names it).
+MOVED: dict[str, str] = {
+    **{k: f"server.{k}" for k in (
+        "replicas", "max_ongoing_requests", "num_cpus", "index_mode", "index_replicas",
+        "offload_search", "reload_interval_s", "api_keys", "api_key_digests",
+        "allow_remote_without_keys", "max_body_bytes")},
+    **{k: f"ingestion.{k}" for k in ("trigger", "sessions_db", "artifacts_dir")},
+    **{k: f"models.{k}" for k in (
+        "embedder", "query_embedder", "query_threads", "batch_max_size",
+        "batch_wait_timeout_s", "encode_in_loop", "embedder_deployment", "embedder_replicas",
+        "summarizer", "summarizer_options", "summarizer_deployment", "summarizer_replicas")},
+}
+
+
+def _env_name(path: str) -> str:
+    return ENV_PREFIX + path.replace(".", ENV_DELIMITER).upper()
+
+
+def _check_keys(data: Mapping[str, Any], *, env: bool = False) -> None:
+    for key in data:
+        if key in TOP_LEVEL:
+            continue
+        name = _env_name(key) if env else key
+        if key in MOVED:
+            new = _env_name(MOVED[key]) if env else MOVED[key]
+            raise SettingsError(f"moved: use {new}", field=name)
+        known = ([_env_name(k) for k in sorted(TOP_LEVEL | {CONFIG_KEY})] if env
+                 else sorted(TOP_LEVEL))
+        raise SettingsError("unknown setting; known: " + ", ".join(known), field=name)
 
 
 def parse_settings(args: Mapping[str, Any] | ServeSettings | None) -> ServeSettings:
+    """Validate a complete settings mapping (no layering, no environment)."""
     if isinstance(args, ServeSettings):
         return args
+    data = dict(args or {})
+    _check_keys(data)
     try:
-        return ServeSettings.model_validate(dict(args or {}))
+        return ServeSettings.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "args"
-        raise SettingsError(f"serve config: {where}: {first['msg']}") from None
+        err = errors_to_config_error(exc)
+        raise SettingsError(err.reason, field=err.field) from None
 
 
-_ENV_KEYS = ("store", "sessions_db", "artifacts_dir", "shards", "embedder", "query_embedder",
-             "summarizer",
-             "replicas", "index_mode", "index_replicas", "embedder_deployment",
-             "summarizer_deployment", "batch_max_size", "batch_wait_timeout_s",
-             "offload_search", "reload_interval_s", "max_body_bytes")
+# -- layers --------------------------------------------------------------------------------
+def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"server.replicas": "2"}`` -> ``{"server": {"replicas": "2"}}`` (nested values
+    are kept; a key given twice is an error)."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = str(key).split(".")
+        tree: Any = value
+        for part in reversed([*parents, leaf]):
+            tree = {part: tree}
+        _add(out, tree, "")
+    return out
+
+
+def _add(into: dict[str, Any], tree: Mapping[str, Any], where: str) -> None:
+    for key, value in tree.items():
+        path = f"{where}.{key}" if where else key
+        if isinstance(value, Mapping) and isinstance(into.setdefault(key, {}), dict):
+            _add(into[key], value, path)  # copies: the caller's mappings stay untouched
+        elif key not in into:
+            into[key] = value
+        else:
+            raise SettingsError("given twice", field=path)
+
+
+def merge(low: Mapping[str, Any], high: Mapping[str, Any]) -> dict[str, Any]:
+    """``high`` over ``low``, mapping by mapping (a group given in two layers merges)."""
+    out = dict(low)
+    for key, value in high.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+class _EnvSchema(ServeSettings, BaseSettings):
+    """Only its schema and config are used: by ``EnvSettingsSource`` to explode and
+    decode ``MNEMORAY_*`` variables (ServeSettings itself never reads the environment)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER,
+                                      case_sensitive=False, extra="forbid")
+
+
+class _EnvSource(EnvSettingsSource):
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._given = {k.lower(): v for k, v in env.items()}
+        super().__init__(_EnvSchema)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return self._given
 
 
 def settings_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Args from ``MNEMORAY_STORE``, ``MNEMORAY_EMBEDDER``, ... (``MNEMORAY_<KEY>``).
+    """The environment layer: ``MNEMORAY_<GROUP>__<FIELD>`` -> nested settings.
 
-    ``MNEMORAY_STORE`` defaults to ``./mnemoray-store``; ``MNEMORAY_TRIGGER`` is the
-    trigger type. API keys come from ``MNEMORAY_API_KEYS`` (see ``serve.auth``).
+    ``MNEMORAY_CONFIG`` is returned under ``config`` (the settings file to read).
     """
     env = os.environ if env is None else env
-    args: dict[str, Any] = {k: env[ENV_PREFIX + k.upper()] for k in _ENV_KEYS
-                            if env.get(ENV_PREFIX + k.upper())}
-    args.setdefault("store", "mnemoray-store")
-    trigger = env.get(ENV_PREFIX + "TRIGGER")
-    if trigger:
-        if trigger not in TRIGGER_TYPES:
-            raise SettingsError(f"{ENV_PREFIX}TRIGGER: {trigger!r} is not one of "
-                                f"{', '.join(TRIGGER_TYPES)}")
-        args["trigger"] = {"type": trigger}
-    return args
+    ours = {k: v for k, v in env.items()
+            if k.upper().startswith(ENV_PREFIX) and v is not None and v.strip() != ""}
+    heads: dict[str, str] = {}
+    for name in ours:
+        rest = name[len(ENV_PREFIX):].upper()
+        if rest in LIBRARY_ENV:
+            continue
+        heads[rest.split(ENV_DELIMITER)[0].lower()] = name
+    out: dict[str, Any] = {}
+    config = heads.pop(CONFIG_KEY, None)
+    if config is not None:
+        out[CONFIG_KEY] = ours[config]
+    # The old flat names (MNEMORAY_API_KEYS among them) are refused, never ignored.
+    _check_keys(heads, env=True)
+    try:
+        values = _EnvSource({k: v for k, v in ours.items()
+                             if k.upper() != _env_name(CONFIG_KEY)})()
+    except EnvDecodeError as exc:  # a JSON value that does not parse
+        raise SettingsError(str(exc), field=ENV_PREFIX + "*") from None
+    return {**values, **out}
+
+
+def load_settings(flags: Mapping[str, Any] | None = None, *,
+                  env: Mapping[str, str] | None = None) -> ServeSettings:
+    """Settings from defaults < file < environment < ``flags``.
+
+    ``flags`` may use dotted keys (``server.replicas``) or nested mappings; its
+    ``config`` (else ``MNEMORAY_CONFIG``) names the settings file. ``env`` defaults
+    to ``os.environ``.
+    """
+    high = nest({k: _json_value(v) for k, v in (flags or {}).items()})
+    envs = settings_from_env(env)
+    path = high.pop(CONFIG_KEY, None) or envs.pop(CONFIG_KEY, None)
+    envs.pop(CONFIG_KEY, None)
+    file = load_settings_file(path) if path else {}
+    if path:
+        try:
+            _check_keys(file)
+        except SettingsError as exc:
+            raise SettingsError(f"{exc.reason} (in {path})", field=exc.field) from None
+    return parse_settings(merge(merge(file, envs), high))
+
+
+def _json_value(value: Any) -> Any:
+    # `serve run` passes every argument as a string: a mapping or a list comes as JSON.
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 def direct_ingress_env(port: int, replicas: int) -> dict[str, str]:
@@ -160,8 +345,7 @@ def direct_ingress_env(port: int, replicas: int) -> dict[str, str]:
     ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` turns on Serve's direct ingress (each ingress
     replica runs its own HTTP server: a request skips the proxy hop and the body
     round trip between replica and proxy), gRPC between deployments and user code on
-    the replica's main loop. Measured here at 1M memories (benchmarks/README.md, one run):
-    single-client recall p50 23.9 -> 11.1 ms, 32 clients 98.7 -> 206.3 req/s.
+    the replica's main loop. Figures: benchmarks/README.md.
     """
     first = port + 1
     return {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
