@@ -28,12 +28,14 @@ import numpy as np
 from ray import serve
 
 from mnemoray.embedders import Embedder as CoreEmbedder
+from mnemoray.embedders import EmbedderError, open_embedder
 from mnemoray.events import Event
-from mnemoray.memory.service import resolve_embedder
+from mnemoray.memory.reload import SnapshotReloader
+from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.summarizers import get_summarizer
 from mnemoray.summarizers.base import Summary
-from serve.memory import RemoteEmbedder, RemoteSummarizer, ServingMemory
+from serve.memory import MemoryOps, RemoteEmbedder, RemoteSummarizer
 from serve.settings import ServeSettings, parse_settings
 
 log = logging.getLogger("ray.serve")
@@ -56,7 +58,8 @@ class Embedder:
     """One embedding model per replica; ``encode(texts)`` is batched across callers."""
 
     def __init__(self, store: str, spec: str) -> None:
-        self.embedder: CoreEmbedder | None = resolve_embedder(MemoryStore(store), spec)
+        # The same embedder an in-process writer would get for this spec and store.
+        self.embedder: CoreEmbedder | None = open_embedder(spec, MemoryStore(store), "write")
 
     def info(self) -> dict[str, Any] | None:
         e = self.embedder
@@ -67,7 +70,8 @@ class Embedder:
     async def encode(self, batch: list[list[str]]) -> list[np.ndarray]:
         # Writes are not latency-critical: wait up to 10 ms to merge concurrent callers.
         if self.embedder is None:
-            raise ValueError("embedder: this store is keyword-only; nothing to embed")
+            raise EmbedderError("this store is keyword-only; nothing to embed",
+                                field="embedder")
         flat = [t for texts in batch for t in texts]
         vectors = await asyncio.get_running_loop().run_in_executor(
             None, self.embedder.encode, flat, 64)
@@ -98,27 +102,30 @@ class Summarizer:
 async def remote_models(settings: ServeSettings, embedder_handle: Any,
                         summarizer_handle: Any) -> tuple[Any, Any]:
     """(embedder, summarizer) for writes: the deployments behind the core interfaces,
-    or in-process models when a deployment is not configured."""
+    or in-process models when a deployment is not configured (the embedder from
+    ``open_embedder``, as the ``Embedder`` deployment opens it)."""
     loop = asyncio.get_running_loop()
     if embedder_handle is not None:
         info = await embedder_handle.info.remote()
         embedder = None if info is None else RemoteEmbedder(embedder_handle, info["model_id"],
                                                             info["dim"], loop)
     else:
-        embedder = resolve_embedder(MemoryStore(settings.store), settings.embedder)
+        embedder = open_embedder(settings.models.embedder, MemoryStore(settings.store),
+                                 "write")
     if summarizer_handle is not None:
         summarizer = RemoteSummarizer(summarizer_handle,
                                       (await summarizer_handle.info.remote())["name"], loop)
     else:
-        summarizer = get_summarizer(settings.summarizer, **settings.summarizer_options)
+        models = settings.models
+        summarizer = get_summarizer(models.summarizer, **models.summarizer_options)
     return embedder, summarizer
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0.25}, max_ongoing_requests=64)
 class Index:
     """Memory shards, multiplexed by shard id (``handle.options(multiplexed_model_id=
-    str(shard))``). Each loaded shard is a :class:`ServingMemory` over
-    ``MemoryStore(load_shards={shard})`` with its own hot-reload watcher."""
+    str(shard))``). Each loaded shard is the core ``MemoryService`` over
+    ``MemoryStore(load_shards={shard})`` with its own watching reloader."""
 
     async def __init__(self, settings: Mapping[str, Any], embedder_handle: Any = None,
                        summarizer_handle: Any = None) -> None:
@@ -127,30 +134,33 @@ class Index:
             self.settings, embedder_handle, summarizer_handle)
 
     @serve.multiplexed(max_num_models_per_replica=SHARDS_PER_INDEX_REPLICA)
-    async def shard(self, shard_id: str) -> ServingMemory:
+    async def shard(self, shard_id: str) -> _ShardOps:
         shard = int(shard_id)
         s = self.settings
 
-        def load() -> ServingMemory:
+        def load() -> _ShardOps:
             store = MemoryStore(s.store, s.shards, load_shards=[shard])
-            return _ShardMemory(store, self.embedder, self.summarizer,
-                                reload_interval_s=s.reload_interval_s)
+            reloader = SnapshotReloader(store.load, store.root,
+                                        watch_interval_s=s.server.reload_interval_s).start()
+            return _ShardOps(MemoryService(store, self.embedder, self.summarizer,
+                                           s.recall.default, app_configs=s.recall.app_configs,
+                                           reloader=reloader))
 
         return await asyncio.get_running_loop().run_in_executor(None, load)
 
     async def call(self, op: str, app_name: str, user_id: str,
                    kwargs: Mapping[str, Any] | None = None) -> Any:
-        memory = await self.shard(serve.get_multiplexed_model_id())
-        if op in ("recall", "has_rows"):  # in-memory work: sub-millisecond for a user
-            return memory.call(op, app_name, user_id, kwargs)
+        ops = await self.shard(serve.get_multiplexed_model_id())
+        if op == "recall":  # in-memory work, short for one user: no thread hop
+            return ops.call(op, app_name, user_id, kwargs)
         return await asyncio.get_running_loop().run_in_executor(
-            None, memory.call, op, app_name, user_id, kwargs)
+            None, ops.call, op, app_name, user_id, kwargs)
 
 
-class _ShardMemory(ServingMemory):
-    """A shard's memory; Serve calls ``__del__`` when it evicts the shard (LRU)."""
+class _ShardOps(MemoryOps):
+    """A shard's operations; Serve calls ``__del__`` when it evicts the shard (LRU)."""
 
     def __del__(self) -> None:
-        reloader = getattr(self, "reloader", None)
-        if reloader is not None:
-            reloader.stop()
+        service = getattr(self, "service", None)
+        if service is not None:
+            service.close()

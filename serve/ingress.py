@@ -12,7 +12,7 @@ Hot path of ``POST /v1/recall`` (default ``index_mode: ingress``)::
 
 Nothing on that path crosses a process boundary after the proxy: the query is
 embedded by the model loaded in this replica and searched in this replica's
-snapshot (``ServingMemory``). The ``Embedder`` / ``Summarizer`` deployments only
+snapshot (the core ``MemoryService``). The ``Embedder`` / ``Summarizer`` deployments only
 serve writes; with ``index_mode: deployment`` the search moves to the ``Index``
 deployment (one more hop, for stores that outgrow a replica).
 
@@ -25,9 +25,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -37,35 +35,36 @@ from ray import serve
 
 from mnemoray.artifacts import FileArtifactStore
 from mnemoray.compiler import AgentSpec, Compiler, MemorySnippet, Services
-from mnemoray.embedders import Embedder
+from mnemoray.embedders import EmbedderError, EmbedderSpec, check_model, open_embedder
 from mnemoray.memory.layout import shard_of
-from mnemoray.memory.manifest import StoreError, read_manifest
+from mnemoray.memory.manifest import read_manifest
+from mnemoray.memory.query_cache import QueryVectorCache
+from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.retrieval import RecallFilters, check_mode
-from mnemoray.memory.service import fast_embedder, resolve_embedder
+from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.memory.triggers import IngestionTrigger
 from mnemoray.sqlite_store import SQLiteSessionStore
+from serve.api import build_api
 from serve.auth import ApiKeys
+from serve.backend import HttpConfig
 from serve.deployments import remote_models
-from serve.memory import ServingMemory, call_on_loop
+from serve.memory import MemoryOps, call_on_loop
 from serve.metrics import Metrics
 from serve.settings import parse_settings
 
 log = logging.getLogger("ray.serve")
 
-QUERY_CACHE = 4096  # recent query vectors (~1.5 KB each at 384-d)
-
-# Query micro-batching (``@serve.batch`` on ``embed_queries``), measured on this
-# project's 2-core machine with MiniLM: one query costs ~2.4 ms with ONNX (7-11 ms
-# with torch) and a batch of 16 ~1.2 ms (2.6 ms) per query, so batching pays only
-# under concurrency, while a fixed wait is pure latency for a lone client (Serve's
-# own floor is ~7 ms of a ~15 ms budget). Serve forms the next batch while the
+# Query micro-batching (``@serve.batch`` on ``embed_queries``): a batch costs less
+# per query than single encodes, so batching pays under concurrency, while a fixed
+# wait is pure latency for a lone client (figures: benchmarks/README.md, "Design
+# measurements"). Serve forms the next batch while the
 # previous one is still encoding (with max_concurrent_batches=1 it then waits), so a
 # fixed window would cut the queue into many small batches. The wait therefore
 # tracks the encoder (``_batch_wait``):
 # - encoder idle, no other query in flight: 0 (a lone client never waits);
-# - encoder idle, others in flight: BATCH_WAIT_S = 2 ms, about one single-query
-#   encode: enough to gather a burst, small against the latency budget;
+# - encoder idle, others in flight: BATCH_WAIT_S, about one single-query encode:
+#   enough to gather a burst, small against the latency budget;
 # - encoder busy: until it is expected to be free (EMA of batch encode time minus
 #   the time it has run, at least BATCH_WAIT_S, at most MAX_BATCH_WAIT_S), so the
 #   queries that arrive meanwhile leave together as one batch.
@@ -75,27 +74,14 @@ QUERY_CACHE = 4096  # recent query vectors (~1.5 KB each at 384-d)
 #
 # Where a batch is encoded (``encode_in_loop``, default on): on the event loop. While
 # it encodes, arriving requests queue in front of the loop and then join the next
-# batch together: measured under 32 clients, batches averaged ~5 queries in-loop vs
-# ~2.5-3.7 on the encoder thread at the same throughput, i.e. less CPU per query on a
-# saturated 2-core box, and a lone query costs the same either way. The thread
+# batch together: larger batches than on the encoder thread at the same throughput,
+# i.e. less CPU per query on a saturated machine, and a lone query costs the same
+# either way. The thread
 # variant keeps the loop free for other routes while a batch encodes (shorter tails
 # for non-recall requests on a machine with spare cores).
 BATCH_MAX_SIZE = 16
 BATCH_WAIT_S = 0.002
 MAX_BATCH_WAIT_S = 0.05
-
-
-def load_query_embedder(store: MemoryStore, spec: str, query_spec: str,
-                        threads: int | None = None) -> Embedder | None:
-    """The in-process query embedder.
-
-    ``auto``: ``fast_embedder`` (the parity-gated ONNX build of the packaged MiniLM
-    when ``spec`` names it), with spin-waiting off since the replica shares its cores
-    with the proxy. Any other ``query_spec``: ``resolve_embedder(store, query_spec)``.
-    """
-    if query_spec.strip().lower() != "auto":
-        return resolve_embedder(store, query_spec)
-    return fast_embedder(store, spec, threads=threads, spin=False)
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=128,
@@ -106,7 +92,7 @@ class MemoryIngress:
                        summarizer_handle: Any = None, index_handle: Any = None) -> None:
         s = self.settings = parse_settings(settings)
         self.loop = asyncio.get_running_loop()  # the loop requests run on
-        self.keys = ApiKeys.from_digests(s.api_key_digests)
+        self.keys = ApiKeys.from_digests(s.server.api_key_digests)
         if self.keys.open:
             log.warning("mnemoray: no API keys configured: the API is OPEN and answers "
                         "127.0.0.1 clients only (bind the HTTP proxy to 127.0.0.1)")
@@ -120,47 +106,61 @@ class MemoryIngress:
         self.shards = store.shards
         self.store_root = store.root
         # The query embedder lives here, in-process: no hop on the hot path.
-        self.query_embedder = load_query_embedder(store, s.embedder, s.query_embedder,
-                                                  s.query_threads)
+        # "auto": the write spec; open_embedder gives it the same model and runtime.
+        auto = s.models.query_embedder.strip().lower() == "auto"
+        query_spec = EmbedderSpec.parse(
+            s.models.embedder if auto else s.models.query_embedder,
+            field="models.embedder" if auto else "models.query_embedder",
+        ).override(threads=s.models.query_threads)
+        self.query_embedder = open_embedder(query_spec, store, "query")
         write_embedder, summarizer = await remote_models(s, embedder_handle,
                                                          summarizer_handle)
         q, w = self.query_embedder, write_embedder
-        if (q is None) != (w is None) or (q is not None and w is not None and (
-                q.model_id, q.dim) != (w.model_id, w.dim)):
-            raise StoreError(f"embedder: writes would embed with "
-                             f"{getattr(w, 'model_id', None)!r} and queries with "
-                             f"{getattr(q, 'model_id', None)!r}; they must be one model")
+        if (q is None) != (w is None):
+            raise EmbedderError(f"writes would embed with {getattr(w, 'model_id', None)!r} "
+                                f"and queries with {getattr(q, 'model_id', None)!r}; they "
+                                f"must be one model", field="models.query_embedder")
+        if q is not None and w is not None:
+            check_model(q, w.model_id, w.dim, where="the write embedder")
         self.index = index_handle
-        self.memory: ServingMemory | None = None
+        self.query_cache = QueryVectorCache()
+        # The core service, with a watching reloader: requests never wait for a load.
+        self.memory: MemoryService | None = None
+        self.ops: MemoryOps | None = None
         if index_handle is None:
-            self.memory = ServingMemory(store, write_embedder, summarizer,
-                                        reload_interval_s=s.reload_interval_s)
+            reloader = SnapshotReloader(store.load, store.root,
+                                        watch_interval_s=s.server.reload_interval_s).start()
+            self.memory = MemoryService(store, write_embedder, summarizer, s.recall.default,
+                                        app_configs=s.recall.app_configs, reloader=reloader,
+                                        query_cache=self.query_cache)
+            self.ops = MemoryOps(self.memory)
         self.sessions = SQLiteSessionStore(s.sessions_path)
         self.artifacts = FileArtifactStore(s.artifacts_path)
         self.compiler = Compiler.default()
         self.metrics = Metrics(self.store_stats)
         self._ingest_results: dict[tuple[str, str, str], Any] = {}
-        self.trigger = IngestionTrigger(s.trigger.config(), self._ingest, self._forget_session,
+        self.trigger = IngestionTrigger(s.ingestion.trigger.config(), self._ingest,
+                                        self._forget_session,
                                         on_error=self._ingest_failed).attach(self.sessions)
-        if s.trigger.type == "inactivity":
-            self.trigger.start_background(self.sessions, s.trigger.poll_interval_s)
-        self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._qcache_lock = threading.Lock()
+        if s.ingestion.trigger.type == "inactivity":
+            self.trigger.start_background(self.sessions, s.ingestion.trigger.poll_interval_s)
         self._embedding = 0  # queries between "want a vector" and "got it"
         self._wait_now = -1.0
         self._encode_started: float | None = None  # the running batch's start
         self._encode_ema = 0.005  # seconds per batch, smoothed
-        self.embed_queries.set_max_batch_size(s.batch_max_size)
+        self.embed_queries.set_max_batch_size(s.models.batch_max_size)
         if self.query_embedder is not None:  # first encode pays lazy init; not a request
             self.query_embedder.encode(["warm up"])
         log.info("mnemoray ingress ready: store %s (%s rows), query embedder %s (%s), "
                  "index %s", s.store, self.store_stats().get("rows"),
-                 getattr(q, "model_id", None), type(q).__name__, s.index_mode)
+                 getattr(q, "model_id", None), type(q).__name__, s.server.index_mode)
 
     def __serve_build_asgi_app__(self) -> Any:
-        from serve.api import build_api
-
-        return build_api(self)
+        server = self.settings.server
+        return build_api(self, HttpConfig(
+            keys=self.keys, max_body_bytes=server.max_body_bytes,
+            allow_remote_without_keys=server.allow_remote_without_keys,
+            echo_request_id=False))  # Serve's proxy sets X-Request-ID itself
 
     def __del__(self) -> None:
         memory = getattr(self, "memory", None)
@@ -177,7 +177,7 @@ class MemoryIngress:
         assert self.query_embedder is not None
         start = self._encode_started = time.perf_counter()
         try:
-            if self.settings.encode_in_loop:
+            if self.settings.models.encode_in_loop:
                 vectors = self.query_embedder.encode(texts, len(texts))
             else:
                 vectors = await asyncio.get_running_loop().run_in_executor(
@@ -185,16 +185,13 @@ class MemoryIngress:
         finally:
             self._encode_started = None
             self._encode_ema = 0.8 * self._encode_ema + 0.2 * (time.perf_counter() - start)
-        for v in vectors:
-            v.flags.writeable = False  # shared through the cache
         return list(vectors)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        with self._qcache_lock:
-            vec = self._qcache.get(text)
-            if vec is not None:
-                self._qcache.move_to_end(text)
-                return vec
+        """The query's vector: the shared cache, else the micro-batched encoder."""
+        vec = self.query_cache.get(text)
+        if vec is not None:
+            return vec
         self._embedding += 1
         try:
             wait = self._batch_wait()
@@ -204,15 +201,11 @@ class MemoryIngress:
             vec = await self.embed_queries(text)
         finally:
             self._embedding -= 1
-        with self._qcache_lock:
-            self._qcache[text] = vec
-            while len(self._qcache) > QUERY_CACHE:
-                self._qcache.popitem(last=False)
-        return vec
+        return self.query_cache.put(text, vec)
 
     def _batch_wait(self) -> float:
         """How long the batch this query opens may wait for companions (see top)."""
-        base = self.settings.batch_wait_timeout_s
+        base = self.settings.models.batch_wait_timeout_s
         started = self._encode_started
         if started is not None:  # encoder busy: leave when it is expected to be free
             left = self._encode_ema - (time.perf_counter() - started)
@@ -225,7 +218,8 @@ class MemoryIngress:
             shard = str(shard_of(app_name, user_id, self.shards))
             return await self.index.options(multiplexed_model_id=shard).call.remote(
                 op, app_name, user_id, kwargs)
-        return await self.run_io(self.memory.call, op, app_name, user_id, kwargs)
+        assert self.ops is not None
+        return await self.run_io(self.ops.call, op, app_name, user_id, kwargs)
 
     def memory_op_sync(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
         """From a worker thread (compile's memory preload, ingestion triggers)."""
@@ -233,7 +227,8 @@ class MemoryIngress:
             shard = str(shard_of(app_name, user_id, self.shards))
             return call_on_loop(self.loop, lambda: self.index.options(
                 multiplexed_model_id=shard).call.remote(op, app_name, user_id, kwargs), None)
-        return self.memory.call(op, app_name, user_id, kwargs)
+        assert self.ops is not None
+        return self.ops.call(op, app_name, user_id, kwargs)
 
     async def run_io(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(
@@ -241,22 +236,23 @@ class MemoryIngress:
 
     async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
                      filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+        """Recall as JSON: the core service ranks; this adds only the batched encoder."""
         mode = check_mode(mode or "hybrid")
         flt = RecallFilters.from_dict(filters)
-        mem = self.memory
-        if mem is None:  # sharded: embed here, search on the shard's replica
+        mem, ops = self.memory, self.ops
+        if mem is None or ops is None:  # sharded: embed here, search on the shard's replica
             vec = await self.embed_query(query) if self.query_embedder is not None \
                 and mode != "keyword" and query.strip() else None
             return await self.memory_op("recall", app_name, user_id, query=query,
                                         query_vec=vec, top_k=top_k, filters=flt, mode=mode)
         vec = None
-        if mode != "keyword" and self.query_embedder is not None and query.strip() \
-                and mem.query_model() is not None and mem.op_has_rows(app_name, user_id):
+        if self.query_embedder is not None and mem.needs_query_vector(app_name, user_id,
+                                                                      query, mode):
             vec = await self.embed_query(query)
-        if self.settings.offload_search:
-            return await self.run_io(mem.op_recall, app_name, user_id, query, vec, top_k,
+        if self.settings.server.offload_search:
+            return await self.run_io(ops.op_recall, app_name, user_id, query, vec, top_k,
                                      flt, mode)
-        return mem.op_recall(app_name, user_id, query, vec, top_k, flt, mode)
+        return ops.op_recall(app_name, user_id, query, vec, top_k, flt, mode)
 
     def memory_search(self, loop: asyncio.AbstractEventLoop) -> Any:
         """The compiler's ``memory_search`` hook, run in a worker thread: the query is
@@ -264,11 +260,7 @@ class MemoryIngress:
         def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
             out = asyncio.run_coroutine_threadsafe(
                 self.recall(app_name, user_id, query, top_k, None, None), loop).result()
-            return [MemorySnippet(memory_id=m["memory_id"], text=m["text"], score=m["score"],
-                                  session_id=m["provenance"]["session_id"], kind=m["kind"],
-                                  time=m["provenance"]["event_time_end"]
-                                  or m["provenance"]["created_at"])
-                    for m in out["memories"]]
+            return [MemorySnippet.from_recalled(m) for m in out["memories"]]
         return search
 
     # -- compile --------------------------------------------------------------------------
@@ -323,7 +315,7 @@ class MemoryIngress:
     # -- stats ---------------------------------------------------------------------------
     def store_stats(self) -> dict[str, Any]:
         if self.memory is not None:
-            return self.memory.op_stats()
+            return self.memory.stats()
         m = read_manifest(self.store_root)
         return {} if m is None else {"version": m.version, "rows": m.rows,
                                      "tombstones": m.tombstone_count}

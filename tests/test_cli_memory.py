@@ -7,33 +7,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from factories import DAY, FLYING, T0, parrot, session
 from typer.testing import CliRunner
 
+from cli.main import app
 from mnemoray.archive import write_archive
-from mnemoray.cli import app
-from mnemoray.events import model_message, user_message
 from mnemoray.memory.store import MemoryStore
-from mnemoray.session import Session
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
-DAY = 86_400.0
-T0 = 1_700_000_000.0  # 2023-11-14
-FLYING = "remind me about that flying animal we talked about"
-
-
-def session(sid: str, t: float, *turns: tuple[str, str], user: str = "alice") -> Session:
-    events = [user_message(text, timestamp=t + i * 60, id=f"{sid}-e{i}") if who == "u"
-              else model_message("assistant", text, timestamp=t + i * 60, id=f"{sid}-e{i}")
-              for i, (who, text) in enumerate(turns)]
-    return Session("app", user, sid, events=events, created_at=t)
 
 
 SESSIONS = [
-    session("parrot", T0, ("u", "I'm thinking about getting a pet parrot. What should I know?"),
-            ("m", "Parrots are social birds that need a large cage and daily attention."),
-            ("u", "I really like African Grey parrots because they can talk. My apartment is "
-                  "small though.")),
+    parrot(),
     session("cooking", T0 + 3 * DAY, ("u", "How long should I roast a whole chicken?"),
             ("m", "About 75 minutes at 220C."), ("u", "I cook for four people on Sundays.")),
     session("running", T0 + 9 * DAY,
@@ -93,15 +79,16 @@ def test_recall_json_with_filters_and_modes(store_dir: Path) -> None:
     out = json.loads(result.stdout)
     assert out["query"] == "parrots and cooking" and out["took_ms"] >= 0
     assert out["memories"] and {m["kind"] for m in out["memories"]} == {"fact"}
-    assert {m["session_id"] for m in out["memories"]} <= {"cooking", "running"}
-    keys = {"memory_id", "kind", "text", "session_id", "source_event_ids", "score", "signals",
-            "event_time_start", "event_time_end"}
+    assert {m["provenance"]["session_id"] for m in out["memories"]} <= {"cooking", "running"}
+    # The one JSON form of a recalled memory (the HTTP API and agent tools use it too).
+    keys = {"memory_id", "kind", "text", "score", "date", "signals", "topics", "key_facts",
+            "provenance"}
     assert set(out["memories"][0]) == keys
     kw = runner.invoke(app, ["recall", "--store", str(store_dir), "--app", "app", "--user",
                              "alice", "--mode", "keyword", "--json", FLYING])
     assert kw.exit_code == 0, kw.output
     kw_first = json.loads(kw.stdout)["memories"][:1]
-    assert not kw_first or kw_first[0]["session_id"] != "parrot"
+    assert not kw_first or kw_first[0]["provenance"]["session_id"] != "parrot"
     bad_mode = runner.invoke(app, ["recall", "--store", str(store_dir), "--app", "app",
                                    "--user", "alice", "--mode", "fuzzy", "x"])
     assert bad_mode.exit_code == 2 and "mode" in bad_mode.output
@@ -136,17 +123,17 @@ def test_recall_batch_in_input_order_with_errors(store_dir: Path, tmp_path: Path
     assert [g["qid"] for g in got] == ["q1", "q2", "q3", None, "q5", "q6", 7, None]
     q1 = got[0]
     assert set(q1) == {"qid", "memories", "took_ms"} and len(q1["memories"]) == 2
-    assert q1["memories"][0]["session_id"] == "parrot"
-    assert set(q1["memories"][0]) == {"memory_id", "kind", "text", "session_id",
-                                      "source_event_ids", "score", "signals",
-                                      "event_time_start", "event_time_end"}
+    assert q1["memories"][0]["provenance"]["session_id"] == "parrot"
+    assert set(q1["memories"][0]) == {"memory_id", "kind", "text", "score", "date",
+                                      "signals", "topics", "key_facts", "provenance"}
     assert "dense" in q1["memories"][0]["signals"]
-    assert got[1]["memories"] and {(m["session_id"], m["kind"]) for m in got[1]["memories"]} \
+    assert got[1]["memories"] and {(m["provenance"]["session_id"], m["kind"])
+                                   for m in got[1]["memories"]} \
         == {("bob-parrot", "chunk")}
     assert "filters.kinds" in got[2]["error"] and got[2]["line"] == 3
     assert "expected a JSON object" in got[3]["error"]
     # Before 2023-11-15 alice only has the parrot talk: no chicken, whatever the score.
-    assert {m["session_id"] for m in got[4]["memories"]} <= {"parrot"}
+    assert {m["provenance"]["session_id"] for m in got[4]["memories"]} <= {"parrot"}
     assert "user_id" in got[5]["error"]
     assert got[6]["memories"] == []
     assert got[7]["line"] == 9 and got[7]["error"].startswith("invalid JSON")
@@ -162,11 +149,13 @@ def test_recall_real_subprocess(store_dir: Path, tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout.strip())
-    assert answer["qid"] == "a" and answer["memories"][0]["session_id"] == "parrot"
+    assert answer["qid"] == "a"
+    assert answer["memories"][0]["provenance"]["session_id"] == "parrot"
     assert answer["took_ms"] >= 0
     single = subprocess.run([str(ROOT / ".venv" / "bin" / "mnemoray"), "recall", "--store",
                              str(store_dir), "--app", "app", "--user", "bob", "--mode",
                              "keyword", "--json", "parrot"],
                             capture_output=True, text=True, timeout=120)
     assert single.returncode == 0, single.stderr
-    assert {m["session_id"] for m in json.loads(single.stdout)["memories"]} == {"bob-parrot"}
+    memories = json.loads(single.stdout)["memories"]
+    assert {m["provenance"]["session_id"] for m in memories} == {"bob-parrot"}

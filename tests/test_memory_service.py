@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+from factories import DAY, FLYING, T0, parrot, session
 
 from mnemoray.archive import write_archive
+from mnemoray.backfill import BackfillConfig, backfill
 from mnemoray.compiler import AgentSpec, Compiler, Services
-from mnemoray.embedders import load_embedder
-from mnemoray.events import model_message, user_message
-from mnemoray.memory.backfill import backfill
+from mnemoray.embedders import open_embedder
+from mnemoray.events import user_message
 from mnemoray.memory.record import Memory
 from mnemoray.memory.retrieval import RetrievalConfig, RetrievalError
 from mnemoray.memory.service import MemoryService
@@ -24,40 +25,15 @@ from mnemoray.memory.store import MemoryStore, StoreError
 from mnemoray.session import Session
 from mnemoray.summarizers import ExtractiveSummarizer
 
-DAY = 86_400.0
-T0 = 1_700_000_000.0  # 2023-11-14
-FLYING = "remind me about that flying animal we talked about"
-
 
 @pytest.fixture(scope="module")
 def embedder():
-    return load_embedder("default")  # loaded once for the module (and cached per process)
+    return open_embedder("default")  # loaded once for the module (and cached per process)
 
 
 @pytest.fixture
 def service(tmp_path, embedder) -> MemoryService:
     return MemoryService(MemoryStore(tmp_path / "store"), embedder, ExtractiveSummarizer())
-
-
-def session(sid: str, t: float, *turns: tuple[str, str], user: str = "alice",
-            app: str = "app") -> Session:
-    events = [user_message(text, timestamp=t + i * 60, id=f"{sid}-e{i}") if who == "u"
-              else model_message("assistant", text, timestamp=t + i * 60, id=f"{sid}-e{i}")
-              for i, (who, text) in enumerate(turns)]
-    return Session(app, user, sid, events=events, created_at=t)
-
-
-def parrot(user: str = "alice", sid: str = "parrot", t: float = T0, app: str = "app") -> Session:
-    return session(
-        sid, t,
-        ("u", "I'm thinking about getting a pet parrot. What should I know?"),
-        ("m", "Parrots are social and intelligent birds. They need a large cage, daily "
-              "attention and a varied diet."),
-        ("u", "I really like African Grey parrots because they can talk. My apartment is "
-              "small though."),
-        ("m", "African Greys are great talkers but need space and stimulation; a smaller "
-              "species may suit a small apartment."),
-        user=user, app=app)
 
 
 def unrelated(user: str = "alice") -> list[Session]:
@@ -171,7 +147,8 @@ def test_forget_memory_session_user(service, tmp_path, embedder) -> None:
     for s in [parrot(), *unrelated()]:
         service.add_session(s)
     top = service.search("app", "alice", FLYING, top_k=1)[0]
-    assert service.forget_memory(top.memory.memory_id) == 1
+    assert service.forget_memory("app", "bob", top.memory.memory_id) == 0  # not bob's
+    assert service.forget_memory("app", "alice", top.memory.memory_id) == 1
     assert top.memory.memory_id not in {
         r.memory.memory_id for r in service.search("app", "alice", FLYING, top_k=50)}
     assert service.forget_session("app", "alice", "parrot") > 0
@@ -250,7 +227,7 @@ def test_memory_search_hook_and_load_memory_tool(service) -> None:
     assert "parrot" in block.lower() and "session parrot" in block and "2023-11-14" in block
     assert any(t["name"] == "load_memory" for t in req.tools)
     tool = service.load_memory("app", "alice", FLYING, top_k=3)
-    assert len(tool) == 3 and tool[0]["session_id"] == "parrot"
+    assert len(tool) == 3 and tool[0]["provenance"]["session_id"] == "parrot"
     assert tool[0]["date"].startswith("2023-11-14")
     json.dumps(tool)  # JSON-ready
 
@@ -282,7 +259,8 @@ def test_backfill_idempotent_with_quarantine(tmp_path: Path, embedder) -> None:
     (archive / "part-1.jsonl").write_text(
         "{not json\n" + json.dumps(bad) + "\n" + json.dumps({"user_id": "x"}) + "\n")
     store_dir = tmp_path / "bf"
-    report = backfill(archive, store_dir, shards=2, embedder=embedder, batch_sessions=2)
+    report = backfill(BackfillConfig(archive, store_dir, shards=2, embedder=embedder,
+                                     commit_every=2))
     assert (report.sessions_read, report.skipped, report.quarantined) == (7, 0, 3)
     assert report.memories_written > 8 and report.seconds >= 0
     store = MemoryStore(store_dir)
@@ -291,7 +269,7 @@ def test_backfill_idempotent_with_quarantine(tmp_path: Path, embedder) -> None:
                                                           "part-1.jsonl:3"}
     assert any("events[0].role" in r["reason"] for r in q)
     rows = store.load().count()
-    again = backfill(archive, store_dir, embedder=embedder)
+    again = backfill(BackfillConfig(archive, store_dir, embedder=embedder))
     assert (again.sessions_read, again.skipped, again.quarantined,
             again.memories_written) == (7, 4, 3, 0)
     assert store.load().count() == rows and store.quarantine_count() == 3
@@ -305,8 +283,8 @@ def test_backfill_of_a_grown_session_keeps_one_summary(tmp_path: Path) -> None:
     write_archive([session("trip", T0, *turns[:2])], tmp_path / "v1.jsonl")
     write_archive([session("trip", T0, *turns)], tmp_path / "v2.jsonl")
     store_dir = tmp_path / "kw"
-    first = backfill(tmp_path / "v1.jsonl", store_dir, embedder=None)
-    second = backfill(tmp_path / "v2.jsonl", store_dir, embedder=None)
+    first = backfill(BackfillConfig(tmp_path / "v1.jsonl", store_dir, embedder=None))
+    second = backfill(BackfillConfig(tmp_path / "v2.jsonl", store_dir, embedder=None))
     assert first.memories_written and second.memories_written and second.skipped == 0
     live = list(MemoryStore(store_dir).load().iter_memories("app", "alice"))
     summaries = [m for m in live if m.kind == "session_summary"]

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from mnemoray.errors import InvalidInput
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.record import Memory
+from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.summarizers import ExtractiveSummarizer
@@ -27,7 +29,7 @@ from serve.auth import (
     is_loopback,
     load_api_keys,
 )
-from serve.memory import ServingMemory, decode_cursor, encode_cursor
+from serve.memory import MemoryOps, decode_cursor, encode_cursor
 from serve.schemas import (
     MAX_QUERY_CHARS,
     AddMemoriesRequest,
@@ -35,7 +37,7 @@ from serve.schemas import (
     AppendEventsRequest,
     RecallRequest,
 )
-from serve.settings import ServeSettings, SettingsError, parse_settings, settings_from_env
+from serve.settings import SettingsError, parse_settings, settings_from_env
 
 KEY_A = "key-for-app-a-0123456789"
 KEY_AB = "key-for-apps-a-and-b-0123"
@@ -156,18 +158,22 @@ def test_other_request_limits() -> None:
 
 # -- settings ------------------------------------------------------------------------------
 def test_settings_from_cli_strings_and_env(tmp_path: Path) -> None:
-    s = parse_settings({"store": str(tmp_path), "replicas": "2", "offload_search": "true",
-                        "trigger": {"type": "inactivity", "inactivity_s": "5"}})
-    assert s.replicas == 2 and s.offload_search and s.trigger.config().inactivity_s == 5
+    s = parse_settings({"store": str(tmp_path), "server": {"replicas": "2",
+                                                           "offload_search": "true"},
+                        "ingestion": {"trigger": {"type": "inactivity", "inactivity_s": "5"}}})
+    assert s.server.replicas == 2 and s.server.offload_search
+    assert s.ingestion.trigger.config().inactivity_s == 5
     assert s.sessions_path == str(tmp_path / "sessions.db")
-    with pytest.raises(SettingsError, match="replica"):
-        parse_settings({"store": str(tmp_path), "replica": 2})
-    with pytest.raises(SettingsError, match="index_mode"):
-        parse_settings({"store": str(tmp_path), "index_mode": "elsewhere"})
-    env = settings_from_env({"MNEMORAY_STORE": str(tmp_path), "MNEMORAY_REPLICAS": "3",
-                             "MNEMORAY_TRIGGER": "message_count"})
-    assert ServeSettings.model_validate(env).replicas == 3
-    assert env["trigger"] == {"type": "message_count"}
+    with pytest.raises(SettingsError, match="server.replica: unknown setting"):
+        parse_settings({"store": str(tmp_path), "server": {"replica": 2}})
+    with pytest.raises(SettingsError, match="server.index_mode"):
+        parse_settings({"store": str(tmp_path), "server": {"index_mode": "elsewhere"}})
+    with pytest.raises(SettingsError, match="replicas: moved: use server.replicas"):
+        parse_settings({"store": str(tmp_path), "replicas": 2})
+    env = settings_from_env({"MNEMORAY_STORE": str(tmp_path), "MNEMORAY_SERVER__REPLICAS": "3",
+                             "MNEMORAY_INGESTION__TRIGGER__TYPE": "message_count"})
+    assert parse_settings(env).server.replicas == 3
+    assert env["ingestion"] == {"trigger": {"type": "message_count"}}
 
 
 # -- the serving memory (keyword-only store: no model needed) -------------------------------
@@ -175,29 +181,36 @@ def _mem(user: str, text: str, app: str = "app", t: float = 1000.0) -> Memory:
     return Memory(app, user, "s1", "fact", text, created_at=t)
 
 
+def _served(store: MemoryStore) -> MemoryOps:
+    """The server's setup with its watcher not started: snapshots swap on refresh()."""
+    reloader = SnapshotReloader(store.load, store.root, watch_interval_s=0.25)
+    return MemoryOps(MemoryService(store, None, ExtractiveSummarizer(), reloader=reloader))
+
+
 def test_reload_swaps_without_blocking_and_ops_are_tenant_scoped(tmp_path: Path) -> None:
     root = tmp_path / "store"
     writer = MemoryService(MemoryStore(root), None, ExtractiveSummarizer())
     writer.add_memories([_mem("ana", f"Ana note {i} about tulips", t=1000.0 + i)
                          for i in range(5)] + [_mem("bob", "Bob likes tulips too")])
-    served = ServingMemory(MemoryStore(root), None, ExtractiveSummarizer(), watch=False)
-    before = served.snapshot()
+    served = _served(MemoryStore(root))
+    before = served.service.snapshot()
     assert served.op_recall("app", "ana", "tulips", None, 10)["memories"]
     # Another writer commits: readers keep the old snapshot until a refresh swaps it.
     writer.add_memories([_mem("ana", "Ana's secret word is zebra")])
-    assert served.snapshot() is before
+    assert served.service.snapshot() is before
     assert not served.op_recall("app", "ana", "zebra", None, 3)["memories"]
-    assert served.reloader.refresh() and served.reloader.reloads == 1
+    reloader = served.service.reloader
+    assert reloader.refresh() and reloader.reloads == 1
     assert served.op_recall("app", "ana", "zebra", None, 3)["memories"][0]["text"].endswith(
         "zebra")
-    assert not served.reloader.refresh()  # unchanged manifest: no reload
+    assert not reloader.refresh()  # unchanged manifest: no reload
 
     page1 = served.op_list_memories("app", "ana", limit=4)
     page2 = served.op_list_memories("app", "ana", cursor=page1["next_cursor"], limit=4)
     ids = [m["memory_id"] for m in page1["memories"] + page2["memories"]]
     assert len(ids) == len(set(ids)) == 6 and page2["next_cursor"] is None
     assert decode_cursor(encode_cursor(1.5, "x")) == (1.5, "x")
-    with pytest.raises(StoreError, match="cursor"):
+    with pytest.raises(InvalidInput, match="cursor"):
         decode_cursor("%%%")
 
     bob_id = served.op_list_memories("app", "bob")["memories"][0]["memory_id"]
@@ -222,9 +235,8 @@ def test_one_shard_store_serves_its_tenants(tmp_path: Path) -> None:
         [_mem(u, f"{u} enjoys sailing") for u in users])
     shard, mine = next(iter(by_shard.items()))
     other = next(u for s, us in by_shard.items() if s != shard for u in us)
-    served = ServingMemory(MemoryStore(root, load_shards=[shard]), None,
-                           ExtractiveSummarizer(), watch=False)
-    snap = served.snapshot()
+    served = _served(MemoryStore(root, load_shards=[shard]))
+    snap = served.service.snapshot()
     assert all(not segs for s, segs in enumerate(snap.segments) if s != shard)
     assert served.op_recall("app", mine[0], "sailing", None, 3)["memories"]
     assert served.op_stats()["loaded_shards"] == [shard]
@@ -237,8 +249,7 @@ def test_one_shard_store_serves_its_tenants(tmp_path: Path) -> None:
 
 
 def test_add_session_dict_checks_the_tenant(tmp_path: Path) -> None:
-    served = ServingMemory(MemoryStore(tmp_path / "s"), None, ExtractiveSummarizer(),
-                           watch=False)
+    served = _served(MemoryStore(tmp_path / "s"))
     raw = {"session_id": "s1", "events": [
         {"author": "user", "role": "user", "text": "I moved to Porto last spring."}]}
     out = served.op_add_session("app", "ana", raw)
@@ -299,14 +310,14 @@ def test_config_yaml_is_a_valid_serve_config() -> None:
     ServeDeploySchema.model_validate(raw)
     app = raw["applications"][0]
     assert app["import_path"] == "serve.app:build_app"
-    assert parse_settings(app["args"]).index_mode == "ingress"
+    assert parse_settings(app["args"]).server.index_mode == "ingress"
     assert raw["http_options"]["host"] == "127.0.0.1"
 
 
 def test_cli_refuses_a_public_host_without_keys(tmp_path: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from mnemoray.cli import app
+    from cli.main import app
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     result = CliRunner().invoke(app, ["serve", "--store", str(tmp_path), "--host", "0.0.0.0"])

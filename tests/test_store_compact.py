@@ -13,7 +13,7 @@ import numpy as np
 from archive_gen import make_session
 from typer.testing import CliRunner
 
-from mnemoray.cli import app
+from cli.main import app
 from mnemoray.embedders import Embedder
 from mnemoray.memory.compact import compact_store, segment_files
 from mnemoray.memory.faults import CRASH_ENV, CRASH_EXIT_CODE
@@ -51,7 +51,7 @@ def build(store_dir: Path) -> MemoryService:
         service.add_session(make_session(i, users=len(USERS)))
     snap = service.snapshot()
     victim = next(m for m in snap.iter_memories("app", "u1") if m.kind == "chunk")
-    assert service.forget_memory(victim.memory_id) == 1
+    assert service.forget_memory("app", "u1", victim.memory_id) == 1
     assert service.forget_session("app", "u2", "s0002") > 0
     # Expired rows live in their own app: until compaction drops them they still
     # count in BM25 statistics of their scope (expiry is masked at query time).

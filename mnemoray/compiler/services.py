@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mnemoray.artifacts import ArtifactStore
 
@@ -18,6 +19,15 @@ class MemorySnippet:
     session_id: str = ""
     kind: str = ""
     time: float | None = None
+
+    @classmethod
+    def from_recalled(cls, d: Mapping[str, Any]) -> MemorySnippet:
+        """From the one JSON form of a recalled memory (``RecallResult.to_dict``)."""
+        prov = d.get("provenance") or {}
+        when = prov.get("event_time_end")
+        return cls(memory_id=d["memory_id"], text=d["text"], score=float(d["score"]),
+                   session_id=prov.get("session_id", ""), kind=d.get("kind", ""),
+                   time=when if when is not None else prov.get("created_at"))
 
 
 # (app_name, user_id, query, top_k) -> best snippets first.

@@ -15,12 +15,10 @@ The signals are fused by a weighted sum of bounded scores:
 ``score = w_d * cosine + w_b * bm25 / (bm25 + c) + w_e * entity / (entity + 1)
 + w_r * freshness``. Only candidates some relevance signal ranks (dense top-``depth``,
 BM25 > 0, entity overlap > 0) are returned; exact ties go to the newer record.
-Why not reciprocal rank fusion (the first version): RRF turns ANY lexical hit into
-a vote worth as much as a dense rank, so incidental words ("town", "year") lifted
-unrelated records over paraphrase matches. Measured on benchmarks/recall_quality.py
-(2,079 queries, 200 users): RRF hybrid R@1 0.407 vs dense-only 0.578; this sum
-R@1 0.586, R@5 0.826, MRR 0.687 (dense 0.578 / 0.816 / 0.678), keyword queries
-0.892 (dense 0.811), changed facts 0.503 (dense 0.406).
+Why not reciprocal rank fusion: RRF turns ANY lexical hit into a vote worth as
+much as a dense rank, so incidental words ("town", "year") lift unrelated records
+over paraphrase matches; bounded scores let each signal have only its weight's say
+(comparison on benchmarks/recall_quality.py: benchmarks/README.md).
 Filters (``RecallFilters``) are masks applied BEFORE ranking, so a filtered
 query returns its own top-k rather than the survivors of an unfiltered one.
 Forgotten (tombstoned) rows are never candidates; expired rows (TTL) are
@@ -35,12 +33,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
 import numpy as np
 import pyarrow as pa
 from scipy import sparse
 
+from mnemoray.compiler.services import MemorySnippet
+from mnemoray.errors import InvalidInput
 from mnemoray.events import EventError, parse_timestamp
 from mnemoray.memory.bm25 import BM25
 from mnemoray.memory.index import _slice_scores
@@ -59,11 +60,11 @@ MODE_SIGNALS: dict[str, tuple[str, ...]] = {
     "keyword": ("bm25", "entity"),
 }
 
-# Weights of the fused sum; why these values (tuned on the recall benchmark,
-# see the module docstring; each signal is bounded so a weight is its maximum say):
+# Weights of the fused sum; why these values (tuned on the recall benchmark; each
+# signal is bounded so a weight is its maximum say):
 # - dense 1.0: the primary axis. Recall queries paraphrase ("that flying
 #   animal we talked about" for a parrot conversation) and only embeddings
-#   see through that. MiniLM cosines of right answers sit around 0.2-0.5.
+#   see through that.
 # - bm25 0.15 of a saturating bm25 / (bm25 + 3): a strong lexical match (a name,
 #   a rare word, several terms) adds up to ~0.1, enough to settle close dense
 #   calls, too little for one incidental word to beat a clearly better meaning.
@@ -71,15 +72,15 @@ MODE_SIGNALS: dict[str, tuple[str, ...]] = {
 #   its terms are mostly already counted by BM25.
 # - recency 0.03 within 0.05 cosine of the best match: a tie-breaker among
 #   near-equal answers (the newer statement of a changed fact). A wider window
-#   or a larger weight fixes more stale facts but costs paraphrase recall
-#   (window 0.1 / weight 0.1: R@1 0.537); configure it per deployment.
+#   or a larger weight fixes more stale facts but costs paraphrase recall;
+#   configure it per deployment.
 DEFAULT_WEIGHTS: dict[str, float] = {"dense": 1.0, "bm25": 0.15, "entity": 0.05,
                                      "recency": 0.03}
 BM25_SATURATION = 3.0
 
 
-class RetrievalError(ValueError):
-    """Bad retrieval input (config, filters, query); the message names the field."""
+class RetrievalError(InvalidInput):
+    """Bad retrieval input (config, filters, query); ``field`` names it."""
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,9 @@ class RetrievalConfig:
     top_k when that is larger). ``app_candidates``: ANN candidates an
     app-wide hybrid/dense search fuses over. ``recency_window``: records whose
     dense cosine is within this of the best one count as "about equally
-    relevant" and are ordered by time among themselves (MiniLM, measured:
-    "where do I live" scores "I live in Berlin" 0.46 and "I moved to Madrid"
-    0.37; "that flying animal" scores the parrot talk 0.45 and an unrelated
-    cooking talk 0.07). ``recency_half_life_s``: the time scale of freshness
+    relevant" and are ordered by time among themselves (narrow enough that a
+    changed fact's two statements compete while an unrelated record does not).
+    ``recency_half_life_s``: the time scale of freshness
     (1 day: records a few days apart are clearly ordered, minutes apart not).
     ``cache_scopes``: per-user candidate sets (BM25 included) kept warm.
     """
@@ -112,28 +112,29 @@ class RetrievalConfig:
         weights = dict(DEFAULT_WEIGHTS)
         for name, value in dict(self.weights).items():
             if name not in SIGNALS:
-                raise RetrievalError(f"weights: unknown signal {name!r}; known: "
-                                     f"{', '.join(SIGNALS)}")
+                raise RetrievalError(f"unknown signal {name!r}; known: "
+                                     f"{', '.join(SIGNALS)}", field="weights")
             if not isinstance(value, (int, float)) or isinstance(value, bool) \
                     or not math.isfinite(value) or value < 0:
-                raise RetrievalError(f"weights.{name}: must be a finite number >= 0, "
-                                     f"got {value!r}")
+                raise RetrievalError("must be a finite number >= 0, "
+                                     f"got {value!r}", field=f"weights.{name}")
             weights[name] = float(value)
         object.__setattr__(self, "weights", weights)
         if not (isinstance(self.bm25_saturation, (int, float))
                 and math.isfinite(self.bm25_saturation) and self.bm25_saturation > 0):
-            raise RetrievalError(f"bm25_saturation: must be a positive number, "
-                                 f"got {self.bm25_saturation!r}")
+            raise RetrievalError("must be a positive number, "
+                                 f"got {self.bm25_saturation!r}", field="bm25_saturation")
         for name in ("depth", "app_candidates", "cache_scopes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise RetrievalError(f"{name}: must be a positive integer, got {value!r}")
+                raise RetrievalError(f"must be a positive integer, got {value!r}", field=name)
         if not isinstance(self.recency_window, (int, float)) or self.recency_window < 0:
-            raise RetrievalError(f"recency_window: must be >= 0, got {self.recency_window!r}")
+            raise RetrievalError(f"must be >= 0, got {self.recency_window!r}",
+                                 field="recency_window")
         if not isinstance(self.recency_half_life_s, (int, float)) \
                 or not self.recency_half_life_s > 0:
-            raise RetrievalError(f"recency_half_life_s: must be > 0, got "
-                                 f"{self.recency_half_life_s!r}")
+            raise RetrievalError("must be > 0, got "
+                                 f"{self.recency_half_life_s!r}", field="recency_half_life_s")
 
     def active(self, mode: str | None = None) -> dict[str, float]:
         """Signal -> weight for a mode (weight 0 turns a signal off)."""
@@ -143,7 +144,7 @@ class RetrievalConfig:
 
 def check_mode(mode: str) -> str:
     if mode not in MODES:
-        raise RetrievalError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+        raise RetrievalError(f"{mode!r} is not one of {', '.join(MODES)}", field="mode")
     return mode
 
 
@@ -153,7 +154,7 @@ def _time(value: Any, name: str) -> float | None:
     try:
         return parse_timestamp(value, name)
     except EventError as exc:
-        raise RetrievalError(str(exc)) from exc
+        raise RetrievalError(exc.reason, field=exc.field) from exc
 
 
 @dataclass(frozen=True)
@@ -175,20 +176,20 @@ class RecallFilters:
     def __post_init__(self) -> None:
         if self.session_id is not None and (not isinstance(self.session_id, str)
                                             or not self.session_id):
-            raise RetrievalError("filters.session_id: must be a non-empty string")
+            raise RetrievalError("must be a non-empty string", field="filters.session_id")
         object.__setattr__(self, "after", _time(self.after, "filters.after"))
         object.__setattr__(self, "before", _time(self.before, "filters.before"))
         if self.after is not None and self.before is not None and self.after > self.before:
-            raise RetrievalError("filters: after is later than before")
+            raise RetrievalError("after is later than before", field="filters")
         if self.kinds is not None:
             kinds = (self.kinds,) if isinstance(self.kinds, str) else self.kinds
             if not isinstance(kinds, Iterable):
-                raise RetrievalError("filters.kinds: expected a list of memory kinds")
+                raise RetrievalError("expected a list of memory kinds", field="filters.kinds")
             kinds = tuple(kinds)
             for kind in kinds:
                 if kind not in MEMORY_KINDS:
-                    raise RetrievalError(f"filters.kinds: {kind!r} is not one of "
-                                         f"{', '.join(MEMORY_KINDS)}")
+                    raise RetrievalError(f"{kind!r} is not one of "
+                                         f"{', '.join(MEMORY_KINDS)}", field="filters.kinds")
             object.__setattr__(self, "kinds", kinds)
 
     @classmethod
@@ -196,11 +197,12 @@ class RecallFilters:
         if raw is None:
             return cls()
         if not isinstance(raw, Mapping):
-            raise RetrievalError(f"filters: expected an object, got {type(raw).__name__}")
+            raise RetrievalError(f"expected an object, got {type(raw).__name__}", field="filters")
         unknown = set(raw) - {"session_id", "after", "before", "kinds"}
         if unknown:
-            raise RetrievalError(f"filters.{sorted(unknown)[0]}: unknown filter (known: "
-                                 f"session_id, after, before, kinds)")
+            raise RetrievalError("unknown filter (known: "
+                                 "session_id, after, before, kinds)",
+                                 field=f"filters.{sorted(unknown)[0]}")
         return cls(**raw)
 
     @classmethod
@@ -261,12 +263,34 @@ class RecallResult:
     score: float
     signals: dict[str, float]
 
+    @property
+    def time(self) -> float:
+        """When the remembered events happened (their end), else when it was stored."""
+        m = self.memory
+        return m.event_time_end if m.event_time_end is not None else m.created_at
+
     def to_dict(self) -> dict[str, Any]:
+        """The one JSON form of a recalled memory: CLI, HTTP, MCP and agent tools."""
         m = self.memory
         return {"memory_id": m.memory_id, "kind": m.kind, "text": m.text,
-                "session_id": m.session_id, "source_event_ids": list(m.source_event_ids),
-                "score": self.score, "signals": dict(self.signals),
-                "event_time_start": m.event_time_start, "event_time_end": m.event_time_end}
+                "score": round(float(self.score), 6), "date": iso_date(self.time),
+                "signals": dict(self.signals), "topics": list(m.topics),
+                "key_facts": list(m.key_facts),
+                "provenance": {"session_id": m.session_id,
+                               "source_event_ids": list(m.source_event_ids),
+                               "event_time_start": m.event_time_start,
+                               "event_time_end": m.event_time_end,
+                               "created_at": m.created_at}}
+
+    def snippet(self) -> MemorySnippet:
+        """What the compiler shows the model of this memory."""
+        return MemorySnippet.from_recalled(self.to_dict())
+
+
+def iso_date(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 # -- pure functions over candidate arrays ------------------------------------
@@ -467,8 +491,8 @@ class Candidates:
         for p in self.parts:
             assert p.seg.vectors is not None
             if q.shape[1] != p.seg.vectors.shape[1]:
-                raise RetrievalError(f"query_vec: expected dimension {p.seg.vectors.shape[1]}, "
-                                     f"got {q.shape[1]}")
+                raise RetrievalError(f"expected dimension {p.seg.vectors.shape[1]}, "
+                                     f"got {q.shape[1]}", field="query_vec")
             s = _slice_scores(p.seg.vectors, q, p.start, p.end)[0]
             chunks.append(s if p.local is None else s[p.local])
         return np.concatenate(chunks).astype(np.float64) if chunks else np.zeros(0)
@@ -542,7 +566,7 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
                     ) -> list[RecallResult]:
     """Top-k of one candidate set for a query (the whole ranking step)."""
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-        raise RetrievalError(f"top_k: must be a positive integer, got {top_k!r}")
+        raise RetrievalError(f"must be a positive integer, got {top_k!r}", field="top_k")
     if not cands.size:
         return []
     now = time.time() if now is None else now
@@ -672,11 +696,11 @@ class Retriever:
 
 def _check_query(query: str) -> None:
     if not isinstance(query, str) or not query.strip():
-        raise RetrievalError("query: must be a non-empty string")
+        raise RetrievalError("must be a non-empty string", field="query")
 
 
 def _check_ids(app: str, user: str) -> None:
     for name, value in (("app_name", app), ("user_id", user)):
         if not isinstance(value, str) or not value:
-            raise RetrievalError(f"{name}: must be a non-empty string")
+            raise RetrievalError("must be a non-empty string", field=name)
 

@@ -14,29 +14,22 @@ only that user's slice of that user's shard: tenant isolation is structural.
 from __future__ import annotations
 
 import logging
-import os
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mnemoray.compiler.services import MemorySearch, MemorySnippet
-from mnemoray.embedders import (
-    DEFAULT_SPECS,
-    KEYWORD_ONLY_SPECS,
-    PACKAGED_MODEL_ID,
-    Embedder,
-    OnnxEmbedder,
-    load_embedder,
-)
-from mnemoray.memory.layout import MANIFEST, shard_of
-from mnemoray.memory.manifest import KEYWORD_ONLY_MODEL, StoreError
+from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
+from mnemoray.errors import ConfigError
+from mnemoray.memory.layout import shard_of
+from mnemoray.memory.manifest import StoreError
+from mnemoray.memory.query_cache import QueryVectorCache
 from mnemoray.memory.record import Memory
+from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.retrieval import (
     RecallFilters,
     RecallResult,
@@ -51,7 +44,6 @@ from mnemoray.summarizers import Summarizer, get_summarizer
 
 log = logging.getLogger(__name__)
 
-QUERY_CACHE = 1024  # query vectors kept (~1.5 KB each at 384-d)
 # Kinds a newer version of a session replaces outright (one current summary).
 REPLACED_KINDS = frozenset({"session_summary", "fact"})
 # Kinds replaced only when the new records cover all their events (the grown last chunk).
@@ -59,81 +51,6 @@ COVERED_KINDS = frozenset({"chunk", "compaction_summary"})
 
 
 # -- shared steps (the backfill uses them too) -------------------------------------
-def resolve_embedder(store: MemoryStore, spec: str | Embedder | None) -> Embedder | None:
-    """The embedder to use with ``store``.
-
-    A keyword-only store never embeds. ``"default"`` means the store's own
-    model when it has one (else the packaged MiniLM); any other spec must
-    name the store's model.
-    """
-    spec = embedder_spec(store, spec)
-    if spec is None:
-        return None
-    embedder = spec if isinstance(spec, Embedder) else load_embedder(spec)
-    check_embedder(store, embedder)
-    return embedder
-
-
-def embedder_spec(store: MemoryStore, spec: str | Embedder | None) -> str | Embedder | None:
-    """``spec`` resolved against ``store`` without loading anything (None: keyword-only).
-
-    What :func:`resolve_embedder` loads; a worker process that loads the model
-    itself (a Ray actor) is handed this.
-    """
-    m = store.manifest()
-    if m.keyword_only:
-        return None
-    if spec is None or (isinstance(spec, str) and spec.strip().lower() in KEYWORD_ONLY_SPECS):
-        return None
-    if isinstance(spec, str) and spec.strip().lower() in DEFAULT_SPECS \
-            and m.embedding_model not in (None, PACKAGED_MODEL_ID):
-        return m.embedding_model
-    return spec
-
-
-def fast_embedder(store: MemoryStore, spec: str | Embedder | None, *,
-                  threads: int | None = None, spin: bool = True) -> Embedder | None:
-    """The fastest CPU embedder that writes/reads ``store`` with the same vectors.
-
-    For the packaged MiniLM (``spec`` "default" on a new or MiniLM store) that is its
-    ONNX Runtime build (``OnnxEmbedder``: it carries the torch model_id only after
-    passing the parity gate, min cosine >= 0.999; measured here 2.4 ms vs 7.9 ms per
-    query and ~1.9x torch's batch throughput). If ONNX cannot load (no onnxruntime,
-    a failed export or gate) or for any other model: ``resolve_embedder``. Serve's
-    query embedder and the Ray Data embed actors both come from here.
-    """
-    resolved = embedder_spec(store, spec)
-    if isinstance(resolved, str) and resolved.strip().lower() in DEFAULT_SPECS \
-            and store.manifest().embedding_model in (None, PACKAGED_MODEL_ID):
-        try:
-            fast = OnnxEmbedder(None, threads=threads, spin=spin)
-            check_embedder(store, fast)
-            return fast
-        except Exception as exc:  # noqa: BLE001 - any failure: the torch model, logged
-            log.warning("mnemoray: ONNX embedder unavailable (%s); using %r", exc, resolved)
-    return resolve_embedder(store, spec)
-
-
-def check_embedder(store: MemoryStore, embedder: Embedder | None) -> None:
-    m = store.manifest()
-    if embedder is None or m.embedding_model is None or m.keyword_only:
-        return
-    if (m.embedding_model, m.dim) != (embedder.model_id, embedder.dim):
-        raise StoreError(f"embedder: store {store.root} embeds with {m.embedding_model!r} "
-                         f"(dim {m.dim}), got {embedder.model_id!r} (dim {embedder.dim})")
-
-
-def store_model(store: MemoryStore, embedder: Embedder | None) -> tuple[str, int]:
-    """(embedding_model, dim) that writes to ``store`` must declare."""
-    m = store.manifest()
-    if embedder is None:
-        if m.embedding_model is not None and not m.keyword_only:
-            raise StoreError(f"embedder: store {store.root} embeds with {m.embedding_model!r}; "
-                             f"open the memory service with that embedder to write to it")
-        return KEYWORD_ONLY_MODEL, 0
-    return embedder.model_id, embedder.dim
-
-
 def embed_memories(memories: Sequence[Memory], embedder: Embedder | None,
                    batch_size: int = 64) -> list[Memory]:
     """Memories with their ``key_text`` embedded, in one encode call (unchanged if no embedder)."""
@@ -190,75 +107,72 @@ def superseded_ids(snap: StoreSnapshot, session_key: tuple[str, str, str],
     return out
 
 
-def _iso_date(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-
-
 # -- the service -------------------------------------------------------------------
 class MemoryService:
     """Long-term memory over a :class:`MemoryStore`: ingest sessions, recall, forget.
 
+    The one place for recall, add, forget and the reload policy; the CLI, the
+    HTTP API, MCP and the agent tools all call it and add only transport.
+    Every operation is scoped to one (app, user): no call reads or hides
+    another user's rows.
+
     ``embedder`` None = keyword-only recall (BM25 + entity). ``ttl_s``:
     distilled records expire that long after ingestion. ``chunk_turns``:
-    messages per raw chunk record.
+    messages per raw chunk record. ``reloader``: when reads see new store
+    versions (default: every call checks the manifest; a server passes a
+    watching one). ``app_configs``: per-app retrieval settings over ``config``.
+    ``query_cache``: recent query vectors (shared with a server's batched encoder).
     """
 
     def __init__(self, store: MemoryStore, embedder: Embedder | None, summarizer: Summarizer,
                  config: RetrievalConfig | None = None, *, ttl_s: float | None = None,
-                 chunk_turns: int = 4) -> None:
+                 chunk_turns: int = 4, reloader: SnapshotReloader | None = None,
+                 app_configs: Mapping[str, RetrievalConfig] | None = None,
+                 query_cache: QueryVectorCache | None = None) -> None:
         if not isinstance(store, MemoryStore):
             raise TypeError(f"store: expected a MemoryStore, got {type(store).__name__}")
-        if store.manifest().keyword_only and embedder is not None:
-            log.info("store %s is keyword-only: the embedder is not used", store.root)
-            embedder = None
-        check_embedder(store, embedder)
+        embedder = open_embedder(embedder, store)  # checked against the store's model
         self.store = store
         self.embedder = embedder
         self.summarizer = summarizer
         self.retriever = Retriever(config)
+        self._app_retrievers = {app: Retriever(c) for app, c in dict(app_configs or {}).items()}
         self.ttl_s = ttl_s
         self.chunk_turns = chunk_turns
-        self._snap: StoreSnapshot | None = None
-        self._stamp: tuple[int, int, int] | None = None
-        self._snap_lock = threading.Lock()
-        # Recent query vectors: a preload and a load_memory call often ask the same thing.
-        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.reloader = reloader or SnapshotReloader(store.load, store.root)
+        self.query_cache = query_cache if query_cache is not None else QueryVectorCache()
         self._write_lock = threading.Lock()
 
     @classmethod
-    def open(cls, store_dir: str | Path, embedder: str | Embedder | None = "default",
+    def open(cls, store_dir: str | Path,
+             embedder: str | EmbedderSpec | Embedder | None = "default",
              summarizer: str | Summarizer = "extractive", shards: int | None = None,
              config: RetrievalConfig | None = None, **options: Any) -> MemoryService:
         """A service over the store at ``store_dir`` (created on first write).
 
-        ``embedder``: "default" (the store's model, MiniLM for a new store), a
-        local path or hub name, or None / "none" for keyword-only memory.
+        ``embedder``: an :class:`~mnemoray.embedders.EmbedderSpec` or its config
+        string ("default": the store's model, MiniLM for a new store; a local path or
+        hub name; "none" or None: keyword-only), or a built embedder.
         ``summarizer``: a registered summarizer name or an instance.
         """
         store = MemoryStore(store_dir, shards)
         summ = get_summarizer(summarizer) if isinstance(summarizer, str) else summarizer
-        return cls(store, resolve_embedder(store, embedder), summ, config, **options)
+        return cls(store, open_embedder(embedder, store, "write"), summ, config, **options)
 
     @property
     def config(self) -> RetrievalConfig:
         return self.retriever.config
 
+    def retriever_for(self, app_name: str) -> Retriever:
+        return self._app_retrievers.get(app_name, self.retriever)
+
+    def close(self) -> None:
+        self.reloader.stop()
+
     # -- snapshot ---------------------------------------------------------------
     def snapshot(self) -> StoreSnapshot:
-        """The current snapshot; reloaded when the manifest file changed (one stat)."""
-        try:
-            st = os.stat(self.store.root / MANIFEST)
-            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            stamp = None
-        with self._snap_lock:
-            if self._snap is None or stamp != self._stamp:
-                # Stat first, load second: a commit in between is caught next call.
-                self._snap = self.store.load()
-                self._stamp = stamp
-            return self._snap
+        """The current snapshot (see :class:`SnapshotReloader` for when it changes)."""
+        return self.reloader.current()
 
     # -- writing ----------------------------------------------------------------
     def add_session(self, session: Session) -> list[Memory]:
@@ -279,15 +193,19 @@ class MemoryService:
                 return []
             records = distill_session(session, self.summarizer, chunk_turns=self.chunk_turns,
                                       ttl_s=self.ttl_s)
+            self.reloader.refresh()  # supersede against what is committed now
             snap = self.snapshot()
             stored = {r["content_hash"] for r in stored_session_rows(snap, *session.key)}
             fresh = [m for m in records if m.content_hash not in stored]
             replaced = superseded_ids(snap, session.key, records)
             # Forget first, then write records + ledger in one commit: a crash in
             # between leaves the session unledgered, so the next ingestion redoes it.
-            if replaced:
-                self.store.forget(memory_ids=replaced)
-            return self._write(fresh, [session_hash])
+            try:
+                if replaced:
+                    self.store.forget(memory_ids=replaced, owner=session.key[:2])
+                return self._write(fresh, [session_hash])
+            finally:
+                self.reloader.refresh()
 
     def add_memories(self, memories: Sequence[Memory]) -> list[Memory]:
         """Store raw memories online (embedded here when they carry no embedding)."""
@@ -299,7 +217,10 @@ class MemoryService:
             memories = [m if m.embedding is None else replace(m, embedding=None)
                         for m in memories]
         with self._write_lock:
-            return self._write(memories, [], index_kind="flat")
+            try:
+                return self._write(memories, [], index_kind="flat")
+            finally:
+                self.reloader.refresh()
 
     def _write(self, memories: list[Memory], session_hashes: list[str],
                index_kind: str = "auto") -> list[Memory]:
@@ -307,7 +228,7 @@ class MemoryService:
             if session_hashes:
                 self.store.ledger_add(session_hashes)
             return []
-        model, dim = store_model(self.store, self.embedder)
+        model, dim = write_model(self.store, self.embedder)
         memories = embed_memories(memories, self.embedder)
         result: WriteResult = self.store.write_segment(
             memories, model, dim, index_kind=index_kind,  # type: ignore[arg-type]
@@ -318,86 +239,132 @@ class MemoryService:
         return [replace(m, shard=shard_of(m.app_name, m.user_id, shards)) for m in memories]
 
     # -- recall -----------------------------------------------------------------
-    def _query_vec(self, snap: StoreSnapshot, query: str, mode: str) -> np.ndarray | None:
-        m = snap.manifest
-        if mode == "keyword" or self.embedder is None or m.embedding_model is None \
-                or m.keyword_only:
+    def query_model(self, snap: StoreSnapshot | None = None) -> tuple[str, int] | None:
+        """(model_id, dim) a query vector must have; None: recall is keyword-only."""
+        m = (snap or self.snapshot()).manifest
+        if self.embedder is None or m.embedding_model is None or m.keyword_only:
             return None
-        if (m.embedding_model, m.dim) != (self.embedder.model_id, self.embedder.dim):
-            raise StoreError(f"embedder: store embeds with {m.embedding_model!r} (dim {m.dim}), "
-                             f"this service with {self.embedder.model_id!r}")
-        with self._snap_lock:
-            vec = self._query_cache.get(query)
-            if vec is not None:
-                self._query_cache.move_to_end(query)
-                return vec
-        vec = self.embedder.encode([query])[0]
-        vec.flags.writeable = False  # shared by later calls with the same query
-        with self._snap_lock:
-            self._query_cache[query] = vec
-            while len(self._query_cache) > QUERY_CACHE:
-                self._query_cache.popitem(last=False)
-        return vec
+        return (self.embedder.model_id, self.embedder.dim)
+
+    def has_memories(self, app_name: str, user_id: str,
+                     snap: StoreSnapshot | None = None) -> bool:
+        """Whether the user has any live memory (validates the ids)."""
+        return self.retriever_for(app_name).user_candidates(
+            snap or self.snapshot(), app_name, user_id).size > 0
+
+    def needs_query_vector(self, app_name: str, user_id: str, query: str,
+                           mode: str | None = None, snap: StoreSnapshot | None = None) -> bool:
+        """Whether a recall needs the query embedded: a non-keyword mode on an embedded
+        store, a non-blank query, and a user with rows (no model call for a new user)."""
+        mode = check_mode(mode or self.retriever_for(app_name).config.mode)
+        snap = snap or self.snapshot()
+        return (mode != "keyword" and self.query_model(snap) is not None
+                and isinstance(query, str) and bool(query.strip())
+                and self.has_memories(app_name, user_id, snap))
+
+    def _query_vec(self, query: str) -> np.ndarray:
+        if self.embedder is None:
+            raise ConfigError("this service has no query embedder", field="embedder")
+        embedder = self.embedder
+        return self.query_cache.encode(query, lambda text: embedder.encode([text])[0])
 
     def search(self, app_name: str, user_id: str, query: str, top_k: int = 5,
                filters: RecallFilters | Mapping[str, Any] | None = None,
-               mode: str | None = None) -> list[RecallResult]:
-        """Best ``top_k`` memories of one user (only that user's rows are read)."""
-        mode = check_mode(mode or self.config.mode)
+               mode: str | None = None, *, query_vec: np.ndarray | None = None,
+               ) -> list[RecallResult]:
+        """Best ``top_k`` memories of one user (only that user's rows are read).
+
+        ``query_vec``: the query already embedded (by a server's batched encoder);
+        otherwise it is embedded here when :meth:`needs_query_vector` says so.
+        """
+        retriever = self.retriever_for(app_name)
+        mode = check_mode(mode or retriever.config.mode)
         flt = RecallFilters.of(filters)
         snap = self.snapshot()
-        # Embed the query only when the user has records (this also validates the ids).
-        has_rows = self.retriever.user_candidates(snap, app_name, user_id).size > 0
-        useful = has_rows and isinstance(query, str) and bool(query.strip())
-        vec = self._query_vec(snap, query, mode) if useful else None
-        return self.retriever.search_user(snap, app_name, user_id, query, vec, top_k, flt, mode)
+        if mode == "keyword":
+            query_vec = None
+        elif query_vec is not None:
+            check_query_vector(snap, self.query_model(snap), query_vec)
+        elif self.needs_query_vector(app_name, user_id, query, mode, snap):
+            query_vec = self._query_vec(query)
+        return retriever.search_user(snap, app_name, user_id, query, query_vec, top_k, flt,
+                                     mode)
 
     def search_app(self, app_name: str, query: str, top_k: int = 5,
                    filters: RecallFilters | Mapping[str, Any] | None = None,
                    mode: str | None = None) -> list[RecallResult]:
         """Best ``top_k`` memories across an app's users (ANN candidates, re-ranked)."""
-        mode = check_mode(mode or self.config.mode)
+        retriever = self.retriever_for(app_name)
+        mode = check_mode(mode or retriever.config.mode)
         flt = RecallFilters.of(filters)
         snap = self.snapshot()
-        vec = self._query_vec(snap, query, mode) if snap.app_spans(app_name) else None
-        return self.retriever.search_app(snap, app_name, query, vec, top_k, flt, mode)
+        vec = None
+        if mode != "keyword" and self.query_model(snap) is not None and snap.app_spans(app_name) \
+                and isinstance(query, str) and query.strip():
+            vec = self._query_vec(query)
+        return retriever.search_app(snap, app_name, query, vec, top_k, flt, mode)
 
     def memory_search(self) -> MemorySearch:
         """A ``Services(memory_search=...)`` hook: (app, user, query, top_k) -> snippets."""
         def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
-            return [MemorySnippet(memory_id=r.memory.memory_id, text=r.memory.text,
-                                  score=r.score, session_id=r.memory.session_id,
-                                  kind=r.memory.kind, time=_when(r.memory))
-                    for r in self.search(app_name, user_id, query, top_k)]
+            return [r.snippet() for r in self.search(app_name, user_id, query, top_k)]
         return search
 
     def load_memory(self, app_name: str, user_id: str, query: str,
                     top_k: int = 5) -> list[dict[str, Any]]:
-        """The ``load_memory`` tool's answer: JSON-ready dicts, best first."""
-        out = []
-        for r in self.search(app_name, user_id, query, top_k):
-            m = r.memory
-            out.append({"memory_id": m.memory_id, "kind": m.kind, "text": m.text,
-                        "session_id": m.session_id, "date": _iso_date(_when(m)),
-                        "topics": list(m.topics), "key_facts": list(m.key_facts),
-                        "score": round(r.score, 6)})
-        return out
+        """The ``load_memory`` tool's answer: :meth:`RecallResult.to_dict`, best first."""
+        return [r.to_dict() for r in self.search(app_name, user_id, query, top_k)]
+
+    # -- reading ------------------------------------------------------------------
+    def list_memories(self, app_name: str, user_id: str, after: tuple[float, str] | None = None,
+                      limit: int = 50) -> tuple[list[Memory], bool]:
+        """A page of the user's live memories, oldest first, strictly after the
+        ``(created_at, memory_id)`` key ``after``; and whether more follow."""
+        rows = self.snapshot().rows_for_user(app_name, user_id)
+        if after is not None:
+            rows = [m for m in rows if (m.created_at, m.memory_id) > after]
+        return rows[:limit], len(rows) > limit
+
+    def stats(self) -> dict[str, Any]:
+        snap = self.snapshot()
+        m = snap.manifest
+        return {"version": m.version, "rows": m.rows, "tombstones": m.tombstone_count,
+                "segments": sum(len(s) for s in snap.segments), "shards": m.shards,
+                "loaded_shards": None if self.store.load_shards is None
+                else sorted(self.store.load_shards),
+                "embedding_model": m.embedding_model, "dim": m.dim, **self.reloader.stats()}
 
     # -- forgetting ---------------------------------------------------------------
-    def forget_memory(self, memory_id: str) -> int:
-        """Forget one memory; returns how many rows were hidden (0 or 1)."""
-        return self.store.forget(memory_ids=[memory_id])
+    def forget_memory(self, app_name: str, user_id: str, memory_id: str) -> int:
+        """Forget one memory of this user; 0 when the user has no such live memory
+        (another user's memory with the same id is never touched)."""
+        return self._forget(memory_ids=[memory_id], owner=(app_name, user_id))
 
     def forget_session(self, app_name: str, user_id: str, session_id: str) -> int:
-        return self.store.forget(session=(app_name, user_id, session_id))
+        return self._forget(session=(app_name, user_id, session_id))
 
     def forget_user(self, app_name: str, user_id: str) -> int:
-        return self.store.forget(user=(app_name, user_id))
+        return self._forget(user=(app_name, user_id))
+
+    def _forget(self, **what: Any) -> int:
+        with self._write_lock:
+            try:
+                return self.store.forget(**what)
+            finally:
+                self.reloader.refresh()
 
 
-def _when(m: Memory) -> float:
-    return m.event_time_end if m.event_time_end is not None else m.created_at
+def check_query_vector(snap: StoreSnapshot, model: tuple[str, int] | None,
+                       query_vec: np.ndarray) -> None:
+    """A ready-made query vector must come from the store's model."""
+    m = snap.manifest
+    if model is None or m.embedding_model is None or m.keyword_only:
+        return
+    check_model(model, m.embedding_model, m.dim, where="the store")
+    if np.shape(query_vec) != (m.dim,):
+        raise StoreError(f"expected shape ({m.dim},), got {np.shape(query_vec)}",
+                         field="query_vec")
 
 
 __all__ = ["MemoryService", "RecallFilters", "RecallResult", "RetrievalConfig",
-           "embed_memories", "embedder_spec", "resolve_embedder", "store_model", "superseded_ids"]
+           "check_query_vector", "embed_memories", "superseded_ids"]

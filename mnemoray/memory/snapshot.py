@@ -100,7 +100,7 @@ class StoreSnapshot:
                ) -> Iterator[tuple[LoadedSegment, Range]]:
         if user is not None:
             if app is None:
-                raise StoreError("user: a user id is scoped by its app; pass app as well")
+                raise StoreError("a user id is scoped by its app; pass app as well", field="user")
             return self._user_spans(app, user)
         return self._all_spans() if app is None else self._app_spans(app)
 
@@ -149,16 +149,23 @@ class StoreSnapshot:
         """Every (app, user) with stored rows (live or not), sorted."""
         return sorted({t for segs in self.segments for seg in segs for t in seg.ranges})
 
-    def get(self, memory_id: str) -> Memory | None:
+    def get(self, memory_id: str, owner: tuple[str, str] | None = None) -> Memory | None:
+        """The live memory ``memory_id``; with ``owner`` (app, user), only among that
+        user's rows (ids are unique per owner, not across the store)."""
         now = time.time()
-        for segs in self.segments:
-            for seg in segs:
-                row = pc.index(seg.table["memory_id"], pa.scalar(memory_id, pa.string())).as_py()
-                if row >= 0:
-                    keep = self._keep(seg, (row, row + 1), now)
-                    if keep is not None and not keep[0]:
-                        return None
-                    return rows_to_memories(seg.table, [row], seg.vectors)[0]
+        key = pa.scalar(memory_id, pa.string())
+        if owner is not None:
+            spans = self.user_spans(*owner)
+        else:
+            spans = [(seg, (0, seg.rows)) for segs in self.segments for seg in segs]
+        for seg, (start, end) in spans:
+            row = pc.index(seg.table["memory_id"].slice(start, end - start), key).as_py()
+            if row >= 0:
+                row += start
+                keep = self._keep(seg, (row, row + 1), now)
+                if keep is not None and not keep[0]:
+                    return None
+                return rows_to_memories(seg.table, [row], seg.vectors)[0]
         return None
 
     # -- vector search -----------------------------------------------------
@@ -167,7 +174,8 @@ class StoreSnapshot:
             raise StoreError("search: this store has no embeddings (keyword-only or empty)")
         q = np.asarray(query_vec, dtype=np.float32)
         if q.shape != (self.manifest.dim,):
-            raise StoreError(f"query_vec: expected shape ({self.manifest.dim},), got {q.shape}")
+            raise StoreError(f"expected shape ({self.manifest.dim},), got {q.shape}",
+                             field="query_vec")
         return q
 
     def _hits(self, found: list[tuple[float, LoadedSegment, int]], k: int) -> list[Hit]:

@@ -113,22 +113,23 @@ def session_content_hash(session: Session | Mapping[str, Any]) -> str:
     """
     raw = session.to_dict() if isinstance(session, Session) else session
     if not isinstance(raw, Mapping):
-        raise StoreError(f"session: expected a Session or a mapping, got {type(raw).__name__}")
+        raise StoreError(f"expected a Session or a mapping, got {type(raw).__name__}",
+                         field="session")
     try:
         text = json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
                           default=_jsonable)
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"session: cannot hash its content ({exc})") from exc
+        raise StoreError(f"cannot hash its content ({exc})", field="session") from exc
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def _str_list(values: Iterable[str], name: str) -> list[str]:
     if isinstance(values, (str, bytes)):
-        raise StoreError(f"{name}: expected a collection of strings, got a single string")
+        raise StoreError("expected a collection of strings, got a single string", field=name)
     out = list(values)
     for i, value in enumerate(out):
         if not isinstance(value, str) or not value:
-            raise StoreError(f"{name}[{i}]: expected a non-empty string, got {value!r}")
+            raise StoreError(f"expected a non-empty string, got {value!r}", field=f"{name}[{i}]")
     return out
 
 
@@ -150,18 +151,19 @@ class MemoryStore:
                  load_shards: Iterable[int] | None = None) -> None:
         self.root = Path(root)
         if shards is not None and (not isinstance(shards, int) or shards < 1):
-            raise StoreError(f"shards: must be a positive integer, got {shards!r}")
+            raise StoreError(f"must be a positive integer, got {shards!r}", field="shards")
         self.load_shards: frozenset[int] | None = None
         if load_shards is not None:
             picked = list(load_shards)
             if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                        for s in picked):
-                raise StoreError(f"load_shards: expected shard numbers >= 0, got {picked!r}")
+                raise StoreError(f"expected shard numbers >= 0, got {picked!r}",
+                                 field="load_shards")
             self.load_shards = frozenset(picked)
         existing = read_manifest(self.root)
         if existing is not None and shards is not None and shards != existing.shards:
-            raise StoreError(f"shards: store at {self.root} has {existing.shards} shards, "
-                             f"got {shards}")
+            raise StoreError(f"store at {self.root} has {existing.shards} shards, "
+                             f"got {shards}", field="shards")
         self.shards = existing.shards if existing else (shards or DEFAULT_SHARDS)
         self._segments: dict[tuple[int, str], LoadedSegment] = {}
         self._snap: StoreSnapshot | None = None
@@ -207,34 +209,35 @@ class MemoryStore:
     # -- writing ------------------------------------------------------------
     def _check_model(self, m: Manifest, embedding_model: str, dim: int) -> None:
         if not isinstance(embedding_model, str) or not embedding_model:
-            raise StoreError("embedding_model: must be a non-empty string")
+            raise StoreError("must be a non-empty string", field="embedding_model")
         if not isinstance(dim, int) or dim < 0:
-            raise StoreError(f"dim: must be a non-negative integer, got {dim!r}")
+            raise StoreError(f"must be a non-negative integer, got {dim!r}", field="dim")
         if (embedding_model == KEYWORD_ONLY_MODEL) != (dim == 0):
             raise StoreError(f"embedding_model/dim: a keyword-only store is "
                              f"{KEYWORD_ONLY_MODEL!r} with dim 0, got {embedding_model!r} "
                              f"with dim {dim}")
         if m.embedding_model is not None and (m.embedding_model, m.dim) != (embedding_model, dim):
-            raise StoreError(f"embedding_model: store uses {m.embedding_model!r} (dim {m.dim}), "
-                             f"got {embedding_model!r} (dim {dim})")
+            raise StoreError(f"store uses {m.embedding_model!r} (dim {m.dim}), "
+                             f"got {embedding_model!r} (dim {dim})", field="embedding_model")
 
     def _check_memories(self, memories: Sequence[Memory], embedding_model: str,
                         dim: int) -> None:
         vectors = []
         for i, mem in enumerate(memories):
             if not isinstance(mem, Memory):
-                raise StoreError(f"memories[{i}]: expected a Memory, got {type(mem).__name__}")
+                raise StoreError(f"expected a Memory, got {type(mem).__name__}",
+                                 field=f"memories[{i}]")
             where = f"memories[{i}] ({mem.memory_id})"
             if dim == 0:
                 if mem.embedding is not None:
-                    raise StoreError(f"{where}: has an embedding but the store is keyword-only")
+                    raise StoreError("has an embedding but the store is keyword-only", field=where)
                 continue
             if mem.embedding is None:
-                raise StoreError(f"{where}: has no embedding; the store embeds with "
-                                 f"{embedding_model!r}")
+                raise StoreError("has no embedding; the store embeds with "
+                                 f"{embedding_model!r}", field=where)
             vec = np.asarray(mem.embedding, dtype=np.float32)
             if vec.shape != (dim,):
-                raise StoreError(f"{where}: embedding has shape {vec.shape}, expected ({dim},)")
+                raise StoreError(f"embedding has shape {vec.shape}, expected ({dim},)", field=where)
             vectors.append(vec)
         if vectors:
             norms = np.linalg.norm(np.stack(vectors), axis=1)
@@ -266,7 +269,8 @@ class MemoryStore:
                  index_kind: IndexKind) -> PendingSegments:
         self._check_model(m, embedding_model, dim)
         if index_kind not in INDEX_KINDS:
-            raise StoreError(f"index_kind: {index_kind!r} is not one of {', '.join(INDEX_KINDS)}")
+            raise StoreError(f"{index_kind!r} is not one of {', '.join(INDEX_KINDS)}",
+                             field="index_kind")
         memories = list(memories)
         self._check_memories(memories, embedding_model, dim)
         by_shard: dict[int, list[Memory]] = defaultdict(list)
@@ -278,8 +282,8 @@ class MemoryStore:
                 skipped += 1
                 continue
             if ids.get(mem.memory_id, mem.content_hash) != mem.content_hash:
-                raise StoreError(f"memory_id: {mem.memory_id!r} is used by two memories with "
-                                 f"different content in this batch")
+                raise StoreError(f"{mem.memory_id!r} is used by two memories with "
+                                 f"different content in this batch", field="memory_id")
             seen.add(mem.content_hash)
             ids[mem.memory_id] = mem.content_hash
             shard = shard_of(mem.app_name, mem.user_id, m.shards)
@@ -293,8 +297,8 @@ class MemoryStore:
             stored_hashes = set(stored.values())
             for mem in group:
                 if mem.memory_id in stored and stored[mem.memory_id] != mem.content_hash:
-                    raise StoreError(f"memory_id: {mem.memory_id!r} already exists in the store "
-                                     f"with different content")
+                    raise StoreError(f"{mem.memory_id!r} already exists in the store "
+                                     f"with different content", field="memory_id")
             fresh = sorted((g for g in group if g.content_hash not in stored_hashes), key=sort_key)
             skipped += len(group) - len(fresh)
             if fresh:
@@ -327,7 +331,8 @@ class MemoryStore:
                       if isinstance(mem, Memory) and mem.embedding is not None), None)
         if model is None:
             if first is not None:
-                raise StoreError("embedding_model: the store has none yet; pass the model id")
+                raise StoreError("the store has none yet; pass the model id",
+                                 field="embedding_model")
             model = KEYWORD_ONLY_MODEL
         if model == m.embedding_model:
             dim = m.dim or 0
@@ -357,8 +362,8 @@ class MemoryStore:
             for memory_id, content in zip(table["memory_id"].to_pylist(),
                                           table["content_hash"].to_pylist(), strict=True):
                 if stored.get(memory_id, content) != content:
-                    raise StoreError(f"memory_id: {memory_id!r} was committed meanwhile with "
-                                     f"different content")
+                    raise StoreError(f"{memory_id!r} was committed meanwhile with "
+                                     f"different content", field="memory_id")
             dup = pc.is_in(table["content_hash"], value_set=pa.array(list(stored.values()),
                                                                      pa.string()))
             rows = np.flatnonzero(~dup.to_numpy(zero_copy_only=False))
@@ -434,14 +439,21 @@ class MemoryStore:
 
     # -- forgetting ---------------------------------------------------------
     def forget(self, memory_ids: Iterable[str] = (), session: tuple[str, str, str] | None = None,
-               user: tuple[str, str] | None = None) -> int:
-        """Hide memories for good (survives reloads); returns how many were hidden."""
+               user: tuple[str, str] | None = None, *,
+               owner: tuple[str, str] | None = None) -> int:
+        """Hide memories for good (survives reloads); returns how many were hidden.
+
+        ``memory_ids`` are looked up among ``owner``'s (app, user) rows when given;
+        each tombstone names the memory's owner, so it never hides another user's
+        memory that happens to carry the same id.
+        """
         ids = _str_list(memory_ids, "memory_ids")
-        for name, value, size in (("session", session, 3), ("user", user, 2)):
+        for name, value, size in (("session", session, 3), ("user", user, 2),
+                                  ("owner", owner, 2)):
             if value is not None and (not isinstance(value, tuple) or len(value) != size
                                       or not all(isinstance(v, str) and v for v in value)):
-                raise StoreError(f"{name}: expected a tuple of {size} non-empty strings, "
-                                 f"got {value!r}")
+                raise StoreError(f"expected a tuple of {size} non-empty strings, "
+                                 f"got {value!r}", field=name)
         if not ids and session is None and user is None:
             raise StoreError("forget: pass memory_ids, session or user")
         with self._locked():
@@ -450,7 +462,7 @@ class MemoryStore:
             version, now = m.version + 1, time.time()
             new: list[Tombstone] = []
             for memory_id in dict.fromkeys(ids):
-                mem = snap.get(memory_id)
+                mem = snap.get(memory_id, owner)
                 if mem is not None:
                     new.append(Tombstone("memory", version, now, memory_id=memory_id,
                                          app_name=mem.app_name, user_id=mem.user_id,

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mnemoray.memory.manifest import StoreError
+from mnemoray.errors import StoreCorrupt
 from mnemoray.memory.segment import LoadedSegment
 
 Scope = Literal["memory", "session", "user"]
@@ -42,8 +42,8 @@ class Tombstone:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Tombstone:
         if raw.get("scope") not in SCOPES:
-            raise StoreError(f"tombstone: scope {raw.get('scope')!r} is not one of "
-                             f"{', '.join(SCOPES)}")
+            raise StoreCorrupt(f"tombstone: scope {raw.get('scope')!r} is not one of "
+                               f"{', '.join(SCOPES)}")
         return cls(**raw)
 
 
@@ -53,7 +53,7 @@ def read_tombstones(paths: Iterable[Path]) -> list[Tombstone]:
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError as exc:
-            raise StoreError(f"tombstone file listed in the manifest is missing: {path}") from exc
+            raise StoreCorrupt(f"tombstone file listed in the manifest is missing: {path}") from exc
         out.extend(Tombstone.from_dict(json.loads(line)) for line in lines if line.strip())
     return out
 
@@ -66,11 +66,11 @@ def tombstone_lines(tombstones: Iterable[Tombstone]) -> bytes:
 def dead_rows(segment: LoadedSegment, tombstones: Iterable[Tombstone]) -> np.ndarray | None:
     """Boolean mask of the segment's forgotten rows, or None if none are."""
     dead: np.ndarray | None = None
-    ids: list[str] = []
+    ids: list[str] = []  # unscoped memory tombstones (stores written before owners were kept)
     for t in tombstones:
         if t.version <= segment.entry.version:
             continue
-        if t.scope == "memory":
+        if t.scope == "memory" and not t.app_name:
             ids.append(t.memory_id)
             continue
         span = segment.ranges.get((t.app_name, t.user_id))
@@ -81,6 +81,10 @@ def dead_rows(segment: LoadedSegment, tombstones: Iterable[Tombstone]) -> np.nda
         start, end = span
         if t.scope == "user":
             dead[start:end] = True
+        elif t.scope == "memory":
+            # A memory id is unique only within its owner: hide it in that user's rows only.
+            owned = segment.table["memory_id"].slice(start, end - start)
+            dead[start:end] |= pc.equal(owned, t.memory_id).to_numpy(zero_copy_only=False)
         else:
             sessions = segment.table["session_id"].slice(start, end - start)
             dead[start:end] |= pc.equal(sessions, t.session_id).to_numpy(zero_copy_only=False)
