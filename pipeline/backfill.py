@@ -149,7 +149,7 @@ class RayDataEngine:
 
     def check(self, config: BackfillConfig) -> None:
         if not isinstance(config.summarizer, str):
-            raise InvalidInput("summarizer: the Ray Data engine builds the summarizer in its "
+            raise InvalidInput("the Ray Data engine builds the summarizer in its "
                                "workers; pass a name", field="summarizer")
         if config.summarizer == "vllm":
             from pipeline.llm import require_vllm, split_options
@@ -208,7 +208,7 @@ def engine(name: str) -> Engine:
         return InProcessEngine()
     if name == "ray_data":
         return RayDataEngine()
-    raise InvalidInput(f"engine: one of {', '.join(ENGINES)}, got {name!r}", field="engine")
+    raise InvalidInput(f"one of {', '.join(ENGINES)}, got {name!r}", field="engine")
 
 
 __all__ = ["ENGINES", "LOCAL_ENV", "RayDataEngine", "build_dataset", "connect", "embed_spec",

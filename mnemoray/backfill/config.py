@@ -32,7 +32,7 @@ FLAGS = {
 
 def _positive_int(value: Any, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(f"{name}: must be a positive integer, got {value!r}", field=name)
+        raise InvalidInput(f"must be a positive integer, got {value!r}", field=name)
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,10 @@ class RayOptions:
             _positive_int(getattr(opts, name), f"ray.{name}")
         for name in ("actor_cpus", "task_cpus"):
             if not getattr(opts, name) > 0:
-                raise InvalidInput(f"ray.{name}: must be > 0, got {getattr(opts, name)!r}",
+                raise InvalidInput(f"must be > 0, got {getattr(opts, name)!r}",
                                    field=f"ray.{name}")
         if opts.gpus_per_embedder < 0:
-            raise InvalidInput(f"ray.gpus_per_embedder: must be >= 0, got "
+            raise InvalidInput(f"must be >= 0, got "
                                f"{opts.gpus_per_embedder!r}", field="ray.gpus_per_embedder")
 
 
@@ -106,13 +106,13 @@ class BackfillConfig:
         for name in ("commit_every", "chunk_turns"):
             _positive_int(getattr(self, name), name)
         if isinstance(self.summarizer, str) and self.summarizer not in available_summarizers():
-            raise InvalidInput(f"summarizer: unknown {self.summarizer!r}; known: "
+            raise InvalidInput(f"unknown {self.summarizer!r}; known: "
                                f"{', '.join(available_summarizers())}", field="summarizer")
         if not isinstance(self.summarizer_options, dict):
-            raise InvalidInput("summarizer_options: must be a dict",
+            raise InvalidInput("must be a dict",
                                field="summarizer_options")
         if self.progress_interval_s < 0:
-            raise InvalidInput(f"progress_interval_s: must be >= 0, got "
+            raise InvalidInput(f"must be >= 0, got "
                                f"{self.progress_interval_s!r}", field="progress_interval_s")
         if not isinstance(self.embedder, Embedder):
             EmbedderSpec.parse(self.embedder)  # a bad spec fails before any work

@@ -25,9 +25,8 @@ class InProcessEngine:
         given = config.ray.given() if config.ray is not None else {}
         if given:
             name = next(iter(given))
-            raise InvalidInput(f"{flag_of(name)}: the in-process engine cannot honour it (a "
-                               f"Ray Data option); drop it or run on Ray Data",
-                               field=f"ray.{name}")
+            raise InvalidInput(f"the in-process engine cannot honour {flag_of(name)} (a Ray "
+                               f"Data option); drop it or run on Ray Data", field=f"ray.{name}")
 
     def open(self, config: BackfillConfig, store: MemoryStore) -> Iterator[Chunk]:
         summarizer = (get_summarizer(config.summarizer, **config.summarizer_options)
