@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: setup test demo lint bench clean
+.PHONY: setup test test-fast readme demo lint bench clean
 
 setup: $(STAMP)
 
@@ -19,8 +19,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
+# The full suite, Ray included; it also checks that README examples match real runs.
 test: $(STAMP)
 	$(PY) -m pytest
+
+# Everything that needs no Ray (tests marked `ray`, or using the ray_cluster
+# fixture, are deselected) and nothing marked slow.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not ray and not slow"
+
+# Re-run the README's example commands and rewrite their output blocks.
+readme: $(STAMP)
+	$(PY) scripts/readme_examples.py --write
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

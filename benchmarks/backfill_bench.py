@@ -4,8 +4,8 @@ Archived sessions come from ``benchmarks/datagen.py`` (multi-turn conversations 
 planted facts, tool calls, near misses: the same generator as the recall benchmark),
 written as Parquet parts of ``--sessions-per-file`` sessions. For each runtime of the
 packaged MiniLM (``onnx``: its parity-gated ONNX Runtime build, what the pipeline's
-embed actors run by default, ``--embed-runtime auto``; ``torch``: sentence-transformers,
-``--embed-runtime torch``) it measures, with the default ``extractive`` summarizer:
+embed actors run by default, ``--embedder default``; ``torch``: sentence-transformers,
+``--embedder default,runtime=torch``) it measures, with the default ``extractive`` summarizer:
 
 - **raw encode**: ``Embedder.encode`` over exactly the ``key_text`` of every memory the
   backfill writes, ``batch_size=64`` (what the ``Embed`` stage passes), in this process
@@ -16,12 +16,12 @@ embed actors run by default, ``--embed-runtime auto``; ``torch``: sentence-trans
 - **naive loop**: one process, read -> distill each session -> embed the batch's
   memories (same embedder, batch 64) -> ``write_segment`` every 256 sessions. No ledger,
   no quarantine: the floor of what a backfill must do.
-- **in-process backfill**: ``mnemoray.memory.backfill.backfill`` (ledger, quarantine,
-  supersede; what ``mnemoray backfill --in-process`` runs).
-- **pipeline**: ``pipeline.backfill.run_backfill`` on a local Ray (started once per
-  group, its start time reported apart) with the default ``BackfillConfig`` (what
+- **in-process backfill**: ``mnemoray.backfill.backfill`` with its default in-process
+  engine (ledger, quarantine, supersede; what ``mnemoray backfill --in-process`` runs).
+- **pipeline**: the same ``backfill`` with ``pipeline.backfill.RayDataEngine`` on a local
+  Ray (started once per group, its start time reported apart) with the default config (what
   ``mnemoray backfill`` runs) and a sweep of ``--workers``, ``--batch-size`` and
-  ``--embed-threads`` (unset: ONNX Runtime uses every core; torch gets Ray's
+  the embedder spec's ``threads`` (unset: ONNX Runtime uses every core; torch gets Ray's
   ``OMP_NUM_THREADS`` = 1 in a 0.5-CPU actor). Every run writes a fresh store.
 
 Throughput is memories/s (rows written; the unit of raw encode's texts/s), sessions/s
@@ -59,18 +59,16 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # datagen
-sys.path.insert(0, str(HERE.parent))  # pipeline/, when run as a script
+sys.path.insert(0, str(HERE.parent))  # benchmarks/, pipeline/, when run as a script
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from datagen import DatasetConfig, generate  # noqa: E402
-
+from benchmarks.datagen import DatasetConfig, generate  # noqa: E402
 from mnemoray.archive import iter_archive, write_archive  # noqa: E402
-from mnemoray.embedders import Embedder, OnnxEmbedder, load_embedder  # noqa: E402
+from mnemoray.embedders import Embedder, OnnxEmbedder, open_embedder  # noqa: E402
 from mnemoray.memory.distill import distill_session  # noqa: E402
 from mnemoray.memory.service import embed_memories  # noqa: E402
 from mnemoray.memory.store import MemoryStore  # noqa: E402
@@ -82,11 +80,11 @@ ENCODE_BATCH = 64  # pipeline.embed.Embed's encode batch
 GOAL = 0.8
 PAIRED_SAMPLE = 256  # texts: the raw reference measured around each pipeline run
 SUMMARIZER = "extractive"
-# runtime -> (load_embedder spec of the raw / naive / in-process runs, the pipeline's
-# BackfillConfig fields: the store's "default" embedder in that runtime)
-RUNTIMES: dict[str, tuple[str, dict[str, Any]]] = {
-    "onnx": ("onnx", {"embedder": "default", "embed_runtime": "auto"}),
-    "torch": ("default", {"embedder": "default", "embed_runtime": "torch"}),
+# runtime -> (embedder spec of the raw / naive / in-process runs, the pipeline's embedder
+# spec: the store's "default" model in that runtime)
+RUNTIMES: dict[str, tuple[str, str]] = {
+    "onnx": ("onnx", "default"),
+    "torch": ("torch", "default,runtime=torch"),
 }
 
 
@@ -160,7 +158,7 @@ def one_thread(spec: str) -> tuple[Embedder, Callable[[], None]]:
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    return load_embedder(spec), lambda: torch.set_num_threads(before)
+    return open_embedder(spec), lambda: torch.set_num_threads(before)
 
 
 def _batches(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -173,7 +171,7 @@ def naive_loop(archive: Path, store_dir: Path, spec: str, batch_sessions: int,
     """Read, distill each session, embed per batch, write a segment per commit."""
     t0 = time.perf_counter()
     summarizer = get_summarizer(SUMMARIZER)
-    embedder = load_embedder(spec)
+    embedder = open_embedder(spec)
     store = MemoryStore(store_dir)
     busy = {"distill": 0.0, "embed": 0.0, "write": 0.0}
     pending: list[Any] = []
@@ -205,10 +203,11 @@ def naive_loop(archive: Path, store_dir: Path, spec: str, batch_sessions: int,
 
 
 def in_process(archive: Path, store_dir: Path, spec: str) -> dict[str, Any]:
-    from mnemoray.memory.backfill import backfill
+    from mnemoray.backfill import BackfillConfig, backfill
 
-    report, wall = timed(lambda: backfill(archive, store_dir, summarizer=SUMMARIZER,
-                                          embedder=spec))
+    cfg = BackfillConfig(archive, store_dir, summarizer=SUMMARIZER, embedder=spec,
+                         progress_interval_s=1e9)
+    report, wall = timed(lambda: backfill(cfg, stream=io.StringIO(), tty=False))
     return {"seconds": round(wall, 3), "sessions": report.sessions_read,
             "memories": report.memories_written}
 
@@ -231,15 +230,17 @@ def actor_threads() -> dict[str, Any]:
     """What a 0.5-CPU actor (the Embed stage's size) gets: OMP_NUM_THREADS, torch threads."""
     import ray
 
-    from pipeline.backfill import ACTOR_CPUS
+    from mnemoray.backfill.config import RAY_DEFAULTS
 
-    @ray.remote(num_cpus=ACTOR_CPUS)
+    actor_cpus = RAY_DEFAULTS.actor_cpus
+
+    @ray.remote(num_cpus=actor_cpus)
     class Probe:
         def threads(self) -> dict[str, Any]:
             import torch
 
             return {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-                    "torch_threads": torch.get_num_threads(), "num_cpus": ACTOR_CPUS}
+                    "torch_threads": torch.get_num_threads(), "num_cpus": actor_cpus}
 
     probe = Probe.remote()
     try:
@@ -281,22 +282,27 @@ class ActorCounter:
         self._thread.join()
 
 
-def pipeline_run(archive: Path, store_dir: Path, runtime: str, **overrides: Any,
-                 ) -> dict[str, Any]:
-    from pipeline.backfill import BackfillConfig, run_backfill
+def pipeline_run(archive: Path, store_dir: Path, runtime: str, *, threads: int | None = None,
+                 **ray_options: Any) -> dict[str, Any]:
+    from mnemoray.backfill import BackfillConfig, RayOptions, backfill
+    from mnemoray.embedders import EmbedderSpec
+    from pipeline.backfill import RayDataEngine
 
+    spec = EmbedderSpec.parse(RUNTIMES[runtime][1]).override(threads=threads)
     cfg = BackfillConfig(archive=str(archive), store=str(store_dir), progress_interval_s=1e9,
-                         **{**RUNTIMES[runtime][1], **overrides})
+                         embedder=spec, ray=RayOptions(**ray_options))
+    opts = cfg.ray.resolved()
     with ActorCounter() as actors:
-        run, wall = timed(lambda: run_backfill(cfg, stream=io.StringIO(), tty=False))
+        run, wall = timed(lambda: backfill(cfg, RayDataEngine(), stream=io.StringIO(),
+                                           tty=False))
     return {"seconds": run.seconds, "driver_seconds": round(wall, 3),
             "max_alive_actors": actors.peak,
             "sessions": run.sessions_read, "memories": run.memories_written,
             "commits": run.commits, "stage_seconds": run.stage_seconds,
-            "config": {k: getattr(cfg, k) for k in ("embedder", "embed_runtime",
-                                                     "embed_threads", "workers",
-                                                     "batch_size", "commit_every",
-                                                     "actor_cpus", "task_cpus")}}
+            "config": {"embedder": str(spec), "embed_runtime": spec.runtime,
+                       "embed_threads": spec.threads, "workers": opts.workers,
+                       "batch_size": opts.batch_size, "commit_every": cfg.commit_every,
+                       "actor_cpus": opts.actor_cpus, "task_cpus": opts.task_cpus}}
 
 
 # -- analysis -----------------------------------------------------------------------------
@@ -325,14 +331,14 @@ def decompose(r: dict[str, Any], raw_tps: float) -> dict[str, Any]:
 
 
 SWEEP: list[tuple[str, dict[str, Any]]] = [
-    # (label, BackfillConfig overrides); the first is the default config (batch 64)
+    # (label, RayOptions fields, or threads= of the embedder spec); the first is the default
     ("default", {}),
     ("batch 16", {"batch_size": 16}),
     ("batch 32", {"batch_size": 32}),
     ("batch 256", {"batch_size": 256}),
     ("workers 2", {"workers": 2}),
-    ("embed threads 1", {"embed_threads": 1}),
-    ("workers 2, embed threads 1", {"workers": 2, "embed_threads": 1}),
+    ("embed threads 1", {"threads": 1}),
+    ("workers 2, embed threads 1", {"workers": 2, "threads": 1}),
 ]
 QUICK_SWEEP = [SWEEP[0]]
 
@@ -345,7 +351,7 @@ def bench_runtime(runtime: str, archive: Path, meta: dict[str, Any], texts: list
     spec = RUNTIMES[runtime][0]
     flat = [t for per in texts for t in per]
     events = meta["events"]
-    embedder, load_s = timed(lambda: load_embedder(spec))
+    embedder, load_s = timed(lambda: open_embedder(spec))
     out: dict[str, Any] = {"embedder": runtime, "spec": spec, "model_id": embedder.model_id,
                            "load_seconds": round(load_s, 2),
                            "driver_threads": None if spec == "onnx" else torch_threads()}
@@ -492,7 +498,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     axes[0].set_xscale("log", base=2)
     axes[0].set_xlabel("--batch-size (sessions per distill/embed batch), workers 1")
     axes[0].set_ylabel("memories / s (pipeline)")
-    axes[1].set_xlabel("configuration (--workers, --batch-size, --embed-threads)")
+    axes[1].set_xlabel("configuration (--workers, --batch-size, embedder threads)")
     top = max(e["raw_texts_per_s"] for e in groups)
     axes[0].set_ylim(0, top * 1.15)
     for ax in axes:
@@ -547,9 +553,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{meta['sessions']} sessions, {meta['events']} events, {meta['files']} files, "
           f"{flat} memories ({flat / meta['sessions']:.1f}/session); single-process distill "
           f"{meta['sessions'] / distill_s:.0f} sessions/s", flush=True)
-    from pipeline.backfill import BackfillConfig
+    from mnemoray.backfill.config import RAY_DEFAULTS
 
-    batch_size = BackfillConfig(archive="", store="").batch_size  # the naive loop's batches
+    batch_size = RAY_DEFAULTS.batch_size  # the naive loop's batches: the pipeline's
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     unknown = sorted(set(runtimes) - set(RUNTIMES))
     if unknown:

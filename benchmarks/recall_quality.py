@@ -50,15 +50,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import datagen  # noqa: E402
-
+# The repo root, so that `python benchmarks/recall_quality.py` imports like `-m`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import datagen  # noqa: E402
 from mnemoray.archive import read_archive  # noqa: E402
+from mnemoray.embedders import write_model  # noqa: E402
 from mnemoray.events import iso  # noqa: E402
 from mnemoray.memory.distill import distill_session  # noqa: E402
 from mnemoray.memory.record import Memory  # noqa: E402
 from mnemoray.memory.retrieval import RetrievalConfig  # noqa: E402
-from mnemoray.memory.service import MemoryService, store_model  # noqa: E402
+from mnemoray.memory.service import MemoryService  # noqa: E402
 from mnemoray.memory.store import MemoryStore, session_content_hash  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -144,7 +145,7 @@ def ingest_batch(service: MemoryService, sessions: list, cache: EmbedCache) -> d
     embedded = [m.with_embedding(v) for m, v in zip(records, vectors, strict=True)]
     t_embed = time.perf_counter() - t1
     t2 = time.perf_counter()
-    model, dim = store_model(service.store, service.embedder)
+    model, dim = write_model(service.store, service.embedder)
     result = service.store.write_segment(embedded, model, dim, session_hashes=hashes,
                                          summarizer=service.summarizer.name)
     t_write = time.perf_counter() - t2

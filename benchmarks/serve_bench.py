@@ -4,7 +4,7 @@ For each store size it measures, on one machine:
 
 - ``faiss flat (all)``: a plain ``IndexFlatIP`` over ALL the store's vectors, one
   query at a time (no embedding): what a single unpartitioned index would cost;
-- ``embed query``: the query embedder alone (``load_embedder("onnx")``, the model
+- ``embed query``: the query embedder alone (``open_embedder("onnx")``, the model
   the server embeds queries with: ``query_embedder: auto`` -> ONNX fp32);
 - ``search (vector given)``: ``Retriever.search_user`` with a ready query vector
   (hybrid: dense + BM25 + entity + recency over the user's rows);
@@ -44,10 +44,10 @@ their parameters, so a re-run starts in seconds.
 
 Run: ``.venv/bin/python benchmarks/serve_bench.py`` (100k and 1M; the first run
 embeds the pool and builds the stores) or ``--quick`` (100k, fewer requests) ->
-table on stdout and ``benchmarks/results/serve.json``. ``--setting key=value``
-passes a serving setting (``serve.settings.ServeSettings``) and ``--server-env
-KEY=VALUE`` an environment variable of the server (e.g. ``RAY_SERVE_*``) to try a
-configuration (the query encoder's threads: ``--setting query_threads=N``; it never
+table on stdout and ``benchmarks/results/serve.json``. ``--setting group.key=value``
+passes a serving setting (``serve.settings``) and ``--server-env KEY=VALUE`` an
+environment variable of the server (e.g. ``RAY_SERVE_*``) to try a configuration
+(the query encoder's threads: ``--setting models.query_threads=N``; it never
 spin-waits in the replica).
 """
 
@@ -213,9 +213,9 @@ def _key(**params: Any) -> str:
 
 def load_pool(size: int, seed: int, log: Any) -> tuple[list[dict[str, Any]], np.ndarray, str]:
     """The text pool and its embeddings (ONNX MiniLM), cached under benchmarks/.cache."""
-    from mnemoray.embedders import load_embedder
+    from mnemoray.embedders import open_embedder
 
-    embedder = load_embedder("onnx")
+    embedder = open_embedder("onnx")
     assert embedder is not None
     key = _key(kind="pool", size=size, seed=seed, model=embedder.model_id)
     texts_path = CACHE / f"pool-{key}.json"
@@ -316,13 +316,13 @@ def inprocess_layers(store_dir: Path, queries: list[str], users: int, n: int, fl
                      seed: int, log: Any) -> list[dict[str, Any]]:
     import faiss
 
-    from mnemoray.embedders import load_embedder
+    from mnemoray.embedders import open_embedder
     from mnemoray.memory.service import MemoryService
     from mnemoray.memory.store import MemoryStore
     from mnemoray.summarizers import get_summarizer
 
     rng = random.Random(f"inproc-{seed}")
-    embedder = load_embedder("onnx")
+    embedder = open_embedder("onnx")
     assert embedder is not None
     svc = MemoryService(MemoryStore(store_dir), embedder, get_summarizer("extractive"))
     t0 = time.perf_counter()
@@ -378,8 +378,8 @@ def _server_main(spec: dict[str, Any]) -> None:
 
     # What `mnemoray serve [--direct-ingress]` runs, but always on a new local Ray
     # instance (other Ray clusters may run on this machine).
-    run_local(spec["settings"], host="127.0.0.1", port=spec["port"],
-              direct_ingress=spec["direct"], address="local")
+    run_local({**spec["settings"], "server.host": "127.0.0.1", "server.port": spec["port"],
+               "server.direct_ingress": spec["direct"]}, address="local")
 
 
 def free_port() -> int:
@@ -413,7 +413,7 @@ class Server:
         child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])),
             "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", **env}
-        child_env.pop("MNEMORAY_API_KEYS", None)  # open API, bound to 127.0.0.1
+        child_env.pop("MNEMORAY_SERVER__API_KEYS", None)  # open API, bound to 127.0.0.1
         child_env.pop("RAY_ADDRESS", None)
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed by stop()
@@ -692,17 +692,17 @@ def make_variants(args: argparse.Namespace) -> list[dict[str, Any]]:
     direct = {"name": "direct", "settings": {**settings, **DIRECT["settings"]}, "env": env,
               "direct": True}
     direct2 = {**direct, "name": "direct2",
-               "settings": {**direct["settings"], "replicas": 2}}
+               "settings": {**direct["settings"], "server.replicas": 2}}
     chosen = {"default": base, "direct": direct, "direct2": direct2}
     return [chosen[name] for name in args.variants.split(",")]
 
 
-# `mnemoray serve --direct-ingress --set query_threads=1`: Ray Serve's throughput preset
+# `mnemoray serve --direct-ingress --set models.query_threads=1`: Ray Serve's throughput preset
 # (the replica serves HTTP itself: no proxy hop, no replica -> proxy body round trip)
 # and the query encoder on 1 ONNX Runtime thread (the replica's loop and the encoder
 # each keep one of the 2 cores). "direct2": the same with 2 ingress replicas (0.5 CPU
 # each), the load generator spreading its clients over their ports like a load balancer.
-DIRECT = {"settings": {"query_threads": 1}}
+DIRECT = {"settings": {"models.query_threads": 1}}
 
 
 def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], levels: list[
@@ -737,7 +737,7 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
         if variant["direct"]:  # drive the replica's own HTTP server, not the proxy
             from serve.app import replica_urls
 
-            replicas = int(settings.get("replicas", 1))
+            replicas = int(settings.get("server.replicas", 1))
             urls = replica_urls("127.0.0.1", server.port, replicas)
             if len(urls) < replicas:
                 raise RuntimeError(f"direct ingress: {len(urls)} of {replicas} ingress "

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from factories import T0
+
 from mnemoray.archive import write_archive
 from mnemoray.events import model_message, tool_call, tool_result, user_message
 from mnemoray.session import Session
 
-T0 = 1_700_000_000.0
 TOPICS = [
     ("I adopted a beagle named Max last month.", "Beagles love long walks."),
     ("I'm allergic to peanuts, so check recipes for me.", "Noted, I will flag peanuts."),

@@ -13,6 +13,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the shared cluster is a ``ray`` test (``make test-fast``
+    deselects them), whether it asks for ``ray_cluster`` directly or via a fixture."""
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[None]:
     """A local Ray instance sized for this 2-core machine, started once."""

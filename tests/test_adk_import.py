@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 import pytest
+from factories import T2026 as T0
 from google.adk.events import Event as AdkEvent
 from google.adk.events import EventActions
 from google.adk.events.event_actions import EventCompaction
@@ -15,8 +16,6 @@ from google.genai import types
 
 from mnemoray.adk_import import AdkImportError, looks_like_adk, session_from_adk
 from mnemoray.archive import session_from_record
-
-T0 = 1_767_225_600.0
 
 
 def _content(role: str, *parts: types.Part) -> types.Content:

@@ -28,7 +28,7 @@ from google.adk.tools.tool_context import ToolContext  # noqa: E402
 from google.genai import types  # noqa: E402
 
 from mnemoray.adk_memory import MnemorayMemoryService, memory_entry  # noqa: E402
-from mnemoray.embedders import Embedder, load_embedder  # noqa: E402
+from mnemoray.embedders import Embedder, open_embedder  # noqa: E402
 from mnemoray.events import iso  # noqa: E402
 from mnemoray.memory.distill import distill_session  # noqa: E402
 from mnemoray.memory.record import Memory  # noqa: E402
@@ -85,7 +85,7 @@ class AsyncTinyMemoryService(TinyMemoryService):
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
-    loaded = load_embedder("default")
+    loaded = open_embedder("default")
     assert loaded is not None
     return loaded
 

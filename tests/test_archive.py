@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from factories import T2026 as T0
 
 from mnemoray.archive import (
     BATCH_ROWS,
@@ -22,8 +23,6 @@ from mnemoray.archive import (
 )
 from mnemoray.events import Event, tool_call, tool_result, user_message
 from mnemoray.session import Session, SessionError
-
-T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 
 def _session(session_id: str, user: str = "maya", n: int = 2) -> Session:

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+import benchmarks.datagen
 from mnemoray.archive import read_archive
 from mnemoray.text import terms
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def datagen():
-    spec = importlib.util.spec_from_file_location("datagen", ROOT / "benchmarks" / "datagen.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["datagen"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+    return benchmarks.datagen
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from factories import DAY, T2026
 
 from mnemoray.compaction import CompactionConfig, Compactor
 from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
@@ -14,8 +15,7 @@ from mnemoray.session import Session
 from mnemoray.session_store import InMemorySessionStore
 from mnemoray.summarizers import ExtractiveSummarizer, Summary
 
-T = 1767571200.0  # 2026-01-05T00:00:00Z
-DAY = 86400.0
+T = T2026 + 4 * DAY  # 2026-01-05T00:00:00Z
 NOW = 2_000_000_000.0
 AGENT = "travel_agent"
 

@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from mnemoray.embedders import Embedder, load_embedder
+from mnemoray.embedders import Embedder, open_embedder
 from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
 from mnemoray.summarizers import (
     ExtractiveSummarizer,
@@ -225,7 +225,7 @@ def test_adjectives_only_narrow_a_topic() -> None:
 # -- the embedding path (real packaged all-MiniLM-L6-v2, loaded once) ---------------
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
-    loaded = load_embedder("default")
+    loaded = open_embedder("default")
     assert loaded is not None
     return loaded
 

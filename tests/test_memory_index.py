@@ -6,6 +6,7 @@ import faiss
 import numpy as np
 import pytest
 
+from mnemoray.errors import StoreCorrupt
 from mnemoray.memory.index import (
     EXACT_SUBSET_MAX,
     VectorIndexError,
@@ -147,8 +148,8 @@ def test_bad_input_is_named(tmp_path, data):
         search_range(x, x[0], 0, 10, 3, mask=np.ones(3, dtype=bool))
     with pytest.raises(VectorIndexError, match="allowed"):
         search_ann(build_index(x), x[0], 3, np.array([500]))
-    with pytest.raises(VectorIndexError, match="does not exist"):
+    with pytest.raises(StoreCorrupt, match="does not exist"):  # a store's file: not input
         read_index(tmp_path / "missing.faiss")
     (tmp_path / "junk.faiss").write_bytes(b"not an index")
-    with pytest.raises(VectorIndexError, match="junk.faiss"):
+    with pytest.raises(StoreCorrupt, match="junk.faiss"):
         read_index(tmp_path / "junk.faiss")

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from mnemoray.errors import StoreCorrupt
 from mnemoray.events import user_message
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.record import Memory
@@ -360,7 +361,7 @@ def test_write_errors_are_named(tmp_path, rng):
     with pytest.raises(StoreError, match="2 shards"):
         MemoryStore(tmp_path, shards=8)
     (tmp_path / "manifest.json").write_text("{not json")
-    with pytest.raises(StoreError, match="manifest"):
+    with pytest.raises(StoreCorrupt, match="manifest"):  # a damaged store, not bad input
         MemoryStore(tmp_path)
 
 

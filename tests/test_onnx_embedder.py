@@ -82,6 +82,7 @@ def onnx_fp32(cache_dir, torch_embedder):
     return OnnxEmbedder(cache_dir=cache_dir, reference=torch_embedder)
 
 
+@pytest.mark.slow  # a sweep over 240+ texts at three batch sizes
 def test_fp32_parity_with_torch_on_varied_texts(onnx_fp32, torch_embedder, reference_vectors):
     assert len(TEXTS) >= 240
     assert max(map(len, TEXTS)) > 1500 and "" in TEXTS and "?" in TEXTS
@@ -100,6 +101,7 @@ def test_fp32_parity_with_torch_on_varied_texts(onnx_fp32, torch_embedder, refer
     assert onnx_fp32.max_seq_length == 256
 
 
+@pytest.mark.slow  # exports and quantizes a second model
 def test_int8_is_refused_unless_it_passes_parity(cache_dir, torch_embedder, reference_vectors,
                                                  monkeypatch):
     unverified = OnnxEmbedder(cache_dir=cache_dir, quantize=True, verify=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from factories import DAY, T0
 
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.record import Memory
@@ -22,8 +23,6 @@ from mnemoray.memory.store import MemoryStore
 
 DIM = 16
 MODEL = "test-model"
-DAY = 86_400.0
-T0 = 1_700_000_000.0
 
 
 def unit(v: np.ndarray) -> np.ndarray:

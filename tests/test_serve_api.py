@@ -15,36 +15,24 @@ from pathlib import Path
 
 import httpx
 import pytest
+from factories import DAY, T0, parrot
+from factories import session as _session
 
 from mnemoray.client import MnemorayAPIError, MnemorayClient
-from mnemoray.events import model_message, user_message
+from mnemoray.events import user_message
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
-from mnemoray.session import Session
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 APP_NAME = "mnemoray-test"
 KEY_A = "test-key-app-aaaaaaaaaaaaaaaa"      # app "app"
 KEY_B = "test-key-other-bbbbbbbbbbbbbbbb"    # app "other"
-T0 = 1_700_000_000.0
-DAY = 86_400.0
 MAX_BODY = 256 * 1024
 
 
-def _session(sid: str, t: float, *turns: tuple[str, str], user: str = "alice") -> Session:
-    events = [user_message(text, timestamp=t + i * 60, id=f"{sid}-e{i}") if who == "u"
-              else model_message("assistant", text, timestamp=t + i * 60, id=f"{sid}-e{i}")
-              for i, (who, text) in enumerate(turns)]
-    return Session("app", user, sid, events=events, created_at=t)
-
-
 BACKFILL = [
-    _session("parrot", T0,
-             ("u", "I'm thinking about getting a pet parrot. What should I know?"),
-             ("m", "Parrots are social and intelligent birds. They need a large cage and "
-                   "daily attention."),
-             ("u", "I really like African Grey parrots because they can talk.")),
+    parrot(),
     _session("cooking", T0 + 3 * DAY,
              ("u", "How long should I roast a whole chicken? I like crispy skin."),
              ("m", "Roast it at 220C for about 75 minutes and dry the skin first.")),
@@ -90,8 +78,9 @@ def server(ray_cluster, tmp_path_factory) -> Server:
     serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
     # If another module started Serve first, its HTTP options stand: ask for the port.
     port = _get_global_client().http_config.port
-    serve.run(build_app({"store": str(store), "api_keys": str(keys), "reload_interval_s": 0.1,
-                         "max_body_bytes": MAX_BODY}), name=APP_NAME, route_prefix="/")
+    serve.run(build_app({"store": str(store), "server": {
+        "api_keys": str(keys), "reload_interval_s": 0.1, "max_body_bytes": MAX_BODY}}),
+        name=APP_NAME, route_prefix="/")
     yield Server(f"http://127.0.0.1:{port}", store, keys)
     serve.delete(APP_NAME)
 
@@ -298,7 +287,9 @@ def test_malformed_requests_are_4xx_naming_the_field(server: Server) -> None:
     with server.client() as c:
         def err(r: httpx.Response, status: int) -> dict:
             assert r.status_code == status, (r.status_code, r.text)
-            return r.json()["error"]
+            body = r.json()["error"]
+            assert body["request_id"] == r.headers["x-request-id"]
+            return body
 
         assert err(c.post("/v1/recall", json={"app_name": "app", "query": "q"}),
                    422)["field"] == "user_id"
@@ -455,9 +446,11 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
     from serve.app import build_app
 
     name = APP_NAME + "-sharded"
-    serve.run(build_app({"store": str(server.store), "api_keys": str(server.keys),
-                         "index_mode": "deployment", "embedder_deployment": False,
-                         "summarizer_deployment": False, "reload_interval_s": 0.1}),
+    serve.run(build_app({"store": str(server.store),
+                         "server": {"api_keys": str(server.keys), "index_mode": "deployment",
+                                    "reload_interval_s": 0.1},
+                         "models": {"embedder_deployment": False,
+                                    "summarizer_deployment": False}}),
               name=name, route_prefix="/sharded")
     try:
         with MnemorayClient(server.base + "/sharded", KEY_A) as mr:
