@@ -187,9 +187,10 @@ def test_forget_survives_reload(tmp_path, rng):
     a2 = make(rng, user="a", session="s2", n=2, start=10)
     b = make(rng, user="b", session="s1", n=4)
     store.write_segment(a1 + a2 + b, MODEL, DIM)
-    assert store.forget(memory_ids=[a1[0].memory_id, "no-such-id"]) == 1
+    assert store.forget(memory_ids=[a1[0].memory_id], owner=("app", "b")) == 0  # not b's
+    assert store.forget(memory_ids=[a1[0].memory_id, "no-such-id"], owner=("app", "a")) == 1
     assert store.forget(session=("app", "a", "s2")) == 2
-    assert store.forget(memory_ids=[a1[0].memory_id]) == 0  # already gone: no new version
+    assert store.forget(owned=[("app", "a", a1[0].memory_id)]) == 0  # already gone: no new version
     snap = MemoryStore(tmp_path).load()
     assert {m.memory_id for m in snap.rows_for_user("app", "a")} == {m.memory_id for m in a1[1:]}
     assert snap.get(a1[0].memory_id) is None and snap.get(a1[1].memory_id) is not None
@@ -205,7 +206,11 @@ def test_forget_survives_reload(tmp_path, rng):
     store.write_segment(later, MODEL, DIM)
     assert [m.memory_id for m in store.load().rows_for_user("app", "b")] == [later[0].memory_id]
     with pytest.raises(StoreError, match="memory_ids"):
-        store.forget(memory_ids="abc")
+        store.forget(memory_ids="abc", owner=("app", "a"))
+    with pytest.raises(StoreError, match="owner"):
+        store.forget(memory_ids=["abc"])  # an id without its owner is ambiguous
+    with pytest.raises(StoreError, match=r"owned\[0\]"):
+        store.forget(owned=[("app", "a")])
     with pytest.raises(StoreError, match="session"):
         store.forget(session=("app", "a"))
     with pytest.raises(StoreError, match="forget"):
@@ -334,7 +339,8 @@ def test_keyword_only_store(tmp_path, rng):
     with pytest.raises(StoreError, match="store uses 'none'"):
         store.write_segment(make(rng), MODEL, DIM)
     assert store.add([Memory("app", "u", "s", "fact", "added later")]).written == 1
-    assert store.forget(memory_ids=[mems[0].memory_id]) == 1
+    assert store.forget(memory_ids=[mems[0].memory_id],
+                        owner=(mems[0].app_name, mems[0].user_id)) == 1
     assert MemoryStore(tmp_path).load().count() == 5
 
 

@@ -258,7 +258,7 @@ def test_forgotten_and_expired_rows_never_come_back(store) -> None:
     assert "parrot food brands" not in {h.memory.text for h in later}  # TTL passed
     before = r.user_candidates(snap, "app", "alice")
     parrot = next(h for h in later if h.memory.text == "I adopted an African Grey parrot")
-    store.forget(memory_ids=[parrot.memory.memory_id])
+    store.forget(memory_ids=[parrot.memory.memory_id], owner=("app", "alice"))
     snap2 = store.load()
     after = r.user_candidates(snap2, "app", "alice")
     assert after is not before  # a forget invalidates the cached candidate set

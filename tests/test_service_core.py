@@ -21,8 +21,8 @@ from mnemoray.memory.store import MemoryStore
 from mnemoray.summarizers.extractive import ExtractiveSummarizer
 
 
-def _service(root: Path, **options) -> MemoryService:
-    return MemoryService(MemoryStore(root), None, ExtractiveSummarizer(), **options)
+def _service(root: Path, shards: int | None = None, **options) -> MemoryService:
+    return MemoryService(MemoryStore(root, shards), None, ExtractiveSummarizer(), **options)
 
 
 def _note(app: str, user: str, text: str, memory_id: str = "",
@@ -33,7 +33,7 @@ def _note(app: str, user: str, text: str, memory_id: str = "",
 
 def test_forget_memory_is_scoped_to_its_owner(tmp_path: Path) -> None:
     """The same client id in two tenants: forgetting one never hides the other."""
-    service = _service(tmp_path / "s")
+    service = _service(tmp_path / "s", shards=1)
     service.add_memories([_note("appA", "alice", "Alice keeps bees", "note-1")])
     service.add_memories([_note("appB", "bob", "Bob keeps goats", "note-1")])
     assert service.forget_memory("appB", "alice", "note-1") == 0  # wrong app: nothing
@@ -141,3 +141,15 @@ def test_one_json_form_for_a_recalled_memory(tmp_path: Path) -> None:
     assert snippet == MemorySnippet.from_recalled(out)
     assert (snippet.memory_id, snippet.session_id, snippet.time) == (
         result.memory.memory_id, "online", 1_700_000_000.0)
+
+
+def test_client_memory_ids_are_unique_per_owner_only(tmp_path: Path) -> None:
+    """Another tenant taking the same client id is neither refused nor told it exists."""
+    service = _service(tmp_path / "s", shards=1)  # one shard: the ids meet in one segment set
+    service.add_memories([_note("appA", "alice", "Alice keeps bees", "note-1")])
+    # Same shard or not, bob's note-1 is his own memory: no conflict with alice's.
+    service.add_memories([_note("appA", "bob", "Bob keeps goats", "note-1")])
+    assert [m.text for m in service.list_memories("appA", "bob")[0]] == ["Bob keeps goats"]
+    # Within one owner an id still names one memory.
+    with pytest.raises(ValueError, match="memory_id"):
+        service.add_memories([_note("appA", "alice", "Alice keeps wasps", "note-1")])

@@ -91,7 +91,7 @@ def commit_chunk(store: MemoryStore, chunk: Chunk, *, run_id: str,
     if stored:
         replaced = superseded_for(store.load(), [r for r in chunk.refs if r[0] in stored])
         if replaced:  # before the commit: a run killed in between redoes these sessions
-            store.forget(memory_ids=replaced)
+            store.forget(owned=replaced)
     result = store.commit(chunk.pending, session_hashes=chunk.hashes, run_id=run_id,
                           summarizer=summarizer)
     crash_point("commit")

@@ -127,12 +127,13 @@ def embed_sessions(items: Sequence[SessionItem], embedder: Embedder | None,
 
 def superseded_for(snap: StoreSnapshot,
                    sessions: Iterable[tuple[tuple[str, str, str], Sequence[Memory]]],
-                   ) -> list[str]:
-    """``superseded_ids`` of each (session key, new records) pair, on one snapshot."""
-    out: list[str] = []
+                   ) -> list[tuple[str, str, str]]:
+    """``superseded_ids`` of each (session key, new records) pair, on one snapshot, as
+    (app, user, memory_id): ids are unique per user, so each names its owner."""
+    out: list[tuple[str, str, str]] = []
     for key, records in sessions:
         if records and snap.user_spans(key[0], key[1]):
-            out.extend(superseded_ids(snap, key, records))
+            out.extend((key[0], key[1], i) for i in superseded_ids(snap, key, records))
     return out
 
 

@@ -67,6 +67,7 @@ from mnemoray.session import Session
 
 DEFAULT_SHARDS = 8
 IMPORT_BATCH = 50_000
+OwnedId = tuple[str, str, str]  # (app_name, user_id, memory_id): a memory id is unique per owner
 
 
 @dataclass(frozen=True)
@@ -248,17 +249,18 @@ class MemoryStore:
                                  f"normalised")
 
     def _stored(self, m: Manifest, shard: int, hashes: list[str], ids: list[str],
-                after_version: int = 0) -> dict[str, str]:
-        """memory_id -> content_hash of stored rows matching either list (polars scan)."""
+                after_version: int = 0) -> dict[OwnedId, str]:
+        """(app, user, memory_id) -> content_hash of stored rows matching either list
+        (polars scan). A memory id is unique per owner, not across the store."""
         files = [parquet_path(self.root, shard, e.name) for e in m.segments[shard]
                  if e.version > after_version]
         if not files:
             return {}
-        found = (pl.scan_parquet(files).select("memory_id", "content_hash")
+        found = (pl.scan_parquet(files).select("app_name", "user_id", "memory_id",
+                                               "content_hash")
                  .filter(pl.col("content_hash").is_in(hashes) | pl.col("memory_id").is_in(ids))
                  .collect())
-        return dict(zip(found["memory_id"].to_list(), found["content_hash"].to_list(),
-                        strict=True))
+        return {(a, u, i): h for a, u, i, h in found.iter_rows()}
 
     def prepare_segments(self, memories: Sequence[Memory], embedding_model: str, dim: int,
                          index_kind: IndexKind = "auto") -> PendingSegments:
@@ -275,17 +277,18 @@ class MemoryStore:
         self._check_memories(memories, embedding_model, dim)
         by_shard: dict[int, list[Memory]] = defaultdict(list)
         seen: set[str] = set()  # content hashes within this batch
-        ids: dict[str, str] = {}  # memory_id -> content_hash within this batch
+        ids: dict[OwnedId, str] = {}  # (app, user, memory_id) -> content_hash in this batch
         skipped = 0
         for mem in memories:
             if mem.content_hash in seen:
                 skipped += 1
                 continue
-            if ids.get(mem.memory_id, mem.content_hash) != mem.content_hash:
+            key = (mem.app_name, mem.user_id, mem.memory_id)
+            if ids.get(key, mem.content_hash) != mem.content_hash:
                 raise StoreError(f"{mem.memory_id!r} is used by two memories with "
                                  f"different content in this batch", field="memory_id")
             seen.add(mem.content_hash)
-            ids[mem.memory_id] = mem.content_hash
+            ids[key] = mem.content_hash
             shard = shard_of(mem.app_name, mem.user_id, m.shards)
             by_shard[shard].append(replace(mem, shard=shard) if mem.shard != shard else mem)
         name = new_name("seg")
@@ -296,9 +299,10 @@ class MemoryStore:
                                   [g.memory_id for g in group])
             stored_hashes = set(stored.values())
             for mem in group:
-                if mem.memory_id in stored and stored[mem.memory_id] != mem.content_hash:
-                    raise StoreError(f"{mem.memory_id!r} already exists in the store "
-                                     f"with different content", field="memory_id")
+                key = (mem.app_name, mem.user_id, mem.memory_id)
+                if stored.get(key, mem.content_hash) != mem.content_hash:
+                    raise StoreError(f"{mem.memory_id!r} is already one of this user's "
+                                     f"memories, with different content", field="memory_id")
             fresh = sorted((g for g in group if g.content_hash not in stored_hashes), key=sort_key)
             skipped += len(group) - len(fresh)
             if fresh:
@@ -359,9 +363,11 @@ class MemoryStore:
             if not stored:
                 entries.append((shard, entry))
                 continue
-            for memory_id, content in zip(table["memory_id"].to_pylist(),
-                                          table["content_hash"].to_pylist(), strict=True):
-                if stored.get(memory_id, content) != content:
+            owned = zip(table["app_name"].to_pylist(), table["user_id"].to_pylist(),
+                        table["memory_id"].to_pylist(), strict=True)
+            for key, content in zip(owned, table["content_hash"].to_pylist(), strict=True):
+                memory_id = key[2]
+                if stored.get(key, content) != content:
                     raise StoreError(f"{memory_id!r} was committed meanwhile with "
                                      f"different content", field="memory_id")
             dup = pc.is_in(table["content_hash"], value_set=pa.array(list(stored.values()),
@@ -440,29 +446,42 @@ class MemoryStore:
     # -- forgetting ---------------------------------------------------------
     def forget(self, memory_ids: Iterable[str] = (), session: tuple[str, str, str] | None = None,
                user: tuple[str, str] | None = None, *,
-               owner: tuple[str, str] | None = None) -> int:
+               owner: tuple[str, str] | None = None,
+               owned: Iterable[OwnedId] = ()) -> int:
         """Hide memories for good (survives reloads); returns how many were hidden.
 
-        ``memory_ids`` are looked up among ``owner``'s (app, user) rows when given;
-        each tombstone names the memory's owner, so it never hides another user's
-        memory that happens to carry the same id.
+        A memory id is unique per (app, user) only, so ids come with their owner:
+        ``memory_ids`` of ``owner``, or ``owned`` (app, user, memory_id) triples.
+        Each tombstone names its owner and never hides another user's memory that
+        carries the same id.
         """
         ids = _str_list(memory_ids, "memory_ids")
+        if ids and owner is None:
+            raise StoreError("memory ids are unique per user: pass owner=(app_name, user_id)",
+                             field="owner")
+        targets: list[OwnedId] = [(owner[0], owner[1], i) for i in ids] if owner else []
+        for i, triple in enumerate(owned):
+            if not (isinstance(triple, tuple) and len(triple) == 3
+                    and all(isinstance(v, str) and v for v in triple)):
+                raise StoreError(f"expected (app_name, user_id, memory_id), got {triple!r}",
+                                 field=f"owned[{i}]")
+            targets.append(triple)
         for name, value, size in (("session", session, 3), ("user", user, 2),
                                   ("owner", owner, 2)):
             if value is not None and (not isinstance(value, tuple) or len(value) != size
                                       or not all(isinstance(v, str) and v for v in value)):
                 raise StoreError(f"expected a tuple of {size} non-empty strings, "
                                  f"got {value!r}", field=name)
-        if not ids and session is None and user is None:
-            raise StoreError("forget: pass memory_ids, session or user")
+        if not targets and session is None and user is None:
+            raise StoreError("pass memory_ids with owner, owned, session or user",
+                             field="forget")
         with self._locked():
             m = self.manifest()
             snap = self._snapshot(m)
             version, now = m.version + 1, time.time()
             new: list[Tombstone] = []
-            for memory_id in dict.fromkeys(ids):
-                mem = snap.get(memory_id, owner)
+            for app_name, user_id, memory_id in dict.fromkeys(targets):
+                mem = snap.get(memory_id, (app_name, user_id))
                 if mem is not None:
                     new.append(Tombstone("memory", version, now, memory_id=memory_id,
                                          app_name=mem.app_name, user_id=mem.user_id,
