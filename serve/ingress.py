@@ -237,7 +237,7 @@ class MemoryIngress:
     async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
                      filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
         """Recall as JSON: the core service ranks; this adds only the batched encoder."""
-        mode = check_mode(mode or "hybrid")
+        mode = check_mode(mode or self.settings.retrieval_for(app_name).mode)
         flt = RecallFilters.from_dict(filters)
         mem, ops = self.memory, self.ops
         if mem is None or ops is None:  # sharded: embed here, search on the shard's replica
@@ -245,14 +245,17 @@ class MemoryIngress:
                 and mode != "keyword" and query.strip() else None
             return await self.memory_op("recall", app_name, user_id, query=query,
                                         query_vec=vec, top_k=top_k, filters=flt, mode=mode)
+        # One snapshot for the decision and the search: a reload in between could
+        # otherwise make the search embed the query itself, on the event loop.
+        snap = mem.snapshot()
         vec = None
         if self.query_embedder is not None and mem.needs_query_vector(app_name, user_id,
-                                                                      query, mode):
+                                                                      query, mode, snap):
             vec = await self.embed_query(query)
         if self.settings.server.offload_search:
             return await self.run_io(ops.op_recall, app_name, user_id, query, vec, top_k,
-                                     flt, mode)
-        return ops.op_recall(app_name, user_id, query, vec, top_k, flt, mode)
+                                     flt, mode, snap)
+        return ops.op_recall(app_name, user_id, query, vec, top_k, flt, mode, snap)
 
     def memory_search(self, loop: asyncio.AbstractEventLoop) -> Any:
         """The compiler's ``memory_search`` hook, run in a worker thread: the query is

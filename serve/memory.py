@@ -26,6 +26,7 @@ from mnemoray.events import Event
 from mnemoray.memory.record import Memory
 from mnemoray.memory.retrieval import RecallFilters
 from mnemoray.memory.service import MemoryService
+from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.session import Session, SessionError
 from mnemoray.summarizers.base import Summarizer, Summary
 
@@ -79,11 +80,12 @@ class MemoryOps:
     def op_recall(self, app_name: str, user_id: str, query: str,
                   query_vec: np.ndarray | None = None, top_k: int = 5,
                   filters: RecallFilters | Mapping[str, Any] | None = None,
-                  mode: str | None = None) -> dict[str, Any]:
-        version = self.service.snapshot().version
+                  mode: str | None = None, snap: StoreSnapshot | None = None,
+                  ) -> dict[str, Any]:
+        snap = snap or self.service.snapshot()  # the version reported is the one searched
         results = self.service.search(app_name, user_id, query, top_k, filters, mode,
-                                      query_vec=query_vec)
-        return {"memories": [r.to_dict() for r in results], "store_version": version}
+                                      query_vec=query_vec, snap=snap)
+        return {"memories": [r.to_dict() for r in results], "store_version": snap.version}
 
     def op_add_session(self, app_name: str, user_id: str,
                        session: Session | Mapping[str, Any]) -> dict[str, Any]:

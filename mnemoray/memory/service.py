@@ -116,7 +116,8 @@ class MemoryService:
     Every operation is scoped to one (app, user): no call reads or hides
     another user's rows.
 
-    ``embedder`` None = keyword-only recall (BM25 + entity). ``ttl_s``:
+    ``embedder``: a built embedder or a spec (opened here); None = keyword-only
+    recall (BM25 + entity). ``ttl_s``:
     distilled records expire that long after ingestion. ``chunk_turns``:
     messages per raw chunk record. ``reloader``: when reads see new store
     versions (default: every call checks the manifest; a server passes a
@@ -124,14 +125,16 @@ class MemoryService:
     ``query_cache``: recent query vectors (shared with a server's batched encoder).
     """
 
-    def __init__(self, store: MemoryStore, embedder: Embedder | None, summarizer: Summarizer,
+    def __init__(self, store: MemoryStore, embedder: Embedder | EmbedderSpec | str | None,
+                 summarizer: Summarizer,
                  config: RetrievalConfig | None = None, *, ttl_s: float | None = None,
                  chunk_turns: int = 4, reloader: SnapshotReloader | None = None,
                  app_configs: Mapping[str, RetrievalConfig] | None = None,
                  query_cache: QueryVectorCache | None = None) -> None:
         if not isinstance(store, MemoryStore):
             raise TypeError(f"store: expected a MemoryStore, got {type(store).__name__}")
-        embedder = open_embedder(embedder, store)  # checked against the store's model
+        # A spec is opened, a built embedder checked, both against the store's model.
+        embedder = open_embedder(embedder, store, "write")
         self.store = store
         self.embedder = embedder
         self.summarizer = summarizer
@@ -157,7 +160,7 @@ class MemoryService:
         """
         store = MemoryStore(store_dir, shards)
         summ = get_summarizer(summarizer) if isinstance(summarizer, str) else summarizer
-        return cls(store, open_embedder(embedder, store, "write"), summ, config, **options)
+        return cls(store, embedder, summ, config, **options)
 
     @property
     def config(self) -> RetrievalConfig:
@@ -271,16 +274,18 @@ class MemoryService:
     def search(self, app_name: str, user_id: str, query: str, top_k: int = 5,
                filters: RecallFilters | Mapping[str, Any] | None = None,
                mode: str | None = None, *, query_vec: np.ndarray | None = None,
-               ) -> list[RecallResult]:
+               snap: StoreSnapshot | None = None) -> list[RecallResult]:
         """Best ``top_k`` memories of one user (only that user's rows are read).
 
         ``query_vec``: the query already embedded (by a server's batched encoder);
         otherwise it is embedded here when :meth:`needs_query_vector` says so.
+        ``snap``: the snapshot to search, when the caller already decided on it (the
+        one it asked ``needs_query_vector``); default the current one.
         """
         retriever = self.retriever_for(app_name)
         mode = check_mode(mode or retriever.config.mode)
         flt = RecallFilters.of(filters)
-        snap = self.snapshot()
+        snap = snap or self.snapshot()
         if mode == "keyword":
             query_vec = None
         elif query_vec is not None:
