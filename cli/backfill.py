@@ -7,8 +7,6 @@ from pathlib import Path
 
 import typer
 
-from cli.common import parse_options
-
 
 def backfill_cmd(
     archive: Path = typer.Option(..., "--archive", exists=True,
@@ -64,22 +62,19 @@ def backfill_cmd(
     Runs on Ray Data (a local Ray instance unless --ray-address / RAY_ADDRESS
     says otherwise); --in-process runs the same steps in this process.
     """
-    from mnemoray.backfill import BackfillConfig, RayOptions, backfill
-    from mnemoray.errors import MnemorayError
-    from mnemoray.summarizers.errors import BackendUnavailableError
-    from pipeline.backfill import engine
+    from jobs.backfill import RUN_ERRORS, run
+    from mnemoray.backfill import BackfillConfig
 
-    options = parse_options(summarizer_options or [], "--summarizer-option")
-    config = BackfillConfig(
+    config = BackfillConfig.from_flags(
         archive=str(archive), store=str(store), shards=shards, summarizer=summarizer,
-        summarizer_options=options, embedder=embedder, commit_every=commit_every,
-        progress_interval_s=progress_every,
-        ray=RayOptions(workers=workers, batch_size=batch_size,
-                       gpus_per_embedder=gpus_per_embedder, llm_concurrency=llm_concurrency,
-                       llm_batch_size=llm_batch_size, address=ray_address))
+        summarizer_options=summarizer_options or [], embedder=embedder,
+        commit_every=commit_every, progress_interval_s=progress_every, workers=workers,
+        batch_size=batch_size, gpus_per_embedder=gpus_per_embedder,
+        llm_concurrency=llm_concurrency, llm_batch_size=llm_batch_size,
+        ray_address=ray_address)
     try:
-        report = backfill(config, engine("in_process" if in_process else "ray_data"))
-    except (MnemorayError, ValueError, ImportError, BackendUnavailableError) as exc:
-        typer.echo(f"error: {exc}", err=True)  # bad flag, store, embedder, archive, no vLLM
+        report = run(config, "in_process" if in_process else "ray_data")
+    except RUN_ERRORS as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     typer.echo(json.dumps(report.to_dict()) if as_json else report.summary())

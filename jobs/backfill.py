@@ -16,12 +16,14 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from mnemoray.backfill import BackfillConfig, BackfillReport, RayOptions, backfill
-from mnemoray.backfill.config import DEFAULT_COMMIT_EVERY, parse_key_values
+from mnemoray.backfill import BackfillConfig, BackfillReport, backfill
+from mnemoray.backfill.config import DEFAULT_COMMIT_EVERY
 from mnemoray.errors import MnemorayError
-from mnemoray.summarizers.errors import BackendUnavailableError
 
 PROG = "python -m jobs.backfill"
+# What a run ends with as one line, exit 2: a bad flag, store, embedder or archive
+# (mnemoray's errors; a library's ValueError on a bad file), or no vLLM installed.
+RUN_ERRORS = (MnemorayError, ValueError, ImportError)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -40,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
                    default=DEFAULT_COMMIT_EVERY, help="Sessions per commit.")
     p.add_argument("--in-process", action="store_true", help="Run in this process, not on "
                    "Ray Data.")
-    p.add_argument("--progress-every", type=float, default=10.0,
+    p.add_argument("--progress-every", dest="progress_interval_s", type=float, default=10.0,
                    help="Seconds between progress lines when stderr is not a terminal.")
     p.add_argument("--json", dest="as_json", action="store_true", help="Print the report as "
                    "JSON.")
@@ -61,18 +63,10 @@ def parse(argv: Sequence[str]) -> tuple[BackfillConfig, str, bool]:
 
     Usage errors exit with status 2 (argparse); a bad value is an ``InvalidInput``.
     """
-    args = parser().parse_args(list(argv))
-    config = BackfillConfig(
-        archive=args.archive, store=args.store, shards=args.shards, summarizer=args.summarizer,
-        summarizer_options=parse_key_values(args.summarizer_options,
-                                            field="--summarizer-option"),
-        embedder=args.embedder, commit_every=args.commit_every,
-        progress_interval_s=args.progress_every,
-        ray=RayOptions(workers=args.workers, batch_size=args.batch_size,
-                       gpus_per_embedder=args.gpus_per_embedder,
-                       llm_concurrency=args.llm_concurrency,
-                       llm_batch_size=args.llm_batch_size, address=args.ray_address))
-    return config, "in_process" if args.in_process else "ray_data", args.as_json
+    flags = vars(parser().parse_args(list(argv)))
+    in_process, as_json = flags.pop("in_process"), flags.pop("as_json")
+    config = BackfillConfig.from_flags(**flags)
+    return config, "in_process" if in_process else "ray_data", as_json
 
 
 def run(config: BackfillConfig, engine_name: str) -> BackfillReport:
@@ -87,8 +81,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     try:
         config, engine_name, as_json = parse(sys.argv[1:] if argv is None else argv)
         report = run(config, engine_name)
-    except (MnemorayError, ValueError, ImportError, BackendUnavailableError) as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)  # flag, store, archive, no vLLM
+    except RUN_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
     print(json.dumps(report.to_dict()) if as_json else report.summary(), file=out, flush=True)
     return 0

@@ -8,6 +8,7 @@ that cannot honour one can say which was given instead of ignoring it).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,8 @@ class RayOptions:
                                f"{opts.gpus_per_embedder!r}", field="ray.gpus_per_embedder")
 
 
+# RayOptions fields that are command-line flags of their own (the CPU shares are not).
+RAY_FLAGS = ("workers", "batch_size", "gpus_per_embedder", "llm_concurrency", "llm_batch_size")
 # Fractions, so the embedded default fits a 2-core machine: one distill actor and one
 # embed actor (0.5 CPU each) leave a core for the tasks.
 RAY_DEFAULTS = RayOptions(workers=1, batch_size=64, actor_cpus=0.5, task_cpus=0.25,
@@ -118,6 +121,17 @@ class BackfillConfig:
             EmbedderSpec.parse(self.embedder)  # a bad spec fails before any work
         if self.ray is not None:
             self.ray.check()
+
+    @classmethod
+    def from_flags(cls, *, summarizer_options: Sequence[str] = (),
+                   ray_address: str | None = None, **flags: Any) -> BackfillConfig:
+        """The config the command-line flags name (``mnemoray backfill`` and ``python -m
+        jobs.backfill``): flat flags, ``KEY=VALUE`` summarizer options, and the Ray
+        options (None: not given) split into :class:`RayOptions`."""
+        ray = {name: flags.pop(name) for name in RAY_FLAGS if name in flags}
+        return cls(summarizer_options=parse_key_values(list(summarizer_options),
+                                                       field="--summarizer-option"),
+                   ray=RayOptions(address=ray_address, **ray), **flags)
 
     def public(self) -> dict[str, Any]:
         """The config as recorded in the run report: names for objects, option keys only
