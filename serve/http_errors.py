@@ -41,18 +41,30 @@ INTERNAL_MESSAGE = "internal error; the server logged it under this request_id"
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")  # safe to echo and to log
 
 
-def error_response(status: int, message: str, field: str | None, request_id: str | None,
-                   extra: dict[str, Any] | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_body(status: int, message: str, field: str | None, request_id: str | None,
+               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The one error body of the API (also the body-limit middleware's)."""
     body: dict[str, Any] = {"status": status, "message": message, "field": field,
                             "request_id": request_id}
     if extra:
         body.update(extra)
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
+    return {"error": body}
+
+
+def error_response(status: int, message: str, field: str | None, request_id: str | None,
+                   extra: dict[str, Any] | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(status, message, field, request_id, extra),
+                        status_code=status, headers=headers)
+
+
+def scope_request_id(scope: dict) -> str | None:
+    """The id :class:`RequestIdMiddleware` gave the request (None outside it)."""
+    return scope.get("state", {}).get("request_id")
 
 
 def request_id_of(request: Request) -> str | None:
-    return request.scope.get("state", {}).get("request_id")
+    return scope_request_id(request.scope)
 
 
 def _cause(exc: BaseException) -> BaseException:

@@ -22,6 +22,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.exceptions import HTTPException
 
+from serve.http_errors import error_body, scope_request_id
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.03, 0.05, 0.075,
                    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -83,8 +85,7 @@ class Metrics:
 
 
 def _error_body(status: int, message: str, request_id: str | None) -> bytes:
-    return json.dumps({"error": {"status": status, "message": message, "field": None,
-                                 "request_id": request_id}}).encode()
+    return json.dumps(error_body(status, message, None, request_id)).encode()
 
 
 class ServeMiddleware:
@@ -152,7 +153,7 @@ def _content_length(scope: dict) -> int | None:
 
 async def _reply(send: Callable, scope: dict, status: int, message: str) -> None:
     # The request id, when serve.http_errors' middleware runs outside this one.
-    body = _error_body(status, message, scope.get("state", {}).get("request_id"))
+    body = _error_body(status, message, scope_request_id(scope))
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()),
