@@ -87,11 +87,13 @@ def _set_fields(model: BaseModel) -> dict[str, Any]:
     return {k: getattr(model, k) for k in RETRIEVAL_FIELDS if getattr(model, k) is not None}
 
 
-def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if key == "weights" and isinstance(out.get(key), Mapping):
-            out[key] = {**out[key], **value}
+def merge(low: Mapping[str, Any], high: Mapping[str, Any]) -> dict[str, Any]:
+    """``high`` over ``low``, mapping by mapping: settings layers (a group given in two
+    layers merges) and per-app recall overrides (weights merge key by key)."""
+    out = dict(low)
+    for key, value in high.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -136,7 +138,7 @@ class RecallSettings(RetrievalOverrides):  # type: ignore[misc,valid-type]
         default = _set_fields(self)
         configs = {None: _build(default, "recall")}
         for app, over in self.apps.items():
-            configs[app] = _build(_merge(default, _set_fields(over)), f"recall.apps.{app}")
+            configs[app] = _build(merge(default, _set_fields(over)), f"recall.apps.{app}")
         self._configs = configs
 
     def retrieval_for(self, app_name: str | None = None) -> RetrievalConfig:
@@ -169,5 +171,5 @@ def recall_settings_from_file(path: str | Path) -> RecallSettings:
 
 
 __all__ = ["RETRIEVAL_FIELDS", "RecallSettings", "RetrievalOverrides", "errors_to_config_error",
-           "load_settings_file", "recall_settings", "recall_settings_from_file",
+           "load_settings_file", "merge", "recall_settings", "recall_settings_from_file",
            "retrieval_config"]

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as EnvDecodeError
 
-from mnemoray.config import RecallSettings, errors_to_config_error, load_settings_file
+from mnemoray.config import RecallSettings, errors_to_config_error, load_settings_file, merge
 from mnemoray.errors import ConfigError
 from mnemoray.memory.retrieval import RetrievalConfig
 from mnemoray.memory.triggers import TriggerConfig
@@ -250,17 +250,6 @@ def _add(into: dict[str, Any], tree: Mapping[str, Any], where: str) -> None:
             into[key] = value
         else:
             raise SettingsError("given twice", field=path)
-
-
-def merge(low: Mapping[str, Any], high: Mapping[str, Any]) -> dict[str, Any]:
-    """``high`` over ``low``, mapping by mapping (a group given in two layers merges)."""
-    out = dict(low)
-    for key, value in high.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 class _EnvSchema(ServeSettings, BaseSettings):
