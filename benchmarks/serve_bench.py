@@ -63,8 +63,6 @@ import platform
 import random
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -80,6 +78,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))  # serve/, when run as a script (imported lazily: the
 # load generators must start fast)
+from benchmarks.serve_process import Server, http, tree_cpu  # noqa: E402
+
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results" / "serve.json"
 README = HERE / "README.md"
@@ -371,95 +371,17 @@ def inprocess_layers(store_dir: Path, queries: list[str], users: int, n: int, fl
     return rows
 
 
-# -- the server ----------------------------------------------------------------------------
-def _server_main(spec: dict[str, Any]) -> None:
-    """Child process: a local Ray + Serve running the app (``serve.app.run_local``)."""
-    from serve.app import run_local
-
-    # What `mnemoray serve [--direct-ingress]` runs, but always on a new local Ray
-    # instance (other Ray clusters may run on this machine).
-    run_local({**spec["settings"], "server.host": "127.0.0.1", "server.port": spec["port"],
-               "server.direct_ingress": spec["direct"]}, address="local")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def http(method: str, url: str, body: bytes | None = None, timeout: float = 10.0,
-         ) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body, method=method,
-                                 headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-
-
-class Server:
-    def __init__(self, store_dir: Path, settings: dict[str, Any], env: dict[str, str],
-                 log_path: Path, direct: bool = False) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        spec = {"settings": {"store": str(store_dir), **settings}, "port": self.port,
-                "direct": direct}
-        if direct:  # as `mnemoray serve --direct-ingress` sets them, before Ray loads
-            from serve.settings import direct_ingress_env
-
-            env = {**direct_ingress_env(self.port, 1), **env}
-        child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])),
-            "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", **env}
-        child_env.pop("MNEMORAY_SERVER__API_KEYS", None)  # open API, bound to 127.0.0.1
-        child_env.pop("RAY_ADDRESS", None)
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed by stop()
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()),
-                                      "--_server", json.dumps(spec)], cwd=REPO, env=child_env,
-                                     stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-
-    def wait_ready(self, timeout_s: float) -> float:
-        start = time.perf_counter()
-        while time.perf_counter() - start < timeout_s:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited ({self.proc.returncode}); see {self.log_path}")
-            try:
-                status, _ = http("GET", self.base + "/healthz", timeout=2)
-                if status == 200:
-                    return time.perf_counter() - start
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"server not ready after {timeout_s:.0f} s; see {self.log_path}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # run_local: serve.shutdown(), ray exits
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                try:
-                    self.proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait()
-        self._log.close()
-
-    def metrics(self) -> dict[str, float]:
-        """The replicas' counters, summed (one replica per base with direct ingress;
-        through the proxy a scrape reaches one replica: exact with 1 replica)."""
-        out: dict[str, float] = {}
-        for base in self.base.split(","):
-            status, body = http("GET", base + "/metrics")
-            if status == 200:
-                for k, v in parse_metrics(body.decode()).items():
-                    out[k] = out.get(k, 0.0) + v
-        return out
+# -- the server (benchmarks.serve_process) ------------------------------------------------------
+def replica_metrics(server: Server) -> dict[str, float]:
+    """The replicas' counters, summed (one replica per base with direct ingress;
+    through the proxy a scrape reaches one replica: exact with 1 replica)."""
+    out: dict[str, float] = {}
+    for base in server.base.split(","):
+        status, body = http("GET", base + "/metrics")
+        if status == 200:
+            for k, v in parse_metrics(body.decode()).items():
+                out[k] = out.get(k, 0.0) + v
+    return out
 
 
 _METRIC = re.compile(r'^(mnemoray_\w+?)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$')
@@ -485,59 +407,6 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 # -- CPU accounting from /proc ---------------------------------------------------------------
-CLK = os.sysconf("SC_CLK_TCK")
-
-
-def _proc_table() -> dict[int, tuple[int, str, float]]:
-    """pid -> (ppid, name, cpu seconds) for every process."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        rest = stat[stat.rfind(")") + 2:].split()
-        cpu = (int(rest[11]) + int(rest[12])) / CLK
-        out[int(d)] = (int(rest[1]), cmd, cpu)
-    return out
-
-
-def _role(cmd: str) -> str:
-    if "ProxyActor" in cmd:
-        return "proxy"
-    if "MemoryIngress" in cmd:
-        return "replica"
-    if "ServeController" in cmd:
-        return "controller"
-    if "ServeReplica" in cmd:
-        return "other replicas"
-    if "--_loadgen" in cmd:
-        return "load generator"
-    return "ray + other"
-
-
-def tree_cpu(roots: list[int]) -> dict[str, float]:
-    """CPU seconds by role over the process trees under ``roots`` (server, load generator)."""
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    out: dict[str, float] = {}
-    stack = [r for r in roots if r in table]
-    while stack:
-        pid = stack.pop()
-        _, cmd, cpu = table[pid]
-        role = _role(cmd)
-        out[role] = out.get(role, 0.0) + cpu
-        stack.extend(children.get(pid, ()))
-    return out
-
-
 def machine_cpu() -> tuple[float, float]:
     """(busy, total) jiffies of the whole machine."""
     with open("/proc/stat") as f:
@@ -767,10 +636,10 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
             if args.recall_get:
                 runs.append(("GET /v1/recall", "GET", "/v1/recall", query_strings(n)))
             for name, method, path, bs in runs:
-                m0 = server.metrics() if path == "/v1/recall" else {}
+                m0 = replica_metrics(server) if path == "/v1/recall" else {}
                 load0 = os.getloadavg()[0]
                 res = drive(server.base, method, path, bs, n, conc, procs, args.time_limit, pid)
-                m1 = server.metrics() if path == "/v1/recall" else {}
+                m1 = replica_metrics(server) if path == "/v1/recall" else {}
                 if m0 and m1 and m1.get("recall_count", 0) > m0.get("recall_count", 0):
                     dn = m1["recall_count"] - m0["recall_count"]
                     res["replica_mean_ms"] = round(
@@ -919,12 +788,8 @@ def main() -> None:
                         help="embed the pool and build (cache) the stores, then stop")
     parser.add_argument("--startup-timeout", type=float, default=600.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--_server", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_loadgen", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args._server:
-        _server_main(json.loads(args._server))
-        return
     if args._loadgen:
         _loadgen_main(args._loadgen)
         return

@@ -1,0 +1,192 @@
+"""A real ``mnemoray`` server in a child process, for the benchmarks that drive one.
+
+``Server`` starts ``serve.app.run_local`` (what ``mnemoray serve`` runs) on a NEW
+local Ray instance in its own session, so a benchmark can stop it politely or
+SIGKILL its whole process tree (driver, raylet, GCS, proxy, replicas) at once.
+The tree is read from ``/proc`` (no psutil): CPU seconds by role, resident memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CLK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http(method: str, url: str, body: bytes | None = None, timeout: float = 10.0,
+         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=body, method=method,
+                                 headers={"content-type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _server_main(spec: dict[str, Any]) -> None:
+    """Child process: a local Ray + Serve running the app."""
+    from serve.app import run_local
+
+    # Always a new local Ray instance: other Ray clusters may run on this machine.
+    run_local({**spec["settings"], "server.host": "127.0.0.1", "server.port": spec["port"],
+               "server.direct_ingress": spec["direct"]}, address="local")
+
+
+class Server:
+    """``settings``: dotted keys of serve.settings (``server.api_keys`` included);
+    without API keys the API is open on 127.0.0.1."""
+
+    def __init__(self, store_dir: Path, settings: dict[str, Any], env: dict[str, str],
+                 log_path: Path, direct: bool = False) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        spec = {"settings": {"store": str(store_dir), **settings}, "port": self.port,
+                "direct": direct}
+        if direct:  # as `mnemoray serve --direct-ingress` sets them, before Ray loads
+            from serve.settings import direct_ingress_env
+
+            env = {**direct_ingress_env(self.port, 1), **env}
+        child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])),
+            "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", **env}
+        child_env.pop("MNEMORAY_SERVER__API_KEYS", None)  # keys only from ``settings``
+        child_env.pop("RAY_ADDRESS", None)
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed by stop()/kill()
+        self.proc = subprocess.Popen([sys.executable, "-m", "benchmarks.serve_process",
+                                      json.dumps(spec)], cwd=REPO, env=child_env,
+                                     stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def wait_ready(self, timeout_s: float) -> float:
+        start = time.perf_counter()
+        while time.perf_counter() - start < timeout_s:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited ({self.proc.returncode}); see {self.log_path}")
+            try:
+                status, _ = http("GET", self.base + "/healthz", timeout=2)
+                if status == 200:
+                    return time.perf_counter() - start
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"server not ready after {timeout_s:.0f} s; see {self.log_path}")
+
+    def pids(self) -> list[int]:
+        """The server's whole process tree (this child and every descendant)."""
+        return tree_pids([self.proc.pid])
+
+    def kill(self) -> int:
+        """SIGKILL every process of the tree at once, as a power cut would; returns how many."""
+        pids = self.pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # stragglers started meanwhile
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._log.close()
+        return len(pids)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # run_local: serve.shutdown(), ray exits
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                try:
+                    self.proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+        self._log.close()
+
+
+# -- the process tree from /proc ------------------------------------------------------------
+def proc_table() -> dict[int, tuple[int, str, float, int]]:
+    """pid -> (ppid, command line, cpu seconds, resident bytes) for every process."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2:].split()
+        cpu = (int(rest[11]) + int(rest[12])) / CLK
+        out[int(d)] = (int(rest[1]), cmd, cpu, int(rest[21]) * PAGE)
+    return out
+
+
+def tree_pids(roots: list[int], table: dict[int, tuple[int, str, float, int]] | None = None,
+              ) -> list[int]:
+    table = proc_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, row in table.items():
+        children.setdefault(row[0], []).append(pid)
+    out: list[int] = []
+    stack = [r for r in roots if r in table]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, ()))
+    return out
+
+
+def role(cmd: str) -> str:
+    if "ProxyActor" in cmd:
+        return "proxy"
+    if "MemoryIngress" in cmd:
+        return "replica"
+    if "ServeController" in cmd:
+        return "controller"
+    if "ServeReplica" in cmd:
+        return "other replicas"
+    if "--_loadgen" in cmd:
+        return "load generator"
+    return "ray + other"
+
+
+def tree_cpu(roots: list[int]) -> dict[str, float]:
+    """CPU seconds by role over the process trees under ``roots`` (server, load generator)."""
+    table = proc_table()
+    out: dict[str, float] = {}
+    for pid in tree_pids(roots, table):
+        _, cmd, cpu, _ = table[pid]
+        out[role(cmd)] = out.get(role(cmd), 0.0) + cpu
+    return out
+
+
+def tree_rss(roots: list[int]) -> int:
+    """Resident bytes of every process under ``roots``, summed."""
+    table = proc_table()
+    return sum(table[pid][3] for pid in tree_pids(roots, table))
+
+
+if __name__ == "__main__":
+    _server_main(json.loads(sys.argv[1]))
