@@ -479,3 +479,32 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
             assert recall(c, "flying animal").json()["memories"]
     finally:
         serve.delete(name)
+
+
+# -- hostile input -----------------------------------------------------------------------------
+def test_hostile_requests_never_answer_5xx(server: Server) -> None:
+    """A thousand malformed requests (benchmarks.hostile_requests) over every route: each is
+    a 4xx or a valid write, never a 5xx; afterwards the tenant's recall, compile and list
+    still answer 200 (nothing non-finite got stored) and other tenants are intact."""
+    from benchmarks.hostile_requests import hostile_requests
+
+    who = {"app_name": "app", "user_id": "fuzz"}
+    fives: list[tuple[str, int, str]] = []
+    with server.client() as c:
+        assert c.post("/v1/sessions", json={**who, "session_id": "fz"}).status_code == 201
+        cases = hostile_requests("app", "fuzz", "fz")
+        for case in cases:
+            headers = {"content-type": "application/json", **case.headers}
+            r = c.request(case.method, case.path, content=case.body, params=case.params,
+                          headers=headers)
+            if r.status_code >= 500:
+                fives.append((case.name, r.status_code, r.text[:200]))
+        assert not fives, f"{len(fives)} of {len(cases)} answered 5xx: {fives[:10]}"
+        assert len(cases) > 500
+        assert recall(c, "Madrid", user="fuzz").status_code == 200
+        assert c.get("/v1/memories", params=who).status_code == 200
+        r = c.post("/v1/context:compile", json={**who, "session_id": "fz", "agent": {
+            "name": "helper", "memory_preload": True}, "new_message": "where do I live?"})
+        assert r.status_code == 200, r.text
+        assert c.get("/v1/sessions/fz", params=who).status_code == 200
+        assert "parrot" in recall(c, "parrot").json()["memories"][0]["text"].lower()
