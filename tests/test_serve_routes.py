@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import functools
+import json
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -238,6 +239,37 @@ def test_keys_401_and_403(client: TestClient) -> None:
     assert other["field"] == "app_name" and "'other'" in other["message"]
     assert client.get("/healthz", headers={"Authorization": ""}).status_code == 200
     assert error_of(client.get("/metrics", headers={"Authorization": ""}), 401)
+
+
+def test_every_route_needs_a_key_for_its_app(client: TestClient) -> None:
+    """Every API route (listed from the OpenAPI schema, so a new route is covered too)
+    answers 401 without a key or with an unknown one, and 403 for another app's data."""
+    from benchmarks.hostile_requests import valid_bodies
+
+    bodies = valid_bodies("other", "ana", "s1")
+    spec = client.get("/openapi.json").json()
+    routes = [(method.upper(), path) for path, ops in spec["paths"].items()
+              for method in ops if path.startswith("/v1/") or path == "/metrics"]
+    assert len(routes) >= 17
+    checked = 0
+    for method, template in routes:
+        path = template.format(app_name="other", user_id="ana", session_id="s1",
+                               name="n.txt", memory_id="m1")
+        body = bodies.get((method, path))
+        content = json.dumps(body).encode() if body else b"{}"
+        for auth in ("", "Bearer not-a-key-0000000000"):
+            r = client.request(method, path, content=content, params=WHO,
+                               headers={"Authorization": auth,
+                                        "content-type": "application/json"})
+            assert r.status_code == 401, (method, path, auth, r.text)
+        if template == "/metrics":
+            continue
+        params = {"app_name": "other", "user_id": "ana", "query": "q"}
+        r = client.request(method, path, content=content, params=params,
+                           headers={"content-type": "application/json"})
+        assert r.status_code == 403, (method, path, r.status_code, r.text)
+        checked += 1
+    assert checked >= 16
 
 
 def test_open_server_refuses_remote_clients(backend: FakeBackend) -> None:
