@@ -36,9 +36,17 @@ cores taken by the other stages), and ``utilisation`` what the dataflow loses (a
 start and model load, pipeline fill and drain, waiting on upstream stages, Ray's
 scheduling and serialisation between stages).
 
+Every run also records its **commit timeline** (``benchmarks/backfill_timeline.py``):
+the time of each manifest commit vs the run's wall time, the first commit's time, and
+the share of the commits made by 50% and 90% of the wall time (a job killed at 90%
+keeps what was committed by then).
+
 Run: ``.venv/bin/python benchmarks/backfill_bench.py`` (about 15 min on 2 idle cores)
 -> table on stdout, ``benchmarks/results/backfill.json`` and ``backfill.png``.
 ``--quick``: 60 sessions, the default config only, results under benchmarks/.cache/.
+``--timeline``: only the commit timelines of the in-process backfill and of the pipeline's
+default config (ONNX), printed and stored under ``commit_timeline`` in the results file
+(the other results in it are kept).
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+from benchmarks.backfill_timeline import render, timeline  # noqa: E402
 from benchmarks.datagen import DatasetConfig, generate  # noqa: E402
 from mnemoray.archive import iter_archive, write_archive  # noqa: E402
 from mnemoray.embedders import Embedder, OnnxEmbedder, open_embedder  # noqa: E402
@@ -209,7 +218,7 @@ def in_process(archive: Path, store_dir: Path, spec: str) -> dict[str, Any]:
                          progress_interval_s=1e9)
     report, wall = timed(lambda: backfill(cfg, stream=io.StringIO(), tty=False))
     return {"seconds": round(wall, 3), "sessions": report.sessions_read,
-            "memories": report.memories_written}
+            "memories": report.memories_written, "commit_timeline": timeline(report)}
 
 
 def start_ray() -> float:
@@ -299,6 +308,7 @@ def pipeline_run(archive: Path, store_dir: Path, runtime: str, *, threads: int |
             "max_alive_actors": actors.peak,
             "sessions": run.sessions_read, "memories": run.memories_written,
             "commits": run.commits, "stage_seconds": run.stage_seconds,
+            "commit_timeline": timeline(run),
             "config": {"embedder": str(spec), "embed_runtime": spec.runtime,
                        "embed_threads": spec.threads, "workers": opts.workers,
                        "batch_size": opts.batch_size, "commit_every": cfg.commit_every,
@@ -528,6 +538,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "the first run is always the default config)")
     p.add_argument("--no-diagnostics", action="store_true",
                    help="skip the chunked and 1-thread raw encodes")
+    p.add_argument("--timeline", action="store_true",
+                   help="only the commit timelines (in-process and the pipeline's default "
+                   "config); merged into the results file under 'commit_timeline'")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)
     args = p.parse_args(argv)
@@ -548,6 +561,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_start = os.getloadavg()
     print(f"load average {load_start}", flush=True)
     archive, meta = dataset(args.sessions, args.sessions_per_file, CACHE)
+    if args.timeline:
+        return timeline_only(archive, meta, out, load_start)
     texts, distill_s = key_texts(archive)
     flat = sum(len(t) for t in texts)
     print(f"{meta['sessions']} sessions, {meta['events']} events, {meta['files']} files, "
@@ -595,8 +610,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                "goal_met_default": e["pipeline"][0]["analysis"]["vs_raw"] >= GOAL,
                "goal_met_best": best[spec]["analysis"]["vs_raw"] >= GOAL}
         for spec, e in ((e["embedder"], e) for e in results["embedders"])}
+    results["commit_timeline"] = {
+        e["embedder"]: {"in_process": e["in_process"]["commit_timeline"],
+                        "ray_data_default": e["pipeline"][0]["commit_timeline"]}
+        for e in results["embedders"]}
     print()
     print(table(results))
+    for e in results["embedders"]:
+        print(render(f"{e['embedder']} in-process", e["in_process"]["commit_timeline"]))
+        print(render(f"{e['embedder']} ray default", e["pipeline"][0]["commit_timeline"]))
     for e in results["embedders"]:
         w = e.get("warmup")
         if w:
@@ -612,6 +634,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.with_suffix(".partial.json").unlink(missing_ok=True)
     plot(results, png)
     print(f"wrote {out} and {png}")
+    return 0
+
+
+def timeline_only(archive: Path, meta: dict[str, Any], out: Path,
+                  load_start: tuple[float, float, float]) -> int:
+    """The commit timelines of the in-process backfill and the pipeline's default config."""
+    import ray
+
+    section: dict[str, Any] = {"dataset": {k: meta[k] for k in ("sessions", "files", "events")},
+                               "machine": {"cpus": os.cpu_count(),
+                                           "load_average_start": load_start}}
+    with tempfile.TemporaryDirectory(prefix="backfill-timeline-") as tmp:
+        print("in-process backfill ...", flush=True)
+        section["in_process"] = in_process(archive, Path(tmp) / "inproc",
+                                           RUNTIMES["onnx"][0])["commit_timeline"]
+        try:
+            section["ray_start_seconds"] = round(start_ray(), 2)
+            print("pipeline, default config ...", flush=True)
+            run = pipeline_run(archive, Path(tmp) / "ray", "onnx")
+            section["ray_data_default"] = {**run["commit_timeline"], "config": run["config"]}
+        finally:
+            if ray.is_initialized():
+                ray.shutdown()
+    section["machine"]["load_average_end"] = os.getloadavg()
+    print(render("in-process", section["in_process"]))
+    print(render("ray default", section["ray_data_default"]))
+    results = json.loads(out.read_text()) if out.exists() else {}
+    results["commit_timeline"] = section
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"wrote commit_timeline into {out}")
     return 0
 
 

@@ -3,12 +3,13 @@
     files ──map_batches(read_files)──► ArchiveRows          tasks, 0.25 CPU, one per file
       ──map_batches(validate_batch)──► SessionItems         tasks, 0.25 CPU: validate,
                                                             quarantine, skip (ledger)
+      ──repartition(batch_size rows)─► blocks of one batch  tasks: cut the file's rows
       ──map_batches(Distill)─────────► + memories           actor pool, 0.5 CPU each
         (or PlanPrompts ► ray.data.llm vLLM ► FinishDistill  with --summarizer vllm)
       ──map_batches(Embed)───────────► + embeddings         actor pool, 0.5 CPU (or GPUs)
       ──map_batches(prepare_chunk)───► Chunk                tasks, 0.25 CPU: segments per
                                                             shard + FAISS, uncommitted
-      ──iter_rows() on the driver────► commit_chunk         ONE manifest commit per chunk
+      ──iter_batches() on the driver─► commit_chunk         ONE manifest commit per chunk
                                                             (memories + ledger together)
 
 Every stage calls the core steps of ``mnemoray.backfill.steps``
@@ -19,6 +20,21 @@ the report are the core's (``mnemoray.backfill.backfill``). This module only
 produces the chunks. The flow streams (no all-to-all step) with
 ``preserve_order``, so chunks commit in archive order as in process, and a
 killed job keeps every committed chunk.
+
+Commits stream because blocks stay small: a map task hands its output on only
+as whole blocks, and Ray Data grows a task's output block up to
+``DataContext.target_max_block_size`` (128 MiB) before yielding it. A file read
+in one task would be ONE block, and every later stage would pass it on only
+once its whole file is done: with one big file, nothing was committed until
+the whole archive was distilled. ``repartition(target_num_rows_per_block=
+batch_size)`` cuts the validated rows into blocks of one batch right after the
+read, so each distill / embed / prepare task handles about one batch and a
+chunk is committed as soon as its ``commit_every`` sessions are through.
+Blocks are capped at ``BLOCK_BYTES`` (16 MiB), so a read task of a big file
+buffers at most that before its first batch moves on. The driver takes each
+prepared chunk as soon as it is ready (no prefetch: a prefetching iterator
+hands a block on only once the next one is ready). Ray Data's backpressure
+(its object store budget per operator) bounds what runs ahead of the commits.
 
     from mnemoray.backfill import BackfillConfig, backfill
     from pipeline.backfill import engine
@@ -41,6 +57,8 @@ from mnemoray.memory.manifest import KEYWORD_ONLY_MODEL
 from mnemoray.memory.store import MemoryStore
 
 ENGINES = ("in_process", "ray_data")
+# Most bytes per block of the flow (Ray Data's default is 128 MiB): see RayDataEngine.
+BLOCK_BYTES = 16 << 20
 # The environment of a local Ray instance this engine starts (its workers, not this process).
 LOCAL_ENV = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
              "RAY_USAGE_STATS_ENABLED": "0"}
@@ -86,6 +104,11 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryStore,
     ds = ds.map_batches(validate_batch, batch_size=opts.batch_size, batch_format="pyarrow",
                         fn_kwargs={"store_dir": root, "shards": shards},
                         num_cpus=opts.task_cpus)
+    # Blocks of one batch: a whole file in one block would reach the commits only once
+    # every session of it is distilled (see the module docstring). Strict: exactly one
+    # batch, across file ends too, so chunks hold exactly commit_every sessions when it is
+    # a multiple of batch_size (else at most commit_every).
+    ds = ds.repartition(target_num_rows_per_block=opts.batch_size, strict=True)
     if cfg.summarizer == "vllm":
         ds = _vllm_stages(ds, cfg, opts, root, shards, pool)
     else:
@@ -176,16 +199,26 @@ class RayDataEngine:
         import ray
 
         ctx = ray.data.DataContext.get_current()
-        restore: tuple[Any, bool, bool] = (ctx, ctx.execution_options.preserve_order,
-                                           ctx.enable_progress_bars)
+        restore: tuple[Any, bool, bool, Any] = (ctx, ctx.execution_options.preserve_order,
+                                                ctx.enable_progress_bars,
+                                                ctx.target_max_block_size)
         try:
             ctx.execution_options.preserve_order = True  # commit in archive order
             ctx.enable_progress_bars = False  # the driver's progress line says it all
-            for row in build_dataset(cfg, opts, store, spec, files).iter_rows():
-                yield pickle.loads(row[CHUNK])
+            # A read task buffers its file's rows up to this before the repartition cuts
+            # them into batches: it bounds that memory and the wait for the first batch.
+            ctx.target_max_block_size = min(ctx.target_max_block_size or BLOCK_BYTES,
+                                            BLOCK_BYTES)
+            # Each block as soon as it is ready: with prefetching (iter_rows' default) a
+            # prepared chunk reaches the commit only once the NEXT one is ready too.
+            for batch in build_dataset(cfg, opts, store, spec, files).iter_batches(
+                    batch_size=None, prefetch_batches=0, batch_format="pyarrow"):
+                for blob in batch.column(CHUNK).to_pylist():
+                    yield pickle.loads(blob)
         finally:  # this process may run other Ray Data work afterwards
-            ctx, order, bars = restore
+            ctx, order, bars, block = restore
             ctx.execution_options.preserve_order, ctx.enable_progress_bars = order, bars
+            ctx.target_max_block_size = block
             if started_ray:
                 ray.shutdown()
 

@@ -5,9 +5,10 @@ Every stage after ``read`` passes Arrow batches with three columns:
 - ``item``: one pickled :class:`mnemoray.backfill.steps.SessionItem` (the
   exact object the in-process backfill steps take and return), or null;
 - ``stats``: null, or (on the last row of each stage batch) a JSON tally of
-  what the batch did: rows ``read``, ``skipped``, ``quarantined``, busy
-  ``seconds`` per stage, ``summarizer`` name. Rows that leave the flow (bad or
-  already processed) are counted here, so the driver's totals are exact;
+  what the batch did: rows ``read``, ``skipped`` (``ledger_hits`` of them: in
+  the ledger already), ``quarantined``, busy ``seconds`` per stage,
+  ``summarizer`` name. Rows that leave the flow (bad or already processed) are
+  counted here, so the driver's totals are exact;
 - ``model``/``dim``: the embedding model that embedded the item (set by
   ``embed``; null before it, or in a keyword-only store).
 
@@ -31,7 +32,7 @@ from mnemoray.session import Session
 ITEM, STATS, MODEL, DIM = "item", "stats", "model", "dim"
 SCHEMA = pa.schema([(ITEM, pa.binary()), (STATS, pa.string()), (MODEL, pa.string()),
                     (DIM, pa.int32())])
-COUNTS = ("read", "skipped", "quarantined")
+COUNTS = ("read", "skipped", "ledger_hits", "quarantined")
 
 
 def merge_stats(stats: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import time
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mnemoray.backfill.report import count_ledger_hits
 from mnemoray.backfill.steps import skip_processed, validate_rows
 from mnemoray.memory.store import MemoryStore
 from pipeline.read import READ_S, ROW
@@ -29,5 +30,6 @@ def validate_batch(batch: pa.Table, store_dir: str, shards: int) -> pa.Table:
     if bad:
         store.quarantine(bad)
     todo, skipped = skip_processed(store, good)
-    return pack(todo, [{"read": len(rows), "skipped": skipped, "quarantined": len(bad),
+    return pack(todo, [{"read": len(rows), "skipped": skipped,
+                        "ledger_hits": count_ledger_hits(good, todo), "quarantined": len(bad),
                         "seconds": {"read": read_s, "validate": time.perf_counter() - t0}}])

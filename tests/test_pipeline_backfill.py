@@ -6,6 +6,8 @@ import importlib.util
 import io
 import json
 import pickle
+import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +120,8 @@ def test_cli_backfill_flags_and_in_process_rerun(tmp_path: Path, ray_cluster: No
     runner = CliRunner()
     args = ["backfill", "--archive", str(archive), "--store", str(tmp_path / "store"),
             "--embedder", "none", "--commit-every", "3", "--json"]
-    result = runner.invoke(app, [*args, "--workers", "1", "--batch-size", "2"])
+    # Chunks hold exactly --commit-every sessions when it is a multiple of --batch-size.
+    result = runner.invoke(app, [*args, "--workers", "1", "--batch-size", "3"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert (report["sessions_read"], report["quarantined"], report["commits"]) == (6, 0, 2)
@@ -224,3 +227,100 @@ def test_vllm_without_vllm_is_a_clear_error(tmp_path: Path) -> None:
                                       "--gpus-per-embedder", "1"])
     assert result.exit_code == 2 and "vLLM is not installed" in result.output
     assert not (tmp_path / "store" / "manifest.json").exists()
+
+
+# -- commits stream: a chunk is committed while later sessions are still being distilled ----
+class GatedLLM:
+    """An OpenAI-compatible chat server whose answer for one session waits for a commit.
+
+    Every window gets a small summary JSON naming its session. The request for the
+    ``gate`` session is held until the store has committed at least one chunk (or
+    ``wait_s`` passes): a backfill that commits only once the whole archive is distilled
+    never gets past it in time.
+    """
+
+    def __init__(self, store: Path, gate: str, wait_s: float) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.store, self.gate, self.wait_s = store, gate, wait_s
+        self.committed_at_gate: int | None = None  # sessions committed when the gate opened
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = body["messages"][0]["content"]
+                if outer.gate in prompt and outer.committed_at_gate is None:
+                    outer.committed_at_gate = outer.wait_for_commit()
+                session = re.search(r"\(session (\d+)\)", prompt)
+                text = json.dumps({"summary": f"Talked about plans in session "
+                                              f"{session.group(1) if session else '?'}.",
+                                   "topics": ["plans"]})
+                data = json.dumps({"choices": [{"message": {"content": text},
+                                                "finish_reason": "stop"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def committed(self) -> int:
+        if not (self.store / "manifest.json").exists():
+            return 0
+        return MemoryStore(self.store).manifest().ledger_sessions
+
+    def wait_for_commit(self) -> int:
+        deadline = time.monotonic() + self.wait_s
+        while self.committed() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.committed()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> GatedLLM:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.ray
+def test_ray_backfill_commits_while_the_archive_is_still_being_distilled(
+        tmp_path: Path, ray_cluster: None) -> None:
+    """One archive file; its second chunk is distilled only once the first is committed.
+
+    A flow that carries a whole file as one block commits nothing before every
+    session of the file is distilled; a driver that takes a chunk only once the next
+    one is ready (a prefetching iterator) does not commit the first chunk before the
+    second is distilled. Either waits at the gate with 0 sessions committed.
+    """
+    archive, store = tmp_path / "archive.jsonl", tmp_path / "store"
+    sessions, every = 24, 4
+    write_archive([make_session(i) for i in range(sessions)], archive)
+    gate = f"(session {every})"  # the first session of the second chunk
+    with GatedLLM(store, gate, wait_s=90.0) as llm:
+        cfg = BackfillConfig(archive=str(archive), store=str(store), shards=2,
+                             commit_every=every,
+                             embedder=None, summarizer="openai",
+                             summarizer_options={"base_url": llm.url, "model": "stub",
+                                                 "timeout": 180.0, "max_retries": 0},
+                             progress_interval_s=1e9,
+                             ray=RayOptions(batch_size=2, workers=1))
+        run = backfill(cfg, RayDataEngine(), stream=io.StringIO(), tty=False)
+    assert llm.committed_at_gate is not None, "the gate session was never distilled"
+    # The first chunk was committed while the second was being distilled.
+    assert llm.committed_at_gate == every, llm.committed_at_gate
+    assert run.sessions_committed == sessions and run.commits == sessions // every
+    assert run.commit_timeline[0]["sessions"] == every
+    assert MemoryStore(store).manifest().ledger_sessions == sessions

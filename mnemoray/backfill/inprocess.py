@@ -9,6 +9,7 @@ from itertools import islice
 from mnemoray.archive import iter_archive
 from mnemoray.backfill.commit import Chunk, make_chunk
 from mnemoray.backfill.config import BackfillConfig, flag_of
+from mnemoray.backfill.report import count_ledger_hits
 from mnemoray.backfill.steps import distill_sessions, embed_sessions, skip_processed, validate_rows
 from mnemoray.embedders import Embedder, open_embedder, write_model
 from mnemoray.errors import InvalidInput
@@ -56,7 +57,8 @@ class InProcessEngine:
             embedded = embed_sessions(distilled, embedder)
             t4 = time.perf_counter()
             model, dim = write_model(store, embedder)
-            stats = {"read": len(batch), "skipped": skipped, "quarantined": len(bad),
+            stats = {"read": len(batch), "skipped": skipped,
+                     "ledger_hits": count_ledger_hits(items, todo), "quarantined": len(bad),
                      "summarizer": name,
                      "seconds": {"read": t1 - t0, "validate": t2 - t1, "distill": t3 - t2,
                                  "embed": t4 - t3}}

@@ -56,7 +56,7 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
     recorder = RunRecorder(store.root, engine=engine.name, config=config.public(),
                            run_id=config.run_id)
     tally = Tally()
-    recorder.update(tally.counts, force=True)
+    recorder.update(tally.counts, force=True, **tally.timeline(0.0))
     try:
         for chunk in chunks:
             t0 = time.perf_counter()
@@ -64,15 +64,17 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
             result = commit.commit_chunk(store, chunk, run_id=recorder.run_id,
                                          summarizer=chunk.stats.get("summarizer")
                                          or tally.summarizer)
-            tally.add(chunk, result, time.perf_counter() - t0)
-            recorder.update(tally.counts, tally.stages, manifest_version=result.version)
+            tally.add(chunk, result, time.perf_counter() - t0, recorder.seconds)
+            # Written at every commit: a killed run's record names all it committed.
+            recorder.update(tally.counts, tally.stages, force=True,
+                            manifest_version=result.version, **tally.timeline(recorder.seconds))
             progress.update(tally.progress, tally.line())
     except KeyboardInterrupt:
-        recorder.update(tally.counts, tally.stages)
+        recorder.update(tally.counts, tally.stages, **tally.timeline(recorder.seconds))
         recorder.finish("interrupted")
         raise
     except BaseException as exc:
-        recorder.update(tally.counts, tally.stages)
+        recorder.update(tally.counts, tally.stages, **tally.timeline(recorder.seconds))
         recorder.finish("failed", f"{type(exc).__name__}: {exc}")
         raise
     finally:
@@ -81,9 +83,10 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
             close()
     progress.done = tally.counts["sessions_read"]  # the tallies that trailed the last chunk
     progress.close(tally.line())
-    recorder.update(tally.counts, tally.stages)
+    seconds = recorder.seconds
+    recorder.update(tally.counts, tally.stages, **tally.timeline(seconds))
     path = recorder.finish("succeeded")
-    return tally.report(run_id=recorder.run_id, engine=engine.name, seconds=recorder.seconds,
+    return tally.report(run_id=recorder.run_id, engine=engine.name, seconds=seconds,
                         report_path=str(path))
 
 

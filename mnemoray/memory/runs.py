@@ -3,8 +3,13 @@
 Every backfill (in process or on Ray Data) writes ``STORE/runs/<run id>.json``:
 status (``running`` while it goes, then ``succeeded``, ``failed`` or
 ``interrupted``; a killed job stays ``running`` with its last progress),
-counts, throughput, seconds per stage and the config it ran with. The file is
-replaced atomically, so a reader never sees half a report; ``gc`` leaves it.
+counts, throughput, seconds per stage and the config it ran with. A backfill
+also records its commit timeline (``first_commit_s``, ``commit_timeline``:
+seconds, sessions committed and manifest version of each commit, thinned for
+long runs; ``commit_share_by_wall``) and rewrites the file at every commit, so
+a killed job's record names everything it committed but the commit under way.
+The file is replaced atomically, so a reader never sees half a report; ``gc``
+leaves it.
 """
 
 from __future__ import annotations
