@@ -12,6 +12,7 @@ import typer
 from cli.backfill import backfill_cmd
 from cli.compile import compile_cmd
 from cli.demo import demo
+from cli.doctor import doctor
 from cli.memory import compact, gc, recall
 from cli.serve import serve_cmd
 from mnemoray.errors import MnemorayError
@@ -38,7 +39,7 @@ app = typer.Typer(help="mnemoray: long-term memory and compiled context for LLM 
                   no_args_is_help=True, add_completion=False)
 for name, command in (("demo", demo), ("compile", compile_cmd), ("backfill", backfill_cmd),
                       ("compact", compact), ("gc", gc), ("recall", recall),
-                      ("serve", serve_cmd)):
+                      ("doctor", doctor), ("serve", serve_cmd)):
     app.command(name)(one_line_errors(command))
 
 

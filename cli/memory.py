@@ -13,6 +13,19 @@ if TYPE_CHECKING:
     from mnemoray.memory.service import MemoryService
 
 
+def require_store(store: Path) -> None:
+    """Exit 2 unless ``store`` holds a manifest; a directory with data but no manifest
+    raises StoreCorrupt (one line naming `mnemoray doctor --repair`)."""
+    from mnemoray.memory.manifest import read_manifest
+
+    if (store / "manifest.json").is_file():
+        return
+    if store.is_dir():
+        read_manifest(store)  # raises when store files are there without a manifest
+    typer.echo(f"error: no memory store at {store} (no manifest.json)", err=True)
+    raise typer.Exit(2)
+
+
 def compact(
     store: Path = typer.Option(..., "--store", help="Memory store directory."),
     max_segment_rows: int = typer.Option(1_000_000, "--max-segment-rows", min=1,
@@ -26,9 +39,7 @@ def compact(
     from mnemoray.memory.compact import compact_store
     from mnemoray.memory.store import MemoryStore
 
-    if not (store / "manifest.json").is_file():
-        typer.echo(f"error: no memory store at {store} (no manifest.json)", err=True)
-        raise typer.Exit(2)
+    require_store(store)
     try:
         report = compact_store(MemoryStore(store), max_segment_rows=max_segment_rows,
                                delete_old=not keep_old)
@@ -55,9 +66,7 @@ def gc(
     """Delete files no committed manifest lists (a killed job's uncommitted segments)."""
     from mnemoray.memory.store import MemoryStore
 
-    if not (store / "manifest.json").is_file():
-        typer.echo(f"error: no memory store at {store} (no manifest.json)", err=True)
-        raise typer.Exit(2)
+    require_store(store)
     removed = MemoryStore(store).gc(grace_s=grace_s)
     for path in removed:
         typer.echo(str(path))
@@ -117,9 +126,7 @@ def recall(
         ranking = recall_settings_from_file(config) if config is not None else None
     except ValueError as exc:  # ConfigError: names the setting
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
-    if not (store / "manifest.json").is_file():
-        typer.echo(f"error: no memory store at {store} (no manifest.json)", err=True)
-        raise typer.Exit(2)
+    require_store(store)
     if queries is None:
         if not (query and app_name and user_id):
             raise typer.BadParameter("pass --app, --user and a QUERY, or --queries FILE.jsonl")

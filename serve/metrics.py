@@ -45,7 +45,9 @@ class _StoreCollector:
                 ("mnemoray_index_segments", "Segments loaded by this replica", "segments"),
                 ("mnemoray_index_version", "Manifest version this replica serves", "version"),
                 ("mnemoray_index_last_load_ms", "Duration of the last snapshot load",
-                 "last_load_ms")):
+                 "last_load_ms"),
+                ("mnemoray_index_damaged_shards", "Shards whose files could not be loaded "
+                 "(their tenants get errors; run `mnemoray doctor`)", "damaged_shards")):
             if s.get(key) is not None:
                 g = GaugeMetricFamily(name, doc)
                 g.add_metric([], float(s[key]))

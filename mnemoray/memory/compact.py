@@ -51,7 +51,7 @@ from mnemoray.memory.layout import (
     parquet_path,
 )
 from mnemoray.memory.manifest import Manifest, SegmentEntry, StoreError, write_manifest
-from mnemoray.memory.segment import memory_schema, write_segment_table
+from mnemoray.memory.segment import memory_schema, with_optional_columns, write_segment_table
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.store import MemoryStore
 from mnemoray.memory.tombstones import read_tombstones
@@ -125,7 +125,8 @@ def _merge_shard(store: MemoryStore, snap: StoreSnapshot, shard: int,
         keep = _live_mask(snap, shard, entry.name, now)
         if keep is not None:
             table = table.filter(pa.array(keep))
-        tables.append(table.select(memory_schema(dim).names).cast(memory_schema(dim)))
+        tables.append(with_optional_columns(table).select(memory_schema(dim).names)
+                      .cast(memory_schema(dim)))
     merged = pa.concat_tables(tables).combine_chunks() if tables else None
     if merged is None or merged.num_rows == 0:
         return None, before, 0
@@ -168,6 +169,7 @@ def compact_store(store: MemoryStore, *, max_segment_rows: int = DEFAULT_MAX_SEG
         if m.version == 0:
             return CompactReport(before_version, before_version)
         snap = store.load()
+        snap.check_healthy()  # merging needs every shard's rows; a damaged one is repaired first
         now = time.time() if now is None else float(now)
         dim = m.dim or 0
         written: list[tuple[int, list[SegmentEntry], SegmentEntry | None, int, int]] = []

@@ -29,6 +29,13 @@ LEDGER_DIR = "ledger"
 TOMBSTONES_DIR = "tombstones"
 QUARANTINE_DIR = "quarantine"
 RUNS_DIR = "runs"
+# Directories whose files are store data: present without a manifest, they are a lost one.
+DATA_DIRS = (MEMORIES_DIR, INDEX_DIR, LEDGER_DIR, TOMBSTONES_DIR)
+
+
+def repair_hint(root: Path) -> str:
+    """The command an operator runs on a damaged store (named in every StoreCorrupt)."""
+    return f"run `mnemoray doctor --repair {root}`"
 
 
 def shard_of(app_name: str, user_id: str, shards: int) -> int:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemoray.errors import InvalidInput, StoreCorrupt
-from mnemoray.memory.files import atomic_write_bytes
-from mnemoray.memory.layout import MANIFEST
+from mnemoray.memory.files import TMP_SUFFIX, atomic_write_bytes
+from mnemoray.memory.layout import DATA_DIRS, MANIFEST, repair_hint
 
 FORMAT = "mnemoray.memory_store"
 FORMAT_VERSION = 1
@@ -96,6 +96,8 @@ class Manifest:
             raise StoreCorrupt(
                 f"manifest: unsupported format_version {raw.get('format_version')!r}")
         shards = int(raw["shards"])
+        if shards < 1:
+            raise StoreCorrupt(f"manifest: shards is {shards}, expected >= 1")
         segments: list[list[SegmentEntry]] = [[] for _ in range(shards)]
         for key, entries in raw["segments"].items():
             shard = int(key)
@@ -104,6 +106,12 @@ class Manifest:
             segments[shard] = [SegmentEntry(e["name"], int(e["rows"]), int(e["version"]),
                                             e["index"]) for e in entries]
         embedding = raw.get("embedding")
+        if embedding is not None:
+            model, dim = embedding["model"], int(embedding["dim"])
+            if not isinstance(model, str) or not model or dim < 0 or (
+                    (model == KEYWORD_ONLY_MODEL) != (dim == 0)):
+                raise StoreCorrupt(f"manifest: embedding {embedding!r} is not a model id with "
+                                   f"its dim ({KEYWORD_ONLY_MODEL!r} with 0 for keyword-only)")
         counts = raw.get("counts") or {}
         return cls(
             shards=shards, version=int(raw["version"]),
@@ -117,17 +125,52 @@ class Manifest:
         )
 
 
-def read_manifest(root: Path) -> Manifest | None:
-    """The committed manifest, or None for a store nothing was committed to yet."""
+def load_manifest(root: Path) -> Manifest | None:
+    """The manifest file as it is, or None when there is none (no check of the directory)."""
     path = root / MANIFEST
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a directory, no permission, an I/O error
+        raise StoreCorrupt(f"manifest: cannot read {path} ({exc}); {repair_hint(root)}") \
+            from exc
     try:
-        return Manifest.from_dict(json.loads(text))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise StoreCorrupt(f"manifest: {path} is not a valid manifest ({exc})") from exc
+        raw = json.loads(data.decode("utf-8"))
+        if not isinstance(raw, dict):
+            raise TypeError(f"expected a JSON object, got {type(raw).__name__}")
+        return Manifest.from_dict(raw)
+    except StoreCorrupt as exc:
+        raise StoreCorrupt(f"{exc} in {path}; {repair_hint(root)}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError,
+            AttributeError) as exc:
+        raise StoreCorrupt(f"manifest: {path} is not a valid manifest ({exc}); "
+                           f"{repair_hint(root)}") from exc
+
+
+def data_files(root: Path) -> list[Path]:
+    """Store data files under ``root`` (segments, indexes, ledger, tombstones; no temp files)."""
+    return sorted(p for sub in DATA_DIRS for p in (root / sub).rglob("*")
+                  if p.is_file() and not p.name.endswith(TMP_SUFFIX))
+
+
+def read_manifest(root: Path) -> Manifest | None:
+    """The committed manifest, or None for a store nothing was written to yet.
+
+    A directory that holds store data but no manifest lost it (deleted, a bad
+    copy): treating it as a new store would shadow the data, and ``gc`` would
+    delete it, so it is refused. Writers publish a first, empty manifest before
+    their first data file, so a crashed first run does not look like this.
+    """
+    m = load_manifest(root)
+    if m is not None:
+        return m
+    found = data_files(root)
+    if found:
+        raise StoreCorrupt(f"no {MANIFEST} in {root}, but it holds {len(found)} store "
+                           f"file(s) (e.g. {found[0].relative_to(root)}): the manifest is "
+                           f"lost; {repair_hint(root)}")
+    return None
 
 
 def write_manifest(root: Path, manifest: Manifest) -> None:

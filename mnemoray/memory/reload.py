@@ -123,5 +123,8 @@ class SnapshotReloader:
             thread.join(timeout=5)
 
     def stats(self) -> dict[str, object]:
+        snap = self._snap
         return {"reloads": self.reloads, "reload_failures": self.failures,
-                "last_load_ms": round(self.last_load_s * 1000, 3)}
+                "last_load_ms": round(self.last_load_s * 1000, 3),
+                # Shards whose files failed to load: their tenants get 500s until repaired.
+                "damaged_shards": len(snap.damaged) if snap is not None else 0}

@@ -28,7 +28,12 @@ from mnemoray.memory.record import Memory
 STRING_FIELDS = ("memory_id", "app_name", "user_id", "session_id", "kind", "text", "key_text",
                  "content_hash")
 LIST_FIELDS = ("topics", "key_facts", "entities", "source_event_ids")
-FLOAT_FIELDS = ("event_time_start", "event_time_end", "created_at", "expires_at")
+FLOAT_FIELDS = ("event_time_start", "event_time_end", "created_at", "expires_at",
+                "session_updated_at")
+INT_FIELDS = ("session_events",)
+# Columns added after the first stores were written: a segment without them loads
+# with nulls (version unknown), see ``with_optional_columns``.
+OPTIONAL_FIELDS = ("session_events", "session_updated_at")
 EMBEDDING = "embedding"
 # Small row groups let polars skip groups by their (sorted) app/user statistics.
 ROW_GROUP_SIZE = 65_536
@@ -41,6 +46,7 @@ def memory_schema(dim: int) -> pa.Schema:
     fields = [pa.field(name, pa.string(), nullable=False) for name in STRING_FIELDS]
     fields += [pa.field(name, pa.list_(pa.string())) for name in LIST_FIELDS]
     fields += [pa.field(name, pa.float64(), nullable=name != "created_at") for name in FLOAT_FIELDS]
+    fields += [pa.field(name, pa.int64()) for name in INT_FIELDS]
     fields.append(pa.field("shard", pa.int32(), nullable=False))
     if dim:
         fields.append(pa.field(EMBEDDING, pa.list_(pa.float32(), dim), nullable=False))
@@ -53,7 +59,7 @@ def sort_key(memory: Memory) -> tuple[str, str, float, str]:
 
 def memories_to_table(memories: Sequence[Memory], dim: int) -> pa.Table:
     columns: dict[str, pa.Array] = {}
-    for name in STRING_FIELDS + FLOAT_FIELDS:
+    for name in STRING_FIELDS + FLOAT_FIELDS + INT_FIELDS:
         columns[name] = [getattr(m, name) for m in memories]
     for name in LIST_FIELDS:
         columns[name] = [list(getattr(m, name)) for m in memories]
@@ -63,6 +69,22 @@ def memories_to_table(memories: Sequence[Memory], dim: int) -> pa.Table:
                                for m in memories]) if memories else np.zeros(0, np.float32)
         columns[EMBEDDING] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
     return pa.table(columns, schema=memory_schema(dim))
+
+
+def scan_columns(files: Sequence[Path], columns: Sequence[str]) -> pl.LazyFrame:
+    """A lazy scan of ``columns`` over segment files whose schemas may differ (files
+    written before ``OPTIONAL_FIELDS`` existed): each file is scanned on its own."""
+    return pl.concat([pl.scan_parquet(f).select(*columns) for f in files], how="vertical")
+
+
+def with_optional_columns(table: pa.Table) -> pa.Table:
+    """``table`` with null ``OPTIONAL_FIELDS`` it lacks (a segment written before them)."""
+    schema = memory_schema(0)
+    for name in OPTIONAL_FIELDS:
+        if name not in table.column_names:
+            table = table.append_column(schema.field(name),
+                                        pa.nulls(table.num_rows, schema.field(name).type))
+    return table
 
 
 def rows_to_memories(table: pa.Table, rows: Sequence[int] | np.ndarray,
@@ -157,13 +179,18 @@ class LoadedSegment:
         if not ppath.is_file():
             raise StoreCorrupt(f"segment file listed in the manifest is missing: {ppath}")
         index = read_index(faiss_path(root, shard, entry.name)) if entry.index else None
+        if index is not None and index.ntotal != entry.rows:
+            raise StoreCorrupt(f"index {faiss_path(root, shard, entry.name)} holds "
+                               f"{index.ntotal} vectors, manifest says {entry.rows} rows")
         # Flat/HNSW vectors are a zero-copy view of the memory-mapped index, so
         # the Parquet embedding column is not decoded a second time.
         vectors = flat_vectors(index) if index is not None else None
         columns = [f.name for f in memory_schema(0)]
         try:
-            table = pq.read_table(ppath, memory_map=True, columns=columns + (
-                [EMBEDDING] if dim and vectors is None else []))
+            present = set(pq.read_schema(ppath, memory_map=True).names)
+            table = with_optional_columns(pq.read_table(ppath, memory_map=True, columns=[
+                c for c in columns if c in present or c not in OPTIONAL_FIELDS] + (
+                [EMBEDDING] if dim and vectors is None else [])))
         except (OSError, pa.ArrowException) as exc:  # truncated, overwritten, wrong schema
             raise StoreCorrupt(f"cannot read segment {ppath}: {exc}") from exc
         if dim and vectors is None:

@@ -3,18 +3,23 @@
 Forgotten (tombstoned) and expired rows are never returned. User-scoped
 search is exact over the user's contiguous slice of each segment of the
 user's shard; app-wide search uses each segment's ANN index.
+
+A shard whose files could not be loaded is *damaged*: every read that would
+touch it raises :class:`StoreCorrupt` (never a partial answer), while tenants
+of the other shards are served as usual.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mnemoray.errors import StoreCorrupt
 from mnemoray.memory.index import AUTO_FLAT_MAX, search_ann, search_range
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import Manifest, StoreError
@@ -39,10 +44,11 @@ class StoreSnapshot:
     exact_max_rows: int = AUTO_FLAT_MAX
 
     def __init__(self, manifest: Manifest, segments: list[list[LoadedSegment]],
-                 tombstones: list[Tombstone]) -> None:
+                 tombstones: list[Tombstone], damaged: Mapping[int, str] | None = None) -> None:
         self.manifest = manifest
         self.segments = segments  # per shard, in commit order
         self.tombstones = tombstones
+        self.damaged = dict(damaged or {})  # shard -> why it could not be loaded
         self._dead = {id(seg): dead_rows(seg, tombstones) for segs in segments for seg in segs}
 
     @property
@@ -52,6 +58,17 @@ class StoreSnapshot:
     @property
     def shards(self) -> int:
         return self.manifest.shards
+
+    # -- damaged shards --------------------------------------------------
+    def check_shard(self, shard: int) -> None:
+        """Raise StoreCorrupt if ``shard`` could not be loaded."""
+        if shard in self.damaged:
+            raise StoreCorrupt(self.damaged[shard])
+
+    def check_healthy(self) -> None:
+        """Raise StoreCorrupt if any loaded shard is damaged (store-wide reads, compaction)."""
+        if self.damaged:
+            self.check_shard(min(self.damaged))
 
     # -- row liveness ----------------------------------------------------
     def _keep(self, seg: LoadedSegment, span: Range, now: float,
@@ -79,12 +96,15 @@ class StoreSnapshot:
         return rows if keep is None else rows[keep]
 
     def _user_spans(self, app: str, user: str) -> Iterator[tuple[LoadedSegment, Range]]:
-        for seg in self.segments[shard_of(app, user, self.shards)]:
+        shard = shard_of(app, user, self.shards)
+        self.check_shard(shard)
+        for seg in self.segments[shard]:
             span = seg.ranges.get((app, user))
             if span is not None:
                 yield seg, span
 
     def _app_spans(self, app: str) -> Iterator[tuple[LoadedSegment, Range]]:
+        self.check_healthy()  # an app spans every shard: no partial answers
         for segs in self.segments:
             for seg in segs:
                 span = seg.app_ranges.get(app)
@@ -92,6 +112,7 @@ class StoreSnapshot:
                     yield seg, span
 
     def _all_spans(self) -> Iterator[tuple[LoadedSegment, Range]]:
+        self.check_healthy()
         for segs in self.segments:
             for seg in segs:
                 yield seg, (0, seg.rows)
@@ -147,6 +168,7 @@ class StoreSnapshot:
 
     def tenants(self) -> list[tuple[str, str]]:
         """Every (app, user) with stored rows (live or not), sorted."""
+        self.check_healthy()
         return sorted({t for segs in self.segments for seg in segs for t in seg.ranges})
 
     def get(self, memory_id: str, owner: tuple[str, str] | None = None) -> Memory | None:
@@ -154,10 +176,7 @@ class StoreSnapshot:
         user's rows (ids are unique per owner, not across the store)."""
         now = time.time()
         key = pa.scalar(memory_id, pa.string())
-        if owner is not None:
-            spans = self.user_spans(*owner)
-        else:
-            spans = [(seg, (0, seg.rows)) for segs in self.segments for seg in segs]
+        spans = self.user_spans(*owner) if owner is not None else list(self._all_spans())
         for seg, (start, end) in spans:
             row = pc.index(seg.table["memory_id"].slice(start, end - start), key).as_py()
             if row >= 0:

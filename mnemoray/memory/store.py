@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -29,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from mnemoray.errors import StoreCorrupt
 from mnemoray.memory.files import TMP_SUFFIX, atomic_write, atomic_write_bytes, file_lock
 from mnemoray.memory.index import INDEX_KINDS, NORM_TOLERANCE, IndexKind
 from mnemoray.memory.layout import (
@@ -41,6 +43,7 @@ from mnemoray.memory.layout import (
     faiss_path,
     new_name,
     parquet_path,
+    repair_hint,
     shard_of,
 )
 from mnemoray.memory.manifest import (
@@ -48,6 +51,7 @@ from mnemoray.memory.manifest import (
     Manifest,
     SegmentEntry,
     StoreError,
+    load_manifest,
     read_manifest,
     write_manifest,
 )
@@ -57,6 +61,7 @@ from mnemoray.memory.segment import (
     EMBEDDING,
     LoadedSegment,
     rows_to_memories,
+    scan_columns,
     sort_key,
     write_segment_files,
 )
@@ -64,6 +69,8 @@ from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.tombstones import Tombstone, read_tombstones, tombstone_lines
 from mnemoray.memory.transfer import export_jsonl, read_export
 from mnemoray.session import Session
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SHARDS = 8
 IMPORT_BATCH = 50_000
@@ -124,6 +131,14 @@ def session_content_hash(session: Session | Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def _readable_parquet(path: Path) -> bool:
+    try:
+        pq.read_metadata(path)
+        return True
+    except (OSError, pa.ArrowException):
+        return False
+
+
 def _str_list(values: Iterable[str], name: str) -> list[str]:
     if isinstance(values, (str, bytes)):
         raise StoreError("expected a collection of strings, got a single string", field=name)
@@ -163,8 +178,9 @@ class MemoryStore:
             self.load_shards = frozenset(picked)
         existing = read_manifest(self.root)
         if existing is not None and shards is not None and shards != existing.shards:
-            raise StoreError(f"store at {self.root} has {existing.shards} shards, "
-                             f"got {shards}", field="shards")
+            # No path in the message: a server may answer it to a client.
+            raise StoreError(f"the store has {existing.shards} shards, got {shards}",
+                             field="shards")
         self.shards = existing.shards if existing else (shards or DEFAULT_SHARDS)
         self._segments: dict[tuple[int, str], LoadedSegment] = {}
         self._snap: StoreSnapshot | None = None
@@ -187,25 +203,65 @@ class MemoryStore:
     def _snapshot(self, m: Manifest) -> StoreSnapshot:
         with self._load_lock:
             snap = self._snap
-            if snap is not None and (snap.version, snap.manifest.updated_at) == (
-                    m.version, m.updated_at):
+            if snap is not None and not snap.damaged and (
+                    snap.version, snap.manifest.updated_at) == (m.version, m.updated_at):
                 return snap
             live: dict[tuple[int, str], LoadedSegment] = {}
+            damaged: dict[int, str] = {}
             wanted = self.load_shards
             for shard, entries in enumerate(m.segments):
                 if wanted is not None and shard not in wanted:
                     continue
-                for entry in entries:
-                    key = (shard, entry.name)
-                    live[key] = self._segments.get(key) or LoadedSegment.load(
-                        self.root, shard, entry, m.dim or 0)
+                try:
+                    loaded = [self._segments.get((shard, e.name)) or LoadedSegment.load(
+                        self.root, shard, e, m.dim or 0) for e in entries]
+                except StoreCorrupt as exc:
+                    # One damaged shard must not take the others down: its reads refuse.
+                    damaged[shard] = (f"{exc} (shard {shard} is not served until repaired); "
+                                      f"{repair_hint(self.root)}")
+                    log.error("memory store %s: shard %d not loaded: %s", self.root, shard, exc)
+                    continue
+                live.update(((shard, seg.name), seg) for seg in loaded)
             self._segments = live  # segments gone from the manifest are released
             tombstones = read_tombstones(self.root / TOMBSTONES_DIR / n for n in m.tombstones)
-            segments = [[live[(s, e.name)] for e in entries] if wanted is None or s in wanted
+            segments = [[live[(s, e.name)] for e in entries]
+                        if (wanted is None or s in wanted) and s not in damaged
                         else [] for s, entries in enumerate(m.segments)]
             # A private copy: callers go on to mutate their manifest for the next commit.
-            self._snap = StoreSnapshot(copy.deepcopy(m), segments, tombstones)
+            self._snap = StoreSnapshot(copy.deepcopy(m), segments, tombstones, damaged)
             return self._snap
+
+    def _collect(self, query: pl.LazyFrame, files: list[Path], what: str) -> pl.DataFrame:
+        """``query.collect()`` over store files; a missing or unreadable one is StoreCorrupt."""
+        try:
+            return query.collect()
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            gone = next((f for f in files if not f.is_file()), None)
+            bad = gone or next((f for f in files if not _readable_parquet(f)), None)
+            detail = (f"{gone} is missing" if gone else
+                      f"cannot read {bad or 'one of its files'} ({exc})")
+            raise StoreCorrupt(f"{what} listed in the manifest: {detail}; "
+                               f"{repair_hint(self.root)}") from exc
+
+    def _check_shard_files(self, m: Manifest, shard: int) -> None:
+        """Refuse to write to a shard whose listed files are gone (a stat per segment):
+        it cannot be served until ``doctor --repair``, and a write would hide that."""
+        for e in m.segments[shard]:
+            for path in (parquet_path(self.root, shard, e.name),
+                         faiss_path(self.root, shard, e.name) if e.index else None):
+                if path is not None and not path.is_file():
+                    raise StoreCorrupt(f"shard {shard}: {path} listed in the manifest is "
+                                       f"missing; {repair_hint(self.root)}")
+
+    def _publish_empty_manifest(self, lock_held: bool) -> None:
+        """Version 0 before a new store's first data file: data without a manifest then
+        always means a lost one (``read_manifest`` refuses it), not a crashed first run."""
+        if lock_held:
+            if load_manifest(self.root) is None:
+                write_manifest(self.root, Manifest(shards=self.shards))
+            return
+        with self._locked():
+            self._publish_empty_manifest(True)
 
     # -- writing ------------------------------------------------------------
     def _check_model(self, m: Manifest, embedding_model: str, dim: int) -> None:
@@ -256,19 +312,28 @@ class MemoryStore:
                  if e.version > after_version]
         if not files:
             return {}
-        found = (pl.scan_parquet(files).select("app_name", "user_id", "memory_id",
-                                               "content_hash")
-                 .filter(pl.col("content_hash").is_in(hashes) | pl.col("memory_id").is_in(ids))
-                 .collect())
+        found = self._collect(
+            scan_columns(files, ("app_name", "user_id", "memory_id", "content_hash"))
+            .filter(pl.col("content_hash").is_in(hashes) | pl.col("memory_id").is_in(ids)),
+            files, f"a segment of shard {shard}")
         return {(a, u, i): h for a, u, i, h in found.iter_rows()}
 
     def prepare_segments(self, memories: Sequence[Memory], embedding_model: str, dim: int,
                          index_kind: IndexKind = "auto") -> PendingSegments:
         """Write one segment per shard touched; nothing is visible until ``commit``."""
-        return self._prepare(self.manifest(), memories, embedding_model, dim, index_kind)
+        m = self.manifest()
+        try:
+            return self._prepare(m, memories, embedding_model, dim, index_kind, lock_held=False)
+        except StoreCorrupt:
+            # Unlocked: a compaction may have replaced the files of ``m`` meanwhile.
+            fresh = self.manifest()
+            if fresh.version == m.version:
+                raise
+            return self._prepare(fresh, memories, embedding_model, dim, index_kind,
+                                 lock_held=False)
 
     def _prepare(self, m: Manifest, memories: Sequence[Memory], embedding_model: str, dim: int,
-                 index_kind: IndexKind) -> PendingSegments:
+                 index_kind: IndexKind, *, lock_held: bool) -> PendingSegments:
         self._check_model(m, embedding_model, dim)
         if index_kind not in INDEX_KINDS:
             raise StoreError(f"{index_kind!r} is not one of {', '.join(INDEX_KINDS)}",
@@ -295,6 +360,7 @@ class MemoryStore:
         entries = []
         for shard in sorted(by_shard):
             group = by_shard[shard]
+            self._check_shard_files(m, shard)
             stored = self._stored(m, shard, [g.content_hash for g in group],
                                   [g.memory_id for g in group])
             stored_hashes = set(stored.values())
@@ -305,6 +371,8 @@ class MemoryStore:
                                      f"memories, with different content", field="memory_id")
             fresh = sorted((g for g in group if g.content_hash not in stored_hashes), key=sort_key)
             skipped += len(group) - len(fresh)
+            if fresh and m.version == 0 and not entries:
+                self._publish_empty_manifest(lock_held)
             if fresh:
                 entries.append((shard, write_segment_files(self.root, shard, name, fresh, dim,
                                                            index_kind)))
@@ -323,7 +391,8 @@ class MemoryStore:
         """Write and commit memories (skipping ones already stored) in one step."""
         with self._locked():
             m = self.manifest()
-            pending = self._prepare(m, memories, embedding_model, dim, index_kind)
+            pending = self._prepare(m, memories, embedding_model, dim, index_kind,
+                                    lock_held=True)
             return self._commit(m, pending, session_hashes, run_id, summarizer)
 
     def add(self, memories: Sequence[Memory], embedding_model: str | None = None) -> WriteResult:
@@ -430,9 +499,9 @@ class MemoryStore:
     def _ledger_lookup(self, m: Manifest, hashes: list[str]) -> set[str]:
         if not hashes or not m.ledger:
             return set()
-        found = (pl.scan_parquet([self.root / LEDGER_DIR / n for n in m.ledger])
-                 .filter(pl.col("session_hash").is_in(hashes))
-                 .select("session_hash").unique().collect())
+        files = [self.root / LEDGER_DIR / n for n in m.ledger]
+        found = self._collect(pl.scan_parquet(files).filter(pl.col("session_hash").is_in(hashes))
+                              .select("session_hash").unique(), files, "a ledger file")
         return set(found["session_hash"].to_list())
 
     def ledger_contains(self, session_hashes: Iterable[str]) -> set[str]:
@@ -491,8 +560,11 @@ class MemoryStore:
                                      user_id=session[1], session_id=session[2]))
             if user is not None:
                 new.append(Tombstone("user", version, now, app_name=user[0], user_id=user[1]))
-            before = snap.count(now=now)
-            hidden = before - StoreSnapshot(m, snap.segments, snap.tombstones + new).count(now=now)
+            # Count over the owners touched only: a damaged shard elsewhere must not block it.
+            after = StoreSnapshot(m, snap.segments, snap.tombstones + new)
+            owners = {(t.app_name, t.user_id) for t in new}
+            hidden = sum(snap.count(a, u, now=now) - after.count(a, u, now=now)
+                         for a, u in owners)
             if hidden == 0:
                 return 0
             name = f"{new_name('tomb')}.jsonl"

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mnemoray.errors import StoreCorrupt
+from mnemoray.memory.layout import repair_hint
 from mnemoray.memory.segment import LoadedSegment
 
 Scope = Literal["memory", "session", "user"]
@@ -53,8 +54,20 @@ def read_tombstones(paths: Iterable[Path]) -> list[Tombstone]:
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError as exc:
-            raise StoreCorrupt(f"tombstone file listed in the manifest is missing: {path}") from exc
-        out.extend(Tombstone.from_dict(json.loads(line)) for line in lines if line.strip())
+            raise StoreCorrupt(f"tombstone file listed in the manifest is missing: {path}; "
+                               f"{repair_hint(path.parent.parent)}") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreCorrupt(f"cannot read tombstone file {path} ({exc}); "
+                               f"{repair_hint(path.parent.parent)}") from exc
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                out.append(Tombstone.from_dict(raw if isinstance(raw, dict) else {}))
+            except (ValueError, TypeError, StoreCorrupt) as exc:
+                raise StoreCorrupt(f"tombstone file {path}:{lineno} is not a tombstone ({exc}); "
+                                   f"{repair_hint(path.parent.parent)}") from exc
     return out
 
 
