@@ -181,14 +181,17 @@ class MnemorayClient:
     def add_memories(self, app_name: str, user_id: str,
                      memories: Sequence[str | Mapping[str, Any]]) -> dict[str, Any]:
         """Raw memories (a string is ``{"text": ...}``); embedded and committed before
-        the answer, so the next recall sees them."""
+        the answer, so the next recall sees them. ``added``: rows really written;
+        ``duplicates``: memories already stored, not written again."""
         items = [{"text": m} if isinstance(m, str) else dict(m) for m in memories]
         return self._json("POST", "/v1/memories", json={"app_name": app_name,
                                                          "user_id": user_id,
                                                          "memories": items})
 
     def add_session(self, session: Any) -> dict[str, Any]:
-        """Distill a whole session (a ``Session`` or its dict) into memories."""
+        """Distill a whole session (a ``Session`` or its dict) into memories. The same
+        content posted again adds nothing (``status`` "unchanged"); an older copy than the
+        stored one replaces nothing (``status`` "older_copy")."""
         raw = _as_dict(session)
         return self._json("POST", "/v1/memories", json={
             "app_name": raw["app_name"], "user_id": raw["user_id"], "session": raw})
@@ -238,6 +241,9 @@ class MnemorayClient:
     def append_events(self, app_name: str, user_id: str, session_id: str,
                       events: Sequence[Any],
                       expected_version: int | None = None) -> dict[str, Any]:
+        """Append all ``events`` or none (409 on a repeated id or a stale
+        ``expected_version``). ``event_ids`` / ``persisted`` follow the request's order; a
+        partial (streaming) event is not stored: null id, ``persisted`` false."""
         body: dict[str, Any] = {"app_name": app_name, "user_id": user_id,
                                 "events": [_as_dict(e) for e in events]}
         if expected_version is not None:

@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
+from mnemoray import limits
 from mnemoray.errors import Conflict, InvalidInput, NotFound
 from mnemoray.events import Event
-from mnemoray.session import Session
-from mnemoray.state import merged_state, split_delta, without_temp
+from mnemoray.session import Session, SessionError
+from mnemoray.state import ScopedDelta, merged_state, split_delta, without_temp
 
 
 # The builtin second bases keep ``except KeyError`` / ``except ValueError`` callers working.
@@ -74,6 +75,13 @@ class SessionInfo:
     num_events: int
 
 
+def initial_state(state: dict[str, Any] | None) -> ScopedDelta:
+    """A new session's ``state`` by scope, checked like event state deltas (JSON only:
+    no NaN, no lone surrogates), so no store persists what it cannot read back."""
+    limits.json_object_bytes(state or {}, "state", SessionError)
+    return split_delta(state or {})
+
+
 class SessionStore(ABC):
     """Durable sessions. Implementations: in-memory, SQLite."""
 
@@ -85,8 +93,8 @@ class SessionStore(ABC):
                      changes: Iterable[SessionChange] = DEFAULT_CHANGES) -> None:
         """Called after a session is ended or deleted (memory ingestion, forget).
 
-        ``changes`` selects the notices; "appended" (after each persisted
-        event, in the appending thread) is opt-in.
+        ``changes`` selects the notices; "appended" (once per successful
+        ``append_event(s)`` call, in the appending thread) is opt-in.
         """
         wanted = frozenset(changes)
         unknown = wanted - set(get_args(SessionChange))
@@ -116,8 +124,13 @@ class SessionStore(ABC):
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]: ...
 
     @abstractmethod
+    def _append_many(self, session: Session, events: list[Event]) -> None:
+        """Persist non-partial events in one atomic step iff session.version is current:
+        all of them, or (on any error: stale copy, ended session, a repeated event id,
+        in the session or within ``events``) none."""
+
     def _append(self, session: Session, event: Event) -> None:
-        """Persist one non-partial event atomically iff session.version is current."""
+        self._append_many(session, [event])
 
     @abstractmethod
     def _end(self, session: Session, ended_at: float) -> None: ...
@@ -132,17 +145,29 @@ class SessionStore(ABC):
         ``temp:`` keys reach the in-memory copy only. The caller's ``session``
         object is updated in place on success.
         """
+        return self.append_events(session, [event])[0]
+
+    def append_events(self, session: Session, events: Iterable[Event]) -> list[Event]:
+        """Append ``events`` in order, all or nothing: if one cannot be persisted
+        (repeated id, stale copy, ended session) none is, and ``session`` is unchanged.
+
+        Returns the events as given to the session; partial (streaming) ones are
+        returned with ``partial`` set and are neither persisted nor applied.
+        """
         if session.ended:
             raise SessionEndedError(f"session {session.session_id!r} has ended")
-        event = replace(event, session_id=session.session_id)
-        if event.partial:
-            return event
-        self._append(session, event)
-        session.apply(event)
-        session.version += 1
+        out = [replace(e, session_id=session.session_id) for e in events]
+        durable = [e for e in out if not e.partial]
+        if not durable:
+            return out
+        self._append_many(session, durable)
+        for event in durable:
+            session.apply(event)
+        session.version += len(durable)
         if any("appended" in changes for _, changes in self._listeners):
+            # One notice per request: listeners see the session with all its new events.
             self._notify(SessionNotice("appended", *session.key, session=session))
-        return event
+        return out
 
     def end_session(self, session: Session, ended_at: float | None = None) -> Session:
         if session.ended:
@@ -179,7 +204,7 @@ class InMemorySessionStore(SessionStore):
     def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
                        state: dict[str, Any] | None = None) -> Session:
         fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
-        delta = split_delta(state or {})
+        delta = initial_state(state)
         with self._lock:
             if fresh.key in self._sessions:
                 raise SessionExistsError(f"session already exists: {fresh.session_id!r}")
@@ -206,7 +231,7 @@ class InMemorySessionStore(SessionStore):
                 if s.app_name == app_name and (user_id is None or s.user_id == user_id)
             ]
 
-    def _append(self, session: Session, event: Event) -> None:
+    def _append_many(self, session: Session, events: list[Event]) -> None:
         with self._lock:
             stored = self._sessions.get(session.key)
             if stored is None:
@@ -218,18 +243,23 @@ class InMemorySessionStore(SessionStore):
             if stored.ended:  # ended through another copy: this one cannot know
                 raise SessionEndedError(f"session {session.session_id!r} has ended")
             ids = self._event_ids[session.key]
-            if event.id in ids:
-                raise DuplicateEventError(
-                    f"event id {event.id!r} already in session {session.session_id!r}")
-            ids.add(event.id)
-            delta = split_delta(event.state_delta)
-            stored.events.append(event)
-            stored.state.update(delta.session)
-            stored.state = without_temp(stored.state)
-            self._app_state.setdefault(session.app_name, {}).update(delta.app)
-            self._user_state.setdefault((session.app_name, session.user_id), {}).update(delta.user)
-            stored.updated_at = max(stored.updated_at, event.timestamp)
-            stored.version += 1
+            fresh: set[str] = set()
+            for event in events:  # every check before the first change: all or nothing
+                if event.id in ids or event.id in fresh:
+                    raise DuplicateEventError(
+                        f"event id {event.id!r} already in session {session.session_id!r}")
+                fresh.add(event.id)
+            ids.update(fresh)
+            for event in events:
+                delta = split_delta(event.state_delta)
+                stored.events.append(event)
+                stored.state.update(delta.session)
+                stored.state = without_temp(stored.state)
+                self._app_state.setdefault(session.app_name, {}).update(delta.app)
+                self._user_state.setdefault((session.app_name, session.user_id),
+                                            {}).update(delta.user)
+                stored.updated_at = max(stored.updated_at, event.timestamp)
+            stored.version += len(events)
 
     def _end(self, session: Session, ended_at: float) -> None:
         with self._lock:

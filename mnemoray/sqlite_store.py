@@ -32,6 +32,7 @@ from mnemoray.session_store import (
     SessionNotFoundError,
     SessionStore,
     StaleSessionError,
+    initial_state,
 )
 from mnemoray.state import merged_state, split_delta
 
@@ -79,7 +80,8 @@ class _Connection(sqlite3.Connection):
 
 def _to_json(value: Any, field: str) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        # allow_nan=False: NaN would be read back as NaN and answered as null.
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise EventError(f"not JSON-serializable ({exc})", field=field) from exc
 
@@ -221,7 +223,7 @@ class SQLiteSessionStore(SessionStore):
     def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
                        state: dict[str, Any] | None = None) -> Session:
         fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
-        delta = split_delta(state or {})
+        delta = initial_state(state)
         # Serialize before the transaction: bad state fails with nothing written.
         session_json = _to_json(delta.session, "state")
         app_rows = {k: _to_json(v, f"state.{k}") for k, v in delta.app.items()}
@@ -276,11 +278,17 @@ class SQLiteSessionStore(SessionStore):
             rows = conn.execute(query + " ORDER BY rowid", params).fetchall()
         return [SessionInfo(*row) for row in rows]
 
-    def _append(self, session: Session, event: Event) -> None:
-        body = _event_body(event)
-        delta = split_delta(event.state_delta)
-        app_rows = {k: _to_json(v, f"state_delta.{k}") for k, v in delta.app.items()}
-        user_rows = {k: _to_json(v, f"state_delta.{k}") for k, v in delta.user.items()}
+    def _append_many(self, session: Session, events: list[Event]) -> None:
+        # Serialize before the transaction: a bad value fails with nothing written.
+        bodies = [_event_body(e) for e in events]
+        app_rows: dict[str, str] = {}
+        user_rows: dict[str, str] = {}
+        for event in events:  # in order: a later event's value of a key wins
+            delta = split_delta(event.state_delta)
+            app_rows.update({k: _to_json(v, f"state_delta.{k}") for k, v in delta.app.items()})
+            user_rows.update({k: _to_json(v, f"state_delta.{k}")
+                              for k, v in delta.user.items()})
+        # One transaction for the whole request: any failure rolls every event back.
         with self._tx(write=True) as conn:
             row = conn.execute(
                 f"SELECT version, state, updated_at, ended_at FROM sessions WHERE {_KEY}",
@@ -294,20 +302,22 @@ class SQLiteSessionStore(SessionStore):
                     f"this copy at {session.version}: reload and retry")
             if ended_at is not None:  # ended through another copy: this one cannot know
                 raise SessionEndedError(f"session {session.session_id!r} has ended")
-            try:
-                conn.execute(
-                    "INSERT INTO events (app_name, user_id, session_id, seq, event_id, body) "
-                    "VALUES (?, ?, ?, ?, ?, ?)", (*session.key, version, event.id, body))
-            except sqlite3.IntegrityError as exc:
-                raise DuplicateEventError(
-                    f"event id {event.id!r} already in session {session.session_id!r}") from exc
+            for seq, (event, body) in enumerate(zip(events, bodies, strict=True), version):
+                try:
+                    conn.execute(
+                        "INSERT INTO events (app_name, user_id, session_id, seq, event_id, "
+                        "body) VALUES (?, ?, ?, ?, ?, ?)", (*session.key, seq, event.id, body))
+                except sqlite3.IntegrityError as exc:
+                    raise DuplicateEventError(f"event id {event.id!r} already in session "
+                                              f"{session.session_id!r}") from exc
             state = json.loads(state_json)
-            state.update(delta.session)
+            for event in events:
+                state.update(split_delta(event.state_delta).session)
             self._write_scoped(conn, session.app_name, session.user_id, app_rows, user_rows)
             conn.execute(
                 f"UPDATE sessions SET state = ?, updated_at = ?, version = ? WHERE {_KEY}",
-                (_to_json(state, "state"), max(updated_at, event.timestamp), version + 1,
-                 *session.key))
+                (_to_json(state, "state"), max([updated_at, *(e.timestamp for e in events)]),
+                 version + len(events), *session.key))
 
     def _end(self, session: Session, ended_at: float) -> None:
         with self._tx(write=True) as conn:

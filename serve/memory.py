@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from mnemoray.embedders import Embedder
-from mnemoray.errors import InvalidInput, MnemorayError
+from mnemoray.embedders import Embedder, ModelMismatch
+from mnemoray.errors import InvalidInput, MnemorayError, StoreCorrupt
 from mnemoray.events import Event
 from mnemoray.memory.record import Memory
 from mnemoray.memory.retrieval import RecallFilters
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.snapshot import StoreSnapshot
+from mnemoray.memory.store import session_content_hash
 from mnemoray.session import Session, SessionError
 from mnemoray.summarizers.base import Summarizer, Summary
 
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 # -- wire formats ------------------------------------------------------------------------
 def memory_out(m: Memory) -> dict[str, Any]:
     d = m.to_dict()
-    for name in ("key_text", "content_hash", "shard"):
+    for name in ("key_text", "content_hash", "shard", "session_events", "session_updated_at"):
         d.pop(name, None)
     return d
 
@@ -75,7 +76,12 @@ class MemoryOps:
         if op not in self.OPS:
             # The ingress picks the op, never a client: an unknown one is a bug (500).
             raise ValueError(f"unknown memory operation {op!r}")
-        return getattr(self, f"op_{op}")(app_name, user_id, **dict(kwargs or {}))
+        try:
+            return getattr(self, f"op_{op}")(app_name, user_id, **dict(kwargs or {}))
+        except ModelMismatch as exc:
+            # The server's models are its configuration, checked against the store at start:
+            # a mismatch now (the manifest changed under it) is never the client's fault.
+            raise StoreCorrupt(str(exc)) from exc
 
     def op_recall(self, app_name: str, user_id: str, query: str,
                   query_vec: np.ndarray | None = None, top_k: int = 5,
@@ -89,6 +95,7 @@ class MemoryOps:
 
     def op_add_session(self, app_name: str, user_id: str,
                        session: Session | Mapping[str, Any]) -> dict[str, Any]:
+        session_hash = None
         if not isinstance(session, Session):
             raw = dict(session)
             for name, value in (("app_name", app_name), ("user_id", user_id)):
@@ -101,10 +108,14 @@ class MemoryOps:
                 session = Session.from_dict(raw)
             except MnemorayError as exc:
                 raise exc.within("session") from exc
+            # Idempotency by content: the dict as posted, not the parsed session (parsing
+            # fills missing timestamps with "now"), so posting it again stores nothing.
+            session_hash = session_content_hash(raw)
         elif session.key[:2] != (app_name, user_id):
             raise SessionError("belongs to another app or user", field="session")
-        added = self.service.add_session(session)
-        return {"added": len(added), "memories": [memory_out(m) for m in added]}
+        done = self.service.ingest_session(session, session_hash=session_hash)
+        return {"added": len(done.added), "duplicates": done.duplicates, "status": done.status,
+                "memories": [memory_out(m) for m in done.added]}
 
     def op_add_memories(self, app_name: str, user_id: str,
                         memories: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -118,7 +129,9 @@ class MemoryOps:
             except MnemorayError as exc:
                 raise exc.within(f"memories[{i}]") from exc
         added = self.service.add_memories(records)
-        return {"added": len(added), "memories": [memory_out(m) for m in added]}
+        return {"added": len(added), "duplicates": len(records) - len(added),
+                "status": "added" if added else "unchanged",
+                "memories": [memory_out(m) for m in added]}
 
     def op_list_memories(self, app_name: str, user_id: str, cursor: str | None = None,
                          limit: int = 50) -> dict[str, Any]:

@@ -1,8 +1,14 @@
 """The steps of a backfill, shared by both engines (in process and Ray Data).
 
     read rows -> validate_rows -> skip_processed (ledger) -> distill_sessions
-              -> embed_sessions -> commit (``mnemoray.backfill.commit``: forget what
-                 the batch supersedes, then memories + ledger in one commit)
+              -> embed_sessions -> commit (``mnemoray.backfill.commit``: drop older
+                 copies, forget what the batch supersedes, then memories + ledger
+                 in one commit)
+
+Which copy of a session wins is decided by its version (``session_version``: event
+count, then ``updated_at``), which every distilled record carries, never by the
+order copies are read in: within a batch (``mark_current``) and against the store
+(``older_copies``, at commit), so batch, file and run boundaries change nothing.
 
 A bad row (unparseable, invalid session, a session the summarizer fails on)
 goes to the store's quarantine with its location and reason, never silently
@@ -24,9 +30,16 @@ from mnemoray.archive import ArchiveRow
 from mnemoray.embedders import Embedder
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.record import Memory
-from mnemoray.memory.service import embed_memories, superseded_ids
+from mnemoray.memory.service import embed_memories
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.store import MemoryStore, session_content_hash
+from mnemoray.memory.supersede import (
+    is_older_copy,
+    record_version,
+    session_version,
+    stamp_version,
+    superseded_ids,
+)
 from mnemoray.session import Session
 from mnemoray.summarizers import Summarizer
 
@@ -61,6 +74,11 @@ def validate_rows(rows: Iterable[ArchiveRow]) -> tuple[list[SessionItem], list[Q
         except StoreError as exc:
             bad.append({"location": row.location, "reason": str(exc), "raw": row.raw})
             continue
+        except Exception as exc:  # any per-row failure (a lone surrogate, ...): quarantine it
+            bad.append({"location": row.location,
+                        "reason": f"cannot hash the row: {type(exc).__name__}: {exc}",
+                        "raw": row.raw})
+            continue
         good.append(SessionItem(row.location, raw_hash, row.session, row.raw))
     return good, bad
 
@@ -80,13 +98,13 @@ def skip_processed(store: MemoryStore, items: Sequence[SessionItem],
 
 
 def mark_current(items: Sequence[SessionItem]) -> list[SessionItem]:
-    """Of several copies of one session in a batch, only the newest is distilled."""
+    """Of several copies of one session in a batch, only the newest (``session_version``;
+    the one read last on a tie) is distilled."""
     best: dict[tuple[str, str, str], int] = {}
     for i, item in enumerate(items):
         s = item.session
         j = best.get(s.key)
-        if j is None or (s.updated_at, len(s.events), i) >= (
-                items[j].session.updated_at, len(items[j].session.events), j):
+        if j is None or (session_version(s), i) >= (session_version(items[j].session), j):
             best[s.key] = i
     return [item if best[item.session.key] == i else replace(item, current=False)
             for i, item in enumerate(items)]
@@ -105,8 +123,8 @@ def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer, *,
             out.append(item)  # ledgered as processed; its newer copy carries the records
             continue
         try:
-            memories = distill_session(item.session, summarizer, chunk_turns=chunk_turns,
-                                       ttl_s=ttl_s)
+            memories = stamp_version(distill_session(
+                item.session, summarizer, chunk_turns=chunk_turns, ttl_s=ttl_s), item.session)
         except Exception as exc:  # any backend, any error: the row is kept, with why
             bad.append({"location": item.location,
                         "reason": f"distill failed: {type(exc).__name__}: {exc}",
@@ -125,6 +143,15 @@ def embed_sessions(items: Sequence[SessionItem], embedder: Embedder | None,
             for item in items]
 
 
+def older_copies(snap: StoreSnapshot,
+                 sessions: Iterable[tuple[tuple[str, str, str], Sequence[Memory]]],
+                 ) -> set[tuple[str, str, str]]:
+    """Of (session key, new records) pairs, the sessions the snapshot holds a newer copy
+    of (by the version the records carry): their records must replace nothing."""
+    return {key for key, records in sessions
+            if records and is_older_copy(snap, key, record_version(records[0]))}
+
+
 def superseded_for(snap: StoreSnapshot,
                    sessions: Iterable[tuple[tuple[str, str, str], Sequence[Memory]]],
                    ) -> list[tuple[str, str, str]]:
@@ -138,4 +165,4 @@ def superseded_for(snap: StoreSnapshot,
 
 
 __all__ = ["Quarantined", "SessionItem", "distill_sessions", "embed_sessions", "mark_current",
-           "skip_processed", "superseded_for", "validate_rows"]
+           "older_copies", "skip_processed", "superseded_for", "validate_rows"]

@@ -16,16 +16,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from mnemoray.compiler.services import MemorySearch, MemorySnippet
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
 from mnemoray.errors import ConfigError
-from mnemoray.memory.layout import shard_of
+from mnemoray.memory.layout import parquet_path, shard_of
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.query_cache import QueryVectorCache
 from mnemoray.memory.record import Memory
@@ -39,15 +40,19 @@ from mnemoray.memory.retrieval import (
 )
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.store import MemoryStore, WriteResult, session_content_hash
+from mnemoray.memory.supersede import (
+    is_older_copy,
+    record_version,
+    session_version,
+    stamp_version,
+    stored_session_rows,
+    stored_version,
+    superseded_ids,
+)
 from mnemoray.session import Session
 from mnemoray.summarizers import Summarizer, get_summarizer
 
 log = logging.getLogger(__name__)
-
-# Kinds a newer version of a session replaces outright (one current summary).
-REPLACED_KINDS = frozenset({"session_summary", "fact"})
-# Kinds replaced only when the new records cover all their events (the grown last chunk).
-COVERED_KINDS = frozenset({"chunk", "compaction_summary"})
 
 
 # -- shared steps (the backfill uses them too) -------------------------------------
@@ -65,46 +70,14 @@ def embed_memories(memories: Sequence[Memory], embedder: Embedder | None,
     return memories
 
 
-def stored_session_rows(snap: StoreSnapshot, app: str, user: str,
-                        session_id: str) -> list[dict[str, Any]]:
-    """The session's stored, unforgotten rows (id, kind, hash, source ids); user's shard only."""
-    out: list[dict[str, Any]] = []
-    for seg, (start, end) in snap.user_spans(app, user):
-        sessions = seg.table["session_id"].slice(start, end - start) \
-            .to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(sessions == session_id)
-        dead = snap.forgotten(seg)
-        if dead is not None:
-            rows = rows[~dead[start + rows]]
-        if len(rows):
-            cols = ["memory_id", "kind", "content_hash", "source_event_ids"]
-            out.extend(seg.table.select(cols).take(start + rows).to_pylist())
-    return out
+@dataclass(frozen=True)
+class Ingested:
+    """What one ingestion really wrote. ``duplicates``: records already stored (or
+    repeated); ``status``: "older_copy" when the store holds a newer copy of the session."""
 
-
-def superseded_ids(snap: StoreSnapshot, session_key: tuple[str, str, str],
-                   records: Sequence[Memory]) -> list[str]:
-    """Stored records of a session that its newly distilled ``records`` replace.
-
-    The session's previous ``session_summary`` and ``fact`` records not among
-    the new ones, and chunks / compaction summaries whose events the new
-    records of that kind all cover (the last chunk grew). Identical records
-    (same content hash) always stay.
-    """
-    keep = {m.content_hash for m in records}
-    covered: dict[str, set[str]] = {k: set() for k in COVERED_KINDS}
-    for m in records:
-        if m.kind in covered:
-            covered[m.kind].update(m.source_event_ids)
-    out = []
-    for row in stored_session_rows(snap, *session_key):
-        if row["content_hash"] in keep:
-            continue
-        ids = row["source_event_ids"] or []
-        if row["kind"] in REPLACED_KINDS or (
-                row["kind"] in COVERED_KINDS and ids and set(ids) <= covered[row["kind"]]):
-            out.append(row["memory_id"])
-    return out
+    added: list[Memory] = field(default_factory=list)
+    duplicates: int = 0
+    status: Literal["added", "unchanged", "older_copy"] = "unchanged"
 
 
 # -- the service -------------------------------------------------------------------
@@ -179,39 +152,55 @@ class MemoryService:
 
     # -- writing ----------------------------------------------------------------
     def add_session(self, session: Session) -> list[Memory]:
-        """Distill, embed and commit a session; returns the records newly added.
+        """Distill, embed and commit a session; returns the records newly written
+        (see :meth:`ingest_session`)."""
+        return self.ingest_session(session).added
 
-        A session whose content hash is in the ledger is skipped (returns []).
-        A grown session (same id, more events) adds its new records and
-        forgets the ones they replace (see :func:`superseded_ids`), so the
-        session keeps one current summary; identical records stay.
+    def ingest_session(self, session: Session, *,
+                       session_hash: str | None = None) -> Ingested:
+        """Distill, embed and commit a session; what was really written.
+
+        A session whose content hash (``session_hash``, default the hash of
+        ``session``; the HTTP API passes the hash of the posted dict) is in the
+        ledger is skipped. A grown session (same id, more events) adds its new
+        records and forgets the ones they replace (see :func:`superseded_ids`), so
+        the session keeps one current summary; identical records stay. An older
+        copy than the one stored (:func:`is_older_copy`) is ledgered and changes
+        nothing else.
         """
         from mnemoray.memory.distill import distill_session
 
         if not isinstance(session, Session):
             raise TypeError(f"session: expected a Session, got {type(session).__name__}")
-        session_hash = session_content_hash(session)
+        session_hash = session_hash or session_content_hash(session)
         with self._write_lock:
             if self.store.ledger_contains([session_hash]):
-                return []
-            records = distill_session(session, self.summarizer, chunk_turns=self.chunk_turns,
-                                      ttl_s=self.ttl_s)
-            self.reloader.refresh()  # supersede against what is committed now
+                return Ingested([], 0, "unchanged")
+            records = stamp_version(distill_session(
+                session, self.summarizer, chunk_turns=self.chunk_turns, ttl_s=self.ttl_s),
+                session)
+            self.reloader.refresh()  # decide against what is committed now
             snap = self.snapshot()
-            stored = {r["content_hash"] for r in stored_session_rows(snap, *session.key)}
-            fresh = [m for m in records if m.content_hash not in stored]
-            replaced = superseded_ids(snap, session.key, records)
-            # Forget first, then write records + ledger in one commit: a crash in
-            # between leaves the session unledgered, so the next ingestion redoes it.
             try:
+                if is_older_copy(snap, session.key, session_version(session)):
+                    self.store.ledger_add([session_hash])
+                    return Ingested([], 0, "older_copy")
+                stored = {r["content_hash"] for r in stored_session_rows(snap, *session.key)}
+                fresh = [m for m in records if m.content_hash not in stored]
+                replaced = superseded_ids(snap, session.key, records)
+                # Forget first, then write records + ledger in one commit: a crash in
+                # between leaves the session unledgered, so the next ingestion redoes it.
                 if replaced:
                     self.store.forget(memory_ids=replaced, owner=session.key[:2])
-                return self._write(fresh, [session_hash])
+                added = self._write(fresh, [session_hash])
+                return Ingested(added, len(records) - len(added),
+                                "added" if added else "unchanged")
             finally:
                 self.reloader.refresh()
 
     def add_memories(self, memories: Sequence[Memory]) -> list[Memory]:
-        """Store raw memories online (embedded here when they carry no embedding)."""
+        """Store raw memories online (embedded here when they carry no embedding); returns
+        the ones really written (not those already stored or repeated in ``memories``)."""
         memories = list(memories)
         for i, m in enumerate(memories):
             if not isinstance(m, Memory):
@@ -238,8 +227,25 @@ class MemoryService:
             session_hashes=session_hashes, summarizer=getattr(self.summarizer, "name", None))
         log.debug("memory write: %d rows, %d skipped, version %d", result.written,
                   result.skipped, result.version)
+        written = self._written_hashes(result)
         shards = self.store.shards
-        return [replace(m, shard=shard_of(m.app_name, m.user_id, shards)) for m in memories]
+        out: list[Memory] = []
+        for m in memories:  # each written row once, in the caller's order
+            if m.content_hash in written:
+                written.discard(m.content_hash)
+                out.append(replace(m, shard=shard_of(m.app_name, m.user_id, shards)))
+        return out
+
+    def _written_hashes(self, result: WriteResult) -> set[str]:
+        """Content hashes of the rows a write committed: the rows of its new segments
+        (duplicates of stored rows were never written to them)."""
+        if not result.written:
+            return set()
+        m = self.store.manifest()
+        return {h for shard, entries in enumerate(m.segments) for e in entries
+                if e.name in result.segments
+                for h in pq.read_table(parquet_path(self.store.root, shard, e.name),
+                                       columns=["content_hash"])["content_hash"].to_pylist()}
 
     # -- recall -----------------------------------------------------------------
     def query_model(self, snap: StoreSnapshot | None = None) -> tuple[str, int] | None:
@@ -371,5 +377,6 @@ def check_query_vector(snap: StoreSnapshot, model: tuple[str, int] | None,
                          field="query_vec")
 
 
-__all__ = ["MemoryService", "RecallFilters", "RecallResult", "RetrievalConfig",
-           "check_query_vector", "embed_memories", "superseded_ids"]
+__all__ = ["Ingested", "MemoryService", "RecallFilters", "RecallResult", "RetrievalConfig",
+           "check_query_vector", "embed_memories", "is_older_copy", "record_version",
+           "session_version", "stamp_version", "stored_version", "superseded_ids"]

@@ -24,7 +24,10 @@ responsible for replacing what a longer session supersedes: the previous
 ``session_summary``, facts whose provenance grew, the last (partial) chunk.
 :func:`mnemoray.memory.distill.distill_session` output is the set of records
 the session should now have; ``ingest`` adds the missing ones and forgets this
-session's records that are not in it. ``forget_session(app_name, user_id,
+session's records that are not in it. A copy older than the one already
+ingested (fewer events, or as many and an earlier ``updated_at``: another
+replica's stale copy) must replace nothing; ``MemoryService.add_session``
+checks the versions its records carry. ``forget_session(app_name, user_id,
 session_id)`` removes every record of a session.
 
 A failing ``ingest`` or ``forget_session`` never breaks the session write

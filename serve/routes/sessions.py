@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from mnemoray.events import Event, EventError
-from mnemoray.session import Session
+from mnemoray.session import Session, check_session_size
 from mnemoray.session_store import SessionStore, StaleSessionError
 from serve.routes.deps import Backend, Caller, IdQuery
 from serve.schemas import (
@@ -39,14 +39,22 @@ def parse_events(raw_events: list[dict[str, Any]], session_id: str) -> list[Even
 
 def append_events(sessions: SessionStore, app_name: str, user_id: str, session_id: str,
                   events: list[Event], expected_version: int | None) -> dict[str, Any]:
-    """Append in order (blocking); refuses a stale ``expected_version``."""
+    """Append in order, all or nothing (blocking); refuses a stale ``expected_version``.
+
+    A partial (streaming) event is never stored: its ``event_ids`` entry is null and
+    its ``persisted`` entry false, so no client keeps an id the session does not hold.
+    """
     session = sessions.get_session(app_name, user_id, session_id)
     if expected_version is not None and expected_version != session.version:
         raise StaleSessionError(f"session {session_id!r} is at version {session.version}, "
                                 f"not {expected_version}; reload and retry",
                                 field="expected_version")
-    ids = [sessions.append_event(session, e).id for e in events]
-    return {"session_id": session_id, "version": session.version, "event_ids": ids}
+    # The per-session limits of an archive row hold online too (mnemoray.limits).
+    check_session_size([*session.events, *(e for e in events if not e.partial)])
+    done = sessions.append_events(session, events)
+    return {"session_id": session_id, "version": session.version,
+            "event_ids": [None if e.partial else e.id for e in done],
+            "persisted": [not e.partial for e in done]}
 
 
 @router.post("/v1/sessions", response_model=SessionOut, status_code=201)
