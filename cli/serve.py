@@ -43,13 +43,14 @@ def serve_cmd(
                                         "server.direct_ingress."),
 ) -> None:
     """Serve the HTTP API (recall, memories, sessions, compile, artifacts) on a local Ray
-    instance; blocks until Ctrl-C. OpenAPI docs at /docs.
+    instance; blocks until Ctrl-C. OpenAPI docs at /docs (with API keys only if
+    server.docs is true).
 
     Settings: flags > MNEMORAY_<GROUP>__<FIELD> environment > --config file > defaults.
     """
     # serve.settings imports no Ray: the settings are known before Ray loads.
     from mnemoray.errors import MnemorayError
-    from serve.settings import direct_ingress_env, load_settings
+    from serve.settings import direct_ingress_env, load_settings, local_ray_options
 
     try:
         flags = parse_options(settings)
@@ -70,6 +71,8 @@ def serve_cmd(
     if server.direct_ingress:  # Serve reads these when its modules load: before the import
         for key, value in direct_ingress_env(server.port, server.replicas).items():
             os.environ.setdefault(key, value)
+    # A new local Ray listens on 127.0.0.1 only; Ray reads this when it is imported.
+    os.environ.update(local_ray_options(None)[1])
     # serve/ wraps Ray; imported here so the rest of the CLI never loads Ray.
     from serve.app import resolve_keys, run_local
     from serve.auth import is_loopback
@@ -84,8 +87,9 @@ def serve_cmd(
                    "MNEMORAY_SERVER__API_KEYS); without keys the server binds 127.0.0.1 "
                    "only", err=True)
         raise typer.Exit(2)
+    docs_open = keys.open if server.docs is None else server.docs
     typer.echo(f"mnemoray: serving store {s.store} on http://{server.host}:{server.port} "
-               f"(docs: /docs)")
+               + ("(docs: /docs)" if docs_open else "(docs off; setting server.docs)"))
     if keys.open:
         typer.echo("mnemoray: no API keys configured: the API is OPEN, bound to 127.0.0.1 "
                    "only")

@@ -22,13 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from mnemoray import limits
 from mnemoray.adk_import import looks_like_adk, session_from_adk
 from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
-from mnemoray.session import Session, SessionError
+from mnemoray.session import Session, SessionError, check_session_size
 from mnemoray.state import without_temp
 
 logger = logging.getLogger(__name__)
@@ -38,6 +41,8 @@ ArchiveFormat = Literal["parquet", "jsonl"]
 SUFFIXES = (".parquet", ".jsonl", ".json")
 # Rows per Parquet batch: sessions can be large, so keep batches small.
 BATCH_ROWS = 256
+# What the quarantine keeps of a row too large to parse: its head, for a human to find it.
+OVERSIZE_HEAD_CHARS = 1_000
 
 # Event payload fields are JSON strings in Parquet: their shape is free-form.
 EVENT_TYPE = pa.struct([
@@ -63,6 +68,7 @@ SCHEMA = pa.schema([
     ("ended_at", pa.float64()),
     ("events", pa.list_(EVENT_TYPE)),
 ])
+ID_COLUMNS = ("app_name", "user_id", "session_id", "id", "appName", "userId")
 # Top-level fields the parser reads, in the mnemoray and the ADK spellings.
 SESSION_COLUMNS = frozenset({*SCHEMA.names, "id", "appName", "userId", "lastUpdateTime",
                              "last_update_time"})
@@ -104,7 +110,9 @@ def session_from_record(raw: dict[str, Any]) -> Session:
     if not isinstance(raw, dict):
         raise SessionError(f"expected a JSON object, got {type(raw).__name__}")
     if looks_like_adk(raw):
-        return session_from_adk(raw)
+        session = session_from_adk(raw)
+        check_session_size(session.events)  # Session.from_dict checks its own
+        return session
     return Session.from_dict(raw)
 
 
@@ -115,6 +123,19 @@ def parse_row(location: str, raw: Any) -> ArchiveRow:
         return ArchiveRow(location, raw, session=session_from_record(raw))
     except (ValueError, TypeError) as exc:  # a bad row is reported, never raised
         return ArchiveRow(location, raw, error=str(exc))
+    except RecursionError:  # hostile nesting: a bad row like any other
+        return ArchiveRow(location, raw, error="nested too deeply")
+
+
+def oversize_row(location: str, nbytes: int, head: str) -> ArchiveRow:
+    """A row over ``limits.MAX_ROW_BYTES``, refused before it is parsed: parsing,
+    distilling and embedding it would cost many times its size in memory."""
+    try:
+        limits.check_size(nbytes, "MAX_ROW_BYTES", "the row", None)
+    except InvalidInput as exc:
+        raw = {"oversize_row_bytes": nbytes, "head": head[:OVERSIZE_HEAD_CHARS]}
+        return ArchiveRow(location, raw, error=str(exc))
+    raise AssertionError("oversize_row called for a row within the limit")
 
 
 def archive_files(path: str | Path) -> list[tuple[Path, str]]:
@@ -144,6 +165,10 @@ def _archive_files(root: Path) -> list[Path]:
 def _iter_lines(lines: Iterable[bytes], name: str) -> Iterator[ArchiveRow]:
     for lineno, line in enumerate(lines, start=1):
         location = f"{name}:{lineno}"
+        if len(line) > limits.MAX_ROW_BYTES:
+            yield oversize_row(location, len(line), line[:OVERSIZE_HEAD_CHARS * 4].decode(
+                "utf-8", errors="replace"))
+            continue
         try:
             text = line.decode("utf-8").strip()
         except UnicodeDecodeError as exc:
@@ -156,6 +181,9 @@ def _iter_lines(lines: Iterable[bytes], name: str) -> Iterator[ArchiveRow]:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
             yield ArchiveRow(location, text, error=f"invalid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        except RecursionError:
+            yield ArchiveRow(location, text[:OVERSIZE_HEAD_CHARS], error="nested too deeply")
             continue
         yield parse_row(location, raw)
 
@@ -208,9 +236,52 @@ def _iter_parquet(path: Path, name: str) -> Iterator[ArchiveRow]:
                 yield ArchiveRow(f"{name}:row {index}", None,
                                  error=f"unreadable Parquet data from this row on: {exc}")
                 return
-            for raw in batch.to_pylist():
-                yield parse_row(f"{name}:row {index}", raw)
+            sizes = row_bytes(batch)
+            if int(sizes.max(initial=0)) <= limits.MAX_ROW_BYTES:
+                for raw in batch.to_pylist():
+                    yield parse_row(f"{name}:row {index}", raw)
+                    index += 1
+                continue
+            for i, size in enumerate(sizes.tolist()):  # decode each row only if it fits
+                location = f"{name}:row {index}"
+                if size > limits.MAX_ROW_BYTES:  # only its ids are decoded, for the reason
+                    ids = batch.select([c for c in batch.schema.names if c in ID_COLUMNS])
+                    head = ids.slice(i, 1).to_pylist()[0] if ids.num_columns else {}
+                    yield oversize_row(location, size, json.dumps(head, ensure_ascii=False,
+                                                                  default=str))
+                else:
+                    yield parse_row(location, batch.slice(i, 1).to_pylist()[0])
                 index += 1
+
+
+def row_bytes(batch: pa.RecordBatch) -> np.ndarray:
+    """Bytes of variable-size data (strings, binaries) in each row, nested lists and
+    structs included: what decoding the row into Python would have to hold."""
+    total = np.zeros(batch.num_rows, dtype=np.int64)
+    for column in batch.columns:
+        total += _array_bytes(column)
+    return total
+
+
+def _array_bytes(array: pa.Array) -> np.ndarray:
+    kind = array.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or \
+            pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False) \
+            .astype(np.int64)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        values = array.flatten()
+        if not len(values):
+            return np.zeros(len(array), dtype=np.int64)
+        parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
+        return np.bincount(parents, weights=_array_bytes(values),
+                           minlength=len(array)).astype(np.int64)
+    if pa.types.is_struct(kind):
+        out = np.zeros(len(array), dtype=np.int64)
+        for child in array.flatten():
+            out += _array_bytes(child)
+        return out
+    return np.zeros(len(array), dtype=np.int64)  # fixed width: small by construction
 
 
 _READERS = {".parquet": _iter_parquet, ".jsonl": _iter_jsonl, ".json": _iter_json}

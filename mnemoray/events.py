@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
-from mnemoray.errors import InvalidInput
+from mnemoray import limits
+from mnemoray.errors import InvalidInput, PayloadTooLarge
 
 Role = Literal["user", "model", "tool", "system"]
 EventType = Literal["message", "tool_call", "tool_result", "control", "error", "compaction"]
@@ -21,8 +22,17 @@ class EventError(InvalidInput):
     """An event (or a field of one) is malformed; ``field`` names it."""
 
 
+class EventTooLarge(EventError, PayloadTooLarge):
+    """An event over ``limits.MAX_EVENT_BYTES`` (HTTP 413)."""
+
+
 def parse_timestamp(value: Any, field_name: str = "timestamp") -> float:
-    """Epoch seconds from epoch seconds (int/float/numeric str) or ISO-8601."""
+    """Epoch seconds from epoch seconds (int/float/numeric str) or ISO-8601, in the
+    valid range of ``limits.check_time`` (finite, 1970 to year 9999)."""
+    return limits.check_time(_seconds(value, field_name), field_name, EventError)
+
+
+def _seconds(value: Any, field_name: str) -> float:
     if isinstance(value, bool) or value is None:
         raise EventError(f"expected ISO-8601 or epoch seconds, got {value!r}", field=field_name)
     if isinstance(value, (int, float)):
@@ -88,6 +98,8 @@ class Event:
             value = getattr(self, name)
             if not isinstance(value, dict):
                 raise EventError(f"expected an object, got {type(value).__name__}", field=name)
+        limits.check_time(self.timestamp, "timestamp", EventError)
+        self._check_content()
         for name, version in self.artifact_delta.items():
             if not isinstance(version, int) or isinstance(version, bool) or version < 0:
                 raise EventError("version must be a non-negative int",
@@ -101,6 +113,33 @@ class Event:
             for key in ("start_ts", "end_ts"):
                 if not isinstance(self.data.get(key), (int, float)):
                     raise EventError("a compaction event needs epoch seconds", field=f"data.{key}")
+                limits.check_time(self.data[key], f"data.{key}", EventError)
+
+    def _check_content(self) -> None:
+        """Valid Unicode, JSON-compliant payloads (no NaN), within ``MAX_EVENT_BYTES``:
+        whatever is stored must be answerable and storable later (JSON, Parquet, SQLite)."""
+        for name in ("author", "id", "session_id", "invocation_id"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                limits.text_bytes(value, name, EventError)
+        sizes = {"text": limits.text_bytes(self.text, "text", EventError),
+                 "data": limits.json_object_bytes(self.data, "data", EventError),
+                 "state_delta": limits.json_object_bytes(self.state_delta, "state_delta",
+                                                         EventError)}
+        biggest = max(sizes, key=lambda k: sizes[k])
+        limits.check_size(sum(sizes.values()), "MAX_EVENT_BYTES", "the event", biggest,
+                          EventTooLarge)
+        # Kept for the session-level limit (``MAX_ROW_BYTES``): not a field, not stored.
+        object.__setattr__(self, "_nbytes", sum(sizes.values()))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this event counts against the limits: UTF-8 text plus JSON payloads."""
+        cached = self.__dict__.get("_nbytes")
+        if cached is None:  # e.g. unpickled from an older version
+            self._check_content()
+            cached = self.__dict__["_nbytes"]
+        return cached
 
     # -- convenience -----------------------------------------------------
     @property

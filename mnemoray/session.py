@@ -2,18 +2,46 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mnemoray.errors import InvalidInput
+from mnemoray import limits
+from mnemoray.errors import InvalidInput, PayloadTooLarge
 from mnemoray.events import Event, EventError, new_id, parse_timestamp
 from mnemoray.state import split_delta
 
 
+def stable_event_id(raw: dict[str, Any], index: int, raw_event: dict[str, Any]) -> str:
+    """The id of an event given without one: derived from its session, position and
+    content, so the same session parsed twice (posted again, re-archived, grown) gets
+    the same ids and re-ingesting it stores nothing twice."""
+    try:
+        text = json.dumps([raw.get("app_name"), raw.get("user_id"), raw.get("session_id"),
+                           index, raw_event], sort_keys=True, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):  # keys of mixed types: no canonical form, a fresh id
+        return new_id()
+    return "e" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:15]
+
+
 class SessionError(InvalidInput):
     """A session (or a field of one) is malformed; ``field`` names it."""
+
+
+class SessionTooLarge(SessionError, PayloadTooLarge):
+    """A session over ``limits.MAX_SESSION_EVENTS`` or ``limits.MAX_ROW_BYTES`` (HTTP 413)."""
+
+
+def check_session_size(events: list[Any]) -> None:
+    """The per-session limits, the same for an archive row and a session in a request."""
+    if len(events) > limits.MAX_SESSION_EVENTS:
+        raise SessionTooLarge(f"{len(events)} events, over the limit of "
+                              f"{limits.MAX_SESSION_EVENTS} (mnemoray.limits."
+                              f"MAX_SESSION_EVENTS)", field="events")
+    limits.check_size(sum(e.nbytes for e in events), "MAX_ROW_BYTES", "the session's events",
+                      "events", SessionTooLarge)
 
 
 @dataclass
@@ -39,6 +67,12 @@ class Session:
             raise SessionError("expected an object", field="state")
         if not self.updated_at:
             self.updated_at = self.created_at
+        for name in ("app_name", "user_id", "session_id"):
+            limits.text_bytes(getattr(self, name), name, SessionError)
+        for name in ("created_at", "updated_at", "ended_at"):
+            limits.check_optional_time(getattr(self, name), name, SessionError)
+        # NaN / Infinity would come back as null (or break the answer): refused, key named.
+        limits.json_object_bytes(self.state, "state", SessionError)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -82,6 +116,8 @@ class Session:
         raw_events = [] if raw.get("events") is None else raw["events"]
         if not isinstance(raw_events, list):
             raise SessionError("expected a list", field="events")
+        if len(raw_events) > limits.MAX_SESSION_EVENTS:  # before parsing any of them
+            check_session_size(raw_events)
         events: list[Event] = []
         seen: set[str] = set()
         for i, raw_event in enumerate(raw_events):
@@ -89,13 +125,17 @@ class Session:
                 raise SessionError(
                     f"expected an object, got {type(raw_event).__name__}", field=f"events[{i}]")
             try:
+                if raw_event.get("id") is None:
+                    raw_event = {**raw_event, "id": stable_event_id(raw, i, raw_event)}
                 event = Event.from_dict({**raw_event, "session_id": raw["session_id"]})
             except EventError as exc:
-                raise SessionError.nested(exc, f"events[{i}]") from exc
+                error = SessionTooLarge if isinstance(exc, PayloadTooLarge) else SessionError
+                raise error.nested(exc, f"events[{i}]") from exc
             if event.id in seen:
                 raise SessionError(f"duplicate event id {event.id!r}", field=f"events[{i}].id")
             seen.add(event.id)
             events.append(event)
+        check_session_size(events)
         state = raw.get("state") or {}
         if isinstance(state, str):
             try:

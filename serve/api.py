@@ -17,11 +17,13 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from serve.auth import ApiKeys
 from serve.backend import HttpConfig, MemoryBackend
 from serve.http_errors import install_error_handlers
 from serve.metrics import ServeMiddleware
 from serve.routes import ROUTERS
 from serve.schemas import ErrorResponse
+from serve.settings import ServerSettings
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 500, 503)}
@@ -30,11 +32,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def build_api(backend: MemoryBackend, http: HttpConfig | None = None) -> FastAPI:
     """The ASGI app of one replica: ``backend`` answers, ``http`` says who may ask."""
     http = http or HttpConfig()
+    docs = http.docs_open
     api = FastAPI(
         title="mnemoray", version="0.1.0",
         description="Long-term memory and compiled context for LLM agents. Authenticate "
                     "with `Authorization: Bearer <api key>` when the server has keys.",
-        responses=ERRORS)
+        responses=ERRORS, docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None, openapi_url="/openapi.json" if docs else None)
     api.state.backend = backend
     api.state.http = http
     api.add_middleware(ServeMiddleware, metrics=backend.metrics,
@@ -43,3 +47,11 @@ def build_api(backend: MemoryBackend, http: HttpConfig | None = None) -> FastAPI
     for router in ROUTERS:
         api.include_router(router)
     return api
+
+
+def http_config(server: ServerSettings, keys: ApiKeys, *,
+                echo_request_id: bool = True) -> HttpConfig:
+    """The HTTP edge's settings from the ``server`` group and the resolved ``keys``."""
+    return HttpConfig(keys=keys, max_body_bytes=server.max_body_bytes,
+                      allow_remote_without_keys=server.allow_remote_without_keys,
+                      echo_request_id=echo_request_id, docs=server.docs)

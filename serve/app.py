@@ -38,6 +38,7 @@ from serve.settings import (
     SettingsError,
     direct_ingress_env,
     load_settings,
+    local_ray_options,
 )
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,23 @@ def replica_urls(host: str, port: int, replicas: int, timeout_s: float = 30.0) -
     return found
 
 
+def start_local_ray(address: str | None, env_vars: Mapping[str, str]) -> None:
+    """``ray.init`` for local serving (``local_ray_options``): a new instance listens on
+    127.0.0.1 only; ``env_vars`` go to its workers."""
+    import ray
+
+    kwargs, env = local_ray_options(address)
+    if env:
+        os.environ.update(env)  # the Ray processes started below inherit it
+        from ray._private import ray_constants
+
+        # Ray reads the switch when it is imported; this process may have imported it
+        # before (serve.app does): apply it here too, or the node would pick its
+        # external address.
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    ray.init(**kwargs, log_to_driver=True, runtime_env={"env_vars": dict(env_vars)})
+
+
 def run_local(args: Mapping[str, Any] | ServeSettings, *, ready: Any = None,
               address: str | None = None) -> None:
     """Start a local Ray + Serve and run the app until Ctrl-C (``mnemoray serve``).
@@ -163,8 +181,7 @@ def run_local(args: Mapping[str, Any] | ServeSettings, *, ready: Any = None,
         # RAY_SERVE_THROUGHPUT_OPTIMIZED preset): user code on the replica's main
         # loop and the router on the proxy's loop save two thread hand-offs per
         # request.
-        ray.init(address=address, include_dashboard=False, log_to_driver=True,
-                 runtime_env={"env_vars": env})
+        start_local_ray(address, env)
     serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(settings), name=APP_NAME, route_prefix="/")
     if direct_ingress:

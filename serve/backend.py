@@ -29,6 +29,13 @@ class HttpConfig:
     #: Add ``X-Request-ID`` to responses. Off behind Ray Serve: its proxy adds the
     #: header itself, with the id it put in the request (the one this app uses).
     echo_request_id: bool = True
+    #: Serve /docs, /redoc and /openapi.json (they answer without a key). None: only
+    #: when the server runs open (no keys), so a keyed server shows nothing unasked.
+    docs: bool | None = None
+
+    @property
+    def docs_open(self) -> bool:
+        return self.keys.open if self.docs is None else self.docs
 
 
 class MemoryBackend(Protocol):

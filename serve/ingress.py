@@ -45,9 +45,8 @@ from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.memory.triggers import IngestionTrigger
 from mnemoray.sqlite_store import SQLiteSessionStore
-from serve.api import build_api
+from serve.api import build_api, http_config
 from serve.auth import ApiKeys
-from serve.backend import HttpConfig
 from serve.deployments import remote_models
 from serve.memory import MemoryOps, call_on_loop
 from serve.metrics import Metrics
@@ -157,10 +156,8 @@ class MemoryIngress:
 
     def __serve_build_asgi_app__(self) -> Any:
         server = self.settings.server
-        return build_api(self, HttpConfig(
-            keys=self.keys, max_body_bytes=server.max_body_bytes,
-            allow_remote_without_keys=server.allow_remote_without_keys,
-            echo_request_id=False))  # Serve's proxy sets X-Request-ID itself
+        # Serve's proxy sets X-Request-ID itself.
+        return build_api(self, http_config(server, self.keys, echo_request_id=False))
 
     def __del__(self) -> None:
         memory = getattr(self, "memory", None)

@@ -14,21 +14,30 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
+from mnemoray import limits
 from mnemoray.memory.record import MEMORY_KINDS
 
 MAX_ID_CHARS = 256
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_K = 100
 MAX_MEMORIES_PER_ADD = 256
-MAX_MEMORY_TEXT_CHARS = 32_000
 MAX_LIST_ITEMS = 64
 MAX_EVENTS_PER_APPEND = 100
-MAX_SESSION_EVENTS = 5_000
 MAX_PAGE = 500
-MAX_MESSAGE_CHARS = 32_000
 MAX_TOOLS = 64
+# The limits shared with the batch path (archive rows): one place, mnemoray.limits.
+MAX_MEMORY_TEXT_CHARS = limits.MAX_MEMORY_TEXT_CHARS
+MAX_SESSION_EVENTS = limits.MAX_SESSION_EVENTS
+MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS
 
 # Ids: non-empty, bounded, no control characters (they end up in file names and logs).
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS,
@@ -37,7 +46,18 @@ Kind = Literal["session_summary", "fact", "chunk", "compaction_summary"]
 assert set(Kind.__args__) == set(MEMORY_KINDS)  # type: ignore[attr-defined]
 Mode = Literal["hybrid", "dense", "keyword"]
 Short = Annotated[str, StringConstraints(max_length=1_000)]
-Timestamp = float | Annotated[str, StringConstraints(max_length=64)]
+# Epoch seconds in the range every later step can represent (mnemoray.limits.check_time).
+Time = Annotated[float, Field(ge=limits.TIME_MIN, lt=limits.TIME_MAX, allow_inf_nan=False)]
+Timestamp = Time | Annotated[str, StringConstraints(max_length=64)]
+
+
+def _json_object(value: dict[str, Any]) -> dict[str, Any]:
+    limits.json_object_bytes(value, "")  # NaN / Infinity / lone surrogates: naming the key
+    return value
+
+
+# A free-form object stored or answered as JSON: JSON as the standard defines it.
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json_object)]
 
 
 class _Request(BaseModel):
@@ -100,9 +120,9 @@ class MemoryIn(_Request):
     key_facts: list[Short] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
     entities: list[Short] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
     source_event_ids: list[Id] = Field(default_factory=list, max_length=1_000)
-    event_time_start: float | None = None
-    event_time_end: float | None = None
-    expires_at: float | None = None
+    event_time_start: Time | None = None
+    event_time_end: Time | None = None
+    expires_at: Time | None = None
 
 
 class AddMemoriesRequest(_Request):
@@ -111,7 +131,7 @@ class AddMemoriesRequest(_Request):
 
     app_name: Id
     user_id: Id
-    session: dict[str, Any] | None = None
+    session: JsonObject | None = None
     memories: list[MemoryIn] | None = Field(None, min_length=1, max_length=MAX_MEMORIES_PER_ADD)
 
     @model_validator(mode="after")
@@ -143,8 +163,16 @@ class MemoryOut(BaseModel):
 
 
 class AddMemoriesResponse(BaseModel):
-    added: int = Field(description="records newly stored (0: already stored / ledgered)")
-    memories: list[MemoryOut]
+    added: int = Field(description="memory rows really written by this request (records "
+                       "already stored are not counted: see `duplicates`)")
+    duplicates: int = Field(0, description="records of this request already stored (or "
+                            "repeated in it): nothing was written for them")
+    status: Literal["added", "unchanged", "older_copy"] | None = Field(
+        None, description="`added`: something was written; `unchanged`: nothing new (this "
+        "content was already stored, e.g. the same session posted again); `older_copy`: the "
+        "store holds a newer copy of this session (more events, or as many and a later "
+        "`updated_at`), which stays: the posted copy is recorded but replaces nothing")
+    memories: list[MemoryOut] = Field(description="the records written, as stored")
     took_ms: float
 
 
@@ -163,7 +191,7 @@ class CreateSessionRequest(_Request):
     app_name: Id
     user_id: Id
     session_id: Id | None = None
-    state: dict[str, Any] = Field(default_factory=dict)
+    state: JsonObject = Field(default_factory=dict)
 
 
 class SessionOut(BaseModel):
@@ -205,7 +233,11 @@ class AppendEventsRequest(_Request):
 class AppendEventsResponse(BaseModel):
     session_id: str
     version: int
-    event_ids: list[str]
+    event_ids: list[str | None] = Field(description="one per request event, in order; null "
+                                        "for a partial event, which is not stored")
+    persisted: list[bool] = Field(description="one per request event: false for a partial "
+                                  "(streaming) event, which is never stored; the request's "
+                                  "other events are stored all together or not at all")
 
 
 class EndSessionRequest(_Request):
@@ -235,7 +267,7 @@ class AgentIn(_Request):
     instruction: Annotated[str, StringConstraints(max_length=200_000)] = ""
     include_contents: Literal["default", "none"] = "default"
     token_budget: int | None = Field(None, ge=1)
-    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_TOOLS)
+    tools: list[JsonObject] = Field(default_factory=list, max_length=MAX_TOOLS)
     memory_preload: bool = False
     preload_top_k: int = Field(5, ge=1, le=MAX_TOP_K)
 
@@ -246,7 +278,7 @@ class CompileRequest(_Request):
     session_id: Id
     agent: AgentIn
     new_message: Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)] | None = None
-    temp_state: dict[str, Any] | None = None
+    temp_state: JsonObject | None = None
 
 
 # -- artifacts ------------------------------------------------------------------------------

@@ -112,6 +112,8 @@ class ServerSettings(_Strict):
         None, description="internal: hashed keys, filled in by build_app")
     allow_remote_without_keys: bool = False
     max_body_bytes: int = Field(8 * MiB, ge=1024)
+    docs: bool | None = Field(None, description="serve /docs, /redoc and /openapi.json "
+                              "(without a key); default: only when no API keys are set")
 
 
 class IngestionSettings(_Strict):
@@ -340,3 +342,26 @@ def direct_ingress_env(port: int, replicas: int) -> dict[str, str]:
     return {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
             "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(first),
             "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(first + 4 * max(1, replicas) + 16)}
+
+
+# Ray's switch for single-node instances (its default on macOS and Windows): the node's
+# address is the loopback one, so GCS, raylet, workers, agents and metrics exporters all
+# listen on 127.0.0.1 instead of every interface. Read when Ray is imported.
+LOOPBACK_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def local_ray_options(address: str | None, environ: Mapping[str, str] | None = None,
+                      ) -> tuple[dict[str, Any], dict[str, str]]:
+    """``ray.init`` keyword arguments and the environment for the Ray of ``mnemoray serve``.
+
+    ``address`` (else ``$RAY_ADDRESS``) joins that cluster as it is: its own network
+    settings and firewall apply (README, "Exposure"). Otherwise a NEW local instance is
+    started (never an unrelated ``ray start`` cluster found on the machine), bound to
+    the loopback interface: the HTTP proxy is the only thing meant to be reachable.
+    """
+    environ = os.environ if environ is None else environ
+    address = address or environ.get("RAY_ADDRESS") or "local"
+    if address != "local":
+        return {"address": address, "include_dashboard": False}, {}
+    return ({"address": "local", "include_dashboard": False, "_node_ip_address": "127.0.0.1"},
+            dict(LOOPBACK_RAY_ENV))

@@ -31,12 +31,20 @@ def write_quarantine(root: Path, rows: Sequence[Mapping[str, Any]]) -> int:
         if "raw" not in row:
             raise StoreError("missing", field=f"rows[{i}].raw")
         # Never fail to quarantine: values JSON cannot hold are kept as their repr.
-        raw = json.loads(json.dumps(row["raw"], ensure_ascii=False, default=repr))
+        try:
+            raw = json.loads(json.dumps(row["raw"], ensure_ascii=False, default=repr))
+        except RecursionError:  # hostile nesting: keep what it was, not the row
+            raw = f"<{type(row['raw']).__name__} nested too deeply to keep>"
         key = hashlib.sha256(json.dumps([row["location"], row["reason"], raw],
                                         sort_keys=True).encode()).hexdigest()[:16]
-        lines.append(json.dumps({"key": key, "location": row["location"],
-                                 "reason": row["reason"], "raw": raw, "at": time.time()},
-                                ensure_ascii=False))
+        record = {"key": key, "location": row["location"], "reason": row["reason"],
+                  "raw": raw, "at": time.time()}
+        line = json.dumps(record, ensure_ascii=False)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: kept as its JSON escape (\ud800)
+            line = json.dumps(record, ensure_ascii=True)
+        lines.append(line)
     if lines:
         atomic_write_bytes(root / QUARANTINE_DIR / f"{new_name('q')}.jsonl",
                            ("\n".join(lines) + "\n").encode("utf-8"))

@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from mnemoray import limits
 from mnemoray.errors import InvalidInput
 
 MemoryKind = Literal["session_summary", "fact", "chunk", "compaction_summary"]
@@ -51,6 +52,11 @@ class Memory:
     content_hash: str = ""
     embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
     shard: int = -1
+    # The version of the session copy this record was distilled from: its event count
+    # and update time (None: unknown, e.g. raw memories or stores written before them).
+    # An older copy read later must never replace a newer one; not part of the content.
+    session_events: int | None = None
+    session_updated_at: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("app_name", "user_id", "session_id"):
@@ -62,6 +68,7 @@ class Memory:
                                     field="kind")
         if not isinstance(self.text, str) or not self.text.strip():
             raise MemoryRecordError("must be a non-empty string", field="text")
+        self._check_values()
         if not self.key_text:
             object.__setattr__(self, "key_text", self.text)
         if not self.content_hash:
@@ -70,6 +77,21 @@ class Memory:
                 ",".join(self.source_event_ids)))
         if not self.memory_id:
             object.__setattr__(self, "memory_id", self.content_hash[:24])
+
+    def _check_values(self) -> None:
+        """Times in the valid range, valid Unicode: recall answers them as JSON and ISO
+        dates, and Parquet stores them (``mnemoray.limits``)."""
+        for name in ("event_time_start", "event_time_end", "created_at", "expires_at",
+                     "session_updated_at"):
+            limits.check_optional_time(getattr(self, name, None), name, MemoryRecordError)
+        for name in ("app_name", "user_id", "session_id", "text", "key_text", "memory_id"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                limits.text_bytes(value, name, MemoryRecordError)
+        for name in ("source_event_ids", "topics", "key_facts", "entities"):
+            for i, value in enumerate(getattr(self, name)):
+                if isinstance(value, str):
+                    limits.text_bytes(value, f"{name}[{i}]", MemoryRecordError)
 
     def with_embedding(self, vector: np.ndarray) -> Memory:
         return replace(self, embedding=np.asarray(vector, dtype=np.float32))
@@ -87,6 +109,8 @@ class Memory:
             "event_time_start": self.event_time_start, "event_time_end": self.event_time_end,
             "created_at": self.created_at, "expires_at": self.expires_at,
             "content_hash": self.content_hash, "shard": self.shard,
+            "session_events": self.session_events,
+            "session_updated_at": self.session_updated_at,
         }
         if with_embedding and self.embedding is not None:
             out["embedding"] = [float(x) for x in self.embedding]
