@@ -92,7 +92,7 @@ def table(results: dict[str, Any]) -> str:
         rows.append((f"corrupt store: {name}", case.get("detected_by", ""),
                      case.get("outcome", "")))
     for name, run in (results.get("backfill") or {}).get("kills", {}).items():
-        rows.append((f"backfill kill: {name}", run.get("killed_after", ""),
+        rows.append((f"backfill SIGKILL {name}", run.get("killed_after", ""),
                      run.get("outcome", "")))
     width = [max(len(r[i]) for r in rows) if rows else 0 for i in range(3)]
     lines = ("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)) for r in rows)
