@@ -294,14 +294,17 @@ class MemoryIngress:
         self.memory_op_sync("forget_session", app_name, user_id, session_id=session_id)
 
     def end_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
-        """End a session (blocking); the trigger ingests it before this returns."""
+        """End a session (blocking); the trigger ingests it before this returns.
+
+        Ending an ended session runs its ingestion again: the retry after a failed one
+        (ingestion is idempotent, so an ingested session answers ``unchanged``)."""
         session = self.sessions.get_session(app_name, user_id, session_id)
         key = session.key
-        if session.ended:
-            return {"session_id": session_id, "ended_at": session.ended_at,
-                    "ingestion": {"status": "not_run"}}
         self._ingest_results.pop(key, None)
-        self.sessions.end_session(session)
+        if session.ended:
+            self.trigger.ingest(session, force=True)
+        else:
+            self.sessions.end_session(session)
         result = self._ingest_results.pop(key, None)
         if isinstance(result, BaseException):
             report = {"status": "failed", "error": str(result)}

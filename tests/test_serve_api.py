@@ -370,8 +370,10 @@ def test_session_lifecycle_end_ingests_memories(server: Server) -> None:
         found = recall(c, "where am I travelling", user="hank").json()["memories"]
         assert found and "Tokyo" in found[0]["text"]
         assert found[0]["provenance"]["session_id"] == "trip"
-        again = c.post("/v1/sessions/trip:end", json=who).json()
-        assert again["ingestion"]["status"] == "not_run"
+        again = c.post("/v1/sessions/trip:end", json=who).json()  # ingestion runs again
+        assert again["ingestion"] == {"status": "unchanged", "memories_added": 0,
+                                      "error": None}
+        assert again["ended_at"] == end.json()["ended_at"]
         late = c.post("/v1/sessions/trip/events", json={**who, "events": [
             {"author": "user", "text": "one more thing"}]})
         assert late.status_code == 409
