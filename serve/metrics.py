@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.exceptions import HTTPException
 
+from mnemoray.errors import MnemorayError
 from serve.http_errors import error_body, scope_request_id
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -37,7 +38,17 @@ class _StoreCollector:
         self._stats = stats
 
     def collect(self) -> Iterable[Any]:
-        s = self._stats()
+        readable = GaugeMetricFamily("mnemoray_store_readable", "1 if the memory store's "
+                                     "manifest could be read at this scrape, else 0 (run "
+                                     "`mnemoray doctor`)")
+        try:
+            s = self._stats()
+        except MnemorayError:  # a damaged store: the scrape must still answer, and say so
+            readable.add_metric([], 0.0)
+            yield readable
+            return
+        readable.add_metric([], 1.0)
+        yield readable
         for name, doc, key in (
                 ("mnemoray_index_rows", "Memory rows committed in the store (incl. forgotten)",
                  "rows"),

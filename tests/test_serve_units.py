@@ -324,3 +324,16 @@ def test_cli_refuses_a_public_host_without_keys(tmp_path: Path, monkeypatch) -> 
     assert result.exit_code == 2 and "--host needs API keys" in result.output
     bad = CliRunner().invoke(app, ["serve", "--store", str(tmp_path), "--set", "replica=2"])
     assert bad.exit_code == 2 and "replica" in bad.output
+
+
+def test_metrics_scrape_answers_while_the_store_is_damaged() -> None:
+    from mnemoray.errors import StoreCorrupt
+    from serve.metrics import Metrics
+
+    def broken() -> dict:
+        raise StoreCorrupt("manifest: /secret/path/manifest.json is not a valid manifest")
+
+    text = Metrics(broken).render().decode()
+    assert "mnemoray_store_readable 0.0" in text and "/secret/path" not in text
+    healthy = Metrics(lambda: {"rows": 3, "version": 2}).render().decode()
+    assert "mnemoray_store_readable 1.0" in healthy and "mnemoray_index_rows 3.0" in healthy
