@@ -6,6 +6,8 @@ conftest, like ``archive_gen``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from mnemoray.events import model_message, user_message
 from mnemoray.session import Session
 
@@ -43,3 +45,13 @@ def parrot(user: str = "alice", sid: str = "parrot", t: float = T0,
            app: str = "app") -> Session:
     """The seed-003 conversation: a user asks about getting a pet parrot."""
     return session(sid, t, *PARROT_TURNS, user=user, app=app)
+
+
+def assert_compiled_without_memory(out: dict[str, Any], error: str = "StoreCorrupt") -> None:
+    """A compile answer whose memory preload failed with ``error``: no memory block, and
+    the trace and ``degraded`` name the step."""
+    assert "<memory>" not in out["system_instruction"]
+    step = next(s for s in out["trace"] if s["name"] == "memory_preload")
+    assert step["error"]["step"] == "memory_preload"
+    assert step["error"]["error"] == error
+    assert out["degraded"] == [step["error"]]

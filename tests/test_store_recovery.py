@@ -3,10 +3,7 @@ recovery" and "A missing manifest.json is not detected")."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from archive_gen import make_archive
 from fastapi.testclient import TestClient
+from service_backend import ServiceBackend
 from typer.testing import CliRunner
 
 from cli.main import app
@@ -24,12 +22,9 @@ from mnemoray.memory.layout import shard_of
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
-from mnemoray.session_store import InMemorySessionStore
 from serve.api import build_api
 from serve.auth import ApiKeys
 from serve.backend import HttpConfig
-from serve.memory import MemoryOps
-from serve.metrics import Metrics
 
 runner = CliRunner()
 DIM = 16
@@ -186,28 +181,6 @@ def test_gc_on_a_corrupt_manifest_is_one_line_naming_the_file(tmp_path: Path,
 
 
 # -- serving a corrupt store ------------------------------------------------------------------
-class ServiceBackend:
-    """The HTTP backend protocol over a real MemoryService (no Ray)."""
-
-    def __init__(self, service: MemoryService) -> None:
-        self.ops = MemoryOps(service)
-        self.metrics = Metrics(lambda: {})
-        self.sessions = InMemorySessionStore()
-
-    async def run_io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(fn, *args, **kwargs))
-
-    async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
-                     filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
-        return await self.run_io(self.ops.call, "recall", app_name, user_id,
-                                 {"query": query, "top_k": top_k, "filters": filters,
-                                  "mode": mode})
-
-    async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
-        return await self.run_io(self.ops.call, op, app_name, user_id, kwargs)
-
-
 @pytest.mark.parametrize("damage", ["binary", "truncated", "not an object", "another model",
                                     "keyword-only with a dim"])
 def test_a_corrupt_manifest_while_serving_is_a_500_without_the_path(

@@ -19,6 +19,7 @@ from mnemoray.compiler.request import (
     FunctionCall,
     FunctionResponse,
     Part,
+    StepError,
     TraceStep,
 )
 from mnemoray.compiler.services import MemorySearch, MemorySnippet, Services
@@ -47,6 +48,7 @@ __all__ = [
     "Processor",
     "Services",
     "StaticInstructionProcessor",
+    "StepError",
     "TemplateError",
     "TokenBudgetProcessor",
     "TraceStep",

@@ -102,10 +102,11 @@ class Compiler:
                            (time.perf_counter_ns() - start) // 1000,
                            {"tools": [t["name"] for t in ctx.tools]})]
         for processor in self._processors:
-            ctx.detail = {}
+            ctx.detail, ctx.step, ctx.error = {}, processor.name, None
             before = ctx.total_tokens
             start = time.perf_counter_ns()
             processor.process(ctx)
             micros = (time.perf_counter_ns() - start) // 1000
-            trace.append(TraceStep(processor.name, ctx.total_tokens - before, micros, ctx.detail))
+            trace.append(TraceStep(processor.name, ctx.total_tokens - before, micros, ctx.detail,
+                                   ctx.error))
         return ctx.build(trace)

@@ -9,7 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mnemoray.compiler.agent import AgentSpec
-from mnemoray.compiler.request import CompiledRequest, Content, ContentRole, Part, TraceStep
+from mnemoray.compiler.degrade import step_error
+from mnemoray.compiler.request import (
+    CompiledRequest,
+    Content,
+    ContentRole,
+    Part,
+    StepError,
+    TraceStep,
+)
 from mnemoray.compiler.services import Services
 from mnemoray.session import Session
 from mnemoray.tokens import count_tokens
@@ -34,7 +42,8 @@ class CompileContext:
     Processors change the request only through the helpers below, which keep
     the token total current so no step ever recounts the whole request.
     ``detail`` is the current step's trace detail; the compiler gives each
-    processor a fresh one.
+    processor a fresh one. ``step`` names the running processor and ``error`` is
+    what it degraded on (:meth:`degrade`), reset for each processor.
     """
 
     session: Session
@@ -49,6 +58,8 @@ class CompileContext:
     tools: list[dict[str, Any]] = field(default_factory=list)
     new_message_content: Content | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    step: str = ""
+    error: StepError | None = None
     _instruction_tokens: int = 0
     _content_tokens: int = 0
     _tool_tokens: int = 0
@@ -106,6 +117,14 @@ class CompileContext:
         self.tools.append(tool)
         self._tool_tokens += count_tokens(json.dumps(tool, sort_keys=True))
         return True
+
+    # -- failures ------------------------------------------------------------------
+    def degrade(self, exc: BaseException) -> StepError:
+        """Record that the current step skipped its outside source because of ``exc``
+        (the caller decided it may: :func:`mnemoray.compiler.degrade.degradable`).
+        The step's trace entry and the request's ``degraded`` list name it."""
+        self.error = step_error(self.step, exc)
+        return self.error
 
     # -- result -------------------------------------------------------------------
     def build(self, trace: list[TraceStep]) -> CompiledRequest:

@@ -71,17 +71,36 @@ class Content:
 
 
 @dataclass(frozen=True)
+class StepError:
+    """A step that failed on an outside source and was skipped (the compile went on).
+
+    ``error`` is the error's class name; ``message`` is safe to show a client (a
+    non-public error's message stays in the server log).
+    """
+
+    step: str
+    error: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "error": self.error, "message": self.message}
+
+
+@dataclass(frozen=True)
 class TraceStep:
-    """What one processor did: tokens it added (negative if it removed), time."""
+    """What one processor did: tokens it added (negative if it removed), time, and
+    the error it degraded on, if any."""
 
     name: str
     tokens_added: int
     micros: int
     detail: dict[str, Any] = field(default_factory=dict)
+    error: StepError | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "tokens_added": self.tokens_added, "micros": self.micros,
-                "detail": _json_ready(self.detail)}
+                "detail": _json_ready(self.detail),
+                "error": None if self.error is None else self.error.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -94,6 +113,11 @@ class CompiledRequest:
     prefix_hash: str
     trace: list[TraceStep]
 
+    @property
+    def degraded(self) -> list[StepError]:
+        """The steps skipped because an outside source failed (empty: a full compile)."""
+        return [t.error for t in self.trace if t.error is not None]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "system_instruction": self.system_instruction,
@@ -103,6 +127,7 @@ class CompiledRequest:
             "total_tokens": self.total_tokens,
             "prefix_hash": self.prefix_hash,
             "trace": [t.to_dict() for t in self.trace],
+            "degraded": [e.to_dict() for e in self.degraded],
         }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mnemoray.compiler.degrade import step_error
+
 LOAD_MEMORY = "load_memory"
 LOAD_ARTIFACTS = "load_artifacts"
 
@@ -36,3 +38,11 @@ LOAD_ARTIFACTS_TOOL: dict[str, Any] = {
         "required": ["artifact_names"],
     },
 }
+
+
+def unavailable_result(source: str, exc: BaseException) -> dict[str, str]:
+    """What a tool answers when its outside source (``"memory"``) failed: a result the
+    model can read and work around, where an exception would end its turn. Only the
+    public part of ``exc`` is shown (:func:`mnemoray.compiler.degrade.step_error`)."""
+    err = step_error(source, exc)
+    return {"error": f"{source} is unavailable: {err.error}: {err.message}"}

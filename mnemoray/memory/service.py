@@ -23,7 +23,9 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow.parquet as pq
 
+from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.services import MemorySearch, MemorySnippet
+from mnemoray.compiler.tools import unavailable_result
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
 from mnemoray.errors import ConfigError
 from mnemoray.memory.layout import parquet_path, shard_of
@@ -322,9 +324,21 @@ class MemoryService:
         return search
 
     def load_memory(self, app_name: str, user_id: str, query: str,
-                    top_k: int = 5) -> list[dict[str, Any]]:
-        """The ``load_memory`` tool's answer: :meth:`RecallResult.to_dict`, best first."""
-        return [r.to_dict() for r in self.search(app_name, user_id, query, top_k)]
+                    top_k: int = 5) -> list[dict[str, Any]] | dict[str, str]:
+        """The ``load_memory`` tool's answer: :meth:`RecallResult.to_dict`, best first.
+
+        When recall fails for a reason that is not the caller's (a damaged store, an
+        embedder failure: :func:`~mnemoray.compiler.degrade.degradable`), an error
+        result the model can read, ``{"error": "memory is unavailable: ..."}``; a
+        caller's error (an empty query) still raises."""
+        try:
+            return [r.to_dict() for r in self.search(app_name, user_id, query, top_k)]
+        except Exception as exc:
+            if not degradable(exc):
+                raise
+            log.warning("load_memory for %s/%s answers an error: %s: %s", app_name, user_id,
+                        type(exc).__name__, exc, exc_info=exc)
+            return unavailable_result("memory", exc)
 
     # -- reading ------------------------------------------------------------------
     def list_memories(self, app_name: str, user_id: str, after: tuple[float, str] | None = None,

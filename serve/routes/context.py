@@ -32,5 +32,7 @@ async def compile_context(body: CompileRequest, caller: Caller,
                                     body.new_message, body.temp_state)
     except TemplateError as exc:  # the template is the request's agent.instruction
         raise exc.within("agent") from exc
+    # A step skipped on a failed memory source still answers 200; /metrics counts it.
+    backend.metrics.count_degraded(out.get("degraded") or ())
     out["took_ms"] = elapsed_ms(start)
     return out

@@ -2,16 +2,24 @@
 
 Recalled memories go into the system instruction after the static prefix,
 never into it, so changing recall results never invalidate the prefix cache.
+
+Recall is an enrichment: when the store, the embedder or a shard's replica fails,
+the compile goes on without the memory block and the trace names the error (see
+:mod:`mnemoray.compiler.degrade` for which failures do, and why).
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 
 from mnemoray.compiler.context import CompileContext
+from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.services import MemorySnippet
 from mnemoray.compiler.tools import LOAD_MEMORY_TOOL
 from mnemoray.events import Event
+
+log = logging.getLogger(__name__)
 
 MEMORY_OPEN = "<memory>"
 MEMORY_CLOSE = "</memory>"
@@ -34,11 +42,22 @@ class MemoryPreloadProcessor:
             ctx.detail["skipped"] = "no user text to search with"
             return
         session = ctx.session
-        snippets = list(search(session.app_name, session.user_id, query,
-                               ctx.agent.preload_top_k))[: ctx.agent.preload_top_k]
-        ctx.detail.update(query=query, memory_ids=[s.memory_id for s in snippets])
-        if snippets:
-            ctx.add_instruction(memory_block(snippets))
+        ctx.detail["query"] = query
+        try:
+            snippets = list(search(session.app_name, session.user_id, query,
+                                   ctx.agent.preload_top_k))[: ctx.agent.preload_top_k]
+            block = memory_block(snippets) if snippets else ""
+        except Exception as exc:
+            if not degradable(exc):
+                raise
+            err = ctx.degrade(exc)
+            # The full error (a damaged store's path) is for the operator only.
+            log.warning("compile of %s/%s/%s goes on without memories: %s: %s",
+                        session.app_name, session.user_id, session.session_id, err.error, exc,
+                        exc_info=exc)
+            return
+        ctx.detail["memory_ids"] = [s.memory_id for s in snippets]
+        ctx.add_instruction(block)
 
 
 def last_user_text(events: list[Event]) -> str:

@@ -1,0 +1,52 @@
+"""The HTTP backend protocol over a real MemoryService and compiler, as the ingress
+replica wires them, without Ray: for tests of the HTTP edge over real data."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.compiler import AgentSpec, Compiler, Services
+from mnemoray.memory.service import MemoryService
+from mnemoray.session_store import InMemorySessionStore
+from serve.memory import MemoryOps
+from serve.metrics import Metrics
+
+
+class ServiceBackend:
+    """The HTTP backend protocol over a real MemoryService and compiler, as the ingress
+    replica wires them (no Ray)."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+        self.ops = MemoryOps(service)
+        self.metrics = Metrics(lambda: {})
+        self.sessions = InMemorySessionStore()
+        self.artifacts = InMemoryArtifactStore()
+        self.compiler = Compiler.default()
+
+    async def run_io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(fn, *args, **kwargs))
+
+    async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
+                     filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+        return await self.run_io(self.ops.call, "recall", app_name, user_id,
+                                 {"query": query, "top_k": top_k, "filters": filters,
+                                  "mode": mode})
+
+    async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
+        return await self.run_io(self.ops.call, op, app_name, user_id, kwargs)
+
+    async def compile(self, app_name: str, user_id: str, session_id: str,
+                      agent: Mapping[str, Any], new_message: str | None,
+                      temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
+        def work() -> dict[str, Any]:
+            session = self.sessions.get_session(app_name, user_id, session_id)
+            services = Services(memory_search=self.service.memory_search())
+            return self.compiler.compile(session, AgentSpec(**agent), new_message, services,
+                                         dict(temp_state) if temp_state else None).to_dict()
+        return await self.run_io(work)
