@@ -18,6 +18,7 @@ of the class the status stands for: ``except NotFound`` (404),
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,10 @@ class ArtifactContent:
         return self.data.decode("utf-8")
 
 
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
 def _seg(value: str) -> str:
     return quote(value, safe="")
 
@@ -188,12 +193,14 @@ class MnemorayClient:
                                                          "user_id": user_id,
                                                          "memories": items})
 
-    def add_session(self, session: Any) -> dict[str, Any]:
+    def add_session(self, session: Any, *, wait: bool = True) -> dict[str, Any]:
         """Distill a whole session (a ``Session`` or its dict) into memories. The same
         content posted again adds nothing (``status`` "unchanged"); an older copy than the
-        stored one replaces nothing (``status`` "older_copy")."""
+        stored one replaces nothing (``status`` "older_copy"). ``wait=False``: queue it
+        on the server's disk and return ``{"job_id", "status"}`` at once (see
+        :meth:`wait_for_job`)."""
         raw = _as_dict(session)
-        return self._json("POST", "/v1/memories", json={
+        return self._json("POST", "/v1/memories", params={"wait": _flag(wait)}, json={
             "app_name": raw["app_name"], "user_id": raw["user_id"], "session": raw})
 
     def list_memories(self, app_name: str, user_id: str, cursor: str | None = None,
@@ -250,10 +257,38 @@ class MnemorayClient:
             body["expected_version"] = expected_version
         return self._json("POST", f"/v1/sessions/{_seg(session_id)}/events", json=body)
 
-    def end_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
-        """End the session; the answer reports the memory ingestion it triggered."""
+    def end_session(self, app_name: str, user_id: str, session_id: str, *,
+                    wait: bool = False) -> dict[str, Any]:
+        """End the session. Its memory ingestion is queued on the server's disk:
+        ``{"session_id", "ended_at", "job_id"}`` (follow it with :meth:`wait_for_job`).
+        ``wait=True``: the ingestion runs first and the answer reports it under
+        ``ingestion``. Ending an ended session queues its ingestion again."""
         return self._json("POST", f"/v1/sessions/{_seg(session_id)}:end",
+                          params={"wait": _flag(wait)},
                           json={"app_name": app_name, "user_id": user_id})
+
+    # -- ingestion jobs -----------------------------------------------------------------------
+    def get_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
+        """``{"job_id", "status", "memories_added", "error"}``; status is ``queued``,
+        ``running``, ``done`` or ``failed``."""
+        return self._json("GET", f"/v1/jobs/{_seg(job_id)}",
+                          params={"app_name": app_name, "user_id": user_id})
+
+    def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
+        """Queue a failed job again with the input it kept (409 unless it failed)."""
+        return self._json("POST", f"/v1/jobs/{_seg(job_id)}:retry",
+                          json={"app_name": app_name, "user_id": user_id})
+
+    def wait_for_job(self, app_name: str, user_id: str, job_id: str, *,
+                     timeout_s: float = 60.0, poll_s: float = 0.1) -> dict[str, Any]:
+        """Poll until the job is ``done`` or ``failed``; after ``timeout_s`` the job as
+        it is then (check its ``status``)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.get_job(app_name, user_id, job_id)
+            if job["status"] in ("done", "failed") or time.monotonic() >= deadline:
+                return job
+            time.sleep(poll_s)
 
     # -- context ----------------------------------------------------------------------------
     def compile(self, app_name: str, user_id: str, session_id: str, agent: Any,

@@ -70,7 +70,25 @@ class MemoryBackend(Protocol):
         """The CompiledRequest dict of one model call."""
         ...
 
-    def end_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
-        """End a session (blocking: run it through :meth:`run_io`); the answer reports
-        the memory ingestion it triggered."""
+    def end_session(self, app_name: str, user_id: str, session_id: str, *,
+                    wait: bool = False) -> dict[str, Any]:
+        """End a session (blocking: run it through :meth:`run_io`) and queue its memory
+        ingestion: ``{"session_id", "ended_at", "job_id"}``. ``wait``: run the job before
+        answering, ``{"session_id", "ended_at", "ingestion": {...}}``. Ending an ended
+        session queues a new job (the retry of a failed one)."""
+        ...
+
+    def enqueue_session(self, app_name: str, user_id: str,
+                        session: Mapping[str, Any]) -> dict[str, Any]:
+        """Queue a posted session's ingestion (blocking; its input is on disk when this
+        returns): ``{"job_id", "status"}``."""
+        ...
+
+    def get_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
+        """``{"job_id", "status", "memories_added", "error"}`` of the tenant's job
+        (blocking); another tenant's is :class:`mnemoray.errors.NotFound`."""
+        ...
+
+    def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
+        """Queue a failed job again (blocking); its status as :meth:`get_job`."""
         ...

@@ -43,11 +43,11 @@ from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.retrieval import RecallFilters, check_mode
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
-from mnemoray.memory.triggers import IngestionTrigger
 from mnemoray.sqlite_store import SQLiteSessionStore
 from serve.api import build_api, http_config
 from serve.auth import ApiKeys
 from serve.deployments import remote_models
+from serve.ingestion import IngestionJobs
 from serve.memory import MemoryOps, call_on_loop
 from serve.metrics import Metrics
 from serve.settings import parse_settings
@@ -137,12 +137,9 @@ class MemoryIngress:
         self.artifacts = FileArtifactStore(s.artifacts_path)
         self.compiler = Compiler.default()
         self.metrics = Metrics(self.store_stats)
-        self._ingest_results: dict[tuple[str, str, str], Any] = {}
-        self.trigger = IngestionTrigger(s.ingestion.trigger.config(), self._ingest,
-                                        self._forget_session,
-                                        on_error=self._ingest_failed).attach(self.sessions)
-        if s.ingestion.trigger.type == "inactivity":
-            self.trigger.start_background(self.sessions, s.ingestion.trigger.poll_interval_s)
+        # Every ingestion (end, triggers, queued adds) is a durable job run by a worker
+        # thread here; a restart resumes the unfinished ones.
+        self.ingestion = IngestionJobs(s, self.sessions, self.memory_op_sync, self.metrics)
         self._embedding = 0  # queries between "want a vector" and "got it"
         self._wait_now = -1.0
         self._encode_started: float | None = None  # the running batch's start
@@ -163,9 +160,9 @@ class MemoryIngress:
         memory = getattr(self, "memory", None)
         if memory is not None:
             memory.close()
-        trigger = getattr(self, "trigger", None)
-        if trigger is not None:
-            trigger.stop(timeout=1)
+        ingestion = getattr(self, "ingestion", None)
+        if ingestion is not None:
+            ingestion.stop()
 
     # -- query embedding: in-process, micro-batched ----------------------------------
     @serve.batch(max_batch_size=BATCH_MAX_SIZE, batch_wait_timeout_s=BATCH_WAIT_S)
@@ -278,42 +275,20 @@ class MemoryIngress:
 
         return await self.run_io(work)
 
-    # -- ingestion ---------------------------------------------------------------------
-    def _ingest(self, session: Any) -> None:
-        result = self.memory_op_sync("add_session", session.app_name, session.user_id,
-                                     session=session)
-        self._ingest_results[session.key] = result
-        self.metrics.ingestions.labels("ingested" if result["added"] else "unchanged").inc()
+    # -- ingestion: durable jobs (serve.ingestion) -----------------------------------------
+    def end_session(self, app_name: str, user_id: str, session_id: str, *,
+                    wait: bool = False) -> dict[str, Any]:
+        return self.ingestion.end_session(app_name, user_id, session_id, wait=wait)
 
-    def _ingest_failed(self, exc: BaseException, key: tuple[str, str, str]) -> None:
-        log.error("memory ingestion failed for session %s/%s/%s: %s", *key, exc)
-        self._ingest_results[key] = exc
-        self.metrics.ingestions.labels("failed").inc()
+    def enqueue_session(self, app_name: str, user_id: str,
+                        session: Mapping[str, Any]) -> dict[str, Any]:
+        return self.ingestion.enqueue_session(app_name, user_id, session)
 
-    def _forget_session(self, app_name: str, user_id: str, session_id: str) -> None:
-        self.memory_op_sync("forget_session", app_name, user_id, session_id=session_id)
+    def get_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
+        return self.ingestion.get_job(app_name, user_id, job_id)
 
-    def end_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
-        """End a session (blocking); the trigger ingests it before this returns.
-
-        Ending an ended session runs its ingestion again: the retry after a failed one
-        (ingestion is idempotent, so an ingested session answers ``unchanged``)."""
-        session = self.sessions.get_session(app_name, user_id, session_id)
-        key = session.key
-        self._ingest_results.pop(key, None)
-        if session.ended:
-            self.trigger.ingest(session, force=True)
-        else:
-            self.sessions.end_session(session)
-        result = self._ingest_results.pop(key, None)
-        if isinstance(result, BaseException):
-            report = {"status": "failed", "error": str(result)}
-        elif result is None:
-            report = {"status": "not_run"}
-        else:
-            report = {"status": "ingested" if result["added"] else "unchanged",
-                      "memories_added": result["added"]}
-        return {"session_id": session_id, "ended_at": session.ended_at, "ingestion": report}
+    def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
+        return self.ingestion.retry_job(app_name, user_id, job_id)
 
     # -- stats ---------------------------------------------------------------------------
     def store_stats(self) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.exceptions import HTTPException
 
@@ -29,6 +29,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.03, 0.05, 0.075,
                    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 
 class _StoreCollector:
@@ -87,11 +88,28 @@ class Metrics:
                                      buckets=BATCH_BUCKETS, registry=self.registry)
         self.ingestions = Counter("mnemoray_session_ingestions", "Session ingestions",
                                   ["status"], registry=self.registry)
+        # The ingestion queue (serve.ingestion) sets the depth's function: read at scrape.
+        self.queue_depth = Gauge("mnemoray_ingestion_queue_depth",
+                                 "Ingestion jobs queued or running (the shared jobs.db)",
+                                 registry=self.registry)
+        self.job_latency = Histogram("mnemoray_ingestion_job_duration_seconds",
+                                     "Ingestion job latency, from enqueue to done or failed",
+                                     ["status"], buckets=JOB_BUCKETS, registry=self.registry)
+        # Labels: a processor name and an error class name, both bounded by the code.
+        self.compile_degraded = Counter("mnemoray_compile_degraded",
+                                        "Compiles that skipped a step whose outside source "
+                                        "failed (answered without it)", ["step", "error"],
+                                        registry=self.registry)
         self.registry.register(_StoreCollector(store_stats))  # type: ignore[arg-type]
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()
         self.latency.labels(route, method).observe(seconds)
+
+    def count_degraded(self, degraded: Iterable[Mapping[str, Any]]) -> None:
+        """Count a compile's ``degraded`` steps (``{"step", "error", ...}`` each)."""
+        for d in degraded:
+            self.compile_degraded.labels(d["step"], d["error"]).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -252,9 +252,40 @@ class IngestionReport(BaseModel):
 
 
 class EndSessionResponse(BaseModel):
+    """``?wait=true``: the ingestion ran before the answer (200)."""
+
     session_id: str
     ended_at: float
     ingestion: IngestionReport
+
+
+class EndSessionAccepted(BaseModel):
+    """The default (202): the session is ended and its ingestion job is on disk."""
+
+    session_id: str
+    ended_at: float
+    job_id: str = Field(description="poll GET /v1/jobs/{job_id}")
+
+
+# -- ingestion jobs ------------------------------------------------------------------------
+class JobOut(BaseModel):
+    job_id: str
+    status: Literal["queued", "running", "done", "failed"]
+    memories_added: int = 0
+    error: str | None = Field(None, description="why a failed job failed; retry it with "
+                              "POST /v1/jobs/{job_id}:retry")
+
+
+class JobAccepted(BaseModel):
+    """``POST /v1/memories?wait=false`` with a session: queued on disk (202)."""
+
+    job_id: str
+    status: Literal["queued", "running", "done", "failed"]
+
+
+class RetryJobRequest(_Request):
+    app_name: Id
+    user_id: Id
 
 
 # -- compile -----------------------------------------------------------------------------

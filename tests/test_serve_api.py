@@ -8,6 +8,7 @@ exercised over real HTTP (httpx and ``mnemoray.client``).
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import threading
 import time
@@ -15,13 +16,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from factories import DAY, T0, parrot
+from factories import DAY, T0, assert_compiled_without_memory, parrot
 from factories import session as _session
 
 from mnemoray.client import MnemorayAPIError, MnemorayClient
 from mnemoray.events import user_message
+from mnemoray.memory.layout import shard_of
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
+from mnemoray.memory.store import MemoryStore
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -363,17 +366,28 @@ def test_session_lifecycle_end_ingests_memories(server: Server) -> None:
             "sessions"]] == ["trip"]
         assert recall(c, "where am I travelling", user="hank").json()["memories"] == []
 
+        # 202: the session is ended and its ingestion job is on disk; the job runs after.
         end = c.post("/v1/sessions/trip:end", json=who)
-        assert end.status_code == 200, end.text
-        assert end.json()["ingestion"]["status"] == "ingested"
-        assert end.json()["ingestion"]["memories_added"] > 0
+        assert end.status_code == 202, end.text
+        assert set(end.json()) == {"session_id", "ended_at", "job_id"}
+        job_id = end.json()["job_id"]
+        deadline = time.time() + 30
+        while (job := c.get(f"/v1/jobs/{job_id}", params=who).json())["status"] in (
+                "queued", "running") and time.time() < deadline:
+            time.sleep(0.05)
+        assert job["status"] == "done" and job["memories_added"] > 0, job
+        assert job["error"] is None
+        assert c.get(f"/v1/jobs/{job_id}", params={**who, "user_id": "ivy"}).status_code == 404
         found = recall(c, "where am I travelling", user="hank").json()["memories"]
         assert found and "Tokyo" in found[0]["text"]
         assert found[0]["provenance"]["session_id"] == "trip"
-        again = c.post("/v1/sessions/trip:end", json=who).json()  # ingestion runs again
-        assert again["ingestion"] == {"status": "unchanged", "memories_added": 0,
-                                      "error": None}
-        assert again["ended_at"] == end.json()["ended_at"]
+        # ?wait=true: today's synchronous answer; ending again runs ingestion again.
+        again = c.post("/v1/sessions/trip:end", params={"wait": "true"}, json=who)
+        assert again.status_code == 200, again.text
+        assert again.json()["ingestion"] == {"status": "unchanged", "memories_added": 0,
+                                             "error": None}
+        assert again.json()["ended_at"] == end.json()["ended_at"]
+        assert "mnemoray_ingestion_queue_depth" in c.get("/metrics").text
         late = c.post("/v1/sessions/trip/events", json={**who, "events": [
             {"author": "user", "text": "one more thing"}]})
         assert late.status_code == 409
@@ -410,6 +424,48 @@ def test_compile_returns_request_and_trace(server: Server) -> None:
     assert no_session.value.status == 404
     assert bad_agent.value.status == 422 and bad_agent.value.field == "agent.include_contents"
     del who
+
+
+def test_compile_with_an_unreadable_store_answers_without_memories(
+        server: Server, tmp_path: Path) -> None:
+    """The issue-12 contract: preload while the memory store is unreadable (alice's shard
+    damaged, in a copy of the store served under /damaged) is a 200 without memories
+    whose trace names the failed step; /metrics counts it."""
+    from ray import serve
+
+    from serve.app import build_app
+
+    store = tmp_path / "store"
+    shutil.copytree(server.store, store)
+    m = MemoryStore(store).manifest()
+    shard = shard_of("app", "alice", m.shards)
+    for entry in m.segments[shard]:
+        (store / "memories" / f"shard={shard:04d}" / f"{entry.name}.parquet").write_bytes(
+            b"PAR1 truncated")
+    name = APP_NAME + "-damaged"
+    serve.run(build_app({"store": str(store), "server": {"api_keys": str(server.keys)},
+                         "models": {"embedder_deployment": False,
+                                    "summarizer_deployment": False}}),
+              name=name, route_prefix="/damaged")
+    body = {"app_name": "app", "user_id": "alice", "session_id": "degraded",
+            "agent": {"name": "helper", "static_instruction": "You are helpful.",
+                      "memory_preload": True}, "new_message": "that flying animal again"}
+    try:
+        with httpx.Client(base_url=server.base + "/damaged", timeout=60,
+                          headers={"Authorization": f"Bearer {KEY_A}"}) as c:
+            assert c.post("/v1/sessions", json={"app_name": "app", "user_id": "alice",
+                                                "session_id": "degraded"}).status_code == 201
+            assert recall(c, "flying animal").status_code == 500  # recall itself fails
+            r = c.post("/v1/context:compile", json=body)
+            metrics = c.get("/metrics").text
+    finally:
+        serve.delete(name)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert_compiled_without_memory(out)
+    assert str(store) not in r.text
+    assert 'mnemoray_compile_degraded_total{error="StoreCorrupt",step="memory_preload"} 1.0' \
+        in metrics
 
 
 # -- artifacts ----------------------------------------------------------------------------------
@@ -466,7 +522,8 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
             mr.create_session("app", "ivan", "hobby")
             mr.append_events("app", "ivan", "hobby", [user_message("I also restore old "
                                                                    "bicycles.")])
-            assert mr.end_session("app", "ivan", "hobby")["ingestion"]["status"] == "ingested"
+            ended = mr.end_session("app", "ivan", "hobby", wait=True)
+            assert ended["ingestion"]["status"] == "ingested"
             assert mr.recall("app", "ivan", "bicycles")["memories"]
             assert mr.forget_user("app", "ivan") >= 2
             assert mr.recall("app", "ivan", "stamps")["memories"] == []

@@ -8,6 +8,7 @@ import asyncio
 import functools
 import json
 import logging
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from mnemoray.errors import (
     Unauthorized,
     Unavailable,
 )
+from mnemoray.memory.jobs import JobQueue
 from mnemoray.session_store import InMemorySessionStore, SessionNotFoundError
 from mnemoray.summarizers.errors import BackendRequestError
 from serve.api import build_api
@@ -51,9 +53,12 @@ SERVE = Path(__file__).parent.parent / "serve"
 class FakeBackend:
     """Sessions and artifacts in memory; recall / memory ops answer or raise as told."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs_db: Path | None = None) -> None:
         self.metrics = Metrics(lambda: {})
         self.sessions = InMemorySessionStore()
+        # The real queue (a test runs its jobs by hand), in a folder of its own if not given.
+        self._tmp = tempfile.TemporaryDirectory(prefix="mnemoray-jobs-")
+        self.jobs = JobQueue(jobs_db or Path(self._tmp.name) / "jobs.db")
         self.artifacts = InMemoryArtifactStore()
         self.fail: BaseException | None = None
         self.forgotten = 1
@@ -83,16 +88,34 @@ class FakeBackend:
         self._maybe_fail()
         return {"system_instruction": agent.get("instruction", "")}
 
-    def end_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+    def end_session(self, app_name: str, user_id: str, session_id: str, *,
+                    wait: bool = False) -> dict[str, Any]:
         session = self.sessions.get_session(app_name, user_id, session_id)
-        self.sessions.end_session(session)
-        return {"session_id": session_id, "ended_at": session.ended_at,
-                "ingestion": {"status": "not_run"}}
+        if not session.ended:
+            self.sessions.end_session(session)
+        job = self.jobs.enqueue(app_name, user_id, session_id, kind="session_end")
+        out = {"session_id": session_id, "ended_at": session.ended_at}
+        if wait:
+            self.jobs.finish(job.job_id, 0)
+            return {**out, "ingestion": {"status": "unchanged"}}
+        return {**out, "job_id": job.job_id}
+
+    def enqueue_session(self, app_name: str, user_id: str,
+                        session: Mapping[str, Any]) -> dict[str, Any]:
+        job = self.jobs.enqueue(app_name, user_id, str(session.get("session_id")),
+                                kind="add_session", payload=dict(session))
+        return {"job_id": job.job_id, "status": job.status}
+
+    def get_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
+        return self.jobs.get(app_name, user_id, job_id).public()
+
+    def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
+        return self.jobs.retry(app_name, user_id, job_id).public()
 
 
 @pytest.fixture
-def backend() -> FakeBackend:
-    return FakeBackend()
+def backend(tmp_path: Path) -> FakeBackend:
+    return FakeBackend(tmp_path / "jobs.db")
 
 
 @pytest.fixture
@@ -254,7 +277,7 @@ def test_every_route_needs_a_key_for_its_app(client: TestClient) -> None:
     checked = 0
     for method, template in routes:
         path = template.format(app_name="other", user_id="ana", session_id="s1",
-                               name="n.txt", memory_id="m1")
+                               name="n.txt", memory_id="m1", job_id="j1")
         body = bodies.get((method, path))
         content = json.dumps(body).encode() if body else b"{}"
         for auth in ("", "Bearer not-a-key-0000000000"):
@@ -312,12 +335,86 @@ def test_session_routes_and_their_errors(client: TestClient) -> None:
         {"author": "user", "text": "fine"}, {"author": "user", "role": "robot"}]}), 422)
     assert bad["field"] == "events[1].role" and bad["message"].startswith("events[1].role: ")
     assert error_of(client.get("/v1/sessions/nope", params=WHO), 404)
-    assert client.post("/v1/sessions/s1:end", json=WHO).json()["session_id"] == "s1"
+    end = client.post("/v1/sessions/s1:end", json=WHO)
+    assert end.status_code == 202 and end.json()["session_id"] == "s1"
+    assert set(end.json()) == {"session_id", "ended_at", "job_id"}
     ended = client.post("/v1/sessions/s1/events", json={**WHO, "events": [
         {"author": "user", "text": "late", "id": "e9"}]})
     assert error_of(ended, 409)
     assert [s["session_id"] for s in client.get("/v1/sessions", params=WHO).json()[
         "sessions"]] == ["s1"]
+
+
+def test_end_answers_202_with_a_job_and_wait_keeps_the_report(client: TestClient,
+                                                               backend: FakeBackend) -> None:
+    client.post("/v1/sessions", json={**WHO, "session_id": "s1"})
+    end = client.post("/v1/sessions/s1:end", json=WHO)
+    assert end.status_code == 202, end.text
+    job_id = end.json()["job_id"]
+    job = client.get(f"/v1/jobs/{job_id}", params=WHO)
+    assert job.status_code == 200
+    assert job.json() == {"job_id": job_id, "status": "queued", "memories_added": 0,
+                          "error": None}
+    waited = client.post("/v1/sessions/s1:end", params={"wait": "true"}, json=WHO)
+    assert waited.status_code == 200 and waited.json()["ingestion"]["status"] == "unchanged"
+    assert "job_id" not in waited.json()
+    assert error_of(client.post("/v1/sessions/nope:end", json=WHO), 404)
+
+
+def test_jobs_are_404_for_other_tenants_and_retry_only_failed_ones(
+        client: TestClient, backend: FakeBackend) -> None:
+    client.post("/v1/sessions", json={**WHO, "session_id": "s1"})
+    job_id = client.post("/v1/sessions/s1:end", json=WHO).json()["job_id"]
+    other = error_of(client.get(f"/v1/jobs/{job_id}", params={**WHO, "user_id": "bob"}), 404)
+    assert other["field"] == "job_id"
+    assert error_of(client.get(f"/v1/jobs/{job_id}", params={**WHO, "app_name": "other"}),
+                    403)  # the key is for "app" only
+    assert error_of(client.post(f"/v1/jobs/{job_id}:retry", json=WHO), 409)
+    backend.jobs.claim()
+    backend.jobs.fail(job_id, "summarizer: backend down")
+    failed = client.get(f"/v1/jobs/{job_id}", params=WHO).json()
+    assert failed["status"] == "failed" and failed["error"] == "summarizer: backend down"
+    retried = client.post(f"/v1/jobs/{job_id}:retry", json=WHO)
+    assert retried.status_code == 202 and retried.json()["status"] == "queued"
+    assert error_of(client.post(f"/v1/jobs/{job_id}:retry",
+                                json={**WHO, "user_id": "bob"}), 404)
+
+
+def test_add_session_in_the_background_keeps_the_posted_session(
+        client: TestClient, backend: FakeBackend) -> None:
+    session = {"app_name": "app", "user_id": "ana", "session_id": "s7", "events": []}
+    r = client.post("/v1/memories", params={"wait": "false"}, json={**WHO, "session": session})
+    assert r.status_code == 202, r.text
+    job = backend.jobs.get("app", "ana", r.json()["job_id"])
+    assert job.payload == session and job.status == "queued"
+    sync = client.post("/v1/memories", json={**WHO, "session": session})
+    assert sync.status_code == 201 and sync.json()["added"] == 0
+
+
+def client_over(client: TestClient) -> MnemorayClient:
+    """The Python client, its requests answered by the in-process app."""
+    def transport(request: httpx.Request) -> httpx.Response:
+        r = client.request(request.method, request.url.path, params=request.url.params,
+                           content=request.content, headers=dict(request.headers))
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+    return MnemorayClient("http://test", KEY, transport=httpx.MockTransport(transport))
+
+
+def test_the_client_follows_a_job(client: TestClient, backend: FakeBackend) -> None:
+    with client_over(client) as mr:
+        mr.create_session("app", "ana", "s1")
+        job_id = mr.end_session("app", "ana", "s1")["job_id"]
+        assert mr.wait_for_job("app", "ana", job_id, timeout_s=0.05)["status"] == "queued"
+        claimed = backend.jobs.claim()
+        assert claimed is not None and claimed.job_id == job_id
+        backend.jobs.finish(job_id, 4)
+        assert mr.wait_for_job("app", "ana", job_id) == {
+            "job_id": job_id, "status": "done", "memories_added": 4, "error": None}
+        assert mr.end_session("app", "ana", "s1", wait=True)["ingestion"]["status"] == \
+            "unchanged"
+        with pytest.raises(NotFound):
+            mr.get_job("app", "bob", job_id)
 
 
 def test_compile_template_error_names_the_agent_field(client: TestClient,
@@ -347,12 +444,7 @@ def test_artifact_routes(client: TestClient) -> None:
 
 # -- the client maps answers back to the typed classes -----------------------------------------
 def test_client_raises_the_typed_error(client: TestClient, backend: FakeBackend) -> None:
-    def transport(request: httpx.Request) -> httpx.Response:
-        r = client.request(request.method, request.url.path, params=request.url.params,
-                           content=request.content, headers=dict(request.headers))
-        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
-
-    with MnemorayClient("http://test", KEY, transport=httpx.MockTransport(transport)) as mr:
+    with client_over(client) as mr:
         with pytest.raises(NotFound) as missing:
             mr.get_session("app", "ana", "nope")
         with pytest.raises(InvalidInput) as bad:
@@ -396,7 +488,8 @@ def test_openapi_lists_every_route_and_the_error_body(client: TestClient) -> Non
     assert {"/healthz", "/metrics", "/v1/recall", "/v1/memories", "/v1/memories/{memory_id}",
             "/v1/users/{app_name}/{user_id}/memories", "/v1/sessions",
             "/v1/sessions/{session_id}", "/v1/sessions/{session_id}/events",
-            "/v1/sessions/{session_id}:end", "/v1/context:compile",
+            "/v1/sessions/{session_id}:end", "/v1/context:compile", "/v1/jobs/{job_id}",
+            "/v1/jobs/{job_id}:retry",
             "/v1/artifacts/{app_name}/{user_id}/{session_id}",
             "/v1/artifacts/{app_name}/{user_id}/{session_id}/{name}",
             "/v1/artifacts/{app_name}/{user_id}/{session_id}/{name}/versions"} <= \

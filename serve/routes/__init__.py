@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from serve.routes import artifacts, context, memories, ops, sessions
+from serve.routes import artifacts, context, jobs, memories, ops, sessions
 
 ROUTERS: tuple[APIRouter, ...] = (ops.router, memories.router, sessions.router,
-                                  context.router, artifacts.router)
+                                  context.router, artifacts.router, jobs.router)
 
 __all__ = ["ROUTERS"]

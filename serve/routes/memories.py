@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 
 from mnemoray.errors import NotFound
@@ -18,6 +18,7 @@ from serve.schemas import (
     AddMemoriesRequest,
     AddMemoriesResponse,
     ForgetResponse,
+    JobAccepted,
     Kind,
     MemoryPage,
     Mode,
@@ -74,12 +75,17 @@ async def recall_get(caller: Caller, backend: Backend, app_name: IdQuery, user_i
     return JSONResponse(out)
 
 
-@router.post("/v1/memories", response_model=AddMemoriesResponse, status_code=201,
-             summary="Add a session (distilled) or raw memories")
-async def add_memories(body: AddMemoriesRequest, caller: Caller,
-                       backend: Backend) -> dict[str, Any]:
+@router.post("/v1/memories", response_model=AddMemoriesResponse | JobAccepted,
+             status_code=201, summary="Add a session (distilled) or raw memories; "
+             "?wait=false queues a session's ingestion on disk instead (202 with a job id)")
+async def add_memories(body: AddMemoriesRequest, caller: Caller, backend: Backend,
+                       response: Response, wait: bool = True) -> dict[str, Any]:
     start = time.perf_counter()
     caller.check(body.app_name)
+    if body.session is not None and not wait:
+        response.status_code = 202
+        return await backend.run_io(backend.enqueue_session, body.app_name, body.user_id,
+                                    body.session)
     if body.session is not None:
         out = await backend.memory_op("add_session", body.app_name, body.user_id,
                                       session=body.session)

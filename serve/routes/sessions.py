@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from mnemoray.events import Event, EventError
 from mnemoray.session import Session, check_session_size
@@ -14,6 +14,7 @@ from serve.schemas import (
     AppendEventsRequest,
     AppendEventsResponse,
     CreateSessionRequest,
+    EndSessionAccepted,
     EndSessionRequest,
     EndSessionResponse,
     SessionList,
@@ -92,10 +93,16 @@ async def append_session_events(session_id: str, body: AppendEventsRequest, call
                                 session_id, events, body.expected_version)
 
 
-@router.post("/v1/sessions/{session_id}:end", response_model=EndSessionResponse,
-             summary="End a session; memory ingestion runs per the configured trigger "
-             "before the response")
+@router.post("/v1/sessions/{session_id}:end", status_code=202,
+             response_model=EndSessionAccepted | EndSessionResponse,
+             summary="End a session; its memory ingestion is queued on disk (202 with a "
+             "job id), or with ?wait=true runs before the answer (200 with its report)")
 async def end_session(session_id: str, body: EndSessionRequest, caller: Caller,
-                      backend: Backend) -> dict[str, Any]:
+                      backend: Backend, response: Response,
+                      wait: bool = False) -> dict[str, Any]:
     caller.check(body.app_name)
-    return await backend.run_io(backend.end_session, body.app_name, body.user_id, session_id)
+    out = await backend.run_io(backend.end_session, body.app_name, body.user_id, session_id,
+                               wait=wait)
+    if wait:
+        response.status_code = 200
+    return out
