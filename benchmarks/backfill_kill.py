@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from benchmarks.serve_process import group_pids
 from mnemoray.memory.store import MemoryStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,18 +42,6 @@ def committed(store: Path) -> int:
     if not (store / "manifest.json").exists():
         return 0
     return MemoryStore(store).manifest().ledger_sessions
-
-
-def group(pgid: int) -> set[int]:
-    """The live processes of process group ``pgid``."""
-    out = set()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[2]) == pgid and fields[0] != "Z":
-                    out.add(int(proc.name))
-    return out
 
 
 def names(pids: set[int]) -> set[str]:
@@ -79,7 +68,7 @@ def kill_at(proc: subprocess.Popen, store: Path, target: int, kill: str,
             time.sleep(0.01)
         if proc.poll() is not None:
             raise RuntimeError(f"the job ended before the kill: {proc.communicate()}")
-        members = group(proc.pid)
+        members = group_pids(proc.pid)
         if kill == "driver":
             os.kill(proc.pid, signal.SIGKILL)
         else:  # the whole local Ray with its driver
@@ -91,7 +80,7 @@ def kill_at(proc: subprocess.Popen, store: Path, target: int, kill: str,
             raise RuntimeError(f"the job was not killed: rc {proc.returncode}")
         if kill == "ray":
             time.sleep(0.5)
-            if group(proc.pid) & members:
+            if group_pids(proc.pid) & members:
                 raise RuntimeError("Ray processes outlived the kill of their group")
     finally:
         with contextlib.suppress(ProcessLookupError):  # what the driver left behind
@@ -99,4 +88,4 @@ def kill_at(proc: subprocess.Popen, store: Path, target: int, kill: str,
         proc.communicate(timeout=60)
 
 
-__all__ = ["committed", "group", "kill_at", "names", "served", "start_job"]
+__all__ = ["committed", "kill_at", "names", "served", "start_job"]

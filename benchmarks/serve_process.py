@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 CLK = os.sysconf("SC_CLK_TCK")
@@ -124,8 +124,17 @@ class Server:
 
 
 # -- the process tree from /proc ------------------------------------------------------------
-def proc_table() -> dict[int, tuple[int, str, float, int]]:
-    """pid -> (ppid, command line, cpu seconds, resident bytes) for every process."""
+class ProcRow(NamedTuple):
+    ppid: int
+    pgid: int  # process group
+    state: str  # "R", "S", ..., "Z" (a zombie: dead, not yet reaped)
+    cmd: str  # command line
+    cpu: float  # seconds, user + system
+    rss: int  # resident bytes
+
+
+def proc_table() -> dict[int, ProcRow]:
+    """Every process, from ``/proc``."""
     out = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -138,17 +147,16 @@ def proc_table() -> dict[int, tuple[int, str, float, int]]:
         except OSError:
             continue
         rest = stat[stat.rfind(")") + 2:].split()
-        cpu = (int(rest[11]) + int(rest[12])) / CLK
-        out[int(d)] = (int(rest[1]), cmd, cpu, int(rest[21]) * PAGE)
+        out[int(d)] = ProcRow(int(rest[1]), int(rest[2]), rest[0], cmd,
+                              (int(rest[11]) + int(rest[12])) / CLK, int(rest[21]) * PAGE)
     return out
 
 
-def tree_pids(roots: list[int], table: dict[int, tuple[int, str, float, int]] | None = None,
-              ) -> list[int]:
+def tree_pids(roots: list[int], table: dict[int, ProcRow] | None = None) -> list[int]:
     table = proc_table() if table is None else table
     children: dict[int, list[int]] = {}
     for pid, row in table.items():
-        children.setdefault(row[0], []).append(pid)
+        children.setdefault(row.ppid, []).append(pid)
     out: list[int] = []
     stack = [r for r in roots if r in table]
     while stack:
@@ -156,6 +164,11 @@ def tree_pids(roots: list[int], table: dict[int, tuple[int, str, float, int]] | 
         out.append(pid)
         stack.extend(children.get(pid, ()))
     return out
+
+
+def group_pids(pgid: int) -> set[int]:
+    """The live (not zombie) processes of process group ``pgid``."""
+    return {pid for pid, row in proc_table().items() if row.pgid == pgid and row.state != "Z"}
 
 
 def role(cmd: str) -> str:
@@ -177,15 +190,15 @@ def tree_cpu(roots: list[int]) -> dict[str, float]:
     table = proc_table()
     out: dict[str, float] = {}
     for pid in tree_pids(roots, table):
-        _, cmd, cpu, _ = table[pid]
-        out[role(cmd)] = out.get(role(cmd), 0.0) + cpu
+        row = table[pid]
+        out[role(row.cmd)] = out.get(role(row.cmd), 0.0) + row.cpu
     return out
 
 
 def tree_rss(roots: list[int]) -> int:
     """Resident bytes of every process under ``roots``, summed."""
     table = proc_table()
-    return sum(table[pid][3] for pid in tree_pids(roots, table))
+    return sum(table[pid].rss for pid in tree_pids(roots, table))
 
 
 if __name__ == "__main__":

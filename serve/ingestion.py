@@ -37,6 +37,14 @@ def jobs_path(settings: ServeSettings) -> str:
     return str(folder / "jobs.db")
 
 
+def outcome(job: Job) -> str:
+    """A finished job as the ingestion report and metric name it: ``failed``, ``ingested``
+    (memories added) or ``unchanged``."""
+    if job.status == "failed":
+        return "failed"
+    return "ingested" if job.memories_added else "unchanged"
+
+
 class IngestionJobs:
     """The queue, its worker and the trigger of one replica."""
 
@@ -112,10 +120,9 @@ class IngestionJobs:
         if not wait:
             return {**out, "job_id": job.job_id}
         job = self.worker.run_job(job)
-        report: dict[str, Any] = {"status": "failed", "error": job.error} \
-            if job.status == "failed" else \
-            {"status": "ingested" if job.memories_added else "unchanged",
-             "memories_added": job.memories_added}
+        status = outcome(job)
+        report: dict[str, Any] = {"status": status, "error": job.error} \
+            if status == "failed" else {"status": status, "memories_added": job.memories_added}
         return {**out, "ingestion": report}
 
     # -- jobs ----------------------------------------------------------------------------
@@ -137,9 +144,7 @@ class IngestionJobs:
         return int(result["added"])
 
     def _finished(self, job: Job) -> None:
-        status = "failed" if job.status == "failed" else \
-            "ingested" if job.memories_added else "unchanged"
-        self.metrics.ingestions.labels(status).inc()
+        self.metrics.ingestions.labels(outcome(job)).inc()
         self.metrics.job_latency.labels(job.status).observe(
             max(0.0, time.time() - job.created_at))
 

@@ -68,8 +68,6 @@ def is_older_copy(snap: StoreSnapshot, session_key: SessionKey,
     return stored is not None and version < stored
 
 
-
-
 def stored_session_rows(snap: StoreSnapshot, app: str, user: str,
                         session_id: str) -> list[dict[str, Any]]:
     """The session's stored, unforgotten rows (id, kind, hash, source ids); user's shard only."""
