@@ -54,7 +54,10 @@ class IngestionJobs:
         self._op = memory_op_sync
         self.metrics = metrics
         self.queue = JobQueue(jobs_path(settings))
-        self.worker = JobWorker(self.queue, self._run, on_finish=self._finished)
+        jobs = settings.ingestion.jobs  # failed runs retried with backoff; old jobs pruned
+        self.worker = JobWorker(self.queue, self._run, on_finish=self._finished,
+                                retry=jobs.retry(), retention=jobs.retention(),
+                                on_retry=lambda _job: metrics.ingestions.labels("retried").inc())
         # end_session learns the id of the job its "ended" notice queued (same thread);
         # ``inline`` makes that job the caller's to run (?wait=true).
         self._local = threading.local()
@@ -119,7 +122,7 @@ class IngestionJobs:
         out: dict[str, Any] = {"session_id": session_id, "ended_at": session.ended_at}
         if not wait:
             return {**out, "job_id": job.job_id}
-        job = self.worker.run_job(job)
+        job = self.worker.run_job(job, auto_retry=False)  # the caller hears of a failure now
         status = outcome(job)
         report: dict[str, Any] = {"status": status, "error": job.error} \
             if status == "failed" else {"status": status, "memories_added": job.memories_added}

@@ -1,14 +1,17 @@
-"""The durable ingestion queue without Ray: order, restart, failure, retry, tenants."""
+"""The durable ingestion queue without Ray: order, restart, failure, retry, tenants,
+automatic retries with backoff, and pruning of finished jobs."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from mnemoray.errors import Conflict, InvalidInput, NotFound
-from mnemoray.memory.jobs import Job, JobQueue, JobWorker
+from mnemoray.errors import Conflict, InvalidInput, NotFound, Unavailable
+from mnemoray.memory.jobs import Job, JobQueue, JobWorker, RetentionPolicy, RetryPolicy
 
 
 @pytest.fixture
@@ -113,3 +116,165 @@ def test_an_inline_job_is_never_claimed_by_the_worker(path: Path) -> None:
     q = JobQueue(path)
     job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)
     assert job.status == "running" and q.claim() is None
+
+
+# -- automatic retries ---------------------------------------------------------------------
+def test_a_failed_run_is_retried_with_backoff_then_fails_for_good(path: Path) -> None:
+    q = JobQueue(path)
+    calls: list[int] = []
+
+    def flaky(job: Job) -> int:
+        calls.append(job.tries)
+        raise Unavailable("summarizer backend down")
+
+    worker = JobWorker(q, flaky, retry=RetryPolicy(max_attempts=3, backoff_s=10, jitter=0))
+    job = q.enqueue("app", "ana", "s1", kind="add_session", payload={"k": 1})
+    first = worker.run_once()
+    assert first and first.status == "queued" and first.error == "summarizer backend down"
+    assert first.not_before is not None and 9 <= first.not_before - time.time() <= 10
+    assert q.claim() is None  # not due yet: the backoff holds it
+    assert q.depth() == 1
+    second = worker.run_once(now=time.time() + 11)
+    assert second and second.status == "queued" and second.tries == 2
+    assert second.not_before is not None and 19 <= second.not_before - time.time() <= 20
+    final = worker.run_once(now=time.time() + 60)
+    assert final and final.status == "failed" and final.attempts == 3 and calls == [1, 2, 3]
+    assert final.error == "summarizer backend down" and final.payload == {"k": 1}
+    # Failed for good, still retryable by hand, with a fresh round of automatic retries.
+    again = q.retry("app", "ana", job.job_id)
+    assert again.status == "queued" and again.tries == 0 and again.error is None
+    done = JobWorker(q, lambda j: 5).run_once()
+    assert done and done.status == "done" and done.attempts == 4 and done.memories_added == 5
+
+
+def test_a_callers_error_is_not_retried(path: Path) -> None:
+    q = JobQueue(path)
+    q.enqueue("app", "ana", "s1", kind="add_session", payload={})
+
+    def bad(job: Job) -> int:
+        raise InvalidInput("not a session", field="session.events")
+
+    failed = JobWorker(q, bad, retry=RetryPolicy(max_attempts=5)).run_once()
+    assert failed and failed.status == "failed" and failed.attempts == 1
+
+
+def test_an_inline_run_fails_at_once(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)
+
+    def down(job: Job) -> int:
+        raise Unavailable("down")
+
+    out = JobWorker(q, down).run_job(job, auto_retry=False)
+    assert out.status == "failed" and out.error == "down"
+
+
+def test_backoff_doubles_up_to_its_cap() -> None:
+    policy = RetryPolicy(max_attempts=9, backoff_s=1, max_backoff_s=5, jitter=0)
+    assert [policy.delay(n) for n in range(1, 6)] == [1, 2, 4, 5, 5]
+    spread = RetryPolicy(backoff_s=10, jitter=0.1)
+    assert all(9 <= spread.delay(1) <= 11 for _ in range(50))
+    for bad, name in (({"max_attempts": 0}, "max_attempts"), ({"jitter": 2}, "jitter"),
+                      ({"backoff_s": -1}, "backoff_s")):
+        with pytest.raises(InvalidInput) as exc:
+            RetryPolicy(**bad)
+        assert exc.value.field == name
+
+
+def test_the_background_worker_retries_until_done(path: Path) -> None:
+    q = JobQueue(path)
+    finished: list[Job] = []
+    failures = [Unavailable("busy"), RuntimeError("flaky")]
+
+    def run(job: Job) -> int:
+        if failures:
+            raise failures.pop(0)
+        return 7
+
+    retried: list[Job] = []
+    worker = JobWorker(q, run, poll_s=0.05, on_finish=finished.append, on_retry=retried.append,
+                       retry=RetryPolicy(max_attempts=5, backoff_s=0.05)).start()
+    try:
+        job = q.enqueue("app", "ana", "s1", kind="trigger")
+        worker.notify()
+        done = q.wait("app", "ana", job.job_id, timeout_s=10)
+    finally:
+        worker.stop()
+    assert done.status == "done" and done.attempts == 3 and done.memories_added == 7
+    assert done.error is None
+    assert [j.status for j in finished] == ["done"]  # on_finish: only the final outcome
+    assert [(j.status, j.error) for j in retried] == [
+        ("queued", "busy"), ("queued", "internal error (RuntimeError); the server logged it")]
+
+
+def test_a_job_that_keeps_stopping_its_process_fails_on_recovery(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)  # run 1 of 1
+    assert q.recover(max_tries=1) == 0
+    failed = q.get("app", "ana", job.job_id)
+    assert failed.status == "failed" and failed.error and "stopped" in failed.error
+
+
+# -- pruning -------------------------------------------------------------------------------
+def _age(q: JobQueue, job_id: str, seconds: float) -> None:
+    q._conn().execute("UPDATE jobs SET updated_at = updated_at - ? WHERE job_id = ?",
+                      (seconds, job_id))
+
+
+def test_prune_removes_only_old_finished_jobs(path: Path) -> None:
+    q = JobQueue(path)
+    worker = JobWorker(q, lambda j: 1, retry=RetryPolicy(max_attempts=1))
+    old_done, new_done = (q.enqueue("app", "ana", f"d{i}", kind="trigger") for i in range(2))
+    for _ in range(2):
+        assert worker.run_once() is not None
+    failed = q.enqueue("app", "ana", "f", kind="trigger")
+    JobWorker(q, lambda j: 1 / 0, retry=RetryPolicy(max_attempts=1)).run_once()
+    queued = q.enqueue("app", "ana", "q", kind="trigger")
+    running = q.enqueue("app", "ana", "r", kind="trigger", running=True)
+    for job in (old_done, failed, queued, running):
+        _age(q, job.job_id, 3600)
+    assert q.prune(600) == 1
+    with pytest.raises(NotFound):
+        q.get("app", "ana", old_done.job_id)
+    kept = [q.get("app", "ana", j.job_id).status for j in (new_done, failed, queued, running)]
+    assert kept == ["done", "failed", "queued", "running"]
+    assert q.prune(600, statuses=("done", "failed")) == 1  # asked: failed ones go too
+    assert q.depth() == 2
+    with pytest.raises(InvalidInput) as exc:
+        q.prune(0, statuses=("queued",))
+    assert exc.value.field == "statuses"
+
+
+def test_the_worker_prunes_after_the_retention(path: Path) -> None:
+    q = JobQueue(path)
+    worker = JobWorker(q, lambda j: 1, poll_s=0.05,
+                       retention=RetentionPolicy(retention_s=0, interval_s=0.05)).start()
+    try:
+        job = q.enqueue("app", "ana", "s1", kind="trigger")
+        worker.notify()
+        assert q.wait("app", "ana", job.job_id, timeout_s=5).status == "done"
+        deadline = time.monotonic() + 5
+        while q.count("done") and time.monotonic() < deadline:
+            with q.changed:
+                q.changed.wait(0.05)
+    finally:
+        worker.stop()
+    with pytest.raises(NotFound):
+        q.get("app", "ana", job.job_id)
+
+
+def test_a_queue_file_of_the_first_schema_gains_the_new_columns(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE jobs (job_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+                    "app_name TEXT NOT NULL, user_id TEXT NOT NULL, kind TEXT NOT NULL, "
+                    "session_id TEXT NOT NULL, payload TEXT, status TEXT NOT NULL, "
+                    "memories_added INTEGER NOT NULL DEFAULT 0, error TEXT, "
+                    "attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, "
+                    "updated_at REAL NOT NULL)")
+        old.execute("INSERT INTO jobs (job_id, seq, app_name, user_id, kind, session_id, "
+                    "status, created_at, updated_at) VALUES ('j1', 1, 'app', 'ana', "
+                    "'trigger', 's1', 'queued', 0, 0)")
+    q = JobQueue(path)
+    job = q.claim()
+    assert job and job.job_id == "j1" and job.tries == 1 and job.not_before is None

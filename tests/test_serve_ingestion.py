@@ -38,9 +38,10 @@ class Recorder:
         return {"added": 2}
 
 
-def open_jobs(tmp_path: Path, op: Recorder, **trigger: Any) -> IngestionJobs:
+def open_jobs(tmp_path: Path, op: Recorder, job_settings: dict[str, Any] | None = None,
+              **trigger: Any) -> IngestionJobs:
     settings = parse_settings({"store": str(tmp_path / "store"),
-                               "ingestion": {"trigger": trigger}})
+                               "ingestion": {"trigger": trigger, "jobs": job_settings or {}}})
     return IngestionJobs(settings, SQLiteSessionStore(settings.sessions_path), op,
                          Metrics(lambda: {}))
 
@@ -77,13 +78,16 @@ def test_end_queues_a_job_that_reaches_done(tmp_path: Path) -> None:
 def test_a_failed_job_reports_and_retries(tmp_path: Path) -> None:
     op = Recorder()
     op.fail = Unavailable("summarizer backend down")
-    jobs = open_jobs(tmp_path, op)
+    jobs = open_jobs(tmp_path, op, {"max_attempts": 3, "backoff_s": 0.05})
     try:
         jobs.sessions.create_session("app", "ana", "s1")
-        out = jobs.end_session("app", "ana", "s1", wait=True)
+        out = jobs.end_session("app", "ana", "s1", wait=True)  # waited for: failed at once
         assert out["ingestion"] == {"status": "failed", "error": "summarizer backend down"}
         job_id = jobs.end_session("app", "ana", "s1")["job_id"]
         assert wait_done(jobs, job_id)["status"] == "failed"
+        assert jobs.queue.get("app", "ana", job_id).attempts == 3  # retried with backoff
+        assert 'mnemoray_session_ingestions_total{status="retried"} 2.0' in \
+            jobs.metrics.render().decode()
         op.fail = None
         assert jobs.retry_job("app", "ana", job_id)["status"] in ("queued", "running", "done")
         assert wait_done(jobs, job_id)["status"] == "done"
