@@ -21,7 +21,7 @@ def demo(
     """The main job on the embedded default: a long session compacted and compiled; then
     a generated archive backfilled on Ray Data, served by Ray Serve, recalled and
     compiled over HTTP."""
-    from mnemoray.artifacts import FileArtifactStore
+    from mnemoray.artifact_files import FileArtifactStore
     from mnemoray.demo import (
         BOOKING_AGENT,
         TRAVEL_AGENT,

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from mnemoray.artifact_files import FileArtifactStore
 from mnemoray.artifacts import (
     Artifact,
     ArtifactError,
     ArtifactNotFoundError,
     ArtifactStore,
-    FileArtifactStore,
     InMemoryArtifactStore,
     format_handle,
     parse_handle,
@@ -218,3 +218,25 @@ def test_not_found_error_message_is_readable(store: ArtifactStore) -> None:
         store.load(APP, USER, "s1", "missing.txt")
     assert str(info.value).startswith("artifact not found: 'missing.txt'")
     assert isinstance(info.value, KeyError)
+
+
+def test_describe_is_load_without_the_payload(store: ArtifactStore) -> None:
+    store.save(APP, USER, "s1", "big.json", b"{}" * 5000, "application/json", "a big one")
+    store.save(APP, USER, "s1", "big.json", b"[]", "application/json", "small now")
+    art, info = store.load(APP, USER, "s1", "big.json", 0), store.describe(APP, USER, "s1",
+                                                                            "big.json", 0)
+    assert (info.handle, info.size, info.mime_type, info.summary, info.version) == (
+        art.handle, 10_000, "application/json", "a big one", 0)
+    assert store.describe(APP, USER, "s1", "big.json").version == 1
+    with pytest.raises(ArtifactNotFoundError):
+        store.describe(APP, USER, "s1", "nope")
+
+
+def test_the_file_store_describes_from_metadata_alone(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    store.save(APP, USER, "s1", "blob", b"x" * 1000)
+    (payload,) = tmp_path.rglob("0000000000.bin")
+    payload.unlink()  # describe must not need it; load does
+    assert store.describe(APP, USER, "s1", "blob").size == 1000
+    with pytest.raises(ArtifactNotFoundError):
+        store.load(APP, USER, "s1", "blob")

@@ -1,8 +1,10 @@
 """The context compiler: session + memory + artifacts -> one model request."""
 
-from mnemoray.compiler.agent import AgentSpec, IncludeContents
+from mnemoray.compiler.agent import AgentSpec, IncludeContents, MemoryPlacement
+from mnemoray.compiler.callee import Callee
 from mnemoray.compiler.compiler import Compiler, UnknownProcessorError
 from mnemoray.compiler.context import CompileContext, Processor, prefix_hash, text_content
+from mnemoray.compiler.prefix_reuse import PrefixReuse
 from mnemoray.compiler.processors import (
     ArtifactsProcessor,
     HistoryProcessor,
@@ -11,6 +13,7 @@ from mnemoray.compiler.processors import (
     MemoryPreloadProcessor,
     StaticInstructionProcessor,
     TokenBudgetProcessor,
+    ToolResultsProcessor,
     default_processors,
 )
 from mnemoray.compiler.request import (
@@ -29,6 +32,7 @@ from mnemoray.compiler.tools import LOAD_ARTIFACTS_TOOL, LOAD_MEMORY_TOOL
 __all__ = [
     "AgentSpec",
     "ArtifactsProcessor",
+    "Callee",
     "CompileContext",
     "CompiledRequest",
     "Compiler",
@@ -41,16 +45,19 @@ __all__ = [
     "InstructionProcessor",
     "LOAD_ARTIFACTS_TOOL",
     "LOAD_MEMORY_TOOL",
+    "MemoryPlacement",
     "MemoryPreloadProcessor",
     "MemorySearch",
     "MemorySnippet",
     "Part",
+    "PrefixReuse",
     "Processor",
     "Services",
     "StaticInstructionProcessor",
     "StepError",
     "TemplateError",
     "TokenBudgetProcessor",
+    "ToolResultsProcessor",
     "TraceStep",
     "UnknownProcessorError",
     "default_processors",

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from mnemoray.errors import InvalidInput
 
 IncludeContents = Literal["default", "none"]
+MemoryPlacement = Literal["system", "before_message"]
 
 
 @dataclass
@@ -18,6 +19,11 @@ class AgentSpec:
     prefix; ``instruction`` is a state template rendered on every compile.
     ``include_contents="none"`` shows only the current turn (ADK's scoped
     hand-off). ``token_budget`` caps the compiled request; ``None`` means no cap.
+    ``memory_placement``: preloaded memories go into the system instruction
+    ("system") or into a user content just before the new message
+    ("before_message": the system instruction and history stay a cacheable
+    prefix). ``tool_result_window``: tool results of invocations older than the
+    last N show as their call and a one-line summary; ``None`` keeps them all.
     """
 
     name: str
@@ -29,6 +35,8 @@ class AgentSpec:
     tools: list[dict[str, Any]] = field(default_factory=list)
     memory_preload: bool = False
     preload_top_k: int = 5
+    memory_placement: MemoryPlacement = "system"
+    tool_result_window: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -38,6 +46,14 @@ class AgentSpec:
                                "'default' or 'none'", field="include_contents")
         if self.token_budget is not None and self.token_budget <= 0:
             raise InvalidInput("must be a positive int or None", field="token_budget")
+        if self.memory_placement not in ("system", "before_message"):
+            raise InvalidInput(f"{self.memory_placement!r} is not 'system' or "
+                               "'before_message'", field="memory_placement")
+        window = self.tool_result_window
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int)
+                                   or window < 1):
+            raise InvalidInput("must be a positive int (invocations) or None",
+                               field="tool_result_window")
         if self.preload_top_k <= 0:
             raise InvalidInput("must be positive", field="preload_top_k")
         for i, tool in enumerate(self.tools):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from mnemoray.compiler.agent import AgentSpec
+from mnemoray.compiler.callee import Callee
 from mnemoray.compiler.context import CompileContext, Processor
 from mnemoray.compiler.processors import default_processors
 from mnemoray.compiler.request import CompiledRequest, TraceStep
@@ -84,14 +86,23 @@ class Compiler:
     # -- compiling ----------------------------------------------------------------
     def compile(self, session: Session, agent: AgentSpec, new_message: str | None = None,
                 services: Services | None = None,
-                temp_state: dict[str, Any] | None = None) -> CompiledRequest:
-        """Run every processor in order. Pure: ``session`` is never modified."""
+                temp_state: dict[str, Any] | None = None,
+                callee: Callee | None = None) -> CompiledRequest:
+        """Run every processor in order. Pure: ``session`` is never modified.
+
+        ``callee``: compile for an agent called as a tool (:meth:`compile_callee`)."""
+        if callee is not None and new_message is not None:
+            raise InvalidInput("a callee's only user turn is its prompt; leave "
+                               "new_message out", field="new_message")
         ctx = CompileContext(
             session=session,
             agent=agent,
-            new_message=new_message,
+            new_message=callee.prompt if callee is not None else new_message,
             services=services or Services(),
-            state={**session.state, **(temp_state or {})},
+            # A callee sees only the state it is handed, not the caller's session.
+            state=dict(temp_state or {}) if callee is not None
+            else {**session.state, **(temp_state or {})},
+            callee=callee,
         )
         # The agent's own tools lead the declarations; the step is traced so
         # the steps' tokens_added always sum to total_tokens.
@@ -110,3 +121,11 @@ class Compiler:
             trace.append(TraceStep(processor.name, ctx.total_tokens - before, micros, ctx.detail,
                                    ctx.error))
         return ctx.build(trace)
+
+    def compile_callee(self, session: Session, agent: AgentSpec, prompt: str,
+                       artifacts: Sequence[str] = (), services: Services | None = None,
+                       temp_state: dict[str, Any] | None = None) -> CompiledRequest:
+        """Agents as tools: ``agent`` sees ``prompt`` and the given ``artifacts`` (names
+        or handles in ``session``'s scope), none of the caller's history or memory."""
+        return self.compile(session, agent, None, services, temp_state,
+                            Callee(prompt, tuple(artifacts)))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mnemoray.compiler.agent import AgentSpec
+from mnemoray.compiler.callee import Callee
 from mnemoray.compiler.degrade import step_error
 from mnemoray.compiler.request import (
     CompiledRequest,
@@ -43,7 +44,8 @@ class CompileContext:
     the token total current so no step ever recounts the whole request.
     ``detail`` is the current step's trace detail; the compiler gives each
     processor a fresh one. ``step`` names the running processor and ``error`` is
-    what it degraded on (:meth:`degrade`), reset for each processor.
+    what it degraded on (:meth:`degrade`), reset for each processor. ``callee``:
+    the compile is of an agent called as a tool (see ``callee``).
     """
 
     session: Session
@@ -60,7 +62,10 @@ class CompileContext:
     detail: dict[str, Any] = field(default_factory=dict)
     step: str = ""
     error: StepError | None = None
+    callee: Callee | None = None
     _instruction_tokens: int = 0
+    _stable_instruction_tokens: int = 0  # the blocks before the first per-call one
+    _per_call_block: bool = False
     _content_tokens: int = 0
     _tool_tokens: int = 0
 
@@ -76,11 +81,17 @@ class CompileContext:
         self.static_instruction = text
         self.static_tokens = count_tokens(text)
 
-    def add_instruction(self, text: str) -> None:
-        """Append a dynamic block to the system instruction (empty text: no-op)."""
+    def add_instruction(self, text: str, per_call: bool = False) -> None:
+        """Append a dynamic block to the system instruction (empty text: no-op).
+        ``per_call``: made for this call only (recalled memories), so the cacheable
+        prefix ends before it."""
         if text:
+            tokens = count_tokens(text)
             self.instructions.append(text)
-            self._instruction_tokens += count_tokens(text)
+            self._instruction_tokens += tokens
+            self._per_call_block = self._per_call_block or per_call
+            if not self._per_call_block:
+                self._stable_instruction_tokens += tokens
 
     # -- contents ---------------------------------------------------------------
     def add_content(self, content: Content, index: int | None = None) -> None:
@@ -94,6 +105,15 @@ class CompileContext:
         start = len(self.contents)
         self.contents.extend(contents)
         self._content_tokens += sum(c.tokens for c in self.contents[start:])
+
+    def replace_content(self, index: int, content: Content) -> None:
+        self._content_tokens += content.tokens - self.contents[index].tokens
+        self.contents[index] = content
+
+    def new_message_index(self) -> int:
+        """Where a per-call content goes to sit just before the new message."""
+        return next((i for i, c in enumerate(self.contents) if c is self.new_message_content),
+                    len(self.contents))
 
     def remove_contents(self, indices: Iterable[int]) -> list[Content]:
         """Remove the contents at ``indices``; returns them in request order."""
@@ -130,15 +150,33 @@ class CompileContext:
     def build(self, trace: list[TraceStep]) -> CompiledRequest:
         blocks = [self.static_instruction, *self.instructions] if self.static_instruction \
             else self.instructions
+        system = BLOCK_SEPARATOR.join(blocks)
         return CompiledRequest(
-            system_instruction=BLOCK_SEPARATOR.join(blocks),
+            system_instruction=system,
             contents=list(self.contents),
             tools=list(self.tools),
             static_prefix_tokens=self.static_tokens,
             total_tokens=self.total_tokens,
             prefix_hash=prefix_hash(self.static_instruction),
             trace=trace,
+            cacheable_prefix_tokens=self.cacheable_prefix_tokens(),
+            system_hash=prefix_hash(system),
         )
+
+    def cacheable_prefix_tokens(self) -> int:
+        """Tools and system instruction up to the first per-call block, then (if there
+        was none) the history up to the first per-call content (one without event
+        ids: the new message, recalled memories, inlined artifacts)."""
+        # Tool declarations lead the prompt (Anthropic's cache order: tools, system,
+        # messages; chat templates render them into the system turn).
+        tokens = self._tool_tokens + self.static_tokens + self._stable_instruction_tokens
+        if self._per_call_block:
+            return tokens
+        for content in self.contents:
+            if not content.event_ids:
+                break
+            tokens += content.tokens
+        return tokens
 
 
 def prefix_hash(static_instruction: str) -> str:

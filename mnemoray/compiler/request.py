@@ -112,6 +112,12 @@ class CompiledRequest:
     total_tokens: int
     prefix_hash: str
     trace: list[TraceStep]
+    #: Tokens before the first part made for this call only (recalled memories,
+    #: inlined artifacts, the new message): what a prefix cache can reuse next turn.
+    cacheable_prefix_tokens: int = 0
+    #: sha256 of the whole system instruction: stable across turns unless state,
+    #: artifacts or (with ``memory_placement="system"``) recalled memories change it.
+    system_hash: str = ""
 
     @property
     def degraded(self) -> list[StepError]:
@@ -126,6 +132,8 @@ class CompiledRequest:
             "static_prefix_tokens": self.static_prefix_tokens,
             "total_tokens": self.total_tokens,
             "prefix_hash": self.prefix_hash,
+            "cacheable_prefix_tokens": self.cacheable_prefix_tokens,
+            "system_hash": self.system_hash,
             "trace": [t.to_dict() for t in self.trace],
             "degraded": [e.to_dict() for e in self.degraded],
         }

@@ -27,12 +27,15 @@ async def compile_context(body: CompileRequest, caller: Caller,
         AgentSpec(**agent)
     except InvalidInput as exc:
         raise exc.within("agent") from exc
+    # Only a callee compile passes `callee`: backends that predate it still serve the rest.
+    extra = {"callee": body.callee.model_dump()} if body.callee is not None else {}
     try:
         out = await backend.compile(body.app_name, body.user_id, body.session_id, agent,
-                                    body.new_message, body.temp_state)
+                                    body.new_message, body.temp_state, **extra)
     except TemplateError as exc:  # the template is the request's agent.instruction
         raise exc.within("agent") from exc
     # A step skipped on a failed memory source still answers 200; /metrics counts it.
     backend.metrics.count_degraded(out.get("degraded") or ())
+    backend.metrics.observe_compile(out)
     out["took_ms"] = elapsed_ms(start)
     return out

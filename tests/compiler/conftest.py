@@ -1,11 +1,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+from service_backend import ServiceBackend
 
 from mnemoray.events import Event
+from mnemoray.memory.service import MemoryService
 from mnemoray.session import Session
+from serve.api import build_api
+from serve.auth import ApiKeys
+from serve.backend import HttpConfig
 
 
 @pytest.fixture
@@ -18,5 +26,23 @@ def make_session() -> Callable[..., Session]:
         for event in events:
             session.apply(event)
         return session
+
+    return make
+
+
+HTTP_KEY = "compiler-http-test-key-0123456789"
+
+
+@pytest.fixture
+def make_http(tmp_path: Path) -> Callable[..., tuple[TestClient, ServiceBackend]]:
+    """The HTTP API over a real MemoryService and compiler (no Ray), and its backend."""
+
+    def make(**http: Any) -> tuple[TestClient, ServiceBackend]:
+        backend = ServiceBackend(MemoryService.open(tmp_path / "store", embedder=None))
+        api = build_api(backend,  # type: ignore[arg-type]
+                        HttpConfig(keys=ApiKeys.from_mapping({HTTP_KEY: "app"}), **http))
+        client = TestClient(api, headers={"Authorization": f"Bearer {HTTP_KEY}"},
+                            raise_server_exceptions=False)
+        return client, backend
 
     return make

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mnemoray.compiler.context import Processor
+from mnemoray.compiler.prefix_reuse import PrefixReuse
 from mnemoray.compiler.processors.artifacts import ArtifactsProcessor
 from mnemoray.compiler.processors.history import HistoryProcessor
 from mnemoray.compiler.processors.identity import IdentityProcessor
@@ -10,16 +11,19 @@ from mnemoray.compiler.processors.instruction import InstructionProcessor
 from mnemoray.compiler.processors.memory_preload import MemoryPreloadProcessor
 from mnemoray.compiler.processors.static_instruction import StaticInstructionProcessor
 from mnemoray.compiler.processors.token_budget import TokenBudgetProcessor
+from mnemoray.compiler.processors.tool_results import ToolResultsProcessor
 
 
 def default_processors() -> list[Processor]:
-    """Static prefix first (cacheable), dynamic blocks after it, history,
-    recall and artifacts, and the budget last so it sees everything."""
+    """Static prefix first (cacheable), dynamic blocks after it, history (old tool
+    results summarized), recall and artifacts, and the budget last so it sees
+    everything. The prefix-reuse tracker lives as long as the pipeline."""
     return [
-        StaticInstructionProcessor(),
+        StaticInstructionProcessor(PrefixReuse()),
         InstructionProcessor(),
         IdentityProcessor(),
         HistoryProcessor(),
+        ToolResultsProcessor(),
         MemoryPreloadProcessor(),
         ArtifactsProcessor(),
         TokenBudgetProcessor(),
@@ -34,5 +38,6 @@ __all__ = [
     "MemoryPreloadProcessor",
     "StaticInstructionProcessor",
     "TokenBudgetProcessor",
+    "ToolResultsProcessor",
     "default_processors",
 ]

@@ -5,6 +5,9 @@ load_artifacts tool. When the session's last step is this agent's
 load_artifacts call and its result, the requested contents are inlined as a
 user content for this compile only; nothing is written back, so the payload
 leaves the working context after the call that needed it.
+
+A callee (agents as tools) sees exactly the artifacts it was given, inlined
+before its prompt, and nothing of the caller's other artifacts.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from mnemoray.artifacts import (
     USER_SCOPE_SESSION,
     Artifact,
     ArtifactError,
+    ArtifactInfo,
     ArtifactNotFoundError,
     ArtifactStore,
     parse_handle,
@@ -37,13 +41,23 @@ class ArtifactsProcessor:
 
     def process(self, ctx: CompileContext) -> None:
         store = ctx.services.artifacts
+        session = ctx.session
+        if ctx.callee is not None:
+            given = list(ctx.callee.artifacts)
+            if given:
+                if store is None:
+                    raise ArtifactError("no artifact store is configured",
+                                        field="callee.artifacts")
+                ctx.add_content(given_content(store, session, given), ctx.new_message_index())
+            ctx.detail.update(mode="callee", given=given)
+            return
         if store is None:
             return
-        session = ctx.session
         names = store.list_names(session.app_name, session.user_id, session.session_id)
         if not names:
             return
-        latest = [store.load(session.app_name, session.user_id, session.session_id, n)
+        # Metadata only: the payloads (offloaded tool results among them) stay unread.
+        latest = [store.describe(session.app_name, session.user_id, session.session_id, n)
                   for n in names]
         ctx.add_instruction(listing(latest))
         ctx.add_tool(LOAD_ARTIFACTS_TOOL)
@@ -53,13 +67,11 @@ class ArtifactsProcessor:
         if requested:
             content = loaded_content(store, session, requested)
             # Just before the new message, i.e. right after the tool result.
-            at = next((i for i, c in enumerate(ctx.contents) if c is ctx.new_message_content),
-                      len(ctx.contents))
-            ctx.add_content(content, at)
+            ctx.add_content(content, ctx.new_message_index())
             ctx.detail["inlined"] = requested
 
 
-def listing(artifacts: Sequence[Artifact]) -> str:
+def listing(artifacts: Sequence[Artifact | ArtifactInfo]) -> str:
     lines = [LISTING_HEADER]
     for a in artifacts:
         line = f"- {a.name}: {a.handle} ({a.mime_type}, {a.size} bytes)"
@@ -103,11 +115,28 @@ def loaded_content(store: ArtifactStore, session: Session, names: list[str]) -> 
     return Content("user", parts, (), sum(count_tokens(p.text or "") for p in parts))
 
 
+def given_content(store: ArtifactStore, session: Session, names: list[str]) -> Content:
+    """The artifacts handed to a callee. Unlike a model's load_artifacts request, a
+    missing one is the caller's error, named by its position."""
+    parts = []
+    for i, name in enumerate(names):
+        try:
+            artifact = _load(store, session, name)
+        except (ArtifactNotFoundError, ArtifactError) as exc:
+            raise exc.within(f"callee.artifacts[{i}]") from exc
+        parts.append(Part(text=_render(artifact)))
+    return Content("user", tuple(parts), (), sum(count_tokens(p.text or "") for p in parts))
+
+
 def _artifact_text(store: ArtifactStore, session: Session, name: str) -> str:
     try:
         artifact = _load(store, session, name)
     except (ArtifactNotFoundError, ArtifactError) as exc:
         return f"[Artifact {name} could not be loaded: {exc}]"
+    return _render(artifact)
+
+
+def _render(artifact: Artifact) -> str:
     try:
         text = artifact.text()
     except ArtifactError:

@@ -14,6 +14,11 @@ class HistoryProcessor:
     name = "history"
 
     def process(self, ctx: CompileContext) -> None:
+        if ctx.callee is not None:  # agents as tools: the prompt is all the callee sees
+            ctx.add_new_message(ctx.callee.prompt)
+            ctx.detail.update(mode="callee", events=0,
+                              caller_events_hidden=len(ctx.session.events), new_message=True)
+            return
         selection = select(ctx.session.events, ctx.agent.include_contents)
         agent_name = ctx.agent.name
         owner = selection.call_owner
@@ -32,3 +37,10 @@ class HistoryProcessor:
             skipped={k: v for k, v in selection.skipped.items() if v},
             new_message=bool(ctx.new_message),
         )
+        # Raw tokens the shown summaries replace, per summary token (where compactions
+        # recorded both: mnemoray.compaction).
+        used = [e.data for e in selection.events if e.type == "compaction"]
+        raw = sum(d.get("raw_tokens", 0) for d in used)
+        summary = sum(d.get("summary_tokens", 0) for d in used)
+        if raw and summary:
+            ctx.detail["compression_ratio"] = round(raw / summary, 2)

@@ -20,8 +20,12 @@ def _artifact_reader(ctx: CompileContext) -> ArtifactReader | None:
     if store is None:
         return None
     session = ctx.session
+    # A callee reads only the artifacts it was handed, in its template too.
+    given = None if ctx.callee is None else set(ctx.callee.artifacts)
 
     def read(name: str) -> str:
+        if given is not None and name not in given:
+            raise KeyError(name)
         return store.load(session.app_name, session.user_id, session.session_id, name).text()
 
     return read

@@ -1,7 +1,12 @@
 """Long-term memory: the load_memory tool, and proactive recall when asked.
 
-Recalled memories go into the system instruction after the static prefix,
-never into it, so changing recall results never invalidate the prefix cache.
+Recalled memories go where the agent's ``memory_placement`` says: into the
+system instruction after the static prefix ("system"), or into a user content
+just before the new message ("before_message", seed 000's "retrieved knowledge
+at the end"), which keeps the whole system instruction and the history a
+cacheable prefix. Never into the static prefix, so changing recall results never
+invalidate it. A callee (agents as tools) gets no memories: it sees only what it
+is given.
 
 Recall is an enrichment: when the store, the embedder or a shard's replica fails,
 the compile goes on without the memory block and the trace names the error (see
@@ -13,7 +18,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
-from mnemoray.compiler.context import CompileContext
+from mnemoray.compiler.context import CompileContext, text_content
 from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.services import MemorySnippet
 from mnemoray.compiler.tools import LOAD_MEMORY_TOOL
@@ -33,6 +38,9 @@ class MemoryPreloadProcessor:
     def process(self, ctx: CompileContext) -> None:
         search = ctx.services.memory_search
         if search is None:
+            return
+        if ctx.callee is not None:
+            ctx.detail["skipped"] = "callee: sees only its prompt and given artifacts"
             return
         ctx.add_tool(LOAD_MEMORY_TOOL)
         if not ctx.agent.memory_preload:
@@ -57,14 +65,38 @@ class MemoryPreloadProcessor:
                         exc_info=exc)
             return
         ctx.detail["memory_ids"] = [s.memory_id for s in snippets]
-        ctx.add_instruction(block)
+        ctx.detail["placement"] = ctx.agent.memory_placement
+        if not block:
+            return
+        if ctx.agent.memory_placement == "system":
+            ctx.add_instruction(block, per_call=True)
+            return
+        at = before_current_turn(ctx)
+        ctx.add_content(text_content("user", block), at)
+        ctx.detail["content_index"] = at
+
+
+def before_current_turn(ctx: CompileContext) -> int:
+    """Just before the new message; without one, before the last user message of the
+    history (the turn being answered); else at the end."""
+    if ctx.new_message_content is not None:
+        return ctx.new_message_index()
+    last = last_user_message(ctx.session.events)
+    return next((i for i in range(len(ctx.contents) - 1, -1, -1)
+                 if last is not None and last.id in ctx.contents[i].event_ids),
+                len(ctx.contents))
+
+
+def last_user_message(events: list[Event]) -> Event | None:
+    for event in reversed(events):
+        if event.role == "user" and event.type == "message" and not event.partial and event.text:
+            return event
+    return None
 
 
 def last_user_text(events: list[Event]) -> str:
-    for event in reversed(events):
-        if event.role == "user" and event.type == "message" and not event.partial and event.text:
-            return event.text
-    return ""
+    last = last_user_message(events)
+    return last.text if last is not None else ""
 
 
 def memory_block(snippets: list[MemorySnippet]) -> str:

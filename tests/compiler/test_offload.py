@@ -1,0 +1,188 @@
+"""Payload offloading (issue 12): a tool result over the threshold (10 KB by default) is
+stored as an artifact when appended, durable before the event; the history keeps a
+handle and a short summary; load_artifacts expands it for one call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mnemoray.artifact_files import FileArtifactStore
+from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.compiler import AgentSpec, Compiler, Services
+from mnemoray.events import Event, tool_call, tool_result, user_message
+from mnemoray.offload import (
+    DEFAULT_THRESHOLD_BYTES,
+    OFFLOADED_KEY,
+    OffloadPolicy,
+    append_events,
+    offload_events,
+)
+from mnemoray.session_store import InMemorySessionStore, SessionEndedError
+from mnemoray.tokens import count_tokens
+from serve.settings import parse_settings
+
+BIG = {"rows": [{"id": i, "city": "Lisbon", "note": "x" * 40} for i in range(4000)]}
+BIG_BYTES = len(json.dumps(BIG, sort_keys=True, ensure_ascii=False).encode())
+AGENT = AgentSpec(name="bot", static_instruction="You answer from data.")
+
+
+def search_turn(response: Any, call_id: str = "c1") -> list[Event]:
+    return [user_message("find the rows"),
+            tool_call("bot", "search_rows", {"q": "Lisbon"}, call_id=call_id),
+            tool_result("bot", "search_rows", response, call_id=call_id)]
+
+
+def test_a_large_tool_result_becomes_a_handle_and_summary(tmp_path: Path) -> None:
+    assert BIG_BYTES > 200_000
+    sessions, artifacts = InMemorySessionStore(), FileArtifactStore(tmp_path / "art")
+    session = sessions.create_session("app", "ana", "s1")
+    stored = append_events(sessions, artifacts, session, search_turn(BIG))
+    result = session.events[-1]
+    response = result.data["response"]
+    assert response[OFFLOADED_KEY] is True and response["bytes"] == BIG_BYTES
+    name = response["artifact"]
+    assert name.startswith("search_rows-result-") and result.artifact_delta == {name: 0}
+    assert response["handle"] == artifacts.load("app", "ana", "s1", name).handle
+    assert "search_rows" in response["summary"] and "rows" in response["summary"]
+    assert len(response["summary"]) <= 200
+    # The artifact holds the payload byte for byte, with its mime type and summary.
+    art = artifacts.load("app", "ana", "s1", name)
+    assert json.loads(art.text()) == BIG and art.mime_type == "application/json"
+    assert art.summary == response["summary"]
+    # The call and the user message are stored as given; the ids are the caller's.
+    assert [e.id for e in stored] == [e.id for e in session.events]
+    assert session.events[1].data["args"] == {"q": "Lisbon"}
+    # A fresh copy from the store reads the same.
+    again = sessions.get_session("app", "ana", "s1")
+    assert again.events[-1].data["response"] == response
+
+
+def test_small_results_and_other_events_stay_inline() -> None:
+    sessions, artifacts = InMemorySessionStore(), InMemoryArtifactStore()
+    session = sessions.create_session("app", "ana", "s1")
+    small = {"rows": [1, 2, 3]}
+    append_events(sessions, artifacts, session, search_turn(small))
+    assert session.events[-1].data["response"] == small
+    assert artifacts.list_names("app", "ana", "s1") == []
+
+
+def test_threshold_is_exclusive_configurable_and_zero_is_off() -> None:
+    text = "y" * 500  # a string result is measured as its UTF-8 text
+    artifacts = InMemoryArtifactStore()
+    sessions = InMemorySessionStore()
+    session = sessions.create_session("app", "ana", "s1")
+    events = search_turn(text)
+    assert offload_events(artifacts, session, events, OffloadPolicy(500)).saved == []
+    out = offload_events(artifacts, session, events, OffloadPolicy(499))
+    assert len(out.saved) == 1 and out.events[-1].data["response"]["mime_type"].startswith(
+        "text/plain")
+    assert artifacts.load("app", "ana", "s1", out.saved[0][0]).text() == text
+    assert offload_events(artifacts, session, search_turn(BIG), OffloadPolicy(0)).saved == []
+    assert OffloadPolicy().threshold_bytes == DEFAULT_THRESHOLD_BYTES == 10 * 1024
+    with pytest.raises(ValueError, match="threshold_bytes"):
+        OffloadPolicy(-1)
+
+
+def test_the_artifact_is_durable_before_the_event_is_stored() -> None:
+    artifacts = InMemoryArtifactStore()
+    seen_at_append: list[list[str]] = []
+
+    class Watching(InMemorySessionStore):
+        def _append_many(self, session: Any, events: list[Event]) -> None:
+            # What the artifact store holds at the moment the events are written.
+            seen_at_append.append(artifacts.list_names("app", "ana", "s1"))
+            super()._append_many(session, events)
+
+    sessions = Watching()
+    session = sessions.create_session("app", "ana", "s1")
+    append_events(sessions, artifacts, session, search_turn(BIG))
+    name = session.events[-1].data["response"]["artifact"]
+    assert seen_at_append == [[name]]
+
+
+def test_a_refused_append_leaves_no_artifact_behind() -> None:
+    sessions, artifacts = InMemorySessionStore(), InMemoryArtifactStore()
+    session = sessions.create_session("app", "ana", "s1")
+    sessions.end_session(session)
+    with pytest.raises(SessionEndedError):
+        append_events(sessions, artifacts, session, search_turn(BIG))
+    assert artifacts.list_names("app", "ana", "s1") == []
+    live = sessions.create_session("app", "ana", "s2")
+
+    def refuse(events: list[Event]) -> None:
+        raise ValueError("over a limit")
+
+    with pytest.raises(ValueError, match="over a limit"):
+        append_events(sessions, artifacts, live, search_turn(BIG), check=refuse)
+    assert artifacts.list_names("app", "ana", "s2") == [] and live.events == []
+
+
+def test_compile_lists_the_handle_and_load_artifacts_expands_it_for_one_call() -> None:
+    sessions, artifacts = InMemorySessionStore(), InMemoryArtifactStore()
+    session = sessions.create_session("app", "ana", "s1")
+    append_events(sessions, artifacts, session, search_turn(BIG))
+    name = session.events[-1].data["response"]["artifact"]
+    services = Services(artifacts=artifacts)
+    compiler = Compiler.default()
+
+    lean = compiler.compile(session, AGENT, services=services)
+    assert name in lean.system_instruction  # listed with its handle and summary
+    assert any(t["name"] == "load_artifacts" for t in lean.tools)
+    assert lean.total_tokens < 1_000 < count_tokens(json.dumps(BIG))
+
+    append_events(sessions, artifacts, session, [
+        tool_call("bot", "load_artifacts", {"artifact_names": [name]}, call_id="c2"),
+        tool_result("bot", "load_artifacts", {"status": "ok"}, call_id="c2")])
+    loaded = compiler.compile(session, AGENT, services=services)
+    step = next(s for s in loaded.trace if s.name == "artifacts")
+    assert step.detail["inlined"] == [name]
+    assert '"city": "Lisbon"' in loaded.contents[-1].text
+    assert loaded.total_tokens > count_tokens(json.dumps(BIG)) // 2
+
+    # The next step no longer carries it.
+    append_events(sessions, artifacts, session, [user_message("thanks")])
+    after = compiler.compile(session, AGENT, services=services)
+    assert after.total_tokens < 1_000
+
+
+def test_offload_setting_defaults_to_10_kb_and_is_configurable(tmp_path: Path) -> None:
+    assert parse_settings({"store": str(tmp_path)}).server.offload_bytes == 10 * 1024
+    s = parse_settings({"store": str(tmp_path), "server": {"offload_bytes": 0}})
+    assert s.server.offload_bytes == 0
+
+
+# -- over HTTP, without Ray -----------------------------------------------------------------
+def _append(client: Any, events: list[Event]) -> Any:
+    body = {"app_name": "app", "user_id": "ana",
+            "events": [{k: v for k, v in e.to_dict().items() if k != "session_id"}
+                       for e in events]}
+    return client.post("/v1/sessions/s1/events", json=body)
+
+
+def test_http_append_offloads_and_the_artifact_route_serves_the_payload(make_http) -> None:
+    client, backend = make_http(max_body_bytes=1 << 20)
+    backend.sessions.create_session("app", "ana", "s1")
+    r = _append(client, search_turn(BIG))
+    assert r.status_code == 200, r.text
+    got = client.get("/v1/sessions/s1", params={"app_name": "app", "user_id": "ana"}).json()
+    response = got["events"][-1]["data"]["response"]
+    assert response[OFFLOADED_KEY] is True and response["bytes"] == BIG_BYTES
+    assert len(json.dumps(got)) < 5_000
+    raw = client.get(f"/v1/artifacts/app/ana/s1/{response['artifact']}")
+    assert raw.status_code == 200 and json.loads(raw.content) == BIG
+    out = client.post("/v1/context:compile", json={
+        "app_name": "app", "user_id": "ana", "session_id": "s1",
+        "agent": {"name": "bot"}}).json()
+    assert out["total_tokens"] < 1_000 and response["artifact"] in out["system_instruction"]
+
+
+def test_http_offload_threshold_comes_from_the_http_config(make_http) -> None:
+    client, backend = make_http(max_body_bytes=1 << 20, offload_bytes=0)
+    backend.sessions.create_session("app", "ana", "s1")
+    assert _append(client, search_turn(BIG)).status_code == 200
+    assert backend.sessions.get_session("app", "ana", "s1").events[-1].data["response"] == BIG
+    assert backend.artifacts.list_names("app", "ana", "s1") == []
