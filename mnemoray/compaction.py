@@ -3,23 +3,36 @@
 Like ADK's context compaction, a sliding window over *invocations*: once
 ``interval`` invocations have completed since the last compaction, the new
 ones plus the last ``overlap`` invocations before them are summarized. A
-token threshold is a second trigger that compacts everything not yet covered
-except the last ``keep_last`` events. Raw events always stay in the store;
-the compaction event only adds a summary layer naming exactly the events it
-summarized (``data["source_event_ids"]``).
+token threshold is a second trigger: when the summaries a compile would show
+plus everything not yet covered exceed it, all of it except the last
+``keep_last`` events is compacted (from the start of the session when the
+summaries alone take half the threshold, so one summary replaces them all).
+Semantic ``boundaries`` (seed 000: topic shift, task done, an explicit phrase;
+:mod:`mnemoray.boundaries`) close a segment: the events before a boundary are
+compacted as one window, and no sliding window crosses a boundary.
 
-A window never separates a tool call from its result, and never contains
-anything still waiting (a tool call without a result, a confirmation request
-without an answer): those must reach the model raw.
+Raw events always stay in the store; the compaction event only adds a summary
+layer naming exactly the events it summarized (``data["source_event_ids"]``),
+with the trigger that fired and the raw and summary token counts.
+Window safety (tool calls with their results, nothing pending):
+:mod:`mnemoray.compaction_timeline`.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
+from mnemoray.boundaries import BOUNDARY_KINDS, Encode, find_boundaries
+from mnemoray.compaction_timeline import (
+    CONFIRMATION_REQUEST,
+    Timeline,
+    event_tokens,
+    is_summarizable,
+)
 from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
 from mnemoray.session import Session
@@ -27,8 +40,11 @@ from mnemoray.session_store import SessionStore
 from mnemoray.summarizers.base import Summarizer
 from mnemoray.tokens import count_tokens
 
+__all__ = ["COMPACTOR_AUTHOR", "CONFIRMATION_REQUEST", "CompactionConfig", "Compactor",
+           "Plan", "event_tokens", "is_summarizable"]
+
 COMPACTOR_AUTHOR = "compactor"
-CONFIRMATION_REQUEST = "request_confirmation"
+_OPTIONAL = ("interval", "token_threshold")
 
 
 @dataclass(frozen=True)
@@ -37,159 +53,104 @@ class CompactionConfig:
     overlap: int = 1  # invocations re-included from the previous window
     token_threshold: int | None = None  # compact when uncovered tokens exceed this
     keep_last: int = 6  # events kept raw under the token trigger
+    boundaries: tuple[str, ...] = ()  # semantic boundaries: topic_shift, task_done, phrase
+    topic_shift_threshold: float = 0.2  # cosine similarity below which the topic shifted
 
     def __post_init__(self) -> None:
         for name, minimum in (("interval", 1), ("overlap", 0), ("token_threshold", 1),
                               ("keep_last", 0)):
             value = getattr(self, name)
-            if value is None and name in ("interval", "token_threshold"):
+            if value is None and name in _OPTIONAL:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                optional = " or None" if name in ("interval", "token_threshold") else ""
+                optional = " or None" if name in _OPTIONAL else ""
                 raise InvalidInput(f"must be an int >= {minimum}{optional}, got {value!r}",
                                    field=f"CompactionConfig.{name}")
+        if isinstance(self.boundaries, str) or not all(
+                b in BOUNDARY_KINDS for b in self.boundaries):
+            raise InvalidInput(f"must be a list of {', '.join(BOUNDARY_KINDS)}, got "
+                               f"{self.boundaries!r}", field="CompactionConfig.boundaries")
+        object.__setattr__(self, "boundaries", tuple(dict.fromkeys(self.boundaries)))
+        t = self.topic_shift_threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not -1.0 <= t <= 1.0:
+            raise InvalidInput(f"must be a number in [-1, 1], got {t!r}",
+                               field="CompactionConfig.topic_shift_threshold")
 
+    @property
+    def enabled(self) -> bool:
+        """Whether any trigger can fire."""
+        return self.interval is not None or self.token_threshold is not None \
+            or bool(self.boundaries)
 
-def is_summarizable(event: Event) -> bool:
-    """Compaction events, streaming fragments and control signals are never content."""
-    return not event.partial and event.type not in ("compaction", "control")
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                for f in fields(self)}
 
-
-def event_tokens(event: Event) -> int:
-    """What the event costs in a prompt: its text plus any tool payload."""
-    payload = json.dumps(event.data, sort_keys=True, default=str) if event.data else ""
-    return count_tokens(event.text) + (count_tokens(payload) if payload else 0)
+    def with_overrides(self, overrides: Mapping[str, Any] | None) -> CompactionConfig:
+        """This config with some fields replaced (a session's own policy over the app's)."""
+        if not overrides:
+            return self
+        known = {f.name for f in fields(self)}
+        for key in overrides:
+            if key not in known:
+                raise InvalidInput(f"unknown compaction setting; known: {', '.join(sorted(known))}",
+                                   field=f"CompactionConfig.{key}")
+        values = dict(overrides)
+        if isinstance(values.get("boundaries"), list):
+            values["boundaries"] = tuple(values["boundaries"])
+        return replace(self, **values)
 
 
 @dataclass(frozen=True)
-class _Timeline:
-    """The session seen by the compactor.
-
-    ``events`` are the non-partial, non-compaction events in order (control
-    events included: they belong to invocations and hold confirmations).
-    """
+class Plan:
+    """The next window to compact and the trigger that chose it."""
 
     events: list[Event]
-    invocations: list[tuple[int, int]]  # inclusive index ranges holding content
-    safe_after: list[bool]  # a window may end at index i
-    covered_end: int  # last index summarized by an earlier compaction, -1 if none
-
-    @classmethod
-    def of(cls, session: Session) -> _Timeline:
-        events = [e for e in session.events if not e.partial and e.type != "compaction"]
-        return cls(events, _invocations(events), _safe_cuts(events),
-                   _covered_end(events, [e for e in session.events if e.type == "compaction"]))
-
-    def last_safe_at_or_before(self, index: int, floor: int) -> int:
-        while index >= floor and not self.safe_after[index]:
-            index -= 1
-        return index
-
-    def first_safe_at_or_after(self, index: int) -> int | None:
-        for i in range(index, len(self.events)):
-            if self.safe_after[i]:
-                return i
-        return None
-
-    def safe_start(self, index: int) -> int:
-        """Move a window start back until no call/confirmation pair straddles it."""
-        while index > 0 and not self.safe_after[index - 1]:
-            index -= 1
-        return index
-
-
-def _invocations(events: Sequence[Event]) -> list[tuple[int, int]]:
-    """Consecutive runs of one invocation id; without ids a user message opens one."""
-    groups: list[tuple[int, int]] = []
-    start = 0
-    for i in range(1, len(events) + 1):
-        if i < len(events):
-            prev, cur = events[i - 1], events[i]
-            opens = cur.invocation_id != prev.invocation_id or (
-                not cur.invocation_id and cur.role == "user" and cur.type == "message")
-            if not opens:
-                continue
-        if any(is_summarizable(e) for e in events[start:i]):
-            groups.append((start, i - 1))
-        start = i
-    return groups
-
-
-def _safe_cuts(events: Sequence[Event]) -> list[bool]:
-    """``safe[i]``: no tool call or confirmation request at <= i is answered after i.
-
-    An unanswered one is open forever, so nothing after it is ever safe: a
-    pending call or confirmation can never fall inside a window.
-    """
-    n = len(events)
-    calls: dict[str, int] = {}
-    spans: list[tuple[int, int]] = []  # [first, last] indices a cut may not follow
-    open_calls: dict[str, int] = {}
-    open_requests: dict[str, int] = {}
-    for i, e in enumerate(events):
-        if e.type == "tool_call" and e.call_id:
-            calls.setdefault(e.call_id, i)
-            open_calls.setdefault(e.call_id, i)
-        elif e.type == "tool_result" and e.call_id in open_calls:
-            spans.append((open_calls.pop(e.call_id), i - 1))
-        elif e.type == "control":
-            call_id = e.data.get("call_id")
-            if e.data.get("action") == CONFIRMATION_REQUEST:
-                # The call awaiting confirmation stays with its request.
-                open_requests.setdefault(call_id, min(i, calls.get(call_id, i)))
-            elif call_id in open_requests:
-                spans.append((open_requests.pop(call_id), i - 1))
-    spans.extend((start, n - 1) for start in (*open_calls.values(), *open_requests.values()))
-    depth = [0] * (n + 1)
-    for first, last in spans:
-        if first <= last:
-            depth[first] += 1
-            depth[last + 1] -= 1
-    safe: list[bool] = []
-    running = 0
-    for i in range(n):
-        running += depth[i]
-        safe.append(running == 0)
-    return safe
-
-
-def _covered_end(events: Sequence[Event], compactions: Sequence[Event]) -> int:
-    position = {e.id: i for i, e in enumerate(events)}
-    end = -1
-    for c in compactions:
-        ids = c.data.get("source_event_ids")
-        if ids:
-            end = max([end, *(position[i] for i in ids if i in position)])
-        else:  # a compaction written elsewhere: trust its time range
-            end_ts = c.data.get("end_ts", float("-inf"))
-            end = max([end, *(i for i, e in enumerate(events) if e.timestamp <= end_ts)])
-    return end
+    trigger: str
 
 
 class Compactor:
-    """Decides when and what to compact; the summarizer decides how."""
+    """Decides when and what to compact; the summarizer decides how.
 
-    def __init__(self, summarizer: Summarizer, config: CompactionConfig) -> None:
+    ``encode`` (texts -> vectors, e.g. the configured embedder's ``encode``) feeds
+    the ``topic_shift`` boundary; without it a deterministic lexical stand-in is used.
+    """
+
+    def __init__(self, summarizer: Summarizer, config: CompactionConfig, *,
+                 encode: Encode | None = None) -> None:
         if not callable(getattr(summarizer, "summarize", None)):
             raise TypeError(f"summarizer: expected a Summarizer, got {type(summarizer).__name__}")
         if not isinstance(config, CompactionConfig):
             raise TypeError(f"config: expected CompactionConfig, got {type(config).__name__}")
         self.summarizer = summarizer
         self.config = config
+        self.encode = encode
 
     def plan(self, session: Session) -> list[Event] | None:
         """The events the next compaction would summarize, or None; writes nothing."""
-        timeline = _Timeline.of(session)
-        return self._sliding_window(timeline) or self._token_window(timeline)
+        planned = self.plan_window(session)
+        return None if planned is None else planned.events
 
-    def maybe_compact(self, store: SessionStore, session: Session) -> Event | None:
-        """Append one compaction event if a trigger fires; return it (else None)."""
-        window = self.plan(session)
-        if window is None:
-            return None
+    def plan_window(self, session: Session) -> Plan | None:
+        """:meth:`plan` with the trigger that fired."""
+        t = Timeline.of(session)
+        cut, kind = self._boundary_cut(t)
+        sliding = self._sliding_window(t, cut)
+        if sliding:
+            return Plan(sliding, "interval")
+        if cut is not None:
+            window = self._window(t, t.safe_start(t.covered_end + 1), cut)
+            if window:
+                return Plan(window, kind)
+        tokens = self._token_window(t)
+        return Plan(tokens, "token_threshold") if tokens else None
+
+    def summarize(self, session: Session, planned: Plan) -> Event:
+        """The compaction event of ``planned`` (calls the summarizer; writes nothing)."""
+        window = planned.events
         summary = self.summarizer.summarize(window)
         latest = max((e.timestamp for e in session.events), default=0.0)
-        event = Event(
+        return Event(
             author=COMPACTOR_AUTHOR, role="system", type="compaction", text=summary.summary,
             # JSON round trip: the stored form is what every store reads back.
             data=json.loads(json.dumps({
@@ -197,47 +158,73 @@ class Compactor:
                 "end_ts": window[-1].timestamp,
                 "summary": summary.to_dict(),
                 "source_event_ids": [e.id for e in window],
+                "trigger": planned.trigger,
+                "raw_tokens": sum(event_tokens(e) for e in window),
+                "summary_tokens": count_tokens(summary.summary),
             })),
             # Never earlier than what it summarizes, even for back-dated sessions.
             timestamp=max(time.time(), latest),
         )
-        return store.append_event(session, event)
+
+    def maybe_compact(self, store: SessionStore, session: Session) -> Event | None:
+        """Append one compaction event if a trigger fires; return it (else None)."""
+        planned = self.plan_window(session)
+        if planned is None:
+            return None
+        return store.append_event(session, self.summarize(session, planned))
 
     # -- triggers ------------------------------------------------------------
-    def _sliding_window(self, t: _Timeline) -> list[Event] | None:
+    def _boundary_cut(self, t: Timeline) -> tuple[int | None, str]:
+        """Where the first boundary after the covered part closes a segment."""
+        if not self.config.boundaries:
+            return None, ""
+        start = t.covered_end + 1
+        turns = [g for g in t.invocations if g[0] >= start]
+        for b in find_boundaries(t.events, turns, self.config.boundaries,
+                                 threshold=self.config.topic_shift_threshold,
+                                 encode=self.encode):
+            cut = t.last_safe_at_or_before(b.index - 1, start)
+            if cut >= start and any(is_summarizable(e) for e in t.events[start:cut + 1]):
+                return cut, b.kind
+        return None, ""
+
+    def _sliding_window(self, t: Timeline, limit: int | None) -> list[Event] | None:
         interval = self.config.interval
         if interval is None:
             return None
-        new = [k for k, (first, _) in enumerate(t.invocations)
-               if first > t.covered_end and self._completed(t, k)]
+        new = [k for k, (first, last) in enumerate(t.invocations)
+               if first > t.covered_end and self._completed(t, k)
+               and (limit is None or last <= limit)]
         if len(new) < interval:
             return None
         first_group = max(0, new[0] - self.config.overlap)
         start = t.safe_start(min(t.invocations[first_group][0], t.covered_end + 1))
         target = t.invocations[new[-1]][1]
         # Extend to take in results that already exist; else shrink so the
-        # unanswered call stays raw.
+        # unanswered call stays raw. Never past a boundary.
         end = t.first_safe_at_or_after(target)
-        if end is None:
+        if end is None or (limit is not None and end > limit):
             end = t.last_safe_at_or_before(target, start)
         return self._window(t, start, end)
 
-    def _token_window(self, t: _Timeline) -> list[Event] | None:
+    def _token_window(self, t: Timeline) -> list[Event] | None:
         threshold, keep = self.config.token_threshold, self.config.keep_last
         if threshold is None:
             return None
         uncovered = [i for i in range(t.covered_end + 1, len(t.events))
                      if is_summarizable(t.events[i])]
-        if sum(event_tokens(t.events[i]) for i in uncovered) <= threshold \
+        summaries = t.summary_tokens()
+        if summaries + sum(event_tokens(t.events[i]) for i in uncovered) <= threshold \
                 or len(uncovered) <= keep:
             return None
         target = uncovered[-keep] - 1 if keep else len(t.events) - 1
-        start = t.safe_start(t.covered_end + 1)
+        # Summaries that crowd the budget are rolled up into the new one.
+        start = 0 if summaries > threshold // 2 else t.safe_start(t.covered_end + 1)
         # keep_last is a floor: a straddling call/result pair stays raw, whole.
         return self._window(t, start, t.last_safe_at_or_before(target, start))
 
     @staticmethod
-    def _completed(t: _Timeline, k: int) -> bool:
+    def _completed(t: Timeline, k: int) -> bool:
         """Earlier invocations are done; the last one once the model has answered."""
         if k < len(t.invocations) - 1:
             return True
@@ -247,7 +234,7 @@ class Compactor:
         return answered and t.safe_after[last]
 
     @staticmethod
-    def _window(t: _Timeline, start: int, end: int) -> list[Event] | None:
+    def _window(t: Timeline, start: int, end: int) -> list[Event] | None:
         if end <= t.covered_end or end < start:
             return None
         window = [e for e in t.events[start:end + 1] if is_summarizable(e)]

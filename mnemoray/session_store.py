@@ -45,6 +45,15 @@ class DuplicateEventError(Conflict, ValueError):
     """An event with this id is already in the session."""
 
 
+CATCH_UP_TRIES = 3  # compactions landing between a reload and the append, in a row
+
+
+def only_compactions_since(session: Session, version: int) -> bool:
+    """Whether every event ``session`` holds past ``version`` is a compaction."""
+    return 0 <= version <= session.version and all(
+        e.type == "compaction" for e in session.events[version:session.version])
+
+
 SessionChange = Literal["ended", "deleted", "appended"]
 DEFAULT_CHANGES: frozenset[str] = frozenset({"ended", "deleted"})
 
@@ -149,8 +158,8 @@ class SessionStore(ABC):
 
     def append_events(self, session: Session, events: Iterable[Event]) -> list[Event]:
         """Append ``events`` in order, all or nothing: if one cannot be persisted
-        (repeated id, stale copy, ended session) none is, and ``session`` is unchanged.
-
+        (repeated id, stale copy, ended session) none is, and ``session`` is unchanged
+        (but for compaction events a copy behind only by those takes in first).
         Returns the events as given to the session; partial (streaming) ones are
         returned with ``partial`` set and are neither persisted nor applied.
         """
@@ -160,7 +169,13 @@ class SessionStore(ABC):
         durable = [e for e in out if not e.partial]
         if not durable:
             return out
-        self._append_many(session, durable)
+        for attempt in range(CATCH_UP_TRIES + 1):
+            try:
+                self._append_many(session, durable)
+                break
+            except StaleSessionError:
+                if attempt == CATCH_UP_TRIES or not self._catch_up(session, durable):
+                    raise
         for event in durable:
             session.apply(event)
         session.version += len(durable)
@@ -168,6 +183,19 @@ class SessionStore(ABC):
             # One notice per request: listeners see the session with all its new events.
             self._notify(SessionNotice("appended", *session.key, session=session))
         return out
+
+    def _catch_up(self, session: Session, events: list[Event]) -> bool:
+        """A copy stale only by (background) compaction events takes them in: a summary
+        layer never conflicts with content. True if ``session`` caught up."""
+        if any(e.type == "compaction" for e in events):
+            return False
+        fresh = self.get_session(*session.key)
+        if not only_compactions_since(fresh, session.version):
+            return False
+        for event in fresh.events[session.version:]:
+            session.apply(event)
+        session.version = fresh.version
+        return True
 
     def end_session(self, session: Session, ended_at: float | None = None) -> Session:
         if session.ended:

@@ -26,6 +26,10 @@ class Summary:
     entities: tuple[str, ...] = ()
     open_threads: tuple[str, ...] = ()
     source_event_ids: tuple[str, ...] = ()
+    # Typed outcomes (seed 004) where a summarizer yields them: what was decided, and
+    # what someone committed to do. Kept on the memory records (``distill``).
+    decisions: tuple[str, ...] = ()
+    commitments: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,6 +44,8 @@ class Summary:
             entities=tuple(raw.get("entities") or ()),
             open_threads=tuple(raw.get("open_threads") or ()),
             source_event_ids=tuple(raw.get("source_event_ids") or ()),
+            decisions=tuple(raw.get("decisions") or ()),
+            commitments=tuple(raw.get("commitments") or ()),
         )
 
 
@@ -54,3 +60,8 @@ class Summarizer(ABC):
     def summarize_many(self, batches: Sequence[Sequence[Event]]) -> list[Summary]:
         """Batch entry point (Ray Data); backends with real batching override it."""
         return [self.summarize(events) for events in batches]
+
+    def with_prompt(self, prompt: str | None) -> Summarizer:
+        """This summarizer instructed by ``prompt`` (seed 003 ``compactionPrompt`` /
+        ``memoryPrompt``). Backends without a prompt (extractive) return themselves."""
+        return self

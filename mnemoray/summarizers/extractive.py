@@ -25,6 +25,7 @@ import numpy as np
 from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
 from mnemoray.summarizers.base import Fact, Summarizer, Summary
+from mnemoray.summarizers.outcomes import outcomes
 from mnemoray.text import STOPWORDS, split_sentences, stem, terms, words
 
 if TYPE_CHECKING:
@@ -230,6 +231,7 @@ class ExtractiveSummarizer(Summarizer):
             if embedded is not None and sentences:
                 embeddings = embedded[offset:offset + len(sentences)]
             offset += len(sentences)
+            decisions, commitments = outcomes(content)
             out.append(Summary(
                 summary=self._extract(sentences, embeddings),
                 topics=self._topics(sentences, embeddings),
@@ -237,6 +239,7 @@ class ExtractiveSummarizer(Summarizer):
                 entities=self._entities(sentences),
                 open_threads=self._open_threads(content),
                 source_event_ids=tuple(e.id for e in content),
+                decisions=decisions, commitments=commitments,
             ))
         return out
 

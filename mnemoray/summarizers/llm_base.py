@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -31,11 +32,20 @@ class LLMSummarizer(Summarizer):
     """
 
     limit_option = "max_tokens"  # the attribute holding the generation limit, for error hints
+    prompt: str | None = None  # the task line of the instructions (None: DEFAULT_PROMPT)
 
     def __init__(self, fallback: Summarizer | None = None) -> None:
         if fallback is not None and not isinstance(fallback, Summarizer):
             raise TypeError(f"fallback: expected a Summarizer, got {type(fallback).__name__}")
         self.fallback = fallback
+
+    def with_prompt(self, prompt: str | None) -> LLMSummarizer:
+        """A copy that instructs the model with ``prompt`` (same model and client)."""
+        if prompt == self.prompt:
+            return self
+        clone = copy.copy(self)
+        clone.prompt = prompt
+        return clone
 
     @abstractmethod
     def _complete(self, batches: Sequence[Sequence[Event]]) -> list[Completion]:

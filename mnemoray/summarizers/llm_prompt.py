@@ -50,12 +50,18 @@ SUMMARY_JSON_SCHEMA: dict[str, Any] = {
         },
         "entities": {"type": "array", "items": {"type": "string"}},
         "open_threads": {"type": "array", "items": {"type": "string"}},
+        "decisions": {"type": "array", "items": {"type": "string"}},
+        "commitments": {"type": "array", "items": {"type": "string"}},
     },
-    "required": ["summary", "topics", "key_facts", "entities", "open_threads"],
+    "required": ["summary", "topics", "key_facts", "entities", "open_threads", "decisions",
+                 "commitments"],
 }
 
+# The task line; a configured prompt (seed 003 ``memoryPrompt`` / ``compactionPrompt``)
+# replaces it, while the transcript and the output format the parser needs stay.
+DEFAULT_PROMPT = "You are distilling a conversation into long-term memory for an AI assistant."
 _INSTRUCTIONS = """\
-You are distilling a conversation into long-term memory for an AI assistant.
+{prompt}
 Each transcript line starts with its event index in brackets, e.g. [e3].
 
 ## Transcript
@@ -68,7 +74,9 @@ Return ONLY one JSON object (no prose, no code fences) with exactly these keys:
   "topics": ["3-5 short topic phrases"],
   "key_facts": [{{"text": "a durable fact about the user", "events": [0]}}],
   "entities": ["people, places, products and organisations that were named"],
-  "open_threads": ["questions or tasks left unresolved"]
+  "open_threads": ["questions or tasks left unresolved"],
+  "decisions": ["what was decided or agreed"],
+  "commitments": ["what someone promised or planned to do, and who"]
 }}
 Rules:
 - key_facts are things worth remembering about the user: preferences, decisions,
@@ -131,38 +139,41 @@ def render_transcript(events: Sequence[Event], max_event_chars: int = MAX_EVENT_
                      for i, event in enumerate(events) if is_renderable(event))
 
 
-def build_prompt(events: Sequence[Event], max_event_chars: int = MAX_EVENT_CHARS) -> str:
+def build_prompt(events: Sequence[Event], max_event_chars: int = MAX_EVENT_CHARS,
+                 prompt: str | None = None) -> str:
     transcript = render_transcript(events, max_event_chars)
     if not transcript:
         raise ValueError(f"nothing to summarize: all {len(events)} events are partial, "
                          "control or empty messages")
-    return _INSTRUCTIONS.format(transcript=transcript)
+    return _INSTRUCTIONS.format(transcript=transcript, prompt=(prompt or DEFAULT_PROMPT).strip())
 
 
-def build_messages(events: Sequence[Event],
-                   max_event_chars: int = MAX_EVENT_CHARS) -> list[dict[str, str]]:
+def build_messages(events: Sequence[Event], max_event_chars: int = MAX_EVENT_CHARS,
+                   prompt: str | None = None) -> list[dict[str, str]]:
     # A single user turn: several chat templates (e.g. Gemma) reject a system role.
-    return [{"role": "user", "content": build_prompt(events, max_event_chars)}]
+    return [{"role": "user", "content": build_prompt(events, max_event_chars, prompt)}]
 
 
-def render_for_tokenizer(events: Sequence[Event], tokenizer: Any) -> tuple[str, bool]:
+def render_for_tokenizer(events: Sequence[Event], tokenizer: Any,
+                         prompt: str | None = None) -> tuple[str, bool]:
     """The model input text, through the tokenizer's chat template when it has one.
 
     Returns ``(text, templated)``; a templated text already holds its special
     tokens, so callers must not add them again when tokenizing.
     """
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(build_messages(events), tokenize=False,
+        text = tokenizer.apply_chat_template(build_messages(events, prompt=prompt),
+                                             tokenize=False,
                                              add_generation_prompt=True)
         return str(text), True
-    return build_prompt(events), False
+    return build_prompt(events, prompt=prompt), False
 
 
 # -- JSON recovery -----------------------------------------------------------
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models' preamble
 _FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)```", re.S)
 _KNOWN_KEYS = {"summary", "topics", "key_facts", "keyFacts", "facts", "entities",
-               "open_threads", "openThreads"}
+               "open_threads", "openThreads", "decisions", "commitments"}
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _MAX_CANDIDATES = 64
 
@@ -389,6 +400,8 @@ def parse_summary_report(raw_text: str, events: Sequence[Event]) -> ParseReport:
         entities=_strings(obj.get("entities")),
         open_threads=_strings(_first_key(obj, "open_threads", "openThreads")),
         source_event_ids=tuple(citable.values()),
+        decisions=_strings(obj.get("decisions")),
+        commitments=_strings(obj.get("commitments")),
     )
     return ParseReport(summary, dropped_facts, dropped_citations)
 

@@ -103,7 +103,7 @@ class OpenAISummarizer(LLMSummarizer):
     def request_body(self, events: Sequence[Event]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": build_messages(events),
+            "messages": build_messages(events, prompt=self.prompt),
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             **self.extra_body,

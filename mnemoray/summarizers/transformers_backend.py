@@ -101,7 +101,7 @@ class TransformersSummarizer(LLMSummarizer):
 
     def render_input(self, events: Sequence[Event]) -> str:
         """The exact text fed to the model for one window."""
-        return render_for_tokenizer(events, self.tokenizer)[0]
+        return render_for_tokenizer(events, self.tokenizer, self.prompt)[0]
 
     def _complete(self, batches: Sequence[Sequence[Event]]) -> list[Completion]:
         completions: list[Completion] = []
@@ -110,7 +110,8 @@ class TransformersSummarizer(LLMSummarizer):
         return completions
 
     def _generate(self, batches: Sequence[Sequence[Event]], offset: int) -> list[Completion]:
-        rendered = [render_for_tokenizer(events, self.tokenizer) for events in batches]
+        rendered = [render_for_tokenizer(events, self.tokenizer, self.prompt)
+                    for events in batches]
         # Templated text already carries BOS etc.; adding them again confuses the model.
         templated = rendered[0][1]
         enc = self.tokenizer([text for text, _ in rendered], return_tensors="pt", padding=True,

@@ -74,7 +74,7 @@ class VLLMSummarizer(LLMSummarizer):
         A chat-templated text already holds BOS and friends, and vLLM would add
         them again when tokenizing a string, so it goes in as token ids.
         """
-        text, templated = render_for_tokenizer(events, self.tokenizer)
+        text, templated = render_for_tokenizer(events, self.tokenizer, self.prompt)
         if templated:
             return {"prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False)}
         return text

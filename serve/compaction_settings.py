@@ -1,0 +1,118 @@
+"""The ``compaction`` settings group: automatic compaction per app (seed 000, 003).
+
+Layout::
+
+    compaction:
+      enabled: true            # run the AutoCompactor in each ingress replica
+      workers: 1               # its threads (summaries run there, off the request path)
+      interval, overlap, token_threshold, keep_last, boundaries, topic_shift_threshold
+      compaction_prompt: null  # the summarizer's instructions for compaction
+      memory_prompt: null      # ... and for memory ingestion (LLM summarizers)
+      apps:
+        <app_name>: {any of the fields above but enabled/workers}
+
+A session created with a ``compaction`` object overrides its app's policy
+fields (``mnemoray.compaction_policy``). Prompts only steer LLM summarizers;
+the extractive default has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from mnemoray.compaction import CompactionConfig
+from mnemoray.errors import ConfigError, InvalidInput
+
+Boundary = Literal["topic_shift", "task_done", "phrase"]
+Prompt = str | None
+POLICY_FIELDS = ("interval", "overlap", "token_threshold", "keep_last", "boundaries",
+                 "topic_shift_threshold")
+PROMPT_MAX_CHARS = 20_000
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AppCompactionSettings(_Strict):
+    """One app's overrides: only the fields given replace the default's."""
+
+    interval: int | None = Field(None, ge=1)
+    overlap: int | None = Field(None, ge=0)
+    token_threshold: int | None = Field(None, ge=1)
+    keep_last: int | None = Field(None, ge=0)
+    boundaries: list[Boundary] | None = None
+    topic_shift_threshold: float | None = Field(None, ge=-1, le=1)
+    compaction_prompt: Prompt = Field(None, max_length=PROMPT_MAX_CHARS)
+    memory_prompt: Prompt = Field(None, max_length=PROMPT_MAX_CHARS)
+
+
+class CompactionSettings(_Strict):
+    """Automatic compaction: the default policy, prompts and per-app overrides."""
+
+    enabled: bool = Field(True, description="compact sessions after appends, in the "
+                          "background (a session's policy still decides whether it does)")
+    workers: int = Field(1, ge=1, le=16, description="compaction threads per replica")
+    interval: int | None = Field(None, ge=1, description="compact every N new invocations")
+    overlap: int = Field(1, ge=0)
+    token_threshold: int | None = Field(8000, ge=1, description="compact when a compile "
+                                        "would show more tokens of history than this")
+    keep_last: int = Field(10, ge=0, description="events kept raw by the token trigger")
+    boundaries: list[Boundary] = Field(default_factory=list)
+    topic_shift_threshold: float = Field(0.2, ge=-1, le=1)
+    compaction_prompt: Prompt = Field(None, max_length=PROMPT_MAX_CHARS)
+    memory_prompt: Prompt = Field(None, max_length=PROMPT_MAX_CHARS)
+    apps: dict[str, AppCompactionSettings] = Field(default_factory=dict)
+    _configs: dict[str | None, CompactionConfig] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any) -> None:
+        # Built once, so a bad combination fails when the settings load, naming its key.
+        default = self._build(None, {k: getattr(self, k) for k in POLICY_FIELDS})
+        self._configs = {None: default}
+        for app, over in self.apps.items():
+            given = {k: v for k, v in over.model_dump(exclude_unset=True).items()
+                     if k in POLICY_FIELDS}
+            self._configs[app] = self._build(app, given, default)
+
+    @staticmethod
+    def _build(app: str | None, values: dict[str, Any],
+               base: CompactionConfig | None = None) -> CompactionConfig:
+        try:
+            return (base or CompactionConfig()).with_overrides(values)
+        except InvalidInput as exc:
+            key = (exc.field or "").removeprefix("CompactionConfig.")
+            where = "compaction" if app is None else f"compaction.apps.{app}"
+            raise ConfigError(exc.reason, field=f"{where}.{key}") from None
+
+    def policy_for(self, app_name: str) -> CompactionConfig:
+        """The app's policy (its overrides over the default)."""
+        return self._configs.get(app_name, self._configs[None])
+
+    def compaction_prompt_for(self, app_name: str) -> str | None:
+        return self._prompt(app_name, "compaction_prompt")
+
+    def memory_prompt_for(self, app_name: str) -> str | None:
+        return self._prompt(app_name, "memory_prompt")
+
+    def _prompt(self, app_name: str, name: str) -> str | None:
+        app = self.apps.get(app_name)
+        if app is not None and name in app.model_fields_set:
+            return getattr(app, name)
+        return getattr(self, name)
+
+
+class SessionCompactionIn(_Strict):
+    """``POST /v1/sessions``'s ``compaction``: this session's policy over its app's. Only
+    the fields given apply; ``interval`` / ``token_threshold`` null turn that trigger off."""
+
+    interval: int | None = Field(None, ge=1)
+    overlap: int = Field(1, ge=0)
+    token_threshold: int | None = Field(None, ge=1)
+    keep_last: int = Field(10, ge=0)
+    boundaries: list[Boundary] = Field(default_factory=list, max_length=3)
+    topic_shift_threshold: float = Field(0.2, ge=-1, le=1)
+
+    def overrides(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)

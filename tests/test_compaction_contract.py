@@ -1,0 +1,176 @@
+"""Issue 12's compaction contract, over HTTP only: a session created with its own
+``compaction`` policy is compacted by the server itself after appends (no client
+call), and a compile then stays under the threshold.
+
+Without Ray: the routes over the ServiceBackend (a real MemoryService, compiler and
+AutoCompactor, wired as the ingress wires them). With Ray (``ray`` marker): the
+same contract against the real Serve app of ``test_serve_api``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from service_backend import ServiceBackend
+
+from mnemoray.memory.service import MemoryService
+from mnemoray.tokens import count_tokens
+from serve.api import build_api
+from serve.auth import ApiKeys
+from serve.backend import HttpConfig
+
+KEY = "compaction-contract-key-0123456789"
+THRESHOLD = 2000
+AGENT = {"name": "helper", "static_instruction": "You are a helpful assistant."}
+NEW_MESSAGE = "What did we settle about the balcony plants?"
+TOPICS = ("tomatoes", "basil", "the balcony", "watering", "seedlings", "compost")
+
+
+def message(n: int) -> dict[str, Any]:
+    role = "user" if n % 2 == 0 else "model"
+    return {"author": "user" if role == "user" else "helper", "role": role,
+            "type": "message", "invocation_id": f"inv-{n // 2}",
+            "text": f"Note {n}: about {TOPICS[n % len(TOPICS)]}, keep it short."}
+
+
+def poll(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """``check()`` once it is truthy (polled until a deadline, never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = check()
+        if out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.05)
+
+
+def run_contract(post: Callable[..., Any], get: Callable[..., Any], app: str) -> None:
+    """The contract, through any HTTP client (TestClient or httpx)."""
+    who = {"app_name": app, "user_id": "ana"}
+    created = post("/v1/sessions", json={**who, "compaction": {
+        "token_threshold": THRESHOLD, "keep_last": 10}})
+    assert created.status_code == 201, created.text
+    sid = created.json()["session_id"]
+    for start in range(0, 300, 50):
+        started = time.perf_counter()
+        r = post(f"/v1/sessions/{sid}/events",
+                 json={**who, "events": [message(n) for n in range(start, start + 50)]})
+        assert r.status_code == 200, r.text
+        assert time.perf_counter() - started < 5  # the append never waits for a summary
+
+    def compile_() -> dict[str, Any]:
+        r = post("/v1/context:compile", json={**who, "session_id": sid, "agent": AGENT,
+                                              "new_message": NEW_MESSAGE})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def settled() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        body = get(f"/v1/sessions/{sid}", params=who).json()
+        covered = {i for e in body["events"] if e["type"] == "compaction"
+                   for i in e["data"]["source_event_ids"]}
+        first = next(e for e in body["events"] if e["type"] == "message")
+        if first["id"] not in covered:
+            return None
+        out = compile_()
+        return (body, out) if out["total_tokens"] < THRESHOLD + count_tokens(NEW_MESSAGE) \
+            else None
+
+    # A compile that comes first uses what is there; within seconds it is compacted.
+    assert compile_()["total_tokens"] > 0
+    done = poll(settled)
+    assert done is not None, "not compacted under the threshold within the deadline"
+    body, out = done
+    raw = [e for e in body["events"] if e["type"] == "message"]
+    assert len(raw) == 300  # raw events stay; compaction only adds summaries
+    comps = [e for e in body["events"] if e["type"] == "compaction"]
+    for c in comps:  # each names what it covers and how much it saved
+        assert c["data"]["raw_tokens"] > c["data"]["summary_tokens"] > 0
+    # The last keep_last messages are never covered.
+    covered = {i for c in comps for i in c["data"]["source_event_ids"]}
+    assert not covered & {e["id"] for e in raw[-10:]}
+    # The compile's trace tells how much the summaries it shows saved.
+    history = next(step for step in out["trace"] if step["name"] == "history")
+    assert history["detail"]["compression_ratio"] > 1
+    assert out["total_tokens"] < THRESHOLD + count_tokens(NEW_MESSAGE)
+    assert out["total_tokens"] > count_tokens(NEW_MESSAGE)
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> TestClient:
+    backend = ServiceBackend(MemoryService.open(tmp_path / "store", embedder=None))
+    return TestClient(build_api(backend,  # type: ignore[arg-type]
+                                HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"}))),
+                      headers={"Authorization": f"Bearer {KEY}"})
+
+
+def test_300_appended_messages_are_compacted_by_the_server(client: TestClient) -> None:
+    run_contract(client.post, client.get, "app")
+    text = client.get("/metrics").text
+    assert 'mnemoray_compactions_total{trigger="token_threshold"}' in text
+    assert "mnemoray_compaction_compression_ratio_count" in text
+    assert "mnemoray_compaction_duration_seconds_count" in text
+
+
+@pytest.mark.parametrize("policy,field", [
+    ({"keep_last": -1}, "compaction.keep_last"),
+    ({"token_threshold": 0}, "compaction.token_threshold"),
+    ({"interval": "often"}, "compaction.interval"),
+    ({"boundaries": ["topic_shift", "sunset"]}, "compaction.boundaries.1"),
+    ({"keep_lats": 3}, "compaction.keep_lats"),
+    ({"overlap": None}, "compaction.overlap"),
+])
+def test_a_bad_policy_is_a_422_naming_the_key(client: TestClient, policy: dict,
+                                              field: str) -> None:
+    r = client.post("/v1/sessions", json={"app_name": "app", "user_id": "ana",
+                                          "session_id": "bad", "compaction": policy})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == field
+    # Nothing was created.
+    assert client.get("/v1/sessions/bad", params={"app_name": "app",
+                                                  "user_id": "ana"}).status_code == 404
+
+
+def test_a_session_policy_is_kept_with_the_session(client: TestClient) -> None:
+    who = {"app_name": "app", "user_id": "ana"}
+    r = client.post("/v1/sessions", json={**who, "session_id": "p", "compaction": {
+        "interval": 2, "overlap": 0, "boundaries": ["phrase", "task_done"]}})
+    assert r.status_code == 201, r.text
+    policy = [e for e in r.json()["events"] if e["type"] == "control"]
+    assert [p["data"] for p in policy] == [{"action": "compaction_policy", "policy": {
+        "interval": 2, "overlap": 0, "boundaries": ["phrase", "task_done"]}}]
+    plain = client.post("/v1/sessions", json={**who, "session_id": "plain"})
+    assert plain.json()["events"] == [] and plain.json()["version"] == 0
+
+
+def test_expected_version_ignores_background_compactions(client: TestClient) -> None:
+    who = {"app_name": "app", "user_id": "ana"}
+    client.post("/v1/sessions", json={**who, "session_id": "v", "compaction": {
+        "interval": 1, "overlap": 0}})
+    first = client.post("/v1/sessions/v/events", json={
+        **who, "events": [message(0), message(1)], "expected_version": 1})
+    assert first.status_code == 200, first.text
+    version = first.json()["version"]
+    assert poll(lambda: client.get("/v1/sessions/v", params=who).json()["version"] > version)
+    # The session moved on by a compaction only: the client's version still holds.
+    again = client.post("/v1/sessions/v/events", json={
+        **who, "events": [message(2), message(3)], "expected_version": version})
+    assert again.status_code == 200, again.text
+    stale = client.post("/v1/sessions/v/events", json={
+        **who, "events": [message(4)], "expected_version": version})
+    assert stale.status_code == 409 and stale.json()["error"]["field"] == "expected_version"
+
+
+@pytest.mark.ray
+def test_the_contract_against_the_real_serve_app(server) -> None:  # noqa: F811
+    with server.client() as c:
+        run_contract(c.post, c.get, "app")
+        text = c.get("/metrics").text
+    assert "mnemoray_compactions_total" in text
+
+
+# The real Serve app of test_serve_api (module-scoped there, started once here too).
+from test_serve_api import server  # noqa: E402,F401
