@@ -14,6 +14,8 @@ from cli.compile import compile_cmd
 from cli.demo import demo
 from cli.doctor import doctor
 from cli.memory import compact, gc, recall
+from cli.memory_group import memory_app
+from cli.memory_hygiene import MEMORY_COMMANDS
 from cli.serve import serve_cmd
 from mnemoray.errors import MnemorayError
 
@@ -41,6 +43,9 @@ for name, command in (("demo", demo), ("compile", compile_cmd), ("backfill", bac
                       ("compact", compact), ("gc", gc), ("recall", recall),
                       ("doctor", doctor), ("serve", serve_cmd)):
     app.command(name)(one_line_errors(command))
+for name, command in MEMORY_COMMANDS:  # mnemoray memory edit | versions | forget | forgotten
+    memory_app.command(name)(one_line_errors(command))
+app.add_typer(memory_app, name="memory")  # mnemoray memory consolidate
 
 
 def run() -> None:

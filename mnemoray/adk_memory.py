@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 
 # Who "said" a memory, as ADK's preload tool prints it ("author: text"). A
 # chunk's text already names each speaker line by line.
-_AUTHORS = {"fact": "user", "session_summary": "summary", "compaction_summary": "summary"}
+_AUTHORS = {"fact": "user", "session_summary": "summary", "compaction_summary": "summary",
+            "consolidated_summary": "summary"}
 
 
 class MemoryBackend(Protocol):

@@ -54,7 +54,7 @@ from mnemoray.memory.manifest import Manifest, SegmentEntry, StoreError, write_m
 from mnemoray.memory.segment import memory_schema, with_optional_columns, write_segment_table
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.store import MemoryStore
-from mnemoray.memory.tombstones import read_tombstones
+from mnemoray.memory.tombstones import archive_retired, read_tombstones
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ def compact_store(store: MemoryStore, *, max_segment_rows: int = DEFAULT_MAX_SEG
                 m.ledger = [ledger]
             # A tombstone file is retired once no segment older than its tombstones is left.
             oldest = min((e.version for segs in m.segments for e in segs), default=m.version + 1)
-            kept_tombstones, retired = [], 0
+            kept_tombstones, retired, history = [], 0, []
             for fname in m.tombstones:
                 path = store.root / TOMBSTONES_DIR / fname
                 stones = read_tombstones([path])
@@ -225,6 +225,8 @@ def compact_store(store: MemoryStore, *, max_segment_rows: int = DEFAULT_MAX_SEG
                 else:
                     old_files.append(path)
                     retired += len(stones)
+                    history += stones
+            archive_retired(store.root, history)  # their reasons stay inspectable
             m.tombstones = kept_tombstones
             m.tombstone_count = max(m.tombstone_count - retired, 0)
             write_manifest(store.root, m)

@@ -89,7 +89,7 @@ def distill_session(session: Session, summarizer: Summarizer, *, chunk_turns: in
             key += "\nTopics: " + ", ".join(topics)
         records.append(ctx.memory("session_summary", summary.summary, ids, key_text=key,
                                   topics=topics, key_facts=tuple(f.text for f in facts),
-                                  entities=tuple(summary.entities)))
+                                  entities=tuple(summary.entities), outcomes=summary))
     for fact in facts:
         records.append(ctx.memory("fact", fact.text, fact.source_event_ids))
     for c in compactions:
@@ -97,7 +97,7 @@ def distill_session(session: Session, summarizer: Summarizer, *, chunk_turns: in
         records.append(ctx.memory(
             "compaction_summary", c.text, c.source_event_ids,
             topics=c.summary.topics, key_facts=tuple(f.text for f in c.summary.key_facts),
-            entities=c.summary.entities,
+            entities=c.summary.entities, outcomes=c.summary,
             times=(start if start is not None else c.start_ts,
                    end if end is not None else c.end_ts)))
 
@@ -156,14 +156,20 @@ class _Context:
     def memory(self, kind: MemoryKind, text: str, ids: Sequence[str], *, key_text: str = "",
                topics: Sequence[str] = (), key_facts: Sequence[str] = (),
                entities: Sequence[str] = (),
-               times: tuple[float | None, float | None] | None = None) -> Memory:
+               times: tuple[float | None, float | None] | None = None,
+               outcomes: Summary | None = None) -> Memory:
+        """A record of this session; ``outcomes``: the summary whose open threads,
+        decisions and commitments the record keeps (seed 004)."""
         start, end = self.times(ids) if times is None else times
         s = self.session
         return Memory(app_name=s.app_name, user_id=s.user_id, session_id=s.session_id,
                       kind=kind, text=text, source_event_ids=tuple(ids), key_text=key_text,
                       topics=tuple(topics), key_facts=tuple(key_facts), entities=tuple(entities),
                       event_time_start=start, event_time_end=end, created_at=self.created_at,
-                      expires_at=self.expires_at)
+                      expires_at=self.expires_at,
+                      open_threads=_texts(outcomes.open_threads) if outcomes else (),
+                      decisions=_texts(outcomes.decisions) if outcomes else (),
+                      commitments=_texts(outcomes.commitments) if outcomes else ())
 
 
 # -- compaction events ------------------------------------------------------------
@@ -430,3 +436,8 @@ def _unique(items: Iterable[str]) -> list[str]:
         if isinstance(item, str) and item.strip():
             seen.setdefault(item.strip().casefold(), item.strip())
     return list(seen.values())
+
+
+def _texts(items: Iterable[Any]) -> tuple[str, ...]:
+    """Non-empty strings, once each (a stored summary may hold anything)."""
+    return tuple(_unique(str(i) for i in items if isinstance(i, (str, int, float))))

@@ -13,7 +13,10 @@ import numpy as np
 from mnemoray import limits
 from mnemoray.errors import InvalidInput
 
-MemoryKind = Literal["session_summary", "fact", "chunk", "compaction_summary"]
+# consolidated_summary: old memories merged (mnemoray.memory.consolidate); its
+# source_event_ids are the ids of the memories it merges.
+MemoryKind = Literal["session_summary", "fact", "chunk", "compaction_summary",
+                     "consolidated_summary"]
 MEMORY_KINDS: tuple[str, ...] = get_args(MemoryKind)
 
 
@@ -28,6 +31,39 @@ def content_hash(*parts: str) -> str:
         h.update(part.encode("utf-8"))
         h.update(b"\x1f")
     return h.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class MemoryVersion:
+    """An earlier text of an edited memory: its id then, its words, and when and by
+    whom those words were written (``written_by`` "": distilled or added as is)."""
+
+    memory_id: str
+    text: str
+    written_at: float
+    written_by: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"memory_id": self.memory_id, "text": self.text, "written_at": self.written_at,
+                "written_by": self.written_by}
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> MemoryVersion:
+        if isinstance(raw, MemoryVersion):
+            return raw
+        if not isinstance(raw, dict):
+            raise MemoryRecordError(f"expected an object, got {type(raw).__name__}",
+                                    field="previous_versions")
+        try:
+            return cls(str(raw["memory_id"]), str(raw["text"]), float(raw["written_at"]),
+                       str(raw.get("written_by") or ""))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MemoryRecordError(f"malformed version ({exc})",
+                                    field="previous_versions") from exc
+
+
+# Lists of strings on a record (besides source ids): what a summary said.
+TEXT_LISTS = ("topics", "key_facts", "entities", "open_threads", "decisions", "commitments")
 
 
 @dataclass(frozen=True)
@@ -57,6 +93,16 @@ class Memory:
     # An older copy read later must never replace a newer one; not part of the content.
     session_events: int | None = None
     session_updated_at: float | None = None
+    # What the summarizer left open, and the decisions and commitments it found
+    # (seed 004): kept on summary records, empty where the summarizer yields none.
+    open_threads: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    commitments: tuple[str, ...] = ()
+    # Corrections (mnemoray.memory.edit): who wrote this text and when (None: never
+    # edited), and the texts it replaced, oldest first.
+    edited_at: float | None = None
+    edited_by: str | None = None
+    previous_versions: tuple[MemoryVersion, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("app_name", "user_id", "session_id"):
@@ -82,16 +128,22 @@ class Memory:
         """Times in the valid range, valid Unicode: recall answers them as JSON and ISO
         dates, and Parquet stores them (``mnemoray.limits``)."""
         for name in ("event_time_start", "event_time_end", "created_at", "expires_at",
-                     "session_updated_at"):
+                     "session_updated_at", "edited_at"):
             limits.check_optional_time(getattr(self, name, None), name, MemoryRecordError)
         for name in ("app_name", "user_id", "session_id", "text", "key_text", "memory_id"):
             value = getattr(self, name)
             if isinstance(value, str):
                 limits.text_bytes(value, name, MemoryRecordError)
-        for name in ("source_event_ids", "topics", "key_facts", "entities"):
+        for name in ("source_event_ids", *TEXT_LISTS):
             for i, value in enumerate(getattr(self, name)):
                 if isinstance(value, str):
                     limits.text_bytes(value, f"{name}[{i}]", MemoryRecordError)
+        if self.edited_by is not None:
+            limits.text_bytes(self.edited_by, "edited_by", MemoryRecordError)
+        for i, version in enumerate(self.previous_versions):
+            if not isinstance(version, MemoryVersion):
+                raise MemoryRecordError("expected a MemoryVersion",
+                                        field=f"previous_versions[{i}]")
 
     def with_embedding(self, vector: np.ndarray) -> Memory:
         return replace(self, embedding=np.asarray(vector, dtype=np.float32))
@@ -111,6 +163,10 @@ class Memory:
             "content_hash": self.content_hash, "shard": self.shard,
             "session_events": self.session_events,
             "session_updated_at": self.session_updated_at,
+            "open_threads": list(self.open_threads), "decisions": list(self.decisions),
+            "commitments": list(self.commitments), "edited_at": self.edited_at,
+            "edited_by": self.edited_by,
+            "previous_versions": [v.to_dict() for v in self.previous_versions],
         }
         if with_embedding and self.embedding is not None:
             out["embedding"] = [float(x) for x in self.embedding]
@@ -128,11 +184,16 @@ class Memory:
         if unknown:
             raise MemoryRecordError("unknown memory field", field=sorted(unknown)[0])
         kwargs = {k: v for k, v in raw.items() if v is not None}
-        for name in ("source_event_ids", "topics", "key_facts", "entities"):
+        for name in ("source_event_ids", *TEXT_LISTS):
             if name in kwargs:
                 if not isinstance(kwargs[name], (list, tuple, np.ndarray)):
                     raise MemoryRecordError("expected a list", field=name)
                 kwargs[name] = tuple(str(x) for x in kwargs[name])
+        if "previous_versions" in kwargs:
+            if not isinstance(kwargs["previous_versions"], (list, tuple)):
+                raise MemoryRecordError("expected a list", field="previous_versions")
+            kwargs["previous_versions"] = tuple(MemoryVersion.from_dict(v)
+                                                for v in kwargs["previous_versions"])
         if "embedding" in kwargs:
             kwargs["embedding"] = np.asarray(kwargs["embedding"], dtype=np.float32)
         try:

@@ -272,15 +272,20 @@ class RecallResult:
     def to_dict(self) -> dict[str, Any]:
         """The one JSON form of a recalled memory: CLI, HTTP, MCP and agent tools."""
         m = self.memory
-        return {"memory_id": m.memory_id, "kind": m.kind, "text": m.text,
-                "score": round(float(self.score), 6), "date": iso_date(self.time),
-                "signals": dict(self.signals), "topics": list(m.topics),
-                "key_facts": list(m.key_facts),
-                "provenance": {"session_id": m.session_id,
-                               "source_event_ids": list(m.source_event_ids),
-                               "event_time_start": m.event_time_start,
-                               "event_time_end": m.event_time_end,
-                               "created_at": m.created_at}}
+        out = {"memory_id": m.memory_id, "kind": m.kind, "text": m.text,
+               "score": round(float(self.score), 6), "date": iso_date(self.time),
+               "signals": dict(self.signals), "topics": list(m.topics),
+               "key_facts": list(m.key_facts),
+               "provenance": {"session_id": m.session_id,
+                              "source_event_ids": list(m.source_event_ids),
+                              "event_time_start": m.event_time_start,
+                              "event_time_end": m.event_time_end,
+                              "created_at": m.created_at}}
+        # Seed 004 outcomes, only where a summary had some (most records have none).
+        for name in ("open_threads", "decisions", "commitments"):
+            if getattr(m, name):
+                out[name] = list(getattr(m, name))
+        return out
 
     def snippet(self) -> MemorySnippet:
         """What the compiler shows the model of this memory."""

@@ -23,17 +23,24 @@ from mnemoray.memory.files import atomic_write
 from mnemoray.memory.index import IndexKind, build_index, flat_vectors, read_index, write_index
 from mnemoray.memory.layout import faiss_path, parquet_path
 from mnemoray.memory.manifest import SegmentEntry
-from mnemoray.memory.record import Memory
+from mnemoray.memory.record import Memory, MemoryVersion
 
 STRING_FIELDS = ("memory_id", "app_name", "user_id", "session_id", "kind", "text", "key_text",
                  "content_hash")
-LIST_FIELDS = ("topics", "key_facts", "entities", "source_event_ids")
+LIST_FIELDS = ("topics", "key_facts", "entities", "source_event_ids", "open_threads",
+               "decisions", "commitments")
 FLOAT_FIELDS = ("event_time_start", "event_time_end", "created_at", "expires_at",
-                "session_updated_at")
+                "session_updated_at", "edited_at")
 INT_FIELDS = ("session_events",)
+NULLABLE_STRING_FIELDS = ("edited_by",)
+VERSIONS = "previous_versions"
+VERSION_TYPE = pa.struct([pa.field("memory_id", pa.string()), pa.field("text", pa.string()),
+                          pa.field("written_at", pa.float64()),
+                          pa.field("written_by", pa.string())])
 # Columns added after the first stores were written: a segment without them loads
-# with nulls (version unknown), see ``with_optional_columns``.
-OPTIONAL_FIELDS = ("session_events", "session_updated_at")
+# with nulls (version unknown, nothing open, never edited), see ``with_optional_columns``.
+OPTIONAL_FIELDS = ("session_events", "session_updated_at", "open_threads", "decisions",
+                   "commitments", "edited_at", "edited_by", VERSIONS)
 EMBEDDING = "embedding"
 # Small row groups let polars skip groups by their (sorted) app/user statistics.
 ROW_GROUP_SIZE = 65_536
@@ -47,6 +54,8 @@ def memory_schema(dim: int) -> pa.Schema:
     fields += [pa.field(name, pa.list_(pa.string())) for name in LIST_FIELDS]
     fields += [pa.field(name, pa.float64(), nullable=name != "created_at") for name in FLOAT_FIELDS]
     fields += [pa.field(name, pa.int64()) for name in INT_FIELDS]
+    fields += [pa.field(name, pa.string()) for name in NULLABLE_STRING_FIELDS]
+    fields.append(pa.field(VERSIONS, pa.list_(VERSION_TYPE)))
     fields.append(pa.field("shard", pa.int32(), nullable=False))
     if dim:
         fields.append(pa.field(EMBEDDING, pa.list_(pa.float32(), dim), nullable=False))
@@ -59,10 +68,11 @@ def sort_key(memory: Memory) -> tuple[str, str, float, str]:
 
 def memories_to_table(memories: Sequence[Memory], dim: int) -> pa.Table:
     columns: dict[str, pa.Array] = {}
-    for name in STRING_FIELDS + FLOAT_FIELDS + INT_FIELDS:
+    for name in STRING_FIELDS + FLOAT_FIELDS + INT_FIELDS + NULLABLE_STRING_FIELDS:
         columns[name] = [getattr(m, name) for m in memories]
     for name in LIST_FIELDS:
         columns[name] = [list(getattr(m, name)) for m in memories]
+    columns[VERSIONS] = [[v.to_dict() for v in m.previous_versions] for m in memories]
     columns["shard"] = [m.shard for m in memories]
     if dim:
         flat = np.concatenate([np.asarray(m.embedding, dtype=np.float32).reshape(dim)
@@ -97,6 +107,7 @@ def rows_to_memories(table: pa.Table, rows: Sequence[int] | np.ndarray,
     for row, raw in zip(rows, table.take(rows).to_pylist(), strict=True):
         for name in LIST_FIELDS:
             raw[name] = tuple(raw[name] or ())
+        raw[VERSIONS] = tuple(MemoryVersion.from_dict(v) for v in raw[VERSIONS] or ())
         embedding = None if vectors is None else np.array(vectors[row], dtype=np.float32)
         out.append(Memory(**raw, embedding=embedding))
     return out

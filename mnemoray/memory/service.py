@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -28,7 +28,9 @@ from mnemoray.compiler.services import MemorySearch, MemorySnippet
 from mnemoray.compiler.tools import unavailable_result
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
 from mnemoray.errors import ConfigError
+from mnemoray.memory.hooks import MemoryEvent, MemoryHooks, emit_memories
 from mnemoray.memory.layout import parquet_path, shard_of
+from mnemoray.memory.lifecycle import MemoryLifecycle
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.query_cache import QueryVectorCache
 from mnemoray.memory.record import Memory
@@ -55,6 +57,7 @@ from mnemoray.session import Session
 from mnemoray.summarizers import Summarizer, get_summarizer
 
 log = logging.getLogger(__name__)
+SUPERSEDED = "superseded by a newer copy of its session"
 
 
 # -- shared steps (the backfill uses them too) -------------------------------------
@@ -83,7 +86,7 @@ class Ingested:
 
 
 # -- the service -------------------------------------------------------------------
-class MemoryService:
+class MemoryService(MemoryLifecycle):
     """Long-term memory over a :class:`MemoryStore`: ingest sessions, recall, forget.
 
     The one place for recall, add, forget and the reload policy; the CLI, the
@@ -98,6 +101,7 @@ class MemoryService:
     versions (default: every call checks the manifest; a server passes a
     watching one). ``app_configs``: per-app retrieval settings over ``config``.
     ``query_cache``: recent query vectors (shared with a server's batched encoder).
+    ``hooks``: lifecycle hooks (:mod:`mnemoray.memory.hooks`; default a new registry).
     """
 
     def __init__(self, store: MemoryStore, embedder: Embedder | EmbedderSpec | str | None,
@@ -105,7 +109,8 @@ class MemoryService:
                  config: RetrievalConfig | None = None, *, ttl_s: float | None = None,
                  chunk_turns: int = 4, reloader: SnapshotReloader | None = None,
                  app_configs: Mapping[str, RetrievalConfig] | None = None,
-                 query_cache: QueryVectorCache | None = None) -> None:
+                 query_cache: QueryVectorCache | None = None,
+                 hooks: MemoryHooks | None = None) -> None:
         if not isinstance(store, MemoryStore):
             raise TypeError(f"store: expected a MemoryStore, got {type(store).__name__}")
         # A spec is opened, a built embedder checked, both against the store's model.
@@ -120,6 +125,9 @@ class MemoryService:
         self.reloader = reloader or SnapshotReloader(store.load, store.root)
         self.query_cache = query_cache if query_cache is not None else QueryVectorCache()
         self._write_lock = threading.Lock()
+        self.hooks = hooks if hooks is not None else MemoryHooks()
+        # app_name -> the summarizer's prompt for its memories (None: the default).
+        self.memory_prompt: Callable[[str], str | None] = lambda _app: None
 
     @classmethod
     def open(cls, store_dir: str | Path,
@@ -146,6 +154,7 @@ class MemoryService:
 
     def close(self) -> None:
         self.reloader.stop()
+        self.hooks.stop()
 
     # -- snapshot ---------------------------------------------------------------
     def snapshot(self) -> StoreSnapshot:
@@ -178,8 +187,12 @@ class MemoryService:
         with self._write_lock:
             if self.store.ledger_contains([session_hash]):
                 return Ingested([], 0, "unchanged")
+            # The app's memory prompt (seed 003 ``memoryPrompt``), if it has one.
+            prompt = self.memory_prompt(session.app_name)
+            summarizer = self.summarizer if prompt is None else \
+                self.summarizer.with_prompt(prompt)
             records = stamp_version(distill_session(
-                session, self.summarizer, chunk_turns=self.chunk_turns, ttl_s=self.ttl_s),
+                session, summarizer, chunk_turns=self.chunk_turns, ttl_s=self.ttl_s),
                 session)
             self.reloader.refresh()  # decide against what is committed now
             snap = self.snapshot()
@@ -193,16 +206,21 @@ class MemoryService:
                 # Forget first, then write records + ledger in one commit: a crash in
                 # between leaves the session unledgered, so the next ingestion redoes it.
                 if replaced:
-                    self.store.forget(memory_ids=replaced, owner=session.key[:2])
+                    self.store.forget(memory_ids=replaced, owner=session.key[:2],
+                                      reason=SUPERSEDED)
+                    self.hooks.emit(MemoryEvent("on_memory_forgotten", *session.key[:2],
+                                                tuple(replaced), reason=SUPERSEDED,
+                                                scope="memory"))
                 added = self._write(fresh, [session_hash])
                 return Ingested(added, len(records) - len(added),
                                 "added" if added else "unchanged")
             finally:
                 self.reloader.refresh()
 
-    def add_memories(self, memories: Sequence[Memory]) -> list[Memory]:
+    def add_memories(self, memories: Sequence[Memory], *, actor: str = "") -> list[Memory]:
         """Store raw memories online (embedded here when they carry no embedding); returns
-        the ones really written (not those already stored or repeated in ``memories``)."""
+        the ones really written (not those already stored or repeated in ``memories``).
+        ``actor``: who added them (passed to ``on_memory_created`` hooks)."""
         memories = list(memories)
         for i, m in enumerate(memories):
             if not isinstance(m, Memory):
@@ -212,12 +230,12 @@ class MemoryService:
                         for m in memories]
         with self._write_lock:
             try:
-                return self._write(memories, [], index_kind="flat")
+                return self._write(memories, [], index_kind="flat", actor=actor)
             finally:
                 self.reloader.refresh()
 
     def _write(self, memories: list[Memory], session_hashes: list[str],
-               index_kind: str = "auto") -> list[Memory]:
+               index_kind: str = "auto", actor: str = "") -> list[Memory]:
         if not memories:
             if session_hashes:
                 self.store.ledger_add(session_hashes)
@@ -236,6 +254,7 @@ class MemoryService:
             if m.content_hash in written:
                 written.discard(m.content_hash)
                 out.append(replace(m, shard=shard_of(m.app_name, m.user_id, shards)))
+        emit_memories(self.hooks, "on_memory_created", out, actor=actor)
         return out
 
     def _written_hashes(self, result: WriteResult) -> set[str]:
@@ -282,13 +301,16 @@ class MemoryService:
     def search(self, app_name: str, user_id: str, query: str, top_k: int = 5,
                filters: RecallFilters | Mapping[str, Any] | None = None,
                mode: str | None = None, *, query_vec: np.ndarray | None = None,
-               snap: StoreSnapshot | None = None) -> list[RecallResult]:
+               snap: StoreSnapshot | None = None, recalled: bool = True,
+               ) -> list[RecallResult]:
         """Best ``top_k`` memories of one user (only that user's rows are read).
 
         ``query_vec``: the query already embedded (by a server's batched encoder);
         otherwise it is embedded here when :meth:`needs_query_vector` says so.
         ``snap``: the snapshot to search, when the caller already decided on it (the
-        one it asked ``needs_query_vector``); default the current one.
+        one it asked ``needs_query_vector``); default the current one. ``recalled``:
+        tell ``on_memory_recalled`` hooks (False for a look that is no recall, e.g. the
+        preview of a forget by query).
         """
         retriever = self.retriever_for(app_name)
         mode = check_mode(mode or retriever.config.mode)
@@ -300,8 +322,13 @@ class MemoryService:
             check_query_vector(snap, self.query_model(snap), query_vec)
         elif self.needs_query_vector(app_name, user_id, query, mode, snap):
             query_vec = self._query_vec(query)
-        return retriever.search_user(snap, app_name, user_id, query, query_vec, top_k, flt,
-                                     mode)
+        results = retriever.search_user(snap, app_name, user_id, query, query_vec, top_k, flt,
+                                        mode)
+        if results and recalled and self.hooks.wants("on_memory_recalled"):
+            self.hooks.emit(MemoryEvent("on_memory_recalled", app_name, user_id,
+                                        tuple(r.memory.memory_id for r in results),
+                                        query=query))
+        return results
 
     def search_app(self, app_name: str, query: str, top_k: int = 5,
                    filters: RecallFilters | Mapping[str, Any] | None = None,
@@ -357,26 +384,8 @@ class MemoryService:
                 "segments": sum(len(s) for s in snap.segments), "shards": m.shards,
                 "loaded_shards": None if self.store.load_shards is None
                 else sorted(self.store.load_shards),
-                "embedding_model": m.embedding_model, "dim": m.dim, **self.reloader.stats()}
-
-    # -- forgetting ---------------------------------------------------------------
-    def forget_memory(self, app_name: str, user_id: str, memory_id: str) -> int:
-        """Forget one memory of this user; 0 when the user has no such live memory
-        (another user's memory with the same id is never touched)."""
-        return self._forget(memory_ids=[memory_id], owner=(app_name, user_id))
-
-    def forget_session(self, app_name: str, user_id: str, session_id: str) -> int:
-        return self._forget(session=(app_name, user_id, session_id))
-
-    def forget_user(self, app_name: str, user_id: str) -> int:
-        return self._forget(user=(app_name, user_id))
-
-    def _forget(self, **what: Any) -> int:
-        with self._write_lock:
-            try:
-                return self.store.forget(**what)
-            finally:
-                self.reloader.refresh()
+                "embedding_model": m.embedding_model, "dim": m.dim, **self.reloader.stats(),
+                **self.hooks.stats()}
 
 
 def check_query_vector(snap: StoreSnapshot, model: tuple[str, int] | None,

@@ -516,14 +516,18 @@ class MemoryStore:
     def forget(self, memory_ids: Iterable[str] = (), session: tuple[str, str, str] | None = None,
                user: tuple[str, str] | None = None, *,
                owner: tuple[str, str] | None = None,
-               owned: Iterable[OwnedId] = ()) -> int:
+               owned: Iterable[OwnedId] = (), reason: str = "", actor: str = "") -> int:
         """Hide memories for good (survives reloads); returns how many were hidden.
 
         A memory id is unique per (app, user) only, so ids come with their owner:
         ``memory_ids`` of ``owner``, or ``owned`` (app, user, memory_id) triples.
         Each tombstone names its owner and never hides another user's memory that
-        carries the same id.
+        carries the same id. ``reason`` / ``actor``: kept on each tombstone.
         """
+        for name, value in (("reason", reason), ("actor", actor)):
+            if not isinstance(value, str):
+                raise StoreError(f"expected a string, got {type(value).__name__}", field=name)
+        why = {"reason": reason, "actor": actor}
         ids = _str_list(memory_ids, "memory_ids")
         if ids and owner is None:
             raise StoreError("memory ids are unique per user: pass owner=(app_name, user_id)",
@@ -554,12 +558,13 @@ class MemoryStore:
                 if mem is not None:
                     new.append(Tombstone("memory", version, now, memory_id=memory_id,
                                          app_name=mem.app_name, user_id=mem.user_id,
-                                         session_id=mem.session_id))
+                                         session_id=mem.session_id, **why))
             if session is not None:
                 new.append(Tombstone("session", version, now, app_name=session[0],
-                                     user_id=session[1], session_id=session[2]))
+                                     user_id=session[1], session_id=session[2], **why))
             if user is not None:
-                new.append(Tombstone("user", version, now, app_name=user[0], user_id=user[1]))
+                new.append(Tombstone("user", version, now, app_name=user[0], user_id=user[1],
+                                     **why))
             # Count over the owners touched only: a damaged shard elsewhere must not block it.
             after = StoreSnapshot(m, snap.segments, snap.tombstones + new)
             owners = {(t.app_name, t.user_id) for t in new}

@@ -81,7 +81,7 @@ def stored_session_rows(snap: StoreSnapshot, app: str, user: str,
             rows = rows[~dead[start + rows]]
         if len(rows):
             cols = ["memory_id", "kind", "content_hash", "source_event_ids", "session_events",
-                    "session_updated_at"]
+                    "session_updated_at", "edited_at"]
             out.extend(seg.table.select(cols).take(start + rows).to_pylist())
     return out
 
@@ -93,7 +93,7 @@ def superseded_ids(snap: StoreSnapshot, session_key: tuple[str, str, str],
     The session's previous ``session_summary`` and ``fact`` records not among
     the new ones, and chunks / compaction summaries whose events the new
     records of that kind all cover (the last chunk grew). Identical records
-    (same content hash) always stay.
+    (same content hash) and edited ones (``mnemoray.memory.edit``) always stay.
     """
     keep = {m.content_hash for m in records}
     covered: dict[str, set[str]] = {k: set() for k in COVERED_KINDS}
@@ -102,8 +102,8 @@ def superseded_ids(snap: StoreSnapshot, session_key: tuple[str, str, str],
             covered[m.kind].update(m.source_event_ids)
     out = []
     for row in stored_session_rows(snap, *session_key):
-        if row["content_hash"] in keep:
-            continue
+        if row["content_hash"] in keep or row["edited_at"] is not None:
+            continue  # identical, or a user's correction: never replaced by re-distillation
         ids = row["source_event_ids"] or []
         if row["kind"] in REPLACED_KINDS or (
                 row["kind"] in COVERED_KINDS and ids and set(ids) <= covered[row["kind"]]):

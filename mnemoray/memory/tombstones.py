@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mnemoray.errors import StoreCorrupt
-from mnemoray.memory.layout import repair_hint
+from mnemoray.memory.files import atomic_write_bytes
+from mnemoray.memory.layout import new_name, repair_hint
 from mnemoray.memory.segment import LoadedSegment
 
 Scope = Literal["memory", "session", "user"]
@@ -36,6 +37,9 @@ class Tombstone:
     app_name: str = ""
     user_id: str = ""
     session_id: str = ""
+    # Why and by whom (eviction, a user's request, an edit); "" in stores written before.
+    reason: str = ""
+    actor: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -45,7 +49,14 @@ class Tombstone:
         if raw.get("scope") not in SCOPES:
             raise StoreCorrupt(f"tombstone: scope {raw.get('scope')!r} is not one of "
                                f"{', '.join(SCOPES)}")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise StoreCorrupt(f"tombstone: unknown field {unknown[0]!r}")
         return cls(**raw)
+
+    def owned_by(self, app_name: str, user_id: str) -> bool:
+        return (self.app_name, self.user_id) == (app_name, user_id)
 
 
 def read_tombstones(paths: Iterable[Path]) -> list[Tombstone]:
@@ -69,6 +80,36 @@ def read_tombstones(paths: Iterable[Path]) -> list[Tombstone]:
                 raise StoreCorrupt(f"tombstone file {path}:{lineno} is not a tombstone ({exc}); "
                                    f"{repair_hint(path.parent.parent)}") from exc
     return out
+
+
+# Forget records a compaction retired (their rows are gone) that say why or by whom:
+# kept for inspection (``MemoryService.forgotten``). Outside the manifest, never served
+# and never removed by ``gc``.
+HISTORY_DIR = "forgotten"
+
+
+def archive_retired(root: Path, tombstones: Iterable[Tombstone]) -> Path | None:
+    """Keep the retired ``tombstones`` that carry a reason or an actor in a new history
+    file. Written before the compaction commits: a crash in between leaves records that
+    are still live tombstones too, which :func:`forget_records` counts once."""
+    kept = [t for t in tombstones if t.reason or t.actor]
+    if not kept:
+        return None
+    path = root / HISTORY_DIR / f"{new_name('retired')}.jsonl"
+    atomic_write_bytes(path, tombstone_lines(kept))
+    return path
+
+
+def forget_records(root: Path, live: Iterable[Tombstone], app_name: str,
+                   user_id: str) -> list[Tombstone]:
+    """The owner's forget records, live and retired, each once, oldest first."""
+    history = sorted((root / HISTORY_DIR).glob("*.jsonl")) if (root / HISTORY_DIR).is_dir() \
+        else []
+    seen: dict[tuple[Any, ...], Tombstone] = {}
+    for t in [*read_tombstones(history), *live]:
+        if t.owned_by(app_name, user_id):
+            seen.setdefault(tuple(t.to_dict().values()), t)
+    return sorted(seen.values(), key=lambda t: (t.version, t.at))
 
 
 def tombstone_lines(tombstones: Iterable[Tombstone]) -> bytes:

@@ -1,4 +1,8 @@
-"""Recall, add, list and forget a user's memories."""
+"""Recall, add, list, correct and forget a user's memories.
+
+Every change is recorded as made by the caller's API key (``key:<id>``, or
+``local`` on a server without keys), followed by the request's ``actor`` if given.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,17 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 
 from mnemoray.errors import NotFound
+from serve.auth import Principal
+from serve.hygiene_schemas import (
+    MAX_REASON_CHARS,
+    EditMemoryRequest,
+    EditMemoryResponse,
+    ForgetByQueryRequest,
+    ForgetConfirmed,
+    ForgetPreviewOut,
+    ForgetRecords,
+    MemoryVersions,
+)
 from serve.routes.deps import Backend, Caller, IdQuery, elapsed_ms
 from serve.schemas import (
     MAX_ID_CHARS,
@@ -27,6 +42,12 @@ from serve.schemas import (
 )
 
 router = APIRouter(tags=["memory"])
+ReasonQuery = Annotated[str, Query(max_length=MAX_REASON_CHARS,
+                                   description="why: kept on the forget record")]
+
+
+def actor_of(caller: Principal, actor: str | None = None) -> str:
+    return f"{caller.actor} ({actor})" if actor else caller.actor
 
 
 def _num(value: str | None) -> float | str | None:
@@ -91,7 +112,8 @@ async def add_memories(body: AddMemoriesRequest, caller: Caller, backend: Backen
                                       session=body.session)
     else:
         out = await backend.memory_op("add_memories", body.app_name, body.user_id,
-                                      memories=[m.model_dump() for m in body.memories or ()])
+                                      memories=[m.model_dump() for m in body.memories or ()],
+                                      actor=actor_of(caller))
     out["took_ms"] = elapsed_ms(start)
     return out
 
@@ -111,9 +133,10 @@ async def list_memories(caller: Caller, backend: Backend, app_name: IdQuery,
 @router.delete("/v1/memories/{memory_id}", response_model=ForgetResponse,
                summary="Forget one memory of a user")
 async def forget_memory(memory_id: str, caller: Caller, backend: Backend, app_name: IdQuery,
-                        user_id: IdQuery) -> dict[str, Any]:
+                        user_id: IdQuery, reason: ReasonQuery = "") -> dict[str, Any]:
     caller.check(app_name)
-    n = await backend.memory_op("forget_memory", app_name, user_id, memory_id=memory_id)
+    n = await backend.memory_op("forget_memory", app_name, user_id, memory_id=memory_id,
+                                reason=reason, actor=actor_of(caller))
     if not n:  # also when it is another user's: nothing leaks about other tenants
         raise NotFound(f"no memory {memory_id!r} for this user", field="memory_id")
     return {"forgotten": n}
@@ -121,7 +144,49 @@ async def forget_memory(memory_id: str, caller: Caller, backend: Backend, app_na
 
 @router.delete("/v1/users/{app_name}/{user_id}/memories", response_model=ForgetResponse,
                summary="Forget every memory of a user")
-async def forget_user(app_name: str, user_id: str, caller: Caller,
-                      backend: Backend) -> dict[str, Any]:
+async def forget_user(app_name: str, user_id: str, caller: Caller, backend: Backend,
+                      reason: ReasonQuery = "") -> dict[str, Any]:
     caller.check(app_name)
-    return {"forgotten": await backend.memory_op("forget_user", app_name, user_id)}
+    return {"forgotten": await backend.memory_op("forget_user", app_name, user_id,
+                                                 reason=reason, actor=actor_of(caller))}
+
+
+@router.get("/v1/memories/forgotten", response_model=ForgetRecords,
+            summary="A user's forget records: what was forgotten, why and by whom")
+async def forgotten(caller: Caller, backend: Backend, app_name: IdQuery,
+                    user_id: IdQuery) -> dict[str, Any]:
+    caller.check(app_name)
+    return await backend.memory_op("forgotten", app_name, user_id)
+
+
+@router.patch("/v1/memories/{memory_id}", response_model=EditMemoryResponse,
+              summary="Correct a memory: replace its text (re-embedded); the old text is "
+              "kept as a version and who changed it is recorded")
+async def edit_memory(memory_id: str, body: EditMemoryRequest, caller: Caller,
+                      backend: Backend) -> dict[str, Any]:
+    caller.check(body.app_name)
+    return await backend.memory_op("edit_memory", body.app_name, body.user_id,
+                                   memory_id=memory_id, text=body.text,
+                                   actor=actor_of(caller, body.actor))
+
+
+@router.get("/v1/memories/{memory_id}/versions", response_model=MemoryVersions,
+            summary="Every text of a memory, oldest first (its current or an earlier id)")
+async def memory_versions(memory_id: str, caller: Caller, backend: Backend,
+                          app_name: IdQuery, user_id: IdQuery) -> dict[str, Any]:
+    caller.check(app_name)
+    return await backend.memory_op("memory_versions", app_name, user_id, memory_id=memory_id)
+
+
+@router.post("/v1/memories:forget", response_model=ForgetPreviewOut | ForgetConfirmed,
+             summary="Forget by query: `dry_run: true` previews and returns a confirm token; "
+             "`confirm: <token>` forgets exactly what was previewed")
+async def forget_by_query(body: ForgetByQueryRequest, caller: Caller,
+                          backend: Backend) -> dict[str, Any]:
+    caller.check(body.app_name)
+    return await backend.memory_op(
+        "forget_by_query", body.app_name, body.user_id, dry_run=body.dry_run,
+        query=body.query, top_k=body.top_k, mode=body.mode,
+        filters=body.filters.model_dump(exclude_none=True) if body.filters else None,
+        confirm=body.confirm, memory_ids=body.memory_ids, reason=body.reason,
+        actor=actor_of(caller, body.actor))

@@ -1,0 +1,177 @@
+"""Forget, correct and hooks of :class:`~mnemoray.memory.service.MemoryService`.
+
+A mixin over the service's store, snapshot, write lock and hook registry: every
+forget names its owner, keeps a ``reason`` and an ``actor`` on its tombstones,
+and tells ``on_memory_forgotten`` hooks which memories went. Corrections
+(:mod:`~mnemoray.memory.edit`) and forget by query
+(:mod:`~mnemoray.memory.forget_query`) are built on the same steps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mnemoray.errors import InvalidInput, NotFound
+from mnemoray.memory import edit, forget_query
+from mnemoray.memory.hooks import Hook, MemoryEvent, MemoryHooks, emit_memories
+from mnemoray.memory.record import Memory
+from mnemoray.memory.reload import SnapshotReloader
+from mnemoray.memory.retrieval import RecallFilters, RecallResult
+from mnemoray.memory.snapshot import StoreSnapshot
+from mnemoray.memory.store import MemoryStore
+from mnemoray.memory.tombstones import forget_records
+
+
+class MemoryLifecycle:
+    """Forget (by memory, session, user) and hook registration."""
+
+    store: MemoryStore
+    hooks: MemoryHooks
+    reloader: SnapshotReloader
+    _write_lock: threading.Lock
+    # The service's own methods.
+    snapshot: Callable[[], StoreSnapshot]
+    search: Callable[..., list[RecallResult]]
+    _write: Callable[..., list[Memory]]
+
+    # -- lifecycle hooks (delivered off the caller's path: see mnemoray.memory.hooks) -----
+    def on_memory_created(self, fn: Hook) -> Hook:
+        return self.hooks.on_memory_created(fn)
+
+    def on_memory_recalled(self, fn: Hook) -> Hook:
+        return self.hooks.on_memory_recalled(fn)
+
+    def on_memory_forgotten(self, fn: Hook) -> Hook:
+        return self.hooks.on_memory_forgotten(fn)
+
+    # -- forgetting ---------------------------------------------------------------
+    def forget_memory(self, app_name: str, user_id: str, memory_id: str, *,
+                      reason: str = "", actor: str = "") -> int:
+        """Forget one memory of this user; 0 when the user has no such live memory
+        (another user's memory with the same id is never touched). ``reason`` and
+        ``actor`` are kept on the tombstone (:meth:`forgotten`) and told to hooks."""
+        return self.forget_memories(app_name, user_id, [memory_id], reason=reason,
+                                    actor=actor)
+
+    def forget_memories(self, app_name: str, user_id: str, memory_ids: Sequence[str], *,
+                        reason: str = "", actor: str = "", scope: str = "memory") -> int:
+        """Forget these memories of this user in one commit; how many were live.
+        ``scope``: what hooks are told the forget was by ("memory", "query", ...)."""
+        ids = list(dict.fromkeys(memory_ids))
+        if not ids:
+            return 0
+        return self._forget(app_name, user_id, None, scope, reason, actor, memory_ids=ids,
+                            owner=(app_name, user_id))
+
+    def forget_session(self, app_name: str, user_id: str, session_id: str, *,
+                       reason: str = "", actor: str = "") -> int:
+        return self._forget(app_name, user_id, lambda m: m.session_id == session_id,
+                            "session", reason, actor, session=(app_name, user_id, session_id))
+
+    def forget_user(self, app_name: str, user_id: str, *, reason: str = "",
+                    actor: str = "") -> int:
+        return self._forget(app_name, user_id, lambda m: True, "user", reason, actor,
+                            user=(app_name, user_id))
+
+    def forgotten(self, app_name: str, user_id: str) -> list[dict[str, Any]]:
+        """This user's forget records, oldest first: scope, ids, ``reason``, ``actor``,
+        ``at``. Those a compaction retired stay listed when they carry a reason or an
+        actor (:func:`~mnemoray.memory.tombstones.archive_retired`)."""
+        records = forget_records(self.store.root, self.snapshot().tombstones, app_name,
+                                 user_id)
+        return [{k: v for k, v in t.to_dict().items() if k not in ("app_name", "user_id")}
+                for t in records]
+
+    def _forget(self, app_name: str, user_id: str, hit: Callable[[Memory], bool] | None,
+                scope: str, reason: str, actor: str, **what: Any) -> int:
+        """``hit``: which of the user's rows the forget covers (None: the ``memory_ids``)."""
+        owner = (app_name, user_id)
+        with self._write_lock:
+            told = self.hooks.wants("on_memory_forgotten")
+            before: list[Memory] = []
+            if told:  # only then are the rows read, to name what went
+                self.reloader.refresh()
+                snap = self.snapshot()
+                if hit is None:
+                    before = [m for i in what["memory_ids"]
+                              if (m := snap.get(i, owner)) is not None]
+                else:
+                    before = [m for m in snap.rows_for_user(app_name, user_id) if hit(m)]
+            try:
+                n = self.store.forget(**what, reason=reason, actor=actor)
+            finally:
+                self.reloader.refresh()
+            if n and told:
+                snap = self.snapshot()
+                gone = [m for m in before if snap.get(m.memory_id, owner) is None]
+                emit_memories(self.hooks, "on_memory_forgotten", gone, reason=reason,
+                              actor=actor, scope=scope)
+            return n
+
+    # -- corrections -------------------------------------------------------------
+    def edit_memory(self, app_name: str, user_id: str, memory_id: str, text: str, *,
+                    actor: str = "") -> Memory:
+        """Replace the text of this user's memory ``memory_id``; the corrected record
+        (new id, re-embedded, ``previous_versions``, ``edited_by`` = ``actor``). The same
+        text again changes nothing. NotFound when the user has no such live memory."""
+        text = edit.check_text(text)
+        with self._write_lock:
+            self.reloader.refresh()
+            old = self.snapshot().get(memory_id, (app_name, user_id))
+            if old is None:
+                raise NotFound(f"no memory {memory_id!r} for this user",
+                                    field="memory_id")
+            if text == old.text:
+                return old
+            new = edit.edited(old, text, actor, time.time())
+            try:
+                written = self._write([new], [], index_kind="flat", actor=actor)
+                self.store.forget(memory_ids=[old.memory_id], owner=(app_name, user_id),
+                                  reason=f"{edit.EDITED}: now {new.memory_id}", actor=actor)
+            finally:
+                self.reloader.refresh()
+            self.hooks.emit(MemoryEvent("on_memory_forgotten", app_name, user_id,
+                                        (old.memory_id,), memories=(old,),
+                                        reason=edit.EDITED, actor=actor, scope="memory"))
+            return written[0] if written else new
+
+    def memory_versions(self, app_name: str, user_id: str, memory_id: str,
+                        ) -> dict[str, Any]:
+        """Every text of this user's memory ``memory_id`` (current or earlier id),
+        oldest first: ``{"memory_id": current id, "versions": [...]}``."""
+        rows = self.snapshot().rows_for_user(app_name, user_id)
+        return edit.versions_out(edit.find_versions(rows, memory_id))
+
+    # -- forget by query -----------------------------------------------------------
+    def preview_forget(self, app_name: str, user_id: str, query: str, *, top_k: int = 10,
+                       filters: RecallFilters | dict[str, Any] | None = None,
+                       mode: str | None = None,
+                       ttl_s: float = forget_query.TOKEN_TTL_S) -> forget_query.ForgetPreview:
+        """What a forget by ``query`` would remove (nothing is removed), and the token
+        :meth:`confirm_forget` takes to remove exactly that."""
+        if not isinstance(top_k, int) or not 1 <= top_k <= forget_query.MAX_FORGET_PREVIEW:
+            raise InvalidInput(f"must be 1..{forget_query.MAX_FORGET_PREVIEW}, got "
+                                    f"{top_k!r}", field="top_k")
+        results = self.search(app_name, user_id, query, top_k, filters, mode, recalled=False)
+        expires = time.time() + ttl_s
+        ids = [r.memory.memory_id for r in results]
+        token = forget_query.seal(forget_query.token_key(self.store.root), app_name, user_id,
+                                  query, ids, expires)
+        return forget_query.ForgetPreview(app_name, user_id, query, results, token, expires)
+
+    def confirm_forget(self, app_name: str, user_id: str, confirm: str, *,
+                       memory_ids: Sequence[str] | None = None, reason: str = "",
+                       actor: str = "") -> dict[str, Any]:
+        """Forget what the preview behind ``confirm`` listed (or the subset
+        ``memory_ids`` of it), nothing else: ``{"forgotten", "memory_ids"}``."""
+        raw = forget_query.unseal(forget_query.token_key(self.store.root), confirm,
+                                  app_name, user_id)
+        ids = forget_query.pick(raw["ids"], memory_ids)
+        n = self.forget_memories(app_name, user_id, ids, scope="query", actor=actor,
+                                 reason=reason or f"forgotten by query {raw['q']!r}") \
+            if ids else 0
+        return {"forgotten": n, "memory_ids": ids}
+
