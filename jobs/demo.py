@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 from mnemoray.archive import write_archive
 from mnemoray.artifacts import InMemoryArtifactStore
@@ -94,6 +96,7 @@ def run(root: Path, port: int) -> None:
                     sid = m["provenance"]["session_id"]
                     print(f"  {rank}. {m['score']:.4f} {m['kind']:<16} {sid:<14} {text[:90]}")
             _compile_over_http(client)
+            _live_loop_over_http(client)
     finally:
         serve.shutdown()
         if started:
@@ -121,6 +124,47 @@ def _compile_over_http(client: MnemorayClient) -> None:
           f"{req['static_prefix_tokens']}, total {req['total_tokens']}")
     for step in req["trace"]:
         print(f"  {step['name']:<20}{step['tokens_added']:>6} tok {step['micros']:>7} us")
+
+
+def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> None:
+    """An agent that only appends events and asks for context: the server compacts the
+    session by itself, and ending it queues the memory ingestion as a background job."""
+    policy = {"token_threshold": 300, "keep_last": 8}
+    sid = client.create_session("travel_app", "jonas", compaction=policy)["session_id"]
+    print(f"\n=== live loop: session travel_app/jonas/{sid}, compaction {policy} ===")
+    events = [{"author": "user" if k % 2 == 0 else "agent",
+               "role": "user" if k % 2 == 0 else "model",
+               "text": (f"Day {k // 2 + 1}: I'd like a quiet hotel near the old town."
+                        if k % 2 == 0 else f"Day {k // 2 + 1}: booked a quiet room for you.")}
+              for k in range(turns)]
+    events[0]["text"] = "I am allergic to peanuts, remember that for every booking."
+    t0 = time.perf_counter()
+    for start in range(0, turns, 20):
+        client.append_events("travel_app", "jonas", sid, events[start:start + 20])
+    print(f"appended {turns} events in batches of 20 ({time.perf_counter() - t0:.2f} s)")
+    compactions: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while not compactions and time.monotonic() < deadline:
+        session = client.get_session("travel_app", "jonas", sid)
+        compactions = [e for e in session["events"] if e["type"] == "compaction"]
+        time.sleep(0.1)
+    covered = sum(len(c["data"]["source_event_ids"]) for c in compactions)
+    print(f"compaction events: {len(compactions)}, covering {covered} of {turns} events "
+          f"(found {time.perf_counter() - t0:.2f} s after the first append)")
+    req = client.compile("travel_app", "jonas", sid, {"name": "planner"},
+                         new_message="Which hotel did we settle on?")
+    used = next((s for s in req["trace"] if s["name"] == "history"), {})
+    print(f"compiled: total_tokens {req['total_tokens']} (threshold "
+          f"{policy['token_threshold']}); history step: {used.get('tokens_added')} tokens")
+    t1 = time.perf_counter()
+    ended = client.end_session("travel_app", "jonas", sid)
+    print(f"POST :end -> job {ended['job_id']} in {1000 * (time.perf_counter() - t1):.0f} ms")
+    job = client.wait_for_job("travel_app", "jonas", ended["job_id"])
+    print(f"GET /v1/jobs/{ended['job_id']}: {job['status']}, memories_added "
+          f"{job['memories_added']} ({time.perf_counter() - t1:.2f} s after :end)")
+    hits = client.recall("travel_app", "jonas", "what is Jonas allergic to?", top_k=1)
+    for m in hits["memories"]:
+        print(f"recall 'what is Jonas allergic to?': {m['text'][:90]}")
 
 
 if __name__ == "__main__":

@@ -230,11 +230,17 @@ class MnemorayClient:
 
     # -- sessions -------------------------------------------------------------------------
     def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
-                       state: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                       state: Mapping[str, Any] | None = None,
+                       compaction: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``compaction``: this session's policy over the app's (``interval``, ``overlap``,
+        ``token_threshold``, ``keep_last``, ``boundaries``; any subset); the server then
+        compacts it by itself after appends."""
         body: dict[str, Any] = {"app_name": app_name, "user_id": user_id,
                                 "state": dict(state or {})}
         if session_id:
             body["session_id"] = session_id
+        if compaction is not None:
+            body["compaction"] = dict(compaction)
         return self._json("POST", "/v1/sessions", json=body)
 
     def get_session(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
@@ -293,15 +299,20 @@ class MnemorayClient:
     # -- context ----------------------------------------------------------------------------
     def compile(self, app_name: str, user_id: str, session_id: str, agent: Any,
                 new_message: str | None = None,
-                temp_state: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                temp_state: Mapping[str, Any] | None = None,
+                callee: Any = None) -> dict[str, Any]:
         """The CompiledRequest dict (system_instruction, contents, tools, token counts,
-        prefix_hash, trace) for ``agent`` (an ``AgentSpec`` or its fields)."""
+        prefix_hash, trace) for ``agent`` (an ``AgentSpec`` or its fields). ``callee``
+        (a ``Callee`` or ``{"prompt", "artifacts"}``): compile for an agent called as a
+        tool, which sees only that prompt and those artifacts of the session."""
         body: dict[str, Any] = {"app_name": app_name, "user_id": user_id,
                                 "session_id": session_id, "agent": _as_dict(agent)}
         if new_message is not None:
             body["new_message"] = new_message
         if temp_state:
             body["temp_state"] = dict(temp_state)
+        if callee is not None:
+            body["callee"] = _as_dict(callee)
         return self._json("POST", "/v1/context:compile", json=body)
 
     # -- artifacts ---------------------------------------------------------------------------

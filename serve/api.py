@@ -54,4 +54,5 @@ def http_config(server: ServerSettings, keys: ApiKeys, *,
     """The HTTP edge's settings from the ``server`` group and the resolved ``keys``."""
     return HttpConfig(keys=keys, max_body_bytes=server.max_body_bytes,
                       allow_remote_without_keys=server.allow_remote_without_keys,
-                      echo_request_id=echo_request_id, docs=server.docs)
+                      echo_request_id=echo_request_id, docs=server.docs,
+                      offload_bytes=server.offload_bytes)

@@ -133,6 +133,12 @@ class Principal:
     """Who is calling: ``apps`` it may use, or None when the server runs open."""
 
     apps: frozenset[str] | None
+    key_id: str | None = None  # a prefix of the key's digest: names the key, reveals nothing
+
+    @property
+    def actor(self) -> str:
+        """Who a change is recorded as: ``key:<id>``, or ``local`` on a server without keys."""
+        return f"key:{self.key_id}" if self.key_id else "local"
 
     def check(self, app_name: str) -> None:
         if self.apps is not None and app_name not in self.apps:
@@ -180,4 +186,4 @@ def authenticate(keys: ApiKeys, authorization: str | None, client_host: str | No
     apps = keys.apps_for(token)
     if apps is None:
         raise NotAuthenticated("unknown API key", field="authorization")
-    return Principal(apps)
+    return Principal(apps, key_digest(token)[:12])

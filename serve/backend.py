@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mnemoray.artifacts import ArtifactStore
+from mnemoray.offload import DEFAULT_THRESHOLD_BYTES
 from mnemoray.session_store import SessionStore
 from serve.auth import ApiKeys
 from serve.metrics import Metrics
@@ -32,6 +33,8 @@ class HttpConfig:
     #: Serve /docs, /redoc and /openapi.json (they answer without a key). None: only
     #: when the server runs open (no keys), so a keyed server shows nothing unasked.
     docs: bool | None = None
+    #: Tool results over this many bytes are stored as artifacts when appended (0: off).
+    offload_bytes: int = DEFAULT_THRESHOLD_BYTES
 
     @property
     def docs_open(self) -> bool:
@@ -66,8 +69,10 @@ class MemoryBackend(Protocol):
 
     async def compile(self, app_name: str, user_id: str, session_id: str,
                       agent: Mapping[str, Any], new_message: str | None,
-                      temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The CompiledRequest dict of one model call."""
+                      temp_state: Mapping[str, Any] | None,
+                      callee: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The CompiledRequest dict of one model call; ``callee`` (``{"prompt",
+        "artifacts"}``): of an agent called as a tool (mnemoray.compiler.callee)."""
         ...
 
     def end_session(self, app_name: str, user_id: str, session_id: str, *,

@@ -30,12 +30,13 @@ from ray import serve
 from mnemoray.embedders import Embedder as CoreEmbedder
 from mnemoray.embedders import EmbedderError, open_embedder
 from mnemoray.events import Event
+from mnemoray.memory.hygiene import attach_hygiene
 from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.summarizers import get_summarizer
 from mnemoray.summarizers.base import Summary
-from serve.memory import MemoryOps, RemoteEmbedder, RemoteSummarizer
+from serve.memory import MemoryOps, RemoteEmbedder, RemoteSummarizer, attach_webhook
 from serve.settings import ServeSettings, parse_settings
 
 log = logging.getLogger("ray.serve")
@@ -92,11 +93,12 @@ class Summarizer:
     def info(self) -> dict[str, Any]:
         return {"name": getattr(self.summarizer, "name", type(self.summarizer).__name__)}
 
-    def summarize(self, events: list[Event]) -> Summary:
-        return self.summarizer.summarize(events)
+    def summarize(self, events: list[Event], prompt: str | None = None) -> Summary:
+        return self.summarizer.with_prompt(prompt).summarize(events)
 
-    def summarize_many(self, batches: list[list[Event]]) -> list[Summary]:
-        return self.summarizer.summarize_many(batches)
+    def summarize_many(self, batches: list[list[Event]],
+                       prompt: str | None = None) -> list[Summary]:
+        return self.summarizer.with_prompt(prompt).summarize_many(batches)
 
 
 async def remote_models(settings: ServeSettings, embedder_handle: Any,
@@ -142,9 +144,12 @@ class Index:
             store = MemoryStore(s.store, s.shards, load_shards=[shard])
             reloader = SnapshotReloader(store.load, store.root,
                                         watch_interval_s=s.server.reload_interval_s).start()
-            return _ShardOps(MemoryService(store, self.embedder, self.summarizer,
-                                           s.recall.default, app_configs=s.recall.app_configs,
-                                           reloader=reloader))
+            service = MemoryService(store, self.embedder, self.summarizer, s.recall.default,
+                                    app_configs=s.recall.app_configs, reloader=reloader)
+            attach_webhook(service, s.hooks)
+            attach_hygiene(service, s.hygiene)  # per-user limits, recall usage
+            service.memory_prompt = s.compaction.memory_prompt_for  # per-app prompts
+            return _ShardOps(service)
 
         return await asyncio.get_running_loop().run_in_executor(None, load)
 

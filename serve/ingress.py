@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from mnemoray.artifacts import FileArtifactStore
-from mnemoray.compiler import AgentSpec, Compiler, MemorySnippet, Services
+from mnemoray.artifact_files import FileArtifactStore
+from mnemoray.compiler import AgentSpec, Callee, Compiler, MemorySnippet, Services
 from mnemoray.embedders import EmbedderError, EmbedderSpec, check_model, open_embedder
+from mnemoray.memory.hygiene import attach_hygiene
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import read_manifest
 from mnemoray.memory.query_cache import QueryVectorCache
@@ -46,9 +47,10 @@ from mnemoray.memory.store import MemoryStore
 from mnemoray.sqlite_store import SQLiteSessionStore
 from serve.api import build_api, http_config
 from serve.auth import ApiKeys
+from serve.compaction import start_auto_compaction
 from serve.deployments import remote_models
 from serve.ingestion import IngestionJobs
-from serve.memory import MemoryOps, call_on_loop
+from serve.memory import MemoryOps, attach_webhook, call_on_loop
 from serve.metrics import Metrics
 from serve.settings import parse_settings
 
@@ -132,6 +134,9 @@ class MemoryIngress:
             self.memory = MemoryService(store, write_embedder, summarizer, s.recall.default,
                                         app_configs=s.recall.app_configs, reloader=reloader,
                                         query_cache=self.query_cache)
+            attach_webhook(self.memory, s.hooks)
+            self.memory.memory_prompt = s.compaction.memory_prompt_for
+            attach_hygiene(self.memory, s.hygiene)  # per-user limits, recall usage
             self.ops = MemoryOps(self.memory)
         self.sessions = SQLiteSessionStore(s.sessions_path)
         self.artifacts = FileArtifactStore(s.artifacts_path)
@@ -140,6 +145,11 @@ class MemoryIngress:
         # Every ingestion (end, triggers, queued adds) is a durable job run by a worker
         # thread here; a restart resumes the unfinished ones.
         self.ingestion = IngestionJobs(s, self.sessions, self.memory_op_sync, self.metrics)
+        # Compaction after appends, in background threads (serve.compaction): the same
+        # summarizer as ingestion, the write embedder for topic shifts.
+        self.compaction = start_auto_compaction(
+            s.compaction, self.sessions, summarizer, self.metrics,
+            encode=None if write_embedder is None else write_embedder.encode)
         self._embedding = 0  # queries between "want a vector" and "got it"
         self._wait_now = -1.0
         self._encode_started: float | None = None  # the running batch's start
@@ -163,6 +173,9 @@ class MemoryIngress:
         ingestion = getattr(self, "ingestion", None)
         if ingestion is not None:
             ingestion.stop()
+        compaction = getattr(self, "compaction", None)
+        if compaction is not None:
+            compaction.stop(timeout=1)
 
     # -- query embedding: in-process, micro-batched ----------------------------------
     @serve.batch(max_batch_size=BATCH_MAX_SIZE, batch_wait_timeout_s=BATCH_WAIT_S)
@@ -263,15 +276,17 @@ class MemoryIngress:
     # -- compile --------------------------------------------------------------------------
     async def compile(self, app_name: str, user_id: str, session_id: str,
                       agent: Mapping[str, Any], new_message: str | None,
-                      temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
+                      temp_state: Mapping[str, Any] | None,
+                      callee: Mapping[str, Any] | None = None) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        spec = AgentSpec(**agent)
+        spec, call = AgentSpec(**agent), Callee.from_dict(callee) if callee else None
         services = Services(memory_search=self.memory_search(loop), artifacts=self.artifacts)
 
         def work() -> dict[str, Any]:
             session = self.sessions.get_session(app_name, user_id, session_id)
             return self.compiler.compile(session, spec, new_message, services,
-                                         dict(temp_state) if temp_state else None).to_dict()
+                                         dict(temp_state) if temp_state else None,
+                                         call).to_dict()
 
         return await self.run_io(work)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,6 +29,7 @@ from mnemoray.memory.retrieval import RecallFilters
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.store import session_content_hash
+from mnemoray.memory.webhook import Webhook
 from mnemoray.session import Session, SessionError
 from mnemoray.summarizers.base import Summarizer, Summary
 
@@ -66,7 +68,8 @@ class MemoryOps:
     """
 
     OPS = frozenset({"recall", "add_session", "add_memories", "list_memories",
-                     "forget_memory", "forget_session", "forget_user", "stats"})
+                     "forget_memory", "forget_session", "forget_user", "stats",
+                     "forgotten", "edit_memory", "memory_versions", "forget_by_query"})
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
@@ -118,7 +121,8 @@ class MemoryOps:
                 "memories": [memory_out(m) for m in done.added]}
 
     def op_add_memories(self, app_name: str, user_id: str,
-                        memories: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+                        memories: Sequence[Mapping[str, Any]],
+                        actor: str = "") -> dict[str, Any]:
         records = []
         for i, raw in enumerate(memories):
             fields = {"session_id": "online", "kind": "fact",
@@ -128,7 +132,7 @@ class MemoryOps:
                                                  "user_id": user_id}))
             except MnemorayError as exc:
                 raise exc.within(f"memories[{i}]") from exc
-        added = self.service.add_memories(records)
+        added = self.service.add_memories(records, actor=actor)
         return {"added": len(added), "duplicates": len(records) - len(added),
                 "status": "added" if added else "unchanged",
                 "memories": [memory_out(m) for m in added]}
@@ -141,17 +145,66 @@ class MemoryOps:
                 "next_cursor": encode_cursor(page[-1].created_at, page[-1].memory_id)
                 if more and page else None}
 
-    def op_forget_memory(self, app_name: str, user_id: str, memory_id: str) -> int:
-        return self.service.forget_memory(app_name, user_id, memory_id)
+    def op_forget_memory(self, app_name: str, user_id: str, memory_id: str,
+                         reason: str = "", actor: str = "") -> int:
+        return self.service.forget_memory(app_name, user_id, memory_id, reason=reason,
+                                          actor=actor)
 
-    def op_forget_session(self, app_name: str, user_id: str, session_id: str) -> int:
-        return self.service.forget_session(app_name, user_id, session_id)
+    def op_forget_session(self, app_name: str, user_id: str, session_id: str,
+                          reason: str = "", actor: str = "") -> int:
+        return self.service.forget_session(app_name, user_id, session_id, reason=reason,
+                                           actor=actor)
 
-    def op_forget_user(self, app_name: str, user_id: str) -> int:
-        return self.service.forget_user(app_name, user_id)
+    def op_forget_user(self, app_name: str, user_id: str, reason: str = "",
+                       actor: str = "") -> int:
+        return self.service.forget_user(app_name, user_id, reason=reason, actor=actor)
+
+    def op_forgotten(self, app_name: str, user_id: str) -> dict[str, Any]:
+        return {"records": self.service.forgotten(app_name, user_id)}
+
+    def op_edit_memory(self, app_name: str, user_id: str, memory_id: str, text: str,
+                       actor: str = "") -> dict[str, Any]:
+        new = self.service.edit_memory(app_name, user_id, memory_id, text, actor=actor)
+        return {"memory": memory_out(new), "replaced": memory_id}
+
+    def op_memory_versions(self, app_name: str, user_id: str,
+                           memory_id: str) -> dict[str, Any]:
+        return self.service.memory_versions(app_name, user_id, memory_id)
+
+    def op_forget_by_query(self, app_name: str, user_id: str, *, dry_run: bool,
+                           query: str | None = None, top_k: int = 10,
+                           mode: str | None = None, filters: Mapping[str, Any] | None = None,
+                           confirm: str | None = None, memory_ids: Sequence[str] | None = None,
+                           reason: str = "", actor: str = "") -> dict[str, Any]:
+        """``dry_run``: the preview (nothing forgotten); else the confirm step."""
+        if dry_run:
+            if query is None:
+                raise InvalidInput("required with dry_run", field="query")
+            if confirm is not None or memory_ids is not None:
+                raise InvalidInput("not with dry_run: preview first, then confirm",
+                                   field="confirm" if confirm is not None else "memory_ids")
+            return self.service.preview_forget(app_name, user_id, query, top_k=top_k,
+                                               filters=filters, mode=mode).to_dict()
+        if confirm is None:
+            raise InvalidInput("required; preview with dry_run: true first to get a "
+                               "confirm_token", field="confirm")
+        if query is not None:
+            raise InvalidInput("the confirm step forgets what the preview listed; pass only "
+                               "confirm (and optionally memory_ids)", field="query")
+        return self.service.confirm_forget(app_name, user_id, confirm, memory_ids=memory_ids,
+                                           reason=reason, actor=actor)
 
     def op_stats(self, app_name: str = "", user_id: str = "") -> dict[str, Any]:
         return self.service.stats()
+
+
+def attach_webhook(service: MemoryService, hooks: Any) -> Webhook | None:
+    """Post the service's lifecycle events to ``hooks.webhook_url`` (Serve's ``hooks``
+    settings group), off the request path; None when no URL is set."""
+    if not getattr(hooks, "webhook_url", None):
+        return None
+    return Webhook(hooks.webhook_url, timeout_s=hooks.webhook_timeout_s).attach(
+        service.hooks, hooks.webhook_events)
 
 
 # -- remote models behind the core interfaces ----------------------------------------------
@@ -213,11 +266,22 @@ class RemoteSummarizer(Summarizer):
         self.name = name
         self.timeout_s = timeout_s
 
+    prompt: str | None = None  # passed to the deployment's summarizer (with_prompt)
+
+    def with_prompt(self, prompt: str | None) -> RemoteSummarizer:
+        if prompt == self.prompt:
+            return self
+        clone = copy.copy(self)
+        clone.prompt = prompt
+        return clone
+
     def summarize(self, events: Sequence[Event]) -> Summary:
-        return call_on_loop(self._loop, lambda: self._handle.summarize.remote(list(events)),
-                            self.timeout_s)
+        return call_on_loop(
+            self._loop, lambda: self._handle.summarize.remote(list(events), self.prompt),
+            self.timeout_s)
 
     def summarize_many(self, batches: Sequence[Sequence[Event]]) -> list[Summary]:
         return call_on_loop(
-            self._loop, lambda: self._handle.summarize_many.remote([list(b) for b in batches]),
+            self._loop, lambda: self._handle.summarize_many.remote([list(b) for b in batches],
+                                                                   self.prompt),
             self.timeout_s)

@@ -30,6 +30,8 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.03
                    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+RATIO_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+TOKEN_BUCKETS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
 
 
 class _StoreCollector:
@@ -67,7 +69,19 @@ class _StoreCollector:
         for name, doc, key in (
                 ("mnemoray_index_reloads", "Snapshot swaps after a manifest change", "reloads"),
                 ("mnemoray_index_reload_failures", "Snapshot loads that failed",
-                 "reload_failures")):
+                 "reload_failures"),
+                ("mnemoray_memory_hook_errors", "Memory lifecycle hook calls that raised "
+                 "(logged, never an error of the request)", "hook_errors"),
+                ("mnemoray_memory_hook_events_dropped", "Memory lifecycle events dropped: "
+                 "the hook queue was full", "hook_events_dropped"),
+                ("mnemoray_memory_webhook_errors", "Memory lifecycle webhook POSTs that "
+                 "failed", "webhook_errors"),
+                ("mnemoray_memory_webhook_delivered", "Memory lifecycle webhook POSTs that "
+                 "succeeded", "webhook_delivered"),
+                ("mnemoray_memories_evicted", "Memories forgotten by per-user limits "
+                 "(reason evicted:<policy>)", "memories_evicted"),
+                ("mnemoray_consolidated_summaries_cascaded", "Consolidated summaries "
+                 "forgotten with a memory they merged", "summaries_cascaded")):
             if s.get(key) is not None:
                 c = CounterMetricFamily(name, doc)
                 c.add_metric([], float(s[key]))
@@ -100,6 +114,34 @@ class Metrics:
                                         "Compiles that skipped a step whose outside source "
                                         "failed (answered without it)", ["step", "error"],
                                         registry=self.registry)
+        # Automatic compaction (mnemoray.auto_compaction): label = the trigger that fired.
+        self.compactions = Counter("mnemoray_compactions", "Compaction events written by the "
+                                   "automatic compactor", ["trigger"], registry=self.registry)
+        self.compaction_latency = Histogram("mnemoray_compaction_duration_seconds",
+                                            "Compaction latency: summarizing to durable event",
+                                            buckets=JOB_BUCKETS, registry=self.registry)
+        self.compaction_ratio = Histogram("mnemoray_compaction_compression_ratio",
+                                          "Raw tokens covered per summary token",
+                                          buckets=RATIO_BUCKETS, registry=self.registry)
+        self.compaction_errors = Counter("mnemoray_compaction_errors", "Automatic "
+                                         "compactions that failed (nothing written)",
+                                         ["error"], registry=self.registry)
+        # Compiled context (mnemoray.compiler): its size, and whether the static prefix
+        # equals the previous compile's of the agent in the session (prefix-cache proxy).
+        self.context_tokens = Histogram("mnemoray_compile_context_tokens", "Tokens of each "
+                                        "compiled request", buckets=TOKEN_BUCKETS,
+                                        registry=self.registry)
+        self.prefix_checks = Counter("mnemoray_compile_prefix_checks", "Compiles compared "
+                                     "with the previous compile of the same agent and session",
+                                     registry=self.registry)
+        self.prefix_reused = Counter("mnemoray_compile_prefix_reused", "Compared compiles "
+                                     "whose static-prefix hash was unchanged",
+                                     registry=self.registry)
+        reuse_rate = Gauge("mnemoray_compile_prefix_reuse_rate", "prefix_reused / "
+                           "prefix_checks since start (0 before any check)",
+                           registry=self.registry)
+        self._prefix_seen = [0, 0]  # checks, reused: the counters' values, for the rate
+        reuse_rate.set_function(lambda: self._prefix_seen[1] / max(1, self._prefix_seen[0]))
         self.registry.register(_StoreCollector(store_stats))  # type: ignore[arg-type]
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
@@ -110,6 +152,24 @@ class Metrics:
         """Count a compile's ``degraded`` steps (``{"step", "error", ...}`` each)."""
         for d in degraded:
             self.compile_degraded.labels(d["step"], d["error"]).inc()
+
+    def observe_compile(self, out: Mapping[str, Any]) -> None:
+        """A compiled request's dict: its size and its static-prefix reuse."""
+        self.context_tokens.observe(out.get("total_tokens") or 0)
+        step = next((t for t in out.get("trace") or () if t["name"] == "static_instruction"),
+                    None)
+        reuse = (step or {}).get("detail", {}).get("prefix_reuse")
+        if reuse is not None:
+            self.prefix_checks.inc()
+            self._prefix_seen[0] += 1
+            if reuse["reused"]:
+                self.prefix_reused.inc()
+                self._prefix_seen[1] += 1
+
+    def count_compaction(self, trigger: str, seconds: float, ratio: float) -> None:
+        self.compactions.labels(trigger).inc()
+        self.compaction_latency.observe(seconds)
+        self.compaction_ratio.observe(ratio)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

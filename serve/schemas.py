@@ -25,6 +25,8 @@ from pydantic import (
 
 from mnemoray import limits
 from mnemoray.memory.record import MEMORY_KINDS
+from serve.compaction_settings import SessionCompactionIn
+from serve.compile_schemas import CalleeIn
 
 MAX_ID_CHARS = 256
 MAX_QUERY_CHARS = 2_000
@@ -42,7 +44,7 @@ MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS
 # Ids: non-empty, bounded, no control characters (they end up in file names and logs).
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS,
                                       pattern=r"^[^\x00-\x1f\x7f]+$")]
-Kind = Literal["session_summary", "fact", "chunk", "compaction_summary"]
+Kind = Literal["session_summary", "fact", "chunk", "compaction_summary", "consolidated_summary"]
 assert set(Kind.__args__) == set(MEMORY_KINDS)  # type: ignore[attr-defined]
 Mode = Literal["hybrid", "dense", "keyword"]
 Short = Annotated[str, StringConstraints(max_length=1_000)]
@@ -100,6 +102,10 @@ class RecalledMemory(BaseModel):
                                       "(<signal>_rank, 1 = best)")
     topics: list[str] = []
     key_facts: list[str] = []
+    open_threads: list[str] = Field(default_factory=list, description="questions or tasks "
+                                    "the summarized conversation left open (seed 004)")
+    decisions: list[str] = []
+    commitments: list[str] = []
     provenance: Provenance
 
 
@@ -145,6 +151,13 @@ class AddMemoriesRequest(_Request):
         return self
 
 
+class MemoryVersionOut(BaseModel):
+    memory_id: str
+    text: str
+    written_at: float
+    written_by: str = ""
+
+
 class MemoryOut(BaseModel):
     memory_id: str
     app_name: str
@@ -160,6 +173,15 @@ class MemoryOut(BaseModel):
     event_time_end: float | None = None
     created_at: float | None = None
     expires_at: float | None = None
+    open_threads: list[str] = []
+    decisions: list[str] = []
+    commitments: list[str] = []
+    edited_at: float | None = Field(None, description="when this text was written by an "
+                                    "edit (PATCH); null: never edited")
+    edited_by: str | None = Field(None, description="who wrote this text: `key:<id>` of "
+                                  "the API key, or `local`, plus the request's `actor`")
+    previous_versions: list[MemoryVersionOut] = Field(
+        default_factory=list, description="the texts this one replaced, oldest first")
 
 
 class AddMemoriesResponse(BaseModel):
@@ -192,6 +214,10 @@ class CreateSessionRequest(_Request):
     user_id: Id
     session_id: Id | None = None
     state: JsonObject = Field(default_factory=dict)
+    compaction: SessionCompactionIn | None = Field(
+        None, description="this session's compaction policy over its app's: any of "
+        "interval, overlap, token_threshold, keep_last, boundaries, topic_shift_threshold; "
+        "kept as the session's first event (a control event: the session starts at version 1)")
 
 
 class SessionOut(BaseModel):
@@ -273,7 +299,8 @@ class JobOut(BaseModel):
     status: Literal["queued", "running", "done", "failed"]
     memories_added: int = 0
     error: str | None = Field(None, description="why a failed job failed; retry it with "
-                              "POST /v1/jobs/{job_id}:retry")
+                              "POST /v1/jobs/{job_id}:retry (on a queued job: why its last "
+                              "try failed; it is retried automatically, with backoff)")
 
 
 class JobAccepted(BaseModel):
@@ -301,6 +328,8 @@ class AgentIn(_Request):
     tools: list[JsonObject] = Field(default_factory=list, max_length=MAX_TOOLS)
     memory_preload: bool = False
     preload_top_k: int = Field(5, ge=1, le=MAX_TOP_K)
+    memory_placement: Literal["system", "before_message"] = "system"
+    tool_result_window: int | None = Field(None, ge=1)
 
 
 class CompileRequest(_Request):
@@ -310,6 +339,8 @@ class CompileRequest(_Request):
     agent: AgentIn
     new_message: Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)] | None = None
     temp_state: JsonObject | None = None
+    callee: CalleeIn | None = Field(None, description="agents as tools: the agent sees "
+                                    "only this prompt and these artifacts (no new_message)")
 
 
 # -- artifacts ------------------------------------------------------------------------------

@@ -8,6 +8,11 @@ Layout (every key is reachable the same way from each layer)::
     recall:    RetrievalConfig fields + apps.<app_name>.<field> (mnemoray.config)
     ingestion: trigger, sessions_db, artifacts_dir
     models:    embedder, summarizer, query encoding
+    hooks:     webhook_url, webhook_events, webhook_timeout_s (memory lifecycle events)
+    hygiene:   per-user limits + eviction, consolidation, apps.<app_name>
+               (mnemoray.hygiene_settings)
+    compaction: automatic compaction policy + prompts, apps.<app_name> overrides
+                (serve.compaction_settings)
 
 Layers, highest first: **flags > environment > file > defaults**.
 
@@ -41,8 +46,12 @@ from pydantic_settings import SettingsError as EnvDecodeError
 
 from mnemoray.config import RecallSettings, errors_to_config_error, load_settings_file, merge
 from mnemoray.errors import ConfigError
+from mnemoray.hygiene_settings import HygieneSettings
 from mnemoray.memory.retrieval import RetrievalConfig
 from mnemoray.memory.triggers import TriggerConfig
+from mnemoray.offload import DEFAULT_THRESHOLD_BYTES
+from serve.compaction_settings import CompactionSettings
+from serve.job_settings import JobSettings
 
 ENV_PREFIX = "MNEMORAY_"
 ENV_DELIMITER = "__"
@@ -112,6 +121,9 @@ class ServerSettings(_Strict):
         None, description="internal: hashed keys, filled in by build_app")
     allow_remote_without_keys: bool = False
     max_body_bytes: int = Field(8 * MiB, ge=1024)
+    offload_bytes: int = Field(DEFAULT_THRESHOLD_BYTES, ge=0, description="tool results "
+                               "over this many bytes are stored as artifacts when appended "
+                               "(0: off)")
     docs: bool | None = Field(None, description="serve /docs, /redoc and /openapi.json "
                               "(without a key); default: only when no API keys are set")
 
@@ -120,6 +132,7 @@ class IngestionSettings(_Strict):
     """How sessions become memories and where sessions and artifacts live."""
 
     trigger: TriggerSettings = Field(default_factory=TriggerSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)  # retries, retention
     sessions_db: str | None = Field(None, description="SQLite file (default STORE/sessions.db)")
     artifacts_dir: str | None = Field(None, description="artifacts (default STORE/artifacts)")
 
@@ -157,6 +170,25 @@ class ModelSettings(_Strict):
     summarizer_replicas: int = Field(1, ge=1)
 
 
+class HookSettings(_Strict):
+    """Memory lifecycle events (mnemoray.memory.hooks) POSTed to a URL, off the request
+    path; a failed POST is logged and counted, never an error of the request."""
+
+    webhook_url: str | None = Field(None, description="http(s) URL; unset: no webhook")
+    webhook_events: list[Literal["on_memory_created", "on_memory_recalled",
+                                 "on_memory_forgotten"]] = Field(
+        default_factory=lambda: ["on_memory_created", "on_memory_recalled",
+                                 "on_memory_forgotten"])
+    webhook_timeout_s: float = Field(5.0, gt=0, le=60)
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        from mnemoray.memory.webhook import check_webhook_url
+
+        return None if v is None else check_webhook_url(v)
+
+
 class ServeSettings(_Strict):
     store: str = Field(..., min_length=1, description="memory store directory")
     shards: int | None = Field(None, ge=1, description="shards of a NEW store")
@@ -164,6 +196,9 @@ class ServeSettings(_Strict):
     recall: RecallSettings = Field(default_factory=RecallSettings)
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
     models: ModelSettings = Field(default_factory=ModelSettings)
+    hooks: HookSettings = Field(default_factory=HookSettings)
+    hygiene: HygieneSettings = Field(default_factory=HygieneSettings)  # limits, consolidation
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
 
     @field_validator("store")
     @classmethod

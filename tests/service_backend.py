@@ -9,9 +9,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mnemoray.artifacts import InMemoryArtifactStore
-from mnemoray.compiler import AgentSpec, Compiler, Services
+from mnemoray.compiler import AgentSpec, Callee, Compiler, Services
 from mnemoray.memory.service import MemoryService
 from mnemoray.session_store import InMemorySessionStore
+from serve.compaction import start_auto_compaction
+from serve.compaction_settings import CompactionSettings
 from serve.memory import MemoryOps
 from serve.metrics import Metrics
 
@@ -20,13 +22,18 @@ class ServiceBackend:
     """The HTTP backend protocol over a real MemoryService and compiler, as the ingress
     replica wires them (no Ray)."""
 
-    def __init__(self, service: MemoryService) -> None:
+    def __init__(self, service: MemoryService,
+                 compaction: CompactionSettings | None = None) -> None:
         self.service = service
         self.ops = MemoryOps(service)
         self.metrics = Metrics(lambda: {})
         self.sessions = InMemorySessionStore()
         self.artifacts = InMemoryArtifactStore()
         self.compiler = Compiler.default()
+        # Compaction after appends, as the ingress wires it (serve.compaction).
+        self.compaction = start_auto_compaction(compaction or CompactionSettings(),
+                                                self.sessions, service.summarizer,
+                                                self.metrics)
 
     async def run_io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(
@@ -43,10 +50,14 @@ class ServiceBackend:
 
     async def compile(self, app_name: str, user_id: str, session_id: str,
                       agent: Mapping[str, Any], new_message: str | None,
-                      temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
+                      temp_state: Mapping[str, Any] | None,
+                      callee: Mapping[str, Any] | None = None) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             session = self.sessions.get_session(app_name, user_id, session_id)
-            services = Services(memory_search=self.service.memory_search())
+            services = Services(memory_search=self.service.memory_search(),
+                                artifacts=self.artifacts)
             return self.compiler.compile(session, AgentSpec(**agent), new_message, services,
-                                         dict(temp_state) if temp_state else None).to_dict()
+                                         dict(temp_state) if temp_state else None,
+                                         Callee.from_dict(callee) if callee else None,
+                                         ).to_dict()
         return await self.run_io(work)

@@ -495,6 +495,37 @@ def test_artifacts_put_get_versions(server: Server) -> None:
     assert bad_name.value.status == 422 and bad_name.value.field == "name"
 
 
+def test_offloaded_tool_result_callee_and_compile_metrics(server: Server) -> None:
+    """The live loop's payload path on the real app (SQLite sessions, artifacts on disk):
+    a 60 KB tool result is offloaded on append, a callee is handed it, /metrics counts."""
+    rows = {"rows": [{"id": i, "text": "lorem ipsum dolor " * 3} for i in range(1000)]}
+    with MnemorayClient(server.base, KEY_A) as mr:
+        mr.create_session("app", "alice", "tools")
+        mr.append_events("app", "alice", "tools", [
+            {"author": "user", "role": "user", "text": "fetch the rows"},
+            {"author": "bot", "role": "model", "type": "tool_call",
+             "data": {"name": "fetch", "args": {}, "call_id": "c1"}},
+            {"author": "bot", "role": "tool", "type": "tool_result",
+             "data": {"name": "fetch", "response": rows, "call_id": "c1"}}])
+        stored = mr.get_session("app", "alice", "tools")["events"][-1]["data"]["response"]
+        name = stored["artifact"]
+        payload = mr.get_artifact("app", "alice", "tools", name)
+        agent = {"name": "bot", "static_instruction": "Stable prefix."}
+        caller = [mr.compile("app", "alice", "tools", agent) for _ in range(2)][-1]
+        callee = mr.compile("app", "alice", "tools", {"name": "reader"},
+                            callee={"prompt": "Count the rows.", "artifacts": [name]})
+        metrics = mr.metrics()
+    assert stored["offloaded"] is True and json.loads(payload.data) == rows
+    assert caller["total_tokens"] < 1_000 and name in caller["system_instruction"]
+    static = next(t for t in caller["trace"] if t["name"] == "static_instruction")
+    assert static["detail"]["prefix_reuse"]["reused"] is True
+    texts = [p["text"] for c in callee["contents"] for p in c["parts"]]
+    assert texts[-1] == "Count the rows." and '"id": 999' in texts[0]
+    assert "fetch the rows" not in json.dumps(callee)
+    assert "mnemoray_compile_context_tokens_count" in metrics
+    assert "mnemoray_compile_prefix_reuse_rate" in metrics
+
+
 # -- the sharded layout: Index deployment multiplexed by shard ---------------------------------
 def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
     """index_mode=deployment: the ingress embeds, the shard's Index replica searches and

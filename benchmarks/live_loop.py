@@ -1,0 +1,163 @@
+"""The live agent loop over HTTP, on a real server: what an agent waits for.
+
+    python benchmarks/live_loop.py [--sessions 30] [--events 40]
+
+- ``ingestion``: on an idle server, each of ``--sessions`` sessions of ``--events``
+  message events is ended with ``POST /v1/sessions/{id}:end``. The answer (202 with a
+  job id: the session is on disk, its ingestion queued) is timed, then the time until
+  ``GET /v1/jobs/{id}`` says ``done``; then as many sessions are ended with
+  ``?wait=true`` (the synchronous answer, after distillation and embedding). Finally
+  every session's facts must be recallable.
+- ``compaction``: sessions created with a ``compaction`` policy get ``--turns`` short
+  messages in batches; append latency, the time until the first compaction event is
+  listed, and the compiled context's ``total_tokens`` against the threshold.
+
+Prints a table and writes ``benchmarks/results/live_loop.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # run as a script
+from benchmarks.serve_process import Server  # noqa: E402
+
+RESULTS = HERE / "results" / "live_loop.json"
+APP = "live"
+WHO = {"app_name": APP, "user_id": "u1"}
+HOBBIES = ("parrot", "Madrid", "marathon", "sourdough", "violin", "Kyoto", "chess", "tulips",
+           "kayak", "espresso", "lighthouse", "origami", "glacier", "saxophone", "cactus")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def stats_ms(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"n": len(values), "p50_ms": round(1000 * statistics.median(ordered), 1),
+            "p95_ms": round(1000 * ordered[int(0.95 * (len(ordered) - 1))], 1),
+            "max_ms": round(1000 * ordered[-1], 1)}
+
+
+def conversation(i: int, n: int) -> list[dict[str, Any]]:
+    hobby = HOBBIES[i % len(HOBBIES)]
+    events = [{"author": "user", "role": "user",
+               "text": f"My favourite hobby is {hobby} and my code word is kw{i}."},
+              {"author": "agent", "role": "model", "text": f"Noted: {hobby}, kw{i}."}]
+    for k in range(len(events), n):
+        role = "user" if k % 2 == 0 else "model"
+        events.append({"author": "user" if role == "user" else "agent", "role": role,
+                       "text": f"turn {k} of session {i}: small talk about the weather"})
+    return events
+
+
+def wait_for(what: Callable[[], bool], timeout_s: float) -> float | None:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout_s:
+        if what():
+            return time.perf_counter() - t0
+        time.sleep(0.02)
+    return None
+
+
+def run_ingestion(c: httpx.Client, sessions: int, events: int) -> dict[str, Any]:
+    def create(sid: str, i: int) -> None:
+        c.post("/v1/sessions", json={**WHO, "session_id": sid}).raise_for_status()
+        c.post(f"/v1/sessions/{sid}/events",
+               json={**WHO, "events": conversation(i, events)}).raise_for_status()
+
+    accepted, done_after, sync = [], [], []
+    for i in range(sessions):
+        sid = f"bg{i}"
+        create(sid, i)
+        t0 = time.perf_counter()
+        r = c.post(f"/v1/sessions/{sid}:end", json=WHO)
+        accepted.append(time.perf_counter() - t0)
+        if r.status_code != 202:
+            raise RuntimeError(f":end answered {r.status_code}: {r.text}")
+        job = r.json()["job_id"]
+
+        def finished(job: str = job) -> bool:
+            status = c.get(f"/v1/jobs/{job}", params=WHO).json()["status"]
+            if status == "failed":
+                raise RuntimeError(f"job {job} failed")
+            return status == "done"
+
+        took = wait_for(finished, 120)
+        if took is None:
+            raise RuntimeError(f"job {job} not done after 120 s")
+        done_after.append(time.perf_counter() - t0)
+        time.sleep(0.2)  # idle again: the figure is the idle-server 202
+    for i in range(sessions, 2 * sessions):
+        sid = f"sync{i}"
+        create(sid, i)
+        t0 = time.perf_counter()
+        r = c.post(f"/v1/sessions/{sid}:end", params={"wait": "true"}, json=WHO)
+        sync.append(time.perf_counter() - t0)
+        if r.status_code != 200:
+            raise RuntimeError(f":end?wait=true answered {r.status_code}: {r.text}")
+    found = 0
+    for i in range(2 * sessions):
+        r = c.post("/v1/recall", json={**WHO, "query": f"code word kw{i}", "top_k": 5})
+        found += any(f"kw{i}" in m["text"] for m in r.json()["memories"])
+    out = {"sessions": sessions, "events_per_session": events,
+           "end_202": stats_ms(accepted), "end_to_job_done": stats_ms(done_after),
+           "end_wait_true_200": stats_ms(sync), "recallable": f"{found}/{2 * sessions}"}
+    log(f"ingestion: 202 p50 {out['end_202']['p50_ms']} ms, job done p50 "
+        f"{out['end_to_job_done']['p50_ms']} ms, ?wait=true p50 "
+        f"{out['end_wait_true_200']['p50_ms']} ms, recallable {out['recallable']}")
+    return out
+
+
+def table(results: dict[str, Any]) -> str:
+    rows = [("measure", "n", "p50 ms", "p95 ms", "max ms")]
+    ing = results.get("ingestion")
+    if ing:
+        for name in ("end_202", "end_to_job_done", "end_wait_true_200"):
+            s = ing[name]
+            rows.append((name, str(s["n"]), str(s["p50_ms"]), str(s["p95_ms"]),
+                         str(s["max_ms"])))
+    width = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, width, strict=True))
+                     for r in rows)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sessions", type=int, default=30)
+    p.add_argument("--events", type=int, default=40)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args()
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
+                                           "platform": platform.platform()}}
+    with tempfile.TemporaryDirectory(prefix="live-loop-") as tmp:
+        work = Path(tmp)
+        server = Server(work / "store", {}, {}, work / "server.log")
+        log(f"server ready in {server.wait_ready(600):.1f} s (port {server.port})")
+        try:
+            with httpx.Client(base_url=server.base, timeout=120) as c:
+                results["ingestion"] = run_ingestion(c, args.sessions, args.events)
+        finally:
+            server.stop()
+    print(table(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
