@@ -123,6 +123,56 @@ def run_ingestion(c: httpx.Client, sessions: int, events: int) -> dict[str, Any]
     return out
 
 
+def run_compaction(c: httpx.Client, sessions: int, turns: int, threshold: int,
+                   keep_last: int, batch: int = 50) -> dict[str, Any]:
+    policy = {"token_threshold": threshold, "keep_last": keep_last}
+    appends, settle, compiled, covered, events_total = [], [], [], [], []
+    for i in range(sessions):
+        sid = f"cmp{i}"
+        c.post("/v1/sessions", json={**WHO, "session_id": sid, "compaction": policy}
+               ).raise_for_status()
+        msgs = [{"author": "user" if k % 2 == 0 else "agent",
+                 "role": "user" if k % 2 == 0 else "model",
+                 "text": f"message {k}: {HOBBIES[k % len(HOBBIES)]} plans for day {k // 2}"}
+                for k in range(turns)]
+        for start in range(0, turns, batch):
+            t0 = time.perf_counter()
+            c.post(f"/v1/sessions/{sid}/events",
+                   json={**WHO, "events": msgs[start:start + batch]}).raise_for_status()
+            appends.append(time.perf_counter() - t0)
+        last = time.perf_counter()
+        state: dict[str, Any] = {}
+
+        def settled(sid: str = sid, state: dict[str, Any] = state) -> bool:
+            # Settled: the newest compaction covers everything but the last keep_last.
+            got = c.get(f"/v1/sessions/{sid}", params=WHO).json()["events"]
+            comps = [e for e in got if e["type"] == "compaction"]
+            ids = {x for e in comps for x in e["data"]["source_event_ids"]}
+            state["covered"], state["events"] = len(ids), len(got)
+            return bool(comps) and len(ids) >= turns - keep_last - 1
+
+        took = wait_for(settled, 60)
+        if took is None:
+            raise RuntimeError(f"session {sid}: compaction not settled after 60 s")
+        settle.append(time.perf_counter() - last)
+        covered.append(state["covered"])
+        events_total.append(state["events"])
+        r = c.post("/v1/context:compile", json={**WHO, "session_id": sid,
+                                                 "agent": {"name": "planner"},
+                                                 "new_message": "What did we plan?"})
+        r.raise_for_status()
+        compiled.append(r.json()["total_tokens"])
+    out = {"sessions": sessions, "turns": turns, "policy": policy, "append_batch": batch,
+           "append": stats_ms(appends), "last_append_to_settled": stats_ms(settle),
+           "events_covered_median": statistics.median(covered),
+           "compiled_total_tokens_max": max(compiled),
+           "compiled_total_tokens_median": statistics.median(compiled)}
+    log(f"compaction: append p50 {out['append']['p50_ms']} ms, settled p50 "
+        f"{out['last_append_to_settled']['p50_ms']} ms after the last append, compiled "
+        f"tokens max {out['compiled_total_tokens_max']} (threshold {threshold})")
+    return out
+
+
 def table(results: dict[str, Any]) -> str:
     rows = [("measure", "n", "p50 ms", "p95 ms", "max ms")]
     ing = results.get("ingestion")
@@ -131,6 +181,12 @@ def table(results: dict[str, Any]) -> str:
             s = ing[name]
             rows.append((name, str(s["n"]), str(s["p50_ms"]), str(s["p95_ms"]),
                          str(s["max_ms"])))
+    cmp = results.get("compaction")
+    if cmp:
+        for name in ("append", "last_append_to_settled"):
+            s = cmp[name]
+            rows.append((f"compaction {name}", str(s["n"]), str(s["p50_ms"]),
+                         str(s["p95_ms"]), str(s["max_ms"])))
     width = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, width, strict=True))
                      for r in rows)
@@ -140,6 +196,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=30)
     p.add_argument("--events", type=int, default=40)
+    p.add_argument("--compaction-sessions", type=int, default=5)
+    p.add_argument("--turns", type=int, default=300)
+    p.add_argument("--threshold", type=int, default=2000)
+    p.add_argument("--keep-last", type=int, default=10)
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
@@ -151,6 +211,9 @@ def main() -> None:
         try:
             with httpx.Client(base_url=server.base, timeout=120) as c:
                 results["ingestion"] = run_ingestion(c, args.sessions, args.events)
+                results["compaction"] = run_compaction(c, args.compaction_sessions,
+                                                       args.turns, args.threshold,
+                                                       args.keep_last)
         finally:
             server.stop()
     print(table(results))

@@ -6,7 +6,9 @@
 archive (the long travel session of `mnemoray.demo` for two travellers, plus the
 example pet/cooking/tax sessions of `examples/archive.jsonl`), backfill it on a
 local Ray instance, start the Serve app on 127.0.0.1, and run a few recalls and a
-memory-preloaded compile through HTTP with `mnemoray.client`.
+memory-preloaded compile through HTTP with `mnemoray.client`. Last, the live loop: a
+session with a compaction policy is compacted by the server as events arrive, and
+ending it answers at once with a background ingestion job that is then followed.
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def _compile_over_http(client: MnemorayClient) -> None:
 def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> None:
     """An agent that only appends events and asks for context: the server compacts the
     session by itself, and ending it queues the memory ingestion as a background job."""
-    policy = {"token_threshold": 300, "keep_last": 8}
+    policy = {"token_threshold": 500, "keep_last": 8}
     sid = client.create_session("travel_app", "jonas", compaction=policy)["session_id"]
     print(f"\n=== live loop: session travel_app/jonas/{sid}, compaction {policy} ===")
     events = [{"author": "user" if k % 2 == 0 else "agent",
@@ -143,19 +145,24 @@ def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> None:
         client.append_events("travel_app", "jonas", sid, events[start:start + 20])
     print(f"appended {turns} events in batches of 20 ({time.perf_counter() - t0:.2f} s)")
     compactions: list[dict[str, Any]] = []
+    covered: set[str] = set()
     deadline = time.monotonic() + 30
-    while not compactions and time.monotonic() < deadline:
+    # Settled once everything but the last keep_last events is summarized.
+    while len(covered) < turns - policy["keep_last"] and time.monotonic() < deadline:
+        time.sleep(0.05)
         session = client.get_session("travel_app", "jonas", sid)
         compactions = [e for e in session["events"] if e["type"] == "compaction"]
-        time.sleep(0.1)
-    covered = sum(len(c["data"]["source_event_ids"]) for c in compactions)
-    print(f"compaction events: {len(compactions)}, covering {covered} of {turns} events "
-          f"(found {time.perf_counter() - t0:.2f} s after the first append)")
+        covered = {i for c in compactions for i in c["data"]["source_event_ids"]}
+    print(f"{len(compactions)} compaction events landed in the background, covering "
+          f"{len(covered)} of {turns} events ({time.perf_counter() - t0:.2f} s after the "
+          "first append)")
     req = client.compile("travel_app", "jonas", sid, {"name": "planner"},
                          new_message="Which hotel did we settle on?")
-    used = next((s for s in req["trace"] if s["name"] == "history"), {})
-    print(f"compiled: total_tokens {req['total_tokens']} (threshold "
-          f"{policy['token_threshold']}); history step: {used.get('tokens_added')} tokens")
+    history = next(s for s in req["trace"] if s["name"] == "history")
+    detail = history["detail"]
+    print(f"compiled: total_tokens {req['total_tokens']}, of which history "
+          f"{history['tokens_added']}: {len(detail['compactions'])} summaries (compression "
+          f"{detail.get('compression_ratio')}x) + {detail['events'] - len(detail['compactions'])} raw events")
     t1 = time.perf_counter()
     ended = client.end_session("travel_app", "jonas", sid)
     print(f"POST :end -> job {ended['job_id']} in {1000 * (time.perf_counter() - t1):.0f} ms")

@@ -64,6 +64,8 @@ VOLATILE: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r'"took_ms": [0-9.e-]+'), '"took_ms": <ms>'),
     (re.compile(r'"created_at": [0-9.e+]+'), '"created_at": <time>'),
     (re.compile(r"\bin [0-9.]+ s\b"), "in <elapsed>"),
+    (re.compile(r"\((\d+\.\d+) s\b"), "(<elapsed> s"),
+    (re.compile(r"\b[0-9a-f]{32}\b"), "<job-id>"),
 ]
 
 
