@@ -160,9 +160,10 @@ def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> None:
                          new_message="Which hotel did we settle on?")
     history = next(s for s in req["trace"] if s["name"] == "history")
     detail = history["detail"]
+    summaries = len(detail["compactions"])
     print(f"compiled: total_tokens {req['total_tokens']}, of which history "
-          f"{history['tokens_added']}: {len(detail['compactions'])} summaries (compression "
-          f"{detail.get('compression_ratio')}x) + {detail['events'] - len(detail['compactions'])} raw events")
+          f"{history['tokens_added']}: {summaries} summaries (compression "
+          f"{detail.get('compression_ratio')}x) + {detail['events'] - summaries} raw events")
     t1 = time.perf_counter()
     ended = client.end_session("travel_app", "jonas", sid)
     print(f"POST :end -> job {ended['job_id']} in {1000 * (time.perf_counter() - t1):.0f} ms")

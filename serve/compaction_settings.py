@@ -18,14 +18,14 @@ the extractive default has none.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from mnemoray.compaction import CompactionConfig
 from mnemoray.errors import ConfigError, InvalidInput
+from mnemoray.schemas.sessions import Boundary
 
-Boundary = Literal["topic_shift", "task_done", "phrase"]
 Prompt = str | None
 POLICY_FIELDS = ("interval", "overlap", "token_threshold", "keep_last", "boundaries",
                  "topic_shift_threshold")
@@ -101,18 +101,3 @@ class CompactionSettings(_Strict):
         if app is not None and name in app.model_fields_set:
             return getattr(app, name)
         return getattr(self, name)
-
-
-class SessionCompactionIn(_Strict):
-    """``POST /v1/sessions``'s ``compaction``: this session's policy over its app's. Only
-    the fields given apply; ``interval`` / ``token_threshold`` null turn that trigger off."""
-
-    interval: int | None = Field(None, ge=1)
-    overlap: int = Field(1, ge=0)
-    token_threshold: int | None = Field(None, ge=1)
-    keep_last: int = Field(10, ge=0)
-    boundaries: list[Boundary] = Field(default_factory=list, max_length=3)
-    topic_shift_threshold: float = Field(0.2, ge=-1, le=1)
-
-    def overrides(self) -> dict[str, Any]:
-        return self.model_dump(exclude_unset=True)

@@ -1,0 +1,169 @@
+"""Recall and memories: requests and answers."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, StringConstraints, model_validator
+
+from mnemoray.memory.record import MEMORY_KINDS
+from mnemoray.schemas.common import (
+    MAX_LIST_ITEMS,
+    MAX_MEMORIES_PER_ADD,
+    MAX_MEMORY_TEXT_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_SESSION_EVENTS,
+    MAX_TOP_K,
+    Id,
+    JsonObject,
+    Kind,
+    Mode,
+    RequestModel,
+    Short,
+    Time,
+    Timestamp,
+)
+
+
+# -- recall --------------------------------------------------------------------------
+class RecallFiltersIn(RequestModel):
+    session_id: Id | None = None
+    after: Timestamp | None = Field(None, description="epoch seconds or ISO-8601, inclusive")
+    before: Timestamp | None = Field(None, description="epoch seconds or ISO-8601, inclusive")
+    kinds: list[Kind] | None = Field(None, min_length=1, max_length=len(MEMORY_KINDS))
+
+
+class RecallRequest(RequestModel):
+    app_name: Id
+    user_id: Id
+    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
+    top_k: int = Field(5, ge=1, le=MAX_TOP_K)
+    filters: RecallFiltersIn | None = None
+    mode: Mode | None = Field(None, description="default: the server's (hybrid)")
+
+
+class Provenance(BaseModel):
+    session_id: str
+    source_event_ids: list[str]
+    event_time_start: float | None = None
+    event_time_end: float | None = None
+    created_at: float | None = None
+
+
+class RecalledMemory(BaseModel):
+    memory_id: str
+    kind: str
+    text: str
+    score: float
+    date: str | None = Field(None, description="when the remembered events happened "
+                             "(ISO-8601, UTC)")
+    signals: dict[str, int | float] = Field(description="raw value of each signal and its rank "
+                                      "(<signal>_rank, 1 = best)")
+    topics: list[str] = []
+    key_facts: list[str] = []
+    open_threads: list[str] = Field(default_factory=list, description="questions or tasks "
+                                    "the summarized conversation left open (seed 004)")
+    decisions: list[str] = []
+    commitments: list[str] = []
+    provenance: Provenance
+
+
+class RecallResponse(BaseModel):
+    memories: list[RecalledMemory]
+    took_ms: float
+    store_version: int
+
+
+# -- memories -------------------------------------------------------------------------
+class MemoryIn(RequestModel):
+    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MEMORY_TEXT_CHARS)]
+    session_id: Id = "online"
+    kind: Kind = "fact"
+    memory_id: Id | None = None
+    key_text: Annotated[str, StringConstraints(max_length=MAX_MEMORY_TEXT_CHARS)] | None = None
+    topics: list[Short] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    key_facts: list[Short] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    entities: list[Short] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    source_event_ids: list[Id] = Field(default_factory=list, max_length=1_000)
+    event_time_start: Time | None = None
+    event_time_end: Time | None = None
+    expires_at: Time | None = None
+
+
+class AddMemoriesRequest(RequestModel):
+    """Either a whole ``session`` (the archive's session dict: distilled,
+    embedded and committed like a backfill would) or raw ``memories``."""
+
+    app_name: Id
+    user_id: Id
+    session: JsonObject | None = None
+    memories: list[MemoryIn] | None = Field(None, min_length=1, max_length=MAX_MEMORIES_PER_ADD)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> AddMemoriesRequest:
+        if (self.session is None) == (self.memories is None):
+            raise ValueError("pass exactly one of 'session' or 'memories'")
+        if self.session is not None:
+            events = self.session.get("events") or []
+            if isinstance(events, list) and len(events) > MAX_SESSION_EVENTS:
+                raise ValueError(f"session.events: at most {MAX_SESSION_EVENTS} events")
+        return self
+
+
+class MemoryVersionOut(BaseModel):
+    memory_id: str
+    text: str
+    written_at: float
+    written_by: str = ""
+
+
+class MemoryOut(BaseModel):
+    memory_id: str
+    app_name: str
+    user_id: str
+    session_id: str
+    kind: str
+    text: str
+    topics: list[str] = []
+    key_facts: list[str] = []
+    entities: list[str] = []
+    source_event_ids: list[str] = []
+    event_time_start: float | None = None
+    event_time_end: float | None = None
+    created_at: float | None = None
+    expires_at: float | None = None
+    open_threads: list[str] = []
+    decisions: list[str] = []
+    commitments: list[str] = []
+    edited_at: float | None = Field(None, description="when this text was written by an "
+                                    "edit (PATCH); null: never edited")
+    edited_by: str | None = Field(None, description="who wrote this text: `key:<id>` of "
+                                  "the API key, or `local`, plus the request's `actor`")
+    previous_versions: list[MemoryVersionOut] = Field(
+        default_factory=list, description="the texts this one replaced, oldest first")
+
+
+class AddMemoriesResponse(BaseModel):
+    added: int = Field(description="memory rows really written by this request (records "
+                       "already stored are not counted: see `duplicates`)")
+    duplicates: int = Field(0, description="records of this request already stored (or "
+                            "repeated in it): nothing was written for them")
+    status: Literal["added", "unchanged", "older_copy"] | None = Field(
+        None, description="`added`: something was written; `unchanged`: nothing new (this "
+        "content was already stored, e.g. the same session posted again); `older_copy`: the "
+        "store holds a newer copy of this session (more events, or as many and a later "
+        "`updated_at`), which stays: the posted copy is recorded but replaces nothing")
+    memories: list[MemoryOut] = Field(description="the records written, as stored")
+    took_ms: float
+
+
+class MemoryPage(BaseModel):
+    memories: list[MemoryOut]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; "
+                                    "null on the last page")
+
+
+class ForgetResponse(BaseModel):
+    forgotten: int
+
+
