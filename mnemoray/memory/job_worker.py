@@ -128,6 +128,9 @@ class JobWorker:
                     self.prune()
                 except Exception:  # housekeeping must not stop ingestion
                     log.exception("ingestion jobs: prune failed")
+            # Cleared before the claim, not after the wait: a notify() that lands between
+            # an empty claim and the wait must still wake it (else it waits a whole poll).
+            self._wake.clear()
             try:
                 job = self.run_once()
                 wait = 0.0 if job is not None else self._idle_wait()
@@ -136,4 +139,3 @@ class JobWorker:
                 job, wait = None, self._poll_s
             if job is None:  # idle: until the next poll, a due retry, or a notify()
                 self._wake.wait(wait if wait > 0 else 0.01)
-                self._wake.clear()
