@@ -37,6 +37,8 @@ MAX_SESSION_EVENTS = 5_000
 #: Text of one memory, and of one message to compile (characters).
 MAX_MEMORY_TEXT_CHARS = 32_000
 MAX_MESSAGE_CHARS = 32_000
+#: Memories one forget-by-query preview may list (and its confirm forget).
+MAX_FORGET_PREVIEW = 100
 
 
 def check_time(value: Any, field: str, error: type[InvalidInput] = InvalidInput) -> float:
