@@ -171,6 +171,19 @@ class FileArtifactStore(ArtifactStore):
             raise self._not_found(app_name, user_id, session_id, name) from None
         shutil.rmtree(doomed)
 
+    def delete_version(self, app_name: str, user_id: str, session_id: str, name: str,
+                       version: int) -> None:
+        key = _scope(app_name, user_id, session_id, name)
+        _check_version(version)
+        directory = self._dir(key)
+        # The metadata goes first, in one unlink: the version exists exactly while it does.
+        try:
+            os.unlink(directory / f"{version:010d}.json")
+        except FileNotFoundError:
+            raise self._not_found(*key, version) from None
+        (directory / f"{version:010d}.bin").unlink(missing_ok=True)
+        _fsync_dir(directory)
+
 
 def _write_temp(directory: Path, payload: bytes) -> Path:
     """Write ``payload`` to a fsynced temporary file in ``directory``."""

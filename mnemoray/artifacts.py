@@ -211,6 +211,13 @@ class ArtifactStore(ABC):
     def delete(self, app_name: str, user_id: str, session_id: str, name: str) -> None:
         """Remove every version; raises ArtifactNotFoundError if there is none."""
 
+    @abstractmethod
+    def delete_version(self, app_name: str, user_id: str, session_id: str, name: str,
+                       version: int) -> None:
+        """Remove one version, atomically (readers see it whole or not at all); the others
+        stay. Raises ArtifactNotFoundError if it does not exist. The next save numbers after
+        the latest version left, so only a deleted latest version's number is given again."""
+
     def describe(self, app_name: str, user_id: str, session_id: str, name: str,
                  version: int | None = None) -> ArtifactInfo:
         """As :meth:`load` without the payload (a store that can, skips reading it:
@@ -240,7 +247,8 @@ class InMemoryArtifactStore(ArtifactStore):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._versions: dict[tuple[str, str, str, str], list[Artifact]] = {}
+        # version -> artifact, in version order (a deleted version leaves a gap)
+        self._versions: dict[tuple[str, str, str, str], dict[int, Artifact]] = {}
 
     def save(self, app_name: str, user_id: str, session_id: str, name: str,
              data: bytes | str, mime_type: str = DEFAULT_MIME, summary: str = "") -> int:
@@ -248,11 +256,11 @@ class InMemoryArtifactStore(ArtifactStore):
         self._check_meta(mime_type, summary)
         payload, mime_type = _as_bytes(data, mime_type)
         with self._lock:
-            versions = self._versions.setdefault(key, [])
-            artifact = Artifact(app_name, user_id, session_id, name, len(versions), payload,
-                                mime_type, summary, time.time())
-            versions.append(artifact)
-            return artifact.version
+            versions = self._versions.setdefault(key, {})
+            version = max(versions) + 1 if versions else 0
+            versions[version] = Artifact(app_name, user_id, session_id, name, version, payload,
+                                         mime_type, summary, time.time())
+            return version
 
     def load(self, app_name: str, user_id: str, session_id: str, name: str,
              version: int | None = None) -> Artifact:
@@ -260,10 +268,11 @@ class InMemoryArtifactStore(ArtifactStore):
         if version is not None:
             _check_version(version)
         with self._lock:
-            versions = self._versions.get(key, [])
-            if not versions or (version is not None and version >= len(versions)):
+            versions = self._versions.get(key, {})
+            found = versions.get(max(versions) if version is None and versions else version)
+            if found is None:
                 raise self._not_found(app_name, user_id, session_id, name, version)
-            return versions[-1 if version is None else version]
+            return found
 
     def list_names(self, app_name: str, user_id: str, session_id: str) -> list[str]:
         _check_segment("app_name", app_name)
@@ -278,10 +287,21 @@ class InMemoryArtifactStore(ArtifactStore):
                       name: str) -> list[int]:
         key = _scope(app_name, user_id, session_id, name)
         with self._lock:
-            return list(range(len(self._versions.get(key, []))))
+            return sorted(self._versions.get(key, {}))
 
     def delete(self, app_name: str, user_id: str, session_id: str, name: str) -> None:
         key = _scope(app_name, user_id, session_id, name)
         with self._lock:
             if self._versions.pop(key, None) is None:
                 raise self._not_found(app_name, user_id, session_id, name)
+
+    def delete_version(self, app_name: str, user_id: str, session_id: str, name: str,
+                       version: int) -> None:
+        key = _scope(app_name, user_id, session_id, name)
+        _check_version(version)
+        with self._lock:
+            versions = self._versions.get(key, {})
+            if versions.pop(version, None) is None:
+                raise self._not_found(app_name, user_id, session_id, name, version)
+            if not versions:  # the name goes with its last version
+                del self._versions[key]

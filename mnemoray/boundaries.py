@@ -24,15 +24,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 
+from mnemoray.compaction_fields import BOUNDARY_KINDS, BoundaryKind
 from mnemoray.events import Event
 from mnemoray.text import terms
 
-BoundaryKind = Literal["topic_shift", "task_done", "phrase"]
-BOUNDARY_KINDS: tuple[str, ...] = get_args(BoundaryKind)
+__all__ = ["BOUNDARY_KINDS", "Boundary", "BoundaryKind", "CachedEncoder", "Encode",
+           "find_boundaries", "hashed_encode", "marks_task_done", "says_move_on", "topic_shifts"]
 Encode = Callable[[list[str]], Any]  # texts -> (n, dim) array
 
 TOPIC_CONTEXT = 3  # turns before a candidate shift, compared with ...
@@ -91,30 +92,57 @@ def hashed_encode(texts: list[str]) -> np.ndarray:
 
 class CachedEncoder:
     """``encode`` with a bounded per-text cache: a growing session is re-planned after
-    every append, and each turn should be embedded once."""
+    every append, and each turn should be embedded once. Bounded by entries and by the
+    bytes its texts and vectors hold (long turns must not pin the memory)."""
 
-    def __init__(self, encode: Encode, max_items: int = 4096) -> None:
+    def __init__(self, encode: Encode, max_items: int = 4096,
+                 max_bytes: int = 64 * 1024 * 1024) -> None:
         self._encode = encode
         self._max = max_items
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._max_bytes = max_bytes
+        self._cache: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()  # vec, bytes
+        self._bytes = 0
         self._lock = threading.Lock()
 
+    @property
+    def cached_items(self) -> int:
+        return len(self._cache)
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._bytes
+
     def __call__(self, texts: list[str]) -> np.ndarray:
+        found: dict[str, np.ndarray] = {}
         with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            for t in texts:
+                if t in self._cache:
+                    found[t] = self._cache[t][0]
+                    self._cache.move_to_end(t)
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
         if missing:
             vectors = np.asarray(self._encode(missing), dtype=np.float32)
+            found.update(zip(missing, vectors, strict=True))
             with self._lock:
                 for text, vec in zip(missing, vectors, strict=True):
-                    self._cache[text] = vec
-                    self._cache.move_to_end(text)
-                while len(self._cache) > self._max:
-                    self._cache.popitem(last=False)
-        with self._lock:
-            found = [self._cache.get(t) for t in texts]
-        if any(v is None for v in found):  # evicted meanwhile by a huge call: encode again
-            return np.asarray(self._encode(texts), dtype=np.float32)
-        return np.stack(found) if found else np.zeros((0, HASH_DIM), dtype=np.float32)
+                    self._put(text, vec)
+        if not texts:
+            return np.zeros((0, HASH_DIM), dtype=np.float32)
+        return np.stack([found[t] for t in texts])
+
+    def _put(self, text: str, vec: np.ndarray) -> None:
+        """Cache one entry (the lock held), evicting the least recently used."""
+        size = len(text.encode("utf-8", "surrogatepass")) + vec.nbytes
+        if size > self._max_bytes:
+            return  # alone over the cap: answered, never cached
+        old = self._cache.pop(text, None)
+        if old is not None:
+            self._bytes -= old[1]
+        self._cache[text] = (vec, size)
+        self._bytes += size
+        while len(self._cache) > self._max or self._bytes > self._max_bytes:
+            _, (_, freed) = self._cache.popitem(last=False)
+            self._bytes -= freed
 
 
 def _unit(v: np.ndarray) -> np.ndarray:

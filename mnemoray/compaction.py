@@ -6,7 +6,9 @@ ones plus the last ``overlap`` invocations before them are summarized. A
 token threshold is a second trigger: when the summaries a compile would show
 plus everything not yet covered exceed it, all of it except the last
 ``keep_last`` events is compacted (from the start of the session when the
-summaries alone take half the threshold, so one summary replaces them all).
+summaries alone take half the threshold, so one summary replaces them all; the
+summarizer then reads those summaries and the uncovered events, never the whole
+history, so its input stays bounded however long the session grows).
 Semantic ``boundaries`` (seed 000: topic shift, task done, an explicit phrase;
 :mod:`mnemoray.boundaries`) close a segment: the events before a boundary are
 compacted as one window, and no sliding window crosses a boundary.
@@ -26,7 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from mnemoray.boundaries import BOUNDARY_KINDS, Encode, find_boundaries
+from mnemoray.boundaries import Encode, find_boundaries
+from mnemoray.compaction_fields import BOUNDARY_KINDS, CONFIG_PREFIX, FIELDS, default
 from mnemoray.compaction_timeline import (
     CONFIRMATION_REQUEST,
     Timeline,
@@ -44,37 +47,39 @@ __all__ = ["COMPACTOR_AUTHOR", "CONFIRMATION_REQUEST", "CompactionConfig", "Comp
            "Plan", "event_tokens", "is_summarizable"]
 
 COMPACTOR_AUTHOR = "compactor"
-_OPTIONAL = ("interval", "token_threshold")
 
 
 @dataclass(frozen=True)
 class CompactionConfig:
-    interval: int | None = None  # compact every N new (completed) invocations
-    overlap: int = 1  # invocations re-included from the previous window
-    token_threshold: int | None = None  # compact when uncovered tokens exceed this
-    keep_last: int = 6  # events kept raw under the token trigger
-    boundaries: tuple[str, ...] = ()  # semantic boundaries: topic_shift, task_done, phrase
-    topic_shift_threshold: float = 0.2  # cosine similarity below which the topic shifted
+    """A compaction policy; fields, defaults and bounds: :mod:`mnemoray.compaction_fields`."""
+
+    interval: int | None = default("interval")  # compact every N new (completed) invocations
+    overlap: int = default("overlap")  # invocations re-included from the previous window
+    token_threshold: int | None = default("token_threshold")  # uncovered tokens over this
+    keep_last: int = default("keep_last")  # events kept raw under the token trigger
+    boundaries: tuple[str, ...] = FIELDS["boundaries"].default  # topic_shift, task_done, phrase
+    topic_shift_threshold: float = default("topic_shift_threshold")
 
     def __post_init__(self) -> None:
-        for name, minimum in (("interval", 1), ("overlap", 0), ("token_threshold", 1),
-                              ("keep_last", 0)):
-            value = getattr(self, name)
-            if value is None and name in _OPTIONAL:
+        for name in ("interval", "overlap", "token_threshold", "keep_last"):
+            value, spec = getattr(self, name), FIELDS[name]
+            if value is None and spec.optional:
                 continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                optional = " or None" if name in _OPTIONAL else ""
-                raise InvalidInput(f"must be an int >= {minimum}{optional}, got {value!r}",
-                                   field=f"CompactionConfig.{name}")
-        if isinstance(self.boundaries, str) or not all(
-                b in BOUNDARY_KINDS for b in self.boundaries):
-            raise InvalidInput(f"must be a list of {', '.join(BOUNDARY_KINDS)}, got "
-                               f"{self.boundaries!r}", field="CompactionConfig.boundaries")
-        object.__setattr__(self, "boundaries", tuple(dict.fromkeys(self.boundaries)))
-        t = self.topic_shift_threshold
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not -1.0 <= t <= 1.0:
-            raise InvalidInput(f"must be a number in [-1, 1], got {t!r}",
-                               field="CompactionConfig.topic_shift_threshold")
+            if not isinstance(value, int) or isinstance(value, bool) or value < spec.ge:
+                optional = " or None" if spec.optional else ""
+                raise InvalidInput(f"must be an int >= {spec.ge:g}{optional}, got {value!r}",
+                                   field=f"{CONFIG_PREFIX}{name}")
+        # Type first: a client's control event may hold anything (None, a number).
+        b = self.boundaries
+        if not isinstance(b, (list, tuple)) or not all(
+                isinstance(k, str) and k in BOUNDARY_KINDS for k in b):
+            raise InvalidInput(f"must be a list of {', '.join(BOUNDARY_KINDS)}, got {b!r}",
+                               field=f"{CONFIG_PREFIX}boundaries")
+        object.__setattr__(self, "boundaries", tuple(dict.fromkeys(b)))
+        t, spec = self.topic_shift_threshold, FIELDS["topic_shift_threshold"]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not spec.ge <= t <= spec.le:
+            raise InvalidInput(f"must be a number in [{spec.ge:g}, {spec.le:g}], got {t!r}",
+                               field=f"{CONFIG_PREFIX}topic_shift_threshold")
 
     @property
     def enabled(self) -> bool:
@@ -94,7 +99,7 @@ class CompactionConfig:
         for key in overrides:
             if key not in known:
                 raise InvalidInput(f"unknown compaction setting; known: {', '.join(sorted(known))}",
-                                   field=f"CompactionConfig.{key}")
+                                   field=f"{CONFIG_PREFIX}{key}")
         values = dict(overrides)
         if isinstance(values.get("boundaries"), list):
             values["boundaries"] = tuple(values["boundaries"])
@@ -103,10 +108,23 @@ class CompactionConfig:
 
 @dataclass(frozen=True)
 class Plan:
-    """The next window to compact and the trigger that chose it."""
+    """The next window to compact and the trigger that chose it. ``inputs``: what the
+    summarizer reads when that is not the window itself (a roll-up reads the earlier
+    summaries in place of the events they cover, so its prompt stays bounded)."""
 
     events: list[Event]
     trigger: str
+    inputs: list[Event] | None = None
+
+
+def summary_input(compaction: Event) -> Event:
+    """An earlier summary as a summarizer reads it: a system message of the compactor's,
+    dated at the end of the events it covers (every summarizer reads messages; some skip
+    compaction events). No label is added to the text: a roll-up of a roll-up would
+    carry it twice."""
+    return Event(author=COMPACTOR_AUTHOR, role="system", type="message", id=compaction.id,
+                 text=compaction.text,
+                 timestamp=compaction.data.get("end_ts", compaction.timestamp))
 
 
 class Compactor:
@@ -142,13 +160,13 @@ class Compactor:
             window = self._window(t, t.safe_start(t.covered_end + 1), cut)
             if window:
                 return Plan(window, kind)
-        tokens = self._token_window(t)
-        return Plan(tokens, "token_threshold") if tokens else None
+        return self._token_window(t)
 
     def summarize(self, session: Session, planned: Plan) -> Event:
         """The compaction event of ``planned`` (calls the summarizer; writes nothing)."""
         window = planned.events
-        summary = self.summarizer.summarize(window)
+        summary = self.summarizer.summarize(window if planned.inputs is None
+                                            else planned.inputs)
         latest = max((e.timestamp for e in session.events), default=0.0)
         return Event(
             author=COMPACTOR_AUTHOR, role="system", type="compaction", text=summary.summary,
@@ -207,7 +225,7 @@ class Compactor:
             end = t.last_safe_at_or_before(target, start)
         return self._window(t, start, end)
 
-    def _token_window(self, t: Timeline) -> list[Event] | None:
+    def _token_window(self, t: Timeline) -> Plan | None:
         threshold, keep = self.config.token_threshold, self.config.keep_last
         if threshold is None:
             return None
@@ -219,9 +237,21 @@ class Compactor:
             return None
         target = uncovered[-keep] - 1 if keep else len(t.events) - 1
         # Summaries that crowd the budget are rolled up into the new one.
-        start = 0 if summaries > threshold // 2 else t.safe_start(t.covered_end + 1)
+        roll_up = summaries > threshold // 2
+        start = 0 if roll_up else t.safe_start(t.covered_end + 1)
         # keep_last is a floor: a straddling call/result pair stays raw, whole.
-        return self._window(t, start, t.last_safe_at_or_before(target, start))
+        end = t.last_safe_at_or_before(target, start)
+        window = self._window(t, start, end)
+        if window is None:
+            return None
+        if not roll_up:
+            return Plan(window, "token_threshold")
+        # The new event covers every event since the start, but the summarizer reads only
+        # the summaries shown now and the events none of them covers.
+        covered = t.covered()
+        inputs = [summary_input(c) for c in t.live_compactions()] + [
+            e for i, e in enumerate(t.events[:end + 1]) if is_summarizable(e) and not covered[i]]
+        return Plan(window, "token_threshold", inputs)
 
     @staticmethod
     def _completed(t: Timeline, k: int) -> bool:

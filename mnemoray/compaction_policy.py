@@ -10,10 +10,11 @@ app's (``CompactionConfig``) with these fields replaced.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mnemoray.compaction import CompactionConfig
+from mnemoray.compaction_fields import renamed
 from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
 from mnemoray.session import Session
@@ -23,14 +24,27 @@ POLICY_ACTION = "compaction_policy"
 POLICY_AUTHOR = "mnemoray"
 
 
-def check_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """The overrides as stored, or InvalidInput naming ``compaction.<key>``."""
+def check_overrides(overrides: Any, where: str = "compaction") -> dict[str, Any]:
+    """The overrides as stored, or InvalidInput naming ``<where>.<key>``."""
+    if not isinstance(overrides, Mapping):
+        raise InvalidInput(f"must be an object, got {type(overrides).__name__}", field=where)
     try:
         config = CompactionConfig().with_overrides(overrides)
     except InvalidInput as exc:
-        key = (exc.field or "").removeprefix("CompactionConfig.")
-        raise InvalidInput(exc.reason, field=f"compaction.{key}") from None
+        raise renamed(exc, where) from None
     return {k: v for k, v in config.to_dict().items() if k in overrides}
+
+
+def is_policy_event(event: Event) -> bool:
+    return event.type == "control" and event.data.get("action") == POLICY_ACTION
+
+
+def check_policy_events(events: Sequence[Event], where: str = "events") -> None:
+    """Refuse an appended policy event the compactor could not read, naming the key
+    (``events[1].data.policy.boundaries``): one stored would be ignored for good."""
+    for i, event in enumerate(events):
+        if is_policy_event(event):
+            check_overrides(event.data.get("policy"), f"{where}[{i}].data.policy")
 
 
 def policy_event(overrides: Mapping[str, Any]) -> Event:
@@ -41,7 +55,7 @@ def policy_event(overrides: Mapping[str, Any]) -> Event:
 def session_overrides(session: Session) -> dict[str, Any]:
     """The session's own policy fields (the last policy event wins), else {}."""
     for event in reversed(session.events):
-        if event.type == "control" and event.data.get("action") == POLICY_ACTION:
+        if is_policy_event(event):
             policy = event.data.get("policy")
             return dict(policy) if isinstance(policy, Mapping) else {}
     return {}
@@ -49,21 +63,19 @@ def session_overrides(session: Session) -> dict[str, Any]:
 
 def effective_config(app_config: CompactionConfig, session: Session) -> CompactionConfig:
     """The app's policy with the session's overrides; a stored policy this version cannot
-    read (written by a newer one) leaves the app's."""
+    read (written by a newer one, or appended unchecked in-process) leaves the app's."""
     try:
         return app_config.with_overrides(session_overrides(session))
-    except InvalidInput:
+    except (InvalidInput, TypeError, ValueError):
         return app_config
 
 
 def create_session(store: SessionStore, app_name: str, user_id: str,
                    session_id: str | None = None, state: Mapping[str, Any] | None = None,
                    compaction: Mapping[str, Any] | None = None) -> Session:
-    """Create a session; with ``compaction``, its own policy is its first event
-    (checked before anything is written: a bad value creates nothing)."""
-    event = None if compaction is None else policy_event(compaction)
-    session = store.create_session(app_name, user_id, session_id,
-                                   dict(state) if state else None)
-    if event is not None:
-        store.append_event(session, event)
-    return session
+    """Create a session; with ``compaction``, its own policy is its first event, written
+    in the same transaction (checked before: a bad value creates nothing, and no crash
+    leaves the session on its app's policy)."""
+    events = [] if compaction is None else [policy_event(compaction)]
+    return store.create_session(app_name, user_id, session_id,
+                                dict(state) if state else None, events=events)

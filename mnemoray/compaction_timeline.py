@@ -68,21 +68,37 @@ class Timeline:
             index -= 1
         return index
 
-    def summary_tokens(self) -> int:
-        """Tokens of the summaries a compile shows: compactions not inside a later one."""
+    def live_compactions(self) -> list[Event]:
+        """The compactions a compile shows: those not inside a later one (a roll-up)."""
         sets = [frozenset(c.data.get("source_event_ids") or ()) for c in self.compactions]
         holders: dict[str, list[int]] = {}  # event id -> the compactions covering it
         for k, ids in enumerate(sets):
             for i in ids:
                 holders.setdefault(i, []).append(k)
 
-        def superseded(k: int) -> bool:  # a later one holds all of it (a roll-up)
+        def superseded(k: int) -> bool:  # a later one holds all of it
             probe = next(iter(sets[k]), None)
             return probe is not None and any(
                 j > k and sets[k] <= sets[j] for j in holders[probe])
 
-        return sum(count_tokens(c.text) for k, c in enumerate(self.compactions)
-                   if not superseded(k))
+        return [c for k, c in enumerate(self.compactions) if not superseded(k)]
+
+    def summary_tokens(self) -> int:
+        """Tokens of the summaries a compile shows."""
+        return sum(count_tokens(c.text) for c in self.live_compactions())
+
+    def covered(self) -> list[bool]:
+        """``covered[i]``: an earlier compaction summarized ``events[i]`` (by its id, or by
+        time range for one written without ids)."""
+        ids: set[str] = set()
+        until = float("-inf")
+        for c in self.compactions:
+            sources = c.data.get("source_event_ids")
+            if sources:
+                ids.update(sources)
+            else:
+                until = max(until, c.data.get("end_ts", float("-inf")))
+        return [e.id in ids or e.timestamp <= until for e in self.events]
 
 
 def _invocations(events: Sequence[Event]) -> list[tuple[int, int]]:

@@ -13,6 +13,7 @@ here only.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -75,9 +76,13 @@ def payload_of(event: Event) -> tuple[bytes, str] | None:
 
 
 def artifact_name(event: Event) -> str:
-    """Unique per event (its id), readable for the model (the tool's name)."""
+    """Readable for the model (the tool's name, the start of the event id) and unique per
+    event id: the readable part replaces unsafe characters and is cut, so a hash of the
+    full id keeps two ids apart (else "load by name" could return the other's payload)."""
     tool = _UNSAFE.sub("_", str(event.data.get("name", "tool")))[:64].strip("._") or "tool"
-    return f"{tool}-result-{_UNSAFE.sub('_', event.id)[:64]}"
+    digest = hashlib.blake2b(event.id.encode("utf-8", "surrogatepass"),
+                             digest_size=6).hexdigest()
+    return f"{tool}-result-{_UNSAFE.sub('_', event.id)[:48]}-{digest}"
 
 
 def summarize(response: Any, payload: bytes, tool: str, limit: int = SUMMARY_CHARS) -> str:
@@ -119,7 +124,7 @@ def offload_events(artifacts: ArtifactStore, session: Session, events: Sequence[
             response = {OFFLOADED_KEY: True, "artifact": name, "handle": handle,
                         "bytes": len(data), "mime_type": mime, "summary": summary,
                         "note": "The full result is stored as an artifact; call "
-                                "load_artifacts with its name to read it."}
+                                f"load_artifacts with {handle} to read it."}
             out.events[i] = replace(event, data={**event.data, "response": response},
                                     artifact_delta={**event.artifact_delta, name: version})
     except BaseException:
@@ -129,13 +134,13 @@ def offload_events(artifacts: ArtifactStore, session: Session, events: Sequence[
 
 
 def discard(artifacts: ArtifactStore, session: Session, saved: list[tuple[str, int]]) -> None:
-    """Remove artifacts saved for events that were then not stored. Only a name this
-    append created (version 0) goes: a later version belongs to a name kept before."""
+    """Remove the artifact versions saved for events that were then not stored: exactly
+    those versions. Another writer (a retry of the same request) may have saved a later
+    version of the same name that a stored event points to."""
     for name, version in saved:
-        if version != 0:
-            continue
         with contextlib.suppress(ArtifactNotFoundError):
-            artifacts.delete(session.app_name, session.user_id, session.session_id, name)
+            artifacts.delete_version(session.app_name, session.user_id, session.session_id,
+                                     name, version)
 
 
 def append_events(sessions: SessionStore, artifacts: ArtifactStore | None, session: Session,

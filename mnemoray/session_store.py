@@ -9,10 +9,11 @@ an event is never lost or silently overwritten.
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
@@ -22,6 +23,7 @@ from mnemoray.events import Event
 from mnemoray.session import Session, SessionError
 from mnemoray.state import ScopedDelta, merged_state, split_delta, without_temp
 
+log = logging.getLogger(__name__)
 
 # The builtin second bases keep ``except KeyError`` / ``except ValueError`` callers working.
 class SessionNotFoundError(NotFound, KeyError):
@@ -84,6 +86,20 @@ class SessionInfo:
     num_events: int
 
 
+def initial_events(session: Session, events: Sequence[Event]) -> list[Event]:
+    """A new session's first events as stored: its id, none partial (a streaming
+    fragment is never stored, so none can open a session)."""
+    out = [replace(e, session_id=session.session_id) for e in events]
+    seen: set[str] = set()
+    for i, event in enumerate(out):
+        if event.partial:
+            raise InvalidInput("a partial event cannot open a session", field=f"events[{i}]")
+        if event.id in seen:
+            raise DuplicateEventError(f"event id {event.id!r} given twice", field=f"events[{i}]")
+        seen.add(event.id)
+    return out
+
+
 def initial_state(state: dict[str, Any] | None) -> ScopedDelta:
     """A new session's ``state`` by scope, checked like event state deltas (JSON only:
     no NaN, no lone surrogates), so no store persists what it cannot read back."""
@@ -116,14 +132,25 @@ class SessionStore(ABC):
         self._listeners = [(f, c) for f, c in self._listeners if f != listener]
 
     def _notify(self, notice: SessionNotice) -> None:
+        """Tell the listeners about a change that is already durable: a listener's failure
+        is logged, never raised into the caller (who would report a stored append as
+        failed, and retry it)."""
         for listener, changes in list(self._listeners):
             if notice.change in changes:
-                listener(notice)
+                try:
+                    listener(notice)
+                except Exception:
+                    log.exception("session %s listener failed for %s/%s/%s", notice.change,
+                                  notice.app_name, notice.user_id, notice.session_id)
 
     # -- API -----------------------------------------------------------------
     @abstractmethod
     def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
-                       state: dict[str, Any] | None = None) -> Session: ...
+                       state: dict[str, Any] | None = None, *,
+                       events: Sequence[Event] = ()) -> Session:
+        """A new session; ``events`` (e.g. its compaction policy) are its first events,
+        written in the same transaction: the session exists with all of them or not at
+        all. Raises SessionExistsError."""
 
     @abstractmethod
     def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
@@ -230,9 +257,11 @@ class InMemorySessionStore(SessionStore):
         return s
 
     def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
-                       state: dict[str, Any] | None = None) -> Session:
+                       state: dict[str, Any] | None = None, *,
+                       events: Sequence[Event] = ()) -> Session:
         fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
         delta = initial_state(state)
+        first = initial_events(fresh, events)
         with self._lock:
             if fresh.key in self._sessions:
                 raise SessionExistsError(f"session already exists: {fresh.session_id!r}")
@@ -241,6 +270,8 @@ class InMemorySessionStore(SessionStore):
             self._user_state.setdefault((app_name, user_id), {}).update(delta.user)
             self._sessions[fresh.key] = fresh
             self._event_ids[fresh.key] = set()
+            # Under the same lock: no reader sees the session without its first events.
+            self._append_locked(fresh, first)
             return self._view(fresh)
 
     def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
@@ -270,24 +301,28 @@ class InMemorySessionStore(SessionStore):
                     f"this copy at {session.version}: reload and retry")
             if stored.ended:  # ended through another copy: this one cannot know
                 raise SessionEndedError(f"session {session.session_id!r} has ended")
-            ids = self._event_ids[session.key]
-            fresh: set[str] = set()
-            for event in events:  # every check before the first change: all or nothing
-                if event.id in ids or event.id in fresh:
-                    raise DuplicateEventError(
-                        f"event id {event.id!r} already in session {session.session_id!r}")
-                fresh.add(event.id)
-            ids.update(fresh)
-            for event in events:
-                delta = split_delta(event.state_delta)
-                stored.events.append(event)
-                stored.state.update(delta.session)
-                stored.state = without_temp(stored.state)
-                self._app_state.setdefault(session.app_name, {}).update(delta.app)
-                self._user_state.setdefault((session.app_name, session.user_id),
-                                            {}).update(delta.user)
-                stored.updated_at = max(stored.updated_at, event.timestamp)
-            stored.version += len(events)
+            self._append_locked(stored, events)
+
+    def _append_locked(self, stored: Session, events: list[Event]) -> None:
+        """Append to the stored session (the lock held), all or nothing."""
+        ids = self._event_ids[stored.key]
+        fresh: set[str] = set()
+        for event in events:  # every check before the first change: all or nothing
+            if event.id in ids or event.id in fresh:
+                raise DuplicateEventError(
+                    f"event id {event.id!r} already in session {stored.session_id!r}")
+            fresh.add(event.id)
+        ids.update(fresh)
+        for event in events:
+            delta = split_delta(event.state_delta)
+            stored.events.append(event)
+            stored.state.update(delta.session)
+            stored.state = without_temp(stored.state)
+            self._app_state.setdefault(stored.app_name, {}).update(delta.app)
+            self._user_state.setdefault((stored.app_name, stored.user_id),
+                                        {}).update(delta.user)
+            stored.updated_at = max(stored.updated_at, event.timestamp)
+        stored.version += len(events)
 
     def _end(self, session: Session, ended_at: float) -> None:
         with self._lock:

@@ -16,13 +16,13 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from mnemoray.errors import InvalidInput
-from mnemoray.events import Event, EventError
+from mnemoray.events import Event
 from mnemoray.session import Session
 from mnemoray.session_store import (
     DuplicateEventError,
@@ -32,67 +32,17 @@ from mnemoray.session_store import (
     SessionNotFoundError,
     SessionStore,
     StaleSessionError,
+    initial_events,
     initial_state,
 )
+from mnemoray.sqlite_rows import SCHEMA, SCHEMA_VERSION, Prepared, to_json
 from mnemoray.state import merged_state, split_delta
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS sessions (
-        app_name   TEXT NOT NULL,
-        user_id    TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        state      TEXT NOT NULL,           -- session-scoped keys only, JSON
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        ended_at   REAL,
-        version    INTEGER NOT NULL,        -- number of persisted events
-        PRIMARY KEY (app_name, user_id, session_id))""",
-    """CREATE TABLE IF NOT EXISTS events (
-        app_name   TEXT NOT NULL,
-        user_id    TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        seq        INTEGER NOT NULL,        -- 0-based position in the session
-        event_id   TEXT NOT NULL,
-        body       TEXT NOT NULL,           -- Event.to_dict() as JSON
-        PRIMARY KEY (app_name, user_id, session_id, seq),
-        UNIQUE (app_name, user_id, session_id, event_id))""",
-    """CREATE TABLE IF NOT EXISTS app_state (
-        app_name TEXT NOT NULL,
-        key      TEXT NOT NULL,
-        value    TEXT NOT NULL,             -- JSON
-        PRIMARY KEY (app_name, key))""",
-    """CREATE TABLE IF NOT EXISTS user_state (
-        app_name TEXT NOT NULL,
-        user_id  TEXT NOT NULL,
-        key      TEXT NOT NULL,
-        value    TEXT NOT NULL,             -- JSON
-        PRIMARY KEY (app_name, user_id, key))""",
-)
 
 _KEY = "app_name = ? AND user_id = ? AND session_id = ?"
 
 
 class _Connection(sqlite3.Connection):
     """A plain connection that admits weak references (the base class does not)."""
-
-
-def _to_json(value: Any, field: str) -> str:
-    try:
-        # allow_nan=False: NaN would be read back as NaN and answered as null.
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise EventError(f"not JSON-serializable ({exc})", field=field) from exc
-
-
-def _event_body(event: Event) -> str:
-    # Check field by field first so the error names the offending field.
-    for name in ("data", "artifact_delta"):
-        _to_json(getattr(event, name), name)
-    for key, value in event.state_delta.items():
-        _to_json(value, f"state_delta.{key}")
-    return _to_json(event.to_dict(), "event")
 
 
 class SQLiteSessionStore(SessionStore):
@@ -177,7 +127,7 @@ class SQLiteSessionStore(SessionStore):
             if found not in (0, SCHEMA_VERSION):
                 raise RuntimeError(f"{self.path}: session store schema version {found}, "
                                    f"this mnemoray reads version {SCHEMA_VERSION}")
-            for statement in _SCHEMA:
+            for statement in SCHEMA:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -221,13 +171,16 @@ class SQLiteSessionStore(SessionStore):
 
     # -- API -----------------------------------------------------------------
     def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
-                       state: dict[str, Any] | None = None) -> Session:
+                       state: dict[str, Any] | None = None, *,
+                       events: Sequence[Event] = ()) -> Session:
         fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
         delta = initial_state(state)
+        first = initial_events(fresh, events)
         # Serialize before the transaction: bad state fails with nothing written.
-        session_json = _to_json(delta.session, "state")
-        app_rows = {k: _to_json(v, f"state.{k}") for k, v in delta.app.items()}
-        user_rows = {k: _to_json(v, f"state.{k}") for k, v in delta.user.items()}
+        prepared = Prepared.of(first)
+        session_json = to_json(delta.session, "state")
+        app_rows = {k: to_json(v, f"state.{k}") for k, v in delta.app.items()}
+        user_rows = {k: to_json(v, f"state.{k}") for k, v in delta.user.items()}
         with self._tx(write=True) as conn:
             try:
                 conn.execute(
@@ -238,8 +191,14 @@ class SQLiteSessionStore(SessionStore):
                 raise SessionExistsError(
                     f"session already exists: {fresh.session_id!r}") from exc
             self._write_scoped(conn, app_name, user_id, app_rows, user_rows)
+            own = dict(delta.session)
+            if first:  # the first events in the same transaction: all there, or no session
+                own = self._insert_events(conn, fresh, first, prepared)
             app, user = self._scoped_state(conn, app_name, user_id)
-        fresh.state = merged_state(app, user, dict(delta.session))
+        fresh.events = first
+        fresh.version = len(first)
+        fresh.updated_at = max([fresh.updated_at, *(e.timestamp for e in first)])
+        fresh.state = merged_state(app, user, own)
         return fresh
 
     def get_session(self, app_name: str, user_id: str, session_id: str) -> Session:
@@ -280,44 +239,45 @@ class SQLiteSessionStore(SessionStore):
 
     def _append_many(self, session: Session, events: list[Event]) -> None:
         # Serialize before the transaction: a bad value fails with nothing written.
-        bodies = [_event_body(e) for e in events]
-        app_rows: dict[str, str] = {}
-        user_rows: dict[str, str] = {}
-        for event in events:  # in order: a later event's value of a key wins
-            delta = split_delta(event.state_delta)
-            app_rows.update({k: _to_json(v, f"state_delta.{k}") for k, v in delta.app.items()})
-            user_rows.update({k: _to_json(v, f"state_delta.{k}")
-                              for k, v in delta.user.items()})
+        prepared = Prepared.of(events)
         # One transaction for the whole request: any failure rolls every event back.
         with self._tx(write=True) as conn:
-            row = conn.execute(
-                f"SELECT version, state, updated_at, ended_at FROM sessions WHERE {_KEY}",
-                session.key).fetchone()
-            if row is None:
-                raise SessionNotFoundError(*session.key)
-            version, state_json, updated_at, ended_at = row
-            if version != session.version:
-                raise StaleSessionError(
-                    f"session {session.session_id!r} is at version {version}, "
-                    f"this copy at {session.version}: reload and retry")
-            if ended_at is not None:  # ended through another copy: this one cannot know
-                raise SessionEndedError(f"session {session.session_id!r} has ended")
-            for seq, (event, body) in enumerate(zip(events, bodies, strict=True), version):
-                try:
-                    conn.execute(
-                        "INSERT INTO events (app_name, user_id, session_id, seq, event_id, "
-                        "body) VALUES (?, ?, ?, ?, ?, ?)", (*session.key, seq, event.id, body))
-                except sqlite3.IntegrityError as exc:
-                    raise DuplicateEventError(f"event id {event.id!r} already in session "
-                                              f"{session.session_id!r}") from exc
-            state = json.loads(state_json)
-            for event in events:
-                state.update(split_delta(event.state_delta).session)
-            self._write_scoped(conn, session.app_name, session.user_id, app_rows, user_rows)
-            conn.execute(
-                f"UPDATE sessions SET state = ?, updated_at = ?, version = ? WHERE {_KEY}",
-                (_to_json(state, "state"), max([updated_at, *(e.timestamp for e in events)]),
-                 version + len(events), *session.key))
+            self._insert_events(conn, session, events, prepared)
+
+    def _insert_events(self, conn: sqlite3.Connection, session: Session, events: list[Event],
+                       prepared: Prepared) -> dict[str, Any]:
+        """Write ``events`` after ``session.version`` inside the caller's transaction;
+        the session's own (session-scoped) state after them."""
+        row = conn.execute(
+            f"SELECT version, state, updated_at, ended_at FROM sessions WHERE {_KEY}",
+            session.key).fetchone()
+        if row is None:
+            raise SessionNotFoundError(*session.key)
+        version, state_json, updated_at, ended_at = row
+        if version != session.version:
+            raise StaleSessionError(
+                f"session {session.session_id!r} is at version {version}, "
+                f"this copy at {session.version}: reload and retry")
+        if ended_at is not None:  # ended through another copy: this one cannot know
+            raise SessionEndedError(f"session {session.session_id!r} has ended")
+        for seq, (event, body) in enumerate(zip(events, prepared.bodies, strict=True), version):
+            try:
+                conn.execute(
+                    "INSERT INTO events (app_name, user_id, session_id, seq, event_id, "
+                    "body) VALUES (?, ?, ?, ?, ?, ?)", (*session.key, seq, event.id, body))
+            except sqlite3.IntegrityError as exc:
+                raise DuplicateEventError(f"event id {event.id!r} already in session "
+                                          f"{session.session_id!r}") from exc
+        state = json.loads(state_json)
+        for event in events:
+            state.update(split_delta(event.state_delta).session)
+        self._write_scoped(conn, session.app_name, session.user_id, prepared.app_rows,
+                           prepared.user_rows)
+        conn.execute(
+            f"UPDATE sessions SET state = ?, updated_at = ?, version = ? WHERE {_KEY}",
+            (to_json(state, "state"), max([updated_at, *(e.timestamp for e in events)]),
+             version + len(events), *session.key))
+        return state
 
     def _end(self, session: Session, ended_at: float) -> None:
         with self._tx(write=True) as conn:

@@ -23,12 +23,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from mnemoray.compaction import CompactionConfig
+from mnemoray.compaction_fields import POLICY_FIELDS, BoundaryKind, default, model_field, renamed
 from mnemoray.errors import ConfigError, InvalidInput
-from mnemoray.schemas.sessions import Boundary
 
 Prompt = str | None
-POLICY_FIELDS = ("interval", "overlap", "token_threshold", "keep_last", "boundaries",
-                 "topic_shift_threshold")
 PROMPT_MAX_CHARS = 20_000
 
 
@@ -39,12 +37,12 @@ class _Strict(BaseModel):
 class AppCompactionSettings(_Strict):
     """One app's overrides: only the fields given replace the default's."""
 
-    interval: int | None = Field(None, ge=1)
-    overlap: int | None = Field(None, ge=0)
-    token_threshold: int | None = Field(None, ge=1)
-    keep_last: int | None = Field(None, ge=0)
-    boundaries: list[Boundary] | None = None
-    topic_shift_threshold: float | None = Field(None, ge=-1, le=1)
+    interval: int | None = model_field("interval", None)
+    overlap: int | None = model_field("overlap", None)
+    token_threshold: int | None = model_field("token_threshold", None)
+    keep_last: int | None = model_field("keep_last", None)
+    boundaries: list[BoundaryKind] | None = model_field("boundaries", None)
+    topic_shift_threshold: float | None = model_field("topic_shift_threshold", None)
     compaction_prompt: Prompt = Field(None, max_length=PROMPT_MAX_CHARS)
     memory_prompt: Prompt = Field(None, max_length=PROMPT_MAX_CHARS)
 
@@ -55,13 +53,13 @@ class CompactionSettings(_Strict):
     enabled: bool = Field(True, description="compact sessions after appends, in the "
                           "background (a session's policy still decides whether it does)")
     workers: int = Field(1, ge=1, le=16, description="compaction threads per replica")
-    interval: int | None = Field(None, ge=1, description="compact every N new invocations")
-    overlap: int = Field(1, ge=0)
-    token_threshold: int | None = Field(8000, ge=1, description="compact when a compile "
-                                        "would show more tokens of history than this")
-    keep_last: int = Field(10, ge=0, description="events kept raw by the token trigger")
-    boundaries: list[Boundary] = Field(default_factory=list)
-    topic_shift_threshold: float = Field(0.2, ge=-1, le=1)
+    interval: int | None = model_field("interval")
+    overlap: int = model_field("overlap")
+    token_threshold: int | None = model_field("token_threshold",
+                                              default("token_threshold", serve=True))
+    keep_last: int = model_field("keep_last")
+    boundaries: list[BoundaryKind] = model_field("boundaries")
+    topic_shift_threshold: float = model_field("topic_shift_threshold")
     compaction_prompt: Prompt = Field(None, max_length=PROMPT_MAX_CHARS)
     memory_prompt: Prompt = Field(None, max_length=PROMPT_MAX_CHARS)
     apps: dict[str, AppCompactionSettings] = Field(default_factory=dict)
@@ -82,9 +80,8 @@ class CompactionSettings(_Strict):
         try:
             return (base or CompactionConfig()).with_overrides(values)
         except InvalidInput as exc:
-            key = (exc.field or "").removeprefix("CompactionConfig.")
             where = "compaction" if app is None else f"compaction.apps.{app}"
-            raise ConfigError(exc.reason, field=f"{where}.{key}") from None
+            raise renamed(exc, where, ConfigError) from None
 
     def policy_for(self, app_name: str) -> CompactionConfig:
         """The app's policy (its overrides over the default)."""

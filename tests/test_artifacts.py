@@ -240,3 +240,27 @@ def test_the_file_store_describes_from_metadata_alone(tmp_path: Path) -> None:
     assert store.describe(APP, USER, "s1", "blob").size == 1000
     with pytest.raises(ArtifactNotFoundError):
         store.load(APP, USER, "s1", "blob")
+
+
+def test_delete_version_removes_only_that_version(store: ArtifactStore) -> None:
+    """Offload cleanup removes the one version it saved: a later version another writer
+    saved under the same name (and a stored event points to) stays."""
+    for text in ("v0", "v1", "v2"):
+        store.save(APP, USER, "s1", "report.txt", text)
+    store.delete_version(APP, USER, "s1", "report.txt", 1)
+    assert store.list_versions(APP, USER, "s1", "report.txt") == [0, 2]
+    with pytest.raises(ArtifactNotFoundError, match="version 1"):
+        store.load(APP, USER, "s1", "report.txt", version=1)
+    assert store.load(APP, USER, "s1", "report.txt").text() == "v2"
+    with pytest.raises(ArtifactNotFoundError, match="version 1"):
+        store.delete_version(APP, USER, "s1", "report.txt", 1)
+    store.delete_version(APP, USER, "s1", "report.txt", 2)
+    assert store.load(APP, USER, "s1", "report.txt").text() == "v0"
+    assert store.save(APP, USER, "s1", "report.txt", "v3") == 1  # after the latest kept
+    store.delete_version(APP, USER, "s1", "report.txt", 0)
+    store.delete_version(APP, USER, "s1", "report.txt", 1)
+    assert store.list_names(APP, USER, "s1") == []
+    with pytest.raises(ArtifactNotFoundError):
+        store.load(APP, USER, "s1", "report.txt")
+    with pytest.raises(ArtifactError, match="version"):
+        store.delete_version(APP, USER, "s1", "report.txt", -1)

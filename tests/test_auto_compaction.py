@@ -20,7 +20,7 @@ from mnemoray.compaction_timeline import Timeline
 from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
 from mnemoray.memory.faults import CRASH_ENV, CRASH_EXIT_CODE
-from mnemoray.session_store import InMemorySessionStore, StaleSessionError
+from mnemoray.session_store import DuplicateEventError, InMemorySessionStore, StaleSessionError
 from mnemoray.sqlite_store import SQLiteSessionStore
 from mnemoray.summarizers import ExtractiveSummarizer, Summary
 
@@ -249,3 +249,94 @@ def test_summaries_that_crowd_the_budget_are_rolled_up_into_one(store) -> None:
     assert set(first.data["source_event_ids"]) < set(second.data["source_event_ids"])
     # Only the roll-up is shown by a compile (and counted against the budget).
     assert Timeline.of(session).summary_tokens() == second.data["summary_tokens"]
+
+
+
+def test_a_roll_up_reads_the_summaries_and_new_events_not_the_whole_history(store) -> None:
+    """An LLM backend refuses an ever larger prompt: a roll-up hands the summarizer the
+    summaries a compile shows plus the events not yet covered, while its event still
+    names every event it covers."""
+    rec = Wordy()
+    compactor = Compactor(rec, CompactionConfig(token_threshold=60, keep_last=2))
+    session = store.create_session("app", "ana", "s")
+    for k in range(15):
+        store.append_events(session, turns(5, 5 * k))
+        assert compactor.maybe_compact(store, session) is not None
+    rolled = compactions(store, session)
+    assert len(rolled) == 15 and len(session.events) > 100
+    # Each input: the one summary shown plus at most the 5 new turns and 2 kept raw.
+    assert max(len(w) for w in rec.windows) <= 1 + 10 + 2
+    for previous, current, window in zip(rolled[:-1], rolled[1:], rec.windows[1:],
+                                         strict=True):
+        assert window[0] == previous.id  # the summary, as the first input
+        assert current.data["source_event_ids"][0] == "u0"
+        assert set(previous.data["source_event_ids"]) < set(current.data["source_event_ids"])
+
+
+# -- a bad policy never breaks appends ----------------------------------------------------------
+def policy_control(policy: object) -> Event:
+    return Event(author="user", role="system", type="control",
+                 data={"action": "compaction_policy", "policy": policy})
+
+
+@pytest.mark.parametrize("policy", [{"boundaries": None}, {"boundaries": 5},
+                                    {"interval": "x"}, {"keep_last": [1]}, {"nope": 1}])
+def test_a_stored_policy_that_cannot_be_read_leaves_the_apps(store, policy: dict) -> None:
+    app = CompactionConfig(token_threshold=500)
+    session = store.create_session("app", "ana", "s")
+    store.append_event(session, policy_control(policy))
+    assert effective_config(app, session) == app
+
+
+def test_a_listener_that_raises_never_fails_a_stored_append(store, caplog) -> None:
+    def broken(notice: object) -> None:
+        raise TypeError("listener bug")
+
+    store.add_listener(broken, ("appended", "ended", "deleted"))
+    session = store.create_session("app", "ana", "s")
+    with caplog.at_level("ERROR"):
+        stored = store.append_events(session, turns(1))
+        assert [e.id for e in stored] == ["u0", "m0"] and session.version == 2
+        store.end_session(session)
+        store.delete_session("app", "ana", "s")
+    assert sum("listener bug" in r.getMessage() or (r.exc_info and "listener bug" in
+                                                   str(r.exc_info[1])) for r in caplog.records) == 3
+
+
+def test_a_bad_client_policy_event_never_fails_appends_with_compaction_on(store) -> None:
+    """The app compacts by tokens: the worker reads the session's policy on every round."""
+    errors: list[BaseException] = []
+    auto = AutoCompactor(Recording(), CompactionConfig(interval=1, overlap=0),
+                         on_error=lambda exc, key: errors.append(exc)).attach(store)
+    try:
+        session = store.create_session("app", "ana", "s")
+        store.append_event(session, policy_control({"boundaries": 5}))
+        store.append_events(session, turns(2))
+        assert poll(lambda: compactions(store, session)) and auto.wait_idle(5)
+        assert errors == []
+    finally:
+        auto.stop()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_session_and_its_policy_are_written_in_one_commit(kind: str, tmp_path: Path) -> None:
+    """No crash between two commits can leave a session silently on its app's policy."""
+    store = InMemorySessionStore() if kind == "memory" \
+        else SQLiteSessionStore(tmp_path / "sessions.db")
+
+    def crash(*args: object) -> None:
+        raise RuntimeError("crashed after the session was created")
+
+    store._append_many = crash  # type: ignore[method-assign]  # a second commit would crash
+    session = create_session(store, "app", "ana", "s", state={"mood": "calm", "app:v": 1},
+                             compaction={"interval": 2, "overlap": 0})
+    fresh = store.get_session("app", "ana", "s")
+    assert fresh.version == session.version == 1
+    assert [e.to_dict() for e in fresh.events] == [e.to_dict() for e in session.events]
+    assert fresh.state == session.state == {"mood": "calm", "app:v": 1}
+    assert effective_config(CompactionConfig(), fresh) == CompactionConfig(interval=2, overlap=0)
+    twice = Event(author="mnemoray", role="system", type="control", id="p",
+                  data={"action": "compaction_policy", "policy": {}})
+    with pytest.raises(DuplicateEventError):  # all or nothing: no session without its events
+        store.create_session("app", "ana", "t", events=[twice, twice])
+    assert [i.session_id for i in store.list_sessions("app")] == ["s"]

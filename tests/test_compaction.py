@@ -318,6 +318,10 @@ def test_nothing_to_do_without_triggers(store, session) -> None:
     ({"token_threshold": 0}, "token_threshold"),
     ({"keep_last": -2}, "keep_last"),
     ({"interval": "3"}, "interval"),
+    ({"boundaries": None}, "boundaries"),  # a client's control event may hold anything
+    ({"boundaries": 5}, "boundaries"),
+    ({"boundaries": ["phrase", 3]}, "boundaries"),
+    ({"boundaries": "phrase"}, "boundaries"),
 ])
 def test_bad_config_is_a_clear_error(kwargs: dict, field: str) -> None:
     with pytest.raises(ValueError, match=f"CompactionConfig.{field}"):
@@ -333,3 +337,30 @@ def test_a_compaction_without_source_ids_is_honoured_by_time_range(store, sessio
                                       text="earlier", data={"start_ts": 0.0, "end_ts": end_ts}))
     window = Compactor(rec, CompactionConfig(interval=1, overlap=0)).plan(session)
     assert window is not None and [e.id for e in window] == ids(3)
+
+
+def test_every_surface_reads_the_policy_fields_from_one_place() -> None:
+    """In-process config, HTTP request and settings: same fields, defaults and bounds
+    (the token trigger alone differs: off in-process, on in ``mnemoray serve``)."""
+    from dataclasses import fields
+
+    from mnemoray.compaction_fields import FIELDS, POLICY_FIELDS, SERVE_DEFAULTS
+    from mnemoray.schemas.sessions import SessionCompactionIn
+    from serve.compaction_settings import AppCompactionSettings, CompactionSettings
+
+    config, settings = CompactionConfig(), CompactionSettings()
+    assert tuple(f.name for f in fields(CompactionConfig)) == POLICY_FIELDS
+    assert tuple(SessionCompactionIn.model_fields) == POLICY_FIELDS
+    assert set(POLICY_FIELDS) <= set(AppCompactionSettings.model_fields)
+    assert config.keep_last == settings.keep_last == 10
+    request = SessionCompactionIn()
+    for name in POLICY_FIELDS:
+        assert config.to_dict()[name] == request.model_dump()[name]
+        expected = SERVE_DEFAULTS.get(name, config.to_dict()[name])
+        assert getattr(settings, name) == expected, name
+        assert settings.policy_for("any").to_dict()[name] == expected
+        for model in (SessionCompactionIn, CompactionSettings, AppCompactionSettings):
+            metadata = model.model_fields[name].metadata
+            bounds = tuple(next((getattr(m, b) for m in metadata if hasattr(m, b)), None)
+                           for b in ("ge", "le"))
+            assert bounds == (FIELDS[name].ge, FIELDS[name].le), (model, name)

@@ -9,7 +9,13 @@ import pytest
 from compaction_helpers import Recording, turns
 
 from mnemoray.auto_compaction import AutoCompactor
-from mnemoray.boundaries import find_boundaries, hashed_encode, marks_task_done, says_move_on
+from mnemoray.boundaries import (
+    CachedEncoder,
+    find_boundaries,
+    hashed_encode,
+    marks_task_done,
+    says_move_on,
+)
 from mnemoray.compaction import CompactionConfig, Compactor
 from mnemoray.compaction_timeline import Timeline
 from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
@@ -160,3 +166,29 @@ def test_the_packaged_embedder_finds_the_shift_at_the_default_threshold() -> Non
     assert planned is not None and planned.trigger == "topic_shift"
     # The parrot turns (the fruit question included), not a word about taxes.
     assert [e.id for e in planned.events][-1] == "m3"
+
+
+def test_the_encoder_cache_is_bounded_by_bytes_not_only_entries() -> None:
+    """Long turns must not pin gigabytes: the cache also caps its texts' total bytes."""
+    calls: list[list[str]] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return hashed_encode(texts)
+
+    cached = CachedEncoder(encode, max_items=4096, max_bytes=40_000)
+    texts = [f"{k} " + "parrot " * 500 for k in range(10)]  # 3.5 KB + a 4 KB vector each
+    for text in texts:
+        cached([text])
+    assert cached.cached_bytes <= 40_000 and 1 < cached.cached_items < 10
+    calls.clear()
+    cached([texts[-1]])  # recent: still cached
+    assert calls == []
+    cached([texts[0]])  # the oldest was evicted: encoded again
+    assert calls == [[texts[0]]]
+    calls.clear()
+    huge = "macaw " * 8_000  # over the cap alone: answered, not cached, encoded once
+    vectors = cached([huge, texts[-1]])
+    assert calls == [[huge]] and vectors.shape == (2, 1024)
+    assert np.allclose(vectors[0], hashed_encode([huge])[0])
+    assert cached.cached_bytes <= 40_000

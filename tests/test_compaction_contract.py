@@ -18,11 +18,13 @@ import pytest
 from fastapi.testclient import TestClient
 from service_backend import ServiceBackend
 
+from mnemoray.events import Event
 from mnemoray.memory.service import MemoryService
 from mnemoray.tokens import count_tokens
 from serve.api import build_api
 from serve.auth import ApiKeys
 from serve.backend import HttpConfig
+from serve.compaction_settings import CompactionSettings
 
 KEY = "compaction-contract-key-0123456789"
 THRESHOLD = 2000
@@ -174,3 +176,46 @@ def test_the_contract_against_the_real_serve_app(server) -> None:  # noqa: F811
 
 # The real Serve app of test_serve_api (module-scoped there, started once here too).
 from test_serve_api import server  # noqa: E402,F401
+
+
+@pytest.mark.parametrize("app_compacts", [True, False])
+def test_an_appended_policy_event_is_checked_and_never_breaks_appends(
+        tmp_path: Path, app_compacts: bool) -> None:
+    """A client's own ``compaction_policy`` control event is checked like a created
+    session's (422 naming the key); one stored in-process that cannot be read never
+    makes a later append answer 500, with the app's compaction on or off."""
+    settings = CompactionSettings() if app_compacts else CompactionSettings(token_threshold=None)
+    backend = ServiceBackend(MemoryService.open(tmp_path / "store", embedder=None), settings)
+    client = TestClient(build_api(backend,  # type: ignore[arg-type]
+                                  HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"}))),
+                        headers={"Authorization": f"Bearer {KEY}"},
+                        raise_server_exceptions=False)
+    who = {"app_name": "app", "user_id": "ana"}
+    assert client.post("/v1/sessions", json={**who, "session_id": "s"}).status_code == 201
+
+    def control(policy: object) -> dict[str, Any]:
+        return {"author": "user", "role": "system", "type": "control",
+                "data": {"action": "compaction_policy", "policy": policy}}
+
+    for policy, field in [({"boundaries": None}, "boundaries"), ({"boundaries": 5}, "boundaries"),
+                          ({"interval": "x"}, "interval"), ({"nope": 1}, "nope")]:
+        r = client.post("/v1/sessions/s/events", json={**who, "events": [message(0),
+                                                                          control(policy)]})
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["field"] == f"events[1].data.policy.{field}"
+    r = client.post("/v1/sessions/s/events", json={**who, "events": [control([1])]})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "events[0].data.policy"
+    assert client.get("/v1/sessions/s", params=who).json()["version"] == 0  # none stored
+    # Stored in-process, past the HTTP check: appends still answer 200.
+    session = backend.sessions.get_session("app", "ana", "s")
+    backend.sessions.append_event(session, Event.from_dict(control({"boundaries": None})))
+    for n in range(2):
+        r = client.post("/v1/sessions/s/events", json={**who, "events": [message(n)]})
+        assert r.status_code == 200, r.text
+    # A good one is taken, and the session is compacted by it.
+    r = client.post("/v1/sessions/s/events", json={**who, "events": [
+        control({"interval": 1, "overlap": 0}), message(2), message(3)]})
+    assert r.status_code == 200, r.text
+    assert poll(lambda: any(e["type"] == "compaction" for e in client.get(
+        "/v1/sessions/s", params=who).json()["events"]))
+    backend.compaction.wait_idle(5)

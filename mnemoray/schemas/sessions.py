@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from mnemoray.compaction_fields import BOUNDARY_KINDS, POLICY_FIELDS, BoundaryKind, model_field
 from mnemoray.schemas.common import (
     MAX_EVENTS_PER_APPEND,
     Id,
@@ -13,19 +14,20 @@ from mnemoray.schemas.common import (
     RequestModel,
 )
 
-Boundary = Literal["topic_shift", "task_done", "phrase"]
+Boundary = BoundaryKind
 
 
 class SessionCompactionIn(RequestModel):
     """``POST /v1/sessions``'s ``compaction``: this session's policy over its app's. Only
-    the fields given apply; ``interval`` / ``token_threshold`` null turn that trigger off."""
+    the fields given apply; ``interval`` / ``token_threshold`` null turn that trigger off.
+    Defaults and bounds: mnemoray.compaction_fields."""
 
-    interval: int | None = Field(None, ge=1)
-    overlap: int = Field(1, ge=0)
-    token_threshold: int | None = Field(None, ge=1)
-    keep_last: int = Field(10, ge=0)
-    boundaries: list[Boundary] = Field(default_factory=list, max_length=3)
-    topic_shift_threshold: float = Field(0.2, ge=-1, le=1)
+    interval: int | None = model_field("interval")
+    overlap: int = model_field("overlap")
+    token_threshold: int | None = model_field("token_threshold")
+    keep_last: int = model_field("keep_last")
+    boundaries: list[Boundary] = model_field("boundaries", max_length=len(BOUNDARY_KINDS))
+    topic_shift_threshold: float = model_field("topic_shift_threshold")
 
     def overrides(self) -> dict[str, Any]:
         return self.model_dump(exclude_unset=True)
@@ -39,7 +41,7 @@ class CreateSessionRequest(RequestModel):
     state: JsonObject = Field(default_factory=dict)
     compaction: SessionCompactionIn | None = Field(
         None, description="this session's compaction policy over its app's: any of "
-        "interval, overlap, token_threshold, keep_last, boundaries, topic_shift_threshold; "
+        f"{', '.join(POLICY_FIELDS)}; "
         "kept as the session's first event (a control event: the session starts at version 1)")
 
 

@@ -19,9 +19,11 @@ from mnemoray.offload import (
     OFFLOADED_KEY,
     OffloadPolicy,
     append_events,
+    artifact_name,
+    discard,
     offload_events,
 )
-from mnemoray.session_store import InMemorySessionStore, SessionEndedError
+from mnemoray.session_store import InMemorySessionStore, SessionEndedError, StaleSessionError
 from mnemoray.tokens import count_tokens
 from serve.settings import parse_settings
 
@@ -119,6 +121,49 @@ def test_a_refused_append_leaves_no_artifact_behind() -> None:
     with pytest.raises(ValueError, match="over a limit"):
         append_events(sessions, artifacts, live, search_turn(BIG), check=refuse)
     assert artifacts.list_names("app", "ana", "s2") == [] and live.events == []
+
+
+@pytest.mark.parametrize("kind", ["memory", "file"])
+def test_a_retry_that_loses_the_race_keeps_the_winners_artifact(kind: str,
+                                                                  tmp_path: Path) -> None:
+    """Request A and its retry B offload the same event (v0, v1); B's append wins, A's
+    fails and discards what A saved: v0 only, never the v1 B's stored event points to."""
+    artifacts = InMemoryArtifactStore() if kind == "memory" \
+        else FileArtifactStore(tmp_path / "art")
+    sessions = InMemorySessionStore()
+    sessions.create_session("app", "ana", "s1")
+    event = search_turn(BIG)[-1]
+    a_copy, b_copy = (sessions.get_session("app", "ana", "s1") for _ in range(2))
+    a = offload_events(artifacts, a_copy, [event])
+    b = offload_events(artifacts, b_copy, [event])
+    assert [v for _, v in a.saved] == [0] and [v for _, v in b.saved] == [1]
+    sessions.append_events(b_copy, b.events)
+    with pytest.raises(StaleSessionError):
+        append_events(sessions, artifacts, a_copy, [event])  # A (fresh offload: v2) fails
+    discard(artifacts, a_copy, a.saved)
+    stored = sessions.get_session("app", "ana", "s1").events[-1].data["response"]
+    assert json.loads(artifacts.load_handle(stored["handle"]).text()) == BIG
+    assert artifacts.list_versions("app", "ana", "s1", stored["artifact"]) == [1]
+
+
+def test_two_event_ids_never_share_an_artifact_name() -> None:
+    """Unsafe characters become '_' and ids are cut: a hash of the full id keeps the names
+    apart, so loading by name never returns another event's payload."""
+    sessions, artifacts = InMemorySessionStore(), InMemoryArtifactStore()
+    session = sessions.create_session("app", "ana", "s1")
+    pairs = [("a" * 70, "a" * 70 + "b"), ("x/y", "x_y"), ("x y", "x.y")]
+    for k, (first, second) in enumerate(pairs):
+        events = [tool_result("bot", "search_rows", {"n": i, "pad": "z" * 20_000},
+                              call_id=f"c{k}{i}", id=event_id)
+                  for i, event_id in enumerate((first, second))]
+        assert artifact_name(events[0]) != artifact_name(events[1])
+        append_events(sessions, artifacts, session, events)
+        for i, stored in enumerate(session.events[-2:]):
+            response = stored.data["response"]
+            by_name = artifacts.load("app", "ana", "s1", response["artifact"])
+            assert json.loads(by_name.text())["n"] == i and by_name.version == 0
+            assert response["handle"] in response["note"]  # the stub points at its version
+    assert all(len(n) <= 160 for n in artifacts.list_names("app", "ana", "s1"))
 
 
 def test_compile_lists_the_handle_and_load_artifacts_expands_it_for_one_call() -> None:
