@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemoray.errors import InvalidInput, Unavailable
-from mnemoray.memory.jobs import Job, JobQueue, JobWorker
+from mnemoray.memory.jobs import Job, JobForgotten, JobQueue, JobWorker
 from mnemoray.memory.triggers import IngestionTrigger
 from mnemoray.session import Session
 from mnemoray.session_store import SessionStore
@@ -28,6 +28,8 @@ from serve.settings import ServeSettings
 log = logging.getLogger("ray.serve")
 
 MemoryOpSync = Callable[..., Any]
+# The reason on what a job wrote while its owner was being forgotten (taken back).
+ERASED_WHILE_RUNNING = "forgotten while its ingestion ran"
 
 
 def jobs_path(settings: ServeSettings) -> str:
@@ -144,6 +146,14 @@ class IngestionJobs:
         else:  # the session store holds the input; read it whole, as it is now
             session = self.sessions.get_session(job.app_name, job.user_id, job.session_id)
         result = self._op("add_session", job.app_name, job.user_id, session=session)
+        if self.queue.erased_since(job):
+            # The owner was forgotten while this ran (maybe on another replica, before
+            # this write): take back what it wrote; the erase wins.
+            for m in result.get("memories", ()):
+                self._op("forget_memory", job.app_name, job.user_id,
+                         memory_id=m["memory_id"], reason=ERASED_WHILE_RUNNING,
+                         actor="ingestion")
+            raise JobForgotten(job.job_id)
         return int(result["added"])
 
     def _finished(self, job: Job) -> None:

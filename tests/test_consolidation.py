@@ -172,7 +172,9 @@ def test_a_run_stopped_before_the_ledger_is_healed(service: MemoryService) -> No
     report = consolidate(service, POLICY)
     assert report.groups == 0 and report.ledger_healed == len(group)
     ledger = ConsolidationLedger.of_store(service.store.root)
-    assert ledger.summary_of("app", "alice", group[0].memory_id) == record.memory_id
+    assert ledger.db.conn().execute(
+        "SELECT summary_id FROM consolidated WHERE app_name = 'app' AND user_id = 'alice' "
+        "AND memory_id = ?", (group[0].memory_id,)).fetchone() == (record.memory_id,)
 
 
 def test_dry_run_writes_nothing(service: MemoryService) -> None:
@@ -327,3 +329,72 @@ def test_the_apps_memory_prompt_instructs_the_summarizer(service: MemoryService)
     prompts = memory_prompts({"memory_prompt": "default words",
                               "apps": {"bot": {"memory_prompt": "bot words"}}})
     assert (prompts("bot"), prompts("other")) == ("bot words", "default words")
+
+
+# -- a forget is never outrun by a consolidation, nor lost ----------------------------
+def test_an_original_forgotten_while_its_group_is_summarized_never_stays_merged(
+        service: MemoryService) -> None:
+    hygiene = attach_hygiene(service, hygiene_settings({}))
+    victim = next(m for m in kinds(service)["fact"] if "parrot" in m.text.lower())
+
+    class Racing(ExtractiveSummarizer):  # the forget lands while the job summarizes
+        def summarize(self, events):
+            if service.snapshot().get(victim.memory_id, ("app", "alice")) is not None:
+                service.forget_memory("app", "alice", victim.memory_id, reason="user asked")
+            return super().summarize(events)
+
+    try:
+        report = consolidate(service, POLICY, summarizer=Racing())
+        assert report.summaries_dropped == 1 and CONSOLIDATED_KIND not in kinds(service)
+        # Not ledgered as merged: the next run merges the rest, without the forgotten one.
+        assert consolidate(service, POLICY).groups == 1
+        (summary,) = kinds(service)[CONSOLIDATED_KIND]
+        assert victim.memory_id not in summary.source_event_ids
+    finally:
+        hygiene.stop()
+
+
+@pytest.mark.parametrize("scope", ["memory", "session"])
+def test_a_run_catches_up_on_forgets_no_cascade_saw(service: MemoryService, tmp_path: Path,
+                                                    scope: str) -> None:
+    consolidate(service, POLICY)
+    (summary,) = kinds(service)[CONSOLIDATED_KIND]
+    wrong = next(m for m in kinds(service)["fact"] if "marathon" in m.text)
+    # Another process without the cascade (no hygiene attached) forgets an original.
+    other = MemoryService(MemoryStore(service.store.root), None, ExtractiveSummarizer())
+    if scope == "memory":
+        other.forget_memory("app", "alice", wrong.memory_id, reason="user asked")
+    else:
+        other.forget_session("app", "alice", wrong.session_id, reason="user asked")
+    other.close()
+    service.reloader.refresh()
+    assert [m.memory_id for m in kinds(service)[CONSOLIDATED_KIND]] == [summary.memory_id]
+    report = consolidate(service, POLICY)
+    assert report.summaries_dropped == 1
+    assert all(wrong.memory_id not in m.source_event_ids
+               for m in kinds(service).get(CONSOLIDATED_KIND, []))
+    gone = {t["memory_id"]: t["reason"] for t in service.forgotten("app", "alice")}
+    assert gone[summary.memory_id] == SOURCE_FORGOTTEN
+
+
+def test_housekeeping_forgets_are_not_caught_up(service: MemoryService) -> None:
+    consolidate(service, POLICY)
+    (summary,) = kinds(service)[CONSOLIDATED_KIND]
+    wrong = next(m for m in kinds(service)["fact"] if "marathon" in m.text)
+    service.forget_memory("app", "alice", wrong.memory_id, reason="limit", actor="eviction")
+    assert consolidate(service, POLICY).summaries_dropped == 0
+    assert [m.memory_id for m in kinds(service)[CONSOLIDATED_KIND]] == [summary.memory_id]
+
+
+def test_cli_forgets_reach_summaries(service: MemoryService) -> None:
+    consolidate(service, POLICY)
+    (summary,) = kinds(service)[CONSOLIDATED_KIND]
+    wrong = next(m for m in kinds(service)["fact"] if "marathon" in m.text)
+    out = CliRunner().invoke(cli_app, ["memory", "forget", "--store", str(service.store.root),
+                                       "--app", "app", "--user", "alice", "--id",
+                                       wrong.memory_id, "--reason", "asked"])
+    assert out.exit_code == 0, out.output
+    service.reloader.refresh()
+    assert CONSOLIDATED_KIND not in kinds(service)
+    gone = {t["memory_id"]: t["reason"] for t in service.forgotten("app", "alice")}
+    assert gone[summary.memory_id] == SOURCE_FORGOTTEN

@@ -201,3 +201,25 @@ def test_the_scheduled_job_enforces_limits_on_writes_it_did_not_see(
     assert job_main(argv, out=io.StringIO()) == 0
     assert json.loads(capsys.readouterr().out)["memories_evicted"] == 3
     assert live(service) == WORDS[3:5]
+
+
+def test_closing_a_served_service_stops_its_hygiene_and_keeps_recall_counts(
+        tmp_path: Path) -> None:
+    from mnemoray.memory.hygiene import close_service
+    from mnemoray.memory.webhook import Webhook
+
+    svc = MemoryService(MemoryStore(tmp_path / "store"), None, ExtractiveSummarizer())
+    hygiene = attach(svc, max_memories=5, policy="least_recently_recalled")
+    hygiene_db = RecallUsage.of_store(svc.store.root)
+    hygiene.usage.flush_interval_s = 3600.0  # only a clean shutdown writes the counts
+    webhook = Webhook("http://127.0.0.1:9/unreachable", timeout_s=0.5).attach(svc.hooks)
+    svc.add_memories([fact(0)])
+    assert svc.search("app", "ana", "parrot")
+    threads = [svc.hooks._thread, hygiene.limits._thread, hygiene.usage._thread,
+               webhook.outbox._thread]
+    assert all(t is not None and t.is_alive() for t in threads)
+    close_service(svc, hygiene, webhook)
+    for t in threads:
+        t.join(5)
+    assert not any(t.is_alive() for t in threads)
+    assert [n for n, _ in hygiene_db.of_user("app", "ana").values()] == [1]

@@ -254,7 +254,8 @@ def test_the_worker_prunes_after_the_retention(path: Path) -> None:
         worker.notify()
         assert q.wait("app", "ana", job.job_id, timeout_s=5).status == "done"
         deadline = time.monotonic() + 5
-        while q.count("done") and time.monotonic() < deadline:
+        while q._conn().execute("SELECT COUNT(*) FROM jobs WHERE status = 'done'"
+                                ).fetchone()[0] and time.monotonic() < deadline:
             with q.changed:
                 q.changed.wait(0.05)
     finally:
@@ -278,3 +279,113 @@ def test_a_queue_file_of_the_first_schema_gains_the_new_columns(path: Path) -> N
     q = JobQueue(path)
     job = q.claim()
     assert job and job.job_id == "j1" and job.tries == 1 and job.not_before is None
+
+
+# -- a forget reaches the queue (a job queued before an erase writes nothing) ----------
+def _service_worker(tmp_path: Path, q: JobQueue):
+    from factories import parrot  # noqa: F401  (the session below)
+
+    from mnemoray.memory.job_guard import guard_jobs
+    from mnemoray.memory.json_ops import MemoryOps
+    from mnemoray.memory.service import MemoryService
+
+    svc = MemoryService.open(tmp_path / "svc", embedder=None)
+    guard_jobs(svc, q)
+    ops = MemoryOps(svc)
+    ran: list[str] = []
+
+    def run(job: Job) -> int:
+        ran.append(job.job_id)
+        return ops.call("add_session", job.app_name, job.user_id,
+                        {"session": job.payload})["added"]
+    return svc, JobWorker(q, run), ran
+
+
+def test_forgetting_a_user_cancels_their_queued_jobs_and_drops_their_input(
+        tmp_path: Path, path: Path) -> None:
+    from factories import parrot
+
+    from mnemoray.memory.jobs import FORGOTTEN
+    q = JobQueue(path)
+    svc, worker, ran = _service_worker(tmp_path, q)
+    queued = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
+    failed = q.enqueue("app", "alice", "s0", kind="add_session", payload={"secret": 1})
+    q.fail(failed.job_id, "boom")
+    other = q.enqueue("app", "bob", "b1", kind="add_session", payload={"k": 1})
+    svc.forget_user("app", "alice", reason="GDPR erase")
+    for job in (queued, failed):
+        now = q.get("app", "alice", job.job_id)
+        assert (now.status, now.error, now.payload) == ("failed", FORGOTTEN, None)
+    assert q.get("app", "bob", other.job_id).payload == {"k": 1}  # another user's: untouched
+    with pytest.raises(Conflict):
+        q.retry("app", "alice", queued.job_id)
+    assert worker.run_once().job_id == other.job_id  # alice's jobs are not due any more
+    assert ran == [other.job_id] and svc.snapshot().rows_for_user("app", "alice") == []
+    # A session ingested after the erase is stored as usual.
+    later = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
+    assert worker.run_once().job_id == later.job_id
+    assert svc.snapshot().rows_for_user("app", "alice")
+    svc.close()
+
+
+def test_a_job_claimed_before_an_erase_writes_nothing(tmp_path: Path, path: Path) -> None:
+    from factories import parrot
+
+    from mnemoray.memory.jobs import FORGOTTEN
+    q = JobQueue(path)
+    svc, worker, ran = _service_worker(tmp_path, q)
+    mine = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
+    kept = q.enqueue("app", "alice", "s2", kind="add_session", payload={"k": 1})
+    claimed = q.claim()  # running on another replica when the session is forgotten
+    assert claimed is not None and claimed.job_id == mine.job_id
+    svc.forget_session("app", "alice", "parrot", reason="asked")
+    assert q.get("app", "alice", kept.job_id).status == "queued"  # another session
+    done = worker.run_job(claimed)
+    assert (done.status, done.error, done.payload) == ("failed", FORGOTTEN, None)
+    assert ran == [] and svc.snapshot().rows_for_user("app", "alice") == []
+    svc.close()
+
+
+def test_done_jobs_drop_their_input(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="add_session", payload={"k": 1})
+    done = JobWorker(q, lambda j: 1).run_once()
+    assert done is not None and done.job_id == job.job_id
+    assert (done.status, done.payload) == ("done", None)
+
+
+# -- replicas sharing a queue: only a dead runner's jobs are taken over ----------------
+def test_a_starting_replica_leaves_another_replicas_running_job_alone(path: Path) -> None:
+    live, starting = JobQueue(path), JobQueue(path)
+    job = live.enqueue("app", "ana", "s1", kind="session_end")
+    assert live.claim() is not None  # the live replica runs it
+    worker = JobWorker(starting, lambda j: 1, poll_s=0.05, stale_after_s=60).start()
+    try:
+        time.sleep(0.2)
+        assert starting.get("app", "ana", job.job_id).status == "running"  # not requeued
+        assert starting.recover(max_tries=1, stale_after_s=60) == 0  # nor failed
+        assert starting.get("app", "ana", job.job_id).status == "running"
+        # The runner dies: no heartbeat for longer than the limit, then it is taken over.
+        assert worker.recover_stale(now=time.time() + 120) == 1
+        assert starting.wait("app", "ana", job.job_id, timeout_s=5).status == "done"
+    finally:
+        worker.stop()
+
+
+def test_the_worker_beats_for_the_jobs_it_runs(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)  # run inline
+
+    def heartbeat() -> float:
+        return q._conn().execute("SELECT heartbeat FROM jobs WHERE job_id = ?",
+                                 (job.job_id,)).fetchone()[0]
+
+    first = heartbeat()
+    worker = JobWorker(q, lambda j: 1, heartbeat_s=0.05).start()
+    try:
+        deadline = time.monotonic() + 5
+        while heartbeat() == first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert heartbeat() > first and q.get("app", "ana", job.job_id).status == "running"
+    finally:
+        worker.stop()

@@ -129,3 +129,33 @@ def test_a_full_queue_drops_and_counts_instead_of_blocking() -> None:
     release.set()
     assert hooks.flush(10) and hooks.stats()["hooks_delivered"] == 2
     hooks.stop()
+
+
+def test_flush_and_stop_are_bounded_and_leave_no_thread_behind() -> None:
+    import time
+
+    hooks = MemoryHooks(max_queue=2)
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(ev: MemoryEvent) -> None:
+        entered.set()
+        release.wait(30)
+
+    hooks.on_memory_recalled(stuck)
+    event = MemoryEvent("on_memory_recalled", "app", "alice", ("m1",))
+    hooks.emit(event)
+    assert entered.wait(10)
+    hooks.emit(event)
+    hooks.emit(event)  # the queue is full now: stop cannot even queue its marker
+    before = threading.active_count()
+    for _ in range(3):
+        assert hooks.flush(0.05) is False  # timed out ...
+    assert threading.active_count() == before  # ... and left no waiter thread behind
+    delivery = hooks._thread
+    assert delivery is not None and delivery.is_alive()
+    start = time.monotonic()
+    hooks.stop(timeout_s=0.3)
+    assert time.monotonic() - start < 2  # bounded, a stuck hook or not
+    release.set()  # the stuck hook returns: the thread ends after that event
+    delivery.join(5)
+    assert not delivery.is_alive()

@@ -139,8 +139,8 @@ def test_forget_by_query_confirms_exactly_what_was_previewed(service) -> None:
     assert out == {"forgotten": len(preview.memory_ids), "memory_ids": preview.memory_ids}
     ids = live_ids(service)
     assert not ids & set(preview.memory_ids) and late[0].memory_id in ids
-    assert {r["reason"] for r in service.forgotten("app", "alice")} == \
-        {"forgotten by query 'parrot'"}
+    # The reason never repeats the query: it is the very text the user wants gone.
+    assert {r["reason"] for r in service.forgotten("app", "alice")} == {"forgotten by query"}
     expired = service.preview_forget("app", "alice", "chicken", mode="keyword", ttl_s=-1)
     with pytest.raises(InvalidInput, match="expired"):
         service.confirm_forget("app", "alice", expired.confirm_token)
@@ -227,3 +227,134 @@ def test_a_store_written_before_the_new_columns_still_opens_and_compacts(tmp_pat
     assert after.forgotten("app", "bob") == []
     for s in (svc, reopened, after):
         s.close()
+
+
+# -- an edit is one record, retried or raced ------------------------------------------
+def _texts(svc: MemoryService, user: str = "u") -> list[str]:
+    svc.reloader.refresh()
+    return sorted(m.text for m in svc.snapshot().rows_for_user("a", user))
+
+
+def test_an_edit_retried_after_a_failed_second_commit_leaves_one_copy(tmp_path) -> None:
+    svc = MemoryService.open(tmp_path / "store", embedder=None)
+    [m] = svc.add_memories([Memory(app_name="a", user_id="u", session_id="online",
+                                   kind="fact", text="I live in Madrid")])
+    real, calls = svc.store.forget, {"n": 0}
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("disk hiccup between the two commits")
+        return real(*args, **kwargs)
+
+    svc.store.forget = flaky
+    with pytest.raises(OSError):
+        svc.edit_memory("a", "u", m.memory_id, "I live in Lisbon", actor="x")
+    assert _texts(svc) == ["I live in Lisbon", "I live in Madrid"]  # both, never neither
+    new = svc.edit_memory("a", "u", m.memory_id, "I live in Lisbon", actor="x")  # retried
+    assert _texts(svc) == ["I live in Lisbon"]
+    assert [v.memory_id for v in new.previous_versions] == [m.memory_id]
+    # Retried once more after it succeeded (a lost answer): the same record, no error.
+    assert svc.edit_memory("a", "u", m.memory_id, "I live in Lisbon", actor="x") == new
+    assert _texts(svc) == ["I live in Lisbon"]
+    svc.close()
+
+
+def test_of_two_concurrent_editors_the_loser_hears_conflict(tmp_path) -> None:
+    from mnemoray.errors import Conflict
+
+    svc = MemoryService.open(tmp_path / "store", embedder=None)
+    other = MemoryService.open(tmp_path / "store", embedder=None)  # another replica
+    [m] = svc.add_memories([Memory(app_name="a", user_id="u", session_id="online",
+                                   kind="fact", text="I live in Madrid")])
+    real = svc.store.forget
+
+    def after_the_other_editor(*args, **kwargs):  # it commits between our two commits
+        svc.store.forget = real
+        other.edit_memory("a", "u", m.memory_id, "I live in Lisbon", actor="ana")
+        return real(*args, **kwargs)
+
+    svc.store.forget = after_the_other_editor
+    with pytest.raises(Conflict) as lost:
+        svc.edit_memory("a", "u", m.memory_id, "I live in Porto", actor="bob")
+    assert lost.value.field == "memory_id"
+    assert _texts(svc) == ["I live in Lisbon"]  # one live copy: the winner's
+    svc.close()
+    other.close()
+
+
+# -- forget tokens: a random key per store; a forged body is a 422, never a 500 -------
+def test_the_token_key_is_random_per_store_and_kept(tmp_path) -> None:
+    import hashlib
+    import stat
+
+    from mnemoray.memory import forget_query
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    key = forget_query.token_key(a)
+    assert len(key) == 32 and forget_query.token_key(a) == key  # created once, then read
+    assert forget_query.token_key(b) != key
+    path = a / "hygiene" / forget_query.KEY_FILE
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    derivable = hashlib.sha256(b"mnemoray-forget-token\0" + str(a.absolute()).encode()).digest()
+    forged = forget_query.seal(derivable, "app", "u", "q", ["m1"], 2e9)
+    with pytest.raises(InvalidInput) as bad:
+        forget_query.unseal(key, forged, "app", "u")
+    assert bad.value.field == "confirm"
+
+
+@pytest.mark.parametrize("body", [b"[1,2]", b'"x"', b'{"a":"app","u":"alice"}',
+                                  b'{"a":"app","u":"alice","ids":"m1","exp":2e9}',
+                                  b'{"a":"app","u":"alice","ids":[1],"exp":2e9}',
+                                  b'{"a":"app","u":"alice","ids":[],"exp":"soon"}'])
+def test_a_sealed_body_that_is_no_preview_is_refused_naming_confirm(service, body) -> None:
+    import base64
+    import hashlib
+    import hmac
+    import zlib
+
+    from mnemoray.memory import forget_query
+
+    key = forget_query.token_key(service.store.root)
+    text = base64.urlsafe_b64encode(zlib.compress(body)).decode().rstrip("=")
+    mac = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:32]
+    with pytest.raises(InvalidInput) as bad:
+        service.confirm_forget("app", "alice", f"{text}.{mac}")
+    assert bad.value.field == "confirm"
+
+
+def test_forgetting_a_user_drops_their_archived_forget_records(tmp_path) -> None:
+    from mnemoray.memory.tombstones import (
+        HISTORY_DIR,
+        archive_retired,
+        owner_dir,
+        tombstone_lines,
+    )
+
+    svc = MemoryService.open(tmp_path / "store", embedder=None)
+    root = svc.store.root
+    old = [Tombstone("memory", 3, 1.0, memory_id="m1", app_name="app", user_id="alice",
+                     reason="my old address is 1 Main St"),
+           Tombstone("memory", 3, 1.0, memory_id="m2", app_name="app", user_id="bob",
+                     reason="asked")]
+    # A store written before per-owner folders: one shared history file.
+    legacy = root / HISTORY_DIR / "retired-legacy.jsonl"
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(tombstone_lines(old))
+    assert [t["reason"] for t in svc.forgotten("app", "alice")] == [old[0].reason]
+    archive_retired(root, [Tombstone("memory", 4, 2.0, memory_id="m3", app_name="app",
+                                     user_id="alice", reason="asked again")])
+    assert not legacy.exists()  # split per owner: a read touches one owner's files
+    assert owner_dir(root, "app", "alice") != owner_dir(root, "app", "bob")
+    assert len(svc.forgotten("app", "alice")) == 2
+    svc.forget_user("app", "alice", reason="erase")
+    assert not owner_dir(root, "app", "alice").exists()
+    assert [t["reason"] for t in svc.forgotten("app", "alice")] == []  # nothing was live
+    assert [t["reason"] for t in svc.forgotten("app", "bob")] == ["asked"]
+    # A compaction after an erase archives the erasure, not what it erased.
+    archive_retired(root, [Tombstone("memory", 5, 3.0, memory_id="m4", app_name="app",
+                                     user_id="carol", reason="my phone is 555"),
+                           Tombstone("user", 6, 4.0, app_name="app", user_id="carol",
+                                     reason="erase")])
+    assert [t["reason"] for t in svc.forgotten("app", "carol")] == ["erase"]
+    svc.close()

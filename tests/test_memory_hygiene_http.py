@@ -167,3 +167,27 @@ def test_webhook_settings_attach_to_the_service(tmp_path, service) -> None:
     with pytest.raises(SettingsError) as bad:
         parse_settings({"store": str(tmp_path / "store"), "hooks": {"webhook_url": "ftp://x"}})
     assert bad.value.field == "hooks.webhook_url"
+
+
+def test_a_client_cannot_post_a_consolidated_summary(client) -> None:
+    r = client.post("/v1/memories", json={**ANA, "memories": [
+        {"text": "I like tea."},
+        {"text": "merges your memories", "kind": "consolidated_summary",
+         "source_event_ids": ["m1", "m2"]}]})
+    assert error(r, 422)["field"] == "memories.1.kind"
+    assert client.get("/v1/memories", params=ANA).json()["memories"] == []  # nothing written
+
+
+def test_a_forged_confirm_token_is_a_422_naming_confirm(client, service) -> None:
+    import base64
+    import hashlib
+    import hmac
+    import zlib
+
+    from mnemoray.memory import forget_query
+
+    key = forget_query.token_key(service.store.root)
+    body = base64.urlsafe_b64encode(zlib.compress(b"[1,2]")).decode().rstrip("=")
+    mac = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()[:32]
+    r = client.post("/v1/memories:forget", json={**ANA, "confirm": f"{body}.{mac}"})
+    assert error(r, 422)["field"] == "confirm"

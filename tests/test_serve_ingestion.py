@@ -119,6 +119,8 @@ def test_a_restart_resumes_unfinished_jobs(tmp_path: Path) -> None:
     store.end_session(store.create_session("app", "ana", "s1"))
     left = JobQueue(jobs_path(settings))  # a killed replica left one running, one queued
     running = left.enqueue("app", "ana", "s1", kind="session_end", running=True)
+    # ...and died: its heartbeat stopped long ago (a live replica's job is not taken).
+    left._conn().execute("UPDATE jobs SET heartbeat = heartbeat - 3600")
     queued = left.enqueue("app", "ana", "s2", kind="add_session",
                           payload={"session_id": "s2", "events": []})
     left.close()
@@ -137,5 +139,37 @@ def test_posted_sessions_need_an_id(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput) as exc:
             jobs.enqueue_session("app", "ana", {"events": []})
         assert exc.value.field == "session.session_id"
+    finally:
+        jobs.stop()
+
+
+def test_a_job_running_when_its_user_is_forgotten_takes_back_what_it_wrote(
+        tmp_path: Path) -> None:
+    class Writes(Recorder):  # add_session answers with the records it wrote
+        forgot: list[dict[str, Any]] = []
+
+        def __call__(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
+            if op == "forget_memory":
+                self.forgot.append(kwargs)
+                return 1
+            out = super().__call__(op, app_name, user_id, **kwargs)
+            return {**out, "memories": [{"memory_id": "m1"}, {"memory_id": "m2"}]} \
+                if op == "add_session" else out
+
+    op = Writes()
+    jobs = open_jobs(tmp_path, op)
+    try:
+        op.gate.clear()  # the worker is inside add_session when the erase lands
+        job = jobs.enqueue_session("app", "ana", {"session_id": "s1", "events": []})
+        deadline = time.time() + 10
+        while jobs.get_job("app", "ana", job["job_id"])["status"] != "running" \
+                and time.time() < deadline:
+            time.sleep(0.02)
+        jobs.queue.forget_owner("app", "ana")  # e.g. on another replica
+        op.gate.set()
+        out = wait_done(jobs, job["job_id"])
+        assert (out["status"], out["error"], out["memories_added"]) == \
+            ("failed", "forgotten", 0)
+        assert [f["memory_id"] for f in op.forgot] == ["m1", "m2"]
     finally:
         jobs.stop()

@@ -95,6 +95,7 @@ class ConsolidationReport:
     originals_consolidated: int = 0
     originals_expired: int = 0
     ledger_healed: int = 0
+    summaries_dropped: int = 0  # a source forgotten on purpose (at once, or caught up)
     dry_run: bool = False
     seconds: float = 0.0
     planned: list[dict[str, Any]] = field(default_factory=list)  # dry run: the groups
@@ -191,9 +192,13 @@ def consolidate_user(service: MemoryService, app_name: str, user_id: str,
                      dry_run: bool = False, report: ConsolidationReport | None = None,
                      ) -> ConsolidationReport:
     """Consolidate one user's old memories, then expire the originals that are due."""
+    from mnemoray.memory import consolidation_cascade as cascade  # it imports this module
+
     now = time.time() if now is None else now
     report = report or ConsolidationReport(dry_run=dry_run)
     report.users += 1
+    if not dry_run:  # forgets this store's cascade did not see reach their summaries
+        report.summaries_dropped += cascade.catch_up(service, ledger, app_name, user_id)
     rows = service.snapshot().rows_for_user(app_name, user_id)
     summaries = [(m.memory_id, m.source_event_ids, m.created_at)
                  for m in rows if m.kind == CONSOLIDATED_KIND]
@@ -224,6 +229,10 @@ def consolidate_user(service: MemoryService, app_name: str, user_id: str,
         # One commit for the user's summaries, then the ledger (a stop in between is
         # healed by the next run's reconcile).
         written = service.add_memories([r for r, _ in merged], actor=ACTOR)
+        kept = cascade.drop_orphans(service, ledger, app_name, user_id, merged)
+        report.summaries_dropped += len(merged) - len(kept)
+        written = [w for w in written if any(w.memory_id == r.memory_id for r, _ in kept)]
+        merged = kept
         expire_at = None if policy.expire_s is None else now + policy.expire_s
         for record, group in merged:
             ledger.record(app_name, user_id, record.memory_id, [m.memory_id for m in group],

@@ -98,10 +98,3 @@ class ConsolidationLedger:
             c.executemany("DELETE FROM consolidated WHERE app_name = ? AND user_id = ? AND "
                           "summary_id = ?", [(app_name, user_id, s) for s in summary_ids])
             return c.total_changes - before
-
-    def summary_of(self, app_name: str, user_id: str, memory_id: str) -> str | None:
-        """The summary that merged ``memory_id`` (None: not consolidated)."""
-        row = self.db.conn().execute(
-            "SELECT summary_id FROM consolidated WHERE app_name = ? AND user_id = ? AND "
-            "memory_id = ?", (app_name, user_id, memory_id)).fetchone()
-        return None if row is None else row[0]

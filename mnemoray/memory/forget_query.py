@@ -11,9 +11,12 @@ another user; what a caller may do is still decided by its key and the owner.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
+import os
+import secrets
 import time
 import zlib
 from collections.abc import Sequence
@@ -21,18 +24,49 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mnemoray.errors import InvalidInput
+from mnemoray.errors import InvalidInput, StoreCorrupt
+from mnemoray.limits import MAX_FORGET_PREVIEW
+from mnemoray.memory.hygiene_db import hygiene_path
 from mnemoray.memory.retrieval import RecallResult
 
 TOKEN_TTL_S = 900.0
-MAX_FORGET_PREVIEW = 100
+
+
+FORGOTTEN_BY_QUERY = "forgotten by query"  # the default reason (never the query itself)
+KEY_FILE = "forget-token.key"
+KEY_BYTES = 32
 
 
 def token_key(store_root: Path) -> bytes:
-    """Every process serving one store derives the same key (replicas confirm each
-    other's previews)."""
-    return hashlib.sha256(b"mnemoray-forget-token\0" +
-                          str(Path(store_root).absolute()).encode("utf-8")).digest()
+    """The store's random token key (``STORE/hygiene/forget-token.key``), created once:
+    every process serving the store reads the same key (replicas confirm each other's
+    previews), and nobody without the store's files can forge a token."""
+    path = hygiene_path(store_root, KEY_FILE)
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        key = _create_key(path)
+    if len(key) != KEY_BYTES:
+        raise StoreCorrupt(f"{path}: expected a {KEY_BYTES}-byte key, got {len(key)} bytes; "
+                           f"delete it (outstanding confirm tokens become invalid)")
+    return key
+
+
+def _create_key(path: Path) -> bytes:
+    """Write a new key unless another process won the race (then read its key)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(KEY_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)  # atomic and never replaces: the first key stays
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path.read_bytes()
 
 
 @dataclass(frozen=True)
@@ -79,7 +113,11 @@ def unseal(key: bytes, token: str, app_name: str, user_id: str,
         raw = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
     except (ValueError, zlib.error) as exc:
         raise bad from exc
-    if (raw.get("a"), raw.get("u")) != (app_name, user_id):
+    # Sealed by a key holder, yet checked: a well-formed body is no proof of a sane one.
+    if not isinstance(raw, dict) or (raw.get("a"), raw.get("u")) != (app_name, user_id) \
+            or not isinstance(raw.get("ids"), list) \
+            or not all(isinstance(i, str) for i in raw["ids"]) \
+            or isinstance(raw.get("exp"), bool) or not isinstance(raw.get("exp"), int | float):
         raise bad
     if float(raw["exp"]) < (time.time() if now is None else now):
         raise InvalidInput("the preview expired; preview again with dry_run", field="confirm")
@@ -98,5 +136,5 @@ def pick(previewed: Sequence[str], only: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(only))
 
 
-__all__ = ["MAX_FORGET_PREVIEW", "TOKEN_TTL_S", "ForgetPreview", "pick", "seal", "token_key",
-           "unseal"]
+__all__ = ["FORGOTTEN_BY_QUERY", "MAX_FORGET_PREVIEW", "TOKEN_TTL_S", "ForgetPreview", "pick",
+           "seal", "token_key", "unseal"]

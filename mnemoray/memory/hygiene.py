@@ -3,7 +3,7 @@ forgets that reach consolidated summaries (``consolidation_cascade``).
 
     hygiene = attach_hygiene(service, hygiene_settings({"limits": {"max_memories": 500}}))
     ...
-    hygiene.stop()
+    close_service(service, hygiene)   # or hygiene.stop(); service.close()
 
 In-process and in a Serve replica alike (``serve.ingress`` calls it with the
 ``hygiene`` settings group). Consolidation is not attached: it is a scheduled job
@@ -13,9 +13,11 @@ In-process and in a Serve replica alike (``serve.ingress`` calls it with the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mnemoray.memory.consolidation_cascade import ForgetCascade
+from mnemoray.memory.job_guard import guard_store_jobs
+from mnemoray.memory.job_queue import JobQueue
 from mnemoray.memory.usage import RecallUsage
 from mnemoray.memory.user_limits import UserLimits
 
@@ -38,7 +40,10 @@ class MemoryHygiene:
             return self.limits.drain(timeout_s)  # flushes the hooks first
         return self.service.hooks.flush(timeout_s)
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Deliver the hooks queued so far (recall counts among them: bounded by
+        ``timeout_s``), stop the limits thread, write the counts, close the ledger."""
+        self.service.hooks.flush(timeout_s)
         if self.limits is not None:
             self.limits.stop()
         if self.usage is not None:
@@ -58,3 +63,44 @@ def attach_hygiene(service: MemoryService, settings: HygieneSettings) -> MemoryH
                         usage=usage)
     return MemoryHygiene(service, usage, limits.attach() if limits.any_limit else None,
                          ForgetCascade(service).attach())
+
+
+@dataclass
+class ForgetEffects:
+    """What a forget reaches beyond the store, for a process without the rest of the
+    hygiene (the CLI): consolidated summaries, and queued ingestion in ``STORE/jobs.db``."""
+
+    cascade: ForgetCascade
+    jobs: JobQueue | None
+
+    def close(self) -> None:
+        self.cascade.close()
+        if self.jobs is not None:
+            self.jobs.close()
+
+
+def attach_forget_effects(service: MemoryService) -> ForgetEffects:
+    """Let this service's forgets and edits reach the summaries that merged what went
+    and cancel the owner's queued ingestion jobs, as in a server."""
+    return ForgetEffects(ForgetCascade(service).attach(), guard_store_jobs(service))
+
+
+def close_service(service: MemoryService, hygiene: MemoryHygiene | None,
+                  *attached: Any) -> None:
+    """Shut a server's service down in order: its hygiene (hooks delivered, recall
+    counts written), the service, then what else was ``attached`` to it (a webhook, a
+    job queue: each ``stop()``-ed or ``close()``-d; None skipped). Each step runs even
+    when one before it failed; the first error is raised at the end."""
+    steps = [hygiene.stop if hygiene is not None else None, service.close,
+             *(getattr(a, "stop", None) or getattr(a, "close", None) for a in attached
+               if a is not None)]
+    error: BaseException | None = None
+    for step in steps:
+        if step is None:
+            continue
+        try:
+            step()
+        except Exception as exc:  # the rest still stop
+            error = error or exc
+    if error is not None:
+        raise error

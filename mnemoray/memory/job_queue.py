@@ -1,4 +1,5 @@
-"""The durable ingestion queue: jobs in one SQLite file (WAL), one connection per thread.
+"""The durable ingestion queue: jobs in one SQLite file (WAL, every commit on disk; the
+connections are :class:`~mnemoray.memory.hygiene_db.SmallDb`'s, one per thread).
 
 A job is committed to disk before anyone is told about it (the HTTP answer carries
 its id), so a crash loses nothing: :meth:`JobQueue.recover` puts the jobs a killed
@@ -13,13 +14,14 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from mnemoray.errors import Conflict, InvalidInput, NotFound
-from mnemoray.memory.job_record import Job, JobStatus
+from mnemoray.memory.hygiene_db import SmallDb
+from mnemoray.memory.job_record import FORGOTTEN, Job, JobStatus
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     job_id         TEXT PRIMARY KEY,
@@ -38,8 +40,18 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     tries          INTEGER NOT NULL DEFAULT 0,  -- runs of this round (a manual retry resets)
     not_before     REAL)                        -- a queued retry waits until then"""
 _INDEX = "CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, seq)"
+# A user's or a session's erasure: a job created before it must write nothing
+# (``session_id`` '': the whole user). Kept while a job older than it may still run.
+_ERASURES = """CREATE TABLE IF NOT EXISTS erasures (
+    app_name   TEXT NOT NULL,
+    user_id    TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    at         REAL NOT NULL)"""
 # Columns added after the first queues were written (a reopened old file gains them).
-_ADDED = (("tries", "INTEGER NOT NULL DEFAULT 0"), ("not_before", "REAL"))
+# ``owner`` / ``heartbeat``: which queue instance (one per replica process) runs a job,
+# and when it last said it still does (:meth:`JobQueue.beat`).
+_ADDED = (("tries", "INTEGER NOT NULL DEFAULT 0"), ("not_before", "REAL"), ("owner", "TEXT"),
+          ("heartbeat", "REAL"))
 _COLS = ("job_id, app_name, user_id, kind, session_id, payload, status, memories_added, "
          "error, attempts, created_at, updated_at, tries, not_before")
 # Pruning these would drop input nobody ingested yet: the issue's "never a silent drop".
@@ -51,51 +63,29 @@ class JobQueue:
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
         self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._timeout = busy_timeout_s
-        self._local = threading.local()
-        self._conns: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
         self.changed = threading.Condition()  # notified on every status change here
-        self._conn().execute("PRAGMA journal_mode = WAL")
+        self.owner = uuid.uuid4().hex  # this replica's mark on the jobs it runs
+        self.db = SmallDb(path, (_SCHEMA, _INDEX, _ERASURES),
+                          busy_timeout_s=busy_timeout_s, durable=True,
+                          on_commit=self._notify)
         with self._tx() as c:
-            c.execute(_SCHEMA)
-            c.execute(_INDEX)
             have = {row[1] for row in c.execute("PRAGMA table_info(jobs)")}
             for name, decl in _ADDED:
                 if name not in have:
                     c.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA synchronous = FULL")  # committed means on disk
-            self._local.conn = conn
-            with self._lock:
-                self._conns.append(conn)
-        return conn
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+    def _notify(self) -> None:
         with self.changed:
             self.changed.notify_all()
 
+    def _conn(self) -> sqlite3.Connection:
+        return self.db.conn()
+
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self.db.tx()
+
     def close(self) -> None:
-        with self._lock:
-            conns, self._conns, self._local = self._conns, [], threading.local()
-        for conn in conns:
-            conn.close()
+        self.db.close()
 
     # -- writes -----------------------------------------------------------------------
     def enqueue(self, app_name: str, user_id: str, session_id: str, *, kind: str,
@@ -107,11 +97,11 @@ class JobQueue:
         with self._tx() as c:
             seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
             c.execute("INSERT INTO jobs (job_id, seq, app_name, user_id, kind, session_id, "
-                      "payload, status, attempts, tries, created_at, updated_at) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      "payload, status, attempts, tries, created_at, updated_at, owner, "
+                      "heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                       (job_id, seq, app_name, user_id, kind, session_id, body,
                        "running" if running else "queued", int(running), int(running),
-                       now, now))
+                       now, now, self.owner if running else None, now if running else None))
         return self._get(job_id)
 
     def claim(self, now: float | None = None) -> Job | None:
@@ -123,13 +113,15 @@ class JobQueue:
                             (now,)).fetchone()
             if row is None:
                 return None
+            t = time.time()
             c.execute("UPDATE jobs SET status = 'running', attempts = attempts + 1, "
-                      "tries = tries + 1, not_before = NULL, updated_at = ? WHERE job_id = ?",
-                      (time.time(), row[0]))
+                      "tries = tries + 1, not_before = NULL, updated_at = ?, owner = ?, "
+                      "heartbeat = ? WHERE job_id = ?", (t, self.owner, t, row[0]))
         return self._get(row[0])
 
     def finish(self, job_id: str, memories_added: int) -> Job:
-        return self._set(job_id, "done", memories_added, None)
+        """Done; its input is dropped (only a failed job is ever run again)."""
+        return self._set(job_id, "done", memories_added, None, drop_payload=True)
 
     def fail(self, job_id: str, error: str) -> Job:
         """Failed for good; the input stays: :meth:`retry` reuses it."""
@@ -147,6 +139,9 @@ class JobQueue:
         """Queue a failed job again, with its input and a fresh round of automatic
         retries (409 unless it failed)."""
         job = self.get(app_name, user_id, job_id)
+        if job.status == "failed" and job.error == FORGOTTEN:
+            raise Conflict(f"job {job_id!r} was cancelled when its user or session was "
+                           f"forgotten; its input is gone", field="job_id")
         if job.status != "failed":
             raise Conflict(f"job {job_id!r} is {job.status}; only a failed job is retried",
                            field="job_id")
@@ -156,19 +151,69 @@ class JobQueue:
                       "status = 'failed'", (time.time(), job_id))
         return self._get(job_id)
 
-    def recover(self, max_tries: int | None = None) -> int:
+    def forget_owner(self, app_name: str, user_id: str, session_id: str | None = None,
+                     now: float | None = None) -> int:
+        """A user (or one session of theirs) is being forgotten: record the erasure and
+        cancel their queued and failed jobs, dropping every stored input of theirs
+        (failed, error ``forgotten``); how many were cancelled. A job running now
+        checks :meth:`erased_since` and writes nothing (or takes back what it wrote)."""
+        now = time.time() if now is None else now
+        where = "app_name = ? AND user_id = ?" + ("" if session_id is None
+                                                  else " AND session_id = ?")
+        who = (app_name, user_id) if session_id is None else (app_name, user_id, session_id)
+        with self._tx() as c:
+            c.execute("INSERT INTO erasures (app_name, user_id, session_id, at) "
+                      "VALUES (?, ?, ?, ?)", (app_name, user_id, session_id or "", now))
+            n = c.execute(f"UPDATE jobs SET status = 'failed', error = ?, payload = NULL, "
+                          f"not_before = NULL, updated_at = ? WHERE {where} AND status IN "
+                          f"('queued', 'failed')", (FORGOTTEN, now, *who)).rowcount
+            c.execute(f"UPDATE jobs SET payload = NULL WHERE {where} AND status = 'done'", who)
+        return n
+
+    def erased_since(self, job: Job) -> bool:
+        """Whether the job's user or session was forgotten after the job was created."""
+        row = self._conn().execute(
+            "SELECT 1 FROM erasures WHERE app_name = ? AND user_id = ? AND "
+            "session_id IN ('', ?) AND at >= ? LIMIT 1",
+            (job.app_name, job.user_id, job.session_id, job.created_at)).fetchone()
+        return row is not None
+
+    def cancel_forgotten(self, job_id: str) -> Job:
+        """A job whose owner was forgotten while it ran: failed, ``forgotten``, no input."""
+        with self._tx() as c:
+            c.execute("UPDATE jobs SET status = 'failed', error = ?, payload = NULL, "
+                      "memories_added = 0, not_before = NULL, updated_at = ? "
+                      "WHERE job_id = ?", (FORGOTTEN, time.time(), job_id))
+        return self._get(job_id)
+
+    def beat(self, now: float | None = None) -> int:
+        """Say that this queue's running jobs still run (the worker calls it every few
+        seconds); how many."""
+        with self._tx() as c:
+            return c.execute("UPDATE jobs SET heartbeat = ? WHERE owner = ? AND "
+                             "status = 'running'",
+                             (time.time() if now is None else now, self.owner)).rowcount
+
+    def recover(self, max_tries: int | None = None, stale_after_s: float | None = None,
+                now: float | None = None) -> int:
         """Jobs left ``running`` by a stopped process go back to ``queued``; with
         ``max_tries``, one that already had that many runs this round fails instead (a
-        job that kills its process must not do so forever). Returns those requeued."""
-        now = time.time()
+        job that kills its process must not do so forever). ``stale_after_s``: only
+        jobs whose runner has not beaten for that long (another replica's live jobs
+        stay its own); None: every running job (one process per queue). Returns those
+        requeued."""
+        now = time.time() if now is None else now
+        stale = "" if stale_after_s is None else \
+            " AND (heartbeat IS NULL OR heartbeat < ?)"
+        since = () if stale_after_s is None else (now - float(stale_after_s),)
         with self._tx() as c:
             if max_tries is not None:
-                c.execute("UPDATE jobs SET status = 'failed', error = ?, updated_at = ? "
-                          "WHERE status = 'running' AND tries >= ?",
+                c.execute(f"UPDATE jobs SET status = 'failed', error = ?, updated_at = ? "
+                          f"WHERE status = 'running' AND tries >= ?{stale}",
                           (f"the process running it stopped {max_tries} times; retry it "
-                           f"by hand", now, max_tries))
-            return c.execute("UPDATE jobs SET status = 'queued', updated_at = ? "
-                             "WHERE status = 'running'", (now,)).rowcount
+                           f"by hand", now, max_tries, *since))
+            return c.execute(f"UPDATE jobs SET status = 'queued', updated_at = ? "
+                             f"WHERE status = 'running'{stale}", (now, *since)).rowcount
 
     def prune(self, older_than_s: float, statuses: Iterable[str] = ("done",),
               now: float | None = None) -> int:
@@ -186,13 +231,20 @@ class JobQueue:
         cutoff = (time.time() if now is None else now) - float(older_than_s)
         marks = ", ".join("?" * len(wanted))
         with self._tx() as c:
-            return c.execute(f"DELETE FROM jobs WHERE status IN ({marks}) AND updated_at < ?",
-                             (*wanted, cutoff)).rowcount
+            n = c.execute(f"DELETE FROM jobs WHERE status IN ({marks}) AND updated_at < ?",
+                          (*wanted, cutoff)).rowcount
+            # An erasure matters only to jobs created before it that may still run.
+            c.execute("DELETE FROM erasures WHERE at < ? AND at < COALESCE((SELECT "
+                      "MIN(created_at) FROM jobs WHERE status IN ('queued', 'running')), ?)",
+                      (cutoff, cutoff))
+            return n
 
-    def _set(self, job_id: str, status: JobStatus, added: int, error: str | None) -> Job:
+    def _set(self, job_id: str, status: JobStatus, added: int, error: str | None, *,
+             drop_payload: bool = False) -> Job:
+        payload = ", payload = NULL" if drop_payload else ""
         with self._tx() as c:
-            c.execute("UPDATE jobs SET status = ?, memories_added = ?, error = ?, "
-                      "not_before = NULL, updated_at = ? WHERE job_id = ?",
+            c.execute(f"UPDATE jobs SET status = ?, memories_added = ?, error = ?, "
+                      f"not_before = NULL, updated_at = ?{payload} WHERE job_id = ?",
                       (status, added, error, time.time(), job_id))
         return self._get(job_id)
 
@@ -222,10 +274,6 @@ class JobQueue:
         row = self._conn().execute("SELECT MIN(COALESCE(not_before, 0)) FROM jobs "
                                    "WHERE status = 'queued'").fetchone()
         return None if row is None or row[0] is None else float(row[0])
-
-    def count(self, status: JobStatus) -> int:
-        return int(self._conn().execute("SELECT COUNT(*) FROM jobs WHERE status = ?",
-                                        (status,)).fetchone()[0])
 
     def wait(self, app_name: str, user_id: str, job_id: str,
              timeout_s: float | None = None, poll_s: float = 0.2) -> Job:

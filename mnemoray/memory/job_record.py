@@ -15,6 +15,12 @@ from typing import Any, Literal
 from mnemoray.errors import InvalidInput, MnemorayError
 
 JobStatus = Literal["queued", "running", "done", "failed"]
+FORGOTTEN = "forgotten"  # the error of a job cancelled because its owner was forgotten
+
+
+class JobForgotten(Exception):
+    """Raised by a job's run when its user or session was forgotten while it ran (and
+    what it wrote was taken back): the job is cancelled, never retried."""
 
 
 @dataclass(frozen=True)

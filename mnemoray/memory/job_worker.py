@@ -9,7 +9,13 @@ import time
 from collections.abc import Callable
 
 from mnemoray.memory.job_queue import JobQueue
-from mnemoray.memory.job_record import Job, RetentionPolicy, RetryPolicy, public_error
+from mnemoray.memory.job_record import (
+    Job,
+    JobForgotten,
+    RetentionPolicy,
+    RetryPolicy,
+    public_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +33,8 @@ class JobWorker:
     def __init__(self, queue: JobQueue, run: RunJob, *, poll_s: float = 0.5,
                  on_finish: OnFinish | None = None, retry: RetryPolicy | None = None,
                  retention: RetentionPolicy | None = None,
-                 on_retry: OnFinish | None = None) -> None:
+                 on_retry: OnFinish | None = None, heartbeat_s: float = 5.0,
+                 stale_after_s: float = 60.0) -> None:
         self.queue = queue
         self._run = run
         self._poll_s = poll_s
@@ -39,18 +46,44 @@ class JobWorker:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        # Replicas share a queue: a job is taken from its runner only once the runner
+        # stopped beating for ``stale_after_s`` (it died), never while it still runs it.
+        self.heartbeat_s = heartbeat_s
+        self.stale_after_s = stale_after_s
+        self._beater: threading.Thread | None = None
 
     def start(self) -> JobWorker:  # resume what a stopped process left, then drain
         # A job cut short once is always resumed; one whose runs keep stopping the process
         # (e.g. out of memory) fails once it used its attempts, instead of looping forever.
-        resumed = self.queue.recover(max_tries=max(2, self.retry.max_attempts))
-        if resumed:
-            log.warning("ingestion jobs: %d left running by a stopped process, requeued", resumed)
+        self.recover_stale()
         self._stopping.clear()
         self._thread = threading.Thread(target=self._loop, name="mnemoray-ingestion-jobs",
                                         daemon=True)
         self._thread.start()
+        self._beater = threading.Thread(target=self._beat, name="mnemoray-jobs-heartbeat",
+                                        daemon=True)
+        self._beater.start()
         return self
+
+    def recover_stale(self, now: float | None = None) -> int:
+        """Requeue the jobs whose runner stopped beating (a replica that died)."""
+        resumed = self.queue.recover(max_tries=max(2, self.retry.max_attempts),
+                                     stale_after_s=self.stale_after_s, now=now)
+        if resumed:
+            log.warning("ingestion jobs: %d left running by a stopped process, requeued", resumed)
+            self.notify()
+        return resumed
+
+    def _beat(self) -> None:
+        next_recover = time.monotonic() + self.stale_after_s / 2
+        while not self._stopping.wait(self.heartbeat_s):
+            try:
+                self.queue.beat()
+                if time.monotonic() >= next_recover:  # another replica may have died
+                    next_recover = time.monotonic() + self.stale_after_s / 2
+                    self.recover_stale()
+            except Exception:  # the next beat tries again
+                log.exception("ingestion jobs: heartbeat failed")
 
     def notify(self) -> None:
         """A job was queued: look now rather than at the next poll."""
@@ -60,8 +93,10 @@ class JobWorker:
         self._stopping.set()
         self._wake.set()
         thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        beater, self._beater = self._beater, None
+        for t in (thread, beater):
+            if t is not None and t is not threading.current_thread():
+                t.join(timeout)
 
     def run_once(self, now: float | None = None) -> Job | None:
         """Claim and run one due job (None: none was due)."""
@@ -73,9 +108,16 @@ class JobWorker:
     def run_job(self, job: Job, *, auto_retry: bool = True) -> Job:
         """Run a job already marked running; record done, a retry, or failed.
         ``auto_retry`` False: a failure is final at once (a caller waiting on the job
-        hears of it now and may retry it)."""
+        hears of it now and may retry it). A job whose user or session was forgotten
+        after it was queued is cancelled unrun (:meth:`JobQueue.forget_owner`)."""
         try:
+            if self.queue.erased_since(job):
+                raise JobForgotten(job.job_id)
             added = self._run(job)
+        except JobForgotten:
+            log.info("ingestion job %s (%s/%s/%s) cancelled: its owner was forgotten",
+                     job.job_id, job.app_name, job.user_id, job.session_id)
+            job = self.queue.cancel_forgotten(job.job_id)
         except Exception as exc:  # recorded on the job, never lost
             error = public_error(exc)
             if auto_retry and self.retry.should_retry(exc, job.tries):

@@ -14,15 +14,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mnemoray.errors import InvalidInput, NotFound
+from mnemoray.errors import Conflict, InvalidInput, NotFound
 from mnemoray.memory import edit, forget_query
-from mnemoray.memory.hooks import Hook, MemoryEvent, MemoryHooks, emit_memories
+from mnemoray.memory.hooks import Hook, MemoryEvent, MemoryHooks, memory_events
 from mnemoray.memory.record import Memory
 from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.retrieval import RecallFilters, RecallResult
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.store import MemoryStore
-from mnemoray.memory.tombstones import forget_records
+from mnemoray.memory.tombstones import drop_history, forget_records
 
 
 class MemoryLifecycle:
@@ -68,13 +68,21 @@ class MemoryLifecycle:
 
     def forget_session(self, app_name: str, user_id: str, session_id: str, *,
                        reason: str = "", actor: str = "") -> int:
+        """Forget a session's memories (and cancel its queued ingestion: see
+        :meth:`MemoryHooks.before_erase`)."""
+        self.hooks.guard_erase(app_name, user_id, session_id)
         return self._forget(app_name, user_id, lambda m: m.session_id == session_id,
                             "session", reason, actor, session=(app_name, user_id, session_id))
 
     def forget_user(self, app_name: str, user_id: str, *, reason: str = "",
                     actor: str = "") -> int:
-        return self._forget(app_name, user_id, lambda m: True, "user", reason, actor,
-                            user=(app_name, user_id))
+        """Forget every memory of the user (and cancel their queued ingestion); the
+        records of their earlier forgets that a compaction archived go too."""
+        self.hooks.guard_erase(app_name, user_id, None)
+        n = self._forget(app_name, user_id, lambda m: True, "user", reason, actor,
+                         user=(app_name, user_id))
+        drop_history(self.store.root, app_name, user_id)
+        return n
 
     def forgotten(self, app_name: str, user_id: str) -> list[dict[str, Any]]:
         """This user's forget records, oldest first: scope, ids, ``reason``, ``actor``,
@@ -104,39 +112,72 @@ class MemoryLifecycle:
                 n = self.store.forget(**what, reason=reason, actor=actor)
             finally:
                 self.reloader.refresh()
+            events: list[MemoryEvent] = []
             if n and told:
                 snap = self.snapshot()
                 gone = [m for m in before if snap.get(m.memory_id, owner) is None]
-                emit_memories(self.hooks, "on_memory_forgotten", gone, reason=reason,
-                              actor=actor, scope=scope)
-            return n
+                events = memory_events("on_memory_forgotten", gone, reason=reason,
+                                       actor=actor, scope=scope)
+        self._tell_forgotten(events)
+        return n
+
+    def _tell_forgotten(self, events: Sequence[MemoryEvent]) -> None:
+        """Queue the events for the hooks, then run the synchronous ones (out of the write
+        lock: a cascade forgets in turn)."""
+        for event in events:
+            self.hooks.emit(event)
+            self.hooks.deliver_sync(event)
 
     # -- corrections -------------------------------------------------------------
     def edit_memory(self, app_name: str, user_id: str, memory_id: str, text: str, *,
                     actor: str = "") -> Memory:
         """Replace the text of this user's memory ``memory_id``; the corrected record
         (new id, re-embedded, ``previous_versions``, ``edited_by`` = ``actor``). The same
-        text again changes nothing. NotFound when the user has no such live memory."""
+        text again changes nothing; the same edit retried returns its record. NotFound
+        when the user has no such live memory; Conflict when another writer forgot or
+        corrected it meanwhile (this edit is then taken back)."""
         text = edit.check_text(text)
+        owner = (app_name, user_id)
         with self._write_lock:
             self.reloader.refresh()
-            old = self.snapshot().get(memory_id, (app_name, user_id))
-            if old is None:
-                raise NotFound(f"no memory {memory_id!r} for this user",
-                                    field="memory_id")
+            snap = self.snapshot()
+            old = snap.get(memory_id, owner)
+            rows = snap.rows_for_user(app_name, user_id)
+            if old is None:  # this very edit may have happened already (a retried call)
+                done = [m for m in edit.edits_of(rows, memory_id) if m.text == text]
+                if done:
+                    return done[0]
+                raise NotFound(f"no memory {memory_id!r} for this user", field="memory_id")
             if text == old.text:
                 return old
             new = edit.edited(old, text, actor, time.time())
+            earlier = edit.edits_of(rows, old.memory_id)  # a half-done edit of this version
+            same = next((m for m in earlier if m.content_hash == new.content_hash), None)
+            n = 0
             try:
-                written = self._write([new], [], index_kind="flat", actor=actor)
-                self.store.forget(memory_ids=[old.memory_id], owner=(app_name, user_id),
-                                  reason=f"{edit.EDITED}: now {new.memory_id}", actor=actor)
+                written = [] if same else self._write([new], [], index_kind="flat",
+                                                      actor=actor)
+                result = same or (written[0] if written else new)
+                why = f"{edit.EDITED}: now {result.memory_id}"
+                stale = [m.memory_id for m in earlier if m is not same]
+                if stale:  # an interrupted edit to other words: this one replaces it
+                    self.store.forget(memory_ids=stale, owner=owner, reason=why, actor=actor)
+                n = self.store.forget(memory_ids=[old.memory_id], owner=owner, reason=why,
+                                      actor=actor)
+                if n == 0 and written:  # another writer forgot or replaced it first
+                    self.store.forget(memory_ids=[result.memory_id], owner=owner,
+                                      reason=edit.EDIT_LOST, actor=actor)
+                    raise Conflict(f"memory {memory_id!r} was changed or forgotten by "
+                                   f"another request meanwhile; read it again",
+                                   field="memory_id")
             finally:
                 self.reloader.refresh()
-            self.hooks.emit(MemoryEvent("on_memory_forgotten", app_name, user_id,
-                                        (old.memory_id,), memories=(old,),
-                                        reason=edit.EDITED, actor=actor, scope="memory"))
-            return written[0] if written else new
+        if n:
+            self._tell_forgotten([MemoryEvent("on_memory_forgotten", app_name, user_id,
+                                              (old.memory_id,), memories=(old,),
+                                              reason=edit.EDITED, actor=actor,
+                                              scope="memory")])
+        return result
 
     def memory_versions(self, app_name: str, user_id: str, memory_id: str,
                         ) -> dict[str, Any]:
@@ -170,8 +211,9 @@ class MemoryLifecycle:
         raw = forget_query.unseal(forget_query.token_key(self.store.root), confirm,
                                   app_name, user_id)
         ids = forget_query.pick(raw["ids"], memory_ids)
+        # Never the query as the reason: it is the very text the user wants gone.
         n = self.forget_memories(app_name, user_id, ids, scope="query", actor=actor,
-                                 reason=reason or f"forgotten by query {raw['q']!r}") \
+                                 reason=reason or forget_query.FORGOTTEN_BY_QUERY) \
             if ids else 0
         return {"forgotten": n, "memory_ids": ids}
 

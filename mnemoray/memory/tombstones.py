@@ -9,6 +9,7 @@ drop the matching rows physically and then retire the tombstone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -84,27 +85,77 @@ def read_tombstones(paths: Iterable[Path]) -> list[Tombstone]:
 
 # Forget records a compaction retired (their rows are gone) that say why or by whom:
 # kept for inspection (``MemoryService.forgotten``). Outside the manifest, never served
-# and never removed by ``gc``.
+# and never removed by ``gc``. One folder per owner (``forgotten/<owner hash>/``): a
+# read touches that owner's files only, and forgetting the user drops the folder.
 HISTORY_DIR = "forgotten"
 
 
-def archive_retired(root: Path, tombstones: Iterable[Tombstone]) -> Path | None:
-    """Keep the retired ``tombstones`` that carry a reason or an actor in a new history
-    file. Written before the compaction commits: a crash in between leaves records that
-    are still live tombstones too, which :func:`forget_records` counts once."""
-    kept = [t for t in tombstones if t.reason or t.actor]
-    if not kept:
-        return None
-    path = root / HISTORY_DIR / f"{new_name('retired')}.jsonl"
-    atomic_write_bytes(path, tombstone_lines(kept))
-    return path
+def owner_dir(root: Path, app_name: str, user_id: str) -> Path:
+    digest = hashlib.sha256(f"{app_name}\0{user_id}".encode()).hexdigest()[:24]
+    return root / HISTORY_DIR / digest
+
+
+def archive_retired(root: Path, tombstones: Iterable[Tombstone]) -> list[Path]:
+    """Keep the retired ``tombstones`` that carry a reason or an actor, in a new history
+    file per owner; records of an owner erased whole by a later tombstone of the batch
+    are not kept (only the erasure is). Written before the compaction commits: a crash
+    in between leaves records that are still live tombstones too, which
+    :func:`forget_records` counts once."""
+    batch = list(tombstones)
+    erased: dict[tuple[str, str], int] = {}
+    for t in batch:
+        if t.scope == "user":
+            key = (t.app_name, t.user_id)
+            erased[key] = max(erased.get(key, t.version), t.version)
+    owners: dict[tuple[str, str], list[Tombstone]] = {}
+    for t in batch:
+        if (t.reason or t.actor) and not (t.scope != "user" and t.version
+                                          < erased.get((t.app_name, t.user_id), -1)):
+            owners.setdefault((t.app_name, t.user_id), []).append(t)
+    _split_legacy(root)
+    paths = []
+    for (app_name, user_id), kept in owners.items():
+        path = owner_dir(root, app_name, user_id) / f"{new_name('retired')}.jsonl"
+        atomic_write_bytes(path, tombstone_lines(kept))
+        paths.append(path)
+    return paths
+
+
+def _split_legacy(root: Path) -> None:
+    """History files of stores written before the per-owner folders: split into them
+    (each copy written before the shared file goes; a crash leaves duplicates, which
+    :func:`forget_records` counts once)."""
+    folder = root / HISTORY_DIR
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        owners: dict[tuple[str, str], list[Tombstone]] = {}
+        for t in read_tombstones([path]):
+            owners.setdefault((t.app_name, t.user_id), []).append(t)
+        for (app_name, user_id), kept in owners.items():
+            atomic_write_bytes(owner_dir(root, app_name, user_id) / path.name,
+                               tombstone_lines(kept))
+        path.unlink()
+
+
+def drop_history(root: Path, app_name: str, user_id: str) -> int:
+    """Delete the owner's retired forget records (the user was forgotten whole); how
+    many files went."""
+    _split_legacy(root)
+    folder = owner_dir(root, app_name, user_id)
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    for path in files:
+        path.unlink()
+    if folder.is_dir():
+        folder.rmdir()
+    return len(files)
 
 
 def forget_records(root: Path, live: Iterable[Tombstone], app_name: str,
                    user_id: str) -> list[Tombstone]:
     """The owner's forget records, live and retired, each once, oldest first."""
-    history = sorted((root / HISTORY_DIR).glob("*.jsonl")) if (root / HISTORY_DIR).is_dir() \
-        else []
+    folder = owner_dir(root, app_name, user_id)
+    legacy = root / HISTORY_DIR
+    history = [*(sorted(folder.glob("*.jsonl")) if folder.is_dir() else []),
+               *(sorted(legacy.glob("*.jsonl")) if legacy.is_dir() else [])]
     seen: dict[tuple[Any, ...], Tombstone] = {}
     for t in [*read_tombstones(history), *live]:
         if t.owned_by(app_name, user_id):

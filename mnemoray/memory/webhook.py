@@ -54,6 +54,10 @@ class Webhook:
         hooks.add_stats(self.stats)
         return self
 
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Post what is queued (within ``timeout_s``), then end the outbox thread."""
+        self.outbox.stop(timeout_s)
+
     def stats(self) -> dict[str, int]:
         return {f"webhook_{k.removeprefix('hook_').removeprefix('hooks_')}": v
                 for k, v in self.outbox.stats().items()}

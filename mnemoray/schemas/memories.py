@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints, model_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator, model_validator
 
-from mnemoray.memory.record import MEMORY_KINDS
+from mnemoray.memory.kinds import MEMORY_KINDS
 from mnemoray.schemas.common import (
     MAX_LIST_ITEMS,
     MAX_MEMORIES_PER_ADD,
@@ -23,6 +23,8 @@ from mnemoray.schemas.common import (
     Time,
     Timestamp,
 )
+
+CONSOLIDATED_KIND = "consolidated_summary"  # mnemoray.memory.consolidate's (kept light here)
 
 
 # -- recall --------------------------------------------------------------------------
@@ -88,6 +90,16 @@ class MemoryIn(RequestModel):
     event_time_start: Time | None = None
     event_time_end: Time | None = None
     expires_at: Time | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _not_a_summary(cls, kind: str) -> str:
+        # Written by consolidation only: a posted one would get its "sources" ledgered
+        # as merged, and forgotten as consolidated by the next run.
+        if kind == CONSOLIDATED_KIND:
+            raise ValueError(f"{CONSOLIDATED_KIND!r} records are written by consolidation "
+                             f"only; post another kind")
+        return kind
 
 
 class AddMemoriesRequest(RequestModel):
