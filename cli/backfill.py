@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from cli.common import SummarizerName, error_line
+
 
 def backfill_cmd(
     archive: Path = typer.Option(..., "--archive", exists=True,
@@ -16,9 +18,9 @@ def backfill_cmd(
     shards: int | None = typer.Option(None, "--shards", min=1,
                                       help="Shards of a new store (default 8; an existing "
                                       "store keeps its own)."),
-    summarizer: str = typer.Option("extractive", "--summarizer",
-                                   help="Summarizer backend name (extractive, transformers, "
-                                   "openai, vllm)."),
+    summarizer: SummarizerName = typer.Option("extractive", "--summarizer",
+                                              help="Summarizer backend; its options by "
+                                              "--summarizer-option."),
     summarizer_options: list[str] | None = typer.Option(
         None, "--summarizer-option", help="KEY=VALUE for the summarizer backend (repeatable), "
         "e.g. model=/models/qwen, max_tokens=512, fallback=extractive; JSON values allowed."),
@@ -65,16 +67,17 @@ def backfill_cmd(
     from jobs.backfill import RUN_ERRORS, run
     from mnemoray.backfill import BackfillConfig
 
-    config = BackfillConfig.from_flags(
-        archive=str(archive), store=str(store), shards=shards, summarizer=summarizer,
-        summarizer_options=summarizer_options or [], embedder=embedder,
-        commit_every=commit_every, progress_interval_s=progress_every, workers=workers,
-        batch_size=batch_size, gpus_per_embedder=gpus_per_embedder,
-        llm_concurrency=llm_concurrency, llm_batch_size=llm_batch_size,
-        ray_address=ray_address)
     try:
+        config = BackfillConfig.from_flags(
+            archive=str(archive), store=str(store), shards=shards, summarizer=summarizer,
+            summarizer_options=summarizer_options or [], embedder=embedder,
+            commit_every=commit_every, progress_interval_s=progress_every, workers=workers,
+            batch_size=batch_size, gpus_per_embedder=gpus_per_embedder,
+            llm_concurrency=llm_concurrency, llm_batch_size=llm_batch_size,
+            ray_address=ray_address)
+        config.check()  # a bad flag fails here, before Ray starts
         report = run(config, "in_process" if in_process else "ray_data")
     except RUN_ERRORS as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         raise typer.Exit(2) from exc
     typer.echo(json.dumps(report.to_dict()) if as_json else report.summary())

@@ -1,13 +1,54 @@
-"""Helpers the command modules share: KEY=VALUE options and compiled-request output."""
+"""Helpers the command modules share: one-line errors, KEY=VALUE options and
+compiled-request output."""
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 import typer
 
 from mnemoray.compiler.request import CompiledRequest, Content
+from mnemoray.errors import MnemorayError
+from mnemoray.summarizers import available_summarizers
+
+# The registered summarizer names, so `--summarizer` lists them in help and refuses others.
+SummarizerName = Literal[tuple(available_summarizers())]  # type: ignore[valid-type]
+
+# An error's field (its first part) -> the flag a CLI user sets it with, so a bad value
+# is reported under the flag the user typed.
+FIELD_FLAGS = {"summarizer_options": "--summarizer-option", "summarizer": "--summarizer",
+               "embedder": "--embedder", "shards": "--shards", "mode": "--mode",
+               "top_k": "--top-k", "commit_every": "--commit-every",
+               "progress_interval_s": "--progress-every"}
+
+
+def error_line(exc: BaseException) -> str:
+    """``exc`` as one ``error: ...`` line; a field the CLI sets by a flag is named by
+    that flag (``--summarizer-option: ...``)."""
+    field = getattr(exc, "field", None) if isinstance(exc, MnemorayError) else None
+    if field:
+        head, dot, rest = field.partition(".")
+        flag = FIELD_FLAGS.get(head)
+        if flag is not None:
+            where = f"{flag} {rest}" if dot else flag
+            return f"error: {where}: {exc.reason}"  # type: ignore[attr-defined]
+    return f"error: {exc}"
+
+
+def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Any mnemoray error a command lets through ends as one line and exit code 2, never a
+    traceback (the CLI's user is the operator: non-public messages are shown too)."""
+    @functools.wraps(command)
+    def run_command(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except MnemorayError as exc:
+            typer.echo(error_line(exc), err=True)
+            raise typer.Exit(2) from exc
+    return run_command
 
 
 def parse_options(pairs: list[str], param_hint: str = "--summarizer-option") -> dict[str, Any]:

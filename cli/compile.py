@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from cli.common import print_request
+
+if TYPE_CHECKING:
+    from mnemoray.session import Session
 
 
 def compile_cmd(
@@ -23,20 +27,16 @@ def compile_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the CompiledRequest as JSON."),
 ) -> None:
     """Compile the working context of one archived session for an agent."""
-    from mnemoray.archive import read_archive
     from mnemoray.compiler import AgentSpec, Compiler, TemplateError
 
-    sessions = [s for s in read_archive(archive) if s.session_id == session_id]
-    if not sessions:
-        raise typer.BadParameter(f"no session {session_id!r} in {archive}",
-                                 param_hint="--session-id")
+    session = find_session(archive, session_id)
     try:
         spec = (AgentSpec(**json.loads(agent_file.read_text())) if agent_file
                 else AgentSpec(name=name, token_budget=budget))
     except (TypeError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--agent") from exc
     try:
-        request = Compiler.default().compile(sessions[0], spec, message)
+        request = Compiler.default().compile(session, spec, message)
     except TemplateError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -45,3 +45,30 @@ def compile_cmd(
     else:
         print_request(request)
 
+
+
+def find_session(archive: Path, session_id: str) -> Session:
+    """The session ``session_id`` of the archive. Bad rows of other sessions are skipped
+    with one warning line (as `mnemoray backfill` quarantines them); the session's own
+    row being bad, or missing, is a usage error naming the row."""
+    from mnemoray.archive import iter_archive
+
+    found: Session | None = None
+    bad: list[str] = []
+    for row in iter_archive(archive):
+        if row.session is not None:
+            if row.session.session_id == session_id and found is None:
+                found = row.session
+            continue
+        raw_id = row.raw.get("session_id") if isinstance(row.raw, dict) else None
+        if raw_id == session_id:
+            raise typer.BadParameter(f"session {session_id!r} is in a bad row: "
+                                     f"{row.location}: {row.error}", param_hint="--session-id")
+        bad.append(f"{row.location}: {row.error}")
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        typer.echo(f"warning: skipped {len(bad)} bad archive row(s): {bad[0]}{more}", err=True)
+    if found is None:
+        raise typer.BadParameter(f"no session {session_id!r} in {archive}",
+                                 param_hint="--session-id")
+    return found

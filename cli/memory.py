@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+
+from mnemoray.memory.modes import Mode
+from mnemoray.memory.record import MEMORY_KINDS
+
+# typer lists an Enum's values in help (a list of Literal it cannot take).
+MemoryKindChoice = enum.Enum("MemoryKindChoice", {k: k for k in MEMORY_KINDS}, type=str)
 
 if TYPE_CHECKING:
     from mnemoray.memory.retrieval import RecallResult
@@ -84,8 +91,8 @@ def recall(
                                         help="Batch mode: a JSONL file of queries."),
     out: Path | None = typer.Option(None, "--out", help="Batch mode: write results here "
                                     "(default: stdout)."),
-    mode: str | None = typer.Option(None, "--mode", help="hybrid | dense | keyword (default: "
-                                    "the app's recall.mode from --config, else hybrid)."),
+    mode: Mode | None = typer.Option(None, "--mode", help="Signals to rank by (default: the "
+                                     "app's recall.mode from --config, else hybrid)."),
     config: Path | None = typer.Option(None, "--config", exists=True, dir_okay=False,
                                        help="Settings file (YAML/JSON): its recall group sets "
                                        "the ranking (RetrievalConfig fields, per app under "
@@ -98,8 +105,8 @@ def recall(
                                      "after this time (ISO-8601 or epoch seconds)."),
     before: str | None = typer.Option(None, "--before", help="Only memories of events at or "
                                       "before this time."),
-    kinds: list[str] | None = typer.Option(None, "--kind", help="Only this memory kind "
-                                           "(repeatable)."),
+    kinds: list[MemoryKindChoice] | None = typer.Option(  # type: ignore[valid-type]
+        None, "--kind", help="Only this memory kind (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Recall memories of one user, or answer a batch of queries.
@@ -110,18 +117,16 @@ def recall(
     Output: one line per query, in input order:
     {"qid", "memories": [...], "took_ms"}.
     A bad line gives {"qid", "line", "error"}; the run goes on, then exits with code 1.
+
+    Exit codes (one query): 0 it was searched (no match prints "(no match ...)");
+    1 the app, or the user in it, has no memories at all (a typo, or nothing
+    ingested yet): nothing was searched; 2 bad input.
     """
     import time
 
     from mnemoray.config import recall_settings_from_file
-    from mnemoray.memory.retrieval import RecallFilters, check_mode
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.retrieval import RecallFilters
 
-    try:
-        if mode is not None:
-            check_mode(mode)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--mode") from exc
     try:
         ranking = recall_settings_from_file(config) if config is not None else None
     except ValueError as exc:  # ConfigError: names the setting
@@ -132,20 +137,23 @@ def recall(
             raise typer.BadParameter("pass --app, --user and a QUERY, or --queries FILE.jsonl")
         try:
             filters = RecallFilters(session_id=session_id, after=after, before=before,
-                                    kinds=tuple(kinds) if kinds else None)
+                                    kinds=tuple(k.value for k in kinds) if kinds else None)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
     elif query or app_name or user_id:
         raise typer.BadParameter("--queries takes its app, user and query from the file")
-    try:
-        service = MemoryService.open(
-            store, embedder=None if mode == "keyword" else embedder,
-            config=ranking.default if ranking else None,
-            app_configs=ranking.app_configs if ranking else None)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    service = open_for_recall(store, None if mode == "keyword" else embedder,
+                              ranking.default if ranking else None,
+                              ranking.app_configs if ranking else None)
     if queries is None:
+        nothing = no_memories_at_all(service, app_name, user_id)
+        if nothing:
+            if as_json:
+                typer.echo(json.dumps({"app_name": app_name, "user_id": user_id,
+                                       "query": query, "memories": [], "took_ms": 0.0},
+                                      ensure_ascii=False))
+            typer.echo(nothing, err=True)
+            raise typer.Exit(1)
         start = time.perf_counter()
         try:
             results = service.search(app_name, user_id, query, top_k=top_k, filters=filters,
@@ -165,6 +173,34 @@ def recall(
     if failed:
         typer.echo(f"{failed} query line(s) failed; see their \"error\"", err=True)
         raise typer.Exit(1)
+
+
+def open_for_recall(store: Path, embedder: str | None, config: Any = None,
+                    app_configs: Any = None) -> MemoryService:
+    """The service a recall runs on: its query embedder opened by the one resolver for
+    the "query" purpose (the packaged model on the parity-gated ONNX runtime, as the
+    pipeline and Serve use it; ONNX threads do not spin-wait between queries)."""
+    from mnemoray.embedders.resolve import open_embedder
+    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.store import MemoryStore
+    from mnemoray.summarizers import get_summarizer
+
+    root = MemoryStore(store)
+    return MemoryService(root, open_embedder(embedder, root, "query"),
+                         get_summarizer("extractive"), config, app_configs=app_configs)
+
+
+def no_memories_at_all(service: MemoryService, app_name: str, user_id: str) -> str | None:
+    """Why a recall has nothing to search (the app, or the user in it, has no live
+    memory), told apart from a search that matched nothing; None when there is
+    something to search."""
+    snap = service.snapshot()
+    if snap.count(app_name) == 0:
+        return f"no memories at all for app {app_name!r} in this store (nothing searched)"
+    if snap.count(app_name, user_id) == 0:
+        return (f"no memories at all for user {user_id!r} in app {app_name!r} "
+                f"(nothing searched)")
+    return None
 
 
 def _recall_line(service: MemoryService, raw: object, default_top_k: int,
@@ -227,7 +263,7 @@ def _print_recall(results: list[RecallResult]) -> None:
     from datetime import datetime, timezone
 
     if not results:
-        typer.echo("(no memories)")
+        typer.echo("(no match: none of the user's memories matches the query)")
         return
     typer.echo(f"{'#':>2}  {'score':>7}  {'kind':<18}{'date':<12}{'session':<18}text")
     for rank, r in enumerate(results, start=1):

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import typer
 
+from cli.common import SummarizerName, error_line, parse_options
+from mnemoray.errors import MnemorayError
+
 memory_app = typer.Typer(help="Maintain users' memories: edit, forget, consolidate.",
                          no_args_is_help=True, add_completion=False)
 
@@ -24,9 +27,9 @@ def consolidate_cmd(
                                        "consolidation (per app under hygiene.apps.<app>) "
                                        "and models."),
     apps: list[str] | None = typer.Option(None, "--app", help="Only this app (repeatable)."),
-    summarizer: str | None = typer.Option(None, "--summarizer", help="Summarizer (default: "
-                                          "models.summarizer of --config, else "
-                                          "extractive)."),
+    summarizer: SummarizerName | None = typer.Option(
+        None, "--summarizer", help="Summarizer (default: models.summarizer of --config, else "
+        "extractive)."),
     summarizer_options: list[str] | None = typer.Option(
         None, "--summarizer-option", metavar="KEY=VALUE", help="Summarizer option "
         "(repeatable)."),
@@ -43,7 +46,14 @@ def consolidate_cmd(
 
     Per app policy from --config (hygiene.consolidation); idempotent."""
     from jobs.consolidate import main
+    from mnemoray.summarizers import check_options
 
+    if summarizer is not None:  # then its options are the flags' alone (see jobs.consolidate)
+        try:
+            check_options(summarizer, parse_options(summarizer_options or []))
+        except MnemorayError as exc:
+            typer.echo(error_line(exc), err=True)
+            raise typer.Exit(2) from exc
     argv = ["--store", str(store)]
     for flag, value in (("--config", config), ("--summarizer", summarizer),
                         ("--embedder", embedder), ("--lock-file", lock_file)):

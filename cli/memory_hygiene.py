@@ -4,6 +4,7 @@
     mnemoray memory versions ID --store S --app A --user U
     mnemoray memory forget --store S --app A --user U --query "my old address" --dry-run
     mnemoray memory forget --store S --app A --user U --confirm TOKEN --reason "user asked"
+    mnemoray forget --store S --app A --user U --session SID --dry-run   (also --id, --all)
     mnemoray memory forgotten --store S --app A --user U
 
 Every change is recorded as made by ``--actor`` (default ``cli:<login name>``).
@@ -23,6 +24,7 @@ import typer
 from cli.memory import require_store
 
 if TYPE_CHECKING:
+    from mnemoray.memory.record import Memory
     from mnemoray.memory.service import MemoryService
 
 STORE = typer.Option(..., "--store", help="Memory store directory.")
@@ -43,11 +45,16 @@ def _actor(actor: str | None) -> str:
         return "cli"
 
 
-def _open(store: Path, embedder: str | None = "default") -> MemoryService:
+def _open(store: Path, embedder: str | None = "default", *,
+          changes: bool = True) -> MemoryService:
+    from mnemoray.memory.hygiene import attach_forget_effects
     from mnemoray.memory.service import MemoryService
 
     require_store(store)
-    return MemoryService.open(store, embedder=embedder)
+    service = MemoryService.open(store, embedder=embedder)
+    if changes:  # forgets reach summaries and queued ingestion, as in the server
+        attach_forget_effects(service)
+    return service
 
 
 def _echo(data: Any) -> None:
@@ -72,7 +79,7 @@ def versions(memory_id: str = typer.Argument(..., help="The memory (current or e
              store: Path = STORE, app_name: str = APP, user_id: str = USER,
              as_json: bool = JSON) -> None:
     """Every text of a memory, oldest first."""
-    out = _open(store, None).memory_versions(app_name, user_id, memory_id)
+    out = _open(store, None, changes=False).memory_versions(app_name, user_id, memory_id)
     if as_json:
         _echo(out)
         return
@@ -86,56 +93,90 @@ def versions(memory_id: str = typer.Argument(..., help="The memory (current or e
 
 def forget(store: Path = STORE, app_name: str = APP, user_id: str = USER,
            memory_id: str | None = typer.Option(None, "--id", help="Forget this memory."),
+           session_id: str | None = typer.Option(None, "--session", help="Forget every "
+                                                 "memory of this session."),
+           whole_user: bool = typer.Option(False, "--all", help="Forget every memory of the "
+                                           "user."),
            query: str | None = typer.Option(None, "--query", help="Preview a forget by "
                                             "query (with --dry-run)."),
-           dry_run: bool = typer.Option(False, "--dry-run", help="List what --query would "
-                                        "forget and print a confirm token; forget nothing."),
+           dry_run: bool = typer.Option(False, "--dry-run", help="List what would be "
+                                        "forgotten and forget nothing (--query: also print "
+                                        "a confirm token)."),
            top_k: int = typer.Option(10, "--top-k", min=1, max=100,
-                                     help="Memories a preview may list."),
+                                     help="Memories a --query preview may list."),
            confirm: str | None = typer.Option(None, "--confirm", help="Forget exactly what "
                                               "the preview with this token listed."),
            only: list[str] | None = typer.Option(None, "--only", help="With --confirm: only "
                                                  "this previewed memory (repeatable)."),
            reason: str = typer.Option("", "--reason", help="Why (kept on the record)."),
            actor: str | None = ACTOR, embedder: str = EMBEDDER, as_json: bool = JSON) -> None:
-    """Forget one memory (--id), or by query: --query Q --dry-run, then --confirm TOKEN."""
-    steps = [s for s in (memory_id, query, confirm) if s is not None]
-    if len(steps) != 1:
-        raise typer.BadParameter("pass exactly one of --id, --query (with --dry-run) or "
-                                 "--confirm")
+    """Forget one memory (--id), a session (--session) or the whole user (--all), each
+    previewable with --dry-run; or by query: --query Q --dry-run, then --confirm TOKEN.
+    Exit code 1 when nothing matched."""
+    steps = [s for s in (memory_id, session_id, query, confirm) if s is not None]
+    if len(steps) + whole_user != 1:
+        raise typer.BadParameter("pass exactly one of --id, --session, --all, --query (with "
+                                 "--dry-run) or --confirm")
     if query is not None and not dry_run:
         raise typer.BadParameter("preview first: --query Q --dry-run prints a confirm token, "
                                  "then --confirm TOKEN forgets exactly that", param_hint="--query")
-    if dry_run and query is None:
-        raise typer.BadParameter("--dry-run previews a --query", param_hint="--dry-run")
+    if dry_run and confirm is not None:
+        raise typer.BadParameter("--confirm forgets what a --dry-run listed; drop --dry-run",
+                                 param_hint="--dry-run")
     service = _open(store, embedder if query is not None else None)
     who = _actor(actor)
-    if memory_id is not None:
-        n = service.forget_memory(app_name, user_id, memory_id, reason=reason, actor=who)
-        out: dict[str, Any] = {"forgotten": n, "memory_ids": [memory_id] if n else []}
-    elif query is not None:
-        out = service.preview_forget(app_name, user_id, query, top_k=top_k).to_dict()
-    else:
-        out = service.confirm_forget(app_name, user_id, str(confirm), memory_ids=only or None,
+    if query is not None:
+        out: dict[str, Any] = service.preview_forget(app_name, user_id, query,
+                                                     top_k=top_k).to_dict()
+    elif confirm is not None:
+        out = service.confirm_forget(app_name, user_id, confirm, memory_ids=only or None,
                                      reason=reason, actor=who)
+    elif dry_run:
+        out = {"dry_run": True, "memories": [m.to_dict() for m in _covered(
+            service, app_name, user_id, memory_id, session_id)]}
+        out["memory_ids"] = [m["memory_id"] for m in out["memories"]]
+    elif memory_id is not None:
+        n = service.forget_memory(app_name, user_id, memory_id, reason=reason, actor=who)
+        out = {"forgotten": n, "memory_ids": [memory_id] if n else []}
+    elif session_id is not None:
+        out = {"forgotten": service.forget_session(app_name, user_id, session_id,
+                                                   reason=reason, actor=who)}
+    else:
+        out = {"forgotten": service.forget_user(app_name, user_id, reason=reason, actor=who)}
     if as_json:
         _echo(out)
     elif out.get("dry_run"):
         for m in out["memories"]:
             typer.echo(f"{m['memory_id']}  {m['kind']:<16} {m['text'][:100]!r}")
-        typer.echo(f"would forget {len(out['memory_ids'])} memories; to forget exactly these:"
-                   f"\n--confirm {out['confirm_token']}")
+        token = out.get("confirm_token")
+        typer.echo(f"would forget {len(out['memory_ids'])} memories" + (
+            f"; to forget exactly these:\n--confirm {token}" if token else ""))
     else:
         typer.echo(f"forgotten: {out['forgotten']}")
-    if memory_id is not None and not out["forgotten"]:
-        typer.echo(f"error: no memory {memory_id!r} for this user", err=True)
+    if not (out["memory_ids"] if out.get("dry_run") else out.get("forgotten")) \
+            and confirm is None:
+        what = (f"memory {memory_id!r}" if memory_id is not None else
+                f"memories of session {session_id!r}" if session_id is not None else
+                "memories matching the query" if query is not None else "memories")
+        typer.echo(f"error: no {what} for user {user_id!r} in app {app_name!r}", err=True)
         raise typer.Exit(1)
+
+
+def _covered(service: MemoryService, app_name: str, user_id: str, memory_id: str | None,
+             session_id: str | None) -> list[Memory]:
+    """The live memories a forget by id, session or user (neither) would remove."""
+    snap = service.snapshot()
+    if memory_id is not None:
+        found = snap.get(memory_id, (app_name, user_id))
+        return [found] if found is not None else []
+    rows = snap.rows_for_user(app_name, user_id)
+    return [m for m in rows if session_id is None or m.session_id == session_id]
 
 
 def forgotten(store: Path = STORE, app_name: str = APP, user_id: str = USER,
               as_json: bool = JSON) -> None:
     """The user's forget records: what was forgotten, when, why and by whom."""
-    records = _open(store, None).forgotten(app_name, user_id)
+    records = _open(store, None, changes=False).forgotten(app_name, user_id)
     if as_json:
         _echo({"records": records})
         return

@@ -1,11 +1,16 @@
-"""Text normalisation shared by keyword search and the extractive summarizer."""
+"""Text normalisation shared by the extractive summarizer and compaction boundaries.
+
+The keyword index has its own Unicode tokenizer with Snowball stemming
+(:mod:`mnemoray.memory.keywords`); ``STOPWORDS`` here is its English list.
+"""
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
 
-_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# Letters and digits of any script (``münchen`` is one word); ASCII text splits as before.
+_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W\d_]+)?")
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
 
 _STOPWORD_TEXT = """
@@ -47,5 +52,5 @@ def stem(word: str) -> str:
 
 
 def terms(text: str) -> list[str]:
-    """Index terms for keyword search: stopwords dropped, words stemmed."""
+    """Content terms (summarizer, topic shifts): stopwords dropped, words stemmed."""
     return [stem(w) for w in words(text) if w not in STOPWORDS]

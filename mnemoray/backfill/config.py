@@ -16,6 +16,7 @@ from typing import Any
 from mnemoray.embedders import Embedder, EmbedderSpec
 from mnemoray.errors import InvalidInput
 from mnemoray.summarizers import Summarizer, available_summarizers
+from mnemoray.summarizers import check_options as check_summarizer_options
 
 DEFAULT_COMMIT_EVERY = 256
 
@@ -114,6 +115,8 @@ class BackfillConfig:
         if not isinstance(self.summarizer_options, dict):
             raise InvalidInput("must be a dict",
                                field="summarizer_options")
+        if isinstance(self.summarizer, str):  # a backend's missing option fails before work
+            check_summarizer_options(self.summarizer, self.summarizer_options)
         if self.progress_interval_s < 0:
             raise InvalidInput(f"must be >= 0, got "
                                f"{self.progress_interval_s!r}", field="progress_interval_s")

@@ -1,7 +1,9 @@
 """BM25 over memory key texts, as a sparse matrix so a query is one column sum.
 
 Built per search scope (a user's slice, or an app) and cached by the caller
-for the lifetime of a store snapshot: documents never change inside one.
+for the lifetime of a store snapshot: documents never change inside one. The
+index keeps the tokenizer that cut its documents (and its version) and cuts
+every query with it (:mod:`mnemoray.memory.keywords`).
 """
 
 from __future__ import annotations
@@ -11,19 +13,24 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import sparse
 
-from mnemoray.text import terms
+from mnemoray.memory.keywords import KeywordTokenizer
 
 
 class BM25:
-    def __init__(self, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, docs: Sequence[str], k1: float = 1.2, b: float = 0.75,
+                 tokenizer: KeywordTokenizer | None = None) -> None:
+        self.tokenizer = tokenizer or KeywordTokenizer()
+        self.tokenizer_version = self.tokenizer.version
         vocab: dict[str, int] = {}
+        languages: set[str] = set()
         rows: list[int] = []
         cols: list[int] = []
         tfs: list[float] = []
         lengths = np.zeros(len(docs), dtype=np.float32)
         for i, doc in enumerate(docs):
             counts: dict[int, int] = {}
-            toks = terms(doc)
+            toks, language = self.tokenizer.analyze(doc)
+            languages.add(language)
             lengths[i] = len(toks)
             for tok in toks:
                 j = vocab.setdefault(tok, len(vocab))
@@ -32,6 +39,7 @@ class BM25:
             cols.extend(counts.keys())
             tfs.extend(counts.values())
         self.vocab = vocab
+        self.languages = frozenset(languages)  # a query is stemmed in each of them
         n = len(docs)
         avg = float(lengths.mean()) if n and lengths.sum() else 1.0
         tf = np.asarray(tfs, dtype=np.float32)
@@ -48,7 +56,8 @@ class BM25:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when nothing matches)."""
-        ids = sorted({self.vocab[t] for t in terms(query) if t in self.vocab})
+        terms = self.tokenizer.query_terms(query, self.languages)
+        ids = sorted({self.vocab[t] for t in terms if t in self.vocab})
         if not ids or not self.size:
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self._matrix[:, ids].sum(axis=1)).ravel()

@@ -34,7 +34,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,13 +45,12 @@ from mnemoray.errors import InvalidInput
 from mnemoray.events import EventError, parse_timestamp
 from mnemoray.memory.bm25 import BM25
 from mnemoray.memory.index import _slice_scores
+from mnemoray.memory.keywords import AUTO, KeywordTokenizer
+from mnemoray.memory.modes import MODES, Mode  # defined there: the CLI imports it cheaply
 from mnemoray.memory.record import MEMORY_KINDS, Memory
 from mnemoray.memory.segment import LoadedSegment, rows_to_memories
 from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.text import terms
 
-Mode = Literal["hybrid", "dense", "keyword"]
-MODES: tuple[str, ...] = get_args(Mode)
 SIGNALS: tuple[str, ...] = ("dense", "bm25", "entity", "recency")
 MODE_SIGNALS: dict[str, tuple[str, ...]] = {
     "hybrid": SIGNALS,
@@ -96,6 +95,8 @@ class RetrievalConfig:
     ``recency_half_life_s``: the time scale of freshness
     (1 day: records a few days apart are clearly ordered, minutes apart not).
     ``cache_scopes``: per-user candidate sets (BM25 included) kept warm.
+    ``keyword_language``: the language BM25 and entity terms are stemmed in
+    (``auto``: told per text; or a Snowball language name such as ``german``).
     """
 
     mode: Mode = "hybrid"
@@ -106,9 +107,11 @@ class RetrievalConfig:
     recency_window: float = 0.05
     recency_half_life_s: float = 86_400.0
     cache_scopes: int = 256
+    keyword_language: str = AUTO
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
+        object.__setattr__(self, "_tokenizer", KeywordTokenizer(self.keyword_language))
         weights = dict(DEFAULT_WEIGHTS)
         for name, value in dict(self.weights).items():
             if name not in SIGNALS:
@@ -135,6 +138,12 @@ class RetrievalConfig:
                 or not self.recency_half_life_s > 0:
             raise RetrievalError("must be > 0, got "
                                  f"{self.recency_half_life_s!r}", field="recency_half_life_s")
+
+    @property
+    def tokenizer(self) -> KeywordTokenizer:
+        """The keyword index's tokenizer (``keyword_language``: ``auto`` or a Snowball
+        language; :mod:`mnemoray.memory.keywords`)."""
+        return self._tokenizer  # type: ignore[attr-defined,no-any-return]
 
     def active(self, mode: str | None = None) -> dict[str, float]:
         """Signal -> weight for a mode (weight 0 turns a signal off)."""
@@ -402,15 +411,21 @@ class EntityIndex:
     naming "grey" alone 0.5.
     """
 
-    def __init__(self, entities: Sequence[Sequence[str]]) -> None:
+    def __init__(self, entities: Sequence[Sequence[str]],
+                 tokenizer: KeywordTokenizer | None = None) -> None:
+        self.tokenizer = tokenizer or KeywordTokenizer()
+        self.tokenizer_version = self.tokenizer.version
         vocab: dict[str, int] = {}
+        languages: set[str] = set()
         rows: list[int] = []
         cols: list[int] = []
         vals: list[float] = []
         for i, names in enumerate(entities):
             cells: dict[int, float] = {}
             for name in names:
-                toks = set(terms(name))
+                found, language = self.tokenizer.analyze(name)
+                languages.add(language)
+                toks = set(found)
                 for tok in toks:
                     j = vocab.setdefault(tok, len(vocab))
                     cells[j] = cells.get(j, 0.0) + 1.0 / len(toks)
@@ -418,12 +433,14 @@ class EntityIndex:
             cols.extend(cells)
             vals.extend(cells.values())
         self.vocab = vocab
+        self.languages = frozenset(languages)
         self.size = len(entities)
         self._matrix = sparse.csc_matrix((np.asarray(vals, dtype=np.float32), (rows, cols)),
                                          shape=(self.size, len(vocab)), dtype=np.float32)
 
     def scores(self, query: str) -> np.ndarray:
-        ids = sorted({self.vocab[t] for t in terms(query) if t in self.vocab})
+        terms = self.tokenizer.query_terms(query, self.languages)
+        ids = sorted({self.vocab[t] for t in terms if t in self.vocab})
         if not ids or not self.size:
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self._matrix[:, ids].sum(axis=1)).ravel()
@@ -467,20 +484,29 @@ class Candidates:
         self.built_at = time.time()
 
     # keyword indexes, built on first use ------------------------------------
-    def bm25(self) -> BM25:
-        if self._bm25 is None:
+    # Each is rebuilt when asked for with another tokenizer (version or language):
+    # an index is never queried with terms of a tokenizer other than its own.
+    def bm25(self, tokenizer: KeywordTokenizer | None = None) -> BM25:
+        tokenizer = tokenizer or KeywordTokenizer()
+        index = self._bm25
+        if index is None or index.tokenizer_version != tokenizer.version:
             with self._lock:
-                if self._bm25 is None:
-                    self._bm25 = BM25(self._table["key_text"].to_pylist())
-        return self._bm25
+                index = self._bm25
+                if index is None or index.tokenizer_version != tokenizer.version:
+                    index = self._bm25 = BM25(self._table["key_text"].to_pylist(),
+                                              tokenizer=tokenizer)
+        return index
 
-    def entity_index(self) -> EntityIndex:
-        if self._entities is None:
+    def entity_index(self, tokenizer: KeywordTokenizer | None = None) -> EntityIndex:
+        tokenizer = tokenizer or KeywordTokenizer()
+        index = self._entities
+        if index is None or index.tokenizer_version != tokenizer.version:
             with self._lock:
-                if self._entities is None:
-                    self._entities = EntityIndex(
-                        [e or () for e in self._table["entities"].to_pylist()])
-        return self._entities
+                index = self._entities
+                if index is None or index.tokenizer_version != tokenizer.version:
+                    index = self._entities = EntityIndex(
+                        [e or () for e in self._table["entities"].to_pylist()], tokenizer)
+        return index
 
     # query-time arrays ----------------------------------------------------------
     def live(self, now: float) -> np.ndarray:
@@ -591,9 +617,10 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
         else:
             signals["dense"] = dense
     if "bm25" in weights:
-        signals["bm25"] = cands.bm25().scores(query).astype(np.float64)
+        signals["bm25"] = cands.bm25(config.tokenizer).scores(query).astype(np.float64)
     if "entity" in weights:
-        signals["entity"] = cands.entity_index().scores(query).astype(np.float64)
+        signals["entity"] = cands.entity_index(config.tokenizer).scores(query).astype(
+            np.float64)
     depth = max(config.depth, top_k)
     score, ranks, fresh = fuse(signals, eligible, weights, cands.t_end, depth,
                                config.recency_window, config.recency_half_life_s,

@@ -95,6 +95,10 @@ class StoreSnapshot:
         rows = np.arange(span[0], span[1])
         return rows if keep is None else rows[keep]
 
+    def live_rows(self, seg: LoadedSegment, now: float | None = None) -> np.ndarray:
+        """Row numbers of ``seg``'s live rows (not forgotten, not expired)."""
+        return self._live_rows(seg, (0, seg.rows), time.time() if now is None else now)
+
     def _user_spans(self, app: str, user: str) -> Iterator[tuple[LoadedSegment, Range]]:
         shard = shard_of(app, user, self.shards)
         self.check_shard(shard)

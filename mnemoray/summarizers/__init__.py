@@ -6,6 +6,8 @@ imported only when asked for.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -16,29 +18,27 @@ from mnemoray.summarizers.extractive import ExtractiveSummarizer
 SummarizerFactory = Callable[..., Summarizer]
 
 
-def _transformers(**options: Any) -> Summarizer:
-    from mnemoray.summarizers.transformers_backend import TransformersSummarizer
+def _lazy(module: str, name: str) -> SummarizerFactory:
+    """A factory that imports its backend class only when called; ``target`` names
+    the class, so its options can be checked without building it."""
+    def target() -> Callable[..., Summarizer]:
+        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
-    return TransformersSummarizer(**options)  # model_path=... (a local seq2seq or causal LM)
+    def factory(**options: Any) -> Summarizer:
+        return target()(**options)
 
-
-def _openai(**options: Any) -> Summarizer:
-    from mnemoray.summarizers.openai_backend import OpenAISummarizer
-
-    return OpenAISummarizer(**options)  # base_url=..., model=... (e.g. a vLLM server)
-
-
-def _vllm(**options: Any) -> Summarizer:
-    from mnemoray.summarizers.vllm_backend import VLLMSummarizer
-
-    return VLLMSummarizer(**options)  # model=...; the rest go to vllm.LLM
+    factory.target = target  # type: ignore[attr-defined]
+    return factory
 
 
 _REGISTRY: dict[str, SummarizerFactory] = {
     "extractive": ExtractiveSummarizer,
-    "transformers": _transformers,
-    "openai": _openai,
-    "vllm": _vllm,
+    # model_path=... (a local seq2seq or causal LM)
+    "transformers": _lazy("mnemoray.summarizers.transformers_backend", "TransformersSummarizer"),
+    # base_url=..., model=... (an OpenAI-compatible server, e.g. vLLM)
+    "openai": _lazy("mnemoray.summarizers.openai_backend", "OpenAISummarizer"),
+    # model=...; the rest go to vllm.LLM
+    "vllm": _lazy("mnemoray.summarizers.vllm_backend", "VLLMSummarizer"),
 }
 
 
@@ -61,11 +61,38 @@ def get_summarizer(name: str, **options: Any) -> Summarizer:
     if factory is None:
         raise InvalidInput(f"unknown summarizer {name!r}; known: "
                            f"{', '.join(available_summarizers())}")
+    check_options(name, options)
     fallback = options.get("fallback")
     if isinstance(fallback, str):  # e.g. --summarizer-option fallback=extractive
         options["fallback"] = get_summarizer(fallback)
     return factory(**options)
 
 
+def check_options(name: str, options: dict[str, Any]) -> None:
+    """Raise ``InvalidInput`` (field ``summarizer_options``) naming the options the
+    summarizer ``name`` needs but did not get, or does not know, before it is built
+    (a batch job checks this before any work)."""
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise InvalidInput(f"unknown {name!r}; known: {', '.join(available_summarizers())}",
+                           field="summarizer")
+    target = getattr(factory, "target", None)
+    try:
+        params = inspect.signature(target() if target else factory).parameters.values()
+    except (TypeError, ValueError):  # a callable without a signature: nothing to check
+        return
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    missing = [p.name for p in named if p.default is p.empty and p.name not in options]
+    if missing:
+        raise InvalidInput(f"summarizer {name!r} needs {', '.join(missing)} (give each as "
+                           f"KEY=VALUE)", field="summarizer_options")
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        known = {p.name for p in named}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidInput(f"summarizer {name!r} has no option {unknown[0]!r}; known: "
+                               f"{', '.join(sorted(known))}", field="summarizer_options")
+
+
 __all__ = ["ExtractiveSummarizer", "Fact", "Summarizer", "Summary", "available_summarizers",
-           "get_summarizer", "register_summarizer"]
+           "check_options", "get_summarizer", "register_summarizer"]
