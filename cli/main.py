@@ -2,46 +2,53 @@
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
-from typing import Any
 
 import typer
 
 from cli.backfill import backfill_cmd
+from cli.common import one_line_errors
 from cli.compile import compile_cmd
 from cli.demo import demo
 from cli.doctor import doctor
+from cli.mcp import mcp_cmd
 from cli.memory import compact, gc, recall
 from cli.memory_group import memory_app
-from cli.memory_hygiene import MEMORY_COMMANDS
+from cli.memory_hygiene import MEMORY_COMMANDS, forget
 from cli.serve import serve_cmd
-from mnemoray.errors import MnemorayError
+from cli.store_cmds import export_cmd, import_cmd, stats
 
 # Set by the entry function only: importing the CLI (tests, `jobs`) changes no environment.
 ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1"}  # never reach a model hub
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
 
-def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Any mnemoray error a command lets through ends as one line and exit code 2, never a
-    traceback (the CLI's user is the operator: non-public messages are shown too)."""
-    @functools.wraps(command)
-    def run_command(*args: Any, **kwargs: Any) -> Any:
         try:
-            return command(*args, **kwargs)
-        except MnemorayError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
-    return run_command
+            typer.echo(f"mnemoray {version('mnemoray')}")
+        except PackageNotFoundError:  # a source tree that was never installed
+            typer.echo("mnemoray (not installed: no version)")
+        raise typer.Exit()
 
 
 app = typer.Typer(help="mnemoray: long-term memory and compiled context for LLM agents.",
                   no_args_is_help=True, add_completion=False)
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print the installed version and exit.")) -> None:
+    """mnemoray: long-term memory and compiled context for LLM agents."""
+
+
+# `forget` is `memory forget` (the same function) at the top level.
 for name, command in (("demo", demo), ("compile", compile_cmd), ("backfill", backfill_cmd),
                       ("compact", compact), ("gc", gc), ("recall", recall),
-                      ("doctor", doctor), ("serve", serve_cmd)):
+                      ("forget", forget), ("export", export_cmd), ("import", import_cmd),
+                      ("stats", stats), ("doctor", doctor), ("serve", serve_cmd),
+                      ("mcp", mcp_cmd)):
     app.command(name)(one_line_errors(command))
 for name, command in MEMORY_COMMANDS:  # mnemoray memory edit | versions | forget | forgotten
     memory_app.command(name)(one_line_errors(command))

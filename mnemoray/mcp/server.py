@@ -1,0 +1,225 @@
+"""The MCP server: tools and resources over one :class:`~mnemoray.mcp.backend.Backend`.
+
+The tenant (app, user) is fixed when the server starts and no tool takes one. An
+MCP client hands the model every tool argument to choose, and the model's input
+is partly what users and documents wrote: a ``user_id`` argument would let a
+prompt read or forget another user's memories. Fixed at start, a server process
+answers for one user, like an API key scoped to one app on the HTTP API.
+
+Argument schemas are the HTTP API's request models (``mnemoray.schemas``): one set of
+limits, whichever edge a call comes through. Errors a caller can fix come back as
+MCP tool errors of one line (``Error executing tool recall: top_k: ...``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from mcp_types import ToolAnnotations
+from pydantic import BeforeValidator, Field, StringConstraints
+
+from mnemoray.errors import InvalidInput, NotFound
+from mnemoray.limits import MAX_FORGET_PREVIEW
+from mnemoray.mcp.backend import Backend
+from mnemoray.mcp.errors import MnemorayMCP, resource_errors, tool_errors
+from mnemoray.mcp.profile import build_profile
+from mnemoray.schemas.common import (
+    MAX_MEMORIES_PER_ADD,
+    MAX_MESSAGE_CHARS,
+    MAX_PAGE,
+    MAX_QUERY_CHARS,
+    MAX_TOP_K,
+    Id,
+    JsonObject,
+    Mode,
+)
+from mnemoray.schemas.compile import AgentIn
+from mnemoray.schemas.memories import MemoryIn, RecallFiltersIn
+
+Query = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
+Message = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)]
+# A memory: its text alone, or the HTTP API's memory object (one schema, so a rejected
+# argument names the field of MemoryIn rather than each branch of a union).
+MemoryArg = Annotated[MemoryIn, BeforeValidator(lambda v: {"text": v} if isinstance(v, str)
+                                                else v, json_schema_input_type=str | MemoryIn)]
+RESOURCE_PAGE = 200  # memories per read of the memories resource
+PROFILE_MAX_ROWS = 50_000  # a profile reads at most this many memories (then complete=false)
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """The one (app, user) a server answers for."""
+
+    app_name: str
+    user_id: str
+
+    def __post_init__(self) -> None:
+        for name in ("app_name", "user_id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip() or \
+                    any(ord(c) < 32 or ord(c) == 127 for c in value):
+                raise InvalidInput("must be a non-empty string without control characters",
+                                   field=name)
+
+    @property
+    def uri(self) -> str:
+        """The resources' URI prefix: ``mnemoray://users/<app>/<user>``."""
+        return f"mnemoray://users/{quote(self.app_name, safe='')}/{quote(self.user_id, safe='')}"
+
+
+def _stored(out: dict[str, Any]) -> dict[str, Any]:
+    """An add's answer for a model: the counts, and each stored record's id, kind, text."""
+    return {"added": out["added"], "duplicates": out.get("duplicates", 0),
+            "status": out.get("status"),
+            "memories": [{k: m.get(k) for k in ("memory_id", "kind", "text")}
+                         for m in out.get("memories", ())]}
+
+
+def _package_version() -> str:
+    try:
+        return version("mnemoray")
+    except PackageNotFoundError:
+        return "0"
+
+
+def read_all_memories(backend: Backend, tenant: Tenant,
+                      limit: int = PROFILE_MAX_ROWS) -> tuple[list[dict[str, Any]], bool]:
+    """The tenant's live memories (at most ``limit``) and whether that was all."""
+    out: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while len(out) < limit:
+        page = backend.list_memories(tenant.app_name, tenant.user_id, cursor,
+                                     min(MAX_PAGE, limit - len(out)))
+        out.extend(page["memories"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return out, True
+    return out, False
+
+
+def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
+    """The MCP server for ``tenant``'s memories in ``backend``."""
+    app, user = tenant.app_name, tenant.user_id
+    mcp = MnemorayMCP(
+        "mnemoray", version=_package_version(), log_level="WARNING",
+        instructions=(
+            f"Long-term memory of user {user!r} in app {app!r} ({backend.where}). Call "
+            "`recall` before answering anything that depends on the user's past; "
+            "`remember` durable facts the user states; `forget` by id, or by query with "
+            "dry_run first and then its confirm_token. Resources: the user's memories and "
+            "profile."))
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    @tool_errors
+    def recall(query: Query, top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 5,
+               mode: Mode | None = None,
+               filters: RecallFiltersIn | None = None) -> dict[str, Any]:
+        """Recall the user's memories that best match `query`, best first. Each memory has
+        its text, kind, date, score and provenance (the session it came from). `mode`:
+        hybrid (default), dense or keyword; `filters`: session_id, after/before (ISO-8601
+        or epoch seconds), kinds."""
+        flt = filters.model_dump(exclude_none=True) if filters else None
+        out = backend.recall(app, user, query, top_k, flt or None, mode)
+        return {"memories": out["memories"]}
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                          idempotent_hint=True, open_world_hint=False))
+    @tool_errors
+    def remember(
+        memories: Annotated[list[MemoryArg], Field(min_length=1,
+                                                   max_length=MAX_MEMORIES_PER_ADD)] | None
+        = None,
+        session: JsonObject | None = None,
+    ) -> dict[str, Any]:
+        """Store memories of the user. Either `memories`: texts (or objects with `text`
+        and optionally `kind`, `topics`, `key_facts`, `entities`, `session_id`), stored
+        as they are; or `session`: a whole conversation, {"session_id": ..., "events":
+        [{"author": "user", "role": "user", "text": ...}, ...]}, distilled into summary,
+        fact and chunk memories. The same content twice is stored once. Returns how many
+        were added and the stored records."""
+        if (memories is None) == (session is None):
+            raise InvalidInput("pass exactly one of memories or session", field="memories")
+        if session is not None:
+            for name, value in (("app_name", app), ("user_id", user)):
+                if session.get(name) not in (None, value):
+                    raise InvalidInput(f"this server stores memories of {name} {value!r} "
+                                       "only; leave it out", field=f"session.{name}")
+            return _stored(backend.add_session(app, user, session))
+        items = [m.model_dump(exclude_none=True) for m in memories or ()]
+        return _stored(backend.add_memories(app, user, items))
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                          idempotent_hint=True, open_world_hint=False))
+    @tool_errors
+    def forget(memory_id: Id | None = None, query: Query | None = None,
+               dry_run: bool = False, confirm: Annotated[str, StringConstraints(
+                   min_length=1, max_length=16_384)] | None = None,
+               memory_ids: Annotated[list[Id], Field(min_length=1,
+                                                     max_length=MAX_FORGET_PREVIEW)] | None
+               = None,
+               top_k: Annotated[int, Field(ge=1, le=MAX_FORGET_PREVIEW)] = 10,
+               ) -> dict[str, Any]:
+        """Forget memories of the user. By id: `memory_id`. By query, in two steps:
+        `query` with `dry_run: true` lists what would go (nothing is removed) and returns
+        a `confirm_token`; then `confirm: <token>` (optionally `memory_ids`, a subset of
+        the preview) forgets exactly those memories and nothing written since."""
+        if memory_id is not None:
+            if query is not None or confirm is not None or memory_ids is not None or dry_run:
+                raise InvalidInput("pass memory_id alone; query, dry_run, confirm and "
+                                   "memory_ids are the forget by query", field="memory_id")
+            n = backend.forget_memory(app, user, memory_id)
+            if not n:
+                raise NotFound(f"no live memory {memory_id!r} of this user",
+                               field="memory_id")
+            return {"forgotten": n, "memory_ids": [memory_id]}
+        if query is None and confirm is None:
+            raise InvalidInput("pass memory_id, or query with dry_run: true, or the "
+                               "confirm_token of a preview", field="query")
+        return backend.forget_by_query(app, user, dry_run=dry_run, query=query, top_k=top_k,
+                                       confirm=confirm, memory_ids=memory_ids)
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    @tool_errors
+    def compile_context(session_id: Id, agent: AgentIn, new_message: Message | None = None,
+                        temp_state: JsonObject | None = None) -> dict[str, Any]:
+        """Compile the working context of one model call for a stored session of the user:
+        the system instruction, contents, tool declarations and token counts an `agent`
+        (name, static_instruction, instruction template, token_budget, memory_preload,
+        ...) would be sent, with `new_message` as the user's next turn."""
+        return backend.compile(app, user, session_id, agent.model_dump(), new_message,
+                               temp_state)
+
+    base = tenant.uri
+
+    @mcp.resource(f"{base}/memories", name="memories", mime_type="application/json",
+                  description=f"The live memories of user {user!r} in app {app!r}, oldest "
+                  f"first, {RESOURCE_PAGE} per read; `next_cursor` continues at "
+                  f"{base}/memories?cursor=<next_cursor>.")
+    @resource_errors
+    def memories() -> str:
+        return json.dumps(backend.list_memories(app, user, None, RESOURCE_PAGE),
+                          ensure_ascii=False)
+
+    @mcp.resource(f"{base}/memories{{?cursor}}", name="memories-page",
+                  mime_type="application/json",
+                  description="A later page of the user's memories.")
+    @resource_errors
+    def memories_page(cursor: str = "") -> str:
+        return json.dumps(backend.list_memories(app, user, cursor or None, RESOURCE_PAGE),
+                          ensure_ascii=False)
+
+    @mcp.resource(f"{base}/profile", name="profile", mime_type="application/json",
+                  description=f"What the store knows about user {user!r}: memories per kind, "
+                  "sessions, first and last dates, top topics, recent facts and open "
+                  "threads, all from the stored memories.")
+    @resource_errors
+    def profile() -> str:
+        rows, complete = read_all_memories(backend, tenant)
+        return json.dumps({**build_profile(app, user, rows, complete),
+                           "backend": backend.where}, ensure_ascii=False)
+
+    return mcp
