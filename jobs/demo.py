@@ -92,11 +92,11 @@ def run(root: Path, port: int) -> None:
             for app_name, user, query in RECALLS:
                 result = client.recall(app_name, user, query, top_k=3)
                 print(f"\nPOST /v1/recall {app_name}/{user}: {query!r} "
-                      f"({result['took_ms']:.1f} ms)")
-                for rank, m in enumerate(result["memories"], 1):
-                    text = m["text"].replace("\n", " / ")
-                    sid = m["provenance"]["session_id"]
-                    print(f"  {rank}. {m['score']:.4f} {m['kind']:<16} {sid:<14} {text[:90]}")
+                      f"({result.took_ms:.1f} ms)")
+                for rank, m in enumerate(result.memories, 1):
+                    text = m.text.replace("\n", " / ")
+                    sid = m.provenance.session_id
+                    print(f"  {rank}. {m.score:.4f} {m.kind:<16} {sid:<14} {text[:90]}")
             _compile_over_http(client)
             _live_loop_over_http(client)
     finally:
@@ -108,7 +108,7 @@ def run(root: Path, port: int) -> None:
 def _compile_over_http(client: MnemorayClient) -> None:
     """A new session through the API, compiled with memory preload."""
     session = client.create_session("travel_app", "maya", state={"user:name": "Maya"})
-    sid = session["session_id"]
+    sid = session.session_id
     client.append_events("travel_app", "maya", sid, [
         {"author": "user", "role": "user", "type": "message",
          "text": "Plan a dinner for my last evening of the trip."}])
@@ -120,19 +120,19 @@ def _compile_over_http(client: MnemorayClient) -> None:
                          new_message="Book a restaurant that suits my diet, please.")
     print(f"\nPOST /v1/context:compile travel_app/maya/{sid}")
     print("--- system_instruction ---")
-    print(req["system_instruction"])
-    print(f"--- {len(req['contents'])} contents, tools: "
-          f"{', '.join(t['name'] for t in req['tools'])}; tokens: static prefix "
-          f"{req['static_prefix_tokens']}, total {req['total_tokens']}")
-    for step in req["trace"]:
-        print(f"  {step['name']:<20}{step['tokens_added']:>6} tok {step['micros']:>7} us")
+    print(req.system_instruction)
+    print(f"--- {len(req.contents)} contents, tools: "
+          f"{', '.join(t['name'] for t in req.tools)}; tokens: static prefix "
+          f"{req.static_prefix_tokens}, total {req.total_tokens}")
+    for step in req.trace:
+        print(f"  {step.name:<20}{step.tokens_added:>6} tok {step.micros:>7} us")
 
 
 def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> None:
     """An agent that only appends events and asks for context: the server compacts the
     session by itself, and ending it queues the memory ingestion as a background job."""
     policy = {"token_threshold": 500, "keep_last": 8}
-    sid = client.create_session("travel_app", "jonas", compaction=policy)["session_id"]
+    sid = client.create_session("travel_app", "jonas", compaction=policy).session_id
     print(f"\n=== live loop: session travel_app/jonas/{sid}, compaction {policy} ===")
     events = [{"author": "user" if k % 2 == 0 else "agent",
                "role": "user" if k % 2 == 0 else "model",
@@ -151,28 +151,29 @@ def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> None:
     while len(covered) < turns - policy["keep_last"] and time.monotonic() < deadline:
         time.sleep(0.05)
         session = client.get_session("travel_app", "jonas", sid)
-        compactions = [e for e in session["events"] if e["type"] == "compaction"]
+        compactions = [e for e in session.events if e["type"] == "compaction"]
         covered = {i for c in compactions for i in c["data"]["source_event_ids"]}
     print(f"{len(compactions)} compaction events landed in the background, covering "
           f"{len(covered)} of {turns} events ({time.perf_counter() - t0:.2f} s after the "
           "first append)")
     req = client.compile("travel_app", "jonas", sid, {"name": "planner"},
                          new_message="Which hotel did we settle on?")
-    history = next(s for s in req["trace"] if s["name"] == "history")
-    detail = history["detail"]
+    history = next(s for s in req.trace if s.name == "history")
+    detail = history.detail
     summaries = len(detail["compactions"])
-    print(f"compiled: total_tokens {req['total_tokens']}, of which history "
-          f"{history['tokens_added']}: {summaries} summaries (compression "
+    print(f"compiled: total_tokens {req.total_tokens}, of which history "
+          f"{history.tokens_added}: {summaries} summaries (compression "
           f"{detail.get('compression_ratio')}x) + {detail['events'] - summaries} raw events")
     t1 = time.perf_counter()
     ended = client.end_session("travel_app", "jonas", sid)
-    print(f"POST :end -> job {ended['job_id']} in {1000 * (time.perf_counter() - t1):.0f} ms")
-    job = client.wait_for_job("travel_app", "jonas", ended["job_id"])
-    print(f"GET /v1/jobs/{ended['job_id']}: {job['status']}, memories_added "
-          f"{job['memories_added']} ({time.perf_counter() - t1:.2f} s after :end)")
+    job_id = ended.job_id  # type: ignore[union-attr]  # wait=False: queued, with its id
+    print(f"POST :end -> job {job_id} in {1000 * (time.perf_counter() - t1):.0f} ms")
+    job = client.wait_for_job("travel_app", "jonas", job_id)
+    print(f"GET /v1/jobs/{job_id}: {job.status}, memories_added "
+          f"{job.memories_added} ({time.perf_counter() - t1:.2f} s after :end)")
     hits = client.recall("travel_app", "jonas", "what is Jonas allergic to?", top_k=1)
-    for m in hits["memories"]:
-        print(f"recall 'what is Jonas allergic to?': {m['text'][:90]}")
+    for m in hits.memories:
+        print(f"recall 'what is Jonas allergic to?': {m.text[:90]}")
 
 
 if __name__ == "__main__":

@@ -16,17 +16,26 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 
+from mnemoray.schemas.common import (
+    ErrorResponse,
+)
 from serve.auth import ApiKeys
 from serve.backend import HttpConfig, MemoryBackend
 from serve.http_errors import install_error_handlers
 from serve.metrics import ServeMiddleware
 from serve.routes import ROUTERS
-from serve.schemas import ErrorResponse
 from serve.settings import ServerSettings
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 500, 503)}
+
+
+def operation_id(route: APIRoute) -> str:
+    """A route without an explicit ``operation_id`` is named by its function: stable
+    across path changes, unlike FastAPI's default (name + path + method)."""
+    return route.name
 
 
 def build_api(backend: MemoryBackend, http: HttpConfig | None = None) -> FastAPI:
@@ -38,7 +47,9 @@ def build_api(backend: MemoryBackend, http: HttpConfig | None = None) -> FastAPI
         description="Long-term memory and compiled context for LLM agents. Authenticate "
                     "with `Authorization: Bearer <api key>` when the server has keys.",
         responses=ERRORS, docs_url="/docs" if docs else None,
-        redoc_url="/redoc" if docs else None, openapi_url="/openapi.json" if docs else None)
+        redoc_url="/redoc" if docs else None, openapi_url="/openapi.json" if docs else None,
+        generate_unique_id_function=operation_id,
+        swagger_ui_parameters={"persistAuthorization": True})
     api.state.backend = backend
     api.state.http = http
     api.add_middleware(ServeMiddleware, metrics=backend.metrics,

@@ -10,11 +10,11 @@ from typing import Any
 
 from mnemoray.artifacts import InMemoryArtifactStore
 from mnemoray.compiler import AgentSpec, Callee, Compiler, Services
+from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.service import MemoryService
 from mnemoray.session_store import InMemorySessionStore
 from serve.compaction import start_auto_compaction
 from serve.compaction_settings import CompactionSettings
-from serve.memory import MemoryOps
 from serve.metrics import Metrics
 
 

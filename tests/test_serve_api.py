@@ -162,14 +162,14 @@ def test_add_session_through_the_client(server: Server) -> None:
                        ("m", "Nice, practice chords daily."), user="erin")
     with MnemorayClient(server.base, KEY_A) as mr:
         out = mr.add_session(session)
-        assert out["added"] > 0
-        assert mr.add_session(session)["added"] == 0  # ledgered: idempotent
-        found = mr.recall("app", "erin", "when are my music lessons")["memories"]
+        assert out.added > 0
+        assert mr.add_session(session).added == 0  # ledgered: idempotent
+        found = mr.recall("app", "erin", "when are my music lessons").memories
     with server.client() as c:
         mismatch = c.post("/v1/memories", json={"app_name": "app", "user_id": "erin",
                                                 "session": {**session.to_dict(),
                                                             "user_id": "frank"}})
-    assert found[0]["provenance"]["session_id"] == "guitar"
+    assert found[0].provenance.session_id == "guitar"
     assert mismatch.status_code == 422
     assert mismatch.json()["error"]["field"] == "session.user_id"
 
@@ -180,10 +180,10 @@ def test_list_memories_paged(server: Server) -> None:
         everything = list(mr.iter_memories("app", "alice", page_size=3))
         with pytest.raises(MnemorayAPIError) as bad:
             mr.list_memories("app", "alice", cursor="not-a-cursor")
-    assert len(first["memories"]) == 2 and first["next_cursor"]
-    ids = [m["memory_id"] for m in everything]
+    assert len(first.memories) == 2 and first.next_cursor
+    ids = [m.memory_id for m in everything]
     assert len(ids) == len(set(ids)) > 3
-    assert ids[:2] == [m["memory_id"] for m in first["memories"]]
+    assert ids[:2] == [m.memory_id for m in first.memories]
     assert bad.value.status == 422 and bad.value.field == "cursor"
 
 
@@ -191,16 +191,16 @@ def test_forget_then_recall(server: Server) -> None:
     with MnemorayClient(server.base, KEY_A) as mr:
         added = mr.add_memories("app", "gina", ["Gina is allergic to peanuts.",
                                                 "Gina lives in Lisbon."])
-        ids = [m["memory_id"] for m in added["memories"]]
+        ids = [m.memory_id for m in added.memories]
         assert mr.forget_memory("app", "gina", ids[0]) == 1
-        left = mr.recall("app", "gina", "peanut allergy")["memories"]
-        assert ids[0] not in [m["memory_id"] for m in left]
+        left = mr.recall("app", "gina", "peanut allergy").memories
+        assert ids[0] not in [m.memory_id for m in left]
         with pytest.raises(MnemorayAPIError) as again:
             mr.forget_memory("app", "gina", ids[0])
         with pytest.raises(MnemorayAPIError) as foreign:  # alice cannot forget gina's
             mr.forget_memory("app", "alice", ids[1])
         assert mr.forget_user("app", "gina") == 1
-        assert mr.recall("app", "gina", "where does Gina live")["memories"] == []
+        assert mr.recall("app", "gina", "where does Gina live").memories == []
     assert again.value.status == 404 and foreign.value.status == 404
 
 
@@ -410,16 +410,16 @@ def test_compile_returns_request_and_trace(server: Server) -> None:
             mr.compile("app", "alice", "missing", {"name": "h"})
         with pytest.raises(MnemorayAPIError) as bad_agent:
             mr.compile("app", "alice", "chat", {"name": "h", "include_contents": "all"})
-    assert out["system_instruction"].startswith("You are helpful.")
-    assert "The user is Alice." in out["system_instruction"]
-    assert "<memory>" in out["system_instruction"] and "parrot" in out["system_instruction"]
-    names = [step["name"] for step in out["trace"]]
+    assert out.system_instruction.startswith("You are helpful.")
+    assert "The user is Alice." in out.system_instruction
+    assert "<memory>" in out.system_instruction and "parrot" in out.system_instruction
+    names = [step.name for step in out.trace]
     assert "memory_preload" in names and "instruction" in names
-    preload = next(s for s in out["trace"] if s["name"] == "memory_preload")
-    assert preload["detail"]["memory_ids"]
-    assert out["total_tokens"] == sum(s["tokens_added"] for s in out["trace"])
-    assert out["prefix_hash"] and out["contents"][-1]["parts"][0]["text"].startswith("tell me")
-    assert any(t["name"] == "load_memory" for t in out["tools"])
+    preload = next(s for s in out.trace if s.name == "memory_preload")
+    assert preload.detail["memory_ids"]
+    assert out.total_tokens == sum(s.tokens_added for s in out.trace)
+    assert out.prefix_hash and (out.contents[-1].parts[0].text or "").startswith("tell me")
+    assert any(t["name"] == "load_memory" for t in out.tools)
     assert missing_key.value.status == 422 and "nope" in missing_key.value.message
     assert no_session.value.status == 404
     assert bad_agent.value.status == 422 and bad_agent.value.field == "agent.include_contents"
@@ -484,8 +484,8 @@ def test_artifacts_put_get_versions(server: Server) -> None:
             mr.get_artifact("app", "alice", "s1", "report.csv", version=7)
         with pytest.raises(MnemorayAPIError) as bad_name:
             mr.put_artifact("app", "alice", "s1", "bad\x01name", "x")
-    assert (v0["version"], v1["version"]) == (0, 1)
-    assert v1["handle"] == "artifact://app/alice/s1/report.csv@1"
+    assert (v0.version, v1.version) == (0, 1)
+    assert v1.handle == "artifact://app/alice/s1/report.csv@1"
     assert latest.data == b"a,b\n3,4\n" and latest.version == 1
     assert latest.mime_type.startswith("text/csv") and latest.summary == "second draft, ünïcode"
     assert first.text() == "a,b\n1,2\n"
@@ -507,7 +507,7 @@ def test_offloaded_tool_result_callee_and_compile_metrics(server: Server) -> Non
              "data": {"name": "fetch", "args": {}, "call_id": "c1"}},
             {"author": "bot", "role": "tool", "type": "tool_result",
              "data": {"name": "fetch", "response": rows, "call_id": "c1"}}])
-        stored = mr.get_session("app", "alice", "tools")["events"][-1]["data"]["response"]
+        stored = mr.get_session("app", "alice", "tools").events[-1]["data"]["response"]
         name = stored["artifact"]
         payload = mr.get_artifact("app", "alice", "tools", name)
         agent = {"name": "bot", "static_instruction": "Stable prefix."}
@@ -516,12 +516,12 @@ def test_offloaded_tool_result_callee_and_compile_metrics(server: Server) -> Non
                             callee={"prompt": "Count the rows.", "artifacts": [name]})
         metrics = mr.metrics()
     assert stored["offloaded"] is True and json.loads(payload.data) == rows
-    assert caller["total_tokens"] < 1_000 and name in caller["system_instruction"]
-    static = next(t for t in caller["trace"] if t["name"] == "static_instruction")
-    assert static["detail"]["prefix_reuse"]["reused"] is True
-    texts = [p["text"] for c in callee["contents"] for p in c["parts"]]
-    assert texts[-1] == "Count the rows." and '"id": 999' in texts[0]
-    assert "fetch the rows" not in json.dumps(callee)
+    assert caller.total_tokens < 1_000 and name in caller.system_instruction
+    static = next(t for t in caller.trace if t.name == "static_instruction")
+    assert static.detail["prefix_reuse"]["reused"] is True
+    texts = [p.text for c in callee.contents for p in c.parts]
+    assert texts[-1] == "Count the rows." and '"id": 999' in (texts[0] or "")
+    assert "fetch the rows" not in callee.model_dump_json()
     assert "mnemoray_compile_context_tokens_count" in metrics
     assert "mnemoray_compile_prefix_reuse_rate" in metrics
 
@@ -543,21 +543,21 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
               name=name, route_prefix="/sharded")
     try:
         with MnemorayClient(server.base + "/sharded", KEY_A) as mr:
-            top = mr.recall("app", "alice", "that flying animal we talked about")["memories"]
-            assert top[0]["provenance"]["session_id"] == "parrot"
+            top = mr.recall("app", "alice", "that flying animal we talked about").memories
+            assert top[0].provenance.session_id == "parrot"
             added = mr.add_memories("app", "ivan", ["Ivan collects vintage stamps."])
-            got = mr.recall("app", "ivan", "what does Ivan collect")["memories"]
-            assert got[0]["memory_id"] == added["memories"][0]["memory_id"]
-            assert [m["memory_id"] for m in mr.iter_memories("app", "ivan")] == \
-                [added["memories"][0]["memory_id"]]
+            got = mr.recall("app", "ivan", "what does Ivan collect").memories
+            assert got[0].memory_id == added.memories[0].memory_id
+            assert [m.memory_id for m in mr.iter_memories("app", "ivan")] == \
+                [added.memories[0].memory_id]
             mr.create_session("app", "ivan", "hobby")
             mr.append_events("app", "ivan", "hobby", [user_message("I also restore old "
                                                                    "bicycles.")])
             ended = mr.end_session("app", "ivan", "hobby", wait=True)
-            assert ended["ingestion"]["status"] == "ingested"
-            assert mr.recall("app", "ivan", "bicycles")["memories"]
+            assert ended.ingestion.status == "ingested"
+            assert mr.recall("app", "ivan", "bicycles").memories
             assert mr.forget_user("app", "ivan") >= 2
-            assert mr.recall("app", "ivan", "stamps")["memories"] == []
+            assert mr.recall("app", "ivan", "stamps").memories == []
         # The first app (index in its ingress) sees the shard replica's writes too, once
         # its watcher has reloaded (every 0.1 s here).
         with server.client() as c:

@@ -404,14 +404,14 @@ def client_over(client: TestClient) -> MnemorayClient:
 def test_the_client_follows_a_job(client: TestClient, backend: FakeBackend) -> None:
     with client_over(client) as mr:
         mr.create_session("app", "ana", "s1")
-        job_id = mr.end_session("app", "ana", "s1")["job_id"]
-        assert mr.wait_for_job("app", "ana", job_id, timeout_s=0.05)["status"] == "queued"
+        job_id = mr.end_session("app", "ana", "s1").job_id
+        assert mr.wait_for_job("app", "ana", job_id, timeout_s=0.05).status == "queued"
         claimed = backend.jobs.claim()
         assert claimed is not None and claimed.job_id == job_id
         backend.jobs.finish(job_id, 4)
-        assert mr.wait_for_job("app", "ana", job_id) == {
+        assert mr.wait_for_job("app", "ana", job_id).model_dump() == {
             "job_id": job_id, "status": "done", "memories_added": 4, "error": None}
-        assert mr.end_session("app", "ana", "s1", wait=True)["ingestion"]["status"] == \
+        assert mr.end_session("app", "ana", "s1", wait=True).ingestion.status == \
             "unchanged"
         with pytest.raises(NotFound):
             mr.get_job("app", "bob", job_id)

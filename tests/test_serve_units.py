@@ -12,12 +12,26 @@ import pytest
 from pydantic import ValidationError
 
 from mnemoray.errors import InvalidInput
+from mnemoray.memory.json_ops import MemoryOps, decode_cursor, encode_cursor
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.record import Memory
 from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
+from mnemoray.schemas.common import (
+    MAX_QUERY_CHARS,
+)
+from mnemoray.schemas.compile import (
+    AgentIn,
+)
+from mnemoray.schemas.memories import (
+    AddMemoriesRequest,
+    RecallRequest,
+)
+from mnemoray.schemas.sessions import (
+    AppendEventsRequest,
+)
 from mnemoray.summarizers import ExtractiveSummarizer
 from serve.auth import (
     ENV_VAR,
@@ -28,14 +42,6 @@ from serve.auth import (
     bearer_token,
     is_loopback,
     load_api_keys,
-)
-from serve.memory import MemoryOps, decode_cursor, encode_cursor
-from serve.schemas import (
-    MAX_QUERY_CHARS,
-    AddMemoriesRequest,
-    AgentIn,
-    AppendEventsRequest,
-    RecallRequest,
 )
 from serve.settings import SettingsError, parse_settings, settings_from_env
 

@@ -29,6 +29,7 @@ from mnemoray.backfill.commit import commit_chunk, make_chunk
 from mnemoray.backfill.steps import distill_sessions, embed_sessions, validate_rows
 from mnemoray.events import Event, user_message
 from mnemoray.memory.compact import compact_store
+from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.layout import parquet_path
 from mnemoray.memory.manifest import KEYWORD_ONLY_MODEL
 from mnemoray.memory.record import Memory
@@ -41,7 +42,6 @@ from mnemoray.summarizers import ExtractiveSummarizer
 from serve.api import build_api
 from serve.auth import ApiKeys
 from serve.backend import HttpConfig
-from serve.memory import MemoryOps
 from serve.metrics import Metrics
 
 APP, USER, SID = "app", "ana", "home"

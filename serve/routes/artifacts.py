@@ -9,14 +9,19 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from mnemoray.artifacts import DEFAULT_MIME, ArtifactNotFoundError
+from mnemoray.schemas.sessions import (
+    ArtifactNames,
+    ArtifactSaved,
+    ArtifactVersions,
+)
 from serve.routes.deps import Backend, Caller
-from serve.schemas import ArtifactNames, ArtifactSaved, ArtifactVersions
 
 router = APIRouter(tags=["artifacts"])
 BASE = "/v1/artifacts/{app_name}/{user_id}/{session_id}"
 
 
-@router.put(BASE + "/{name}", response_model=ArtifactSaved, status_code=201,
+@router.put(BASE + "/{name}", operation_id="put_artifact", response_model=ArtifactSaved,
+            status_code=201,
             summary="Save a new version (raw body; Content-Type is the mime type; ?summary=)")
 async def put_artifact(app_name: str, user_id: str, session_id: str, name: str,
                        request: Request, caller: Caller, backend: Backend,
@@ -33,7 +38,7 @@ async def put_artifact(app_name: str, user_id: str, session_id: str, name: str,
             "mime_type": art.mime_type}
 
 
-@router.get(BASE + "/{name}", response_class=Response,
+@router.get(BASE + "/{name}", operation_id="get_artifact", response_class=Response,
             summary="The latest version, or ?version=N (raw body)")
 async def get_artifact(app_name: str, user_id: str, session_id: str, name: str,
                        caller: Caller, backend: Backend,
@@ -46,7 +51,8 @@ async def get_artifact(app_name: str, user_id: str, session_id: str, name: str,
         "X-Artifact-Summary": quote(art.summary, safe=" ")})
 
 
-@router.get(BASE + "/{name}/versions", response_model=ArtifactVersions)
+@router.get(BASE + "/{name}/versions", response_model=ArtifactVersions,
+            operation_id="artifact_versions")
 async def artifact_versions(app_name: str, user_id: str, session_id: str, name: str,
                             caller: Caller, backend: Backend) -> dict[str, Any]:
     caller.check(app_name)
@@ -57,7 +63,7 @@ async def artifact_versions(app_name: str, user_id: str, session_id: str, name: 
     return {"name": name, "versions": versions}
 
 
-@router.get(BASE, response_model=ArtifactNames)
+@router.get(BASE, response_model=ArtifactNames, operation_id="artifact_names")
 async def artifact_names(app_name: str, user_id: str, session_id: str, caller: Caller,
                          backend: Backend) -> dict[str, Any]:
     caller.check(app_name)

@@ -10,13 +10,18 @@ from fastapi import APIRouter
 from mnemoray.compiler import AgentSpec
 from mnemoray.compiler.template import TemplateError
 from mnemoray.errors import InvalidInput
+from mnemoray.schemas.compile import (
+    CompiledRequestOut,
+    CompileRequest,
+)
 from serve.routes.deps import Backend, Caller, elapsed_ms
-from serve.schemas import CompileRequest
 
 router = APIRouter(tags=["context"])
 
 
-@router.post("/v1/context:compile",
+# Documented, not re-validated: the answer is built by the compiler itself.
+@router.post("/v1/context:compile", operation_id="compile_context",
+             responses={200: {"model": CompiledRequestOut}},
              summary="Compile the working context of one model call (CompiledRequest)")
 async def compile_context(body: CompileRequest, caller: Caller,
                           backend: Backend) -> dict[str, Any]:

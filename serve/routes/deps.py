@@ -6,17 +6,27 @@ import time
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from mnemoray.schemas.common import (
+    MAX_ID_CHARS,
+)
 from serve.auth import Principal, authenticate
 from serve.backend import HttpConfig, MemoryBackend
-from serve.schemas import MAX_ID_CHARS
 
 
 async def backend(request: Request) -> MemoryBackend:
     return request.app.state.backend
 
 
-async def principal(request: Request) -> Principal:
+# Declares the key in OpenAPI (the docs' Authorize button, `security` on each route);
+# it never refuses a request itself: serve.auth decides, with its own errors.
+BEARER = HTTPBearer(scheme_name="ApiKey", auto_error=False,
+                    description="`Authorization: Bearer <api key>` (servers with keys)")
+
+
+async def principal(request: Request, _declared: Annotated[
+        HTTPAuthorizationCredentials | None, Depends(BEARER)] = None) -> Principal:
     """The caller (a dependency of every route but /healthz)."""
     http: HttpConfig = request.app.state.http
     client = request.client.host if request.client else None

@@ -13,8 +13,15 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 
 from mnemoray.errors import NotFound
-from serve.auth import Principal
-from serve.hygiene_schemas import (
+from mnemoray.schemas.common import (
+    MAX_ID_CHARS,
+    MAX_PAGE,
+    MAX_QUERY_CHARS,
+    MAX_TOP_K,
+    Kind,
+    Mode,
+)
+from mnemoray.schemas.hygiene import (
     MAX_REASON_CHARS,
     EditMemoryRequest,
     EditMemoryResponse,
@@ -24,22 +31,19 @@ from serve.hygiene_schemas import (
     ForgetRecords,
     MemoryVersions,
 )
-from serve.routes.deps import Backend, Caller, IdQuery, elapsed_ms
-from serve.schemas import (
-    MAX_ID_CHARS,
-    MAX_PAGE,
-    MAX_QUERY_CHARS,
-    MAX_TOP_K,
+from mnemoray.schemas.memories import (
     AddMemoriesRequest,
     AddMemoriesResponse,
     ForgetResponse,
-    JobAccepted,
-    Kind,
     MemoryPage,
-    Mode,
     RecallRequest,
     RecallResponse,
 )
+from mnemoray.schemas.sessions import (
+    JobAccepted,
+)
+from serve.auth import Principal
+from serve.routes.deps import Backend, Caller, IdQuery, elapsed_ms
 
 router = APIRouter(tags=["memory"])
 ReasonQuery = Annotated[str, Query(max_length=MAX_REASON_CHARS,
@@ -60,7 +64,7 @@ def _num(value: str | None) -> float | str | None:
         return value
 
 
-@router.post("/v1/recall", response_model=RecallResponse,
+@router.post("/v1/recall", operation_id="recall", response_model=RecallResponse,
              summary="Best memories of one user for a query")
 async def recall(body: RecallRequest, caller: Caller, backend: Backend) -> JSONResponse:
     start = time.perf_counter()
@@ -73,7 +77,7 @@ async def recall(body: RecallRequest, caller: Caller, backend: Backend) -> JSONR
     return JSONResponse(out)
 
 
-@router.get("/v1/recall", response_model=RecallResponse,
+@router.get("/v1/recall", operation_id="search", response_model=RecallResponse,
             summary="Recall with query parameters (no request body: saves Serve's body "
             "round trip to the proxy)")
 async def recall_get(caller: Caller, backend: Backend, app_name: IdQuery, user_id: IdQuery,
@@ -96,7 +100,8 @@ async def recall_get(caller: Caller, backend: Backend, app_name: IdQuery, user_i
     return JSONResponse(out)
 
 
-@router.post("/v1/memories", response_model=AddMemoriesResponse | JobAccepted,
+@router.post("/v1/memories", operation_id="add_memories",
+             response_model=AddMemoriesResponse | JobAccepted,
              status_code=201, summary="Add a session (distilled) or raw memories; "
              "?wait=false queues a session's ingestion on disk instead (202 with a job id)")
 async def add_memories(body: AddMemoriesRequest, caller: Caller, backend: Backend,
@@ -118,7 +123,7 @@ async def add_memories(body: AddMemoriesRequest, caller: Caller, backend: Backen
     return out
 
 
-@router.get("/v1/memories", response_model=MemoryPage,
+@router.get("/v1/memories", operation_id="list_memories", response_model=MemoryPage,
             summary="A user's memories, oldest first, paged")
 async def list_memories(caller: Caller, backend: Backend, app_name: IdQuery,
                         user_id: IdQuery,
@@ -130,7 +135,8 @@ async def list_memories(caller: Caller, backend: Backend, app_name: IdQuery,
                                    limit=limit)
 
 
-@router.delete("/v1/memories/{memory_id}", response_model=ForgetResponse,
+@router.delete("/v1/memories/{memory_id}", operation_id="forget_memory",
+               response_model=ForgetResponse,
                summary="Forget one memory of a user")
 async def forget_memory(memory_id: str, caller: Caller, backend: Backend, app_name: IdQuery,
                         user_id: IdQuery, reason: ReasonQuery = "") -> dict[str, Any]:
@@ -142,7 +148,8 @@ async def forget_memory(memory_id: str, caller: Caller, backend: Backend, app_na
     return {"forgotten": n}
 
 
-@router.delete("/v1/users/{app_name}/{user_id}/memories", response_model=ForgetResponse,
+@router.delete("/v1/users/{app_name}/{user_id}/memories", operation_id="forget_user",
+               response_model=ForgetResponse,
                summary="Forget every memory of a user")
 async def forget_user(app_name: str, user_id: str, caller: Caller, backend: Backend,
                       reason: ReasonQuery = "") -> dict[str, Any]:
@@ -151,7 +158,7 @@ async def forget_user(app_name: str, user_id: str, caller: Caller, backend: Back
                                                  reason=reason, actor=actor_of(caller))}
 
 
-@router.get("/v1/memories/forgotten", response_model=ForgetRecords,
+@router.get("/v1/memories/forgotten", operation_id="forgotten", response_model=ForgetRecords,
             summary="A user's forget records: what was forgotten, why and by whom")
 async def forgotten(caller: Caller, backend: Backend, app_name: IdQuery,
                     user_id: IdQuery) -> dict[str, Any]:
@@ -159,7 +166,8 @@ async def forgotten(caller: Caller, backend: Backend, app_name: IdQuery,
     return await backend.memory_op("forgotten", app_name, user_id)
 
 
-@router.patch("/v1/memories/{memory_id}", response_model=EditMemoryResponse,
+@router.patch("/v1/memories/{memory_id}", operation_id="edit_memory",
+              response_model=EditMemoryResponse,
               summary="Correct a memory: replace its text (re-embedded); the old text is "
               "kept as a version and who changed it is recorded")
 async def edit_memory(memory_id: str, body: EditMemoryRequest, caller: Caller,
@@ -170,7 +178,8 @@ async def edit_memory(memory_id: str, body: EditMemoryRequest, caller: Caller,
                                    actor=actor_of(caller, body.actor))
 
 
-@router.get("/v1/memories/{memory_id}/versions", response_model=MemoryVersions,
+@router.get("/v1/memories/{memory_id}/versions", operation_id="memory_versions",
+            response_model=MemoryVersions,
             summary="Every text of a memory, oldest first (its current or an earlier id)")
 async def memory_versions(memory_id: str, caller: Caller, backend: Backend,
                           app_name: IdQuery, user_id: IdQuery) -> dict[str, Any]:
@@ -178,7 +187,8 @@ async def memory_versions(memory_id: str, caller: Caller, backend: Backend,
     return await backend.memory_op("memory_versions", app_name, user_id, memory_id=memory_id)
 
 
-@router.post("/v1/memories:forget", response_model=ForgetPreviewOut | ForgetConfirmed,
+@router.post("/v1/memories:forget", operation_id="forget_by_query",
+             response_model=ForgetPreviewOut | ForgetConfirmed,
              summary="Forget by query: `dry_run: true` previews and returns a confirm token; "
              "`confirm: <token>` forgets exactly what was previewed")
 async def forget_by_query(body: ForgetByQueryRequest, caller: Caller,

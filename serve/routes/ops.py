@@ -11,11 +11,12 @@ from serve.routes.deps import Backend, Caller
 router = APIRouter(tags=["ops"])
 
 
-@router.get("/healthz", summary="Liveness (no auth)")
+@router.get("/healthz", operation_id="healthz", summary="Liveness (no auth)")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/metrics", summary="Prometheus metrics of this replica", response_class=Response)
+@router.get("/metrics", operation_id="metrics", summary="Prometheus metrics of this replica",
+            response_class=Response)
 async def metrics(caller: Caller, backend: Backend) -> Response:
     return Response(backend.metrics.render(), media_type=CONTENT_TYPE)

@@ -7,14 +7,12 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from mnemoray.artifacts import ArtifactStore
+from mnemoray.compaction_policy import check_policy_events
 from mnemoray.compaction_policy import create_session as create_with_policy
 from mnemoray.events import Event, EventError
 from mnemoray.offload import OffloadPolicy
 from mnemoray.offload import append_events as offloading_append
-from mnemoray.session import Session, check_session_size
-from mnemoray.session_store import SessionStore, StaleSessionError, only_compactions_since
-from serve.routes.deps import Backend, Caller, IdQuery
-from serve.schemas import (
+from mnemoray.schemas.sessions import (
     AppendEventsRequest,
     AppendEventsResponse,
     CreateSessionRequest,
@@ -24,6 +22,9 @@ from serve.schemas import (
     SessionList,
     SessionOut,
 )
+from mnemoray.session import Session, check_session_size
+from mnemoray.session_store import SessionStore, StaleSessionError, only_compactions_since
+from serve.routes.deps import Backend, Caller, IdQuery
 
 router = APIRouter(tags=["sessions"])
 
@@ -52,6 +53,7 @@ def append_events(sessions: SessionStore, app_name: str, user_id: str, session_i
     its ``persisted`` entry false, so no client keeps an id the session does not hold.
     Tool results over ``offload`` are stored as ``artifacts`` first (mnemoray.offload).
     """
+    check_policy_events(events)  # a policy the compactor cannot read is refused, not stored
     session = sessions.get_session(app_name, user_id, session_id)
     # Compactions written in the background since the client's version never conflict.
     if expected_version is not None and expected_version != session.version \
@@ -70,7 +72,8 @@ def append_events(sessions: SessionStore, app_name: str, user_id: str, session_i
             "persisted": [not e.partial for e in done]}
 
 
-@router.post("/v1/sessions", response_model=SessionOut, status_code=201)
+@router.post("/v1/sessions", operation_id="create_session", response_model=SessionOut,
+             status_code=201)
 async def create_session(body: CreateSessionRequest, caller: Caller,
                          backend: Backend) -> dict[str, Any]:
     caller.check(body.app_name)
@@ -81,7 +84,7 @@ async def create_session(body: CreateSessionRequest, caller: Caller,
     return session_out(session)
 
 
-@router.get("/v1/sessions", response_model=SessionList)
+@router.get("/v1/sessions", operation_id="list_sessions", response_model=SessionList)
 async def list_sessions(caller: Caller, backend: Backend, app_name: IdQuery,
                         user_id: IdQuery) -> dict[str, Any]:
     caller.check(app_name)
@@ -89,7 +92,7 @@ async def list_sessions(caller: Caller, backend: Backend, app_name: IdQuery,
     return {"sessions": [vars(i) for i in infos]}
 
 
-@router.get("/v1/sessions/{session_id}", response_model=SessionOut)
+@router.get("/v1/sessions/{session_id}", operation_id="get_session", response_model=SessionOut)
 async def get_session(session_id: str, caller: Caller, backend: Backend, app_name: IdQuery,
                       user_id: IdQuery) -> dict[str, Any]:
     caller.check(app_name)
@@ -97,7 +100,8 @@ async def get_session(session_id: str, caller: Caller, backend: Backend, app_nam
                                             session_id))
 
 
-@router.post("/v1/sessions/{session_id}/events", response_model=AppendEventsResponse,
+@router.post("/v1/sessions/{session_id}/events", operation_id="append_events",
+             response_model=AppendEventsResponse,
              summary="Append events (optimistic: expected_version)")
 async def append_session_events(session_id: str, body: AppendEventsRequest, caller: Caller,
                                 backend: Backend, request: Request) -> dict[str, Any]:
@@ -109,7 +113,7 @@ async def append_session_events(session_id: str, body: AppendEventsRequest, call
                                 offload)
 
 
-@router.post("/v1/sessions/{session_id}:end", status_code=202,
+@router.post("/v1/sessions/{session_id}:end", operation_id="end_session", status_code=202,
              response_model=EndSessionAccepted | EndSessionResponse,
              summary="End a session; its memory ingestion is queued on disk (202 with a "
              "job id), or with ?wait=true runs before the answer (200 with its report)")

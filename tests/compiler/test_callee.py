@@ -153,5 +153,5 @@ def test_the_python_client_sends_a_callee(make_http):
     with MnemorayClient("http://test", transport=httpx.MockTransport(transport)) as mr:
         out = mr.compile("app", "ana", "trip", AgentSpec(name="packer"),
                          callee=Callee("What should I pack?", ("notes.txt",)))
-    texts = [p["text"] for c in out["contents"] for p in c["parts"]]
+    texts = [p.text for c in out.contents for p in c.parts]
     assert texts[-1] == "What should I pack?" and "pack light" in texts[0]

@@ -1,0 +1,158 @@
+"""The calls of liveness, recall and a user's memories (``serve/routes/memories.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from mnemoray.client.call import Call, as_dict, by_status, drop_none, flag, model, seg
+from mnemoray.schemas.hygiene import (
+    EditMemoryResponse,
+    ForgetConfirmed,
+    ForgetPreviewOut,
+    ForgetRecord,
+    ForgetRecords,
+    MemoryVersions,
+)
+from mnemoray.schemas.memories import (
+    AddMemoriesResponse,
+    ForgetResponse,
+    MemoryPage,
+    RecallFiltersIn,
+    RecallResponse,
+)
+from mnemoray.schemas.sessions import JobAccepted
+
+Filters = Mapping[str, Any] | RecallFiltersIn
+
+
+def _forgotten_count(resp: httpx.Response) -> int:
+    return ForgetResponse.model_validate_json(resp.content).forgotten
+
+
+def healthz() -> Call[dict[str, str]]:
+    return Call("GET", "/healthz", lambda r: r.json(), retry_safe=True)
+
+
+def metrics() -> Call[str]:
+    """Prometheus text of the replica that answered."""
+    return Call("GET", "/metrics", lambda r: r.text, retry_safe=True)
+
+
+def recall(app_name: str, user_id: str, query: str, top_k: int = 5,
+           filters: Filters | None = None, mode: str | None = None) -> Call[RecallResponse]:
+    """The best ``top_k`` memories for ``query``, best first (``.memories``).
+    ``filters``: ``session_id``, ``after`` / ``before`` (epoch seconds or ISO-8601),
+    ``kinds``; ``mode``: ``hybrid`` | ``dense`` | ``keyword`` (default: the server's)."""
+    body = drop_none(app_name=app_name, user_id=user_id, query=query, top_k=top_k,
+                     filters=as_dict(filters) if filters else None, mode=mode)
+    return Call("POST", "/v1/recall", model(RecallResponse), json=body, retry_safe=True)
+
+
+def search(app_name: str, user_id: str, query: str, top_k: int = 5, *,
+           mode: str | None = None, session_id: str | None = None,
+           after: float | str | None = None, before: float | str | None = None,
+           kinds: Sequence[str] | None = None) -> Call[RecallResponse]:
+    """Recall as a GET with query parameters (cacheable, no request body); the same
+    answer as :func:`recall`."""
+    params = drop_none(app_name=app_name, user_id=user_id, query=query, top_k=top_k,
+                       mode=mode, session_id=session_id, after=after, before=before,
+                       kinds=list(kinds) if kinds else None)
+    return Call("GET", "/v1/recall", model(RecallResponse), params=params, retry_safe=True)
+
+
+def add_memories(app_name: str, user_id: str, memories: Sequence[str | Mapping[str, Any]],
+                 ) -> Call[AddMemoriesResponse]:
+    """Raw memories (a string is ``{"text": ...}``), committed before the answer.
+    Safe to repeat: a memory's id is its content's hash, so a second copy is counted
+    in ``duplicates`` and written nowhere."""
+    items = [{"text": m} if isinstance(m, str) else as_dict(m) for m in memories]
+    return Call("POST", "/v1/memories", model(AddMemoriesResponse),
+                json={"app_name": app_name, "user_id": user_id, "memories": items},
+                retry_safe=True)
+
+
+def add_session(session: Any, *, wait: bool = True,
+                ) -> Call[AddMemoriesResponse | JobAccepted]:
+    """Distill a whole session (a ``Session`` or its dict) into memories; the same
+    content again adds nothing (``status`` "unchanged"). ``wait=False``: queued on the
+    server's disk, answered with a :class:`JobAccepted` (follow it with ``wait_for_job``)."""
+    raw = as_dict(session)
+    # Waited for, a repeat is answered "unchanged"; a queued repeat would be a second job.
+    return Call("POST", "/v1/memories",
+                by_status({200: AddMemoriesResponse, 201: AddMemoriesResponse,
+                           202: JobAccepted}),
+                params={"wait": flag(wait)},
+                json={"app_name": raw["app_name"], "user_id": raw["user_id"], "session": raw},
+                retry_safe=wait)
+
+
+def list_memories(app_name: str, user_id: str, cursor: str | None = None,
+                  limit: int = 50) -> Call[MemoryPage]:
+    """One page, oldest first; pass ``.next_cursor`` back for the next (see
+    ``iter_memories``)."""
+    params = drop_none(app_name=app_name, user_id=user_id, limit=limit, cursor=cursor or None)
+    return Call("GET", "/v1/memories", model(MemoryPage), params=params, retry_safe=True)
+
+
+def forget_memory(app_name: str, user_id: str, memory_id: str,
+                  reason: str = "") -> Call[int]:
+    """Forget one memory (``reason`` is kept on the forget record); how many rows went.
+    A memory already forgotten (or another user's) is a NotFound."""
+    params = {"app_name": app_name, "user_id": user_id, **({"reason": reason} if reason
+                                                           else {})}
+    return Call("DELETE", f"/v1/memories/{seg(memory_id)}", _forgotten_count, params=params,
+                retry_safe=True)
+
+
+def forget_user(app_name: str, user_id: str, reason: str = "") -> Call[int]:
+    """Forget every memory of the user; how many rows went."""
+    return Call("DELETE", f"/v1/users/{seg(app_name)}/{seg(user_id)}/memories",
+                _forgotten_count, params={"reason": reason} if reason else None,
+                retry_safe=True)
+
+
+def forgotten(app_name: str, user_id: str) -> Call[list[ForgetRecord]]:
+    """The user's forget records (what, why, by whom), oldest first."""
+    return Call("GET", "/v1/memories/forgotten",
+                lambda r: ForgetRecords.model_validate_json(r.content).records,
+                params={"app_name": app_name, "user_id": user_id}, retry_safe=True)
+
+
+def edit_memory(app_name: str, user_id: str, memory_id: str, text: str,
+                actor: str | None = None) -> Call[EditMemoryResponse]:
+    """Correct a memory's text: a new ``memory_id``, the old text kept as a version.
+    Never repeated by the client: a second copy would write a second version."""
+    return Call("PATCH", f"/v1/memories/{seg(memory_id)}", model(EditMemoryResponse),
+                json=drop_none(app_name=app_name, user_id=user_id, text=text, actor=actor))
+
+
+def memory_versions(app_name: str, user_id: str, memory_id: str) -> Call[MemoryVersions]:
+    """Every text of a memory, oldest first (by its current or an earlier id)."""
+    return Call("GET", f"/v1/memories/{seg(memory_id)}/versions", model(MemoryVersions),
+                params={"app_name": app_name, "user_id": user_id}, retry_safe=True)
+
+
+def preview_forget(app_name: str, user_id: str, query: str, top_k: int = 10, *,
+                   mode: str | None = None,
+                   filters: Filters | None = None) -> Call[ForgetPreviewOut]:
+    """What forgetting by ``query`` would take (nothing is forgotten), with the
+    ``confirm_token`` that :func:`confirm_forget` takes."""
+    body = drop_none(app_name=app_name, user_id=user_id, query=query, top_k=top_k, mode=mode,
+                     filters=as_dict(filters) if filters else None, dry_run=True)
+    return Call("POST", "/v1/memories:forget", model(ForgetPreviewOut), json=body,
+                retry_safe=True)
+
+
+def confirm_forget(app_name: str, user_id: str, confirm_token: str,
+                   memory_ids: Sequence[str] | None = None, *, reason: str = "",
+                   actor: str | None = None) -> Call[ForgetConfirmed]:
+    """Forget exactly what the preview listed (or the subset ``memory_ids``). Safe to
+    repeat: the token names those memories, a second copy finds nothing more."""
+    body = drop_none(app_name=app_name, user_id=user_id, confirm=confirm_token,
+                     memory_ids=list(memory_ids) if memory_ids is not None else None,
+                     reason=reason or None, actor=actor)
+    return Call("POST", "/v1/memories:forget", model(ForgetConfirmed), json=body,
+                retry_safe=True)

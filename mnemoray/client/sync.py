@@ -1,0 +1,134 @@
+"""The synchronous client: runs the calls of ``memory_calls`` / ``session_calls``."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from typing import Concatenate, ParamSpec, TypeVar
+
+import httpx
+
+from mnemoray.client import memory_calls as mc
+from mnemoray.client import session_calls as sc
+from mnemoray.client.call import Call, signature_of
+from mnemoray.client.retry import RetryPolicy
+from mnemoray.schemas.memories import MemoryOut
+from mnemoray.schemas.sessions import JobOut
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _bound(build: Callable[P, Call[T]]) -> Callable[Concatenate[MnemorayClient, P], T]:
+    """A client method running the call that ``build`` makes (same signature and doc)."""
+    @functools.wraps(build)
+    def method(self: MnemorayClient, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.run(build(*args, **kwargs))
+    method.__signature__ = signature_of(build)  # type: ignore[attr-defined]
+    return method
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+class MnemorayClient:
+    """Synchronous client; one keep-alive connection pool per instance.
+
+    ``http``: an ``httpx.Client`` of your own (proxies, TLS, a test app; closed with
+    this client) instead of one made from ``base_url`` / ``timeout`` / ``transport``.
+    ``retry``: when calls that are safe to repeat are asked again (:class:`RetryPolicy`).
+    """
+
+    def __init__(self, base_url: str = DEFAULT_URL, api_key: str | None = None, *,
+                 timeout: float = 60.0, transport: httpx.BaseTransport | None = None,
+                 retry: RetryPolicy | None = None, http: httpx.Client | None = None) -> None:
+        self._http = http or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout,
+                                          transport=transport)
+        self._auth = auth_headers(api_key)
+        self.retry = retry or RetryPolicy()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> MnemorayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, call: Call[T]) -> T:
+        """Send ``call``, asking again as :attr:`retry` allows; its typed result."""
+        request = call.request(self._http, self._auth)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                resp = self._http.send(request)
+            except httpx.TransportError as exc:
+                wait = self.retry.after_error(exc, attempt, call.retry_safe)
+                if wait is None:
+                    raise
+            else:
+                wait = self.retry.after_status(resp, attempt, call.retry_safe)
+                if wait is None:
+                    return call.result(resp)
+                resp.close()
+            time.sleep(wait)
+
+    # -- ops, recall, memories --------------------------------------------------------------
+    healthz = _bound(mc.healthz)
+    metrics = _bound(mc.metrics)
+    recall = _bound(mc.recall)
+    search = _bound(mc.search)
+    add_memories = _bound(mc.add_memories)
+    add_session = _bound(mc.add_session)
+    list_memories = _bound(mc.list_memories)
+    forget_memory = _bound(mc.forget_memory)
+    forget_user = _bound(mc.forget_user)
+    forgotten = _bound(mc.forgotten)
+    edit_memory = _bound(mc.edit_memory)
+    memory_versions = _bound(mc.memory_versions)
+    preview_forget = _bound(mc.preview_forget)
+    confirm_forget = _bound(mc.confirm_forget)
+    # -- sessions, jobs, context, artifacts -------------------------------------------------
+    create_session = _bound(sc.create_session)
+    get_session = _bound(sc.get_session)
+    list_sessions = _bound(sc.list_sessions)
+    append_events = _bound(sc.append_events)
+    end_session = _bound(sc.end_session)
+    get_job = _bound(sc.get_job)
+    retry_job = _bound(sc.retry_job)
+    compile = _bound(sc.compile)
+    put_artifact = _bound(sc.put_artifact)
+    get_artifact = _bound(sc.get_artifact)
+    artifact_versions = _bound(sc.artifact_versions)
+    artifact_names = _bound(sc.artifact_names)
+
+    # -- helpers over several calls ---------------------------------------------------------
+    def iter_memories(self, app_name: str, user_id: str,
+                      page_size: int = 200) -> Iterator[MemoryOut]:
+        """Every memory of the user, oldest first, fetched a page at a time."""
+        cursor: str | None = None
+        while True:
+            page = self.list_memories(app_name, user_id, cursor, page_size)
+            yield from page.memories
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+    def wait_for_job(self, app_name: str, user_id: str, job_id: str, *,
+                     timeout_s: float = 60.0, poll_s: float = 0.1) -> JobOut:
+        """Poll until the job is ``done`` or ``failed``; after ``timeout_s`` the job as
+        it is then (check its ``status``)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.get_job(app_name, user_id, job_id)
+            if job.status in sc.FINISHED or time.monotonic() >= deadline:
+                return job
+            time.sleep(poll_s)
+
+
+__all__ = ["DEFAULT_URL", "MnemorayClient", "auth_headers"]
