@@ -30,13 +30,17 @@ from ray import serve
 from mnemoray.embedders import Embedder as CoreEmbedder
 from mnemoray.embedders import EmbedderError, open_embedder
 from mnemoray.events import Event
-from mnemoray.memory.hygiene import attach_hygiene
+from mnemoray.memory.hygiene import attach_hygiene, close_service
+from mnemoray.memory.job_guard import guard_jobs
+from mnemoray.memory.jobs import JobQueue
+from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.summarizers import get_summarizer
 from mnemoray.summarizers.base import Summary
-from serve.memory import MemoryOps, RemoteEmbedder, RemoteSummarizer, attach_webhook
+from serve.ingestion import jobs_path
+from serve.memory import RemoteEmbedder, RemoteSummarizer, attach_webhook
 from serve.settings import ServeSettings, parse_settings
 
 log = logging.getLogger("ray.serve")
@@ -146,10 +150,11 @@ class Index:
                                         watch_interval_s=s.server.reload_interval_s).start()
             service = MemoryService(store, self.embedder, self.summarizer, s.recall.default,
                                     app_configs=s.recall.app_configs, reloader=reloader)
-            attach_webhook(service, s.hooks)
-            attach_hygiene(service, s.hygiene)  # per-user limits, recall usage
+            webhook = attach_webhook(service, s.hooks)
+            hygiene = attach_hygiene(service, s.hygiene)  # per-user limits, recall usage
+            jobs = guard_jobs(service, JobQueue(jobs_path(s)))  # a forget cancels jobs
             service.memory_prompt = s.compaction.memory_prompt_for  # per-app prompts
-            return _ShardOps(service)
+            return _ShardOps(service, hygiene, webhook, jobs)
 
         return await asyncio.get_running_loop().run_in_executor(None, load)
 
@@ -165,7 +170,12 @@ class Index:
 class _ShardOps(MemoryOps):
     """A shard's operations; Serve calls ``__del__`` when it evicts the shard (LRU)."""
 
+    def __init__(self, service: MemoryService, *attached: Any) -> None:
+        super().__init__(service)
+        self._attached = attached  # hygiene, webhook, job queue: stopped with the shard
+
     def __del__(self) -> None:
         service = getattr(self, "service", None)
         if service is not None:
-            service.close()
+            hygiene, *rest = getattr(self, "_attached", (None,)) or (None,)
+            close_service(service, hygiene, *rest)

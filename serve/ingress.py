@@ -36,7 +36,9 @@ from ray import serve
 from mnemoray.artifact_files import FileArtifactStore
 from mnemoray.compiler import AgentSpec, Callee, Compiler, MemorySnippet, Services
 from mnemoray.embedders import EmbedderError, EmbedderSpec, check_model, open_embedder
-from mnemoray.memory.hygiene import attach_hygiene
+from mnemoray.memory.hygiene import attach_hygiene, close_service
+from mnemoray.memory.job_guard import guard_jobs
+from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import read_manifest
 from mnemoray.memory.query_cache import QueryVectorCache
@@ -50,7 +52,7 @@ from serve.auth import ApiKeys
 from serve.compaction import start_auto_compaction
 from serve.deployments import remote_models
 from serve.ingestion import IngestionJobs
-from serve.memory import MemoryOps, attach_webhook, call_on_loop
+from serve.memory import attach_webhook, call_on_loop
 from serve.metrics import Metrics
 from serve.settings import parse_settings
 
@@ -128,15 +130,16 @@ class MemoryIngress:
         # The core service, with a watching reloader: requests never wait for a load.
         self.memory: MemoryService | None = None
         self.ops: MemoryOps | None = None
+        self._attached: tuple[Any, ...] = (None,)  # hygiene, webhook: stopped in __del__
         if index_handle is None:
             reloader = SnapshotReloader(store.load, store.root,
                                         watch_interval_s=s.server.reload_interval_s).start()
             self.memory = MemoryService(store, write_embedder, summarizer, s.recall.default,
                                         app_configs=s.recall.app_configs, reloader=reloader,
                                         query_cache=self.query_cache)
-            attach_webhook(self.memory, s.hooks)
+            webhook = attach_webhook(self.memory, s.hooks)
             self.memory.memory_prompt = s.compaction.memory_prompt_for
-            attach_hygiene(self.memory, s.hygiene)  # per-user limits, recall usage
+            self._attached = (attach_hygiene(self.memory, s.hygiene), webhook)
             self.ops = MemoryOps(self.memory)
         self.sessions = SQLiteSessionStore(s.sessions_path)
         self.artifacts = FileArtifactStore(s.artifacts_path)
@@ -145,6 +148,8 @@ class MemoryIngress:
         # Every ingestion (end, triggers, queued adds) is a durable job run by a worker
         # thread here; a restart resumes the unfinished ones.
         self.ingestion = IngestionJobs(s, self.sessions, self.memory_op_sync, self.metrics)
+        if self.memory is not None:  # a forget cancels the owner's queued jobs first
+            guard_jobs(self.memory, self.ingestion.queue)
         # Compaction after appends, in background threads (serve.compaction): the same
         # summarizer as ingestion, the write embedder for topic shifts.
         self.compaction = start_auto_compaction(
@@ -169,7 +174,8 @@ class MemoryIngress:
     def __del__(self) -> None:
         memory = getattr(self, "memory", None)
         if memory is not None:
-            memory.close()
+            hygiene, *rest = getattr(self, "_attached", (None,))
+            close_service(memory, hygiene, *rest)
         ingestion = getattr(self, "ingestion", None)
         if ingestion is not None:
             ingestion.stop()

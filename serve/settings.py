@@ -62,7 +62,7 @@ ENV_DELIMITER = "__"
 CONFIG_KEY = "config"  # the flag (and MNEMORAY_CONFIG) that names a settings file
 
 # Variables with this prefix that other parts of the library read; not settings.
-LIBRARY_ENV = frozenset({"ONNX_CACHE", "CRASH_AFTER"})
+LIBRARY_ENV = frozenset({"ONNX_CACHE", "CRASH_AFTER", "API_KEY"})
 
 
 class SettingsError(ConfigError):
