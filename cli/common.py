@@ -12,6 +12,7 @@ import typer
 
 from mnemoray.compiler.request import CompiledRequest, Content
 from mnemoray.errors import MnemorayError
+from mnemoray.extras import install_hint
 from mnemoray.summarizers import available_summarizers
 
 # The registered summarizer names, so `--summarizer` lists them in help and refuses others.
@@ -27,7 +28,10 @@ FIELD_FLAGS = {"summarizer_options": "--summarizer-option", "summarizer": "--sum
 
 def error_line(exc: BaseException) -> str:
     """``exc`` as one ``error: ...`` line; a field the CLI sets by a flag is named by
-    that flag (``--summarizer-option: ...``)."""
+    that flag (``--summarizer-option: ...``); a missing extra names its pip install."""
+    hint = install_hint(exc) if isinstance(exc, ModuleNotFoundError) else None
+    if hint is not None:
+        return f"error: {hint}"
     field = getattr(exc, "field", None) if isinstance(exc, MnemorayError) else None
     if field:
         head, dot, rest = field.partition(".")
@@ -46,6 +50,11 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except MnemorayError as exc:
+            typer.echo(error_line(exc), err=True)
+            raise typer.Exit(2) from exc
+        except ModuleNotFoundError as exc:  # a part of an extra that is not installed
+            if install_hint(exc) is None:
+                raise
             typer.echo(error_line(exc), err=True)
             raise typer.Exit(2) from exc
     return run_command

@@ -6,18 +6,13 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 
 from mnemoray import limits
 from mnemoray.errors import InvalidInput
-
-# consolidated_summary: old memories merged (mnemoray.memory.consolidate); its
-# source_event_ids are the ids of the memories it merges.
-MemoryKind = Literal["session_summary", "fact", "chunk", "compaction_summary",
-                     "consolidated_summary"]
-MEMORY_KINDS: tuple[str, ...] = get_args(MemoryKind)
+from mnemoray.memory.kinds import MEMORY_KINDS, MemoryKind  # re-exported (numpy-free home)
 
 
 class MemoryRecordError(InvalidInput):
