@@ -230,7 +230,8 @@ def embed_spec(config: BackfillConfig, opts: RayOptions,
     if isinstance(config.embedder, Embedder):
         return config.embedder
     spec = resolve_spec(config.embedder, store)
-    if spec is not None and opts.gpus_per_embedder and spec.device == "cpu":
+    if spec is not None and opts.gpus_per_embedder and spec.device == "cpu" \
+            and not spec.remote:  # a server's model runs on the server's devices
         spec = spec.override(device="cuda")  # actors that hold GPUs embed on them
     return spec
 

@@ -97,7 +97,8 @@ class ModelSettings(StrictModel):
     embedder: str = Field("default", min_length=1,
                           description="embedder spec (mnemoray.embedders.EmbedderSpec): "
                           "default, none, torch, onnx, a path or hub name, then "
-                          "',key=value' options (runtime, device, threads, spin)")
+                          "',key=value' options (runtime, device, threads, spin); or "
+                          "an OpenAI-compatible server: 'openai,url=...,model=...'")
     query_embedder: str = Field(
         "auto", min_length=1,
         description="spec of the in-process query embedder: 'auto' = the `embedder` "

@@ -1,12 +1,15 @@
-"""Text embedders: one interface, two runtimes, one way to choose.
+"""Text embedders: one interface, local runtimes and a remote one, one way to choose.
 
 - :mod:`~mnemoray.embedders.base`: the :class:`Embedder` interface (unit-norm float32
   rows) and its errors.
 - :mod:`~mnemoray.embedders.torch`: a sentence-transformers model run by torch.
 - :mod:`~mnemoray.embedders.onnx`: the same model exported to ONNX Runtime, admitted
   only after the parity gate against torch.
-- :mod:`~mnemoray.embedders.resolve`: :class:`EmbedderSpec` and :func:`open_embedder`,
-  the one entry point every caller (service, backfill, Serve) uses.
+- :mod:`~mnemoray.embedders.openai_compat`: a model served by an OpenAI-compatible
+  ``/v1/embeddings`` server (vLLM, TEI, Ollama), parity-gated against a local model.
+- :mod:`~mnemoray.embedders.spec`: :class:`EmbedderSpec`, what to open, as a string.
+- :mod:`~mnemoray.embedders.resolve`: :func:`open_embedder`, the one entry point every
+  caller (service, backfill, Serve) uses.
 """
 
 from mnemoray.embedders.base import (
@@ -24,6 +27,7 @@ from mnemoray.embedders.onnx import (
     token_batches,
     verify_parity,
 )
+from mnemoray.embedders.openai_compat import OpenAIEmbedder, RemoteEmbedderError
 from mnemoray.embedders.resolve import (
     DEFAULT_MODEL,
     PURPOSES,
@@ -38,6 +42,6 @@ from mnemoray.embedders.torch import SentenceTransformerEmbedder
 
 __all__ = ["DEFAULT_MODEL", "MAX_BATCH_TOKENS", "PACKAGED_MODEL_ID", "PARITY_MIN_COSINE",
            "PARITY_TEXTS", "PURPOSES", "RUNTIMES", "Embedder", "EmbedderError", "EmbedderSpec",
-           "ModelMismatch", "OnnxEmbedder", "SentenceTransformerEmbedder", "check_model",
-           "default_onnx_cache_dir", "open_embedder", "resolve_spec", "token_batches",
-           "verify_parity", "write_model"]
+           "ModelMismatch", "OnnxEmbedder", "OpenAIEmbedder", "RemoteEmbedderError",
+           "SentenceTransformerEmbedder", "check_model", "default_onnx_cache_dir",
+           "open_embedder", "resolve_spec", "token_batches", "verify_parity", "write_model"]

@@ -13,6 +13,10 @@ Every rule about choosing an embedder lives here:
   its parity-gated ONNX Runtime build (same vectors, same ``model_id``) and falls back
   to torch with a logged warning when that build cannot be had; other models and
   other devices run with torch. ``torch`` or ``onnx`` in the spec forces one.
+- remote: ``openai,url=...,model=NAME`` embeds on an OpenAI-compatible server; its
+  vectors are ``openai:NAME``, another model than any local one, unless the spec says
+  ``parity_with=<local model>`` and the server passes the parity gate against it
+  when opened (then they carry that model's id, and a store built with it takes them).
 - the store-vs-embedder check: :func:`check_model`, used by every caller; what a
   write declares: :func:`write_model`.
 - models are loaded once per process and shared (:func:`open_embedder` caches them).
@@ -26,11 +30,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mnemoray.embedders.base import PACKAGED_MODEL_ID, Embedder, EmbedderError, ModelMismatch
+from mnemoray.embedders.spec import (
+    DEFAULT_MODEL,
+    REMOTE_ID_PREFIX,
+    REMOTE_RUNTIME,
+    RUNTIMES,
+    EmbedderSpec,
+)
+from mnemoray.errors import InvalidInput
 from mnemoray.memory.manifest import KEYWORD_ONLY_MODEL
 
 if TYPE_CHECKING:
@@ -38,168 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "default"
-RUNTIMES = ("auto", "torch", "onnx")
 PURPOSES = ("write", "query", "batch")
-_KEYWORD_ONLY = frozenset({"none", "keyword"})
-# A bare first word that names the packaged model and, for some, a runtime.
-_SHORTHANDS: dict[str, dict[str, Any]] = {
-    "default": {}, "minilm": {},
-    "torch": {"runtime": "torch"},
-    "onnx": {"runtime": "onnx"},
-    "onnx-int8": {"runtime": "onnx", "quantize": True},
-}
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-
-
-@dataclass(frozen=True)
-class EmbedderSpec:
-    """What embedder to open, independent of any store.
-
-    ``model``: ``"default"``, a local folder or hub model name, or None (keyword-only).
-    ``runtime``: ``auto`` | ``torch`` | ``onnx``. ``device``: torch device (``cpu``,
-    ``cuda``, ``cuda:1``; ONNX runs on CPU only). ``threads``: intra-op threads (None:
-    the runtime's own; torch's setting is process-wide). ``spin``: ONNX Runtime threads
-    spin-wait between runs (None: off for queries, on otherwise). ``quantize``: the
-    dynamic int8 ONNX build, which must pass the same parity gate.
-
-    As a config string: the model (or a shorthand) first, then ``key=value`` options,
-    comma-separated: ``default``, ``none``, ``torch``, ``onnx``, ``onnx-int8``,
-    ``./models/e5,threads=2``, ``default,runtime=torch,device=cuda``.
-    """
-
-    model: str | None = DEFAULT_MODEL
-    runtime: str = "auto"
-    device: str = "cpu"
-    threads: int | None = None
-    spin: bool | None = None
-    quantize: bool = False
-
-    def __post_init__(self) -> None:
-        if self.model is not None and (not isinstance(self.model, str)
-                                       or not self.model.strip()):
-            raise EmbedderError(f"must be a model name, a path or None, got {self.model!r}",
-                                field="model")
-        if self.runtime not in RUNTIMES:
-            raise EmbedderError(f"one of {', '.join(RUNTIMES)}, got {self.runtime!r}",
-                                field="runtime")
-        if not isinstance(self.device, str) or not self.device.strip():
-            raise EmbedderError(f"must be a device name such as 'cpu' or 'cuda', "
-                                f"got {self.device!r}", field="device")
-        if self.threads is not None and (isinstance(self.threads, bool)
-                                         or not isinstance(self.threads, int)
-                                         or self.threads < 1):
-            raise EmbedderError(f"must be a positive integer, got {self.threads!r}",
-                                field="threads")
-        for name in ("spin", "quantize"):
-            value = getattr(self, name)
-            if not (isinstance(value, bool) or (name == "spin" and value is None)):
-                raise EmbedderError(f"must be true or false, got {value!r}", field=name)
-        if self.quantize and self.runtime != "onnx":
-            raise EmbedderError("int8 weights exist only for runtime=onnx", field="quantize")
-        if self.runtime == "onnx" and self.device != "cpu":
-            raise EmbedderError(f"the ONNX runtime runs on cpu only, got {self.device!r}",
-                                field="device")
-
-    @property
-    def keyword_only(self) -> bool:
-        return self.model is None
-
-    @property
-    def packaged(self) -> bool:
-        """Names the all-MiniLM-L6-v2 weights shipped with mnemoray."""
-        return self.model in (DEFAULT_MODEL, PACKAGED_MODEL_ID)
-
-    @classmethod
-    def parse(cls, value: str | EmbedderSpec | None, *, field: str = "embedder") -> EmbedderSpec:
-        """The spec named by a config string (see the class); None is keyword-only.
-
-        Errors are :class:`EmbedderError` (an ``InvalidInput``) naming ``field`` and
-        the option, e.g. ``embedder.threads: must be a positive integer, got 'x'``.
-        """
-        if isinstance(value, EmbedderSpec):
-            return value
-        if value is None:
-            return cls(model=None)
-        if not isinstance(value, str):
-            raise EmbedderError(f"expected a spec string, got {type(value).__name__}",
-                                field=field)
-        text = value.strip()
-        if not text:
-            raise EmbedderError("must not be empty (use 'none' for keyword-only)", field=field)
-        # An existing folder may hold commas; then options need "=" to be told apart.
-        whole = "," not in text or ("=" not in text and Path(text).expanduser().exists())
-        parts = [text] if whole else [p.strip() for p in text.split(",")]
-        options: dict[str, Any] = {}
-        if "=" not in parts[0]:
-            word = parts.pop(0)
-            if word.lower() in _SHORTHANDS:
-                options.update(_SHORTHANDS[word.lower()])
-            options["model"] = _model_word(word)
-        given: set[str] = set()
-        known = {f.name for f in fields(cls)}
-        for part in parts:
-            key, sep, raw = part.partition("=")
-            key, raw = key.strip().lower(), raw.strip()
-            if not sep or not key:
-                raise EmbedderError(f"expected key=value, got {part!r}", field=field)
-            if key not in known:
-                raise EmbedderError(f"unknown option; known: {', '.join(sorted(known))}",
-                                    field=f"{field}.{key}")
-            if key in given:
-                raise EmbedderError("given twice", field=f"{field}.{key}")
-            given.add(key)
-            options[key] = _option(key, raw, f"{field}.{key}")
-        try:
-            return cls(**options)
-        except EmbedderError as exc:
-            raise exc.within(field) from None
-
-    def override(self, **changes: Any) -> EmbedderSpec:
-        """This spec with the options that are not None replaced (flags left unset keep
-        the spec's value)."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-    def __str__(self) -> str:
-        head = "none" if self.model is None else self.model
-        opts = [f"{f.name}={_text(getattr(self, f.name))}" for f in fields(self)
-                if f.name != "model" and getattr(self, f.name) != f.default]
-        return ",".join([head, *opts])
-
-
-def _model_word(word: str) -> str | None:
-    low = word.lower()
-    if low in _KEYWORD_ONLY:
-        return None
-    if low in _SHORTHANDS:
-        return DEFAULT_MODEL
-    return word
-
-
-def _option(key: str, raw: str, field: str) -> Any:
-    if key == "model":
-        if not raw:
-            raise EmbedderError("must not be empty", field=field)
-        return _model_word(raw)
-    if key == "threads":
-        try:
-            return None if raw.lower() in ("", "auto", "none") else int(raw)
-        except ValueError:
-            raise EmbedderError(f"must be a positive integer, got {raw!r}", field=field) \
-                from None
-    if key in ("spin", "quantize"):
-        low = raw.lower()
-        if key == "spin" and low in ("", "auto", "none"):
-            return None
-        if low in _TRUE or low in _FALSE:
-            return low in _TRUE
-        raise EmbedderError(f"must be true or false, got {raw!r}", field=field)
-    return raw.lower() if key == "runtime" else raw
-
-
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 # -- the store's side -------------------------------------------------------------------
@@ -250,6 +101,21 @@ def resolve_spec(spec: EmbedderSpec | str | None,
     if m.keyword_only:
         return None
     stored = m.embedding_model
+    if spec.remote:
+        if spec.parity_model is not None:  # the local model it stands in for: the store's?
+            local = resolve_spec(EmbedderSpec(model=spec.parity_model), store)
+            return replace(spec, parity_with=local.model if local else spec.parity_with)
+        if spec.remote_model_id != stored:
+            raise ModelMismatch(f"store {store.root} embeds with {stored!r}, not "
+                                f"{spec.remote_model_id!r} (a server may stand in for a "
+                                f"local model only with parity_with=<that model>)",
+                                field="embedder")
+        return spec
+    if stored.startswith(REMOTE_ID_PREFIX):
+        raise ModelMismatch(f"store {store.root} embeds with {stored!r} on an "
+                            f"OpenAI-compatible server; open it with that server's spec "
+                            f"({REMOTE_RUNTIME},url=...,model={stored[len(REMOTE_ID_PREFIX):]})",
+                            field="embedder")
     if spec.model == DEFAULT_MODEL:
         return spec if stored == PACKAGED_MODEL_ID else replace(spec, model=stored)
     if spec.model != stored:
@@ -259,8 +125,8 @@ def resolve_spec(spec: EmbedderSpec | str | None,
 
 
 # -- opening ----------------------------------------------------------------------------
-_cache: dict[tuple, Embedder] = {}
-_cache_lock = threading.Lock()
+_cache: dict[EmbedderSpec, Embedder] = {}
+_cache_lock = threading.RLock()
 
 
 def open_embedder(spec: EmbedderSpec | str | Embedder | None,
@@ -288,9 +154,9 @@ def open_embedder(spec: EmbedderSpec | str | Embedder | None,
     if resolved is None:
         return None
     spin = resolved.spin if resolved.spin is not None else purpose != "query"
-    key = (resolved.model, resolved.runtime, resolved.device, resolved.threads,
-           resolved.quantize, spin)
-    # The lock also stops two threads (Serve replicas, actors) loading one model twice.
+    key = replace(resolved, spin=None if resolved.remote else spin)
+    # The lock also stops two threads (Serve replicas, actors) loading one model twice;
+    # re-entrant: a remote embedder's parity_with model is opened while it is held.
     with _cache_lock:
         embedder = _cache.get(key)
         if embedder is None:
@@ -303,6 +169,8 @@ def open_embedder(spec: EmbedderSpec | str | Embedder | None,
 
 
 def _load(spec: EmbedderSpec, spin: bool) -> Embedder:
+    if spec.remote:
+        return _load_remote(spec)
     from mnemoray.embedders.onnx import OnnxEmbedder
     from mnemoray.embedders.torch import SentenceTransformerEmbedder
 
@@ -319,6 +187,25 @@ def _load(spec: EmbedderSpec, spin: bool) -> Embedder:
     if runtime == "onnx":
         return OnnxEmbedder(model, quantize=spec.quantize, threads=spec.threads, spin=spin)
     return SentenceTransformerEmbedder(model, device=spec.device, threads=spec.threads)
+
+
+def _load_remote(spec: EmbedderSpec) -> Embedder:
+    from mnemoray.embedders.openai_compat import OpenAIEmbedder
+
+    reference = None
+    if spec.parity_model is not None:
+        try:
+            reference = open_embedder(EmbedderSpec(model=spec.parity_model), None, "batch")
+        except EmbedderError as exc:
+            raise EmbedderError(f"cannot open the local model {spec.parity_with!r} to check "
+                                f"parity against: {exc}", field="embedder.parity_with") from exc
+    assert spec.model is not None and spec.url is not None  # EmbedderSpec checked both
+    try:
+        return OpenAIEmbedder(spec.url, spec.model, key_env=spec.key_env, batch=spec.batch,
+                              timeout=spec.timeout, retries=spec.retries,
+                              parity_with=reference)
+    except InvalidInput as exc:  # name the spec's option, as a parse error does
+        raise exc.within("embedder") from None
 
 
 __all__ = ["DEFAULT_MODEL", "PURPOSES", "RUNTIMES", "EmbedderSpec", "check_model",

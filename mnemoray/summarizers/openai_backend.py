@@ -13,40 +13,15 @@ import httpx
 
 from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
+from mnemoray.http_retry import MAX_RETRY_AFTER_S  # noqa: F401 - re-exported
+from mnemoray.http_retry import retry_delay as _retry_delay
+from mnemoray.http_retry import server_message as _server_message
 from mnemoray.summarizers.base import Summarizer
 from mnemoray.summarizers.errors import BackendRequestError
 from mnemoray.summarizers.llm_base import Completion, LLMSummarizer
 from mnemoray.summarizers.llm_prompt import build_messages
 
 log = logging.getLogger(__name__)
-
-MAX_RETRY_AFTER_S = 30.0  # never let a server's Retry-After stall a batch job for long
-
-
-def _server_message(response: httpx.Response) -> str:
-    """The error text in OpenAI (``error.message``), vLLM (``message``) or FastAPI shape."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        for key in ("message", "detail", "error"):
-            if body.get(key):
-                return str(body[key])
-    return " ".join(response.text.split())[:300] or response.reason_phrase
-
-
-def _retry_delay(response: httpx.Response | None, attempt: int, backoff_s: float) -> float:
-    header = response.headers.get("retry-after") if response is not None else None
-    try:
-        if header is not None:
-            return min(max(float(header), 0.0), MAX_RETRY_AFTER_S)
-    except ValueError:
-        pass  # an HTTP-date: fall back to our own schedule
-    return backoff_s * 2 ** attempt
 
 
 class OpenAISummarizer(LLMSummarizer):
