@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
-from mnemoray.memory.consolidation_ledger import ConsolidationLedger
+from mnemoray.memory import consolidation_cascade as cascade
+from mnemoray.memory.consolidation_ledger import ACTOR, CONSOLIDATED_KIND, ConsolidationLedger
 from mnemoray.memory.record import MEMORY_KINDS, Memory
 from mnemoray.summarizers.base import Summarizer
 
@@ -38,9 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONSOLIDATED_KIND = "consolidated_summary"
 CONSOLIDATED = "consolidated"  # the forget reason of an expired original
-ACTOR = "consolidation"
 DAY = 86400.0
 CARRIED = ("open_threads", "decisions", "commitments")  # unioned from the originals
 # "[2024-05-01] speaker: words" (chunk lines) or "Speaker: words" (summary lines).
@@ -192,7 +191,6 @@ def consolidate_user(service: MemoryService, app_name: str, user_id: str,
                      dry_run: bool = False, report: ConsolidationReport | None = None,
                      ) -> ConsolidationReport:
     """Consolidate one user's old memories, then expire the originals that are due."""
-    from mnemoray.memory import consolidation_cascade as cascade  # it imports this module
 
     now = time.time() if now is None else now
     report = report or ConsolidationReport(dry_run=dry_run)

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mnemoray.memory import consolidate, evict
-from mnemoray.memory.consolidation_ledger import ConsolidationLedger
+from mnemoray.memory import evict
+from mnemoray.memory.consolidation_ledger import ACTOR, CONSOLIDATED_KIND, ConsolidationLedger
 from mnemoray.memory.hooks import MemoryEvent
 from mnemoray.memory.record import Memory
 from mnemoray.memory.tombstones import forget_records
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SOURCE_FORGOTTEN = "source forgotten"
-_HOUSEKEEPING_ACTORS = frozenset({consolidate.ACTOR, evict.ACTOR})
+_HOUSEKEEPING_ACTORS = frozenset({ACTOR, evict.ACTOR})
 
 
 class ForgetCascade:
@@ -81,12 +81,12 @@ def forget_summaries_of(service: MemoryService, ledger: ConsolidationLedger, app
     other originals from the ledger; how many summaries went."""
     service.reloader.refresh()
     rows = service.snapshot().rows_for_user(app_name, user_id)
-    hit = [m.memory_id for m in rows if m.kind == consolidate.CONSOLIDATED_KIND
+    hit = [m.memory_id for m in rows if m.kind == CONSOLIDATED_KIND
            and gone.intersection(m.source_event_ids)]
     if not hit:
         return 0
     n = service.forget_memories(app_name, user_id, hit, reason=SOURCE_FORGOTTEN,
-                                actor=consolidate.ACTOR)
+                                actor=ACTOR)
     ledger.release(app_name, user_id, hit)
     return n
 
@@ -98,7 +98,7 @@ def catch_up(service: MemoryService, ledger: ConsolidationLedger, app_name: str,
     Run at the start of each consolidation of the user."""
     snap = service.snapshot()
     rows = snap.rows_for_user(app_name, user_id)
-    sources = {i for m in rows if m.kind == consolidate.CONSOLIDATED_KIND
+    sources = {i for m in rows if m.kind == CONSOLIDATED_KIND
                for i in m.source_event_ids}
     missing = sources - {m.memory_id for m in rows}
     if not missing:
@@ -131,7 +131,7 @@ def drop_orphans(service: MemoryService, ledger: ConsolidationLedger, app_name: 
         (kept if live else orphans).append((record, group))
     if orphans:
         n = service.forget_memories(app_name, user_id, [r.memory_id for r, _ in orphans],
-                                    reason=SOURCE_FORGOTTEN, actor=consolidate.ACTOR)
+                                    reason=SOURCE_FORGOTTEN, actor=ACTOR)
         ledger.release(app_name, user_id, [r.memory_id for r, _ in orphans])
         log.info("consolidation: %d summaries of %s/%s forgotten at once: a source went "
                  "while they were written", n, app_name, user_id)

@@ -14,6 +14,10 @@ from pathlib import Path
 
 from mnemoray.memory.hygiene_db import SmallDb, hygiene_path
 
+# The consolidation's own names, here so the job and its forget cascade share them.
+CONSOLIDATED_KIND = "consolidated_summary"
+ACTOR = "consolidation"  # the actor of every forget the consolidation does
+
 _SCHEMA = """CREATE TABLE IF NOT EXISTS consolidated (
     app_name        TEXT NOT NULL,
     user_id         TEXT NOT NULL,
