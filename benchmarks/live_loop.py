@@ -35,6 +35,7 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run as a script
 from benchmarks.serve_process import Server  # noqa: E402
+from mnemoray.tokens import count_tokens  # noqa: E402
 
 RESULTS = HERE / "results" / "live_loop.json"
 STABLE_S = 1.0  # no new compaction for this long: the session has settled
@@ -113,13 +114,17 @@ def run_ingestion(c: httpx.Client, sessions: int, events: int) -> dict[str, Any]
         sync.append(time.perf_counter() - t0)
         if r.status_code != 200:
             raise RuntimeError(f":end?wait=true answered {r.status_code}: {r.text}")
-    found = 0
+    found, missing = 0, []
     for i in range(2 * sessions):
         r = c.post("/v1/recall", json={**WHO, "query": f"code word kw{i}", "top_k": 5})
-        found += any(f"kw{i}" in m["text"] for m in r.json()["memories"])
+        hit = any(f"kw{i}" in m["text"] for m in r.json()["memories"])
+        found += hit
+        if not hit:
+            missing.append(i)
     out = {"sessions": sessions, "events_per_session": events,
            "end_202": stats_ms(accepted), "end_to_job_done": stats_ms(done_after),
-           "end_wait_true_200": stats_ms(sync), "recallable": f"{found}/{2 * sessions}"}
+           "end_wait_true_200": stats_ms(sync), "recallable": f"{found}/{2 * sessions}",
+           "not_recalled": missing}
     log(f"ingestion: 202 p50 {out['end_202']['p50_ms']} ms, job done p50 "
         f"{out['end_to_job_done']['p50_ms']} ms, ?wait=true p50 "
         f"{out['end_wait_true_200']['p50_ms']} ms, recallable {out['recallable']}")
@@ -171,6 +176,8 @@ def run_compaction(c: httpx.Client, sessions: int, turns: int, threshold: int,
            "append": stats_ms(appends), "last_append_to_settled": stats_ms(settle),
            "events_covered_median": statistics.median(covered),
            "events_listed_median": statistics.median(events_total),
+           # The same history uncompacted: every message's text (mnemoray.tokens).
+           "raw_history_tokens": sum(count_tokens(m["text"]) for m in msgs),
            "compiled_total_tokens_max": max(compiled),
            "compiled_total_tokens_median": statistics.median(compiled)}
     log(f"compaction: append p50 {out['append']['p50_ms']} ms, settled p50 "
