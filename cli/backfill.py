@@ -24,6 +24,9 @@ def backfill_cmd(
     summarizer_options: list[str] | None = typer.Option(
         None, "--summarizer-option", help="KEY=VALUE for the summarizer backend (repeatable), "
         "e.g. model=/models/qwen, max_tokens=512, fallback=extractive; JSON values allowed."),
+    no_summarize: bool = typer.Option(False, "--no-summarize",
+                                      help="Store raw chunks only: no session summaries or "
+                                      "facts, no summarizer run."),
     embedder: str = typer.Option("default", "--embedder",
                                  help="Embedder spec: 'default' (the store's model, MiniLM for "
                                  "a new store), 'none' (keyword-only), 'torch', 'onnx', or a "
@@ -70,7 +73,8 @@ def backfill_cmd(
     try:
         config = BackfillConfig.from_flags(
             archive=str(archive), store=str(store), shards=shards, summarizer=summarizer,
-            summarizer_options=summarizer_options or [], embedder=embedder,
+            summarizer_options=summarizer_options or [], summarize=not no_summarize,
+            embedder=embedder,
             commit_every=commit_every, progress_interval_s=progress_every, workers=workers,
             batch_size=batch_size, gpus_per_embedder=gpus_per_embedder,
             llm_concurrency=llm_concurrency, llm_batch_size=llm_batch_size,

@@ -23,7 +23,7 @@ SummarizerName = Literal[tuple(available_summarizers())]  # type: ignore[valid-t
 FIELD_FLAGS = {"summarizer_options": "--summarizer-option", "summarizer": "--summarizer",
                "embedder": "--embedder", "shards": "--shards", "mode": "--mode",
                "top_k": "--top-k", "commit_every": "--commit-every",
-               "progress_interval_s": "--progress-every"}
+               "progress_interval_s": "--progress-every", "summarize": "--no-summarize"}
 
 
 def error_line(exc: BaseException) -> str:

@@ -36,6 +36,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--summarizer", default="extractive", help="Summarizer backend name.")
     p.add_argument("--summarizer-option", dest="summarizer_options", action="append",
                    default=[], metavar="KEY=VALUE", help="Summarizer option (repeatable).")
+    p.add_argument("--no-summarize", dest="summarize", action="store_false", help="Raw "
+                   "chunks only: no summaries or facts, no summarizer run.")
     p.add_argument("--embedder", default="default", help="Embedder spec ('default', 'none', "
                    "'torch', a model path, options after commas).")
     p.add_argument("--commit-every", "--batch-sessions", dest="commit_every", type=int,

@@ -109,7 +109,7 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryStore,
     # batch, across file ends too, so chunks hold exactly commit_every sessions when it is
     # a multiple of batch_size (else at most commit_every).
     ds = ds.repartition(target_num_rows_per_block=opts.batch_size, strict=True)
-    if cfg.summarizer == "vllm":
+    if cfg.summarizer == "vllm" and cfg.summarize:
         ds = _vllm_stages(ds, cfg, opts, root, shards, pool)
     else:
         ds = ds.map_batches(Distill, batch_size=opts.batch_size, batch_format="pyarrow",
@@ -118,7 +118,8 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryStore,
                                 "store_dir": root, "shards": shards,
                                 "summarizer": cfg.summarizer,
                                 "options": cfg.summarizer_options,
-                                "chunk_turns": cfg.chunk_turns, "ttl_s": cfg.ttl_s})
+                                "chunk_turns": cfg.chunk_turns, "ttl_s": cfg.ttl_s,
+                                "summarize": cfg.summarize})
     model, dim = None, 0
     if spec is None:
         model = KEYWORD_ONLY_MODEL
@@ -174,7 +175,7 @@ class RayDataEngine:
         if not isinstance(config.summarizer, str):
             raise InvalidInput("the Ray Data engine builds the summarizer in its "
                                "workers; pass a name", field="summarizer")
-        if config.summarizer == "vllm":
+        if config.summarizer == "vllm" and config.summarize:
             from pipeline.llm import require_vllm, split_options
 
             require_vllm()

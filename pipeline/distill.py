@@ -25,9 +25,11 @@ class Distill:
 
     def __init__(self, store_dir: str, shards: int, summarizer: str,
                  options: dict[str, Any] | None = None, chunk_turns: int = 4,
-                 ttl_s: float | None = None) -> None:
+                 ttl_s: float | None = None, summarize: bool = True) -> None:
         self.store = MemoryStore(store_dir, shards)
-        self.summarizer = get_summarizer(summarizer, **(options or {}))
+        # --no-summarize: raw chunks only, and no summarizer is built (no weights loaded).
+        self.summarize = summarize
+        self.summarizer = get_summarizer(summarizer, **(options or {})) if summarize else None
         self.chunk_turns = chunk_turns
         self.ttl_s = ttl_s
 
@@ -35,7 +37,7 @@ class Distill:
         t0 = time.perf_counter()
         items, stats, _ = unpack(batch)
         done, bad = distill_sessions(items, self.summarizer, chunk_turns=self.chunk_turns,
-                                     ttl_s=self.ttl_s)
+                                     ttl_s=self.ttl_s, summarize=self.summarize)
         if bad:
             self.store.quarantine(bad)
         return pack([lighten(i) for i in done],

@@ -77,6 +77,12 @@ class ServerSettings(StrictModel):
                               "(without a key); default: only when no API keys are set")
 
 
+class AppIngestionSettings(StrictModel):
+    """One app's overrides of how its sessions become memories."""
+
+    summarize: bool | None = Field(None, description="override of ingestion.summarize")
+
+
 class IngestionSettings(StrictModel):
     """How sessions become memories and where sessions and artifacts live."""
 
@@ -84,6 +90,14 @@ class IngestionSettings(StrictModel):
     jobs: JobSettings = Field(default_factory=JobSettings)  # retries, retention
     sessions_db: str | None = Field(None, description="SQLite file (default STORE/sessions.db)")
     artifacts_dir: str | None = Field(None, description="artifacts (default STORE/artifacts)")
+    summarize: bool = Field(True, description="summaries and facts besides raw chunks; "
+                            "false: raw chunks only, the summarizer never runs (seed 003)")
+    apps: dict[str, AppIngestionSettings] = Field(default_factory=dict)
+
+    def summarize_for(self, app_name: str) -> bool:
+        """Whether ``app_name``'s sessions are summarized (its override, else the default)."""
+        app = self.apps.get(app_name)
+        return self.summarize if app is None or app.summarize is None else app.summarize
 
     @field_validator("sessions_db", "artifacts_dir")
     @classmethod

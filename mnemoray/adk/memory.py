@@ -149,8 +149,11 @@ class MnemorayMemoryService(BaseMemoryService):
         if prompt is not None:
             summarizer = summarizer.with_prompt(prompt)
         ttl = float(ttl_s) if ttl_s is not None else getattr(self.service, "ttl_s", None)
+        summarize_for = getattr(self.service, "summarize_for", None)  # raw chunks only?
+        summarize = summarize_for(session.app_name) if callable(summarize_for) else True
         return distill_session(session, summarizer,
-                               chunk_turns=getattr(self.service, "chunk_turns", 4), ttl_s=ttl)
+                               chunk_turns=getattr(self.service, "chunk_turns", 4), ttl_s=ttl,
+                               summarize=summarize)
 
     @override
     async def add_memory(self, *, app_name: str, user_id: str, memories: Sequence[MemoryEntry],

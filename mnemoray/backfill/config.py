@@ -24,6 +24,7 @@ DEFAULT_COMMIT_EVERY = 256
 FLAGS = {
     "archive": "--archive", "store": "--store", "shards": "--shards",
     "summarizer": "--summarizer", "summarizer_options": "--summarizer-option",
+    "summarize": "--no-summarize",
     "embedder": "--embedder", "commit_every": "--commit-every",
     "progress_interval_s": "--progress-every",
     "workers": "--workers", "batch_size": "--batch-size",
@@ -93,6 +94,8 @@ class BackfillConfig:
     shards: int | None = None  # of a new store (an existing store keeps its own)
     summarizer: str | Summarizer = "extractive"
     summarizer_options: dict[str, Any] = field(default_factory=dict)
+    # False: raw chunks only (seed 003's behaviour matrix); no summarizer is built or called.
+    summarize: bool = True
     # An EmbedderSpec or its string ("default", "none", "torch", "./model,threads=2"; model,
     # runtime, device and threads are the spec's, for both engines), or a built Embedder.
     embedder: str | EmbedderSpec | Embedder | None = "default"
@@ -109,6 +112,13 @@ class BackfillConfig:
             _positive_int(self.shards, "shards")
         for name in ("commit_every", "chunk_turns"):
             _positive_int(getattr(self, name), name)
+        if not isinstance(self.summarize, bool):
+            raise InvalidInput(f"must be true or false, got {self.summarize!r}",
+                               field="summarize")
+        if not self.summarize and (self.summarizer != "extractive" or self.summarizer_options):
+            # A summarizer named with --no-summarize would be silently unused.
+            raise InvalidInput("stores raw chunks only and uses no summarizer; drop "
+                               "--summarizer / --summarizer-option", field="summarize")
         if isinstance(self.summarizer, str) and self.summarizer not in available_summarizers():
             raise InvalidInput(f"unknown {self.summarizer!r}; known: "
                                f"{', '.join(available_summarizers())}", field="summarizer")

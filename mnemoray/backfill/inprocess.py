@@ -30,12 +30,14 @@ class InProcessEngine:
                                f"Data option); drop it or run on Ray Data", field=f"ray.{name}")
 
     def open(self, config: BackfillConfig, store: MemoryStore) -> Iterator[Chunk]:
-        summarizer = (get_summarizer(config.summarizer, **config.summarizer_options)
-                      if isinstance(config.summarizer, str) else config.summarizer)
+        summarizer: Summarizer | None = None  # --no-summarize: none is built
+        if config.summarize:
+            summarizer = (get_summarizer(config.summarizer, **config.summarizer_options)
+                          if isinstance(config.summarizer, str) else config.summarizer)
         embedder = open_embedder(config.embedder, store, "batch")
         return self._chunks(config, store, summarizer, embedder)
 
-    def _chunks(self, config: BackfillConfig, store: MemoryStore, summarizer: Summarizer,
+    def _chunks(self, config: BackfillConfig, store: MemoryStore, summarizer: Summarizer | None,
                 embedder: Embedder | None) -> Iterator[Chunk]:
         rows = iter(iter_archive(config.archive))
         name = getattr(summarizer, "name", None)
@@ -49,7 +51,7 @@ class InProcessEngine:
             todo, skipped = skip_processed(store, items)
             t2 = time.perf_counter()
             distilled, failed = distill_sessions(todo, summarizer, chunk_turns=config.chunk_turns,
-                                                 ttl_s=config.ttl_s)
+                                                 ttl_s=config.ttl_s, summarize=config.summarize)
             bad += failed
             if bad:
                 store.quarantine(bad)

@@ -110,10 +110,11 @@ def mark_current(items: Sequence[SessionItem]) -> list[SessionItem]:
             for i, item in enumerate(items)]
 
 
-def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer, *,
-                     chunk_turns: int = 4, ttl_s: float | None = None,
+def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer | None, *,
+                     chunk_turns: int = 4, ttl_s: float | None = None, summarize: bool = True,
                      ) -> tuple[list[SessionItem], list[Quarantined]]:
-    """Distill each current session; one that fails goes to quarantine."""
+    """Distill each current session; one that fails goes to quarantine.
+    ``summarize=False``: raw chunks only (``summarizer`` may be None, never called)."""
     from mnemoray.memory.distill import distill_session
 
     out: list[SessionItem] = []
@@ -124,7 +125,8 @@ def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer, *,
             continue
         try:
             memories = stamp_version(distill_session(
-                item.session, summarizer, chunk_turns=chunk_turns, ttl_s=ttl_s), item.session)
+                item.session, summarizer, chunk_turns=chunk_turns, ttl_s=ttl_s,
+                summarize=summarize), item.session)
         except Exception as exc:  # any backend, any error: the row is kept, with why
             bad.append({"location": item.location,
                         "reason": f"distill failed: {type(exc).__name__}: {exc}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mnemoray.compiler.tools import BUILTIN_TOOLS
 from mnemoray.errors import InvalidInput
 
 IncludeContents = Literal["default", "none"]
@@ -24,6 +25,12 @@ class AgentSpec:
     ("before_message": the system instruction and history stay a cacheable
     prefix). ``tool_result_window``: tool results of invocations older than the
     last N show as their call and a one-line summary; ``None`` keeps them all.
+    ``memory_tools``: which of the compiler's own tools (``load_memory``,
+    ``load_artifacts``) the agent is offered. ``None`` (the default) offers each
+    one whose service is configured, as before; a list offers only those named
+    (``[]``: none, so the agent sees only its own ``tools``). An agent without
+    ``load_artifacts`` gets no artifact listing either (it could not load one);
+    ``memory_preload`` is separate (seed 003's preload tool) and works without it.
     """
 
     name: str
@@ -37,6 +44,11 @@ class AgentSpec:
     preload_top_k: int = 5
     memory_placement: MemoryPlacement = "system"
     tool_result_window: int | None = None
+    memory_tools: list[str] | None = None
+
+    def offers(self, tool_name: str) -> bool:
+        """Whether this agent opted into the compiler's tool ``tool_name``."""
+        return self.memory_tools is None or tool_name in self.memory_tools
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -56,6 +68,14 @@ class AgentSpec:
                                field="tool_result_window")
         if self.preload_top_k <= 0:
             raise InvalidInput("must be positive", field="preload_top_k")
+        if self.memory_tools is not None:
+            if not isinstance(self.memory_tools, (list, tuple)):
+                raise InvalidInput("must be a list of tool names or None", field="memory_tools")
+            for i, name in enumerate(self.memory_tools):
+                if name not in BUILTIN_TOOLS:
+                    raise InvalidInput(f"{name!r} is not one of {', '.join(BUILTIN_TOOLS)}",
+                                       field=f"memory_tools[{i}]")
+            self.memory_tools = list(self.memory_tools)
         for i, tool in enumerate(self.tools):
             if not isinstance(tool, dict) or not tool.get("name"):
                 raise InvalidInput("a tool is a dict with a 'name'", field=f"tools[{i}]")

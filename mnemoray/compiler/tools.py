@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemoray.compiler.degrade import step_error
 
+if TYPE_CHECKING:
+    from mnemoray.compiler.context import CompileContext
+
 LOAD_MEMORY = "load_memory"
 LOAD_ARTIFACTS = "load_artifacts"
+# The tools an agent may name in ``AgentSpec.memory_tools`` (seed 003: opt-in per agent).
+BUILTIN_TOOLS = (LOAD_MEMORY, LOAD_ARTIFACTS)
+# How many memories one load_memory call returns when the model gives no ``limit``
+# (the service's ``top_k``), and the most it may ask for: more would crowd its context.
+DEFAULT_MEMORY_LIMIT = 5
+MAX_MEMORY_LIMIT = 20
 
 LOAD_MEMORY_TOOL: dict[str, Any] = {
     "name": LOAD_MEMORY,
@@ -17,6 +26,9 @@ LOAD_MEMORY_TOOL: dict[str, Any] = {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "What to look for."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_MEMORY_LIMIT,
+                      "description": "How many memories at most "
+                                     f"(default {DEFAULT_MEMORY_LIMIT})."},
         },
         "required": ["query"],
     },
@@ -38,6 +50,33 @@ LOAD_ARTIFACTS_TOOL: dict[str, Any] = {
         "required": ["artifact_names"],
     },
 }
+
+
+def offer_tool(ctx: CompileContext, tool: dict[str, Any], why: str) -> bool:
+    """Declare one of the compiler's tools if the agent opted into it (``AgentSpec.
+    memory_tools``); the step's trace says which tools were offered and why, or why not."""
+    name = tool["name"]
+    if not ctx.agent.offers(name):
+        not_offered(ctx, name)
+        return False
+    ctx.add_tool(tool)
+    ctx.detail.setdefault("tools_offered", {})[name] = why
+    return True
+
+
+def not_offered(ctx: CompileContext, name: str) -> None:
+    ctx.detail.setdefault("tools_not_offered", {})[name] = \
+        "the agent's memory_tools leaves it out"
+
+
+def limit_error(limit: Any) -> dict[str, str] | None:
+    """The error result for a ``limit`` the model passed to load_memory (None: it is
+    fine). A result, not an exception: the model reads it and can call again."""
+    if limit is None or (isinstance(limit, int) and not isinstance(limit, bool)
+                         and 1 <= limit <= MAX_MEMORY_LIMIT):
+        return None
+    return {"error": f"limit: must be an integer from 1 to {MAX_MEMORY_LIMIT}, got {limit!r}",
+            "field": "limit"}
 
 
 def unavailable_result(source: str, exc: BaseException) -> dict[str, str]:

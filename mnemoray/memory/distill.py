@@ -53,10 +53,14 @@ _SPEAKER_LINE = re.compile(r"^([^:\n]{1,60}):\s+(\S.*)$")
 _RESULT_CHARS = 200
 
 
-def distill_session(session: Session, summarizer: Summarizer, *, chunk_turns: int = 4,
+def distill_session(session: Session, summarizer: Summarizer | None, *, chunk_turns: int = 4,
                     expand_keys: bool = True, ttl_s: float | None = None,
-                    now: float | None = None) -> list[Memory]:
+                    now: float | None = None, summarize: bool = True) -> list[Memory]:
     """The memory records of ``session`` (not embedded), in a stable order.
+
+    ``summarize=False``: raw chunks only (seed 003's behaviour matrix without
+    summarization): no session summary, facts or compaction summaries, and the
+    summarizer (which may then be None) is never called.
 
     ``chunk_turns``: user/model messages per chunk. ``expand_keys``: append a
     chunk's facts, topics and entities to its ``key_text`` (what is embedded
@@ -70,7 +74,7 @@ def distill_session(session: Session, summarizer: Summarizer, *, chunk_turns: in
                               or ttl_s <= 0):
         raise InvalidInput(f"must be a positive number of seconds or None, got {ttl_s!r}",
                            field="ttl_s")
-    if not callable(getattr(summarizer, "summarize", None)):
+    if summarize and not callable(getattr(summarizer, "summarize", None)):
         raise TypeError(f"summarizer: expected a Summarizer, got {type(summarizer).__name__}")
     events = [e for e in session.events if not e.partial]
     if not events:
@@ -78,8 +82,9 @@ def distill_session(session: Session, summarizer: Summarizer, *, chunk_turns: in
     created_at = time.time() if now is None else float(now)
     ctx = _Context(session, events, created_at,
                    None if ttl_s is None else created_at + float(ttl_s))
-    compactions = _compactions(events)
-    summary, facts = _summarize(ctx, summarizer, compactions)
+    compactions = _compactions(events) if summarize else []
+    summary, facts = (_summarize(ctx, summarizer, compactions)
+                      if summarize and summarizer is not None else (None, []))
     records: list[Memory] = []
     if summary is not None and summary.summary.strip():
         ids = summary.source_event_ids

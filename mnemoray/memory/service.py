@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.services import MemorySearch, MemorySnippet
-from mnemoray.compiler.tools import unavailable_result
+from mnemoray.compiler.tools import limit_error, unavailable_result
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
 from mnemoray.errors import ConfigError
 from mnemoray.memory.hooks import MemoryEvent, MemoryHooks, emit_memories
@@ -102,6 +102,8 @@ class MemoryService(MemoryLifecycle):
     watching one). ``app_configs``: per-app retrieval settings over ``config``.
     ``query_cache``: recent query vectors (shared with a server's batched encoder).
     ``hooks``: lifecycle hooks (:mod:`mnemoray.memory.hooks`; default a new registry).
+    ``summarize``: False stores raw chunks only (no summary or facts; the summarizer
+    is never called); ``summarize_for`` decides it per app (a server sets it).
     """
 
     def __init__(self, store: MemoryStore, embedder: Embedder | EmbedderSpec | str | None,
@@ -110,7 +112,7 @@ class MemoryService(MemoryLifecycle):
                  chunk_turns: int = 4, reloader: SnapshotReloader | None = None,
                  app_configs: Mapping[str, RetrievalConfig] | None = None,
                  query_cache: QueryVectorCache | None = None,
-                 hooks: MemoryHooks | None = None) -> None:
+                 hooks: MemoryHooks | None = None, summarize: bool = True) -> None:
         if not isinstance(store, MemoryStore):
             raise TypeError(f"store: expected a MemoryStore, got {type(store).__name__}")
         # A spec is opened, a built embedder checked, both against the store's model.
@@ -128,6 +130,8 @@ class MemoryService(MemoryLifecycle):
         self.hooks = hooks if hooks is not None else MemoryHooks()
         # app_name -> the summarizer's prompt for its memories (None: the default).
         self.memory_prompt: Callable[[str], str | None] = lambda _app: None
+        # app_name -> whether its sessions are summarized (False: raw chunks only).
+        self.summarize_for: Callable[[str], bool] = lambda _app: summarize
 
     @classmethod
     def open(cls, store_dir: str | Path,
@@ -192,8 +196,8 @@ class MemoryService(MemoryLifecycle):
             summarizer = self.summarizer if prompt is None else \
                 self.summarizer.with_prompt(prompt)
             records = stamp_version(distill_session(
-                session, summarizer, chunk_turns=self.chunk_turns, ttl_s=self.ttl_s),
-                session)
+                session, summarizer, chunk_turns=self.chunk_turns, ttl_s=self.ttl_s,
+                summarize=self.summarize_for(session.app_name)), session)
             self.reloader.refresh()  # decide against what is committed now
             snap = self.snapshot()
             try:
@@ -351,15 +355,20 @@ class MemoryService(MemoryLifecycle):
         return search
 
     def load_memory(self, app_name: str, user_id: str, query: str,
-                    top_k: int = 5) -> list[dict[str, Any]] | dict[str, str]:
+                    top_k: int = 5, limit: Any = None) -> list[dict[str, Any]] | dict[str, str]:
         """The ``load_memory`` tool's answer: :meth:`RecallResult.to_dict`, best first.
 
+        ``limit``: the model's own argument (None: ``top_k``, the app's default); one
+        outside 1..``MAX_MEMORY_LIMIT`` answers an error result naming ``limit``.
         When recall fails for a reason that is not the caller's (a damaged store, an
         embedder failure: :func:`~mnemoray.compiler.degrade.degradable`), an error
         result the model can read, ``{"error": "memory is unavailable: ..."}``; a
         caller's error (an empty query) still raises."""
+        if (bad := limit_error(limit)) is not None:
+            return bad
         try:
-            return [r.to_dict() for r in self.search(app_name, user_id, query, top_k)]
+            return [r.to_dict() for r in self.search(app_name, user_id, query,
+                                                     top_k if limit is None else limit)]
         except Exception as exc:
             if not degradable(exc):
                 raise

@@ -111,6 +111,9 @@ class AgentIn(RequestModel):
     preload_top_k: int = Field(5, ge=1, le=MAX_TOP_K)
     memory_placement: Literal["system", "before_message"] = "system"
     tool_result_window: int | None = Field(None, ge=1)
+    memory_tools: list[Literal["load_memory", "load_artifacts"]] | None = Field(
+        None, max_length=2, description="the compiler's tools this agent is offered; "
+        "null: each one whose service is configured, []: none (the trace says which and why)")
 
 
 class CompileRequest(RequestModel):

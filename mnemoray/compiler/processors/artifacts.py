@@ -26,7 +26,7 @@ from mnemoray.artifacts import (
 from mnemoray.compiler.context import CompileContext
 from mnemoray.compiler.request import Content, Part
 from mnemoray.compiler.selection import NOISE_TYPES
-from mnemoray.compiler.tools import LOAD_ARTIFACTS, LOAD_ARTIFACTS_TOOL
+from mnemoray.compiler.tools import LOAD_ARTIFACTS, LOAD_ARTIFACTS_TOOL, not_offered, offer_tool
 from mnemoray.events import Event
 from mnemoray.session import Session
 from mnemoray.tokens import count_tokens
@@ -53,6 +53,9 @@ class ArtifactsProcessor:
             return
         if store is None:
             return
+        if not ctx.agent.offers(LOAD_ARTIFACTS):
+            not_offered(ctx, LOAD_ARTIFACTS)
+            return  # no listing either: the agent could not load what it lists
         names = store.list_names(session.app_name, session.user_id, session.session_id)
         if not names:
             return
@@ -60,7 +63,7 @@ class ArtifactsProcessor:
         latest = [store.describe(session.app_name, session.user_id, session.session_id, n)
                   for n in names]
         ctx.add_instruction(listing(latest))
-        ctx.add_tool(LOAD_ARTIFACTS_TOOL)
+        offer_tool(ctx, LOAD_ARTIFACTS_TOOL, "the session has artifacts")
         ctx.detail["listed"] = [a.handle for a in latest]
 
         requested = requested_in_last_step(session.events, ctx.agent.name)

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from mnemoray.compiler.context import CompileContext, text_content
 from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.services import MemorySnippet
-from mnemoray.compiler.tools import LOAD_MEMORY_TOOL
+from mnemoray.compiler.tools import LOAD_MEMORY_TOOL, offer_tool
 from mnemoray.events import Event
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class MemoryPreloadProcessor:
         if ctx.callee is not None:
             ctx.detail["skipped"] = "callee: sees only its prompt and given artifacts"
             return
-        ctx.add_tool(LOAD_MEMORY_TOOL)
+        offer_tool(ctx, LOAD_MEMORY_TOOL, "a memory service is configured")
         if not ctx.agent.memory_preload:
             return
         query = ctx.new_message or last_user_text(ctx.session.events)

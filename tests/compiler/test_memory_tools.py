@@ -1,0 +1,131 @@
+"""The compiler's own tools are opt-in per agent (``AgentSpec.memory_tools``, seed 003),
+and load_memory takes a ``limit`` the model chooses within a bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.compiler import LOAD_ARTIFACTS_TOOL, LOAD_MEMORY_TOOL, AgentSpec, Compiler, Services
+from mnemoray.compiler.tools import DEFAULT_MEMORY_LIMIT, MAX_MEMORY_LIMIT
+from mnemoray.errors import InvalidInput
+from mnemoray.memory.record import Memory
+from mnemoray.memory.service import MemoryService
+
+
+def no_memories(app_name: str, user_id: str, query: str, top_k: int) -> list:
+    return []
+
+
+def services() -> Services:
+    artifacts = InMemoryArtifactStore()
+    artifacts.save("app", "u1", "s1", "report.csv", "a,b\n1,2\n", summary="numbers")
+    return Services(memory_search=no_memories, artifacts=artifacts)
+
+
+def compile_for(make_session, **agent):
+    return Compiler.default().compile(make_session(), AgentSpec(name="analyst", **agent),
+                                      new_message="hi", services=services())
+
+
+def step(req, name: str):
+    return next(s for s in req.trace if s.name == name)
+
+
+def test_by_default_every_configured_tool_is_offered_and_the_trace_says_why(make_session):
+    req = compile_for(make_session)
+    assert [t["name"] for t in req.tools] == ["load_memory", "load_artifacts"]
+    assert step(req, "memory_preload").detail["tools_offered"] == {
+        "load_memory": "a memory service is configured"}
+    assert step(req, "artifacts").detail["tools_offered"] == {
+        "load_artifacts": "the session has artifacts"}
+
+
+def test_an_agent_that_opts_out_of_every_tool_sees_only_its_own(make_session):
+    own = {"name": "book", "parameters": {}}
+    req = compile_for(make_session, tools=[own], memory_tools=[])
+    assert req.tools == [own]
+    # No artifact listing either: the agent could not load what it lists.
+    assert "report.csv" not in req.system_instruction
+    why = "the agent's memory_tools leaves it out"
+    assert step(req, "memory_preload").detail["tools_not_offered"] == {"load_memory": why}
+    assert step(req, "artifacts").detail["tools_not_offered"] == {"load_artifacts": why}
+
+
+def test_an_agent_may_take_one_tool_and_leave_the_other(make_session):
+    memory_only = compile_for(make_session, memory_tools=["load_memory"])
+    assert memory_only.tools == [LOAD_MEMORY_TOOL]
+    assert "report.csv" not in memory_only.system_instruction
+    artifacts_only = compile_for(make_session, memory_tools=["load_artifacts"])
+    assert artifacts_only.tools == [LOAD_ARTIFACTS_TOOL]
+    assert "report.csv" in artifacts_only.system_instruction
+
+
+def test_preload_still_works_without_the_load_memory_tool(make_session):
+    calls = []
+
+    def search(app_name, user_id, query, top_k):
+        calls.append(query)
+        return []
+
+    req = Compiler.default().compile(
+        make_session(), AgentSpec(name="a", memory_preload=True, memory_tools=[]),
+        new_message="tulips", services=Services(memory_search=search))
+    assert calls == ["tulips"] and req.tools == []
+
+
+@pytest.mark.parametrize("value, field", [(["recall"], "memory_tools[0]"),
+                                          ("load_memory", "memory_tools")])
+def test_an_unknown_tool_name_is_refused_naming_it(value, field):
+    with pytest.raises(InvalidInput) as err:
+        AgentSpec(name="a", memory_tools=value)
+    assert err.value.field == field
+
+
+def test_load_memory_declares_a_bounded_limit():
+    limit = LOAD_MEMORY_TOOL["parameters"]["properties"]["limit"]
+    assert limit["type"] == "integer"
+    assert (limit["minimum"], limit["maximum"]) == (1, MAX_MEMORY_LIMIT)
+    assert LOAD_MEMORY_TOOL["parameters"]["required"] == ["query"]
+
+
+def test_load_memory_honours_the_models_limit(tmp_path: Path):
+    service = MemoryService.open(tmp_path / "store", embedder=None)
+    service.add_memories([Memory("app", "ana", f"s{i}", "fact", f"ana grows tulips number {i}",
+                                 created_at=float(i + 1)) for i in range(8)])
+    assert len(service.load_memory("app", "ana", "tulips")) == DEFAULT_MEMORY_LIMIT
+    assert len(service.load_memory("app", "ana", "tulips", limit=2)) == 2
+    assert len(service.load_memory("app", "ana", "tulips", limit=8)) == 8
+    assert len(service.load_memory("app", "ana", "tulips", top_k=3)) == 3  # the app default
+
+
+@pytest.mark.parametrize("limit", [0, -1, MAX_MEMORY_LIMIT + 1, "3", 2.5, True])
+def test_a_bad_limit_is_an_error_result_naming_limit(tmp_path: Path, limit):
+    service = MemoryService.open(tmp_path / "store", embedder=None)
+    out = service.load_memory("app", "ana", "tulips", limit=limit)
+    assert isinstance(out, dict) and out["field"] == "limit"
+    assert out["error"].startswith(f"limit: must be an integer from 1 to {MAX_MEMORY_LIMIT}")
+
+
+def test_http_compile_takes_memory_tools_and_checks_them(make_http):
+    client, backend = make_http()
+    backend.sessions.create_session("app", "u1", "s1")
+    body = {"app_name": "app", "user_id": "u1", "session_id": "s1", "new_message": "hi",
+            "agent": {"name": "a", "tools": [{"name": "book"}]}}
+    default = client.post("/v1/context:compile", json=body)
+    assert default.status_code == 200, default.text
+    assert [t["name"] for t in default.json()["tools"]] == ["book", "load_memory"]
+    opted_out = client.post("/v1/context:compile",
+                            json={**body, "agent": {**body["agent"], "memory_tools": []}})
+    assert opted_out.status_code == 200, opted_out.text
+    out = opted_out.json()
+    assert [t["name"] for t in out["tools"]] == ["book"]
+    trace = next(s for s in out["trace"] if s["name"] == "memory_preload")
+    assert trace["detail"]["tools_not_offered"] == {
+        "load_memory": "the agent's memory_tools leaves it out"}
+    bad = client.post("/v1/context:compile",
+                      json={**body, "agent": {**body["agent"], "memory_tools": ["recall"]}})
+    assert bad.status_code == 422
+    assert bad.json()["error"]["field"].startswith("agent.memory_tools")
