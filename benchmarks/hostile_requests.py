@@ -78,6 +78,8 @@ def valid_bodies(app: str, user: str, session_id: str) -> dict[tuple[str, str], 
     return {
         ("POST", "/v1/recall"): {**who, "query": "where do I live", "top_k": 3,
                                  "filters": {"after": 0, "kinds": ["fact"]}},
+        ("POST", f"/v1/apps/{app}/recall"): {"query": "where do I live", "top_k": 3,
+                                             "filters": {"kinds": ["fact"]}},
         ("POST", "/v1/memories"): {**who, "memories": [
             {"text": "The user lives in Madrid.", "event_time_start": 1_700_000_000.0,
              "topics": ["home"], "expires_at": 1_900_000_000.0}]},

@@ -108,8 +108,11 @@ def recall(
     kinds: list[MemoryKindChoice] | None = typer.Option(  # type: ignore[valid-type]
         None, "--kind", help="Only this memory kind (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    all_users: bool = typer.Option(False, "--all-users", help="Search every user of --app "
+                                   "(no --user); each result names its user."),
 ) -> None:
-    """Recall memories of one user, or answer a batch of queries.
+    """Recall memories of one user (or of every user of an app: --all-users), or answer
+    a batch of queries.
 
     Batch mode: --queries FILE.jsonl, one query per line:
     {"qid", "app_name", "user_id", "query", "top_k"?, "filters"?}
@@ -133,18 +136,26 @@ def recall(
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     require_store(store)
     if queries is None:
-        if not (query and app_name and user_id):
+        if all_users and (user_id or not (query and app_name)):
+            raise typer.BadParameter("searches every user of --app: pass --app and a QUERY, "
+                                     "without --user", param_hint="--all-users")
+        if not (query and app_name and (user_id or all_users)):
             raise typer.BadParameter("pass --app, --user and a QUERY, or --queries FILE.jsonl")
         try:
             filters = RecallFilters(session_id=session_id, after=after, before=before,
                                     kinds=tuple(k.value for k in kinds) if kinds else None)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
-    elif query or app_name or user_id:
+    elif query or app_name or user_id or all_users:
         raise typer.BadParameter("--queries takes its app, user and query from the file")
     service = open_for_recall(store, None if mode == "keyword" else embedder,
                               ranking.default if ranking else None,
                               ranking.app_configs if ranking else None)
+    if queries is None and all_users:
+        from cli.recall_app import recall_all_users
+
+        recall_all_users(service, app_name, query, top_k, filters, mode, as_json)
+        return
     if queries is None:
         nothing = no_memories_at_all(service, app_name, user_id)
         if nothing:

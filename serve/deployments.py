@@ -154,6 +154,7 @@ class Index:
             hygiene = attach_hygiene(service, s.hygiene)  # per-user limits, recall usage
             jobs = guard_jobs(service, JobQueue(jobs_path(s)))  # a forget cancels jobs
             service.memory_prompt = s.compaction.memory_prompt_for  # per-app prompts
+            service.summarize_for = s.ingestion.summarize_for  # per app: raw chunks only?
             return _ShardOps(service, hygiene, webhook, jobs)
 
         return await asyncio.get_running_loop().run_in_executor(None, load)

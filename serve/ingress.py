@@ -139,6 +139,7 @@ class MemoryIngress:
                                         query_cache=self.query_cache)
             webhook = attach_webhook(self.memory, s.hooks)
             self.memory.memory_prompt = s.compaction.memory_prompt_for
+            self.memory.summarize_for = s.ingestion.summarize_for  # per app (raw chunks)
             self._attached = (attach_hygiene(self.memory, s.hygiene), webhook)
             self.ops = MemoryOps(self.memory)
         self.sessions = SQLiteSessionStore(s.sessions_path)

@@ -1,7 +1,9 @@
 """Prometheus metrics of one ingress replica, and the ASGI middleware that feeds them.
 
-One registry per replica (``/metrics`` answers for the replica that serves the
-scrape; with several replicas, scrape Ray's metrics port or each replica). Route
+One registry per replica. Inside Ray Serve, ``/metrics`` answers for the whole app:
+each replica pushes its registry to the app's metrics hub and the scrape merges them
+(counters and histograms summed, gauges labelled ``replica``: ``serve.metrics_hub``,
+``serve.metrics_merge``). Outside Serve it answers this process's registry. Route
 labels are route *templates* (``/v1/sessions/{session_id}``), never raw paths or
 tenant names, so cardinality stays fixed and no tenant leaks into the metrics.
 
@@ -24,6 +26,7 @@ from starlette.exceptions import HTTPException
 
 from mnemoray.errors import MnemorayError
 from serve.http_errors import error_body, scope_request_id
+from serve.metrics_hub import attach_hub
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.03, 0.05, 0.075,
@@ -143,6 +146,7 @@ class Metrics:
         self._prefix_seen = [0, 0]  # checks, reused: the counters' values, for the rate
         reuse_rate.set_function(lambda: self._prefix_seen[1] / max(1, self._prefix_seen[0]))
         self.registry.register(_StoreCollector(store_stats))  # type: ignore[arg-type]
+        self.hub = attach_hub(self.registry)  # None outside a Serve replica
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()
@@ -172,7 +176,12 @@ class Metrics:
         self.compaction_ratio.observe(ratio)
 
     def render(self) -> bytes:
+        """This replica's registry alone."""
         return generate_latest(self.registry)
+
+    async def exposition(self) -> bytes:
+        """What ``/metrics`` answers: the app's merged metrics under Serve, else ours."""
+        return await self.hub.render() if self.hub is not None else self.render()
 
 
 def _error_body(status: int, message: str, request_id: str | None) -> bytes:

@@ -18,6 +18,7 @@ from mnemoray.schemas.hygiene import (
 )
 from mnemoray.schemas.memories import (
     AddMemoriesResponse,
+    AppRecallResponse,
     ForgetResponse,
     MemoryPage,
     RecallFiltersIn,
@@ -37,7 +38,7 @@ def healthz() -> Call[dict[str, str]]:
 
 
 def metrics() -> Call[str]:
-    """Prometheus text of the replica that answered."""
+    """Prometheus text of the app (under Serve: all ingress replicas added up)."""
     return Call("GET", "/metrics", lambda r: r.text, retry_safe=True)
 
 
@@ -49,6 +50,16 @@ def recall(app_name: str, user_id: str, query: str, top_k: int = 5,
     body = drop_none(app_name=app_name, user_id=user_id, query=query, top_k=top_k,
                      filters=as_dict(filters) if filters else None, mode=mode)
     return Call("POST", "/v1/recall", model(RecallResponse), json=body, retry_safe=True)
+
+
+def recall_app(app_name: str, query: str, top_k: int = 5, filters: Filters | None = None,
+               mode: str | None = None) -> Call[AppRecallResponse]:
+    """The best ``top_k`` memories for ``query`` across every user of ``app_name``, each
+    with its ``user_id``. Needs an API key marked ``app_wide`` for the app (else 403)."""
+    body = drop_none(query=query, top_k=top_k, filters=as_dict(filters) if filters else None,
+                     mode=mode)
+    return Call("POST", f"/v1/apps/{seg(app_name)}/recall", model(AppRecallResponse),
+                json=body, retry_safe=True)
 
 
 def search(app_name: str, user_id: str, query: str, top_k: int = 5, *,

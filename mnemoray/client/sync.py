@@ -82,6 +82,7 @@ class MnemorayClient:
     healthz = _bound(mc.healthz)
     metrics = _bound(mc.metrics)
     recall = _bound(mc.recall)
+    recall_app = _bound(mc.recall_app)
     search = _bound(mc.search)
     add_memories = _bound(mc.add_memories)
     add_session = _bound(mc.add_session)

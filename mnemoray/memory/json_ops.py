@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mnemoray.embedders import ModelMismatch
-from mnemoray.errors import InvalidInput, MnemorayError, StoreCorrupt
+from mnemoray.errors import InvalidInput, MnemorayError, StoreCorrupt, Unavailable
 from mnemoray.memory.record import Memory
 from mnemoray.memory.retrieval import RecallFilters
 from mnemoray.memory.service import MemoryService
@@ -61,7 +61,8 @@ class MemoryOps:
 
     OPS = frozenset({"recall", "add_session", "add_memories", "list_memories",
                      "forget_memory", "forget_session", "forget_user", "stats",
-                     "forgotten", "edit_memory", "memory_versions", "forget_by_query"})
+                     "forgotten", "edit_memory", "memory_versions", "forget_by_query",
+                     "recall_app"})
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
@@ -87,6 +88,20 @@ class MemoryOps:
         results = self.service.search(app_name, user_id, query, top_k, filters, mode,
                                       query_vec=query_vec, snap=snap)
         return {"memories": [r.to_dict() for r in results], "store_version": snap.version}
+
+    def op_recall_app(self, app_name: str, user_id: str, query: str, top_k: int = 5,
+                      filters: RecallFilters | Mapping[str, Any] | None = None,
+                      mode: str | None = None) -> dict[str, Any]:
+        """Across all users of ``app_name`` (``user_id`` unused): each result names its
+        user. The caller decides who may (serve.auth: app-wide keys only)."""
+        if self.service.store.load_shards is not None:
+            # An Index replica holds some shards: its answer would silently miss users.
+            raise Unavailable("app-wide recall needs the whole store in one replica "
+                              "(server.index_mode: ingress)")
+        snap = self.service.snapshot()
+        results = self.service.search_app(app_name, query, top_k, filters, mode)
+        return {"memories": [{**r.to_dict(), "user_id": r.memory.user_id} for r in results],
+                "store_version": snap.version}
 
     def op_add_session(self, app_name: str, user_id: str,
                        session: Session | Mapping[str, Any]) -> dict[str, Any]:

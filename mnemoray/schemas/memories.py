@@ -76,6 +76,25 @@ class RecallResponse(BaseModel):
     store_version: int
 
 
+class AppRecallRequest(RequestModel):
+    """App-wide recall (``POST /v1/apps/{app_name}/recall``): every user of the app."""
+
+    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
+    top_k: int = Field(5, ge=1, le=MAX_TOP_K)
+    filters: RecallFiltersIn | None = None
+    mode: Mode | None = Field(None, description="default: the server's (hybrid)")
+
+
+class AppRecalledMemory(RecalledMemory):
+    user_id: str = Field(description="whose memory it is")
+
+
+class AppRecallResponse(BaseModel):
+    memories: list[AppRecalledMemory]
+    took_ms: float
+    store_version: int
+
+
 # -- memories -------------------------------------------------------------------------
 class MemoryIn(RequestModel):
     text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MEMORY_TEXT_CHARS)]

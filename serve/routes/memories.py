@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import JSONResponse
 
 from mnemoray.errors import NotFound
@@ -34,6 +34,8 @@ from mnemoray.schemas.hygiene import (
 from mnemoray.schemas.memories import (
     AddMemoriesRequest,
     AddMemoriesResponse,
+    AppRecallRequest,
+    AppRecallResponse,
     ForgetResponse,
     MemoryPage,
     RecallRequest,
@@ -98,6 +100,23 @@ async def recall_get(caller: Caller, backend: Backend, app_name: IdQuery, user_i
     out = await backend.recall(app_name, user_id, query, top_k, filters or None, mode)
     out["took_ms"] = elapsed_ms(start)
     return JSONResponse(out)
+
+
+@router.post("/v1/apps/{app_name}/recall", operation_id="recall_app",
+             response_model=AppRecallResponse,
+             summary="Best memories across every user of an app (app-wide keys only)")
+async def recall_app(app_name: Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS)],
+                     body: AppRecallRequest, caller: Caller,
+                     backend: Backend) -> dict[str, Any]:
+    start = time.perf_counter()
+    # Tenant isolation: a user-facing key (not marked app_wide) is refused with 403.
+    caller.check_app_wide(app_name)
+    out = await backend.memory_op("recall_app", app_name, "", query=body.query,
+                                  top_k=body.top_k, mode=body.mode,
+                                  filters=body.filters.model_dump(exclude_none=True)
+                                  if body.filters else None)
+    out["took_ms"] = elapsed_ms(start)
+    return out
 
 
 @router.post("/v1/memories", operation_id="add_memories",
