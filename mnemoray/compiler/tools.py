@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mnemoray.compiler.degrade import step_error
-
-if TYPE_CHECKING:
-    from mnemoray.compiler.context import CompileContext
 
 LOAD_MEMORY = "load_memory"
 LOAD_ARTIFACTS = "load_artifacts"
@@ -50,23 +47,6 @@ LOAD_ARTIFACTS_TOOL: dict[str, Any] = {
         "required": ["artifact_names"],
     },
 }
-
-
-def offer_tool(ctx: CompileContext, tool: dict[str, Any], why: str) -> bool:
-    """Declare one of the compiler's tools if the agent opted into it (``AgentSpec.
-    memory_tools``); the step's trace says which tools were offered and why, or why not."""
-    name = tool["name"]
-    if not ctx.agent.offers(name):
-        not_offered(ctx, name)
-        return False
-    ctx.add_tool(tool)
-    ctx.detail.setdefault("tools_offered", {})[name] = why
-    return True
-
-
-def not_offered(ctx: CompileContext, name: str) -> None:
-    ctx.detail.setdefault("tools_not_offered", {})[name] = \
-        "the agent's memory_tools leaves it out"
 
 
 def limit_error(limit: Any) -> dict[str, str] | None:

@@ -24,9 +24,10 @@ from mnemoray.artifacts import (
     parse_handle,
 )
 from mnemoray.compiler.context import CompileContext
+from mnemoray.compiler.processors.offers import not_offered, offer_tool
 from mnemoray.compiler.request import Content, Part
 from mnemoray.compiler.selection import NOISE_TYPES
-from mnemoray.compiler.tools import LOAD_ARTIFACTS, LOAD_ARTIFACTS_TOOL, not_offered, offer_tool
+from mnemoray.compiler.tools import LOAD_ARTIFACTS, LOAD_ARTIFACTS_TOOL
 from mnemoray.events import Event
 from mnemoray.session import Session
 from mnemoray.tokens import count_tokens

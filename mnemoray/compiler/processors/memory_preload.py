@@ -20,8 +20,9 @@ from datetime import datetime, timezone
 
 from mnemoray.compiler.context import CompileContext, text_content
 from mnemoray.compiler.degrade import degradable
+from mnemoray.compiler.processors.offers import offer_tool
 from mnemoray.compiler.services import MemorySnippet
-from mnemoray.compiler.tools import LOAD_MEMORY_TOOL, offer_tool
+from mnemoray.compiler.tools import LOAD_MEMORY_TOOL
 from mnemoray.events import Event
 
 log = logging.getLogger(__name__)
