@@ -66,6 +66,14 @@ VOLATILE: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bin [0-9.]+ s\b"), "in <elapsed>"),
     (re.compile(r"\((\d+\.\d+) s\b"), "(<elapsed> s"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<job-id>"),
+    # Background compaction: how many windows land depends on when the worker runs.
+    (re.compile(r"^\d+ compaction events landed in the background, covering \d+ of"),
+     "<n> compaction events landed in the background, covering <n> of"),
+    (re.compile(r"total_tokens \d+, of which history \d+: \d+ summaries \(compression "
+                r"[0-9.]+x\) \+ \d+ raw events"),
+     "total_tokens <n>, of which history <n>: <n> summaries (compression <r>x) + <n> raw "
+     "events"),
+    (re.compile(r"memories_added \d+"), "memories_added <n>"),
 ]
 
 
