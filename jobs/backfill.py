@@ -19,6 +19,7 @@ from typing import TextIO
 from mnemoray.backfill import BackfillConfig, BackfillReport, backfill
 from mnemoray.backfill.config import DEFAULT_COMMIT_EVERY
 from mnemoray.errors import MnemorayError
+from mnemoray.extras import install_hint
 
 PROG = "python -m jobs.backfill"
 # What a run ends with as one line, exit 2: a bad flag, store, embedder or archive
@@ -84,7 +85,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         config, engine_name, as_json = parse(sys.argv[1:] if argv is None else argv)
         report = run(config, engine_name)
     except RUN_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        # A module of a missing extra (ray without [ray]) names the install instead.
+        hint = install_hint(exc) if isinstance(exc, ModuleNotFoundError) else None
+        print(f"error: {hint or exc}", file=sys.stderr, flush=True)
         return 2
     print(json.dumps(report.to_dict()) if as_json else report.summary(), file=out, flush=True)
     return 0

@@ -239,3 +239,15 @@ def test_base_only_names_the_missing_extra_in_one_line(tmp_path: Path, args: lis
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [
         f"error: {extra} is not installed: pip install 'mnemoray[{extra}]'"]
+
+
+def test_the_backfill_job_without_ray_names_the_extra(tmp_path: Path) -> None:
+    # `python -m jobs.backfill` (what `ray job submit` runs) says the same as the CLI.
+    job = BASE_ONLY.replace("from cli.main import run\nrun()",
+                            "from jobs.backfill import main\nsys.exit(main())")
+    out = subprocess.run([sys.executable, "-c", job, "--archive", "examples/archive.jsonl",
+                          "--store", str(tmp_path)], cwd=ROOT, timeout=240,
+                         capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines() == [
+        "error: ray is not installed: pip install 'mnemoray[ray]'"]
