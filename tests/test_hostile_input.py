@@ -375,7 +375,7 @@ def test_http_appends_stop_at_the_session_limit() -> None:
 
 
 def test_http_text_caps_come_from_the_limits_module() -> None:
-    from serve import schemas
+    from mnemoray.schemas import common as schemas
 
     assert schemas.MAX_MEMORY_TEXT_CHARS == limits.MAX_MEMORY_TEXT_CHARS
     assert schemas.MAX_SESSION_EVENTS == limits.MAX_SESSION_EVENTS

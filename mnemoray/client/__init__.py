@@ -10,7 +10,7 @@
 :class:`AsyncMnemorayClient` has the same methods as coroutines (``async with``,
 ``await mr.recall(...)``, ``async for m in mr.iter_memories(...)``). Both depend on
 httpx and pydantic only (no Ray, no torch), and answer with the server's own
-response models (``serve.schemas``): ``RecallResponse``, ``MemoryPage``,
+response models (``mnemoray.schemas``): ``RecallResponse``, ``MemoryPage``,
 ``SessionOut``, ``JobOut``, ... (``.model_dump()`` gives the JSON as a dict).
 
 Calls that are safe to repeat are asked again on a lost connection, 429, 502, 503

@@ -1,7 +1,7 @@
 """The HTTP routes, one ``APIRouter`` per resource, over :class:`serve.backend.MemoryBackend`.
 
 Tenant fields: POST/PUT bodies carry ``app_name`` and ``user_id``; GET/DELETE
-take them from the path or the query string (see ``serve.schemas``). Every route
+take them from the path or the query string (see ``mnemoray.schemas``). Every route
 but ``/healthz`` authenticates the caller (``deps.Caller``) and checks the app.
 """
 
