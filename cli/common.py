@@ -103,3 +103,13 @@ def preview(content: Content, width: int = 110) -> str:
     text = " | ".join(parts).replace("\n", " ")
     return text if len(text) <= width else text[: width - 3] + "..."
 
+
+def table_text(text: str, width: int = 100) -> str:
+    """A memory's text as one table cell: its lines joined by " / ", cut to ``width``."""
+    flat = " / ".join(line.strip() for line in text.splitlines() if line.strip())
+    return flat if len(flat) <= width else flat[:width - 3] + "..."
+
+
+def table_id(value: str, width: int = 16) -> str:
+    """An id (user, session) cut to ``width`` for a table column."""
+    return value if len(value) <= width else value[:width - 1] + "…"

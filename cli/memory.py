@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from cli.common import table_id, table_text
 from mnemoray.memory.modes import Mode
 from mnemoray.memory.record import MEMORY_KINDS
 
@@ -281,7 +282,5 @@ def _print_recall(results: list[RecallResult]) -> None:
         m = r.memory
         when = m.event_time_end if m.event_time_end is not None else m.created_at
         date = datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%d")
-        text = " / ".join(line.strip() for line in m.text.splitlines() if line.strip())
-        text = text if len(text) <= 100 else text[:97] + "..."
-        session = m.session_id if len(m.session_id) <= 16 else m.session_id[:15] + "…"
-        typer.echo(f"{rank:>2}  {r.score:>7.4f}  {m.kind:<18}{date:<12}{session:<18}{text}")
+        typer.echo(f"{rank:>2}  {r.score:>7.4f}  {m.kind:<18}{date:<12}"
+                   f"{table_id(m.session_id):<18}{table_text(m.text)}")

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from cli.common import table_id, table_text
+
 if TYPE_CHECKING:
     from mnemoray.memory.retrieval import RecallFilters, RecallResult
     from mnemoray.memory.service import MemoryService
@@ -52,7 +54,5 @@ def print_app_recall(results: list[RecallResult]) -> None:
     typer.echo(f"{'#':>2}  {'score':>7}  {'user':<18}{'kind':<18}text")
     for rank, r in enumerate(results, start=1):
         m = r.memory
-        text = " / ".join(line.strip() for line in m.text.splitlines() if line.strip())
-        text = text if len(text) <= 100 else text[:97] + "..."
-        user = m.user_id if len(m.user_id) <= 16 else m.user_id[:15] + "…"
-        typer.echo(f"{rank:>2}  {r.score:>7.4f}  {user:<18}{m.kind:<18}{text}")
+        typer.echo(f"{rank:>2}  {r.score:>7.4f}  {table_id(m.user_id):<18}{m.kind:<18}"
+                   f"{table_text(m.text)}")
