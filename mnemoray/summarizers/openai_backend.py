@@ -13,7 +13,10 @@ import httpx
 
 from mnemoray.errors import InvalidInput
 from mnemoray.events import Event
-from mnemoray.http_retry import MAX_RETRY_AFTER_S  # noqa: F401 - re-exported
+from mnemoray.http_retry import (
+    MAX_RETRY_AFTER_S,  # noqa: F401 - re-exported
+    retryable,
+)
 from mnemoray.http_retry import retry_delay as _retry_delay
 from mnemoray.http_retry import server_message as _server_message
 from mnemoray.summarizers.base import Summarizer
@@ -116,7 +119,7 @@ class OpenAISummarizer(LLMSummarizer):
                     self.json_mode = False
                     body = {k: v for k, v in body.items() if k != "response_format"}
                     continue
-                if status != 429 and status < 500:
+                if not retryable(status):
                     raise BackendRequestError(f"POST {self.url} -> HTTP {status}: "
                                               f"{_server_message(response)}", status)
                 if attempt >= self.max_retries:
