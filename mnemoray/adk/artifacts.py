@@ -28,6 +28,7 @@ from google.adk.artifacts.base_artifact_service import (
 from google.genai import types
 from typing_extensions import override
 
+from mnemoray.adk.uri import given_or_from_uri
 from mnemoray.artifacts import (
     DEFAULT_MIME,
     TEXT_MIME,
@@ -87,12 +88,8 @@ class MnemorayArtifactService(BaseArtifactService):
 
     def __init__(self, store: ArtifactStore | None = None, *, uri: str | None = None,
                  agents_dir: str | None = None, offload: bool = True) -> None:
-        if (store is None) == (uri is None):
-            raise TypeError("pass either a mnemoray ArtifactStore or uri=...")
-        if uri is not None:
-            from mnemoray.adk.uri import parse_uri
-
-            store = parse_uri(uri, agents_dir=agents_dir).artifact_store()
+        store = given_or_from_uri(store, uri, agents_dir, "ArtifactStore",
+                                  lambda target: target.artifact_store())
         if not isinstance(store, ArtifactStore):
             raise TypeError(f"store: expected an ArtifactStore, got {type(store).__name__}")
         self.store = store

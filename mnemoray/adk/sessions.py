@@ -30,6 +30,7 @@ from google.adk.sessions.session import Session as AdkSession
 from typing_extensions import override
 
 from mnemoray.adk.events import to_adk, to_store
+from mnemoray.adk.uri import given_or_from_uri
 from mnemoray.errors import NotFound
 from mnemoray.session import Session
 from mnemoray.session_store import SessionStore, StaleSessionError, only_compactions_since
@@ -54,12 +55,8 @@ class MnemoraySessionService(BaseSessionService):
 
     def __init__(self, store: SessionStore | None = None, *, uri: str | None = None,
                  agents_dir: str | None = None, offload: bool = True) -> None:
-        if (store is None) == (uri is None):
-            raise TypeError("pass either a mnemoray SessionStore or uri=...")
-        if uri is not None:
-            from mnemoray.adk.uri import parse_uri
-
-            store = parse_uri(uri, agents_dir=agents_dir).session_store()
+        store = given_or_from_uri(store, uri, agents_dir, "SessionStore",
+                                  lambda target: target.session_store())
         if not isinstance(store, SessionStore):
             raise TypeError(f"store: expected a SessionStore, got {type(store).__name__}")
         self.store = store

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from mnemoray.errors import ConfigError, InvalidInput
@@ -114,4 +115,16 @@ def parse_uri(uri: str, agents_dir: str | None = None) -> MnemorayUri:
     return MnemorayUri(uri, store=Path(path).expanduser().absolute(), **options)
 
 
-__all__ = ["DEFAULT_KEY_ENV", "MnemorayUri", "OPTIONS", "SCHEMES", "parse_uri"]
+T = TypeVar("T")
+
+
+def given_or_from_uri(given: T | None, uri: str | None, agents_dir: str | None, what: str,
+                      build: Callable[[MnemorayUri], T]) -> T:
+    """What an ADK service was handed: ``given``, or what ``uri`` names (exactly one)."""
+    if (given is None) == (uri is None):
+        raise TypeError(f"pass either a mnemoray {what} or uri=...")
+    return given if uri is None else build(parse_uri(uri, agents_dir=agents_dir))
+
+
+__all__ = ["DEFAULT_KEY_ENV", "MnemorayUri", "OPTIONS", "SCHEMES", "given_or_from_uri",
+           "parse_uri"]
