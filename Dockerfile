@@ -16,10 +16,6 @@ FROM python:${PYTHON_VERSION}-slim AS wheel
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY mnemoray ./mnemoray
-COPY serve ./serve
-COPY pipeline ./pipeline
-COPY jobs ./jobs
-COPY cli ./cli
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 # -- the runtime image ----------------------------------------------------------------------

@@ -18,7 +18,7 @@ embed actors run by default, ``--embedder default``; ``torch``: sentence-transfo
   no quarantine: the floor of what a backfill must do.
 - **in-process backfill**: ``mnemoray.backfill.backfill`` with its default in-process
   engine (ledger, quarantine, supersede; what ``mnemoray backfill --in-process`` runs).
-- **pipeline**: the same ``backfill`` with ``pipeline.backfill.RayDataEngine`` on a local
+- **pipeline**: the same ``backfill`` with ``mnemoray.pipeline.backfill.RayDataEngine`` on a local
   Ray (started once per group, its start time reported apart) with the default config (what
   ``mnemoray backfill`` runs) and a sweep of ``--workers``, ``--batch-size`` and
   the embedder spec's ``threads`` (unset: ONNX Runtime uses every core; torch gets Ray's
@@ -85,7 +85,7 @@ from mnemoray.summarizers import get_summarizer  # noqa: E402
 
 RESULTS = HERE / "results"
 CACHE = HERE / ".cache"
-ENCODE_BATCH = 64  # pipeline.embed.Embed's encode batch
+ENCODE_BATCH = 64  # mnemoray.pipeline.embed.Embed's encode batch
 GOAL = 0.8
 PAIRED_SAMPLE = 256  # texts: the raw reference measured around each pipeline run
 SUMMARIZER = "extractive"
@@ -224,7 +224,7 @@ def in_process(archive: Path, store_dir: Path, spec: str) -> dict[str, Any]:
 def start_ray() -> float:
     import ray
 
-    from pipeline.backfill import LOCAL_ENV
+    from mnemoray.pipeline.backfill import LOCAL_ENV
 
     env = dict(LOCAL_ENV)
     _, secs = timed(lambda: ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False,
@@ -295,7 +295,7 @@ def pipeline_run(archive: Path, store_dir: Path, runtime: str, *, threads: int |
                  **ray_options: Any) -> dict[str, Any]:
     from mnemoray.backfill import BackfillConfig, RayOptions, backfill
     from mnemoray.embedders import EmbedderSpec
-    from pipeline.backfill import RayDataEngine
+    from mnemoray.pipeline.backfill import RayDataEngine
 
     spec = EmbedderSpec.parse(RUNTIMES[runtime][1]).override(threads=threads)
     cfg = BackfillConfig(archive=str(archive), store=str(store_dir), progress_interval_s=1e9,

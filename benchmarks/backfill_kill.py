@@ -1,7 +1,7 @@
 """Kill a real backfill job part way: what ``tests/test_backfill_kills.py`` and
 ``benchmarks/reliability.py`` share.
 
-The job is ``python -m jobs.backfill`` on the Ray Data engine, in its own process
+The job is ``python -m mnemoray.jobs.backfill`` on the Ray Data engine, in its own process
 group with the local Ray it starts (GCS, raylet, workers). ``kill_at`` SIGKILLs it
 once the store's ledger (polled) holds a number of sessions, either
 - ``driver``: the driver process alone (what it left of its Ray is killed afterwards), or
@@ -27,11 +27,12 @@ Served = Counter[tuple[str, str, str, str, str]]
 
 
 def start_job(archive: Path, store: Path, *args: str) -> subprocess.Popen:
-    """``python -m jobs.backfill --archive A --store S --json ARGS`` on a new local Ray."""
+    """``python -m mnemoray.jobs.backfill --archive A --store S --json ARGS`` on a new local Ray."""
     environ = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     environ.update(HF_HUB_OFFLINE="1", RAY_USAGE_STATS_ENABLED="0")
     return subprocess.Popen(
-        [sys.executable, "-m", "jobs.backfill", "--archive", str(archive), "--store", str(store),
+        [sys.executable, "-m", "mnemoray.jobs.backfill", "--archive", str(archive),
+         "--store", str(store),
          "--progress-every", "0", "--json", *args],
         cwd=REPO, env=environ, start_new_session=True, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)

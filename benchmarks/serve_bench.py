@@ -10,7 +10,7 @@ For each store size it measures, on one machine:
   (hybrid: dense + BM25 + entity + recency over the user's rows);
 - ``MemoryService.search``: the two above through the public in-process API;
 - ``GET /healthz`` and ``POST /v1/recall`` through the real Serve app
-  (``serve.app.run_local``, what ``mnemoray serve`` runs: HTTP proxy -> the
+  (``mnemoray.serve.app.run_local``, what ``mnemoray serve`` runs: HTTP proxy -> the
   ``MemoryIngress`` replica), started in a subprocess and driven from separate
   load-generator processes (asyncio + aiohttp, keep-alive) with C concurrent
   clients for a fixed number of requests (bounded in time too), 127.0.0.1 only.
@@ -45,7 +45,7 @@ their parameters, so a re-run starts in seconds.
 Run: ``.venv/bin/python benchmarks/serve_bench.py`` (100k and 1M; the first run
 embeds the pool and builds the stores) or ``--quick`` (100k, fewer requests) ->
 table on stdout and ``benchmarks/results/serve.json``. ``--setting group.key=value``
-passes a serving setting (``serve.settings``) and ``--server-env KEY=VALUE`` an
+passes a serving setting (``mnemoray.serve.settings``) and ``--server-env KEY=VALUE`` an
 environment variable of the server (e.g. ``RAY_SERVE_*``) to try a configuration
 (the query encoder's threads: ``--setting models.query_threads=N``; it never
 spin-waits in the replica).
@@ -604,7 +604,7 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
         pid = server.proc.pid
         out["target"] = "proxy"
         if variant["direct"]:  # drive the replica's own HTTP server, not the proxy
-            from serve.app import replica_urls
+            from mnemoray.serve.app import replica_urls
 
             replicas = int(settings.get("server.replicas", 1))
             urls = replica_urls("127.0.0.1", server.port, replicas)

@@ -1,6 +1,6 @@
 """A real ``mnemoray`` server in a child process, for the benchmarks that drive one.
 
-``Server`` starts ``serve.app.run_local`` (what ``mnemoray serve`` runs) on a NEW
+``Server`` starts ``mnemoray.serve.app.run_local`` (what ``mnemoray serve`` runs) on a NEW
 local Ray instance in its own session, so a benchmark can stop it politely or
 SIGKILL its whole process tree (driver, raylet, GCS, proxy, replicas) at once.
 The tree is read from ``/proc`` (no psutil): CPU seconds by role, resident memory.
@@ -45,7 +45,7 @@ def http(method: str, url: str, body: bytes | None = None, timeout: float = 10.0
 
 def _server_main(spec: dict[str, Any]) -> None:
     """Child process: a local Ray + Serve running the app."""
-    from serve.app import run_local
+    from mnemoray.serve.app import run_local
 
     # Always a new local Ray instance: other Ray clusters may run on this machine.
     run_local({**spec["settings"], "server.host": "127.0.0.1", "server.port": spec["port"],
@@ -53,7 +53,7 @@ def _server_main(spec: dict[str, Any]) -> None:
 
 
 class Server:
-    """``settings``: dotted keys of serve.settings (``server.api_keys`` included);
+    """``settings``: dotted keys of mnemoray.serve.settings (``server.api_keys`` included);
     without API keys the API is open on 127.0.0.1."""
 
     def __init__(self, store_dir: Path, settings: dict[str, Any], env: dict[str, str],
@@ -63,7 +63,7 @@ class Server:
         spec = {"settings": {"store": str(store_dir), **settings}, "port": self.port,
                 "direct": direct}
         if direct:  # as `mnemoray serve --direct-ingress` sets them, before Ray loads
-            from serve.settings import direct_ingress_env
+            from mnemoray.serve.settings import direct_ingress_env
 
             env = {**direct_ingress_env(self.port, 1), **env}
         child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(

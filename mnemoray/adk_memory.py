@@ -4,6 +4,6 @@ Importing this module needs ``google-adk`` (``pip install google-adk``).
 """
 
 from mnemoray.adk.convert import memory_entry
-from mnemoray.adk.memory import MemoryBackend, MnemorayMemoryService
+from mnemoray.adk.memory import MemorySource, MnemorayMemoryService
 
-__all__ = ["MemoryBackend", "MnemorayMemoryService", "memory_entry"]
+__all__ = ["MemorySource", "MnemorayMemoryService", "memory_entry"]

@@ -1,7 +1,7 @@
 """Settings the core shares with its edges: settings files and recall configuration.
 
 A settings file is YAML or JSON (by suffix; YAML otherwise) holding one mapping in
-the grouped layout of ``serve.settings.ServeSettings``. The ``recall`` group is
+the grouped layout of ``mnemoray.serve.settings.ServeSettings``. The ``recall`` group is
 defined here because the CLI's ``recall`` command reads it too::
 
     recall:

@@ -132,5 +132,10 @@ class ConfigError(InvalidInput):
     """A setting (file, environment, flag) is invalid; ``field`` names it."""
 
 
+class Unsupported(ConfigError):
+    """The configured store backend lacks this feature (compaction on a LanceDB store,
+    ...): the message names the feature and the backend; ``field`` the setting (store)."""
+
+
 __all__ = ["Conflict", "ConfigError", "Forbidden", "InvalidInput", "MnemorayError", "NotFound",
-           "PayloadTooLarge", "StoreCorrupt", "Unauthorized", "Unavailable"]
+           "PayloadTooLarge", "StoreCorrupt", "Unauthorized", "Unavailable", "Unsupported"]

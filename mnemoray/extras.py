@@ -13,6 +13,7 @@ EXTRA_OF: dict[str, str] = {
     "mcp_types": "mcp",
     "google": "adk",
     "vllm": "gpu",
+    "lancedb": "lancedb",
 }
 
 

@@ -12,8 +12,8 @@
           limits: {max_memories: 200, policy: lowest_value}
           consolidation: {enabled: false}
 
-Serve reads it from its settings (``serve.settings``); `mnemoray memory consolidate`
-and ``python -m jobs.consolidate`` from the same settings file. Defined here, like the
+Serve reads it from its settings (``mnemoray.serve.settings``); `mnemoray memory consolidate`
+and ``python -m mnemoray.jobs.consolidate`` from the same settings file. Defined here, like the
 ``recall`` group, because the CLI reads it too.
 """
 

@@ -14,11 +14,11 @@ from fastapi import FastAPI
 from service_backend import ServiceBackend
 
 from mnemoray.memory.service import MemoryService
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
-from serve.ingestion import IngestionJobs
-from serve.settings import parse_settings
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
+from mnemoray.serve.ingestion import IngestionJobs
+from mnemoray.serve.settings import parse_settings
 
 KEY = "client-test-key-0123456789"
 ANA = ("app", "ana")

@@ -10,12 +10,13 @@ from typing import Any
 
 from mnemoray.artifacts import InMemoryArtifactStore
 from mnemoray.compiler import AgentSpec, Callee, Compiler, Services
+from mnemoray.memory.agent_names import agent_view
 from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.service import MemoryService
+from mnemoray.serve.compaction import start_auto_compaction
+from mnemoray.serve.compaction_settings import CompactionSettings
+from mnemoray.serve.metrics import Metrics
 from mnemoray.session_store import InMemorySessionStore
-from serve.compaction import start_auto_compaction
-from serve.compaction_settings import CompactionSettings
-from serve.metrics import Metrics
 
 
 class ServiceBackend:
@@ -30,7 +31,7 @@ class ServiceBackend:
         self.sessions = InMemorySessionStore()
         self.artifacts = InMemoryArtifactStore()
         self.compiler = Compiler.default()
-        # Compaction after appends, as the ingress wires it (serve.compaction).
+        # Compaction after appends, as the ingress wires it (mnemoray.serve.compaction).
         self.compaction = start_auto_compaction(compaction or CompactionSettings(),
                                                 self.sessions, service.summarizer,
                                                 self.metrics)
@@ -45,6 +46,12 @@ class ServiceBackend:
                                  {"query": query, "top_k": top_k, "filters": filters,
                                   "mode": mode})
 
+    async def recall_app(self, app_name: str, query: str, top_k: int,
+                         filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+        return await self.run_io(self.ops.call, "recall_app", app_name, "",
+                                 {"query": query, "top_k": top_k, "filters": filters,
+                                  "mode": mode})
+
     async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
         return await self.run_io(self.ops.call, op, app_name, user_id, kwargs)
 
@@ -54,9 +61,10 @@ class ServiceBackend:
                       callee: Mapping[str, Any] | None = None) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             session = self.sessions.get_session(app_name, user_id, session_id)
-            services = Services(memory_search=self.service.memory_search(),
-                                artifacts=self.artifacts)
-            return self.compiler.compile(session, AgentSpec(**agent), new_message, services,
+            spec = AgentSpec(**agent)  # its memory view: shared + its own (scopes)
+            services = Services(memory_search=self.service.memory_search(
+                agent_view(spec.name)), artifacts=self.artifacts)
+            return self.compiler.compile(session, spec, new_message, services,
                                          dict(temp_state) if temp_state else None,
                                          Callee.from_dict(callee) if callee else None,
                                          ).to_dict()

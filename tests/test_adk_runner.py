@@ -38,7 +38,7 @@ from mnemoray.adk import (  # noqa: E402
     MnemorayArtifactService,
     MnemorayMemoryService,
     MnemoraySessionService,
-    RemoteMemoryBackend,
+    RemoteMemorySource,
     parse_uri,
     register,
 )
@@ -262,7 +262,7 @@ def test_uri_errors_name_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="serves memory only"):
         MnemorayArtifactService(uri="mnemoray://127.0.0.1:9")
     remote = MnemorayMemoryService(uri="mnemoray+https://mem.example/v?top_k=2")
-    assert remote.top_k == 2 and isinstance(remote.service, RemoteMemoryBackend)
+    assert remote.top_k == 2 and isinstance(remote.service, RemoteMemorySource)
     assert parse_uri("mnemoray+https://mem.example/v/").base_url == "https://mem.example/v"
     assert parse_uri("mnemoray:rel/store").store == Path("rel/store").absolute()
     with pytest.raises(TypeError, match="either"):

@@ -37,9 +37,9 @@ from mnemoray.artifacts import InMemoryArtifactStore  # noqa: E402
 from mnemoray.errors import Conflict, InvalidInput  # noqa: E402
 from mnemoray.events import Event  # noqa: E402
 from mnemoray.memory.service import MemoryService  # noqa: E402
+from mnemoray.serve.api import build_api  # noqa: E402
 from mnemoray.session_store import InMemorySessionStore  # noqa: E402
 from mnemoray.session_store import StaleSessionError as MnemorayStaleSessionError  # noqa: E402
-from serve.api import build_api  # noqa: E402
 
 APP, USER = "bird-chat", "maya"
 

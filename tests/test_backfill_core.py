@@ -11,13 +11,13 @@ import typer
 from archive_gen import make_archive
 from typer.testing import CliRunner
 
-from cli.main import app
-from jobs.backfill import parser as job_parser
 from mnemoray.backfill import BackfillConfig, BackfillReport, RayOptions, backfill
+from mnemoray.cli.main import app
 from mnemoray.errors import InvalidInput
+from mnemoray.jobs.backfill import parser as job_parser
 from mnemoray.memory.runs import read_run_reports
+from mnemoray.pipeline.backfill import RayDataEngine, engine
 from mnemoray.summarizers import ExtractiveSummarizer
-from pipeline.backfill import RayDataEngine, engine
 
 runner = CliRunner()
 
@@ -97,7 +97,7 @@ def test_job_flags_are_the_cli_flags() -> None:
 
 def test_job_refuses_a_ray_flag_in_process(tmp_path: Path, archive: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from jobs.backfill import main as job_main
+    from mnemoray.jobs.backfill import main as job_main
 
     code = job_main(["--archive", str(archive), "--store", str(tmp_path / "store"),
                      "--in-process", "--embedder", "none", "--gpus-per-embedder", "1"])

@@ -1,6 +1,6 @@
 """Kill a real backfill job part way, again and again; the store ends as a clean run leaves it.
 
-The job is ``python -m jobs.backfill`` on the Ray Data engine, in its own process
+The job is ``python -m mnemoray.jobs.backfill`` on the Ray Data engine, in its own process
 group with the local Ray it starts (GCS, raylet, workers). It is SIGKILLed once the
 store's ledger (polled) holds 10% of the archive's sessions, re-run and killed again at
 30%, re-run and killed at 60%, then re-run to the end. A kill is either

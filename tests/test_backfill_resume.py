@@ -1,6 +1,6 @@
 """Kill a real backfill job (twice), re-run it: every session exactly once, nothing lost.
 
-The job is `python -m jobs.backfill` in a subprocess with its own local Ray:
+The job is `python -m mnemoray.jobs.backfill` in a subprocess with its own local Ray:
 - run 1 dies right after a chunk's segment files are written and before its
   manifest commit (``MNEMORAY_CRASH_AFTER=prepare:3``: ``os._exit`` in that spot);
 - run 2 is SIGKILLed from outside as soon as it has committed one chunk;
@@ -38,7 +38,8 @@ def start(archive: Path, store: Path, **env: str) -> subprocess.Popen:
     environ = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     environ.update(HF_HUB_OFFLINE="1", RAY_USAGE_STATS_ENABLED="0", **env)
     return subprocess.Popen(
-        [sys.executable, "-m", "jobs.backfill", "--archive", str(archive), "--store", str(store),
+        [sys.executable, "-m", "mnemoray.jobs.backfill", "--archive", str(archive),
+         "--store", str(store),
          "--shards", "2", "--commit-every", "4", "--batch-size", "4", "--progress-every", "0"],
         cwd=ROOT, env=environ, start_new_session=True, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)

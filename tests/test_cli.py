@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cli.main import app
 from mnemoray.archive import write_archive
+from mnemoray.cli.main import app
 from mnemoray.events import model_message, user_message
 from mnemoray.session import Session
 
@@ -18,7 +18,7 @@ runner = CliRunner()
 
 
 def test_help_lists_commands() -> None:
-    result = subprocess.run([sys.executable, "-m", "cli", "--help"],
+    result = subprocess.run([sys.executable, "-m", "mnemoray.cli", "--help"],
                             capture_output=True, text=True, check=True)
     for command in ("demo", "compile"):
         assert command in result.stdout
@@ -76,8 +76,8 @@ def test_compile_unknown_session(tmp_path: Path) -> None:
 
 
 def test_e2e_demo_archive_has_sessions_and_one_bad_row(tmp_path: Path) -> None:
-    from jobs.demo import write_demo_archive
     from mnemoray.archive import iter_archive
+    from mnemoray.jobs.demo import write_demo_archive
 
     rows = list(iter_archive(write_demo_archive(tmp_path)))
     good = [r.session for r in rows if r.ok]

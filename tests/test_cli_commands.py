@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from mnemoray.cli.main import app
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
@@ -132,8 +132,8 @@ def test_recall_queries_with_the_onnx_runtime_without_torch(tmp_path: Path) -> N
     probe = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
-        "import cli.memory as m\n"
-        "from cli.main import app\n"
+        "import mnemoray.cli.memory as m\n"
+        "from mnemoray.cli.main import app\n"
         "opened = []\n"
         "real = m.open_for_recall\n"
         "def spy(*a, **k):\n"

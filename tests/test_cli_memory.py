@@ -10,8 +10,8 @@ import pytest
 from factories import DAY, FLYING, T0, parrot, session
 from typer.testing import CliRunner
 
-from cli.main import app
 from mnemoray.archive import write_archive
+from mnemoray.cli.main import app
 from mnemoray.memory.store import MemoryStore
 
 runner = CliRunner()
@@ -124,8 +124,8 @@ def test_recall_batch_in_input_order_with_errors(store_dir: Path, tmp_path: Path
     q1 = got[0]
     assert set(q1) == {"qid", "memories", "took_ms"} and len(q1["memories"]) == 2
     assert q1["memories"][0]["provenance"]["session_id"] == "parrot"
-    assert set(q1["memories"][0]) == {"memory_id", "kind", "text", "score", "date",
-                                      "signals", "topics", "key_facts", "provenance"}
+    assert set(q1["memories"][0]) == {"memory_id", "app_name", "kind", "text", "score",
+                                      "date", "signals", "topics", "key_facts", "provenance"}
     assert "dense" in q1["memories"][0]["signals"]
     assert got[1]["memories"] and {(m["provenance"]["session_id"], m["kind"])
                                    for m in got[1]["memories"]} \

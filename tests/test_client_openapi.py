@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 
 from mnemoray.client import AsyncMnemorayClient, MnemorayClient, memory_calls, session_calls
 from mnemoray.memory.service import MemoryService
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
 
 OPERATION_IDS = {
     ("get", "/healthz"): "healthz", ("get", "/metrics"): "metrics",

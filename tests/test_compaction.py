@@ -346,7 +346,7 @@ def test_every_surface_reads_the_policy_fields_from_one_place() -> None:
 
     from mnemoray.compaction_fields import FIELDS, POLICY_FIELDS, SERVE_DEFAULTS
     from mnemoray.schemas.sessions import SessionCompactionIn
-    from serve.compaction_settings import AppCompactionSettings, CompactionSettings
+    from mnemoray.serve.compaction_settings import AppCompactionSettings, CompactionSettings
 
     config, settings = CompactionConfig(), CompactionSettings()
     assert tuple(f.name for f in fields(CompactionConfig)) == POLICY_FIELDS

@@ -20,11 +20,11 @@ from service_backend import ServiceBackend
 
 from mnemoray.events import Event
 from mnemoray.memory.service import MemoryService
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
+from mnemoray.serve.compaction_settings import CompactionSettings
 from mnemoray.tokens import count_tokens
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
-from serve.compaction_settings import CompactionSettings
 
 KEY = "compaction-contract-key-0123456789"
 THRESHOLD = 2000

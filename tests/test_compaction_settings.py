@@ -34,10 +34,10 @@ class Prompted(Summarizer):
 
 def test_compaction_and_memory_prompts_are_configured_per_app(tmp_path) -> None:
     from mnemoray.memory.service import MemoryService
+    from mnemoray.serve.compaction import start_auto_compaction
+    from mnemoray.serve.metrics import Metrics
+    from mnemoray.serve.settings import parse_settings
     from mnemoray.summarizers.llm_prompt import DEFAULT_PROMPT, build_messages
-    from serve.compaction import start_auto_compaction
-    from serve.metrics import Metrics
-    from serve.settings import parse_settings
 
     settings = parse_settings({"store": str(tmp_path / "store"), "compaction": {
         "compaction_prompt": "Compact this chat.", "apps": {
@@ -84,7 +84,7 @@ def test_compaction_and_memory_prompts_are_configured_per_app(tmp_path) -> None:
     ({"apps": {"bot": {"intervall": 3}}}, "compaction.apps.bot.intervall"),
 ])
 def test_a_bad_compaction_setting_names_its_key(tmp_path, group: dict, field: str) -> None:
-    from serve.settings import SettingsError, parse_settings
+    from mnemoray.serve.settings import SettingsError, parse_settings
 
     with pytest.raises(SettingsError) as err:
         parse_settings({"store": str(tmp_path), "compaction": group})
@@ -92,7 +92,7 @@ def test_a_bad_compaction_setting_names_its_key(tmp_path, group: dict, field: st
 
 
 def test_app_policies_merge_over_the_default(tmp_path) -> None:
-    from serve.settings import load_settings
+    from mnemoray.serve.settings import load_settings
 
     settings = load_settings({"store": str(tmp_path), "compaction.interval": "4",
                               "compaction.apps.bot.token_threshold": None}, env={

@@ -21,10 +21,10 @@ from mnemoray.errors import InvalidInput, NotFound, StoreCorrupt, Unavailable
 from mnemoray.events import user_message
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
 from mnemoray.session import Session
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
 
 KEY = "degradation-test-key-0123456789"
 AGENT = {"name": "helper", "static_instruction": "You are helpful.", "memory_preload": True}

@@ -24,7 +24,7 @@ def _run(archive: Path, store: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(HF_HUB_OFFLINE="1")
     return subprocess.Popen(
-        [sys.executable, "-m", "cli", "backfill", "--archive", str(archive), "--store",
+        [sys.executable, "-m", "mnemoray.cli", "backfill", "--archive", str(archive), "--store",
          str(store), "--in-process", "--embedder", "none", "--shards", "2",
          "--commit-every", "3", "--progress-every", "0"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -15,12 +15,12 @@ import yaml
 from factories import DAY, T0, parrot, session
 from typer.testing import CliRunner
 
-from cli.main import app as cli_app
-from jobs.consolidate import main as job_main
-from jobs.consolidate import memory_prompts
-from jobs.scheduled_backfill import schedule_lock
+from mnemoray.cli.main import app as cli_app
 from mnemoray.errors import InvalidInput
 from mnemoray.hygiene_settings import hygiene_settings
+from mnemoray.jobs.consolidate import main as job_main
+from mnemoray.jobs.consolidate import memory_prompts
+from mnemoray.jobs.scheduled_backfill import schedule_lock
 from mnemoray.memory.consolidate import (
     CONSOLIDATED,
     CONSOLIDATED_KIND,
@@ -298,14 +298,14 @@ def test_the_schedules_run_the_job() -> None:
     service.optionxform = str  # type: ignore[assignment,method-assign]
     service.read_string((root / "jobs/systemd/mnemoray-consolidate.service").read_text())
     start = service["Service"]["ExecStart"].replace("\\\n", " ").split()
-    assert start[1:3] == ["-m", "jobs.consolidate"] and "--store" in start
+    assert start[1:3] == ["-m", "mnemoray.jobs.consolidate"] and "--store" in start
     timer = configparser.ConfigParser(strict=False, interpolation=None)
     timer.read_string((root / "jobs/systemd/mnemoray-consolidate.timer").read_text())
     assert timer["Timer"]["Unit"] == "mnemoray-consolidate.service"
     docs = list(yaml.safe_load_all((root / "jobs/k8s/consolidate-cron.yaml").read_text()))
     (cron,) = [d for d in docs if d and d["kind"] == "CronJob"]
     (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
-    assert container["command"][:3] == ["python", "-m", "jobs.consolidate"]
+    assert container["command"][:3] == ["python", "-m", "mnemoray.jobs.consolidate"]
     (config,) = [d for d in docs if d and d["kind"] == "ConfigMap"]
     settings = yaml.safe_load(config["data"]["settings.yaml"])
     assert hygiene_settings(settings["hygiene"]).consolidation_for("any").enabled

@@ -16,7 +16,7 @@ import typer.main
 import yaml
 from packaging.requirements import Requirement
 
-from serve.settings import load_settings
+from mnemoray.serve.settings import load_settings
 
 try:
     import tomllib
@@ -66,7 +66,7 @@ def test_copy_sources_exist_and_are_not_dockerignored() -> None:
                if p.strip() and not p.startswith("#")]
     copies = [shlex.split(a) for k, a in DOCKER if k == "COPY"]
     sources = [s for parts in copies if not parts[0].startswith("--") for s in parts[:-1]]
-    assert {"pyproject.toml", "mnemoray", "serve", "pipeline", "jobs", "cli"} <= set(sources)
+    assert {"pyproject.toml", "README.md", "mnemoray"} <= set(sources)
     for src in sources:
         assert (ROOT / src).exists(), src
         assert not any(fnmatch.fnmatch(src, pat) for pat in ignored), src
@@ -75,8 +75,8 @@ def test_copy_sources_exist_and_are_not_dockerignored() -> None:
 def test_entrypoint_is_mnemoray_serve_with_known_flags() -> None:
     assert json.loads(only("ENTRYPOINT")) == ["mnemoray", "serve"]
     script = (ROOT / "pyproject.toml").read_text()
-    assert 'mnemoray = "cli.main:run"' in script
-    cli = importlib.import_module("cli.main")
+    assert 'mnemoray = "mnemoray.cli.main:run"' in script
+    cli = importlib.import_module("mnemoray.cli.main")
     assert callable(cli.run)
     serve_cmd = typer.main.get_command(cli.app).commands["serve"]
     known = {opt for p in serve_cmd.params for opt in p.opts}
@@ -98,7 +98,7 @@ def test_runtime_is_offline_non_root_and_probes_healthz() -> None:
     assert only("EXPOSE") == port
     probe = only("HEALTHCHECK")
     assert f"http://127.0.0.1:{port}/healthz" in probe
-    from serve.routes.ops import router
+    from mnemoray.serve.routes.ops import router
 
     assert "/healthz" in {route.path for route in router.routes}
 
@@ -143,7 +143,8 @@ SERVE_CONFIG = yaml.safe_load(SERVICE["spec"]["serveConfigV2"])
 
 
 def test_rayservice_runs_the_app_of_serve_config() -> None:
-    (reference,) = yaml.safe_load((ROOT / "serve" / "config.yaml").read_text())["applications"]
+    config = ROOT / "mnemoray" / "serve" / "config.yaml"
+    (reference,) = yaml.safe_load(config.read_text())["applications"]
     for key in ("name", "route_prefix", "import_path"):
         assert APP[key] == reference[key], key
     assert [d["name"] for d in APP["deployments"]] == \

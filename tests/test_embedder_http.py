@@ -21,8 +21,8 @@ import pytest
 from archive_gen import make_archive
 from typer.testing import CliRunner
 
-from cli.main import app
 from mnemoray.backfill import BackfillConfig, backfill
+from mnemoray.cli.main import app
 from mnemoray.embedders import (
     PACKAGED_MODEL_ID,
     PARITY_MIN_COSINE,

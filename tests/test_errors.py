@@ -6,7 +6,6 @@ import pickle
 
 import pytest
 
-from jobs.scheduled_backfill import LockHeld
 from mnemoray.archive import ArchiveError
 from mnemoray.artifacts import ArtifactError, ArtifactNotFoundError
 from mnemoray.compiler import UnknownProcessorError
@@ -23,10 +22,12 @@ from mnemoray.errors import (
     Unavailable,
 )
 from mnemoray.events import Event, EventError
+from mnemoray.jobs.scheduled_backfill import LockHeld
 from mnemoray.memory.index import VectorIndexError
 from mnemoray.memory.manifest import StoreError, read_manifest
 from mnemoray.memory.record import MemoryRecordError
 from mnemoray.memory.retrieval import RecallFilters, RetrievalError
+from mnemoray.serve.auth import AuthConfigError, AuthError, NotAuthenticated, NotPermitted
 from mnemoray.session import Session, SessionError
 from mnemoray.session_store import (
     DuplicateEventError,
@@ -41,7 +42,6 @@ from mnemoray.summarizers.errors import (
     PromptTooLongError,
     SummaryParseError,
 )
-from serve.auth import AuthConfigError, AuthError, NotAuthenticated, NotPermitted
 
 
 @pytest.mark.parametrize("cls, root, status", [

@@ -13,20 +13,20 @@ import pytest
 from fastapi.testclient import TestClient
 from service_backend import ServiceBackend
 
-from jobs.consolidate import main as job_main
 from mnemoray.errors import InvalidInput
 from mnemoray.hygiene_settings import hygiene_settings
+from mnemoray.jobs.consolidate import main as job_main
 from mnemoray.memory.evict import EvictionPolicy, eviction_order, value
 from mnemoray.memory.hygiene import MemoryHygiene, attach_hygiene
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.memory.usage import RecallUsage
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
+from mnemoray.serve.metrics import Metrics
 from mnemoray.summarizers import ExtractiveSummarizer
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
-from serve.metrics import Metrics
 
 T = 1_700_000_000.0
 DAY = 86_400.0
@@ -215,7 +215,7 @@ def test_closing_a_served_service_stops_its_hygiene_and_keeps_recall_counts(
     webhook = Webhook("http://127.0.0.1:9/unreachable", timeout_s=0.5).attach(svc.hooks)
     svc.add_memories([fact(0)])
     assert svc.search("app", "ana", "parrot")
-    threads = [svc.hooks._thread, hygiene.limits._thread, hygiene.usage._thread,
+    threads = [svc.hooks._thread, hygiene.limits._thread, hygiene.usage._flusher._thread,
                webhook.outbox._thread]
     assert all(t is not None and t.is_alive() for t in threads)
     close_service(svc, hygiene, webhook)

@@ -36,13 +36,13 @@ from mnemoray.events import Event, EventError, parse_timestamp
 from mnemoray.memory.quarantine import read_quarantine, write_quarantine
 from mnemoray.memory.record import Memory, MemoryRecordError
 from mnemoray.memory.store import MemoryStore
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
+from mnemoray.serve.settings import load_settings
 from mnemoray.session import Session, SessionError
 from mnemoray.session_store import InMemorySessionStore, SessionNotFoundError
 from mnemoray.sqlite_store import SQLiteSessionStore
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
-from serve.settings import load_settings
 
 LONE = "\ud800"
 BAD_TIMES = [math.nan, math.inf, -math.inf, 1e300, -1e12, limits.TIME_MAX]
@@ -146,8 +146,8 @@ def test_backfill_quarantines_a_lone_surrogate_row_and_commits_the_rest(tmp_path
 
 
 def test_ray_engine_validate_step_quarantines_it_too(tmp_path: Path) -> None:
-    from pipeline.read import _table
-    from pipeline.validate import validate_batch
+    from mnemoray.pipeline.read import _table
+    from mnemoray.pipeline.validate import validate_batch
 
     rows = iter_archive_from([session_row("s1"), {**session_row("s2"), "note": LONE}])
     table = _table([pickle.dumps(r) for r in rows], 0.0)
@@ -405,7 +405,7 @@ def test_docs_open_when_asked_or_without_keys() -> None:
 
 
 def test_docs_setting_reaches_the_http_config(tmp_path: Path) -> None:
-    from serve.api import http_config
+    from mnemoray.serve.api import http_config
 
     keys = ApiKeys.from_mapping({KEY: "app"})
     closed = load_settings({"store": str(tmp_path)}, env={})
@@ -420,7 +420,7 @@ def test_docs_setting_reaches_the_http_config(tmp_path: Path) -> None:
 
 # -- 5. exposure: the local Ray ------------------------------------------------------------
 def test_local_serving_starts_ray_on_loopback() -> None:
-    from serve.settings import local_ray_options
+    from mnemoray.serve.settings import local_ray_options
 
     kwargs, env = local_ray_options(None, environ={})
     assert kwargs["address"] == "local" and kwargs["include_dashboard"] is False
@@ -433,7 +433,7 @@ def test_local_serving_starts_ray_on_loopback() -> None:
 
 LISTENERS = r"""
 import json, os, sys
-from serve.app import start_local_ray
+from mnemoray.serve.app import start_local_ray
 start_local_ray(None, {})
 import ray
 ray.get(ray.remote(lambda: 1).remote())  # a worker too

@@ -1,6 +1,6 @@
 """`mnemoray mcp` driven by the official SDK's own client: stdio, streamable HTTP, --url.
 
-Every case spawns the real command (``python -m cli mcp ...``) and talks MCP to it;
+Every case spawns the real command (``python -m mnemoray.cli mcp ...``) and talks MCP to it;
 the --url case runs the HTTP API (build_api over a real MemoryService) on uvicorn.
 """
 
@@ -27,15 +27,15 @@ from mcp.client.streamable_http import streamable_http_client
 from service_backend import ServiceBackend
 from typer.testing import CliRunner
 
-from cli.main import app
+from mnemoray.cli.main import app
 from mnemoray.client import MnemorayClient
 from mnemoray.events import user_message
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
 from mnemoray.sqlite_store import SQLiteSessionStore
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 APP, USER = "shop", "ana"
@@ -44,7 +44,7 @@ Session = Callable[[ClientSession], Awaitable[Any]]
 
 
 def mcp_args(*args: str) -> list[str]:
-    return ["-m", "cli", "mcp", "--app", APP, "--user", USER, *args]
+    return ["-m", "mnemoray.cli", "mcp", "--app", APP, "--user", USER, *args]
 
 
 def run_stdio(body: Session, *args: str, env: dict[str, str] | None = None) -> Any:

@@ -15,8 +15,8 @@ from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.memory.webhook import Webhook
+from mnemoray.serve.metrics import Metrics
 from mnemoray.summarizers import ExtractiveSummarizer
-from serve.metrics import Metrics
 
 
 @pytest.fixture

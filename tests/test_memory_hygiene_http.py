@@ -12,13 +12,13 @@ from fastapi.testclient import TestClient
 from service_backend import ServiceBackend
 from typer.testing import CliRunner
 
-from cli.main import app as cli_app
+from mnemoray.cli.main import app as cli_app
 from mnemoray.memory.service import MemoryService
-from serve.api import build_api
-from serve.auth import ApiKeys, key_digest
-from serve.backend import HttpConfig
-from serve.memory import attach_webhook
-from serve.settings import SettingsError, parse_settings
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys, key_digest
+from mnemoray.serve.backend import HttpConfig
+from mnemoray.serve.memory import attach_webhook
+from mnemoray.serve.settings import SettingsError, parse_settings
 
 KEY = "hygiene-test-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}

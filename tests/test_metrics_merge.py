@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from serve.metrics import Metrics
-from serve.metrics_merge import merge, snapshot
+from mnemoray.serve.metrics import Metrics
+from mnemoray.serve.metrics_merge import merge, snapshot
 
 
 def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -21,7 +21,7 @@ except ModuleNotFoundError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("mnemoray", "serve", "pipeline", "jobs", "cli")
+PACKAGES = ("mnemoray",)
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
 
@@ -32,13 +32,14 @@ NOT_INSTALLED = {"vllm": "vllm"}
 PLACES: tuple[tuple[str, str], ...] = (
     ("mnemoray/client/", "client"),
     ("mnemoray/mcp/", "mcp"),
-    ("cli/mcp.py", "mcp"),
+    ("mnemoray/cli/mcp.py", "mcp"),
     ("mnemoray/adk/", "adk"),
     ("mnemoray/adk_", "adk"),
     ("mnemoray/summarizers/vllm_backend.py", "gpu"),
-    ("serve/", "ray"),
-    ("pipeline/", "ray"),
-    ("jobs/", "ray"),
+    ("mnemoray/memory/lance/", "lancedb"),
+    ("mnemoray/serve/", "ray"),
+    ("mnemoray/pipeline/", "ray"),
+    ("mnemoray/jobs/", "ray"),
 )
 
 
@@ -96,16 +97,16 @@ def test_every_direct_import_is_declared_where_its_part_installs() -> None:
 
 
 def test_extras_exist_and_dev_pulls_every_server_part() -> None:
-    assert {"client", "ray", "mcp", "adk", "gpu", "dev"} <= set(EXTRAS)
+    assert {"client", "ray", "mcp", "adk", "lancedb", "gpu", "dev"} <= set(EXTRAS)
     assert names(EXTRAS["client"]) == {"httpx", "pydantic"}
     assert "torch" not in names(EXTRAS["client"]) and "ray" not in names(EXTRAS["client"])
     self_ref = [Requirement(r) for r in EXTRAS["dev"] if Requirement(r).name == "mnemoray"]
     assert len(self_ref) == 1
     # `make setup` installs '.[dev]' only: it must bring every extra but the GPU one.
-    assert self_ref[0].extras == {"client", "ray", "mcp", "adk"}
+    assert self_ref[0].extras == {"client", "ray", "mcp", "adk", "lancedb"}
 
 
-@pytest.mark.parametrize("group", ["base", "client", "ray", "mcp", "adk", "dev"])
+@pytest.mark.parametrize("group", ["base", "client", "ray", "mcp", "adk", "lancedb", "dev"])
 def test_each_declared_requirement_is_installed_and_satisfied(group: str) -> None:
     reqs = PROJECT["dependencies"] if group == "base" else EXTRAS[group]
     bad = []
@@ -204,7 +205,7 @@ class BaseOnly(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, BaseOnly())
 sys.argv = ["mnemoray", *sys.argv[1:]]
-from cli.main import run
+from mnemoray.cli.main import run
 run()
 """
 
@@ -242,12 +243,22 @@ def test_base_only_names_the_missing_extra_in_one_line(tmp_path: Path, args: lis
 
 
 def test_the_backfill_job_without_ray_names_the_extra(tmp_path: Path) -> None:
-    # `python -m jobs.backfill` (what `ray job submit` runs) says the same as the CLI.
-    job = BASE_ONLY.replace("from cli.main import run\nrun()",
-                            "from jobs.backfill import main\nsys.exit(main())")
+    # `python -m mnemoray.jobs.backfill` (what `ray job submit` runs) says the same as the CLI.
+    job = BASE_ONLY.replace("from mnemoray.cli.main import run\nrun()",
+                            "from mnemoray.jobs.backfill import main\nsys.exit(main())")
     out = subprocess.run([sys.executable, "-c", job, "--archive", "examples/archive.jsonl",
                           "--store", str(tmp_path)], cwd=ROOT, timeout=240,
                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [
         "error: ray is not installed: pip install 'mnemoray[ray]'"]
+
+
+def test_only_the_mnemoray_namespace_is_installed() -> None:
+    # `pipeline` is another project's name on PyPI: nothing but mnemoray goes into site-packages.
+    from setuptools import find_packages
+
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = find_packages(where=str(ROOT), include=tool["packages"]["find"]["include"])
+    assert "mnemoray.serve" in found and "mnemoray.cli" in found
+    assert {name.split(".")[0] for name in found} == {"mnemoray"}

@@ -16,19 +16,19 @@ import pytest
 from archive_gen import make_archive, make_session
 from typer.testing import CliRunner
 
-from cli.main import app
 from mnemoray.archive import write_archive
 from mnemoray.backfill import BackfillConfig, RayOptions, backfill
 from mnemoray.backfill.steps import SessionItem
+from mnemoray.cli.main import app
 from mnemoray.embedders import PACKAGED_MODEL_ID, open_embedder
 from mnemoray.memory.distill import distill_session, summary_inputs
 from mnemoray.memory.runs import read_run_reports
 from mnemoray.memory.store import MemoryStore, session_content_hash
+from mnemoray.pipeline.backfill import RayDataEngine
+from mnemoray.pipeline.llm import FinishDistill, PlanPrompts, require_vllm
+from mnemoray.pipeline.rows import ITEM, STATS, pack, unpack
 from mnemoray.summarizers.llm_base import Completion, LLMSummarizer
 from mnemoray.summarizers.llm_prompt import build_messages, build_prompt
-from pipeline.backfill import RayDataEngine
-from pipeline.llm import FinishDistill, PlanPrompts, require_vllm
-from pipeline.rows import ITEM, STATS, pack, unpack
 
 SESSIONS = 10
 

@@ -10,21 +10,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from jobs.backfill import parse
 from mnemoray.backfill import BackfillConfig
 from mnemoray.backfill.steps import SessionItem
+from mnemoray.cli.main import app
 from mnemoray.errors import InvalidInput
 from mnemoray.events import Event, model_message, user_message
+from mnemoray.jobs.backfill import parse
 from mnemoray.memory.distill import distill_session
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.stats import store_stats
 from mnemoray.memory.store import MemoryStore, session_content_hash
+from mnemoray.pipeline.distill import Distill
+from mnemoray.pipeline.rows import pack, unpack
+from mnemoray.serve.settings import ServeSettings
 from mnemoray.session import Session
 from mnemoray.summarizers import ExtractiveSummarizer, Summary
-from pipeline.distill import Distill
-from pipeline.rows import pack, unpack
-from serve.settings import ServeSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE = ROOT / "examples" / "archive.jsonl"

@@ -11,12 +11,12 @@ from fastapi.testclient import TestClient
 from service_backend import ServiceBackend
 from typer.testing import CliRunner
 
-from cli.main import app as cli_app
+from mnemoray.cli.main import app as cli_app
 from mnemoray.client import MnemorayAPIError, MnemorayClient
 from mnemoray.memory.service import MemoryService
-from serve.api import build_api
-from serve.auth import ApiKeys, AuthConfigError
-from serve.backend import HttpConfig
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys, AuthConfigError
+from mnemoray.serve.backend import HttpConfig
 
 USER_KEY = "recall-app-user-key-0123456789"      # app "app", user-facing
 ADMIN_KEY = "recall-app-admin-key-0123456789"    # app "app", app-wide
@@ -131,5 +131,5 @@ def test_an_index_replica_holding_some_shards_refuses_instead_of_missing_users(
     _, store = served
     shard_ops = MemoryOps(MemoryService(MemoryStore(store, load_shards=[0]), None,
                                          ExtractiveSummarizer()))
-    with pytest.raises(Unavailable, match="index_mode: ingress"):
+    with pytest.raises(Unavailable, match="needs every shard"):
         shard_ops.call("recall_app", "app", "", {"query": "parrot"})

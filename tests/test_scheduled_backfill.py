@@ -16,7 +16,8 @@ import pytest
 import yaml
 from archive_gen import make_archive, make_session
 
-from jobs.scheduled_backfill import (
+from mnemoray.archive import write_archive
+from mnemoray.jobs.scheduled_backfill import (
     LOCK_NAME,
     SCHEDULE_DIR,
     last_success,
@@ -24,7 +25,6 @@ from jobs.scheduled_backfill import (
     schedule_lock,
     select_files,
 )
-from mnemoray.archive import write_archive
 from mnemoray.memory.runs import read_run_reports
 from mnemoray.memory.store import MemoryStore
 
@@ -119,7 +119,7 @@ def test_failed_run_exits_one_and_does_not_move_the_watermark(
 
 
 def test_a_manual_full_backfill_counts_as_the_last_run(tmp_path: Path) -> None:
-    from jobs.backfill import main as backfill_main
+    from mnemoray.jobs.backfill import main as backfill_main
 
     archive, store = tmp_path / "archive", tmp_path / "store"
     make_archive(archive, 3, files=1, bad=False)
@@ -152,7 +152,7 @@ def test_overlapping_run_exits_zero_without_running(tmp_path: Path) -> None:
     make_archive(archive, 2, files=1, bad=False)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
         "PYTHONPATH", "")]), "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "jobs.scheduled_backfill", "--archive", str(archive),
+    cmd = [sys.executable, "-m", "mnemoray.jobs.scheduled_backfill", "--archive", str(archive),
            "--store", str(store), *FAST]
     with schedule_lock(store / SCHEDULE_DIR / LOCK_NAME):  # a run in progress
         held = (store / SCHEDULE_DIR / LOCK_NAME).read_text()
@@ -207,7 +207,7 @@ def test_raycronjob_manifest() -> None:
     assert len(cron["spec"]["schedule"].split()) == 5
     job = cron["spec"]["jobTemplate"]
     entry = job["entrypoint"].split()
-    assert entry[:3] == ["python", "-m", "jobs.scheduled_backfill"]
+    assert entry[:3] == ["python", "-m", "mnemoray.jobs.scheduled_backfill"]
     archive, store = entry[entry.index("--archive") + 1], entry[entry.index("--store") + 1]
     assert job["shutdownAfterJobFinishes"] is True
     assert yaml.safe_load(job["runtimeEnvYAML"])["env_vars"]["HF_HUB_OFFLINE"] == "1"
@@ -244,7 +244,7 @@ def test_systemd_units() -> None:
     timer = _unit(ROOT / "jobs/systemd/mnemoray-backfill.timer")
     assert service["Service"]["Type"] == "oneshot"
     start = service["Service"]["ExecStart"].replace("\\\n", " ").split()
-    assert start[1:3] == ["-m", "jobs.scheduled_backfill"]
+    assert start[1:3] == ["-m", "mnemoray.jobs.scheduled_backfill"]
     assert "--archive" in start and "--store" in start
     assert timer["Timer"]["Unit"] == "mnemoray-backfill.service"
     assert timer["Timer"]["OnCalendar"] and timer["Timer"]["Persistent"] == "true"

@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 APP_NAME = "mnemoray-test"
 KEY_A = "test-key-app-aaaaaaaaaaaaaaaa"      # app "app"
 KEY_B = "test-key-other-bbbbbbbbbbbbbbbb"    # app "other"
+KEY_WIDE = "test-key-app-wide-cccccccccccccc"  # app "app", app-wide recall
 MAX_BODY = 256 * 1024
 
 
@@ -69,7 +70,7 @@ def server(ray_cluster, tmp_path_factory) -> Server:
     from ray import serve
     from ray.serve.context import _get_global_client
 
-    from serve.app import build_app
+    from mnemoray.serve.app import build_app
 
     root = tmp_path_factory.mktemp("serve")
     store = root / "store"
@@ -77,7 +78,8 @@ def server(ray_cluster, tmp_path_factory) -> Server:
     for s in BACKFILL:
         assert backfill.add_session(s)
     keys = root / "keys.json"
-    keys.write_text(json.dumps({KEY_A: "app", KEY_B: ["other"]}))
+    keys.write_text(json.dumps({KEY_A: "app", KEY_B: ["other"],
+                                KEY_WIDE: {"apps": ["app"], "app_wide": True}}))
     serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
     # If another module started Serve first, its HTTP options stand: ask for the port.
     port = _get_global_client().http_config.port
@@ -433,7 +435,7 @@ def test_compile_with_an_unreadable_store_answers_without_memories(
     whose trace names the failed step; /metrics counts it."""
     from ray import serve
 
-    from serve.app import build_app
+    from mnemoray.serve.app import build_app
 
     store = tmp_path / "store"
     shutil.copytree(server.store, store)
@@ -532,7 +534,7 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
     writes (second app on the same store, under /sharded)."""
     from ray import serve
 
-    from serve.app import build_app
+    from mnemoray.serve.app import build_app
 
     name = APP_NAME + "-sharded"
     serve.run(build_app({"store": str(server.store),
@@ -542,6 +544,15 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
                                     "summarizer_deployment": False}}),
               name=name, route_prefix="/sharded")
     try:
+        # App-wide recall: every shard's replica proposes, the ingress ranks; the answer
+        # is the unsharded app's (mnemoray.memory.app_recall).
+        for query in ("that flying animal we talked about", "roast chicken"):
+            with MnemorayClient(server.base + "/sharded", KEY_WIDE) as wide, \
+                    MnemorayClient(server.base, KEY_WIDE) as whole:
+                sharded = wide.recall_app("app", query, top_k=5).memories
+                assert sharded and [(m.user_id, m.memory_id) for m in sharded] == \
+                    [(m.user_id, m.memory_id) for m in whole.recall_app("app", query,
+                                                                        top_k=5).memories]
         with MnemorayClient(server.base + "/sharded", KEY_A) as mr:
             top = mr.recall("app", "alice", "that flying animal we talked about").memories
             assert top[0].provenance.session_id == "parrot"

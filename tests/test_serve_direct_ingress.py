@@ -57,7 +57,7 @@ def test_direct_ingress_serves_recall_on_the_replica_port(tmp_path: Path) -> Non
            if k not in ("RAY_ADDRESS", "MNEMORAY_API_KEYS", "MNEMORAY_SERVER__API_KEYS")}
     env.update(HF_HUB_OFFLINE="1", RAY_USAGE_STATS_ENABLED="0")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "serve", "--store", str(tmp_path / "store"),
+        [sys.executable, "-m", "mnemoray.cli", "serve", "--store", str(tmp_path / "store"),
          "--port", str(port), "--direct-ingress"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)

@@ -13,10 +13,10 @@ import pytest
 from mnemoray.errors import InvalidInput, Unavailable
 from mnemoray.events import model_message, user_message
 from mnemoray.memory.jobs import JobQueue
+from mnemoray.serve.ingestion import IngestionJobs, jobs_path
+from mnemoray.serve.metrics import Metrics
+from mnemoray.serve.settings import parse_settings
 from mnemoray.sqlite_store import SQLiteSessionStore
-from serve.ingestion import IngestionJobs, jobs_path
-from serve.metrics import Metrics
-from serve.settings import parse_settings
 
 
 class Recorder:

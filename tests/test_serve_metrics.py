@@ -33,7 +33,7 @@ def test_a_counter_sums_the_requests_of_both_replicas(ray_cluster, tmp_path) -> 
     from ray import serve
     from ray.serve.context import _get_global_client
 
-    from serve.app import build_app
+    from mnemoray.serve.app import build_app
 
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({KEY: "app"}))
@@ -54,7 +54,7 @@ def test_a_counter_sums_the_requests_of_both_replicas(ray_cluster, tmp_path) -> 
             for _ in range(sent):
                 assert c.get("/healthz").status_code == 200
             # The serving replica's counts are fresh; the other's arrive within a push
-            # interval (serve.metrics_hub.PUSH_INTERVAL_S).
+            # interval (mnemoray.serve.metrics_hub.PUSH_INTERVAL_S).
             deadline = time.monotonic() + 30
             while True:
                 out = _scrape(c)

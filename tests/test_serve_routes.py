@@ -37,17 +37,17 @@ from mnemoray.errors import (
     Unavailable,
 )
 from mnemoray.memory.jobs import JobQueue
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import ApiBackend, HttpConfig
+from mnemoray.serve.http_errors import INTERNAL_MESSAGE
+from mnemoray.serve.metrics import Metrics
 from mnemoray.session_store import InMemorySessionStore, SessionNotFoundError
 from mnemoray.summarizers.errors import BackendRequestError
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig, MemoryBackend
-from serve.http_errors import INTERNAL_MESSAGE
-from serve.metrics import Metrics
 
 KEY = "routes-test-key-0123456789"
 WHO = {"app_name": "app", "user_id": "ana"}
-SERVE = Path(__file__).parent.parent / "serve"
+SERVE = Path(__file__).parent.parent / "mnemoray" / "serve"
 
 
 class FakeBackend:
@@ -69,6 +69,11 @@ class FakeBackend:
 
     async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
                      filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+        self._maybe_fail()
+        return {"memories": [], "store_version": 1, "echo": [query, top_k, filters, mode]}
+
+    async def recall_app(self, app_name: str, query: str, top_k: int,
+                         filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
         self._maybe_fail()
         return {"memories": [], "store_version": 1, "echo": [query, top_k, filters, mode]}
 
@@ -120,7 +125,7 @@ def backend(tmp_path: Path) -> FakeBackend:
 
 @pytest.fixture
 def client(backend: FakeBackend) -> TestClient:
-    typed: MemoryBackend = backend  # the test double satisfies the protocol
+    typed: ApiBackend = backend  # the test double satisfies the protocol
     app = build_api(typed, HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"}),
                                       max_body_bytes=4096))
     # raise_server_exceptions off: assert on the answer a real client would get.
@@ -473,7 +478,7 @@ def test_the_http_edge_does_not_import_the_deployment() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            assert not any(n == "serve.ingress" or n.startswith("serve.ingress.")
+            assert not any(n == "mnemoray.serve.ingress" or n.startswith("mnemoray.serve.ingress.")
                            or n == "ray" or n.startswith("ray.") for n in names), path
 
 

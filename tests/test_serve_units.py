@@ -32,8 +32,7 @@ from mnemoray.schemas.memories import (
 from mnemoray.schemas.sessions import (
     AppendEventsRequest,
 )
-from mnemoray.summarizers import ExtractiveSummarizer
-from serve.auth import (
+from mnemoray.serve.auth import (
     ENV_VAR,
     ApiKeys,
     AuthConfigError,
@@ -43,7 +42,8 @@ from serve.auth import (
     is_loopback,
     load_api_keys,
 )
-from serve.settings import SettingsError, parse_settings, settings_from_env
+from mnemoray.serve.settings import SettingsError, parse_settings, settings_from_env
+from mnemoray.summarizers import ExtractiveSummarizer
 
 KEY_A = "key-for-app-a-0123456789"
 KEY_AB = "key-for-apps-a-and-b-0123"
@@ -269,7 +269,7 @@ def test_add_session_dict_checks_the_tenant(tmp_path: Path) -> None:
 
 # -- the body-limit middleware -----------------------------------------------------------------
 def test_body_limit_middleware() -> None:
-    from serve.metrics import Metrics, ServeMiddleware
+    from mnemoray.serve.metrics import Metrics, ServeMiddleware
 
     async def app(scope, receive, send):  # reads the whole body, then answers 200
         while True:
@@ -312,10 +312,11 @@ def test_config_yaml_is_a_valid_serve_config() -> None:
     import yaml
     from ray.serve.schema import ServeDeploySchema
 
-    raw = yaml.safe_load((Path(__file__).parent.parent / "serve" / "config.yaml").read_text())
+    config = Path(__file__).parent.parent / "mnemoray" / "serve" / "config.yaml"
+    raw = yaml.safe_load(config.read_text())
     ServeDeploySchema.model_validate(raw)
     app = raw["applications"][0]
-    assert app["import_path"] == "serve.app:build_app"
+    assert app["import_path"] == "mnemoray.serve.app:build_app"
     assert parse_settings(app["args"]).server.index_mode == "ingress"
     assert raw["http_options"]["host"] == "127.0.0.1"
 
@@ -323,7 +324,7 @@ def test_config_yaml_is_a_valid_serve_config() -> None:
 def test_cli_refuses_a_public_host_without_keys(tmp_path: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from cli.main import app
+    from mnemoray.cli.main import app
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     result = CliRunner().invoke(app, ["serve", "--store", str(tmp_path), "--host", "0.0.0.0"])
@@ -334,7 +335,7 @@ def test_cli_refuses_a_public_host_without_keys(tmp_path: Path, monkeypatch) -> 
 
 def test_metrics_scrape_answers_while_the_store_is_damaged() -> None:
     from mnemoray.errors import StoreCorrupt
-    from serve.metrics import Metrics
+    from mnemoray.serve.metrics import Metrics
 
     def broken() -> dict:
         raise StoreCorrupt("manifest: /secret/path/manifest.json is not a valid manifest")

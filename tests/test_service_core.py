@@ -131,8 +131,9 @@ def test_one_json_form_for_a_recalled_memory(tmp_path: Path) -> None:
     service.add_memories([_note("app", "ana", "Ana flew to Lisbon", t=1_700_000_000.0)])
     result = service.search("app", "ana", "Lisbon")[0]
     out = result.to_dict()
-    assert set(out) == {"memory_id", "kind", "text", "score", "date", "signals", "topics",
-                        "key_facts", "provenance"}
+    assert set(out) == {"memory_id", "app_name", "kind", "text", "score", "date", "signals",
+                        "topics", "key_facts", "provenance"}
+    assert out["app_name"] == "app"  # the owner (cross-app sharing: mnemoray.memory.scopes)
     assert out["date"] == "2023-11-14T22:13:20Z"
     assert out["provenance"]["session_id"] == "online"
     assert service.load_memory("app", "ana", "Lisbon") == [out]  # the agent tool: same form

@@ -11,7 +11,7 @@ import pytest
 from mnemoray.config import recall_settings, recall_settings_from_file, retrieval_config
 from mnemoray.errors import ConfigError, InvalidInput
 from mnemoray.memory.retrieval import DEFAULT_WEIGHTS, RetrievalConfig
-from serve.settings import load_settings, nest, parse_settings, settings_from_env
+from mnemoray.serve.settings import load_settings, nest, parse_settings, settings_from_env
 
 
 def _write(path: Path, data: dict) -> Path:
@@ -63,7 +63,7 @@ def test_groups_merge_across_layers_and_flags_nest(tmp_path: Path) -> None:
 
 
 def test_serve_run_string_arguments(tmp_path: Path) -> None:
-    # `serve run serve.app:build_app KEY=VALUE ...` passes strings only.
+    # `serve run mnemoray.serve.app:build_app KEY=VALUE ...` passes strings only.
     s = load_settings({"store": str(tmp_path), "server.replicas": "2",
                        "server.offload_search": "true",
                        "models.summarizer_options": '{"model": "m"}',
@@ -199,7 +199,7 @@ def test_recall_group_of_a_settings_file(tmp_path: Path) -> None:
 def test_cli_serve_reads_the_config_file_and_environment(tmp_path: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from cli.main import app
+    from mnemoray.cli.main import app
 
     for name in ("MNEMORAY_CONFIG", "MNEMORAY_SERVER__API_KEYS", "MNEMORAY_SERVER__HOST"):
         monkeypatch.delenv(name, raising=False)
@@ -219,7 +219,7 @@ def test_cli_recall_takes_its_ranking_from_a_config_file(tmp_path: Path) -> None
     from factories import parrot
     from typer.testing import CliRunner
 
-    from cli.main import app
+    from mnemoray.cli.main import app
     from mnemoray.memory.service import MemoryService
 
     store = tmp_path / "kw"

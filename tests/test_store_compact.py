@@ -13,7 +13,7 @@ import numpy as np
 from archive_gen import make_session
 from typer.testing import CliRunner
 
-from cli.main import app
+from mnemoray.cli.main import app
 from mnemoray.embedders import Embedder
 from mnemoray.memory.compact import compact_store, segment_files
 from mnemoray.memory.faults import CRASH_ENV, CRASH_EXIT_CODE

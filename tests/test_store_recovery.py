@@ -15,16 +15,16 @@ from fastapi.testclient import TestClient
 from service_backend import ServiceBackend
 from typer.testing import CliRunner
 
-from cli.main import app
 from mnemoray.backfill import BackfillConfig, backfill
+from mnemoray.cli.main import app
 from mnemoray.errors import StoreCorrupt
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
 
 runner = CliRunner()
 DIM = 16

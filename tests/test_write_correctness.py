@@ -35,14 +35,14 @@ from mnemoray.memory.manifest import KEYWORD_ONLY_MODEL
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore, session_content_hash
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
+from mnemoray.serve.metrics import Metrics
 from mnemoray.session import Session
 from mnemoray.session_store import DuplicateEventError, InMemorySessionStore, SessionStore
 from mnemoray.sqlite_store import SQLiteSessionStore
 from mnemoray.summarizers import ExtractiveSummarizer
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
-from serve.metrics import Metrics
 
 APP, USER, SID = "app", "ana", "home"
 KEY = "write-correctness-key-0123456789"
@@ -138,7 +138,7 @@ def test_older_copy_in_a_later_run_does_not_replace_newer(tmp_path: Path) -> Non
 @pytest.mark.ray
 @pytest.mark.parametrize("files", ["newer-first", "older-first"])
 def test_ray_engine_keeps_the_newer_copy(tmp_path: Path, ray_cluster: None, files: str) -> None:
-    from pipeline.backfill import RayDataEngine
+    from mnemoray.pipeline.backfill import RayDataEngine
 
     copies = [[newer()], [older()]] if files == "newer-first" else [[older()], [newer()]]
     config = BackfillConfig(write_archive(tmp_path / "a", *copies), tmp_path / "store",

@@ -17,12 +17,12 @@ from typing import Any
 
 _LAZY = {
     "MnemorayMemoryService": "mnemoray.adk.memory",
-    "MemoryBackend": "mnemoray.adk.memory",
+    "MemorySource": "mnemoray.adk.memory",
     "memory_entry": "mnemoray.adk.convert",
     "memory_from_entry": "mnemoray.adk.convert",
     "MnemoraySessionService": "mnemoray.adk.sessions",
     "MnemorayArtifactService": "mnemoray.adk.artifacts",
-    "RemoteMemoryBackend": "mnemoray.adk.remote",
+    "RemoteMemorySource": "mnemoray.adk.remote",
     "register": "mnemoray.adk.registry",
     "MnemorayUri": "mnemoray.adk.uri",
     "parse_uri": "mnemoray.adk.uri",

@@ -15,7 +15,7 @@ The wrapped ``service`` is duck-typed: anything with ``add_session(session)``
 taking a mnemoray :class:`~mnemoray.session.Session` and ``search(app_name,
 user_id, query, top_k=..., filters=None)`` returning results that carry
 ``.memory`` and ``.score``: :class:`mnemoray.memory.service.MemoryService`
-in-process, or :class:`mnemoray.adk.remote.RemoteMemoryBackend` for a running
+in-process, or :class:`mnemoray.adk.remote.RemoteMemorySource` for a running
 ``mnemoray serve``. ``add_memory`` / ``add_events_to_memory`` also need
 ``add_memories(memories)`` and ``delete_memory`` needs ``forget_memory(app,
 user, memory_id, reason=...)``. Any method may be a coroutine function; plain
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 DELETE_REASON = "deleted through ADK delete_memory"
 
 
-class MemoryBackend(Protocol):
+class MemorySource(Protocol):
     """What :class:`MnemorayMemoryService` needs from a mnemoray memory service."""
 
     def add_session(self, session: Session) -> Any: ...
@@ -66,7 +66,7 @@ class MnemorayMemoryService(BaseMemoryService):
     run synchronous service calls in a worker thread.
     """
 
-    def __init__(self, service: MemoryBackend | None = None, *, uri: str | None = None,
+    def __init__(self, service: MemorySource | None = None, *, uri: str | None = None,
                  agents_dir: str | None = None, top_k: int = 5, filters: Any = None,
                  offload: bool = True) -> None:
         if (service is None) == (uri is None):
@@ -151,9 +151,16 @@ class MnemorayMemoryService(BaseMemoryService):
         ttl = float(ttl_s) if ttl_s is not None else getattr(self.service, "ttl_s", None)
         summarize_for = getattr(self.service, "summarize_for", None)  # raw chunks only?
         summarize = summarize_for(session.app_name) if callable(summarize_for) else True
-        return distill_session(session, summarizer,
-                               chunk_turns=getattr(self.service, "chunk_turns", 4), ttl_s=ttl,
-                               summarize=summarize)
+        records = distill_session(session, summarizer,
+                                  chunk_turns=getattr(self.service, "chunk_turns", 4),
+                                  ttl_s=ttl, summarize=summarize)
+        scopes = getattr(self.service, "scopes", None)  # agent-only memories, in-process
+        if scopes is not None:
+            from mnemoray.memory.scopes import session_agent, stamp_agent
+
+            records = stamp_agent(records, session_agent(
+                session, scopes.memory_scope(session.app_name)))
+        return records
 
     @override
     async def add_memory(self, *, app_name: str, user_id: str, memories: Sequence[MemoryEntry],
@@ -187,4 +194,4 @@ class MnemorayMemoryService(BaseMemoryService):
         await self._call(forget, app_name, user_id, memory_id, reason=DELETE_REASON)
 
 
-__all__ = ["DELETE_REASON", "MemoryBackend", "MnemorayMemoryService", "memory_entry"]
+__all__ = ["DELETE_REASON", "MemorySource", "MnemorayMemoryService", "memory_entry"]

@@ -37,7 +37,7 @@ class RemoteResult:
     score: float
 
 
-class RemoteMemoryBackend:
+class RemoteMemorySource:
     """The memory calls of the ADK adapter against ``mnemoray serve`` (blocking)."""
 
     def __init__(self, client: MnemorayClient) -> None:
@@ -75,4 +75,4 @@ class RemoteMemoryBackend:
             return 0
 
 
-__all__ = ["RemoteMemoryBackend", "RemoteResult"]
+__all__ = ["RemoteMemorySource", "RemoteResult"]

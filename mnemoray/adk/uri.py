@@ -49,10 +49,10 @@ class MnemorayUri:
 
     def memory_backend(self) -> Any:
         if self.base_url is not None:
-            from mnemoray.adk.remote import RemoteMemoryBackend
+            from mnemoray.adk.remote import RemoteMemorySource
             from mnemoray.client import MnemorayClient
 
-            return RemoteMemoryBackend(MnemorayClient(self.base_url,
+            return RemoteMemorySource(MnemorayClient(self.base_url,
                                                       os.environ.get(self.api_key_env)))
         from mnemoray.memory.service import MemoryService
 

@@ -4,7 +4,7 @@ One core for both engines: ``BackfillConfig`` (``config``), the steps
 (``steps``), the commit step (``commit``), the driver with its run record and
 the one ``BackfillReport`` (``run``, ``report``). Engines differ only in how
 batches are produced: ``InProcessEngine`` here, the Ray Data engine in
-``pipeline.backfill``.
+``mnemoray.pipeline.backfill``.
 
     from mnemoray.backfill import BackfillConfig, backfill
     report = backfill(BackfillConfig(archive="archive/", store="store/"))

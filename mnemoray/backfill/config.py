@@ -139,7 +139,7 @@ class BackfillConfig:
     def from_flags(cls, *, summarizer_options: Sequence[str] = (),
                    ray_address: str | None = None, **flags: Any) -> BackfillConfig:
         """The config the command-line flags name (``mnemoray backfill`` and ``python -m
-        jobs.backfill``): flat flags, ``KEY=VALUE`` summarizer options, and the Ray
+        mnemoray.jobs.backfill``): flat flags, ``KEY=VALUE`` summarizer options, and the Ray
         options (None: not given) split into :class:`RayOptions`."""
         ray = {name: flags.pop(name) for name in RAY_FLAGS if name in flags}
         return cls(summarizer_options=parse_key_values(list(summarizer_options),

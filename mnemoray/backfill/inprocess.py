@@ -13,7 +13,7 @@ from mnemoray.backfill.report import count_ledger_hits
 from mnemoray.backfill.steps import distill_sessions, embed_sessions, skip_processed, validate_rows
 from mnemoray.embedders import Embedder, open_embedder, write_model
 from mnemoray.errors import InvalidInput
-from mnemoray.memory.store import MemoryStore
+from mnemoray.memory.backend import MemoryBackend
 from mnemoray.summarizers import Summarizer, get_summarizer
 
 
@@ -29,7 +29,7 @@ class InProcessEngine:
             raise InvalidInput(f"the in-process engine cannot honour {flag_of(name)} (a Ray "
                                f"Data option); drop it or run on Ray Data", field=f"ray.{name}")
 
-    def open(self, config: BackfillConfig, store: MemoryStore) -> Iterator[Chunk]:
+    def open(self, config: BackfillConfig, store: MemoryBackend) -> Iterator[Chunk]:
         summarizer: Summarizer | None = None  # --no-summarize: none is built
         if config.summarize:
             summarizer = (get_summarizer(config.summarizer, **config.summarizer_options)
@@ -37,7 +37,7 @@ class InProcessEngine:
         embedder = open_embedder(config.embedder, store, "batch")
         return self._chunks(config, store, summarizer, embedder)
 
-    def _chunks(self, config: BackfillConfig, store: MemoryStore, summarizer: Summarizer | None,
+    def _chunks(self, config: BackfillConfig, store: MemoryBackend, summarizer: Summarizer | None,
                 embedder: Embedder | None) -> Iterator[Chunk]:
         rows = iter(iter_archive(config.archive))
         name = getattr(summarizer, "name", None)

@@ -17,8 +17,8 @@ from mnemoray.backfill import commit
 from mnemoray.backfill.commit import Chunk
 from mnemoray.backfill.config import BackfillConfig
 from mnemoray.backfill.report import BackfillReport, Tally
+from mnemoray.memory.backend import MemoryBackend, open_backend
 from mnemoray.memory.runs import Progress, RunRecorder
-from mnemoray.memory.store import MemoryStore
 
 
 class Engine(Protocol):
@@ -29,7 +29,7 @@ class Engine(Protocol):
     def check(self, config: BackfillConfig) -> None:
         """Raise ``InvalidInput`` for anything in ``config`` this engine cannot honour."""
 
-    def open(self, config: BackfillConfig, store: MemoryStore) -> Iterator[Chunk]:
+    def open(self, config: BackfillConfig, store: MemoryBackend) -> Iterator[Chunk]:
         """Check what can fail before any work (archive, models), then return the lazy
         chunks in archive order; closing the iterator releases the engine's resources."""
 
@@ -39,7 +39,7 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
     """Distill every session of ``config.archive`` into ``config.store``.
 
     ``engine``: ``InProcessEngine()`` (the default) or the Ray Data engine
-    (``pipeline.backfill.RayDataEngine``). Idempotent: sessions whose raw row is
+    (``mnemoray.pipeline.backfill.RayDataEngine``). Idempotent: sessions whose raw row is
     in the ledger are skipped, so a re-run adds nothing and a killed run resumes
     where it stopped. Progress lines go to ``stream`` (stderr by default).
     """
@@ -49,7 +49,8 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
         engine = InProcessEngine()
     config.check()
     engine.check(config)
-    store = MemoryStore(config.store, config.shards)  # a shard-count mismatch fails here
+    # A path, parquet://DIR or lancedb://DIR; a shard-count mismatch fails here.
+    store = open_backend(config.store, config.shards)
     chunks = engine.open(config, store)
     progress = Progress(estimate_rows(config.archive), stream=stream, tty=tty,
                         interval_s=config.progress_interval_s)

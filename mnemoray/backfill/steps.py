@@ -28,11 +28,12 @@ from typing import Any
 
 from mnemoray.archive import ArchiveRow
 from mnemoray.embedders import Embedder
+from mnemoray.memory.backend import MemoryBackend
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import embed_memories
 from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.memory.store import MemoryStore, session_content_hash
+from mnemoray.memory.store import session_content_hash
 from mnemoray.memory.supersede import (
     is_older_copy,
     record_version,
@@ -83,7 +84,7 @@ def validate_rows(rows: Iterable[ArchiveRow]) -> tuple[list[SessionItem], list[Q
     return good, bad
 
 
-def skip_processed(store: MemoryStore, items: Sequence[SessionItem],
+def skip_processed(store: MemoryBackend, items: Sequence[SessionItem],
                    ) -> tuple[list[SessionItem], int]:
     """Drop sessions the ledger already holds, and repeats of a row within ``items``."""
     done = store.ledger_contains([i.raw_hash for i in items]) if items else set()

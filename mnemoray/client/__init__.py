@@ -1,4 +1,4 @@
-"""Python clients for the mnemoray HTTP API (``mnemoray serve`` / ``serve.app``).
+"""Python clients for the mnemoray HTTP API (``mnemoray serve`` / ``mnemoray.serve.app``).
 
     from mnemoray.client import MnemorayClient
 

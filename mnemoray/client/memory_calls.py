@@ -1,4 +1,4 @@
-"""The calls of liveness, recall and a user's memories (``serve/routes/memories.py``)."""
+"""The calls of liveness, recall and a user's memories (``mnemoray/serve/routes/memories.py``)."""
 
 from __future__ import annotations
 
@@ -43,21 +43,27 @@ def metrics() -> Call[str]:
 
 
 def recall(app_name: str, user_id: str, query: str, top_k: int = 5,
-           filters: Filters | None = None, mode: str | None = None) -> Call[RecallResponse]:
-    """The best ``top_k`` memories for ``query``, best first (``.memories``).
+           filters: Filters | None = None, mode: str | None = None, *,
+           agent_name: str | None = None) -> Call[RecallResponse]:
+    """The best ``top_k`` memories for ``query``, best first (``.memories``, each naming
+    its owner ``app_name``: another app may share the user's memories with this one).
     ``filters``: ``session_id``, ``after`` / ``before`` (epoch seconds or ISO-8601),
-    ``kinds``; ``mode``: ``hybrid`` | ``dense`` | ``keyword`` (default: the server's)."""
+    ``kinds``; ``mode``: ``hybrid`` | ``dense`` | ``keyword`` (default: the server's);
+    ``agent_name``: recall as this agent, which also sees its agent-only memories."""
     body = drop_none(app_name=app_name, user_id=user_id, query=query, top_k=top_k,
-                     filters=as_dict(filters) if filters else None, mode=mode)
+                     filters=as_dict(filters) if filters else None, mode=mode,
+                     agent_name=agent_name)
     return Call("POST", "/v1/recall", model(RecallResponse), json=body, retry_safe=True)
 
 
 def recall_app(app_name: str, query: str, top_k: int = 5, filters: Filters | None = None,
-               mode: str | None = None) -> Call[AppRecallResponse]:
+               mode: str | None = None, *,
+               agent_name: str | None = None) -> Call[AppRecallResponse]:
     """The best ``top_k`` memories for ``query`` across every user of ``app_name``, each
-    with its ``user_id``. Needs an API key marked ``app_wide`` for the app (else 403)."""
+    with its ``user_id``. Needs an API key marked ``app_wide`` for the app (else 403).
+    ``agent_name``: as in :func:`recall`."""
     body = drop_none(query=query, top_k=top_k, filters=as_dict(filters) if filters else None,
-                     mode=mode)
+                     mode=mode, agent_name=agent_name)
     return Call("POST", f"/v1/apps/{seg(app_name)}/recall", model(AppRecallResponse),
                 json=body, retry_safe=True)
 
@@ -65,38 +71,43 @@ def recall_app(app_name: str, query: str, top_k: int = 5, filters: Filters | Non
 def search(app_name: str, user_id: str, query: str, top_k: int = 5, *,
            mode: str | None = None, session_id: str | None = None,
            after: float | str | None = None, before: float | str | None = None,
-           kinds: Sequence[str] | None = None) -> Call[RecallResponse]:
+           kinds: Sequence[str] | None = None,
+           agent_name: str | None = None) -> Call[RecallResponse]:
     """Recall as a GET with query parameters (cacheable, no request body); the same
     answer as :func:`recall`."""
     params = drop_none(app_name=app_name, user_id=user_id, query=query, top_k=top_k,
                        mode=mode, session_id=session_id, after=after, before=before,
-                       kinds=list(kinds) if kinds else None)
+                       kinds=list(kinds) if kinds else None, agent_name=agent_name)
     return Call("GET", "/v1/recall", model(RecallResponse), params=params, retry_safe=True)
 
 
 def add_memories(app_name: str, user_id: str, memories: Sequence[str | Mapping[str, Any]],
-                 ) -> Call[AddMemoriesResponse]:
+                 *, agent_name: str | None = None) -> Call[AddMemoriesResponse]:
     """Raw memories (a string is ``{"text": ...}``), committed before the answer.
     Safe to repeat: a memory's id is its content's hash, so a second copy is counted
-    in ``duplicates`` and written nowhere."""
+    in ``duplicates`` and written nowhere. ``agent_name``: only that agent's recall sees
+    the memories that name no agent of their own (default: every agent of the app)."""
     items = [{"text": m} if isinstance(m, str) else as_dict(m) for m in memories]
     return Call("POST", "/v1/memories", model(AddMemoriesResponse),
-                json={"app_name": app_name, "user_id": user_id, "memories": items},
+                json=drop_none(app_name=app_name, user_id=user_id, memories=items,
+                               agent_name=agent_name),
                 retry_safe=True)
 
 
-def add_session(session: Any, *, wait: bool = True,
+def add_session(session: Any, *, wait: bool = True, agent_name: str | None = None,
                 ) -> Call[AddMemoriesResponse | JobAccepted]:
     """Distill a whole session (a ``Session`` or its dict) into memories; the same
     content again adds nothing (``status`` "unchanged"). ``wait=False``: queued on the
-    server's disk, answered with a :class:`JobAccepted` (follow it with ``wait_for_job``)."""
+    server's disk, answered with a :class:`JobAccepted` (follow it with ``wait_for_job``).
+    ``agent_name``: whose memories they are (default: as the app's ``scopes`` say)."""
     raw = as_dict(session)
     # Waited for, a repeat is answered "unchanged"; a queued repeat would be a second job.
     return Call("POST", "/v1/memories",
                 by_status({200: AddMemoriesResponse, 201: AddMemoriesResponse,
                            202: JobAccepted}),
                 params={"wait": flag(wait)},
-                json={"app_name": raw["app_name"], "user_id": raw["user_id"], "session": raw},
+                json=drop_none(app_name=raw["app_name"], user_id=raw["user_id"], session=raw,
+                               agent_name=agent_name),
                 retry_safe=wait)
 
 

@@ -34,10 +34,11 @@ class Backend(Protocol):
         "memories"}``; committed before it returns."""
         ...
 
-    def add_session(self, app_name: str, user_id: str,
-                    session: Mapping[str, Any]) -> dict[str, Any]:
+    def add_session(self, app_name: str, user_id: str, session: Mapping[str, Any], *,
+                    agent_name: str | None = None) -> dict[str, Any]:
         """Distill a whole session (the archive's dict, of this app and user) into
-        memories; the same answer as :meth:`add_memories`."""
+        memories; the same answer as :meth:`add_memories`. ``agent_name``: whose
+        memories they are (None: as the app's scopes say)."""
         ...
 
     def list_memories(self, app_name: str, user_id: str, cursor: str | None,

@@ -19,6 +19,7 @@ from mnemoray.compiler import AgentSpec, Compiler, Services, TemplateError
 from mnemoray.embedders import write_model
 from mnemoray.errors import InvalidInput, MnemorayError
 from mnemoray.mcp.backend import ACTOR
+from mnemoray.memory.agent_names import agent_view
 from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.service import MemoryService
 from mnemoray.sqlite_store import SQLiteSessionStore
@@ -42,8 +43,9 @@ class LocalBackend:
     def open(cls, store: str | Path, embedder: str | None = "default",
              summarizer: str = "extractive") -> LocalBackend:
         """A backend over the store at ``store`` (created on first write)."""
-        root = Path(store)
-        service = MemoryService.open(root, embedder=embedder, summarizer=summarizer)
+        # A path, parquet://DIR or lancedb://DIR (mnemoray.memory.backend.open_backend).
+        service = MemoryService.open(store, embedder=embedder, summarizer=summarizer)
+        root = service.store.root
         try:  # `remember` writes: refuse at start what every write would refuse later
             write_model(service.store, service.embedder)
         except MnemorayError:
@@ -70,9 +72,10 @@ class LocalBackend:
         return self.ops.call("add_memories", app_name, user_id,
                              {"memories": list(memories), "actor": ACTOR})
 
-    def add_session(self, app_name: str, user_id: str,
-                    session: Mapping[str, Any]) -> dict[str, Any]:
-        return self.ops.call("add_session", app_name, user_id, {"session": dict(session)})
+    def add_session(self, app_name: str, user_id: str, session: Mapping[str, Any], *,
+                    agent_name: str | None = None) -> dict[str, Any]:
+        return self.ops.call("add_session", app_name, user_id,
+                             {"session": dict(session), "agent_name": agent_name})
 
     def list_memories(self, app_name: str, user_id: str, cursor: str | None,
                       limit: int) -> dict[str, Any]:
@@ -100,7 +103,8 @@ class LocalBackend:
             raise exc.within("agent") from exc
         sessions, artifacts = self._session_context()
         session = sessions.get_session(app_name, user_id, session_id)
-        services = Services(memory_search=self.service.memory_search(), artifacts=artifacts)
+        services = Services(memory_search=self.service.memory_search(agent_view(spec.name)),
+                            artifacts=artifacts)
         try:
             request = self.compiler.compile(session, spec, new_message, services,
                                             dict(temp_state) if temp_state else None)

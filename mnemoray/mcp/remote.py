@@ -42,17 +42,20 @@ class RemoteBackend:
     # -- memory ------------------------------------------------------------------------
     def recall(self, app_name: str, user_id: str, query: str, top_k: int,
                filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
-        return self._call(self.client.recall, app_name, user_id, query, top_k, filters, mode)
+        flt = dict(filters or {})
+        agent = flt.pop("agent_name", None)  # the API takes the agent beside the filters
+        return self._call(self.client.recall, app_name, user_id, query, top_k, flt or None,
+                          mode, agent_name=agent)
 
     def add_memories(self, app_name: str, user_id: str,
                      memories: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return self._call(self.client.add_memories, app_name, user_id, memories)
 
-    def add_session(self, app_name: str, user_id: str,
-                    session: Mapping[str, Any]) -> dict[str, Any]:
+    def add_session(self, app_name: str, user_id: str, session: Mapping[str, Any], *,
+                    agent_name: str | None = None) -> dict[str, Any]:
         # The caller checked the session's own app_name/user_id against these.
         raw = {**session, "app_name": app_name, "user_id": user_id}
-        return self._call(self.client.add_session, raw, wait=True)
+        return self._call(self.client.add_session, raw, wait=True, agent_name=agent_name)
 
     def list_memories(self, app_name: str, user_id: str, cursor: str | None,
                       limit: int) -> dict[str, Any]:

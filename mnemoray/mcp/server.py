@@ -27,6 +27,7 @@ from mnemoray.limits import MAX_FORGET_PREVIEW
 from mnemoray.mcp.backend import Backend
 from mnemoray.mcp.errors import MnemorayMCP, resource_errors, tool_errors
 from mnemoray.mcp.profile import build_profile
+from mnemoray.memory.agent_names import check_agent_name
 from mnemoray.schemas.common import (
     MAX_MEMORIES_PER_ADD,
     MAX_MESSAGE_CHARS,
@@ -38,7 +39,7 @@ from mnemoray.schemas.common import (
     Mode,
 )
 from mnemoray.schemas.compile import AgentIn
-from mnemoray.schemas.memories import MemoryIn, RecallFiltersIn
+from mnemoray.schemas.memories import MemoryIn, RecallFiltersIn, with_agent
 
 Query = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
 Message = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)]
@@ -52,10 +53,13 @@ PROFILE_MAX_ROWS = 50_000  # a profile reads at most this many memories (then co
 
 @dataclass(frozen=True)
 class Tenant:
-    """The one (app, user) a server answers for."""
+    """The one (app, user) a server answers for; ``agent_name``: the agent it recalls as
+    (it also sees that agent's agent-only memories: mnemoray.memory.scopes), fixed like
+    the user, so a prompt cannot read another agent's memories."""
 
     app_name: str
     user_id: str
+    agent_name: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("app_name", "user_id"):
@@ -64,6 +68,8 @@ class Tenant:
                     any(ord(c) < 32 or ord(c) == 127 for c in value):
                 raise InvalidInput("must be a non-empty string without control characters",
                                    field=name)
+        if self.agent_name is not None:
+            check_agent_name(self.agent_name)
 
     @property
     def uri(self) -> str:
@@ -86,14 +92,21 @@ def _package_version() -> str:
         return "0"
 
 
+def in_view(page: dict[str, Any], tenant: Tenant) -> dict[str, Any]:
+    """A page of memories without other agents' agent-only ones (the cursor stays)."""
+    return {**page, "memories": [m for m in page["memories"]
+                                 if m.get("agent_name") in ("", None, tenant.agent_name)]}
+
+
 def read_all_memories(backend: Backend, tenant: Tenant,
                       limit: int = PROFILE_MAX_ROWS) -> tuple[list[dict[str, Any]], bool]:
-    """The tenant's live memories (at most ``limit``) and whether that was all."""
+    """The tenant's live memories in its agent's view (at most ``limit``) and whether
+    that was all."""
     out: list[dict[str, Any]] = []
     cursor: str | None = None
     while len(out) < limit:
-        page = backend.list_memories(tenant.app_name, tenant.user_id, cursor,
-                                     min(MAX_PAGE, limit - len(out)))
+        page = in_view(backend.list_memories(tenant.app_name, tenant.user_id, cursor,
+                                             min(MAX_PAGE, limit - len(out))), tenant)
         out.extend(page["memories"])
         cursor = page.get("next_cursor")
         if not cursor:
@@ -122,8 +135,8 @@ def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
         its text, kind, date, score and provenance (the session it came from). `mode`:
         hybrid (default), dense or keyword; `filters`: session_id, after/before (ISO-8601
         or epoch seconds), kinds."""
-        flt = filters.model_dump(exclude_none=True) if filters else None
-        out = backend.recall(app, user, query, top_k, flt or None, mode)
+        flt = with_agent(filters, tenant.agent_name)
+        out = backend.recall(app, user, query, top_k, flt, mode)
         return {"memories": out["memories"]}
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
@@ -134,22 +147,33 @@ def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
                                                    max_length=MAX_MEMORIES_PER_ADD)] | None
         = None,
         session: JsonObject | None = None,
+        agent_only: bool = False,
     ) -> dict[str, Any]:
         """Store memories of the user. Either `memories`: texts (or objects with `text`
         and optionally `kind`, `topics`, `key_facts`, `entities`, `session_id`), stored
         as they are; or `session`: a whole conversation, {"session_id": ..., "events":
         [{"author": "user", "role": "user", "text": ...}, ...]}, distilled into summary,
-        fact and chunk memories. The same content twice is stored once. Returns how many
+        fact and chunk memories. The same content twice is stored once. `agent_only`:
+        only this agent recalls them, not the app's other agents. Returns how many
         were added and the stored records."""
         if (memories is None) == (session is None):
             raise InvalidInput("pass exactly one of memories or session", field="memories")
+        if agent_only and tenant.agent_name is None:
+            raise InvalidInput("this server recalls as no agent (start it with --agent "
+                               "NAME)", field="agent_only")
+        agent = tenant.agent_name if agent_only else None
         if session is not None:
             for name, value in (("app_name", app), ("user_id", user)):
                 if session.get(name) not in (None, value):
                     raise InvalidInput(f"this server stores memories of {name} {value!r} "
                                        "only; leave it out", field=f"session.{name}")
-            return _stored(backend.add_session(app, user, session))
-        items = [m.model_dump(exclude_none=True) for m in memories or ()]
+            return _stored(backend.add_session(app, user, session, agent_name=agent))
+        for i, m in enumerate(memories or ()):
+            if m.agent_name is not None:  # the agent is the server's, fixed at start
+                raise InvalidInput("not a memory's own field here; pass agent_only: true",
+                                   field=f"memories[{i}].agent_name")
+        items = [{**m.model_dump(exclude_none=True), **({"agent_name": agent} if agent else {})}
+                 for m in memories or ()]
         return _stored(backend.add_memories(app, user, items))
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
@@ -196,20 +220,22 @@ def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
     base = tenant.uri
 
     @mcp.resource(f"{base}/memories", name="memories", mime_type="application/json",
-                  description=f"The live memories of user {user!r} in app {app!r}, oldest "
+                  description=f"The live memories of user {user!r} in app {app!r} (other "
+                  f"agents' agent-only ones left out), oldest "
                   f"first, {RESOURCE_PAGE} per read; `next_cursor` continues at "
                   f"{base}/memories?cursor=<next_cursor>.")
     @resource_errors
     def memories() -> str:
-        return json.dumps(backend.list_memories(app, user, None, RESOURCE_PAGE),
-                          ensure_ascii=False)
+        return json.dumps(in_view(backend.list_memories(app, user, None, RESOURCE_PAGE),
+                                  tenant), ensure_ascii=False)
 
     @mcp.resource(f"{base}/memories{{?cursor}}", name="memories-page",
                   mime_type="application/json",
                   description="A later page of the user's memories.")
     @resource_errors
     def memories_page(cursor: str = "") -> str:
-        return json.dumps(backend.list_memories(app, user, cursor or None, RESOURCE_PAGE),
+        return json.dumps(in_view(backend.list_memories(app, user, cursor or None,
+                                                        RESOURCE_PAGE), tenant),
                           ensure_ascii=False)
 
     @mcp.resource(f"{base}/profile", name="profile", mime_type="application/json",

@@ -122,9 +122,12 @@ def plan_groups(memories: Iterable[Memory], policy: ConsolidationPolicy, covered
                        and m.memory_id not in covered
                        and now - memory_time(m) >= policy.min_age_s),
                       key=lambda m: (memory_time(m), m.memory_id))
-    buckets: dict[int, list[Memory]] = {}
+    # One agent's memories per group: an agent-only memory must never reach a summary
+    # that another agent (or every agent) sees (mnemoray.memory.scopes).
+    buckets: dict[tuple[str, int], list[Memory]] = {}
     for m in eligible:
-        buckets.setdefault(int(memory_time(m) // policy.period_s), []).append(m)
+        buckets.setdefault((m.agent_name, int(memory_time(m) // policy.period_s)),
+                           []).append(m)
     groups: list[list[Memory]] = []
     for _, members in sorted(buckets.items()):
         for i in range(0, len(members), policy.max_group):
@@ -177,6 +180,7 @@ def summarize_group(group: Sequence[Memory], summarizer: Summarizer,
                   event_time_start=min(m.event_time_start if m.event_time_start is not None
                                        else memory_time(m) for m in group),
                   event_time_end=max(memory_time(m) for m in group), created_at=now,
+                  agent_name=first.agent_name,
                   # What the originals left open or settled stays on the summary (seed 004).
                   **{name: _union(group, name) for name in CARRIED})
 

@@ -7,7 +7,9 @@ spot. Unset (the normal case) it costs one dictionary lookup.
 
 Points: ``prepare`` (a backfill chunk's segment files are written, its commit
 has not happened), ``commit`` (right after a backfill commit) and
-``compact-prepare`` (merged segments written, manifest not yet replaced).
+``compact-prepare`` (merged segments written, manifest not yet replaced),
+``lance-memories`` (a LanceDB store's commit added its memory rows, not yet its ledger
+rows or head).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ forgets that reach consolidated summaries (``consolidation_cascade``).
     ...
     close_service(service, hygiene)   # or hygiene.stop(); service.close()
 
-In-process and in a Serve replica alike (``serve.ingress`` calls it with the
+In-process and in a Serve replica alike (``mnemoray.serve.ingress`` calls it with the
 ``hygiene`` settings group). Consolidation is not attached: it is a scheduled job
-(``jobs.consolidate``, `mnemoray memory consolidate`).
+(``mnemoray.jobs.consolidate``, `mnemoray memory consolidate`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A user tombstone hides only what was stored before it, so a session still waitin
 its stored input would outlive the erase. :func:`guard_jobs` makes a service's
 ``forget_user`` / ``forget_session`` first cancel the owner's queued and failed jobs
 and drop their input (:meth:`JobQueue.forget_owner`); a job running meanwhile checks
-the erasure before and after its write (``JobWorker.run_job``, ``serve.ingestion``).
+the erasure before and after its write (``JobWorker.run_job``, ``mnemoray.serve.ingestion``).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from mnemoray.memory.job_record import (
     RetryPolicy,
     public_error,
 )
+from mnemoray.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ class JobWorker:
         # stopped beating for ``stale_after_s`` (it died), never while it still runs it.
         self.heartbeat_s = heartbeat_s
         self.stale_after_s = stale_after_s
-        self._beater: threading.Thread | None = None
+        self._beater = Periodic(self._beat, heartbeat_s, "mnemoray-jobs-heartbeat")
+        self._next_recover = 0.0
 
     def start(self) -> JobWorker:  # resume what a stopped process left, then drain
         # A job cut short once is always resumed; one whose runs keep stopping the process
@@ -60,8 +62,7 @@ class JobWorker:
         self._thread = threading.Thread(target=self._loop, name="mnemoray-ingestion-jobs",
                                         daemon=True)
         self._thread.start()
-        self._beater = threading.Thread(target=self._beat, name="mnemoray-jobs-heartbeat",
-                                        daemon=True)
+        self._next_recover = time.monotonic() + self.stale_after_s / 2
         self._beater.start()
         return self
 
@@ -75,15 +76,13 @@ class JobWorker:
         return resumed
 
     def _beat(self) -> None:
-        next_recover = time.monotonic() + self.stale_after_s / 2
-        while not self._stopping.wait(self.heartbeat_s):
-            try:
-                self.queue.beat()
-                if time.monotonic() >= next_recover:  # another replica may have died
-                    next_recover = time.monotonic() + self.stale_after_s / 2
-                    self.recover_stale()
-            except Exception:  # the next beat tries again
-                log.exception("ingestion jobs: heartbeat failed")
+        try:
+            self.queue.beat()
+            if time.monotonic() >= self._next_recover:  # another replica may have died
+                self._next_recover = time.monotonic() + self.stale_after_s / 2
+                self.recover_stale()
+        except Exception:  # the next beat tries again
+            log.exception("ingestion jobs: heartbeat failed")
 
     def notify(self) -> None:
         """A job was queued: look now rather than at the next poll."""
@@ -92,11 +91,10 @@ class JobWorker:
     def stop(self, timeout: float | None = 10.0) -> None:
         self._stopping.set()
         self._wake.set()
+        self._beater.stop(timeout)
         thread, self._thread = self._thread, None
-        beater, self._beater = self._beater, None
-        for t in (thread, beater):
-            if t is not None and t is not threading.current_thread():
-                t.join(timeout)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     def run_once(self, now: float | None = None) -> Job | None:
         """Claim and run one due job (None: none was due)."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from mnemoray.embedders import ModelMismatch
 from mnemoray.errors import InvalidInput, MnemorayError, StoreCorrupt, Unavailable
+from mnemoray.memory import app_recall
 from mnemoray.memory.record import Memory
 from mnemoray.memory.retrieval import RecallFilters
 from mnemoray.memory.service import MemoryService
@@ -62,7 +63,7 @@ class MemoryOps:
     OPS = frozenset({"recall", "add_session", "add_memories", "list_memories",
                      "forget_memory", "forget_session", "forget_user", "stats",
                      "forgotten", "edit_memory", "memory_versions", "forget_by_query",
-                     "recall_app"})
+                     "recall_app", "app_candidates"})
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
@@ -93,18 +94,27 @@ class MemoryOps:
                       filters: RecallFilters | Mapping[str, Any] | None = None,
                       mode: str | None = None) -> dict[str, Any]:
         """Across all users of ``app_name`` (``user_id`` unused): each result names its
-        user. The caller decides who may (serve.auth: app-wide keys only)."""
+        user. The caller decides who may (mnemoray.serve.auth: app-wide keys only)."""
         if self.service.store.load_shards is not None:
-            # An Index replica holds some shards: its answer would silently miss users.
-            raise Unavailable("app-wide recall needs the whole store in one replica "
-                              "(server.index_mode: ingress)")
+            # An Index replica holds some shards: its answer alone would miss users (the
+            # ingress asks every shard for app_candidates instead: mnemoray.memory.app_recall).
+            raise Unavailable("app-wide recall needs every shard: ask each shard's replica "
+                              "for app_candidates and rank them together")
         snap = self.service.snapshot()
         results = self.service.search_app(app_name, query, top_k, filters, mode)
-        return {"memories": [{**r.to_dict(), "user_id": r.memory.user_id} for r in results],
-                "store_version": snap.version}
+        return app_recall.answer(results, snap.version)
+
+    def op_app_candidates(self, app_name: str, user_id: str, query: str,
+                          query_vec: np.ndarray | None = None, top_k: int = 5,
+                          filters: RecallFilters | Mapping[str, Any] | None = None,
+                          mode: str | None = None) -> app_recall.AppProposal:
+        """This replica's share of an app-wide recall (``user_id`` unused)."""
+        return app_recall.propose(self.service, app_name, query, query_vec, top_k, filters,
+                                  mode)
 
     def op_add_session(self, app_name: str, user_id: str,
-                       session: Session | Mapping[str, Any]) -> dict[str, Any]:
+                       session: Session | Mapping[str, Any],
+                       agent_name: str | None = None) -> dict[str, Any]:
         session_hash = None
         if not isinstance(session, Session):
             raw = dict(session)
@@ -123,16 +133,19 @@ class MemoryOps:
             session_hash = session_content_hash(raw)
         elif session.key[:2] != (app_name, user_id):
             raise SessionError("belongs to another app or user", field="session")
-        done = self.service.ingest_session(session, session_hash=session_hash)
+        done = self.service.ingest_session(session, session_hash=session_hash,
+                                           agent_name=agent_name)
         return {"added": len(done.added), "duplicates": done.duplicates, "status": done.status,
                 "memories": [memory_out(m) for m in done.added]}
 
     def op_add_memories(self, app_name: str, user_id: str,
                         memories: Sequence[Mapping[str, Any]],
-                        actor: str = "") -> dict[str, Any]:
+                        actor: str = "", agent_name: str | None = None) -> dict[str, Any]:
+        """``agent_name``: the owner of the memories that name none (None: shared)."""
         records = []
         for i, raw in enumerate(memories):
             fields = {"session_id": "online", "kind": "fact",
+                      **({"agent_name": agent_name} if agent_name else {}),
                       **{k: v for k, v in raw.items() if v is not None}}
             try:
                 records.append(Memory.from_dict({**fields, "app_name": app_name,

@@ -16,22 +16,24 @@ from typing import Any
 
 from mnemoray.errors import Conflict, InvalidInput, NotFound
 from mnemoray.memory import edit, forget_query
+from mnemoray.memory.backend import MemoryBackend
 from mnemoray.memory.hooks import Hook, MemoryEvent, MemoryHooks, memory_events
 from mnemoray.memory.record import Memory
 from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.retrieval import RecallFilters, RecallResult
+from mnemoray.memory.scopes import ScopePolicy, refuse_foreign
 from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.memory.store import MemoryStore
 from mnemoray.memory.tombstones import drop_history, forget_records
 
 
 class MemoryLifecycle:
     """Forget (by memory, session, user) and hook registration."""
 
-    store: MemoryStore
+    store: MemoryBackend
     hooks: MemoryHooks
     reloader: SnapshotReloader
     _write_lock: threading.Lock
+    scopes: ScopePolicy
     # The service's own methods.
     snapshot: Callable[[], StoreSnapshot]
     search: Callable[..., list[RecallResult]]
@@ -52,9 +54,13 @@ class MemoryLifecycle:
                       reason: str = "", actor: str = "") -> int:
         """Forget one memory of this user; 0 when the user has no such live memory
         (another user's memory with the same id is never touched). ``reason`` and
-        ``actor`` are kept on the tombstone (:meth:`forgotten`) and told to hooks."""
-        return self.forget_memories(app_name, user_id, [memory_id], reason=reason,
-                                    actor=actor)
+        ``actor`` are kept on the tombstone (:meth:`forgotten`) and told to hooks.
+        A memory another app shares with this one is refused (:class:`NotOwner`)."""
+        n = self.forget_memories(app_name, user_id, [memory_id], reason=reason, actor=actor)
+        if not n:
+            refuse_foreign(self.snapshot(), self.scopes, app_name, user_id, memory_id,
+                           "forget")
+        return n
 
     def forget_memories(self, app_name: str, user_id: str, memory_ids: Sequence[str], *,
                         reason: str = "", actor: str = "", scope: str = "memory") -> int:
@@ -147,6 +153,7 @@ class MemoryLifecycle:
                 done = [m for m in edit.edits_of(rows, memory_id) if m.text == text]
                 if done:
                     return done[0]
+                refuse_foreign(snap, self.scopes, app_name, user_id, memory_id, "edit")
                 raise NotFound(f"no memory {memory_id!r} for this user", field="memory_id")
             if text == old.text:
                 return old
@@ -196,7 +203,9 @@ class MemoryLifecycle:
         if not isinstance(top_k, int) or not 1 <= top_k <= forget_query.MAX_FORGET_PREVIEW:
             raise InvalidInput(f"must be 1..{forget_query.MAX_FORGET_PREVIEW}, got "
                                     f"{top_k!r}", field="top_k")
-        results = self.search(app_name, user_id, query, top_k, filters, mode, recalled=False)
+        # Only this app's own memories: what another app shares is not this app's to forget.
+        results = self.search(app_name, user_id, query, top_k, filters, mode, recalled=False,
+                              shared=False)
         expires = time.time() + ttl_s
         ids = [r.memory.memory_id for r in results]
         token = forget_query.seal(forget_query.token_key(self.store.root), app_name, user_id,

@@ -56,5 +56,9 @@ class QueryVectorCache:
         vec = self.get(text)
         return vec if vec is not None else self.put(text, encode_one(text))
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def __len__(self) -> int:
         return len(self._items)

@@ -12,6 +12,7 @@ import numpy as np
 
 from mnemoray import limits
 from mnemoray.errors import InvalidInput
+from mnemoray.memory.agent_names import check_agent_name
 from mnemoray.memory.kinds import MEMORY_KINDS, MemoryKind  # re-exported (numpy-free home)
 
 
@@ -98,6 +99,9 @@ class Memory:
     edited_at: float | None = None
     edited_by: str | None = None
     previous_versions: tuple[MemoryVersion, ...] = ()
+    # Scope (mnemoray.memory.scopes): "" = every agent of the app sees it; a name = only
+    # that agent's recall does, and it is never shared with another app.
+    agent_name: str = ""
 
     def __post_init__(self) -> None:
         for name in ("app_name", "user_id", "session_id"):
@@ -110,12 +114,16 @@ class Memory:
         if not isinstance(self.text, str) or not self.text.strip():
             raise MemoryRecordError("must be a non-empty string", field="text")
         self._check_values()
+        check_agent_name(self.agent_name, MemoryRecordError)
         if not self.key_text:
             object.__setattr__(self, "key_text", self.text)
         if not self.content_hash:
+            # The agent is part of the identity only when set: shared records keep the
+            # hashes (and ids) they had before scopes existed.
+            scope = (f"agent:{self.agent_name}",) if self.agent_name else ()
             object.__setattr__(self, "content_hash", content_hash(
                 self.app_name, self.user_id, self.session_id, self.kind, self.text,
-                ",".join(self.source_event_ids)))
+                ",".join(self.source_event_ids), *scope))
         if not self.memory_id:
             object.__setattr__(self, "memory_id", self.content_hash[:24])
 
@@ -162,6 +170,7 @@ class Memory:
             "commitments": list(self.commitments), "edited_at": self.edited_at,
             "edited_by": self.edited_by,
             "previous_versions": [v.to_dict() for v in self.previous_versions],
+            "agent_name": self.agent_name,
         }
         if with_embedding and self.embedding is not None:
             out["embedding"] = [float(x) for x in self.embedding]

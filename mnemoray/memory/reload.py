@@ -27,7 +27,7 @@ from mnemoray.memory.snapshot import StoreSnapshot
 
 log = logging.getLogger(__name__)
 
-Stamp = tuple[int, int, int] | None
+Stamp = tuple[int, ...] | None
 
 
 def manifest_stamp(root: Path) -> Stamp:
@@ -42,12 +42,16 @@ class SnapshotReloader:
     """The current snapshot of one store, reloaded when its manifest changes."""
 
     def __init__(self, load: Callable[[], StoreSnapshot], root: Path, *,
-                 watch_interval_s: float | None = None) -> None:
+                 watch_interval_s: float | None = None,
+                 stamp: Callable[[], Stamp] | None = None) -> None:
         if watch_interval_s is not None and not watch_interval_s > 0:
             raise InvalidInput(f"must be > 0 or None, got {watch_interval_s!r}",
                                field="watch_interval_s")
         self._load = load
         self._root = Path(root)
+        # What changes on every commit: the store's own ``stamp`` (a backend whose
+        # commit point is not manifest.json passes it), else manifest.json's.
+        self._stamp_of = stamp or (lambda: manifest_stamp(self._root))
         self.watch_interval_s = watch_interval_s
         self._snap: StoreSnapshot | None = None
         self._stamp: Stamp = None
@@ -74,11 +78,11 @@ class SnapshotReloader:
 
     def refresh(self) -> bool:
         """Load and swap if the manifest changed; True if it swapped."""
-        if self._snap is not None and manifest_stamp(self._root) == self._stamp:
+        if self._snap is not None and self._stamp_of() == self._stamp:
             return False
         with self._lock:
             # Stat first, load second: a commit in between is caught by the next refresh.
-            stamp = manifest_stamp(self._root)
+            stamp = self._stamp_of()
             if self._snap is not None and stamp == self._stamp:
                 return False
             start = time.perf_counter()

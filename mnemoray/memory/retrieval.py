@@ -43,11 +43,13 @@ from scipy import sparse
 from mnemoray.compiler.services import MemorySnippet
 from mnemoray.errors import InvalidInput
 from mnemoray.events import EventError, parse_timestamp
+from mnemoray.memory.agent_names import check_agent_name
 from mnemoray.memory.bm25 import BM25
 from mnemoray.memory.index import _slice_scores
 from mnemoray.memory.keywords import AUTO, KeywordTokenizer
 from mnemoray.memory.modes import MODES, Mode  # defined there: the CLI imports it cheaply
 from mnemoray.memory.record import MEMORY_KINDS, Memory
+from mnemoray.memory.scopes import visible
 from mnemoray.memory.segment import LoadedSegment, rows_to_memories
 from mnemoray.memory.snapshot import StoreSnapshot
 
@@ -181,8 +183,14 @@ class RecallFilters:
     after: float | None = None
     before: float | None = None
     kinds: tuple[str, ...] | None = None
+    # Not a filter but whose view (mnemoray.memory.scopes): the shared memories plus this
+    # agent's own; None: the shared ones only. Carried here so every edge passes it along.
+    agent_name: str | None = None
 
     def __post_init__(self) -> None:
+        if self.agent_name is not None:
+            check_agent_name(self.agent_name, RetrievalError, "filters.agent_name")
+            object.__setattr__(self, "agent_name", self.agent_name or None)
         if self.session_id is not None and (not isinstance(self.session_id, str)
                                             or not self.session_id):
             raise RetrievalError("must be a non-empty string", field="filters.session_id")
@@ -207,10 +215,10 @@ class RecallFilters:
             return cls()
         if not isinstance(raw, Mapping):
             raise RetrievalError(f"expected an object, got {type(raw).__name__}", field="filters")
-        unknown = set(raw) - {"session_id", "after", "before", "kinds"}
+        unknown = set(raw) - {"session_id", "after", "before", "kinds", "agent_name"}
         if unknown:
             raise RetrievalError("unknown filter (known: "
-                                 "session_id, after, before, kinds)",
+                                 "session_id, after, before, kinds, agent_name)",
                                  field=f"filters.{sorted(unknown)[0]}")
         return cls(**raw)
 
@@ -220,10 +228,12 @@ class RecallFilters:
 
     def to_dict(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "after": self.after, "before": self.before,
-                "kinds": list(self.kinds) if self.kinds is not None else None}
+                "kinds": list(self.kinds) if self.kinds is not None else None,
+                "agent_name": self.agent_name}
 
     @property
     def empty(self) -> bool:
+        """No row filter (``agent_name`` is a view, applied by :func:`rank_candidates`)."""
         return self.session_id is None and self.after is None and self.before is None \
             and self.kinds is None
 
@@ -281,7 +291,8 @@ class RecallResult:
     def to_dict(self) -> dict[str, Any]:
         """The one JSON form of a recalled memory: CLI, HTTP, MCP and agent tools."""
         m = self.memory
-        out = {"memory_id": m.memory_id, "kind": m.kind, "text": m.text,
+        out = {"memory_id": m.memory_id, "app_name": m.app_name, "kind": m.kind,
+               "text": m.text,
                "score": round(float(self.score), 6), "date": iso_date(self.time),
                "signals": dict(self.signals), "topics": list(m.topics),
                "key_facts": list(m.key_facts),
@@ -294,6 +305,8 @@ class RecallResult:
         for name in ("open_threads", "decisions", "commitments"):
             if getattr(m, name):
                 out[name] = list(getattr(m, name))
+        if m.agent_name:  # an agent-only memory (mnemoray.memory.scopes)
+            out["agent_name"] = m.agent_name
         return out
 
     def snippet(self) -> MemorySnippet:
@@ -447,8 +460,8 @@ class EntityIndex:
 
 
 # -- candidate sets ------------------------------------------------------------
-_COLUMNS = ["memory_id", "session_id", "kind", "key_text", "entities", "event_time_start",
-            "event_time_end", "created_at", "expires_at"]
+_COLUMNS = ["memory_id", "app_name", "session_id", "kind", "key_text", "entities",
+            "event_time_start", "event_time_end", "created_at", "expires_at", "agent_name"]
 
 
 @dataclass
@@ -475,6 +488,9 @@ class Candidates:
         self.memory_ids = table["memory_id"].to_pylist()
         self.session_ids = table["session_id"].to_numpy(zero_copy_only=False)
         self.kinds = table["kind"].to_numpy(zero_copy_only=False)
+        # Scope columns (mnemoray.memory.scopes): owner app, and agent ("" = shared).
+        self.app_names = table["app_name"].to_numpy(zero_copy_only=False)
+        self.agent_names = table["agent_name"].fill_null("").to_numpy(zero_copy_only=False)
         self.t_start, self.t_end = event_times(table)
         self.expires = table["expires_at"].to_numpy(zero_copy_only=False).astype(np.float64)
         self._table = table
@@ -571,6 +587,8 @@ class Candidates:
     def from_memories(cls, memories: list[Memory], dense: np.ndarray | None) -> Candidates:
         table = pa.table({
             "memory_id": [m.memory_id for m in memories],
+            "app_name": pa.array([m.app_name for m in memories], pa.string()),
+            "agent_name": pa.array([m.agent_name for m in memories], pa.string()),
             "session_id": [m.session_id for m in memories],
             "kind": [m.kind for m in memories],
             "key_text": [m.key_text for m in memories],
@@ -583,6 +601,8 @@ class Candidates:
 
 def _empty_table() -> pa.Table:
     return pa.table({"memory_id": pa.array([], pa.string()),
+                     "app_name": pa.array([], pa.string()),
+                     "agent_name": pa.array([], pa.string()),
                      "session_id": pa.array([], pa.string()),
                      "kind": pa.array([], pa.string()),
                      "key_text": pa.array([], pa.string()),
@@ -689,14 +709,30 @@ class Retriever:
     def search_user(self, snap: StoreSnapshot, app: str, user: str, query: str,
                     query_vec: np.ndarray | None, top_k: int = 5,
                     filters: RecallFilters | Mapping[str, Any] | None = None,
-                    mode: str | None = None, now: float | None = None) -> list[RecallResult]:
-        """Exact hybrid recall over one user's records (only the user's shard is read)."""
+                    mode: str | None = None, now: float | None = None,
+                    shared_apps: Sequence[str] = ()) -> list[RecallResult]:
+        """Exact hybrid recall over one user's records (only the user's shard is read).
+
+        ``shared_apps``: other apps whose records of the SAME user join the candidate set
+        (the caller decided they consent: mnemoray.memory.scopes); one fused ranking."""
         _check_query(query)
         mode = check_mode(mode or self.config.mode)
-        cands = self.user_candidates(snap, app, user)
+        flt = RecallFilters.of(filters)
+        shared = tuple(a for a in dict.fromkeys(shared_apps) if a != app)
+        if shared:
+            _check_ids(app, user)
+            spans = list(snap.user_spans(app, user))  # a copy: a view may cache its list
+            for other in shared:
+                _check_ids(other, user)
+                spans.extend(snap.user_spans(other, user))
+            cands = self._scope(snap, spans, (app, user, *shared))
+        else:
+            cands = self.user_candidates(snap, app, user)
         vec = None if snap.manifest.keyword_only else query_vec
-        return rank_candidates(cands, query, vec, top_k, RecallFilters.of(filters), self.config,
-                               mode, now)
+        view = visible(cands.app_names, cands.agent_names, app, flt.agent_name) \
+            if cands.size else None
+        return rank_candidates(cands, query, vec, top_k, flt, self.config, mode, now,
+                               extra_mask=view)
 
     def search_app(self, snap: StoreSnapshot, app: str, query: str,
                    query_vec: np.ndarray | None, top_k: int = 5,
@@ -717,13 +753,30 @@ class Retriever:
             and snap.manifest.embedding_model is not None
         if mode == "keyword" or not dense_ok:
             cands = self._scope(snap, snap.app_spans(app), (app, None))
-            return rank_candidates(cands, query, None, top_k, flt, self.config, "keyword", now)
+            return rank_candidates(cands, query, None, top_k, flt, self.config, "keyword", now,
+                                   extra_mask=visible(cands.app_names, cands.agent_names, app,
+                                                      flt.agent_name))
         depth = max(self.config.app_candidates, top_k)
-        hits = snap.search_app(app, query_vec, k=depth,
-                               mask_fn=None if flt.empty else flt.mask_table)
-        cands = Candidates.from_memories([h.memory for h in hits],
-                                         np.asarray([h.score for h in hits], dtype=np.float64))
-        return rank_candidates(cands, query, query_vec, top_k, flt, self.config, mode, now)
+        hits = snap.search_app(app, query_vec, k=depth, filters=flt)
+        return rank_proposed(self.config, [h.memory for h in hits], [h.score for h in hits],
+                             app, query, query_vec, top_k, flt, mode, now)
+
+
+def rank_proposed(config: RetrievalConfig, memories: list[Memory],
+                  dense: Sequence[float] | None, app: str, query: str,
+                  query_vec: np.ndarray | None, top_k: int, flt: RecallFilters,
+                  mode: str, now: float | None = None) -> list[RecallResult]:
+    """The last step of app-wide recall: one fused ranking of the records proposed for
+    ``app`` (the nearest by ANN with their cosine in ``dense``, or the keyword best with
+    ``dense`` None), whether one snapshot or each shard's replica proposed them."""
+    _check_query(query)
+    vector = None if dense is None else np.asarray(dense, dtype=np.float64)
+    cands = Candidates.from_memories(memories, vector)
+    if vector is None:
+        query_vec, mode = None, "keyword"
+    return rank_candidates(cands, query, query_vec, top_k, flt, config, mode, now,
+                           extra_mask=visible(cands.app_names, cands.agent_names, app,
+                                              flt.agent_name))
 
 
 def _check_query(query: str) -> None:

@@ -32,7 +32,7 @@ LIST_FIELDS = ("topics", "key_facts", "entities", "source_event_ids", "open_thre
 FLOAT_FIELDS = ("event_time_start", "event_time_end", "created_at", "expires_at",
                 "session_updated_at", "edited_at")
 INT_FIELDS = ("session_events",)
-NULLABLE_STRING_FIELDS = ("edited_by",)
+NULLABLE_STRING_FIELDS = ("edited_by", "agent_name")  # agent_name null = ""
 VERSIONS = "previous_versions"
 VERSION_TYPE = pa.struct([pa.field("memory_id", pa.string()), pa.field("text", pa.string()),
                           pa.field("written_at", pa.float64()),
@@ -40,7 +40,7 @@ VERSION_TYPE = pa.struct([pa.field("memory_id", pa.string()), pa.field("text", p
 # Columns added after the first stores were written: a segment without them loads
 # with nulls (version unknown, nothing open, never edited), see ``with_optional_columns``.
 OPTIONAL_FIELDS = ("session_events", "session_updated_at", "open_threads", "decisions",
-                   "commitments", "edited_at", "edited_by", VERSIONS)
+                   "commitments", "edited_at", "edited_by", VERSIONS, "agent_name")
 EMBEDDING = "embedding"
 # Small row groups let polars skip groups by their (sorted) app/user statistics.
 ROW_GROUP_SIZE = 65_536
@@ -108,6 +108,7 @@ def rows_to_memories(table: pa.Table, rows: Sequence[int] | np.ndarray,
         for name in LIST_FIELDS:
             raw[name] = tuple(raw[name] or ())
         raw[VERSIONS] = tuple(MemoryVersion.from_dict(v) for v in raw[VERSIONS] or ())
+        raw["agent_name"] = raw["agent_name"] or ""  # null: written before scopes, shared
         embedding = None if vectors is None else np.array(vectors[row], dtype=np.float32)
         out.append(Memory(**raw, embedding=embedding))
     return out

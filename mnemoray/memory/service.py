@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.services import MemorySearch, MemorySnippet
 from mnemoray.compiler.tools import limit_error, unavailable_result
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
 from mnemoray.errors import ConfigError
+from mnemoray.memory.backend import MemoryBackend, open_backend
 from mnemoray.memory.hooks import MemoryEvent, MemoryHooks, emit_memories
-from mnemoray.memory.layout import parquet_path, shard_of
+from mnemoray.memory.layout import shard_of
 from mnemoray.memory.lifecycle import MemoryLifecycle
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.query_cache import QueryVectorCache
@@ -42,8 +42,15 @@ from mnemoray.memory.retrieval import (
     Retriever,
     check_mode,
 )
+from mnemoray.memory.scopes import (
+    NO_SHARING,
+    ScopePolicy,
+    check_readable,
+    session_agent,
+    stamp_agent,
+)
 from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.memory.store import MemoryStore, WriteResult, session_content_hash
+from mnemoray.memory.store import WriteResult, session_content_hash
 from mnemoray.memory.supersede import (
     is_older_copy,
     record_version,
@@ -87,7 +94,8 @@ class Ingested:
 
 # -- the service -------------------------------------------------------------------
 class MemoryService(MemoryLifecycle):
-    """Long-term memory over a :class:`MemoryStore`: ingest sessions, recall, forget.
+    """Long-term memory over a memory store (any :class:`~mnemoray.memory.backend.
+    MemoryBackend`: Parquet + FAISS, or LanceDB): ingest sessions, recall, forget.
 
     The one place for recall, add, forget and the reload policy; the CLI, the
     HTTP API, MCP and the agent tools all call it and add only transport.
@@ -106,15 +114,16 @@ class MemoryService(MemoryLifecycle):
     is never called); ``summarize_for`` decides it per app (a server sets it).
     """
 
-    def __init__(self, store: MemoryStore, embedder: Embedder | EmbedderSpec | str | None,
+    def __init__(self, store: MemoryBackend, embedder: Embedder | EmbedderSpec | str | None,
                  summarizer: Summarizer,
                  config: RetrievalConfig | None = None, *, ttl_s: float | None = None,
                  chunk_turns: int = 4, reloader: SnapshotReloader | None = None,
                  app_configs: Mapping[str, RetrievalConfig] | None = None,
                  query_cache: QueryVectorCache | None = None,
                  hooks: MemoryHooks | None = None, summarize: bool = True) -> None:
-        if not isinstance(store, MemoryStore):
-            raise TypeError(f"store: expected a MemoryStore, got {type(store).__name__}")
+        if not isinstance(store, MemoryBackend):
+            raise TypeError(f"store: expected a memory store (MemoryBackend), got "
+                            f"{type(store).__name__}")
         # A spec is opened, a built embedder checked, both against the store's model.
         embedder = open_embedder(embedder, store, "write")
         self.store = store
@@ -124,7 +133,7 @@ class MemoryService(MemoryLifecycle):
         self._app_retrievers = {app: Retriever(c) for app, c in dict(app_configs or {}).items()}
         self.ttl_s = ttl_s
         self.chunk_turns = chunk_turns
-        self.reloader = reloader or SnapshotReloader(store.load, store.root)
+        self.reloader = reloader or SnapshotReloader(store.load, store.root, stamp=store.stamp)
         self.query_cache = query_cache if query_cache is not None else QueryVectorCache()
         self._write_lock = threading.Lock()
         self.hooks = hooks if hooks is not None else MemoryHooks()
@@ -132,20 +141,25 @@ class MemoryService(MemoryLifecycle):
         self.memory_prompt: Callable[[str], str | None] = lambda _app: None
         # app_name -> whether its sessions are summarized (False: raw chunks only).
         self.summarize_for: Callable[[str], bool] = lambda _app: summarize
+        # Agent-only memories and cross-app sharing (mnemoray.memory.scopes; a server sets
+        # it from its ``scopes`` settings): by default none is shared, none agent-stamped.
+        self.scopes: ScopePolicy = NO_SHARING
 
     @classmethod
-    def open(cls, store_dir: str | Path,
+    def open(cls, store_dir: str | Path | MemoryBackend,
              embedder: str | EmbedderSpec | Embedder | None = "default",
              summarizer: str | Summarizer = "extractive", shards: int | None = None,
              config: RetrievalConfig | None = None, **options: Any) -> MemoryService:
-        """A service over the store at ``store_dir`` (created on first write).
+        """A service over the store at ``store_dir`` (created on first write): a path
+        or ``parquet://DIR`` (Parquet + FAISS), or ``lancedb://DIR`` (LanceDB), see
+        :func:`~mnemoray.memory.backend.open_backend`; or an opened store.
 
         ``embedder``: an :class:`~mnemoray.embedders.EmbedderSpec` or its config
         string ("default": the store's model, MiniLM for a new store; a local path or
         hub name; "none" or None: keyword-only), or a built embedder.
         ``summarizer``: a registered summarizer name or an instance.
         """
-        store = MemoryStore(store_dir, shards)
+        store = open_backend(store_dir, shards)
         summ = get_summarizer(summarizer) if isinstance(summarizer, str) else summarizer
         return cls(store, embedder, summ, config, **options)
 
@@ -171,8 +185,8 @@ class MemoryService(MemoryLifecycle):
         (see :meth:`ingest_session`)."""
         return self.ingest_session(session).added
 
-    def ingest_session(self, session: Session, *,
-                       session_hash: str | None = None) -> Ingested:
+    def ingest_session(self, session: Session, *, session_hash: str | None = None,
+                       agent_name: str | None = None) -> Ingested:
         """Distill, embed and commit a session; what was really written.
 
         A session whose content hash (``session_hash``, default the hash of
@@ -181,13 +195,15 @@ class MemoryService(MemoryLifecycle):
         records and forgets the ones they replace (see :func:`superseded_ids`), so
         the session keeps one current summary; identical records stay. An older
         copy than the one stored (:func:`is_older_copy`) is ledgered and changes
-        nothing else.
+        nothing else. ``agent_name``: whose memories these are (None: as the app's
+        ``memory_scope`` says, :func:`~mnemoray.memory.scopes.session_agent`).
         """
         from mnemoray.memory.distill import distill_session
 
         if not isinstance(session, Session):
             raise TypeError(f"session: expected a Session, got {type(session).__name__}")
         session_hash = session_hash or session_content_hash(session)
+        agent = session_agent(session, self.scopes.memory_scope(session.app_name), agent_name)
         with self._write_lock:
             if self.store.ledger_contains([session_hash]):
                 return Ingested([], 0, "unchanged")
@@ -195,9 +211,9 @@ class MemoryService(MemoryLifecycle):
             prompt = self.memory_prompt(session.app_name)
             summarizer = self.summarizer if prompt is None else \
                 self.summarizer.with_prompt(prompt)
-            records = stamp_version(distill_session(
+            records = stamp_version(stamp_agent(distill_session(
                 session, summarizer, chunk_turns=self.chunk_turns, ttl_s=self.ttl_s,
-                summarize=self.summarize_for(session.app_name)), session)
+                summarize=self.summarize_for(session.app_name)), agent), session)
             self.reloader.refresh()  # decide against what is committed now
             snap = self.snapshot()
             try:
@@ -262,15 +278,8 @@ class MemoryService(MemoryLifecycle):
         return out
 
     def _written_hashes(self, result: WriteResult) -> set[str]:
-        """Content hashes of the rows a write committed: the rows of its new segments
-        (duplicates of stored rows were never written to them)."""
-        if not result.written:
-            return set()
-        m = self.store.manifest()
-        return {h for shard, entries in enumerate(m.segments) for e in entries
-                if e.name in result.segments
-                for h in pq.read_table(parquet_path(self.store.root, shard, e.name),
-                                       columns=["content_hash"])["content_hash"].to_pylist()}
+        """Content hashes of the rows a write committed (not the duplicates it skipped)."""
+        return self.store.written_hashes(result)
 
     # -- recall -----------------------------------------------------------------
     def query_model(self, snap: StoreSnapshot | None = None) -> tuple[str, int] | None:
@@ -282,9 +291,12 @@ class MemoryService(MemoryLifecycle):
 
     def has_memories(self, app_name: str, user_id: str,
                      snap: StoreSnapshot | None = None) -> bool:
-        """Whether the user has any live memory (validates the ids)."""
-        return self.retriever_for(app_name).user_candidates(
-            snap or self.snapshot(), app_name, user_id).size > 0
+        """Whether the user has any live memory (validates the ids), here or in an app
+        that shares with this one (mnemoray.memory.scopes)."""
+        snap = snap or self.snapshot()
+        retriever = self.retriever_for(app_name)
+        return any(retriever.user_candidates(snap, app, user_id).size > 0
+                   for app in (app_name, *self.scopes.readable_apps(app_name)))
 
     def needs_query_vector(self, app_name: str, user_id: str, query: str,
                            mode: str | None = None, snap: StoreSnapshot | None = None) -> bool:
@@ -306,7 +318,7 @@ class MemoryService(MemoryLifecycle):
                filters: RecallFilters | Mapping[str, Any] | None = None,
                mode: str | None = None, *, query_vec: np.ndarray | None = None,
                snap: StoreSnapshot | None = None, recalled: bool = True,
-               ) -> list[RecallResult]:
+               shared: bool = True) -> list[RecallResult]:
         """Best ``top_k`` memories of one user (only that user's rows are read).
 
         ``query_vec``: the query already embedded (by a server's batched encoder);
@@ -314,7 +326,9 @@ class MemoryService(MemoryLifecycle):
         ``snap``: the snapshot to search, when the caller already decided on it (the
         one it asked ``needs_query_vector``); default the current one. ``recalled``:
         tell ``on_memory_recalled`` hooks (False for a look that is no recall, e.g. the
-        preview of a forget by query).
+        preview of a forget by query). ``shared``: include the same user's memories of
+        the apps that share with this one (``scopes``); each result names its owner app.
+        The agent whose view it is: ``filters["agent_name"]``.
         """
         retriever = self.retriever_for(app_name)
         mode = check_mode(mode or retriever.config.mode)
@@ -326,12 +340,17 @@ class MemoryService(MemoryLifecycle):
             check_query_vector(snap, self.query_model(snap), query_vec)
         elif self.needs_query_vector(app_name, user_id, query, mode, snap):
             query_vec = self._query_vec(query)
+        apps = self.scopes.readable_apps(app_name) if shared else ()
+        check_readable(snap, self.store.load_shards, apps, user_id)
         results = retriever.search_user(snap, app_name, user_id, query, query_vec, top_k, flt,
-                                        mode)
+                                        mode, shared_apps=apps)
         if results and recalled and self.hooks.wants("on_memory_recalled"):
-            self.hooks.emit(MemoryEvent("on_memory_recalled", app_name, user_id,
-                                        tuple(r.memory.memory_id for r in results),
-                                        query=query))
+            # One event per owner app: ids are unique per (app, user), and recall counts
+            # (eviction by use) belong to the app that holds the memory.
+            for owner in dict.fromkeys(r.memory.app_name for r in results):
+                self.hooks.emit(MemoryEvent("on_memory_recalled", owner, user_id, tuple(
+                    r.memory.memory_id for r in results if r.memory.app_name == owner),
+                    query=query))
         return results
 
     def search_app(self, app_name: str, query: str, top_k: int = 5,
@@ -343,19 +362,23 @@ class MemoryService(MemoryLifecycle):
         flt = RecallFilters.of(filters)
         snap = self.snapshot()
         vec = None
-        if mode != "keyword" and self.query_model(snap) is not None and snap.app_spans(app_name) \
+        if mode != "keyword" and self.query_model(snap) is not None and snap.count(app_name) \
                 and isinstance(query, str) and query.strip():
             vec = self._query_vec(query)
         return retriever.search_app(snap, app_name, query, vec, top_k, flt, mode)
 
-    def memory_search(self) -> MemorySearch:
-        """A ``Services(memory_search=...)`` hook: (app, user, query, top_k) -> snippets."""
+    def memory_search(self, agent_name: str | None = None) -> MemorySearch:
+        """A ``Services(memory_search=...)`` hook: (app, user, query, top_k) -> snippets;
+        ``agent_name``: the compiled agent, whose own memories it also sees."""
+        flt = RecallFilters(agent_name=agent_name)
+
         def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
-            return [r.snippet() for r in self.search(app_name, user_id, query, top_k)]
+            return [r.snippet() for r in self.search(app_name, user_id, query, top_k, flt)]
         return search
 
     def load_memory(self, app_name: str, user_id: str, query: str,
-                    top_k: int = 5, limit: Any = None) -> list[dict[str, Any]] | dict[str, str]:
+                    top_k: int = 5, limit: Any = None, agent_name: str | None = None,
+                    ) -> list[dict[str, Any]] | dict[str, str]:
         """The ``load_memory`` tool's answer: :meth:`RecallResult.to_dict`, best first.
 
         ``limit``: the model's own argument (None: ``top_k``, the app's default); one
@@ -363,12 +386,14 @@ class MemoryService(MemoryLifecycle):
         When recall fails for a reason that is not the caller's (a damaged store, an
         embedder failure: :func:`~mnemoray.compiler.degrade.degradable`), an error
         result the model can read, ``{"error": "memory is unavailable: ..."}``; a
-        caller's error (an empty query) still raises."""
+        caller's error (an empty query) still raises. ``agent_name``: the calling agent
+        (it also sees its own agent-only memories)."""
         if (bad := limit_error(limit)) is not None:
             return bad
         try:
             return [r.to_dict() for r in self.search(app_name, user_id, query,
-                                                     top_k if limit is None else limit)]
+                                                     top_k if limit is None else limit,
+                                                     RecallFilters(agent_name=agent_name))]
         except Exception as exc:
             if not degradable(exc):
                 raise

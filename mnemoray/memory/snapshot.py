@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,19 @@ from mnemoray.memory.tombstones import Tombstone, dead_rows
 # Receives the table slice of candidate rows, returns a boolean keep-mask of
 # the same length (e.g. a session, kind or time-range filter).
 MaskFn = Callable[[pa.Table], np.ndarray]
+
+
+class RowFilter(Protocol):
+    """Recall filters as a search takes them (``retrieval.RecallFilters``)."""
+
+    @property
+    def empty(self) -> bool: ...
+
+    def mask_table(self, table: pa.Table) -> np.ndarray: ...
+
+
+def _both(a: MaskFn, b: MaskFn) -> MaskFn:
+    return lambda table: np.asarray(a(table), dtype=bool) & np.asarray(b(table), dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -138,6 +152,10 @@ class StoreSnapshot:
         """The app's row range in every segment that holds it."""
         return list(self._app_spans(app))
 
+    def all_spans(self) -> list[tuple[LoadedSegment, Range]]:
+        """Every row of every segment (store-wide: refuses while a shard is damaged)."""
+        return list(self._all_spans())
+
     def forgotten(self, seg: LoadedSegment) -> np.ndarray | None:
         """Boolean mask of ``seg``'s rows hidden by tombstones here (None: no row is)."""
         return self._dead[id(seg)]
@@ -233,10 +251,18 @@ class StoreSnapshot:
         return self._hits(found, k)
 
     def search_app(self, app: str, query_vec: np.ndarray, k: int = 10,
-                   mask_fn: MaskFn | None = None) -> list[Hit]:
-        """Top-k over one app's live memories: ANN on big segments, exact on small ones."""
+                   mask_fn: MaskFn | None = None, *,
+                   filters: RowFilter | None = None) -> list[Hit]:
+        """Top-k over one app's live memories: ANN on big segments, exact on small ones.
+
+        ``filters``: recall filters applied inside the search, like ``mask_fn`` (both
+        given: a row must pass both). The backend-neutral form (a LanceDB view turns it
+        into its where-clause); ``mask_fn`` is for this snapshot's own callers."""
         if self.manifest.embedding_model is None:
             return []
+        if filters is not None and not filters.empty:
+            mask_fn = filters.mask_table if mask_fn is None else _both(mask_fn,
+                                                                       filters.mask_table)
         q = self._query(query_vec)
         now = time.time()
         found: list[tuple[float, LoadedSegment, int]] = []

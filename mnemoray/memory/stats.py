@@ -9,14 +9,15 @@ from typing import Any
 
 import numpy as np
 
+from mnemoray.memory.backend import MemoryBackend
 from mnemoray.memory.runs import read_run_reports
-from mnemoray.memory.store import MemoryStore
 
 
-def store_stats(store: MemoryStore) -> dict[str, Any]:
+def store_stats(store: MemoryBackend) -> dict[str, Any]:
     """Live memories (total, per kind, per app), users and apps with live memories,
     shards, segments, rows on disk (live + forgotten/expired until a compaction),
-    bytes on disk per top-level folder, the embedding model and the last batch run."""
+    bytes on disk per top-level folder, the embedding model and the last batch run.
+    A LanceDB store has no segment files (``segments`` 0); its rows are read in one pass."""
     snap = store.load()
     snap.check_healthy()  # figures for the whole store, never a partial count
     now = time.time()
@@ -24,24 +25,24 @@ def store_stats(store: MemoryStore) -> dict[str, Any]:
     apps: Counter[str] = Counter()
     users: set[tuple[str, str]] = set()
     stored = 0
-    for segs in snap.segments:
-        for seg in segs:
-            stored += seg.rows
-            live = snap.live_rows(seg, now)
-            if not len(live):
-                continue
-            kind = seg.table["kind"].to_numpy(zero_copy_only=False)[live]
-            for name, n in zip(*np.unique(kind, return_counts=True), strict=True):
-                kinds[str(name)] += int(n)
-            for (app, user), (start, end) in seg.ranges.items():
-                n = int(np.count_nonzero((live >= start) & (live < end)))
-                if n:
-                    users.add((app, user))
-                    apps[app] += n
+    for seg, _ in snap.all_spans():
+        stored += seg.rows
+        live = snap.live_rows(seg, now)
+        if not len(live):
+            continue
+        kind = seg.table["kind"].to_numpy(zero_copy_only=False)[live]
+        for name, n in zip(*np.unique(kind, return_counts=True), strict=True):
+            kinds[str(name)] += int(n)
+        for (app, user), (start, end) in seg.ranges.items():
+            n = int(np.count_nonzero((live >= start) & (live < end)))
+            if n:
+                users.add((app, user))
+                apps[app] += n
     m = snap.manifest
     runs = read_run_reports(store.root)
     last = runs[-1] if runs else None
     return {
+        "backend": store.backend,
         "memories": sum(kinds.values()),
         "kinds": dict(sorted(kinds.items())),
         "apps": dict(sorted(apps.items())),

@@ -57,6 +57,7 @@ from mnemoray.memory.manifest import (
 )
 from mnemoray.memory.quarantine import read_quarantine, write_quarantine
 from mnemoray.memory.record import Memory
+from mnemoray.memory.reload import Stamp, manifest_stamp
 from mnemoray.memory.segment import (
     EMBEDDING,
     LoadedSegment,
@@ -64,6 +65,7 @@ from mnemoray.memory.segment import (
     scan_columns,
     sort_key,
     write_segment_files,
+    write_segment_table,
 )
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.tombstones import Tombstone, read_tombstones, tombstone_lines
@@ -75,6 +77,7 @@ log = logging.getLogger(__name__)
 DEFAULT_SHARDS = 8
 IMPORT_BATCH = 50_000
 OwnedId = tuple[str, str, str]  # (app_name, user_id, memory_id): a memory id is unique per owner
+SessionKey = tuple[str, str, str]  # (app_name, user_id, session_id)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,11 @@ class PendingSegments:
     base_version: int  # the manifest version duplicates were checked against
     entries: tuple[tuple[int, SegmentEntry], ...]  # (shard, entry)
     skipped: int  # memories already stored, or repeated within the batch
+
+    @property
+    def segment_count(self) -> int:
+        """Segment files prepared (one per shard touched)."""
+        return len(self.entries)
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,99 @@ def _str_list(values: Iterable[str], name: str) -> list[str]:
         if not isinstance(value, str) or not value:
             raise StoreError(f"expected a non-empty string, got {value!r}", field=f"{name}[{i}]")
     return out
+
+
+def check_model(m: Manifest, embedding_model: str, dim: int) -> None:
+    """A write's model against the store's (``m``: its manifest or head)."""
+    if not isinstance(embedding_model, str) or not embedding_model:
+        raise StoreError("must be a non-empty string", field="embedding_model")
+    if not isinstance(dim, int) or dim < 0:
+        raise StoreError(f"must be a non-negative integer, got {dim!r}", field="dim")
+    if (embedding_model == KEYWORD_ONLY_MODEL) != (dim == 0):
+        raise StoreError(f"embedding_model/dim: a keyword-only store is "
+                         f"{KEYWORD_ONLY_MODEL!r} with dim 0, got {embedding_model!r} "
+                         f"with dim {dim}")
+    if m.embedding_model is not None and (m.embedding_model, m.dim) != (embedding_model, dim):
+        raise StoreError(f"store uses {m.embedding_model!r} (dim {m.dim}), "
+                         f"got {embedding_model!r} (dim {dim})", field="embedding_model")
+
+
+def check_memories(memories: Sequence[Memory], embedding_model: str, dim: int) -> None:
+    """Every item a Memory, with a finite unit embedding of ``dim`` (none if dim 0)."""
+    vectors = []
+    for i, mem in enumerate(memories):
+        if not isinstance(mem, Memory):
+            raise StoreError(f"expected a Memory, got {type(mem).__name__}",
+                             field=f"memories[{i}]")
+        where = f"memories[{i}] ({mem.memory_id})"
+        if dim == 0:
+            if mem.embedding is not None:
+                raise StoreError("has an embedding but the store is keyword-only", field=where)
+            continue
+        if mem.embedding is None:
+            raise StoreError("has no embedding; the store embeds with "
+                             f"{embedding_model!r}", field=where)
+        vec = np.asarray(mem.embedding, dtype=np.float32)
+        if vec.shape != (dim,):
+            raise StoreError(f"embedding has shape {vec.shape}, expected ({dim},)", field=where)
+        vectors.append(vec)
+    if vectors:
+        norms = np.linalg.norm(np.stack(vectors), axis=1)
+        bad = np.flatnonzero(~(np.abs(norms - 1.0) <= NORM_TOLERANCE))  # NaN is bad too
+        if len(bad):
+            raise StoreError(f"memories[{bad[0]}] ({memories[bad[0]].memory_id}): embedding "
+                             f"has L2 norm {norms[bad[0]]:.4f}; it must be finite and "
+                             f"normalised")
+
+
+def dedupe_batch(memories: Sequence[Memory]) -> tuple[list[Memory], int]:
+    """``memories`` without repeats of a content hash, and how many were dropped; one id
+    of one owner used for two different contents is an error."""
+    seen: set[str] = set()  # content hashes within this batch
+    ids: dict[OwnedId, str] = {}  # (app, user, memory_id) -> content_hash in this batch
+    out: list[Memory] = []
+    for mem in memories:
+        if mem.content_hash in seen:
+            continue
+        key = (mem.app_name, mem.user_id, mem.memory_id)
+        if ids.get(key, mem.content_hash) != mem.content_hash:
+            raise StoreError(f"{mem.memory_id!r} is used by two memories with "
+                             f"different content in this batch", field="memory_id")
+        seen.add(mem.content_hash)
+        ids[key] = mem.content_hash
+        out.append(mem)
+    return out, len(memories) - len(out)
+
+
+def forget_targets(memory_ids: Iterable[str], session: tuple[str, str, str] | None,
+                   user: tuple[str, str] | None, owner: tuple[str, str] | None,
+                   owned: Iterable[OwnedId], reason: str, actor: str) -> list[OwnedId]:
+    """The checked arguments of a forget: the (app, user, memory_id) triples it names
+    (``memory_ids`` of ``owner`` plus ``owned``), unique, in order."""
+    for name, value in (("reason", reason), ("actor", actor)):
+        if not isinstance(value, str):
+            raise StoreError(f"expected a string, got {type(value).__name__}", field=name)
+    ids = _str_list(memory_ids, "memory_ids")
+    if ids and owner is None:
+        raise StoreError("memory ids are unique per user: pass owner=(app_name, user_id)",
+                         field="owner")
+    targets: list[OwnedId] = [(owner[0], owner[1], i) for i in ids] if owner else []
+    for i, triple in enumerate(owned):
+        if not (isinstance(triple, tuple) and len(triple) == 3
+                and all(isinstance(v, str) and v for v in triple)):
+            raise StoreError(f"expected (app_name, user_id, memory_id), got {triple!r}",
+                             field=f"owned[{i}]")
+        targets.append(triple)
+    for name, value, size in (("session", session, 3), ("user", user, 2),
+                              ("owner", owner, 2)):
+        if value is not None and (not isinstance(value, tuple) or len(value) != size
+                                  or not all(isinstance(v, str) and v for v in value)):
+            raise StoreError(f"expected a tuple of {size} non-empty strings, "
+                             f"got {value!r}", field=name)
+    if not targets and session is None and user is None:
+        raise StoreError("pass memory_ids with owner, owned, session or user",
+                         field="forget")
+    return list(dict.fromkeys(targets))
 
 
 class MemoryStore:
@@ -265,44 +366,11 @@ class MemoryStore:
 
     # -- writing ------------------------------------------------------------
     def _check_model(self, m: Manifest, embedding_model: str, dim: int) -> None:
-        if not isinstance(embedding_model, str) or not embedding_model:
-            raise StoreError("must be a non-empty string", field="embedding_model")
-        if not isinstance(dim, int) or dim < 0:
-            raise StoreError(f"must be a non-negative integer, got {dim!r}", field="dim")
-        if (embedding_model == KEYWORD_ONLY_MODEL) != (dim == 0):
-            raise StoreError(f"embedding_model/dim: a keyword-only store is "
-                             f"{KEYWORD_ONLY_MODEL!r} with dim 0, got {embedding_model!r} "
-                             f"with dim {dim}")
-        if m.embedding_model is not None and (m.embedding_model, m.dim) != (embedding_model, dim):
-            raise StoreError(f"store uses {m.embedding_model!r} (dim {m.dim}), "
-                             f"got {embedding_model!r} (dim {dim})", field="embedding_model")
+        check_model(m, embedding_model, dim)
 
     def _check_memories(self, memories: Sequence[Memory], embedding_model: str,
                         dim: int) -> None:
-        vectors = []
-        for i, mem in enumerate(memories):
-            if not isinstance(mem, Memory):
-                raise StoreError(f"expected a Memory, got {type(mem).__name__}",
-                                 field=f"memories[{i}]")
-            where = f"memories[{i}] ({mem.memory_id})"
-            if dim == 0:
-                if mem.embedding is not None:
-                    raise StoreError("has an embedding but the store is keyword-only", field=where)
-                continue
-            if mem.embedding is None:
-                raise StoreError("has no embedding; the store embeds with "
-                                 f"{embedding_model!r}", field=where)
-            vec = np.asarray(mem.embedding, dtype=np.float32)
-            if vec.shape != (dim,):
-                raise StoreError(f"embedding has shape {vec.shape}, expected ({dim},)", field=where)
-            vectors.append(vec)
-        if vectors:
-            norms = np.linalg.norm(np.stack(vectors), axis=1)
-            bad = np.flatnonzero(~(np.abs(norms - 1.0) <= NORM_TOLERANCE))  # NaN is bad too
-            if len(bad):
-                raise StoreError(f"memories[{bad[0]}] ({memories[bad[0]].memory_id}): embedding "
-                                 f"has L2 norm {norms[bad[0]]:.4f}; it must be finite and "
-                                 f"normalised")
+        check_memories(memories, embedding_model, dim)
 
     def _stored(self, m: Manifest, shard: int, hashes: list[str], ids: list[str],
                 after_version: int = 0) -> dict[OwnedId, str]:
@@ -341,19 +409,8 @@ class MemoryStore:
         memories = list(memories)
         self._check_memories(memories, embedding_model, dim)
         by_shard: dict[int, list[Memory]] = defaultdict(list)
-        seen: set[str] = set()  # content hashes within this batch
-        ids: dict[OwnedId, str] = {}  # (app, user, memory_id) -> content_hash in this batch
-        skipped = 0
-        for mem in memories:
-            if mem.content_hash in seen:
-                skipped += 1
-                continue
-            key = (mem.app_name, mem.user_id, mem.memory_id)
-            if ids.get(key, mem.content_hash) != mem.content_hash:
-                raise StoreError(f"{mem.memory_id!r} is used by two memories with "
-                                 f"different content in this batch", field="memory_id")
-            seen.add(mem.content_hash)
-            ids[key] = mem.content_hash
+        unique, skipped = dedupe_batch(memories)
+        for mem in unique:
             shard = shard_of(mem.app_name, mem.user_id, m.shards)
             by_shard[shard].append(replace(mem, shard=shard) if mem.shard != shard else mem)
         name = new_name("seg")
@@ -512,6 +569,69 @@ class MemoryStore:
         """Record sessions as processed (e.g. ones that yielded no memories)."""
         return self.commit(None, session_hashes=session_hashes, run_id=run_id).ledger_added
 
+    # -- what writers ask besides the writes (mnemoray.memory.backend) ----------
+    backend = "parquet"
+
+    @property
+    def uri(self) -> str:
+        """Where this store is, as ``open_backend`` takes it (workers reopen it by this)."""
+        return str(self.root)
+
+    def stamp(self) -> Stamp:
+        """Changes whenever a commit publishes a new version (one ``stat``)."""
+        return manifest_stamp(self.root)
+
+    def written_hashes(self, result: WriteResult) -> set[str]:
+        """Content hashes of the rows a write committed: the rows of its new segments
+        (duplicates of stored rows were never written to them)."""
+        if not result.written:
+            return set()
+        m = self.manifest()
+        return {h for shard, entries in enumerate(m.segments) for e in entries
+                if e.name in result.segments
+                for h in pq.read_table(parquet_path(self.root, shard, e.name),
+                                       columns=["content_hash"])["content_hash"].to_pylist()}
+
+    def sessions_with_rows(self, keys: set[SessionKey]) -> set[SessionKey]:
+        """Of ``keys`` (app, user, session), the sessions committed segments hold rows of
+        (live or not). A polars scan of the touched shards' Parquet files: a first
+        backfill (no session stored yet) never loads a snapshot just to find nothing."""
+        if not keys:
+            return set()
+        m = self.manifest()
+        shards = {shard_of(app, user, m.shards) for app, user, _ in keys}
+        files = [parquet_path(self.root, s, e.name) for s in shards for e in m.segments[s]]
+        if not files:
+            return set()
+        found = (scan_columns(files, ("app_name", "user_id", "session_id"))
+                 .filter(pl.col("session_id").is_in([k[2] for k in keys])).unique().collect())
+        return {k for k in found.rows() if k in keys}
+
+    def drop_sessions(self, pending: PendingSegments | None,
+                      sessions: set[SessionKey]) -> PendingSegments | None:
+        """``pending`` without the rows of ``sessions``: each prepared segment holding some
+        is rewritten without them (uncommitted, like the original, which is removed)."""
+        if pending is None:
+            return None
+        entries, dropped, name = [], 0, new_name("seg")
+        for shard, entry in pending.entries:
+            path = parquet_path(self.root, shard, entry.name)
+            table = pq.read_table(path)
+            owners = zip(*(table[c].to_pylist() for c in ("app_name", "user_id", "session_id")),
+                         strict=True)
+            drop = np.fromiter((key in sessions for key in owners), bool, table.num_rows)
+            if not drop.any():
+                entries.append((shard, entry))
+                continue
+            dropped += int(drop.sum())
+            if not drop.all():
+                entries.append((shard, write_segment_table(
+                    self.root, shard, name, table.filter(pa.array(~drop)), pending.dim,
+                    "auto")))
+            path.unlink()
+            faiss_path(self.root, shard, entry.name).unlink(missing_ok=True)
+        return replace(pending, entries=tuple(entries), skipped=pending.skipped + dropped)
+
     # -- forgetting ---------------------------------------------------------
     def forget(self, memory_ids: Iterable[str] = (), session: tuple[str, str, str] | None = None,
                user: tuple[str, str] | None = None, *,
@@ -524,36 +644,14 @@ class MemoryStore:
         Each tombstone names its owner and never hides another user's memory that
         carries the same id. ``reason`` / ``actor``: kept on each tombstone.
         """
-        for name, value in (("reason", reason), ("actor", actor)):
-            if not isinstance(value, str):
-                raise StoreError(f"expected a string, got {type(value).__name__}", field=name)
         why = {"reason": reason, "actor": actor}
-        ids = _str_list(memory_ids, "memory_ids")
-        if ids and owner is None:
-            raise StoreError("memory ids are unique per user: pass owner=(app_name, user_id)",
-                             field="owner")
-        targets: list[OwnedId] = [(owner[0], owner[1], i) for i in ids] if owner else []
-        for i, triple in enumerate(owned):
-            if not (isinstance(triple, tuple) and len(triple) == 3
-                    and all(isinstance(v, str) and v for v in triple)):
-                raise StoreError(f"expected (app_name, user_id, memory_id), got {triple!r}",
-                                 field=f"owned[{i}]")
-            targets.append(triple)
-        for name, value, size in (("session", session, 3), ("user", user, 2),
-                                  ("owner", owner, 2)):
-            if value is not None and (not isinstance(value, tuple) or len(value) != size
-                                      or not all(isinstance(v, str) and v for v in value)):
-                raise StoreError(f"expected a tuple of {size} non-empty strings, "
-                                 f"got {value!r}", field=name)
-        if not targets and session is None and user is None:
-            raise StoreError("pass memory_ids with owner, owned, session or user",
-                             field="forget")
+        targets = forget_targets(memory_ids, session, user, owner, owned, reason, actor)
         with self._locked():
             m = self.manifest()
             snap = self._snapshot(m)
             version, now = m.version + 1, time.time()
             new: list[Tombstone] = []
-            for app_name, user_id, memory_id in dict.fromkeys(targets):
+            for app_name, user_id, memory_id in targets:
                 mem = snap.get(memory_id, (app_name, user_id))
                 if mem is not None:
                     new.append(Tombstone("memory", version, now, memory_id=memory_id,

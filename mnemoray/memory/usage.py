@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from mnemoray.memory.hooks import MemoryEvent
 from mnemoray.memory.hygiene_db import SmallDb, hygiene_path
+from mnemoray.periodic import Periodic
 
 if TYPE_CHECKING:
     from mnemoray.memory.service import MemoryService
@@ -41,14 +42,20 @@ Usage = tuple[int, float]  # (recalls, last recalled at)
 class RecallUsage:
     def __init__(self, path: str | Path, *, flush_interval_s: float = 30.0) -> None:
         self.db = SmallDb(path, _SCHEMA)
-        self.flush_interval_s = flush_interval_s
         self._pending: dict[Key, list[float]] = {}  # key -> [recalls, last]
         self._lock = threading.Lock()  # the counters (held for a dict update only)
         # Held through a flush: a reader never sees counts that left the counters but are
         # not committed yet.
         self._flushing = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._flusher = Periodic(self._flush_tick, flush_interval_s, "mnemoray-recall-usage")
+
+    @property
+    def flush_interval_s(self) -> float:
+        return self._flusher.interval_s
+
+    @flush_interval_s.setter
+    def flush_interval_s(self, seconds: float) -> None:  # read at each wait
+        self._flusher.interval_s = seconds
 
     @classmethod
     def of_store(cls, store_root: str | Path, **options: float) -> RecallUsage:
@@ -134,26 +141,18 @@ class RecallUsage:
 
     # -- the flusher -----------------------------------------------------------------------
     def start(self) -> RecallUsage:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="mnemoray-recall-usage",
-                                            daemon=True)
-            self._thread.start()
+        self._flusher.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=10)
+        self._flusher.stop(timeout=10)
         try:
             self.flush()
         finally:
             self.db.close()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.flush_interval_s):
-            try:
-                self.flush()
-            except Exception:  # the next interval tries again with the same counts
-                log.exception("recall usage: flush failed")
+    def _flush_tick(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # the next interval tries again with the same counts
+            log.exception("recall usage: flush failed")

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
+from mnemoray.errors import InvalidInput
+from mnemoray.memory.agent_names import check_agent_name
 from mnemoray.memory.kinds import MEMORY_KINDS
 from mnemoray.schemas.common import (
     MAX_LIST_ITEMS,
@@ -27,6 +36,19 @@ from mnemoray.schemas.common import (
 CONSOLIDATED_KIND = "consolidated_summary"  # mnemoray.memory.consolidate's (kept light here)
 
 
+def _agent_name(value: str) -> str:
+    try:
+        return check_agent_name(value)
+    except InvalidInput as exc:  # pydantic reports a ValueError as the field's message
+        raise ValueError(exc.reason) from None
+
+
+# Who owns an agent-only memory, or whose view a recall is (mnemoray.memory.scopes).
+AgentName = Annotated[str, StringConstraints(max_length=128), AfterValidator(_agent_name)]
+AGENT_NAME_DOC = ("the agent whose view this is: the shared memories plus its own "
+                  "agent-only ones (default: the shared ones only)")
+
+
 # -- recall --------------------------------------------------------------------------
 class RecallFiltersIn(RequestModel):
     session_id: Id | None = None
@@ -42,6 +64,19 @@ class RecallRequest(RequestModel):
     top_k: int = Field(5, ge=1, le=MAX_TOP_K)
     filters: RecallFiltersIn | None = None
     mode: Mode | None = Field(None, description="default: the server's (hybrid)")
+    agent_name: AgentName | None = Field(None, description=AGENT_NAME_DOC)
+
+    def filter_dict(self) -> dict[str, object] | None:
+        """The filters as the backend takes them, the agent's view included."""
+        return with_agent(self.filters, self.agent_name)
+
+
+def with_agent(filters: RecallFiltersIn | None, agent_name: str | None,
+               ) -> dict[str, object] | None:
+    out = filters.model_dump(exclude_none=True) if filters else {}
+    if agent_name:
+        out["agent_name"] = agent_name
+    return out or None
 
 
 class Provenance(BaseModel):
@@ -54,6 +89,10 @@ class Provenance(BaseModel):
 
 class RecalledMemory(BaseModel):
     memory_id: str
+    app_name: str | None = Field(None, description="the app that owns it: the one "
+                                 "recalled, or one that shares the user's memories with it")
+    agent_name: str | None = Field(None, description="set on an agent-only memory: the "
+                                   "agent it belongs to")
     kind: str
     text: str
     score: float
@@ -83,6 +122,10 @@ class AppRecallRequest(RequestModel):
     top_k: int = Field(5, ge=1, le=MAX_TOP_K)
     filters: RecallFiltersIn | None = None
     mode: Mode | None = Field(None, description="default: the server's (hybrid)")
+    agent_name: AgentName | None = Field(None, description=AGENT_NAME_DOC)
+
+    def filter_dict(self) -> dict[str, object] | None:
+        return with_agent(self.filters, self.agent_name)
 
 
 class AppRecalledMemory(RecalledMemory):
@@ -109,6 +152,9 @@ class MemoryIn(RequestModel):
     event_time_start: Time | None = None
     event_time_end: Time | None = None
     expires_at: Time | None = None
+    agent_name: AgentName | None = Field(None, description="only this agent's recall sees "
+                                         "it (default: the request's agent_name, else "
+                                         "every agent of the app)")
 
     @field_validator("kind")
     @classmethod
@@ -129,6 +175,10 @@ class AddMemoriesRequest(RequestModel):
     user_id: Id
     session: JsonObject | None = None
     memories: list[MemoryIn] | None = Field(None, min_length=1, max_length=MAX_MEMORIES_PER_ADD)
+    agent_name: AgentName | None = Field(None, description="whose memories these are: "
+                                         "only that agent's recall sees them (a session's: "
+                                         "default as the app's scopes.memory_scope says; "
+                                         "memories': default shared by every agent)")
 
     @model_validator(mode="after")
     def _one_of(self) -> AddMemoriesRequest:
@@ -172,6 +222,8 @@ class MemoryOut(BaseModel):
                                   "the API key, or `local`, plus the request's `actor`")
     previous_versions: list[MemoryVersionOut] = Field(
         default_factory=list, description="the texts this one replaced, oldest first")
+    agent_name: str = Field("", description="the agent it belongs to; empty: every agent "
+                            "of the app sees it")
 
 
 class AddMemoriesResponse(BaseModel):

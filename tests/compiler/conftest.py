@@ -10,10 +10,10 @@ from service_backend import ServiceBackend
 
 from mnemoray.events import Event
 from mnemoray.memory.service import MemoryService
+from mnemoray.serve.api import build_api
+from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.backend import HttpConfig
 from mnemoray.session import Session
-from serve.api import build_api
-from serve.auth import ApiKeys
-from serve.backend import HttpConfig
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ from mnemoray.offload import (
     discard,
     offload_events,
 )
+from mnemoray.serve.settings import parse_settings
 from mnemoray.session_store import InMemorySessionStore, SessionEndedError, StaleSessionError
 from mnemoray.tokens import count_tokens
-from serve.settings import parse_settings
 
 BIG = {"rows": [{"id": i, "city": "Lisbon", "note": "x" * 40} for i in range(4000)]}
 BIG_BYTES = len(json.dumps(BIG, sort_keys=True, ensure_ascii=False).encode())

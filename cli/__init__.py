@@ -1,4 +1,0 @@
-"""The `mnemoray` command line: the top layer, above the core, `pipeline`, `serve` and `jobs`.
-
-One module per command group; `cli.main` assembles them and holds the entry function.
-"""

@@ -1,5 +1,0 @@
-"""``python -m cli``: the `mnemoray` command."""
-
-from cli.main import run
-
-run()

@@ -1,1 +1,0 @@
-"""Job entrypoints (`python -m jobs.backfill`) and schedules."""

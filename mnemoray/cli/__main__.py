@@ -1,0 +1,5 @@
+"""``python -m mnemoray.cli``: the `mnemoray` command."""
+
+from mnemoray.cli.main import run
+
+run()

@@ -1,0 +1,100 @@
+"""`mnemoray serve`: the HTTP API on a local Ray instance."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from mnemoray.cli.common import parse_options
+
+
+def serve_cmd(
+    config: Path | None = typer.Option(None, "--config", exists=True, dir_okay=False,
+                                       help="Settings file (YAML/JSON, the grouped layout of "
+                                       "mnemoray.serve.settings; also $MNEMORAY_CONFIG)."),
+    store: str | None = typer.Option(None, "--store", help="Memory store directory, or "
+                                     "parquet://DIR / lancedb://DIR (created on first write); "
+                                     "sessions.db and artifacts/ live in it too. Setting: "
+                                     "store."),
+    port: int | None = typer.Option(None, "--port", min=1, max=65535,
+                                    help="HTTP port (default 8000). Setting: server.port."),
+    host: str | None = typer.Option(None, "--host", help="Interface to bind. Only with API "
+                                    "keys; without keys the server binds 127.0.0.1. "
+                                    "Setting: server.host."),
+    replicas: int | None = typer.Option(None, "--replicas", min=1,
+                                        help="Ingress replicas (default 1). Setting: "
+                                        "server.replicas."),
+    api_keys: Path | None = typer.Option(None, "--api-keys", exists=True, dir_okay=False,
+                                         help="JSON file {\"<key>\": \"app\" or [\"app\", "
+                                         "...]}. Setting: server.api_keys."),
+    embedder: str | None = typer.Option(None, "--embedder",
+                                        help="'default' (the store's model, MiniLM for a new "
+                                        "store), 'onnx', a local model path or hub name, or "
+                                        "'none'. Setting: models.embedder."),
+    settings: list[str] = typer.Option([], "--set", help="Any other setting as KEY=VALUE "
+                                       "(repeatable; JSON values, dotted keys: --set "
+                                       "ingestion.trigger.type=inactivity, --set "
+                                       "recall.apps.myapp.mode=dense)."),
+    direct_ingress: bool = typer.Option(False, "--direct-ingress",
+                                        help="Ray Serve's throughput preset: each ingress "
+                                        "replica also answers HTTP on its own port from "
+                                        "PORT+1 (no proxy hop). Setting: "
+                                        "server.direct_ingress."),
+) -> None:
+    """Serve the HTTP API (recall, memories, sessions, compile, artifacts) on a local Ray
+    instance; blocks until Ctrl-C. OpenAPI docs at /docs (with API keys only if
+    server.docs is true).
+
+    Settings: flags > MNEMORAY_<GROUP>__<FIELD> environment > --config file > defaults.
+    """
+    # mnemoray.serve.settings imports no Ray: the settings are known before Ray loads.
+    from mnemoray.errors import MnemorayError
+    from mnemoray.serve.settings import direct_ingress_env, load_settings, local_ray_options
+
+    try:
+        flags = parse_options(settings)
+    except typer.BadParameter as exc:
+        raise typer.BadParameter(str(exc), param_hint="--set") from exc
+    given = {"config": config, "store": store, "server.port": port, "server.host": host,
+             "server.replicas": replicas, "server.api_keys": api_keys,
+             "models.embedder": embedder, "server.direct_ingress": direct_ingress or None}
+    for key, value in given.items():
+        if value is not None:
+            flags[key] = str(value) if isinstance(value, Path) else value
+    try:
+        s = load_settings(flags)
+    except MnemorayError as exc:  # ConfigError (a setting), AuthConfigError
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    server = s.server
+    if server.direct_ingress:  # Serve reads these when its modules load: before the import
+        for key, value in direct_ingress_env(server.port, server.replicas).items():
+            os.environ.setdefault(key, value)
+    # A new local Ray listens on 127.0.0.1 only; Ray reads this when it is imported.
+    os.environ.update(local_ray_options(None)[1])
+    # serve/ wraps Ray; imported here so the rest of the CLI never loads Ray.
+    from mnemoray.serve.app import resolve_keys, run_local
+    from mnemoray.serve.auth import is_loopback
+
+    try:
+        keys = resolve_keys(s)
+    except ValueError as exc:  # AuthConfigError
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if keys.open and not is_loopback(server.host):
+        typer.echo("error: --host needs API keys (--api-keys FILE or "
+                   "MNEMORAY_SERVER__API_KEYS); without keys the server binds 127.0.0.1 "
+                   "only", err=True)
+        raise typer.Exit(2)
+    docs_open = keys.open if server.docs is None else server.docs
+    typer.echo(f"mnemoray: serving store {s.store} on http://{server.host}:{server.port} "
+               + ("(docs: /docs)" if docs_open else "(docs off; setting server.docs)"))
+    if keys.open:
+        typer.echo("mnemoray: no API keys configured: the API is OPEN, bound to 127.0.0.1 "
+                   "only")
+    else:
+        typer.echo(f"mnemoray: {len(keys.digests)} API key(s); every route but /healthz "
+                   f"needs one")
+    run_local(s)

@@ -1,0 +1,1 @@
+"""Job entrypoints (`python -m mnemoray.jobs.backfill`) and schedules."""

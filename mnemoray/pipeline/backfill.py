@@ -1,0 +1,251 @@
+"""The Ray Data engine of the backfill (docs/architecture.md, "Data flow of a backfill").
+
+    files ──map_batches(read_files)──► ArchiveRows          tasks, 0.25 CPU, one per file
+      ──map_batches(validate_batch)──► SessionItems         tasks, 0.25 CPU: validate,
+                                                            quarantine, skip (ledger)
+      ──repartition(batch_size rows)─► blocks of one batch  tasks: cut the file's rows
+      ──map_batches(Distill)─────────► + memories           actor pool, 0.5 CPU each
+        (or PlanPrompts ► ray.data.llm vLLM ► FinishDistill  with --summarizer vllm)
+      ──map_batches(Embed)───────────► + embeddings         actor pool, 0.5 CPU (or GPUs)
+      ──map_batches(prepare_chunk)───► Chunk                tasks, 0.25 CPU: segments per
+                                                            shard + FAISS, uncommitted
+      ──iter_batches() on the driver─► commit_chunk         ONE manifest commit per chunk
+                                                            (memories + ledger together)
+
+Every stage calls the core steps of ``mnemoray.backfill.steps``
+(``validate_rows``, ``skip_processed``, ``distill_sessions``,
+``embed_sessions``) and ``make_chunk`` on the very ``SessionItem`` objects the
+in-process engine uses; the driver loop, the commit step, the run record and
+the report are the core's (``mnemoray.backfill.backfill``). This module only
+produces the chunks. The flow streams (no all-to-all step) with
+``preserve_order``, so chunks commit in archive order as in process, and a
+killed job keeps every committed chunk.
+
+Commits stream because blocks stay small: a map task hands its output on only
+as whole blocks, and Ray Data grows a task's output block up to
+``DataContext.target_max_block_size`` (128 MiB) before yielding it. A file read
+in one task would be ONE block, and every later stage would pass it on only
+once its whole file is done: with one big file, nothing was committed until
+the whole archive was distilled. ``repartition(target_num_rows_per_block=
+batch_size)`` cuts the validated rows into blocks of one batch right after the
+read, so each distill / embed / prepare task handles about one batch and a
+chunk is committed as soon as its ``commit_every`` sessions are through.
+Blocks are capped at ``BLOCK_BYTES`` (16 MiB), so a read task of a big file
+buffers at most that before its first batch moves on. The driver takes each
+prepared chunk as soon as it is ready (no prefetch: a prefetching iterator
+hands a block on only once the next one is ready). Ray Data's backpressure
+(its object store budget per operator) bounds what runs ahead of the commits.
+
+    from mnemoray.backfill import BackfillConfig, backfill
+    from mnemoray.pipeline.backfill import engine
+    report = backfill(BackfillConfig(archive=..., store=...), engine("ray_data"))
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+from mnemoray.backfill import BackfillConfig, Engine, InProcessEngine
+from mnemoray.backfill.commit import Chunk
+from mnemoray.backfill.config import RayOptions
+from mnemoray.embedders import Embedder, EmbedderSpec, resolve_spec
+from mnemoray.errors import InvalidInput
+from mnemoray.memory.backend import MemoryBackend
+from mnemoray.memory.manifest import KEYWORD_ONLY_MODEL
+
+ENGINES = ("in_process", "ray_data")
+# Most bytes per block of the flow (Ray Data's default is 128 MiB): see RayDataEngine.
+BLOCK_BYTES = 16 << 20
+# The environment of a local Ray instance this engine starts (its workers, not this process).
+LOCAL_ENV = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+             "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+# -- Ray ------------------------------------------------------------------------
+def connect(address: str | None) -> bool:
+    """Join (or start) Ray; True if this call started a local instance.
+
+    Already initialised (a test's cluster, a notebook): used as is. ``address``
+    None: ``RAY_ADDRESS`` when set (``ray job submit`` sets it), else a new
+    local instance, the embedded default.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    if address == "local":
+        ray.init(address="local", include_dashboard=False, log_to_driver=True,
+                 runtime_env={"env_vars": LOCAL_ENV})
+        return True
+    ray.init(address=address)
+    return False
+
+
+def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
+                  spec: EmbedderSpec | Embedder | None, files: list[dict[str, str]]):
+    """The lazy Dataset of prepared chunks (nothing runs until it is iterated)."""
+    import ray
+
+    from mnemoray.pipeline.distill import Distill
+    from mnemoray.pipeline.embed import Embed
+    from mnemoray.pipeline.read import read_files
+    from mnemoray.pipeline.validate import validate_batch
+    from mnemoray.pipeline.write import prepare_chunk
+
+    # Workers reopen the store by its location (a path or a parquet:// / lancedb:// URI).
+    root, shards = store.uri, store.shards
+    pool = ray.data.ActorPoolStrategy(min_size=1, max_size=opts.workers)
+    ds = ray.data.from_items(files, override_num_blocks=len(files))
+    ds = ds.map_batches(read_files, batch_size=1, batch_format="pyarrow",
+                        num_cpus=opts.task_cpus)
+    ds = ds.map_batches(validate_batch, batch_size=opts.batch_size, batch_format="pyarrow",
+                        fn_kwargs={"store_dir": root, "shards": shards},
+                        num_cpus=opts.task_cpus)
+    # Blocks of one batch: a whole file in one block would reach the commits only once
+    # every session of it is distilled (see the module docstring). Strict: exactly one
+    # batch, across file ends too, so chunks hold exactly commit_every sessions when it is
+    # a multiple of batch_size (else at most commit_every).
+    ds = ds.repartition(target_num_rows_per_block=opts.batch_size, strict=True)
+    if cfg.summarizer == "vllm" and cfg.summarize:
+        ds = _vllm_stages(ds, cfg, opts, root, shards, pool)
+    else:
+        ds = ds.map_batches(Distill, batch_size=opts.batch_size, batch_format="pyarrow",
+                            compute=pool, num_cpus=opts.actor_cpus,
+                            fn_constructor_kwargs={
+                                "store_dir": root, "shards": shards,
+                                "summarizer": cfg.summarizer,
+                                "options": cfg.summarizer_options,
+                                "chunk_turns": cfg.chunk_turns, "ttl_s": cfg.ttl_s,
+                                "summarize": cfg.summarize})
+    model, dim = None, 0
+    if spec is None:
+        model = KEYWORD_ONLY_MODEL
+    else:
+        gpus = opts.gpus_per_embedder
+        ds = ds.map_batches(Embed, batch_size=opts.batch_size, batch_format="pyarrow",
+                            compute=ray.data.ActorPoolStrategy(min_size=1, max_size=opts.workers),
+                            num_cpus=opts.actor_cpus, num_gpus=gpus or None,
+                            fn_constructor_kwargs={"store_dir": root, "shards": shards,
+                                                   "spec": spec})
+    return ds.map_batches(prepare_chunk, batch_size=cfg.commit_every, batch_format="pyarrow",
+                          num_cpus=opts.task_cpus,
+                          fn_kwargs={"store_dir": root, "shards": shards, "model": model,
+                                     "dim": dim})
+
+
+def _vllm_stages(ds, cfg: BackfillConfig, opts: RayOptions, root: str, shards: int, pool):
+    import ray
+
+    from mnemoray.pipeline.llm import (
+        FinishDistill,
+        PlanPrompts,
+        build_llm_stage,
+        sampling_params,
+        split_options,
+    )
+
+    model, sampling, engine_kwargs = split_options(cfg.summarizer_options)
+    max_tokens = int(sampling.get("max_tokens", 512))
+    params = sampling_params(max_tokens, float(sampling.get("temperature", 0.0)),
+                             bool(sampling.get("guided_json", True)))
+    ds = ds.map_batches(PlanPrompts, batch_size=opts.batch_size, batch_format="pyarrow",
+                        compute=pool, num_cpus=opts.actor_cpus,
+                        fn_constructor_kwargs={"model": model})
+    ds = build_llm_stage(model, params, engine_kwargs, concurrency=opts.llm_concurrency,
+                         batch_size=opts.llm_batch_size)(ds)
+    return ds.map_batches(FinishDistill, batch_size=opts.batch_size, batch_format="pyarrow",
+                          compute=ray.data.ActorPoolStrategy(min_size=1, max_size=opts.workers),
+                          num_cpus=opts.actor_cpus,
+                          fn_constructor_kwargs={
+                              "store_dir": root, "shards": shards, "max_tokens": max_tokens,
+                              "fallback": sampling.get("fallback"),
+                              "chunk_turns": cfg.chunk_turns, "ttl_s": cfg.ttl_s})
+
+
+# -- the engine -----------------------------------------------------------------------
+class RayDataEngine:
+    """Chunks prepared by a Ray Data flow; the core driver commits them on this process."""
+
+    name = "ray_data"
+
+    def check(self, config: BackfillConfig) -> None:
+        if not isinstance(config.summarizer, str):
+            raise InvalidInput("the Ray Data engine builds the summarizer in its "
+                               "workers; pass a name", field="summarizer")
+        if config.summarizer == "vllm" and config.summarize:
+            from mnemoray.pipeline.llm import require_vllm, split_options
+
+            require_vllm()
+            split_options(config.summarizer_options)  # model= given?
+
+    def open(self, config: BackfillConfig, store: MemoryBackend) -> Iterator[Chunk]:
+        from mnemoray.pipeline.read import file_rows
+
+        opts = (config.ray or RayOptions()).resolved()
+        spec = embed_spec(config, opts, store)
+        files = file_rows(config.archive)  # a missing archive fails here, before Ray starts
+        return self._chunks(config, opts, store, spec, files)
+
+    def _chunks(self, cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
+                spec: EmbedderSpec | Embedder | None,
+                files: list[dict[str, str]]) -> Iterator[Chunk]:
+        if not files:
+            return
+        from mnemoray.pipeline.write import CHUNK
+
+        started_ray = connect(opts.address)
+        import ray
+
+        ctx = ray.data.DataContext.get_current()
+        restore: tuple[Any, bool, bool, Any] = (ctx, ctx.execution_options.preserve_order,
+                                                ctx.enable_progress_bars,
+                                                ctx.target_max_block_size)
+        try:
+            ctx.execution_options.preserve_order = True  # commit in archive order
+            ctx.enable_progress_bars = False  # the driver's progress line says it all
+            # A read task buffers its file's rows up to this before the repartition cuts
+            # them into batches: it bounds that memory and the wait for the first batch.
+            ctx.target_max_block_size = min(ctx.target_max_block_size or BLOCK_BYTES,
+                                            BLOCK_BYTES)
+            # Each block as soon as it is ready: with prefetching (iter_rows' default) a
+            # prepared chunk reaches the commit only once the NEXT one is ready too.
+            for batch in build_dataset(cfg, opts, store, spec, files).iter_batches(
+                    batch_size=None, prefetch_batches=0, batch_format="pyarrow"):
+                for blob in batch.column(CHUNK).to_pylist():
+                    yield pickle.loads(blob)
+        finally:  # this process may run other Ray Data work afterwards
+            ctx, order, bars, block = restore
+            ctx.execution_options.preserve_order, ctx.enable_progress_bars = order, bars
+            ctx.target_max_block_size = block
+            if started_ray:
+                ray.shutdown()
+
+
+def embed_spec(config: BackfillConfig, opts: RayOptions,
+               store: MemoryBackend) -> EmbedderSpec | Embedder | None:
+    """What the embed actors open (None: keyword-only), resolved against the store here,
+    so a model the store does not use fails before Ray starts."""
+    if isinstance(config.embedder, Embedder):
+        return config.embedder
+    spec = resolve_spec(config.embedder, store)
+    if spec is not None and opts.gpus_per_embedder and spec.device == "cpu" \
+            and not spec.remote:  # a server's model runs on the server's devices
+        spec = spec.override(device="cuda")  # actors that hold GPUs embed on them
+    return spec
+
+
+def engine(name: str) -> Engine:
+    """The engine called ``name``: ``in_process`` or ``ray_data``."""
+    if name == "in_process":
+        return InProcessEngine()
+    if name == "ray_data":
+        return RayDataEngine()
+    raise InvalidInput(f"one of {', '.join(ENGINES)}, got {name!r}", field="engine")
+
+
+__all__ = ["ENGINES", "LOCAL_ENV", "RayDataEngine", "build_dataset", "connect", "embed_spec",
+           "engine"]

@@ -1,0 +1,71 @@
+"""Embed memory records: an actor pool, the model loaded once per actor.
+
+Each actor opens the embedder of the store-resolved
+:class:`~mnemoray.embedders.EmbedderSpec` (``resolve_spec`` on the driver) with
+``open_embedder(spec, store, "batch")``: the same model and runtime every other
+caller gets for that spec (device, runtime and threads are part of the spec). It
+then runs the core ``embed_sessions`` step: one ``encode`` call over every record
+of the batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pyarrow as pa
+
+from mnemoray.backfill.steps import embed_sessions
+from mnemoray.embedders import Embedder, EmbedderError, EmbedderSpec, open_embedder
+from mnemoray.memory.backend import open_backend
+from mnemoray.pipeline.rows import pack, unpack
+
+
+class Embed:
+    """``map_batches`` callable: items in, items with embedded memories out.
+
+    The model is loaded once per actor, in a background thread started with the
+    actor, so the load overlaps the read / validate / distill of the first batches
+    instead of stalling the first embed call (imports and session set-up take a
+    noticeable share of a short backfill's embed stage otherwise).
+    """
+
+    def __init__(self, store_dir: str, shards: int, spec: EmbedderSpec | str | Embedder,
+                 encode_batch: int = 64) -> None:
+        self.store = open_backend(store_dir, shards)
+        self.spec = spec
+        self.encode_batch = encode_batch
+        self._embedder: Embedder | None = None
+        self._error: BaseException | None = None
+        self._loader = threading.Thread(target=self._load, name="mnemoray-embed-load",
+                                        daemon=True)
+        self._loader.start()
+
+    def _load(self) -> None:
+        try:
+            # Checked against the store: a model the store does not use stops the job.
+            embedder = open_embedder(self.spec, self.store, "batch")
+            if embedder is None:
+                raise EmbedderError(f"{self.spec} names no model for this store",
+                                    field="embedder")
+            self._embedder = embedder
+        except BaseException as exc:  # noqa: BLE001 - raised on the first batch that embeds
+            self._error = exc
+
+    @property
+    def embedder(self) -> Embedder:
+        self._loader.join()
+        if self._error is not None:
+            raise self._error
+        assert self._embedder is not None
+        return self._embedder
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        t0 = time.perf_counter()
+        items, stats, _ = unpack(batch)
+        if not any(item.memories for item in items):
+            return pack(items, [*stats, {"seconds": {"embed": time.perf_counter() - t0}}])
+        embedder = self.embedder
+        done = embed_sessions(items, embedder, batch_size=self.encode_batch)
+        return pack(done, [*stats, {"seconds": {"embed": time.perf_counter() - t0}}],
+                    model=embedder.model_id, dim=embedder.dim)

@@ -1,0 +1,207 @@
+"""The Serve application: ``build_app(args)`` and a default ``app`` from the environment.
+
+    serve run mnemoray.serve.app:build_app store=/path server.replicas=2   # args as key=value
+    serve run mnemoray.serve.app:build_app config=/etc/mnemoray.yaml       # a settings file
+    serve deploy mnemoray/serve/config.yaml                                # production config
+    mnemoray serve --store /path/to/store                         # local, blocking
+    MNEMORAY_STORE=/path serve run mnemoray.serve.app:app                  # env-configured
+
+Settings: ``mnemoray.serve.settings`` (flags > MNEMORAY_* environment > file > defaults).
+
+Graph (default ``index_mode: ingress``)::
+
+    proxy -> MemoryIngress (FastAPI; query embedder + index in-process)
+                 |-- Embedder    (@serve.batch; bulk embedding of writes)
+                 '-- Summarizer  (session-end distillation)
+
+``server.index_mode: deployment`` adds ``Index`` (shards multiplexed by shard id) between
+the ingress and the store; see ``mnemoray/serve/deployments.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ray.serve import Application
+
+from mnemoray.embedders import EmbedderSpec
+from mnemoray.serve.auth import ApiKeys, load_api_keys
+from mnemoray.serve.deployments import Embedder, Index, Summarizer
+from mnemoray.serve.ingress import MemoryIngress
+from mnemoray.serve.settings import (
+    ServeSettings,
+    SettingsError,
+    direct_ingress_env,
+    load_settings,
+    local_ray_options,
+)
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "mnemoray"
+SERVE_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+             "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
+
+
+def resolve_keys(settings: ServeSettings) -> ApiKeys:
+    """The key set of ``server.api_keys`` (a file path or a mapping); none: open API."""
+    api_keys = settings.server.api_keys
+    if isinstance(api_keys, Mapping):
+        return ApiKeys.from_mapping(api_keys, "server.api_keys")
+    # env={}: keys come only from the settings (MNEMORAY_SERVER__API_KEYS among them).
+    return load_api_keys(api_keys, env={})
+
+
+def settings_of(args: Mapping[str, Any] | ServeSettings | None) -> ServeSettings:
+    """``args`` are the flags layer over the environment and the settings file."""
+    return args if isinstance(args, ServeSettings) else load_settings(args)
+
+
+def build_app(args: Mapping[str, Any] | ServeSettings | None = None) -> Application:
+    """The application for ``args`` (see ``mnemoray.serve.settings``)."""
+    s = settings_of(args)
+    keys = resolve_keys(s)
+    # Replicas get the resolved settings and digests only: plain keys never leave
+    # the process that read them, and replicas read no environment.
+    config = s.model_dump()
+    config["server"]["api_keys"] = None
+    config["server"]["api_key_digests"] = keys.to_digests()
+    cpus, models = s.server.num_cpus, s.models
+    embedder = None
+    if models.embedder_deployment and \
+            not EmbedderSpec.parse(models.embedder, field="models.embedder").keyword_only:
+        embedder = Embedder.options(
+            num_replicas=models.embedder_replicas,
+            ray_actor_options={"num_cpus": cpus.embedder}).bind(s.store, models.embedder)
+    summarizer = None
+    if models.summarizer_deployment:
+        summarizer = Summarizer.options(
+            num_replicas=models.summarizer_replicas,
+            ray_actor_options={"num_cpus": cpus.summarizer}).bind(models.summarizer,
+                                                                  models.summarizer_options)
+    index = None
+    if s.server.index_mode == "deployment":
+        index = Index.options(
+            num_replicas=s.server.index_replicas,
+            ray_actor_options={"num_cpus": cpus.index}).bind(config, embedder, summarizer)
+    return MemoryIngress.options(
+        num_replicas=s.server.replicas, max_ongoing_requests=s.server.max_ongoing_requests,
+        ray_actor_options={"num_cpus": cpus.ingress},
+    ).bind(config, embedder, summarizer, index)
+
+
+def __getattr__(name: str) -> Any:
+    # ``serve run mnemoray.serve.app:app``: built on first access from MNEMORAY_* variables,
+    # so importing this module (tests, build_app users) reads no environment.
+    if name == "app":
+        return build_app(None)
+    raise AttributeError(name)
+
+
+def serve_env(*, direct_ingress: bool = False, port: int = 8000,
+              replicas: int = 1) -> dict[str, str]:
+    """Environment for the Ray processes of a local Serve app (the caller's wins)."""
+    env = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **SERVE_ENV}
+    if direct_ingress:
+        env.update(direct_ingress_env(port, replicas))
+    return {key: os.environ.get(key, value) for key, value in env.items()}
+
+
+def replica_urls(host: str, port: int, replicas: int, timeout_s: float = 30.0) -> list[str]:
+    """With direct ingress: the base URLs of the ingress replicas' own HTTP servers."""
+    import urllib.request
+
+    env = direct_ingress_env(port, replicas)
+    lo = int(env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"])
+    hi = int(env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"])
+    probe = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    deadline = time.monotonic() + timeout_s
+    found: list[str] = []
+    while time.monotonic() < deadline:
+        found = []
+        for p in range(lo, hi + 1):
+            url = f"http://{probe}:{p}"
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=0.5) as r:
+                    if r.status == 200:
+                        found.append(url)
+            except OSError:
+                continue
+        if len(found) >= replicas:
+            break
+        time.sleep(0.5)
+    return found
+
+
+def start_local_ray(address: str | None, env_vars: Mapping[str, str]) -> None:
+    """``ray.init`` for local serving (``local_ray_options``): a new instance listens on
+    127.0.0.1 only; ``env_vars`` go to its workers."""
+    import ray
+
+    kwargs, env = local_ray_options(address)
+    if env:
+        os.environ.update(env)  # the Ray processes started below inherit it
+        from ray._private import ray_constants
+
+        # Ray reads the switch when it is imported; this process may have imported it
+        # before (mnemoray.serve.app does): apply it here too, or the node would pick its
+        # external address.
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    ray.init(**kwargs, log_to_driver=True, runtime_env={"env_vars": dict(env_vars)})
+
+
+def run_local(args: Mapping[str, Any] | ServeSettings, *, ready: Any = None,
+              address: str | None = None) -> None:
+    """Start a local Ray + Serve and run the app until Ctrl-C (``mnemoray serve``).
+
+    Binds ``server.host:server.port``. ``server.direct_ingress``: Ray Serve's
+    throughput preset (see ``direct_ingress_env``); the proxy keeps answering on the
+    port and each ingress replica also answers on its own port from ``port + 1``
+    (printed at start): the fast path for clients. ``address="local"`` always starts
+    a new Ray instance (benchmarks).
+    """
+    import ray
+    from ray import serve
+
+    settings = settings_of(args)
+    keys = resolve_keys(settings)
+    host, port = settings.server.host, settings.server.port
+    direct_ingress, replicas = settings.server.direct_ingress, settings.server.replicas
+    if keys.open and host not in ("127.0.0.1", "localhost", "::1"):
+        raise SettingsError(f"refusing to bind {host} without API keys; configure "
+                            f"server.api_keys or bind 127.0.0.1", field="server.host")
+    env = serve_env(direct_ingress=direct_ingress, port=port, replicas=replicas)
+    if not ray.is_initialized():
+        # Serve's own per-request overhead, documented knobs (part of Ray Serve's
+        # RAY_SERVE_THROUGHPUT_OPTIMIZED preset): user code on the replica's main
+        # loop and the router on the proxy's loop save two thread hand-offs per
+        # request.
+        start_local_ray(address, env)
+    serve.start(http_options={"host": host, "port": port})
+    serve.run(build_app(settings), name=APP_NAME, route_prefix="/")
+    if direct_ingress:
+        urls = replica_urls(host, port, replicas)
+        print("mnemoray: direct ingress, replicas answer at "
+              + (", ".join(urls) or "(no replica port answered yet)"), flush=True)
+    if ready is not None:
+        ready(keys)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C and `kill` both shut Serve down cleanly (a background job may even have
+    # started with SIGINT ignored).
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        log.info("mnemoray: shutting down")
+    finally:
+        serve.shutdown()

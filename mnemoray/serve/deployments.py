@@ -1,0 +1,185 @@
+"""The deployments that scale apart from the ingress: Embedder, Summarizer, Index.
+
+The recall hot path never calls these (one hop: proxy -> ingress, which embeds
+the query and searches in-process). They serve what is heavy and scales on its own:
+
+- ``Embedder``: bulk embedding of writes (online adds, session-end ingestion);
+  the model is loaded once per replica and concurrent callers are batched by
+  ``@serve.batch`` (counted in texts, not calls).
+- ``Summarizer``: the configured summarizer for session-end distillation (the
+  extractive default is cheap; a transformers / vLLM backend wants its own
+  replicas, GPUs included).
+- ``Index``: when a store outgrows one replica, its shards are spread over Index
+  replicas with ``@serve.multiplexed``: the shard number is the model id, each
+  replica loads (memory-maps) at most ``SHARDS_PER_INDEX_REPLICA`` shards, and
+  Serve routes a request for shard S to a replica that already holds S. A
+  user's memories live in exactly one shard, so every user-scoped operation is
+  one call to one shard. Enabled with ``index_mode: deployment``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from mnemoray.embedders import Embedder as CoreEmbedder
+from mnemoray.embedders import EmbedderError, open_embedder
+from mnemoray.events import Event
+from mnemoray.memory.backend import open_backend
+from mnemoray.memory.hygiene import attach_hygiene, close_service
+from mnemoray.memory.job_guard import guard_jobs
+from mnemoray.memory.jobs import JobQueue
+from mnemoray.memory.json_ops import MemoryOps
+from mnemoray.memory.reload import SnapshotReloader
+from mnemoray.memory.service import MemoryService
+from mnemoray.memory.store import MemoryStore
+from mnemoray.serve.ingestion import jobs_path
+from mnemoray.serve.memory import RemoteEmbedder, RemoteSummarizer, attach_webhook
+from mnemoray.serve.settings import ServeSettings, parse_settings
+from mnemoray.summarizers import get_summarizer
+from mnemoray.summarizers.base import Summary
+
+log = logging.getLogger("ray.serve")
+
+# Texts per Embedder batch: MiniLM's per-text cost flattens out by ~64-128 on CPU,
+# and a bounded batch bounds a replica's memory and the latency of a small call
+# queued behind a big one.
+EMBED_MAX_TEXTS = 256
+# Shards one Index replica holds (memory-mapped). With the default 8 shards one
+# replica can hold a whole store; more replicas with fewer shards each spread it.
+SHARDS_PER_INDEX_REPLICA = 8
+
+
+def _texts_in(batch: list[list[str]]) -> int:
+    return sum(len(texts) for texts in batch)
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0.25}, max_ongoing_requests=64)
+class Embedder:
+    """One embedding model per replica; ``encode(texts)`` is batched across callers."""
+
+    def __init__(self, store: str, spec: str) -> None:
+        # The same embedder an in-process writer would get for this spec and store.
+        self.embedder: CoreEmbedder | None = open_embedder(spec, open_backend(store), "write")
+
+    def info(self) -> dict[str, Any] | None:
+        e = self.embedder
+        return None if e is None else {"model_id": e.model_id, "dim": e.dim}
+
+    @serve.batch(max_batch_size=EMBED_MAX_TEXTS, batch_wait_timeout_s=0.01,
+                 batch_size_fn=_texts_in)
+    async def encode(self, batch: list[list[str]]) -> list[np.ndarray]:
+        # Writes are not latency-critical: wait up to 10 ms to merge concurrent callers.
+        if self.embedder is None:
+            raise EmbedderError("this store is keyword-only; nothing to embed",
+                                field="embedder")
+        flat = [t for texts in batch for t in texts]
+        vectors = await asyncio.get_running_loop().run_in_executor(
+            None, self.embedder.encode, flat, 64)
+        out, start = [], 0
+        for texts in batch:
+            out.append(vectors[start:start + len(texts)])
+            start += len(texts)
+        return out
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=16)
+class Summarizer:
+    """The configured summarizer (``get_summarizer(name, **options)``) in its own replicas."""
+
+    def __init__(self, name: str, options: Mapping[str, Any] | None = None) -> None:
+        self.summarizer = get_summarizer(name, **dict(options or {}))
+
+    def info(self) -> dict[str, Any]:
+        return {"name": getattr(self.summarizer, "name", type(self.summarizer).__name__)}
+
+    def summarize(self, events: list[Event], prompt: str | None = None) -> Summary:
+        return self.summarizer.with_prompt(prompt).summarize(events)
+
+    def summarize_many(self, batches: list[list[Event]],
+                       prompt: str | None = None) -> list[Summary]:
+        return self.summarizer.with_prompt(prompt).summarize_many(batches)
+
+
+async def remote_models(settings: ServeSettings, embedder_handle: Any,
+                        summarizer_handle: Any) -> tuple[Any, Any]:
+    """(embedder, summarizer) for writes: the deployments behind the core interfaces,
+    or in-process models when a deployment is not configured (the embedder from
+    ``open_embedder``, as the ``Embedder`` deployment opens it)."""
+    loop = asyncio.get_running_loop()
+    if embedder_handle is not None:
+        info = await embedder_handle.info.remote()
+        embedder = None if info is None else RemoteEmbedder(embedder_handle, info["model_id"],
+                                                            info["dim"], loop)
+    else:
+        embedder = open_embedder(settings.models.embedder, open_backend(settings.store),
+                                 "write")
+    if summarizer_handle is not None:
+        summarizer = RemoteSummarizer(summarizer_handle,
+                                      (await summarizer_handle.info.remote())["name"], loop)
+    else:
+        models = settings.models
+        summarizer = get_summarizer(models.summarizer, **models.summarizer_options)
+    return embedder, summarizer
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0.25}, max_ongoing_requests=64)
+class Index:
+    """Memory shards, multiplexed by shard id (``handle.options(multiplexed_model_id=
+    str(shard))``). Each loaded shard is the core ``MemoryService`` over
+    ``MemoryStore(load_shards={shard})`` with its own watching reloader."""
+
+    async def __init__(self, settings: Mapping[str, Any], embedder_handle: Any = None,
+                       summarizer_handle: Any = None) -> None:
+        self.settings = parse_settings(settings)
+        self.embedder, self.summarizer = await remote_models(
+            self.settings, embedder_handle, summarizer_handle)
+
+    @serve.multiplexed(max_num_models_per_replica=SHARDS_PER_INDEX_REPLICA)
+    async def shard(self, shard_id: str) -> _ShardOps:
+        shard = int(shard_id)
+        s = self.settings
+
+        def load() -> _ShardOps:
+            store = MemoryStore(s.store, s.shards, load_shards=[shard])
+            reloader = SnapshotReloader(store.load, store.root,
+                                        watch_interval_s=s.server.reload_interval_s,
+                                        stamp=store.stamp).start()
+            service = MemoryService(store, self.embedder, self.summarizer, s.recall.default,
+                                    app_configs=s.recall.app_configs, reloader=reloader)
+            webhook = attach_webhook(service, s.hooks)
+            hygiene = attach_hygiene(service, s.hygiene)  # per-user limits, recall usage
+            jobs = guard_jobs(service, JobQueue(jobs_path(s)))  # a forget cancels jobs
+            service.memory_prompt = s.compaction.memory_prompt_for  # per-app prompts
+            service.summarize_for = s.ingestion.summarize_for  # per app: raw chunks only?
+            service.scopes = s.scopes.policy  # agents, sharing (other shards: refused)
+            return _ShardOps(service, hygiene, webhook, jobs)
+
+        return await asyncio.get_running_loop().run_in_executor(None, load)
+
+    async def call(self, op: str, app_name: str, user_id: str,
+                   kwargs: Mapping[str, Any] | None = None) -> Any:
+        ops = await self.shard(serve.get_multiplexed_model_id())
+        if op == "recall":  # in-memory work, short for one user: no thread hop
+            return ops.call(op, app_name, user_id, kwargs)
+        return await asyncio.get_running_loop().run_in_executor(
+            None, ops.call, op, app_name, user_id, kwargs)
+
+
+class _ShardOps(MemoryOps):
+    """A shard's operations; Serve calls ``__del__`` when it evicts the shard (LRU)."""
+
+    def __init__(self, service: MemoryService, *attached: Any) -> None:
+        super().__init__(service)
+        self._attached = attached  # hygiene, webhook, job queue: stopped with the shard
+
+    def __del__(self) -> None:
+        service = getattr(self, "service", None)
+        if service is not None:
+            hygiene, *rest = getattr(self, "_attached", (None,)) or (None,)
+            close_service(service, hygiene, *rest)

@@ -1,0 +1,17 @@
+"""The HTTP routes, one ``APIRouter`` per resource, over :class:`mnemoray.serve.backend.ApiBackend`.
+
+Tenant fields: POST/PUT bodies carry ``app_name`` and ``user_id``; GET/DELETE
+take them from the path or the query string (see ``mnemoray.schemas``). Every route
+but ``/healthz`` authenticates the caller (``deps.Caller``) and checks the app.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from mnemoray.serve.routes import artifacts, context, jobs, memories, ops, sessions
+
+ROUTERS: tuple[APIRouter, ...] = (ops.router, memories.router, sessions.router,
+                                  context.router, artifacts.router, jobs.router)
+
+__all__ = ["ROUTERS"]
