@@ -15,6 +15,7 @@ from typing import Any
 
 from mnemoray.embedders import Embedder, EmbedderSpec
 from mnemoray.errors import InvalidInput
+from mnemoray.memory.scopes import ScopePolicy
 from mnemoray.summarizers import Summarizer, available_summarizers
 from mnemoray.summarizers import check_options as check_summarizer_options
 
@@ -102,6 +103,8 @@ class BackfillConfig:
     commit_every: int = DEFAULT_COMMIT_EVERY  # sessions per manifest commit
     chunk_turns: int = 4
     ttl_s: float | None = None
+    # Whose memories they are, per app (the `scopes` settings group; None: all shared).
+    scopes: ScopePolicy | None = None
     run_id: str | None = None  # None: a new one
     progress_interval_s: float = 10.0  # between progress lines when not on a terminal
     ray: RayOptions | None = None  # the Ray Data engine only
@@ -137,14 +140,19 @@ class BackfillConfig:
 
     @classmethod
     def from_flags(cls, *, summarizer_options: Sequence[str] = (),
-                   ray_address: str | None = None, **flags: Any) -> BackfillConfig:
+                   ray_address: str | None = None, config: str | Path | None = None,
+                   **flags: Any) -> BackfillConfig:
         """The config the command-line flags name (``mnemoray backfill`` and ``python -m
-        mnemoray.jobs.backfill``): flat flags, ``KEY=VALUE`` summarizer options, and the Ray
-        options (None: not given) split into :class:`RayOptions`."""
+        mnemoray.jobs.backfill``): flat flags, ``KEY=VALUE`` summarizer options, the Ray
+        options (None: not given) split into :class:`RayOptions`, and ``config``: a
+        settings file whose ``scopes`` group says whose memories they are."""
+        from mnemoray.scope_settings import scope_settings_from_file
+
         ray = {name: flags.pop(name) for name in RAY_FLAGS if name in flags}
+        scopes = scope_settings_from_file(config).policy if config is not None else None
         return cls(summarizer_options=parse_key_values(list(summarizer_options),
                                                        field="--summarizer-option"),
-                   ray=RayOptions(address=ray_address, **ray), **flags)
+                   ray=RayOptions(address=ray_address, **ray), scopes=scopes, **flags)
 
     def public(self) -> dict[str, Any]:
         """The config as recorded in the run report: names for objects, option keys only
@@ -159,6 +167,9 @@ class BackfillConfig:
             out["embedder"] = str(self.embedder)
         out["summarizer_options"] = sorted(self.summarizer_options)
         out["ray"] = self.ray.given() if self.ray is not None else None
+        out["scopes"] = None if self.scopes is None else {
+            app: scope.memory_scope for app, scope in sorted(self.scopes.apps.items())
+        } | {"*": self.scopes.default.memory_scope}
         return out
 
 

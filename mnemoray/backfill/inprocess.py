@@ -51,7 +51,8 @@ class InProcessEngine:
             todo, skipped = skip_processed(store, items)
             t2 = time.perf_counter()
             distilled, failed = distill_sessions(todo, summarizer, chunk_turns=config.chunk_turns,
-                                                 ttl_s=config.ttl_s, summarize=config.summarize)
+                                                 ttl_s=config.ttl_s, summarize=config.summarize,
+                                                 scopes=config.scopes)
             bad += failed
             if bad:
                 store.quarantine(bad)

@@ -31,6 +31,7 @@ from mnemoray.embedders import Embedder
 from mnemoray.memory.backend import MemoryBackend
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.record import Memory
+from mnemoray.memory.scopes import ScopePolicy
 from mnemoray.memory.service import embed_memories
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.store import session_content_hash
@@ -113,10 +114,16 @@ def mark_current(items: Sequence[SessionItem]) -> list[SessionItem]:
 
 def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer | None, *,
                      chunk_turns: int = 4, ttl_s: float | None = None, summarize: bool = True,
+                     scopes: ScopePolicy | None = None,
                      ) -> tuple[list[SessionItem], list[Quarantined]]:
     """Distill each current session; one that fails goes to quarantine.
-    ``summarize=False``: raw chunks only (``summarizer`` may be None, never called)."""
+    ``summarize=False``: raw chunks only (``summarizer`` may be None, never called).
+    ``scopes``: whose memories they are, per app (``memory_scope: agent``: the session's
+    one agent; a session of several agents is quarantined, naming why), as online."""
     from mnemoray.memory.distill import distill_session
+    from mnemoray.memory.scopes import NO_SHARING, session_agent, stamp_agent
+
+    scopes = scopes or NO_SHARING
 
     out: list[SessionItem] = []
     bad: list[Quarantined] = []
@@ -125,9 +132,10 @@ def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer | None
             out.append(item)  # ledgered as processed; its newer copy carries the records
             continue
         try:
-            memories = stamp_version(distill_session(
+            agent = session_agent(item.session, scopes.memory_scope(item.session.app_name))
+            memories = stamp_version(stamp_agent(distill_session(
                 item.session, summarizer, chunk_turns=chunk_turns, ttl_s=ttl_s,
-                summarize=summarize), item.session)
+                summarize=summarize), agent), item.session)
         except Exception as exc:  # any backend, any error: the row is kept, with why
             bad.append({"location": item.location,
                         "reason": f"distill failed: {type(exc).__name__}: {exc}",

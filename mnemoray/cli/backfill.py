@@ -61,6 +61,9 @@ def backfill_cmd(
     progress_every: float = typer.Option(10.0, "--progress-every", min=0.0,
                                          help="Seconds between progress lines when stderr is "
                                          "not a terminal."),
+    config_file: Path | None = typer.Option(None, "--config", exists=True, dir_okay=False,
+                                            help="Settings file (YAML/JSON): its scopes group "
+                                            "says whose memories they are (memory_scope)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Distill archived sessions into a memory store (idempotent; bad rows are quarantined).
@@ -79,7 +82,7 @@ def backfill_cmd(
             commit_every=commit_every, progress_interval_s=progress_every, workers=workers,
             batch_size=batch_size, gpus_per_embedder=gpus_per_embedder,
             llm_concurrency=llm_concurrency, llm_batch_size=llm_batch_size,
-            ray_address=ray_address)
+            ray_address=ray_address, config=config_file)
         config.check()  # a bad flag fails here, before Ray starts
         report = run(config, "in_process" if in_process else "ray_data")
     except RUN_ERRORS as exc:

@@ -43,6 +43,8 @@ def parser() -> argparse.ArgumentParser:
                    "'torch', a model path, options after commas).")
     p.add_argument("--commit-every", "--batch-sessions", dest="commit_every", type=int,
                    default=DEFAULT_COMMIT_EVERY, help="Sessions per commit.")
+    p.add_argument("--config", default=None, help="Settings file: its scopes group says "
+                   "whose memories they are (memory_scope).")
     p.add_argument("--in-process", action="store_true", help="Run in this process, not on "
                    "Ray Data.")
     p.add_argument("--progress-every", dest="progress_interval_s", type=float, default=10.0,

@@ -120,7 +120,7 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
                                 "summarizer": cfg.summarizer,
                                 "options": cfg.summarizer_options,
                                 "chunk_turns": cfg.chunk_turns, "ttl_s": cfg.ttl_s,
-                                "summarize": cfg.summarize})
+                                "summarize": cfg.summarize, "scopes": cfg.scopes})
     model, dim = None, 0
     if spec is None:
         model = KEYWORD_ONLY_MODEL
@@ -163,7 +163,8 @@ def _vllm_stages(ds, cfg: BackfillConfig, opts: RayOptions, root: str, shards: i
                           fn_constructor_kwargs={
                               "store_dir": root, "shards": shards, "max_tokens": max_tokens,
                               "fallback": sampling.get("fallback"),
-                              "chunk_turns": cfg.chunk_turns, "ttl_s": cfg.ttl_s})
+                              "chunk_turns": cfg.chunk_turns, "ttl_s": cfg.ttl_s,
+                              "scopes": cfg.scopes})
 
 
 # -- the engine -----------------------------------------------------------------------

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from mnemoray.backfill.steps import distill_sessions
 from mnemoray.memory.backend import open_backend
+from mnemoray.memory.scopes import ScopePolicy
 from mnemoray.pipeline.rows import lighten, pack, unpack
 from mnemoray.summarizers import get_summarizer
 
@@ -25,19 +26,22 @@ class Distill:
 
     def __init__(self, store_dir: str, shards: int, summarizer: str,
                  options: dict[str, Any] | None = None, chunk_turns: int = 4,
-                 ttl_s: float | None = None, summarize: bool = True) -> None:
+                 ttl_s: float | None = None, summarize: bool = True,
+                 scopes: ScopePolicy | None = None) -> None:
         self.store = open_backend(store_dir, shards)
         # --no-summarize: raw chunks only, and no summarizer is built (no weights loaded).
         self.summarize = summarize
         self.summarizer = get_summarizer(summarizer, **(options or {})) if summarize else None
         self.chunk_turns = chunk_turns
         self.ttl_s = ttl_s
+        self.scopes = scopes
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         t0 = time.perf_counter()
         items, stats, _ = unpack(batch)
         done, bad = distill_sessions(items, self.summarizer, chunk_turns=self.chunk_turns,
-                                     ttl_s=self.ttl_s, summarize=self.summarize)
+                                     ttl_s=self.ttl_s, summarize=self.summarize,
+                                     scopes=self.scopes)
         if bad:
             self.store.quarantine(bad)
         return pack([lighten(i) for i in done],

@@ -39,6 +39,7 @@ from mnemoray.backfill.steps import distill_sessions, mark_current
 from mnemoray.errors import ConfigError
 from mnemoray.memory.backend import open_backend
 from mnemoray.memory.distill import summary_inputs
+from mnemoray.memory.scopes import ScopePolicy
 from mnemoray.pipeline.rows import ITEM, STATS, lighten, pack, unpack
 from mnemoray.summarizers import Summarizer, get_summarizer
 from mnemoray.summarizers.errors import BackendUnavailableError
@@ -150,12 +151,13 @@ class FinishDistill:
 
     def __init__(self, store_dir: str, shards: int, max_tokens: int,
                  fallback: str | Summarizer | None = None, chunk_turns: int = 4,
-                 ttl_s: float | None = None) -> None:
+                 ttl_s: float | None = None, scopes: ScopePolicy | None = None) -> None:
         self.store = open_backend(store_dir, shards)
         self.max_tokens = max_tokens
         self.fallback = get_summarizer(fallback) if isinstance(fallback, str) else fallback
         self.chunk_turns = chunk_turns
         self.ttl_s = ttl_s
+        self.scopes = scopes
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         t0 = time.perf_counter()
@@ -174,7 +176,7 @@ class FinishDistill:
             replay = ReplaySummarizer(completions, name="vllm", max_tokens=self.max_tokens,
                                       fallback=self.fallback)
             done, failed = distill_sessions([item], replay, chunk_turns=self.chunk_turns,
-                                            ttl_s=self.ttl_s)
+                                            ttl_s=self.ttl_s, scopes=self.scopes)
             out.extend(done)
             bad.extend(failed)
         if bad:
