@@ -148,6 +148,16 @@ class Memory:
                 raise MemoryRecordError("expected a MemoryVersion",
                                         field=f"previous_versions[{i}]")
 
+    @classmethod
+    def stored(cls, values: dict[str, Any], embedding: np.ndarray | None) -> Memory:
+        """A record read back from a store: every value was checked (and the identity
+        derived) when it was written, so reading, recall's hot path, checks nothing again.
+        ``values``: every field but ``embedding``, in the types a record holds."""
+        record = object.__new__(cls)
+        record.__dict__.update(values)  # frozen: no __setattr__; the fields are the dict
+        record.__dict__["embedding"] = embedding
+        return record
+
     def with_embedding(self, vector: np.ndarray) -> Memory:
         return replace(self, embedding=np.asarray(vector, dtype=np.float32))
 

@@ -110,7 +110,7 @@ def rows_to_memories(table: pa.Table, rows: Sequence[int] | np.ndarray,
         raw[VERSIONS] = tuple(MemoryVersion.from_dict(v) for v in raw[VERSIONS] or ())
         raw["agent_name"] = raw["agent_name"] or ""  # null: written before scopes, shared
         embedding = None if vectors is None else np.array(vectors[row], dtype=np.float32)
-        out.append(Memory(**raw, embedding=embedding))
+        out.append(Memory.stored(raw, embedding))
     return out
 
 
