@@ -1,0 +1,36 @@
+"""The entity graph of a user's sessions (issue 11; docs/graph.md).
+
+    from mnemoray.graph import GraphStore, UserGraph, extract_session
+
+    store = GraphStore(root, shards)
+    graph = store.load(app, user)
+    graph.add_session(extract_session(session, memories))    # in time order
+    store.save(graph)
+    index = store.load_index(app, user)
+    index.neighbours(graph.find("Mel").entity_id, depth=2, at=ts).items()
+
+Entities (people, places, organisations, things, dates and periods) are resolved
+across a user's sessions with their aliases; relations join entities and memories
+(``mentions``, ``same_entity``, ``extends``, ``contradicts``, ``same_period``, and
+facts read from text such as ``lives_in``) with strength, confidence, world-time
+validity, provenance and a version.
+"""
+
+from mnemoray.graph.extract import SessionExtract, extract_session
+from mnemoray.graph.graph import UserGraph
+from mnemoray.graph.index import GraphIndex, Neighbourhood
+from mnemoray.graph.model import (
+    FUNCTIONAL,
+    RELATION_TYPES,
+    STRUCTURAL,
+    TYPED,
+    Alias,
+    Entity,
+    Relation,
+    Support,
+)
+from mnemoray.graph.tables import GraphStore, graph_from_tables, shard_tables
+
+__all__ = ["FUNCTIONAL", "RELATION_TYPES", "STRUCTURAL", "TYPED", "Alias", "Entity",
+           "GraphIndex", "GraphStore", "Neighbourhood", "Relation", "SessionExtract", "Support",
+           "UserGraph", "extract_session", "graph_from_tables", "shard_tables"]

@@ -1,0 +1,136 @@
+"""Typed relations read from a sentence: "I moved to Paris", "my sister Anna", "works at Acme".
+
+Each pattern names the relation, who holds it (``I``/``we`` is the speaker) and its
+object. Past forms ("used to live in", "worked at", "quit my job at") say the relation
+had ended by the time it was said; change verbs ("moved to", "joined", "adopted")
+say when it began, at the date named in the sentence or else when it was said.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mnemoray.graph.names import NAME, PETS
+
+_SUBJ = rf"(?P<subj>\bI\b|\b[Ww]e\b|{NAME})"
+_OBJ = rf"(?P<obj>{NAME})"
+_NOUN = r"(?P<noun>[a-z][a-z\-]+(?:\s+[a-z][a-z\-]+)?)"
+_ADV = r"(?:\s+(?:just|recently|finally|also|now|currently|still|already|officially|actually))*"
+_BE = r"(?:'m|'re|'s|\s+am|\s+is|\s+are|\s+was|\s+were)?"
+_HAVE = r"(?:'ve|'d|\s+have|\s+has|\s+had)?"
+# "as a social worker" between a job verb and its place; "at the Harbor Youth Center".
+_ROLE = r"(?:\s+as\s+(?:a|an|the)\s+[a-z][a-z\-]*(?:\s+[a-z][a-z\-]*){0,3}?)?"
+_AT = r"\s+(?:at|for)\s+(?:the\s+)?"
+_KIN = {"sister": "sister_of", "brother": "brother_of", "mom": "mother_of",
+        "mum": "mother_of", "mother": "mother_of", "dad": "father_of", "father": "father_of",
+        "daughter": "daughter_of", "son": "son_of", "friend": "friend_of",
+        "best friend": "friend_of", "wife": "married_to", "husband": "married_to",
+        "partner": "partner_of", "boyfriend": "partner_of", "girlfriend": "partner_of"}
+_KIN_WORDS = "|".join(sorted(_KIN, key=len, reverse=True))
+_MODS = r"(?:little\s+|older\s+|younger\s+|big\s+|twin\s+|baby\s+|new\s+)?"
+# Nouns that follow "bought a"/"adopted a" without being a possession.
+_NOT_OWNED = frozenset({"lot", "bit", "ticket", "tickets", "coffee", "drink", "round", "few",
+                        "couple", "chance", "moment", "while", "look", "new"})
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One relation read from a sentence; ``subject``/``obj`` are surface forms, with
+    ``"I"`` standing for the speaker."""
+
+    subject: str
+    type: str
+    obj: str
+    obj_type: str  # person, place, org, thing
+    confidence: float
+    starts: bool  # the verb says it began then ("moved to", "adopted")
+    ended: bool  # the verb says it no longer holds ("used to", "quit")
+
+
+# (pattern, type, object type, starts, ended, confidence)
+_RULES: tuple[tuple[re.Pattern[str], str, str, bool, bool, float], ...] = tuple(
+    (re.compile(p), t, o, s, e, c) for p, t, o, s, e, c in (
+        (rf"{_SUBJ}\s+used\s+to\s+live\s+in\s+{_OBJ}", "lives_in", "place", False, True, 0.85),
+        (rf"{_SUBJ}\s+(?:once\s+)?lived\s+in\s+{_OBJ}", "lives_in", "place", False, True, 0.8),
+        (rf"{_SUBJ}{_BE}{_HAVE}{_ADV}\s+(?:been\s+)?(?:live|lives|living|lived|reside|resides"
+         rf"|residing|based|settled)\s+in\s+{_OBJ}", "lives_in", "place", False, False, 0.9),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:moved|relocated)\s+(?:back\s+)?(?:to|into)\s+{_OBJ}",
+         "lives_in", "place", True, False, 0.9),
+        (rf"{_SUBJ}\s+used\s+to\s+work{_ROLE}{_AT}{_OBJ}", "works_at", "org", False, True, 0.85),
+        (rf"{_SUBJ}\s+(?:quit|left)\s+(?:my|his|her|their|our)\s+(?:job|position|role)\s+"
+         rf"(?:at|with)\s+(?:the\s+)?{_OBJ}", "works_at", "org", False, True, 0.85),
+        (rf"{_SUBJ}\s+worked{_ROLE}{_AT}{_OBJ}", "works_at", "org", False, True, 0.75),
+        (rf"{_SUBJ}{_BE}{_HAVE}{_ADV}\s+(?:been\s+)?(?:work|works|working|worked){_ROLE}{_AT}"
+         rf"{_OBJ}", "works_at", "org", False, False, 0.9),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:got|started|landed|accepted|took)\s+(?:a\s+|an\s+|my\s+"
+         rf"|the\s+)?(?:new\s+)?(?:job|position|role|internship){_ROLE}\s+(?:at|with)\s+"
+         rf"(?:the\s+)?{_OBJ}",
+         "works_at", "org", True, False, 0.9),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:joined|started\s+at)\s+{_OBJ}", "works_at", "org", True,
+         False, 0.7),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+adopted\s+(?:a|an|another|two|three)?\s*(?:[a-z]+\s+){{0,2}}?"
+         rf"(?:named|called)\s+{_OBJ}", "adopted", "thing", True, False, 0.9),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+adopted\s+{_OBJ}", "adopted", "thing", True, False, 0.85),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+adopted\s+(?:a|an)\s+{_NOUN}", "adopted", "thing", True, False,
+         0.8),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:own|owns|bought|purchased)\s+(?:a|an|my|the|our)\s+"
+         rf"(?:new\s+|first\s+|used\s+)?{_NOUN}", "owns", "thing", False, False, 0.75),
+        (rf"{_SUBJ}{_BE}{_HAVE}{_ADV}\s+(?:got\s+|been\s+)?married\s+(?:to\s+)?{_OBJ}",
+         "married_to", "person", True, False, 0.9),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:got\s+)?divorced(?:\s+from)?\s+{_OBJ}", "married_to",
+         "person", False, True, 0.85),
+    ))
+_MY_KIN = re.compile(rf"\b[Mm]y\s+{_MODS}(?P<kin>{_KIN_WORDS})\s*,?\s+{_OBJ}")
+_IS_MY_KIN = re.compile(rf"{_OBJ}\s+is\s+my\s+{_MODS}(?P<kin>{_KIN_WORDS})\b")
+_IS_THEIR_KIN = re.compile(rf"{_OBJ}\s+is\s+(?P<other>{NAME})['\u2019]s\s+{_MODS}"
+                           rf"(?P<kin>{_KIN_WORDS})\b")
+_PET_NOUNS = frozenset(PETS)
+# Words that end a noun object ("a car yesterday", "a house in Lisbon").
+_NOT_NOUNS_TEXT = """yesterday today tonight tomorrow last this next and in at for from
+with to on of by when while after before since that which who because but so recently"""
+_NOT_NOUNS = frozenset(_NOT_NOUNS_TEXT.split())
+
+
+def read_relations(sentence: str) -> list[Reading]:
+    """Every typed relation ``sentence`` states, in rule order, once per (type, object)."""
+    out: list[Reading] = []
+    taken: list[tuple[int, int]] = []  # spans already read: the first rule that fits wins
+    for pattern, rtype, otype, starts, ended, conf in _RULES:
+        for m in pattern.finditer(sentence):
+            if any(a < m.end() and m.start() < b for a, b in taken):
+                continue
+            groups = m.groupdict()
+            obj = groups.get("obj") or groups.get("noun") or ""
+            if groups.get("noun"):
+                nouns = obj.split()
+                if nouns[0] in _NOT_OWNED:
+                    continue
+                if len(nouns) > 1 and (nouns[1] in _NOT_NOUNS or nouns[1] in _PET_NOUNS):
+                    nouns = nouns[:1] if nouns[1] in _NOT_NOUNS else nouns[1:]
+                obj = " ".join(nouns)
+            subject = m.group("subj")
+            if subject in ("We", "we"):
+                subject, conf = "I", conf - 0.1
+            taken.append((m.start(), m.end()))
+            out.append(Reading(subject, rtype, obj.strip(), otype, conf, starts, ended))
+    for pattern in (_MY_KIN, _IS_MY_KIN):
+        for m in pattern.finditer(sentence):
+            out.append(_kin(m.group("obj"), m.group("kin").lower(), "I"))
+    for m in _IS_THEIR_KIN.finditer(sentence):
+        out.append(_kin(m.group("obj"), m.group("kin").lower(), m.group("other")))
+    seen: set[tuple[str, str, str]] = set()
+    unique = []
+    for r in out:
+        if (r.subject, r.type, r.obj) not in seen:
+            seen.add((r.subject, r.type, r.obj))
+            unique.append(r)
+    return unique
+
+
+def _kin(name: str, kin: str, other: str) -> Reading:
+    """"my sister Anna": Anna sister_of the speaker; "my wife Kate": speaker married_to Kate."""
+    rtype = _KIN[kin]
+    if rtype in ("married_to", "partner_of"):
+        return Reading(other, rtype, name, "person", 0.85, False, False)
+    return Reading(name, rtype, other, "person", 0.85, False, False)

@@ -1,0 +1,264 @@
+"""Time expressions in text, resolved against a reference date (docs/graph.md, "Time").
+
+    resolve_times("We moved to Paris last May", reference="2023-06-12")
+    # [TimeSpan(start=1651363200, end=1654041600, text='last May', label='2022-05', ...)]
+
+A span is a half-open interval ``[start, end)`` of epoch seconds (UTC days), the
+characters it was read from and a label (``2023-05-07``, ``2023-W18``, ``2023-05``,
+``2023-summer``, ``2023``, ``1990s``) that names the same period wherever it is said.
+Relative expressions ("yesterday", "last Saturday", "two months ago", "the week
+before") are resolved against the reference (the session's date); vague ones
+("recently", "a while ago") resolve to nothing. A date that names no year takes the
+year nearest the reference, the past preferred (conversations recount more than they
+plan). Deterministic and stdlib only: the same text and reference give the same spans.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from mnemoray.temporal.periods import (
+    Period,
+    day,
+    epoch,
+    month,
+    nearest_year,
+    season,
+    shift,
+    to_date,
+    unit_of,
+    year,
+)
+
+_MONTHS = {m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul",
+                                             "aug", "sep", "oct", "nov", "dec"))}
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+            "a couple of": 2, "couple of": 2, "a couple": 2}
+_VAGUE_COUNTS = {"a few": (2, 4), "few": (2, 4), "several": (2, 5)}
+
+# Month names are matched capitalised only ("may" is also a verb).
+_MONTH = (r"(?P<mon>Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?"
+          r"|Aug(?:ust)?|Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?")
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+_COUNT = (r"(?P<n>\d{1,2}|a couple(?: of)?|couple of|a few|few|several|an?|one|two|three|four"
+          r"|five|six|seven|eight|nine|ten|eleven|twelve)")
+_UNIT = r"(?P<unit>day|week|month|year)s?"
+_WDAY = r"(?P<wday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_SEASON = r"(?P<season>spring|summer|autumn|winter|fall)"
+
+
+@dataclass(frozen=True)
+class TimeSpan:
+    """A resolved time expression: ``[start, end)`` in epoch seconds, what was read
+    (``text`` at ``begin:end_char``), its ``granularity`` and canonical ``label``."""
+
+    start: int
+    end: int
+    text: str
+    begin: int
+    end_char: int
+    granularity: str  # day, weekend, week, month, season, year, decade, range
+    label: str
+    relative: bool  # resolved against the reference date
+
+    def contains(self, ts: float) -> bool:
+        return self.start <= ts < self.end
+
+    def overlaps(self, start: float, end: float) -> bool:
+        return self.start < end and start < self.end
+
+
+# -- handlers: (match, reference, anchor) -> period or None ----------------------------
+def _mon(m: re.Match[str]) -> int:
+    return _MONTHS[m.group("mon")[:3].lower()]
+
+
+def _count(raw: str) -> tuple[int, int]:
+    raw = raw.lower()
+    if raw.isdigit():
+        return int(raw), int(raw)
+    if raw in _VAGUE_COUNTS:
+        return _VAGUE_COUNTS[raw]
+    return _NUMBERS[raw], _NUMBERS[raw]
+
+
+def _h_date(m: re.Match[str], ref: date) -> Period | None:
+    mon, dom = _mon(m) if m.group("mon") else int(m.group("m")), int(m.group("day"))
+    try:
+        if m.group("year"):
+            return day(date(int(m.group("year")), mon, dom))
+        return nearest_year(ref, lambda y: day(date(y, mon, dom)))
+    except ValueError:  # "February 30"
+        return None
+
+
+def _h_month(m: re.Match[str], ref: date) -> Period | None:
+    mon, qual = _mon(m), (m.group("q") or "").lower()
+    if not qual and not m.group("year"):
+        return None  # a bare "May" may be a verb or a name
+    if m.group("year"):
+        return month(int(m.group("year")), mon)
+    if qual == "last":
+        y = ref.year if mon < ref.month else ref.year - 1
+    elif qual == "next":
+        y = ref.year if mon > ref.month else ref.year + 1
+    elif qual == "this":
+        y = ref.year
+    else:
+        return nearest_year(ref, lambda yy: month(yy, mon))
+    return month(y, mon)
+
+
+def _h_year(m: re.Match[str], ref: date) -> Period:
+    return year(int(m.group("year")))
+
+
+def _h_decade(m: re.Match[str], ref: date) -> Period:
+    century = m.group("cent") or ("20" if int(m.group("dec")) < 30 else "19")
+    y = int(century + m.group("dec"))
+    return date(y, 1, 1), date(y + 10, 1, 1), "decade", f"{y}s"
+
+
+def _h_named_day(m: re.Match[str], ref: date) -> Period:
+    word = " ".join(m.group(0).lower().split())
+    offsets = {"today": 0, "tonight": 0, "this morning": 0, "this afternoon": 0,
+               "this evening": 0, "yesterday": -1, "last night": -1, "tomorrow": 1,
+               "the day before yesterday": -2, "the day after tomorrow": 2}
+    return day(ref + timedelta(days=offsets[word]))
+
+
+def _h_ago(m: re.Match[str], ref: date) -> Period:
+    low, high = _count(m.group("n"))
+    unit = m.group("unit").lower()
+    first = unit_of(unit, shift(ref, unit, -high))
+    last = unit_of(unit, shift(ref, unit, -low))
+    if low == high:
+        return first
+    return first[0], last[1], "range", f"{first[0].isoformat()}..{last[1].isoformat()}"
+
+
+def _h_relative(m: re.Match[str], ref: date) -> Period:
+    qual, unit = m.group("q").lower(), m.group("unit").lower()
+    if qual == "past":  # "the past week": the days just before the reference
+        days = {"day": 1, "week": 7, "weekend": 7, "month": 30, "year": 365}[unit]
+        start = ref - timedelta(days=days)
+        end = ref + timedelta(days=1)
+        return start, end, "range", f"{start.isoformat()}..{end.isoformat()}"
+    step = {"last": -1, "previous": -1, "this": 0, "next": 1, "coming": 1}[qual]
+    return unit_of(unit, shift(ref, unit, step))
+
+
+def _h_part(m: re.Match[str], ref: date) -> Period:
+    """"earlier this month", "later this year": the part before or after the reference."""
+    first, after, _, label = unit_of(m.group("unit").lower(), ref)
+    if m.group("side").lower() == "earlier":
+        return first, ref + timedelta(days=1), "range", f"{first.isoformat()}..{ref.isoformat()}"
+    return ref, after, "range", f"{ref.isoformat()}..{after.isoformat()}"
+
+
+def _h_weekday(m: re.Match[str], ref: date) -> Period:
+    target = _WEEKDAYS.index(m.group("wday").lower())
+    qual = (m.group("q") or "").lower()
+    if qual == "next":
+        return day(ref + timedelta(days=(target - ref.weekday() - 1) % 7 + 1))
+    if qual == "this":
+        return day(ref - timedelta(days=ref.weekday()) + timedelta(days=target))
+    # "last Saturday", "on Saturday", "Saturday": the most recent one before the reference.
+    return day(ref - timedelta(days=(ref.weekday() - target - 1) % 7 + 1))
+
+
+def _h_season(m: re.Match[str], ref: date) -> Period | None:
+    name, qual = m.group("season").lower(), (m.group("q") or "").lower().strip()
+    if not qual and not m.group("year"):
+        return None  # "summer camp", "I fall"
+    if m.group("year"):
+        return season(int(m.group("year")), name)
+    # Winter of year Y starts in December Y: the one in progress in January started earlier.
+    here = ref.year - 1 if name == "winter" and ref.month < 3 else ref.year
+    current = season(here, name)
+    if qual in ("last", "past", "previous"):
+        return current if current[1] <= ref else season(here - 1, name)
+    if qual in ("next", "coming"):
+        return current if current[0] > ref else season(here + 1, name)
+    if qual == "this":
+        return current
+    return current if current[0] <= ref else season(here - 1, name)
+
+
+_Handler = Callable[[re.Match[str], date], "Period | None"]
+_I = "(?i:"
+_PATTERNS: tuple[tuple[re.Pattern[str], _Handler], ...] = tuple(
+    (re.compile(p), h) for p, h in (
+        (rf"\b{_YEAR}[-/](?P<m>[01]?\d)[-/](?P<day>[0-3]?\d)\b(?P<mon>)?", _h_date),
+        (rf"\b{_MONTH}\s+{_DAY}\b(?:,?\s+{_YEAR}\b)?", _h_date),
+        (rf"\b{_DAY}\s+(?:{_I}of)\s+)?{_MONTH}(?:,?\s+{_YEAR}\b)?", _h_date),
+        (rf"(?:\b{_I}(?P<q>last|next|this|in|since|until|during|by|early|mid|late)\s+))?"
+         rf"\b{_MONTH}(?:,?\s+(?:{_I}of)\s+)?{_YEAR}\b)?", _h_month),
+        (rf"\b{_I}in|since|during|until|by|from|of|around|back in|early|mid|late|the year)"
+         rf"[\s-]+{_YEAR}\b", _h_year),
+        (r"(?:\b|')(?P<cent>19|20)?(?P<dec>\d0)'?s\b", _h_decade),
+        (rf"\b{_I}the day (?:before yesterday|after tomorrow)|yesterday|today|tonight"
+         r"|tomorrow|last night|this (?:morning|afternoon|evening))\b", _h_named_day),
+        (rf"\b{_I}{_COUNT}\s+{_UNIT}\s+ago)\b", _h_ago),
+        (rf"\b{_I}(?P<q>last|this|next|past|previous|coming)\s+"
+         r"(?P<unit>weekend|week|month|year))\b", _h_relative),
+        (rf"\b{_I}(?P<side>earlier|later)\s+this\s+(?P<unit>week|month|year))\b", _h_part),
+        (rf"\b{_I}(?:(?P<q>last|this|next|on|past)\s+)?{_WDAY})\b(?!s)", _h_weekday),
+        (rf"\b{_I}(?:(?P<q>last|this|next|past|previous|coming|in the|in|during the|over the)"
+         rf"\s+)?{_SEASON}(?:\s+(?:of\s+)?{_YEAR})?)\b", _h_season),
+    ))
+# Resolved against another span (the one right after, else the one before, else the
+# reference): "the week before May 7, 2023", "went to Rome in June and the week before...".
+_ANCHORED = re.compile(r"\b(?i:the\s+(?P<unit>day|week|weekend|month|year)\s+"
+                       r"(?P<dir>before|after))\b")
+_VAGUE = re.compile(r"\b(?i:recently|lately|a while (?:ago|back)|some time ago|long ago"
+                    r"|the other day|back then|these days|nowadays)\b")
+
+
+def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
+    """Every time expression in ``text`` resolved against ``reference`` (the session's
+    date), in text order; overlapping readings keep the longest."""
+    ref = to_date(reference)
+    found: list[tuple[int, int, Period, bool]] = []
+    for pattern, handler in _PATTERNS:
+        for m in pattern.finditer(text):
+            period = handler(m, ref)
+            if period is not None:
+                absolute = handler in (_h_year, _h_decade) or bool(
+                    "year" in pattern.groupindex and m.group("year"))
+                found.append((m.start(), m.end(), period, not absolute))
+    found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
+    kept: list[tuple[int, int, Period, bool]] = []
+    for f in found:
+        if not kept or f[0] >= kept[-1][1]:
+            kept.append(f)
+    spans = [_span(text, *f) for f in kept]
+    for m in _ANCHORED.finditer(text):
+        if any(s.begin < m.end() and m.start() < s.end_char for s in spans):
+            continue
+        after = [s for s in spans if s.begin >= m.end() and not text[m.end():s.begin].strip()]
+        before = [s for s in spans if s.end_char <= m.start()]
+        anchor = (to_date(after[0].start) if after
+                  else to_date(before[-1].start) if before else ref)
+        unit, step = m.group("unit").lower(), -1 if m.group("dir").lower() == "before" else 1
+        period = unit_of(unit, shift(anchor, unit, step))
+        spans.append(_span(text, m.start(), m.end(), period, True))
+    return sorted(spans, key=lambda s: s.begin)
+
+
+def _span(text: str, begin: int, end: int, period: Period, relative: bool) -> TimeSpan:
+    first, after, granularity, label = period
+    return TimeSpan(epoch(first), epoch(after), text[begin:end], begin, end, granularity,
+                    label, relative)
+
+
+def is_vague(text: str) -> bool:
+    """Whether ``text`` speaks of a time it does not say ("recently", "a while ago")."""
+    return bool(_VAGUE.search(text))
