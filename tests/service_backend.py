@@ -10,7 +10,7 @@ from typing import Any
 
 from mnemoray.artifacts import InMemoryArtifactStore
 from mnemoray.compiler import AgentSpec, Callee, Compiler, Services
-from mnemoray.memory.agent_names import agent_view
+from mnemoray.memory.agent_names import memory_view
 from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.service import MemoryService
 from mnemoray.serve.compaction import start_auto_compaction
@@ -58,12 +58,13 @@ class ServiceBackend:
     async def compile(self, app_name: str, user_id: str, session_id: str,
                       agent: Mapping[str, Any], new_message: str | None,
                       temp_state: Mapping[str, Any] | None,
-                      callee: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      callee: Mapping[str, Any] | None = None,
+                      memory_agent: str | None = None) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             session = self.sessions.get_session(app_name, user_id, session_id)
             spec = AgentSpec(**agent)  # its memory view: shared + its own (scopes)
             services = Services(memory_search=self.service.memory_search(
-                agent_view(spec.name)), artifacts=self.artifacts)
+                memory_view(spec.name, memory_agent)), artifacts=self.artifacts)
             return self.compiler.compile(session, spec, new_message, services,
                                          dict(temp_state) if temp_state else None,
                                          Callee.from_dict(callee) if callee else None,

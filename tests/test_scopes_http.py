@@ -21,12 +21,14 @@ from mnemoray.errors import InvalidInput
 from mnemoray.events import user_message
 from mnemoray.mcp import Tenant, build_server
 from mnemoray.mcp.local import LocalBackend
+from mnemoray.memory.record import Memory
 from mnemoray.memory.scopes import ScopePolicy
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.serve.api import build_api
 from mnemoray.serve.auth import ApiKeys
 from mnemoray.serve.backend import HttpConfig
+from mnemoray.sqlite_store import SQLiteSessionStore
 from mnemoray.summarizers.extractive import ExtractiveSummarizer
 
 SHOP_KEY, SUPPORT_KEY = "shop-key-0123456789abcdef", "support-key-0123456789abcdef"
@@ -172,6 +174,15 @@ def test_compile_preloads_the_agents_view(service: MemoryService) -> None:
         assert "Pico" not in block("groomer") and "Lyon" in block("groomer")
         # A name that cannot own agent-only memories compiles, seeing the shared ones.
         assert "Pico" not in block("front desk") and "Lyon" in block("front desk")
+        # memory_agent decouples the view from the name: "" = the shared memories only.
+        agent = {"name": "vet", "memory_preload": True, "preload_top_k": 5}
+        shared = shop.compile("shop", "ana", "s1", agent, memory_agent="").system_instruction
+        assert "Pico" not in (shared or "") and "Lyon" in (shared or "")
+        groomer_as_vet = shop.compile("shop", "ana", "s1", {**agent, "name": "groomer"},
+                                      memory_agent="vet").system_instruction
+        assert "Pico" in (groomer_as_vet or "")
+        with pytest.raises(InvalidInputAPIError, match="memory_agent"):
+            shop.compile("shop", "ana", "s1", agent, memory_agent="front desk")
 
 
 # -- MCP ------------------------------------------------------------------------------------
@@ -218,8 +229,21 @@ def test_mcp_recalls_as_its_agent(service: MemoryService, tmp_path: Path) -> Non
         assert not e and all("beak trim" not in m["text"] for m in out["memories"])
         assert all("beak trim" not in m["text"] for m in listed["memories"])
         assert "beak trim" not in json.dumps(profile)
+    # compile_context preloads the server's agent's view, whatever agent.name says.
+    service.add_memories([Memory("support", "ana", "online", "fact",
+                                 "Ana's parrot is allergic to sunflower seeds",
+                                 agent_name="vet")])
+    compile_args = {"session_id": "c1", "new_message": "what is the parrot allergic to",
+                    "agent": {"name": "vet", "memory_preload": True, "preload_top_k": 10}}
+    sessions = SQLiteSessionStore(tmp_path / "sessions.db")  # the one mcp_call's server reads
+    sessions.create_session("support", "ana", "c1")
+    sessions.close()
+    for tenant, sees in ((vet, True), (Tenant("support", "ana", agent_name="desk"), False),
+                         (Tenant("support", "ana"), False)):
+        [(e, out)] = mcp_call(service, tenant, [("compile_context", compile_args)], tmp_path)
+        assert not e and ("sunflower" in json.dumps(out)) is sees, tenant
     [(_, listed)] = mcp_call(service, vet, [(f"{vet.uri}/memories", {})], tmp_path)
-    assert [m["agent_name"] for m in listed["memories"]] == ["vet"]
+    assert [m["agent_name"] for m in listed["memories"]] == ["vet", "vet"]  # + the allergy note
     [(e, msg)] = mcp_call(service, Tenant("support", "ana"),
                           [("remember", {"memories": ["y"], "agent_only": True})], tmp_path)
     assert e and "agent_only" in str(msg)

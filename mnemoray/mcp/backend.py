@@ -59,8 +59,10 @@ class Backend(Protocol):
 
     def compile(self, app_name: str, user_id: str, session_id: str,
                 agent: Mapping[str, Any], new_message: str | None,
-                temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The ``CompiledRequest`` dict of a stored session for ``agent``."""
+                temp_state: Mapping[str, Any] | None,
+                memory_agent: str | None = None) -> dict[str, Any]:
+        """The ``CompiledRequest`` dict of a stored session for ``agent``; its memory
+        block recalled as ``memory_agent`` when given ("": the shared memories only)."""
         ...
 
     def close(self) -> None:

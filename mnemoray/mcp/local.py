@@ -19,7 +19,7 @@ from mnemoray.compiler import AgentSpec, Compiler, Services, TemplateError
 from mnemoray.embedders import write_model
 from mnemoray.errors import InvalidInput, MnemorayError
 from mnemoray.mcp.backend import ACTOR
-from mnemoray.memory.agent_names import agent_view
+from mnemoray.memory.agent_names import memory_view
 from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.service import MemoryService
 from mnemoray.sqlite_store import SQLiteSessionStore
@@ -96,14 +96,16 @@ class LocalBackend:
     # -- context -----------------------------------------------------------------------
     def compile(self, app_name: str, user_id: str, session_id: str,
                 agent: Mapping[str, Any], new_message: str | None,
-                temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
+                temp_state: Mapping[str, Any] | None,
+                memory_agent: str | None = None) -> dict[str, Any]:
         try:  # errors name the argument as the HTTP route does: agent.<field>
             spec = AgentSpec(**agent)
         except InvalidInput as exc:
             raise exc.within("agent") from exc
         sessions, artifacts = self._session_context()
         session = sessions.get_session(app_name, user_id, session_id)
-        services = Services(memory_search=self.service.memory_search(agent_view(spec.name)),
+        view = memory_view(spec.name, memory_agent)
+        services = Services(memory_search=self.service.memory_search(view),
                             artifacts=artifacts)
         try:
             request = self.compiler.compile(session, spec, new_message, services,

@@ -79,9 +79,10 @@ class RemoteBackend:
     # -- context -----------------------------------------------------------------------
     def compile(self, app_name: str, user_id: str, session_id: str,
                 agent: Mapping[str, Any], new_message: str | None,
-                temp_state: Mapping[str, Any] | None) -> dict[str, Any]:
+                temp_state: Mapping[str, Any] | None,
+                memory_agent: str | None = None) -> dict[str, Any]:
         return self._call(self.client.compile, app_name, user_id, session_id, dict(agent),
-                          new_message, temp_state)
+                          new_message, temp_state, memory_agent=memory_agent)
 
     def close(self) -> None:
         self.client.close()

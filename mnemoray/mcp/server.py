@@ -214,8 +214,10 @@ def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
         the system instruction, contents, tool declarations and token counts an `agent`
         (name, static_instruction, instruction template, token_budget, memory_preload,
         ...) would be sent, with `new_message` as the user's next turn."""
+        # The memory block is the server's agent's view, whatever agent.name says: the
+        # agent is pinned like the user (--agent; none: the shared memories only).
         return backend.compile(app, user, session_id, agent.model_dump(), new_message,
-                               temp_state)
+                               temp_state, memory_agent=tenant.agent_name or "")
 
     base = tenant.uri
 

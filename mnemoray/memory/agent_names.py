@@ -29,4 +29,13 @@ def agent_view(name: Any) -> str | None:
     return name if isinstance(name, str) and AGENT_NAME.fullmatch(name) else None
 
 
-__all__ = ["AGENT_NAME", "agent_view", "check_agent_name"]
+def memory_view(agent_name: Any, memory_agent: str | None = None) -> str | None:
+    """Whose memories a compile's preload recalls: ``memory_agent`` when given ("": the
+    shared ones only; a server that pins its agent, like ``mnemoray mcp``, passes it),
+    else the compiled agent's own view."""
+    if memory_agent is not None:
+        return check_agent_name(memory_agent) or None
+    return agent_view(agent_name)
+
+
+__all__ = ["AGENT_NAME", "agent_view", "check_agent_name", "memory_view"]

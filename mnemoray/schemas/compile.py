@@ -16,6 +16,7 @@ from mnemoray.schemas.common import (
     JsonObject,
     RequestModel,
 )
+from mnemoray.schemas.memories import AgentName
 
 Prompt = Annotated[str, StringConstraints(min_length=1, max_length=limits.MAX_MESSAGE_CHARS)]
 ArtifactRef = Annotated[str, StringConstraints(min_length=1, max_length=2_000)]
@@ -125,5 +126,8 @@ class CompileRequest(RequestModel):
     temp_state: JsonObject | None = None
     callee: CalleeIn | None = Field(None, description="agents as tools: the agent sees "
                                     "only this prompt and these artifacts (no new_message)")
+    memory_agent: AgentName | None = Field(
+        None, description="recall the memory block as this agent (default: agent.name); "
+        "\"\": the shared memories only")
 
 

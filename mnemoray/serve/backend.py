@@ -76,9 +76,11 @@ class ApiBackend(Protocol):
     async def compile(self, app_name: str, user_id: str, session_id: str,
                       agent: Mapping[str, Any], new_message: str | None,
                       temp_state: Mapping[str, Any] | None,
-                      callee: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      callee: Mapping[str, Any] | None = None,
+                      memory_agent: str | None = None) -> dict[str, Any]:
         """The CompiledRequest dict of one model call; ``callee`` (``{"prompt",
-        "artifacts"}``): of an agent called as a tool (mnemoray.compiler.callee)."""
+        "artifacts"}``): of an agent called as a tool (mnemoray.compiler.callee);
+        ``memory_agent``: whose memories the preload recalls (agent_names.memory_view)."""
         ...
 
     def end_session(self, app_name: str, user_id: str, session_id: str, *,

@@ -37,7 +37,7 @@ from mnemoray.artifact_files import FileArtifactStore
 from mnemoray.compiler import AgentSpec, Callee, Compiler, MemorySnippet, Services
 from mnemoray.embedders import EmbedderError, EmbedderSpec, check_model, open_embedder
 from mnemoray.memory import app_recall
-from mnemoray.memory.agent_names import agent_view
+from mnemoray.memory.agent_names import memory_view
 from mnemoray.memory.backend import open_backend
 from mnemoray.memory.hygiene import attach_hygiene, close_service
 from mnemoray.memory.job_guard import guard_jobs
@@ -313,10 +313,12 @@ class MemoryIngress:
     async def compile(self, app_name: str, user_id: str, session_id: str,
                       agent: Mapping[str, Any], new_message: str | None,
                       temp_state: Mapping[str, Any] | None,
-                      callee: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      callee: Mapping[str, Any] | None = None,
+                      memory_agent: str | None = None) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         spec, call = AgentSpec(**agent), Callee.from_dict(callee) if callee else None
-        services = Services(memory_search=self.memory_search(loop, agent_view(spec.name)),
+        view = memory_view(spec.name, memory_agent)
+        services = Services(memory_search=self.memory_search(loop, view),
                             artifacts=self.artifacts)
 
         def work() -> dict[str, Any]:

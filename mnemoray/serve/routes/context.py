@@ -33,7 +33,10 @@ async def compile_context(body: CompileRequest, caller: Caller,
     except InvalidInput as exc:
         raise exc.within("agent") from exc
     # Only a callee compile passes `callee`: backends that predate it still serve the rest.
-    extra = {"callee": body.callee.model_dump()} if body.callee is not None else {}
+    extra: dict[str, Any] = {"callee": body.callee.model_dump()} \
+        if body.callee is not None else {}
+    if body.memory_agent is not None:
+        extra["memory_agent"] = body.memory_agent
     try:
         out = await backend.compile(body.app_name, body.user_id, body.session_id, agent,
                                     body.new_message, body.temp_state, **extra)
