@@ -56,9 +56,7 @@ def test_parquet_only_commands_say_so_in_one_line(tmp_path: Path) -> None:
     store = f"lancedb://{tmp_path / 'ln'}"
     assert cli("backfill", "--archive", str(ARCHIVE), "--store", store, "--in-process",
                "--embedder", "none")[0] == 0
-    for args, feature in ((["compact", "--store", store], "compaction"),
-                          (["gc", "--store", store], "gc"),
-                          (["doctor", store], "doctor")):
+    for args, feature in ((["doctor", store], "doctor"),):
         code, out = cli(*args)
         assert code == 2, (args, out)
         (line,) = out.strip().splitlines()

@@ -94,6 +94,36 @@ def test_tables_side_by_side_and_forget_deletes_rows(tmp_path: Path, rng) -> Non
     assert store.manifest().rows == 2
 
 
+def test_compact_then_gc_erase_forgotten_words_from_disk(tmp_path: Path, rng) -> None:
+    from typer.testing import CliRunner
+
+    from mnemoray.cli.main import app
+
+    store = lance(tmp_path / "ln")
+    secret = make(rng, user="a", n=1)[0]
+    store.write_segment([secret, *make(rng, user="b", n=2, start=5)], MODEL, DIM)
+    first = lancedb.connect(str(tmp_path / "ln")).open_table("memories").version
+    store.forget(user=("app", "a"), reason="gdpr")
+
+    def on_disk(version: int) -> list[str]:
+        table = lancedb.connect(str(tmp_path / "ln")).open_table("memories")
+        table.checkout(version)
+        return table.to_arrow().column("text").to_pylist()
+
+    assert secret.text in on_disk(first)  # a forget hides; older versions still hold it
+    runner = CliRunner()
+    out = runner.invoke(app, ["compact", "--store", f"lancedb://{tmp_path / 'ln'}"])
+    assert out.exit_code == 0 and "memories (version" in out.output, out.output
+    out = runner.invoke(app, ["gc", "--store", f"lancedb://{tmp_path / 'ln'}", "--grace-s", "0"])
+    assert out.exit_code == 0 and "old table version(s)" in out.output, out.output
+    with pytest.raises(ValueError):  # the version that held the words is gone
+        on_disk(first)
+    versions = lancedb.connect(str(tmp_path / "ln")).open_table("memories").list_versions()
+    assert all(secret.text not in on_disk(v["version"]) for v in versions)
+    latest = {m.memory_id for m in store.load().iter_memories("app", "b")}
+    assert len(latest) == 2  # the others are served as before
+
+
 def test_a_view_is_pinned_and_the_stamp_moves(tmp_path: Path, rng) -> None:
     store = lance(tmp_path / "ln")
     store.write_segment(make(rng, user="a", n=2), MODEL, DIM)

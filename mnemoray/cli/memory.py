@@ -39,7 +39,8 @@ def require_store(store: str | Path) -> None:
 
 
 def compact(
-    store: str = typer.Option(..., "--store", help="Memory store directory (Parquet)."),
+    store: str = typer.Option(..., "--store", help="Memory store: a directory, parquet://DIR "
+                              "or lancedb://DIR."),
     max_segment_rows: int = typer.Option(1_000_000, "--max-segment-rows", min=1,
                                          help="Segments with at least this many rows are "
                                          "left as they are."),
@@ -47,12 +48,20 @@ def compact(
                                   help="Leave the replaced files for a later `mnemoray gc`."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Merge each shard's small segments into one (dead rows dropped), in one atomic commit."""
-    from mnemoray.memory.backend import open_backend, require_parquet
+    """Merge each shard's small segments into one (dead rows dropped), in one atomic commit
+    (LanceDB: rewrite each table's files without deleted rows; `mnemoray gc` then erases
+    the older versions)."""
+    from mnemoray.memory.backend import open_backend
     from mnemoray.memory.compact import compact_store
 
     require_store(store)
-    parquet = require_parquet(open_backend(store), "compaction (`mnemoray compact`)")
+    parquet = open_backend(store)
+    if parquet.backend == "lancedb":  # LanceStore (no import: its extra may be missing)
+        versions = parquet.compact()
+        typer.echo(json.dumps({"backend": "lancedb", "versions": versions}) if as_json else
+                   "tables compacted: " + ", ".join(f"{k} (version {v})"
+                                                   for k, v in versions.items()))
+        return
     try:
         report = compact_store(parquet, max_segment_rows=max_segment_rows,
                                delete_old=not keep_old)
@@ -71,16 +80,25 @@ def compact(
 
 
 def gc(
-    store: str = typer.Option(..., "--store", help="Memory store directory (Parquet)."),
+    store: str = typer.Option(..., "--store", help="Memory store: a directory, parquet://DIR "
+                              "or lancedb://DIR."),
     grace_s: float = typer.Option(3600.0, "--grace-s", min=0.0,
                                   help="Keep unlisted files younger than this (a running "
-                                  "job's prepared segments)."),
+                                  "job's prepared segments; LanceDB: table versions a "
+                                  "reader may still use)."),
 ) -> None:
-    """Delete files no committed manifest lists (a killed job's uncommitted segments)."""
-    from mnemoray.memory.backend import open_backend, require_parquet
+    """Delete files no committed manifest lists (a killed job's uncommitted segments, the
+    segments a compaction replaced); LanceDB: table versions older than --grace-s."""
+    from mnemoray.memory.backend import open_backend
 
     require_store(store)
-    removed = require_parquet(open_backend(store), "`mnemoray gc`").gc(grace_s=grace_s)
+    backend = open_backend(store)
+    if backend.backend == "lancedb":  # LanceStore: table versions, not manifest files
+        gone = backend.gc(grace_s=grace_s)
+        typer.echo(f"removed {gone['versions']} old table version(s), {gone['bytes']} bytes",
+                   err=True)
+        return
+    removed = backend.gc(grace_s=grace_s)
     for path in removed:
         typer.echo(str(path))
     typer.echo(f"removed {len(removed)} file(s)", err=True)

@@ -2,8 +2,11 @@
 
 Tables and head: :mod:`mnemoray.memory.lance.tables`; the write path and what a commit
 guarantees: :mod:`mnemoray.memory.lance.writes`; reads: :mod:`mnemoray.memory.lance.view`.
-A forget is one ``delete`` (rows gone for real, at once), then its records in
+A forget is one ``delete`` (the rows leave every read at once), then its records in
 ``forgets``; expired rows are filtered on read and deleted by the forget that covers them.
+As on the Parquet store, the forgotten words stay on disk until :meth:`LanceStore.compact`
+rewrites the data files without them and :meth:`LanceStore.gc` removes the table
+versions that still hold them (LanceDB keeps every version for readers that pinned it).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +159,35 @@ class LanceStore(LanceWrites):
                                                 forget_count=head.forget_count + len(new),
                                                 rows=max(0, head.rows - matched)))
             return hidden
+
+    # -- compaction, gc --------------------------------------------------------------------
+    def compact(self) -> dict[str, int]:
+        """Rewrite each table's data files without deleted rows (a new version; older ones
+        stay for pinned readers until :meth:`gc`). Returns each table's new version."""
+        out: dict[str, int] = {}
+        with self._locked():
+            for name in (t.MEMORIES, t.LEDGER, t.FORGETS):
+                table = self._table(name)
+                if table is not None:
+                    # Prune nothing here: gc decides, with its grace for pinned readers.
+                    table.optimize(cleanup_older_than=timedelta(days=36500))
+                    out[name] = int(table.version)
+        return out
+
+    def gc(self, grace_s: float = 3600.0) -> dict[str, int]:
+        """Remove the table versions (and the files only they use) older than ``grace_s``
+        seconds; the latest version always stays. After :meth:`compact`, this is what
+        erases forgotten words from disk. Returns the versions and bytes removed."""
+        removed = {"versions": 0, "bytes": 0}
+        with self._locked():
+            for name in (t.MEMORIES, t.LEDGER, t.FORGETS):
+                table = self._table(name)
+                if table is not None:
+                    stats = table.to_lance().cleanup_old_versions(
+                        older_than=timedelta(seconds=grace_s))
+                    removed["versions"] += int(stats.old_versions)
+                    removed["bytes"] += int(stats.bytes_removed)
+        return removed
 
     # -- quarantine, export / import -----------------------------------------------------
     def quarantine(self, rows: Sequence[Mapping[str, Any]]) -> int:
