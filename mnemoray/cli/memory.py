@@ -25,17 +25,12 @@ def require_store(store: str | Path) -> None:
     """Exit 2 unless ``store`` (a path, parquet:// or lancedb:// URI) holds a store; a
     Parquet directory with data but no manifest raises StoreCorrupt (one line naming
     `mnemoray doctor --repair`)."""
-    from mnemoray.memory.backend import LANCE_HEAD, parse_location
-    from mnemoray.memory.manifest import read_manifest
+    from mnemoray.memory.backend import missing_store
 
-    kind, root = parse_location(store)
-    head = LANCE_HEAD if kind == "lancedb" else "manifest.json"
-    if (root / head).is_file():
-        return
-    if kind == "parquet" and root.is_dir():
-        read_manifest(root)  # raises when store files are there without a manifest
-    typer.echo(f"error: no memory store at {store} (no {head})", err=True)
-    raise typer.Exit(2)
+    why = missing_store(store)
+    if why is not None:
+        typer.echo(f"error: {why}", err=True)
+        raise typer.Exit(2)
 
 
 def compact(

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mnemoray.errors import InvalidInput, MnemorayError
 from mnemoray.jobs.scheduled_backfill import SCHEDULE_DIR, LockHeld, schedule_lock
+from mnemoray.memory.backend import missing_store, parse_location
 
 if TYPE_CHECKING:  # imported when run: `--help` stays fast
     from mnemoray.hygiene_settings import HygieneSettings
@@ -48,7 +49,8 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Merge users' old memories into "
                                 "higher-level summaries (per app policy), expire originals "
                                 "that are due.")
-    p.add_argument("--store", required=True, type=Path, help="Memory store directory.")
+    p.add_argument("--store", required=True, help="Memory store: a directory, parquet://DIR "
+                   "or lancedb://DIR.")
     p.add_argument("--config", type=Path, default=None, help="Settings file (YAML/JSON): "
                    "its hygiene.consolidation group (per app under hygiene.apps.<app>) and "
                    "its models group.")
@@ -143,7 +145,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
            "started_at": started, "finished_at": time.time(), "summarizer": name,
            **report.to_dict(), "memories_evicted": evicted}
     if not args.dry_run:
-        write_run_report(args.store, run_id, {k: v for k, v in out.items() if k != "planned"})
+        write_run_report(parse_location(args.store)[1], run_id,
+                         {k: v for k, v in out.items() if k != "planned"})
     return out
 
 
@@ -155,10 +158,15 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None,
     def say(msg: str) -> None:
         print(f"consolidation: {msg}", file=out, flush=True)
 
-    if not (args.store / "manifest.json").is_file():
-        say(f"error: no memory store at {args.store} (no manifest.json)")
+    try:
+        why = missing_store(args.store)
+        store_dir = parse_location(args.store)[1]
+    except MnemorayError as exc:  # an unknown scheme, a damaged store: one line
+        why = str(exc)
+    if why is not None:
+        say(f"error: {why}")
         return 2
-    lock_path = args.lock_file or args.store / SCHEDULE_DIR / LOCK_NAME
+    lock_path = args.lock_file or store_dir / SCHEDULE_DIR / LOCK_NAME
     try:
         with schedule_lock(lock_path):
             report = run(args)

@@ -74,6 +74,7 @@ from mnemoray.backfill import BackfillReport
 from mnemoray.errors import Conflict, MnemorayError
 from mnemoray.jobs.backfill import parse
 from mnemoray.jobs.backfill import run as run_backfill
+from mnemoray.memory.backend import absolute_location, parse_location
 from mnemoray.memory.runs import new_run_id, read_run_reports, run_report_path, write_run_report
 from mnemoray.summarizers.errors import BackendUnavailableError
 
@@ -211,7 +212,7 @@ def run_backfill_job(argv: Sequence[str], run_id: str) -> tuple[BackfillReport, 
     try:
         return run_backfill(replace(config, run_id=run_id), engine_name), as_json
     except (MnemorayError, ValueError, ImportError, BackendUnavailableError) as exc:
-        if run_report_path(config.store, run_id).is_file():
+        if run_report_path(parse_location(config.store)[1], run_id).is_file():
             raise  # it had started: a failed run, not a usage error
         raise UsageError(str(exc)) from exc
 
@@ -236,7 +237,8 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         "--ray-address, --in-process, --json, ...")
     p.add_argument("--archive", required=True, type=Path, help="Session archive directory "
                    "(or one file).")
-    p.add_argument("--store", required=True, type=Path, help="Memory store directory.")
+    p.add_argument("--store", required=True, help="Memory store: a directory, parquet://DIR "
+                   "or lancedb://DIR.")
     p.add_argument("--slack-seconds", type=float, default=DEFAULT_SLACK_S,
                    help="Also take files changed up to this long before the watermark "
                    "(clock skew; re-reading costs only a read: the ledger skips). "
@@ -263,19 +265,27 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     if not args.archive.exists():
         say(f"error: archive {args.archive} does not exist")
         return 2
-    archive, store = args.archive.resolve(), args.store.resolve()
+    try:  # the URI goes to the backfill as given; its directory holds reports and the lock
+        parse_location(args.store)  # an unknown scheme is an error, not a directory name
+        location = absolute_location(args.store)
+        store = parse_location(location)[1]
+    except MnemorayError as exc:
+        say(f"error: {exc}")
+        return 2
+    archive = args.archive.resolve()
     sched_root = store / SCHEDULE_DIR
     lock_path = args.lock_file or sched_root / LOCK_NAME
     try:
         with schedule_lock(lock_path):
-            return _locked_run(args, rest, archive, store, sched_root, say)
+            return _locked_run(args, rest, archive, location, sched_root, say)
     except LockHeld as held:
         say(f"another scheduled backfill holds {lock_path} ({held}); nothing to do")
         return 0
 
 
-def _locked_run(args: argparse.Namespace, rest: list[str], archive: Path, store: Path,
+def _locked_run(args: argparse.Namespace, rest: list[str], archive: Path, location: str,
                 sched_root: Path, say) -> int:
+    store = parse_location(location)[1]
     remove_stale_staging(sched_root)
     mark = Watermark(None) if args.full else last_success(store, archive)
     scanned_at = time.time()  # BEFORE listing: a file landing during the listing is newer
@@ -303,7 +313,7 @@ def _locked_run(args: argparse.Namespace, rest: list[str], archive: Path, store:
     run_id = new_run_id()
     try:
         report, as_json = run_backfill_job(
-            ["--archive", str(staging), "--store", str(store), *rest], run_id)
+            ["--archive", str(staging), "--store", location, *rest], run_id)
     except UsageError as exc:
         say(f"error: {exc}")
         return 2

@@ -196,6 +196,21 @@ def parse_location(location: str | Path) -> tuple[str, Path]:
     return scheme or found or "parquet", root
 
 
+def missing_store(location: str | Path) -> str | None:
+    """Why no store is at ``location`` (one line), or None when there is one. A Parquet
+    directory with store files but no manifest raises StoreCorrupt (a damaged store,
+    not a missing one: `mnemoray doctor --repair`)."""
+    from mnemoray.memory.manifest import read_manifest
+
+    kind, root = parse_location(location)
+    head = LANCE_HEAD if kind == "lancedb" else MANIFEST
+    if (root / head).is_file():
+        return None
+    if kind == "parquet" and root.is_dir():
+        read_manifest(root)  # raises when store files are there without a manifest
+    return f"no memory store at {location} (no {head})"
+
+
 def absolute_location(location: str) -> str:
     """``location`` with its directory absolute (``~`` expanded) and its scheme kept: a
     setting that names the same store from any working directory."""
@@ -239,4 +254,5 @@ def require_parquet(store: MemoryBackend, feature: str) -> MemoryStore:
 
 
 __all__ = ["LANCE_HEAD", "SCHEMES", "MemoryBackend", "MemoryView", "PreparedWrite",
-           "absolute_location", "open_backend", "parse_location", "require_parquet"]
+           "absolute_location", "missing_store", "open_backend", "parse_location",
+           "require_parquet"]

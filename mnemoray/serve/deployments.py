@@ -30,14 +30,13 @@ from ray import serve
 from mnemoray.embedders import Embedder as CoreEmbedder
 from mnemoray.embedders import EmbedderError, open_embedder
 from mnemoray.events import Event
-from mnemoray.memory.backend import open_backend
+from mnemoray.memory.backend import open_backend, require_parquet
 from mnemoray.memory.hygiene import attach_hygiene, close_service
 from mnemoray.memory.job_guard import guard_jobs
 from mnemoray.memory.jobs import JobQueue
 from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.service import MemoryService
-from mnemoray.memory.store import MemoryStore
 from mnemoray.serve.ingestion import jobs_path
 from mnemoray.serve.memory import RemoteEmbedder, RemoteSummarizer, attach_webhook
 from mnemoray.serve.settings import ServeSettings, parse_settings
@@ -146,7 +145,9 @@ class Index:
         s = self.settings
 
         def load() -> _ShardOps:
-            store = MemoryStore(s.store, s.shards, load_shards=[shard])
+            # The location as configured (a URI stays one): open_backend, never a bare path.
+            store = require_parquet(open_backend(s.store, s.shards, load_shards=[shard]),
+                                    "server.index_mode: deployment")
             reloader = SnapshotReloader(store.load, store.root,
                                         watch_interval_s=s.server.reload_interval_s,
                                         stamp=store.stamp).start()
