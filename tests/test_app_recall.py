@@ -9,8 +9,10 @@ import pytest
 from test_store_compact import HashEmbedder
 
 from mnemoray.memory import app_recall
+from mnemoray.memory.backend import open_backend
 from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.record import Memory
+from mnemoray.memory.retrieval import RetrievalConfig
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.store import MemoryStore
 from mnemoray.summarizers import ExtractiveSummarizer
@@ -21,9 +23,10 @@ FACTS = ["keeps a grey parrot called Kiwi", "runs marathons in October",
          "drives an old blue Volvo", "is allergic to peanuts"]
 
 
-def _service(root: Path, load_shards: list[int] | None = None) -> MemoryService:
+def _service(root: Path, load_shards: list[int] | None = None,
+             config: RetrievalConfig | None = None) -> MemoryService:
     return MemoryService(MemoryStore(root, SHARDS, load_shards=load_shards), HashEmbedder(),
-                         ExtractiveSummarizer())
+                         ExtractiveSummarizer(), config)
 
 
 @pytest.fixture
@@ -42,12 +45,13 @@ def store(tmp_path: Path) -> Path:
 
 
 def _sharded(root: Path, query: str, top_k: int, mode: str | None,
-             filters: dict | None = None) -> list[tuple[str, str, float]]:
-    whole = _service(root)
+             filters: dict | None = None,
+             config: RetrievalConfig | None = None) -> list[tuple[str, str, float]]:
+    whole = _service(root, config=config)
     vec = None if mode == "keyword" else whole.embedder.encode([query])[0]
     proposals = []
     for shard in range(SHARDS):
-        part = _service(root, load_shards=[shard])
+        part = _service(root, load_shards=[shard], config=config)
         proposals.append(MemoryOps(part).call("app_candidates", "app", "", {
             "query": query, "query_vec": vec, "top_k": top_k, "filters": filters,
             "mode": mode}))
@@ -60,8 +64,9 @@ def _sharded(root: Path, query: str, top_k: int, mode: str | None,
 
 
 def _whole(root: Path, query: str, top_k: int, mode: str | None,
-           filters: dict | None = None) -> list[tuple[str, str, float]]:
-    whole = _service(root)
+           filters: dict | None = None,
+           config: RetrievalConfig | None = None) -> list[tuple[str, str, float]]:
+    whole = _service(root, config=config)
     out = MemoryOps(whole).call("recall_app", "app", "", {
         "query": query, "top_k": top_k, "filters": filters, "mode": mode})
     whole.close()
@@ -74,6 +79,31 @@ def test_every_shard_proposing_ranks_as_the_whole_store(store: Path, mode: str) 
         sharded = _sharded(store, query, 5, mode)
         assert sharded == _whole(store, query, 5, mode)
         assert len({user for user, _, _ in sharded}) > 1  # across users, from many shards
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense"])
+def test_more_rows_than_the_candidate_depth_still_rank_as_the_whole_store(
+        store: Path, mode: str) -> None:
+    # 4 candidates of 37 rows: every shard proposes 4, the union is cut to the 4 nearest.
+    config = RetrievalConfig(app_candidates=4)
+    for query in ("grey parrot Kiwi", "sourdough bread", "old blue Volvo"):
+        assert _sharded(store, query, 3, mode, config=config) == \
+            _whole(store, query, 3, mode, config=config)
+
+
+@pytest.mark.parametrize("scheme", ["parquet", "lancedb"])
+def test_agent_only_rows_never_take_the_places_of_visible_ones(tmp_path: Path,
+                                                               scheme: str) -> None:
+    svc = MemoryService(open_backend(f"{scheme}://{tmp_path / 'store'}"), HashEmbedder(),
+                        ExtractiveSummarizer(), RetrievalConfig(app_candidates=3))
+    svc.add_memories([Memory("app", f"u{i}", "s", "fact", f"Parrot feathers note {i}",
+                             agent_name="triage") for i in range(4)]
+                     + [Memory("app", "u9", "s", "fact", "Parrot feathers are shared")])
+    found = svc.search_app("app", "parrot feathers note", 3)
+    assert [r.memory.text for r in found] == ["Parrot feathers are shared"]
+    mine = svc.search_app("app", "parrot feathers note", 3, {"agent_name": "triage"})
+    assert len(mine) == 3
+    svc.close()
 
 
 def test_keyword_mode_finds_the_same_best_records(store: Path) -> None:

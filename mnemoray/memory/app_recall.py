@@ -4,10 +4,11 @@ An Index replica holds some shards, so no replica can rank an app's users alone.
 proposes from its shards what a whole-store recall would consider: the ANN nearest
 ``depth`` records with their cosine (hybrid, dense), or its keyword best ``depth``
 (keyword mode, or a store without vectors). The ingress ranks the union with the one
-fusion function (``retrieval.rank_proposed``). The union of every shard's nearest
-``depth`` holds the whole store's nearest ``depth``, so hybrid and dense answers are a
-whole-store replica's; keyword answers rank BM25 over the union, whose term statistics
-are the union's rather than the whole app's.
+fusion function (``retrieval.rank_proposed``) after cutting the union to its nearest
+``depth``: the union of every shard's nearest ``depth`` holds the whole store's nearest
+``depth``, so the cut gives exactly the candidates a whole-store replica ranks, and
+hybrid and dense answers are its answers. Keyword answers rank BM25 over the union,
+whose term statistics are the union's rather than the whole app's.
 """
 
 from __future__ import annotations
@@ -66,7 +67,13 @@ def rank(config: RetrievalConfig, proposals: Sequence[AppProposal], app_name: st
     memories = [m for p in proposals for m in p.memories]
     dense = None
     if query_vec is not None and all(p.dense is not None for p in proposals):
-        dense = [s for p in proposals for s in (p.dense or ())]
+        # The whole store's nearest `depth`, ties in shard order (as one snapshot's ANN
+        # search orders them): BM25 and ranks are then over the same candidates.
+        scored = [(s, m) for p in proposals for s, m in zip(p.dense or (), p.memories,
+                                                              strict=True)]
+        scored.sort(key=lambda pair: -pair[0])
+        scored = scored[:max(config.app_candidates, top_k)]
+        dense, memories = [s for s, _ in scored], [m for _, m in scored]
     return rank_proposed(config, memories, dense, app_name, query, query_vec, top_k,
                          RecallFilters.of(filters), check_mode(mode or config.mode))
 

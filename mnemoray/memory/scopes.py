@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
+import pyarrow as pa
 
 from mnemoray.errors import Forbidden, InvalidInput, Unavailable
 from mnemoray.memory.agent_names import check_agent_name
@@ -157,6 +158,18 @@ def stamp_agent(memories: Sequence[Memory], agent_name: str) -> list[Memory]:
 
 
 # -- recall -----------------------------------------------------------------------------
+def agent_rows(table: pa.Table, agent_name: str | None) -> np.ndarray:
+    """Keep-mask of one app's rows an app-wide search for ``agent_name`` may see: shared
+    rows (null: written before scopes) and the agent's own. Applied inside the search,
+    before its top-k, so hidden rows never take the places of visible ones."""
+    names = table["agent_name"].to_numpy(zero_copy_only=False) \
+        if "agent_name" in table.column_names else np.full(table.num_rows, None)
+    keep = np.array([not n for n in names], dtype=bool)
+    if agent_name:
+        keep |= names == agent_name
+    return keep
+
+
 def visible(app_names: np.ndarray, agent_names: np.ndarray, app_name: str,
             agent_name: str | None) -> np.ndarray | None:
     """Keep-mask of the candidates a recall of ``app_name`` for ``agent_name`` may see:

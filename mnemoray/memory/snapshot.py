@@ -25,6 +25,7 @@ from mnemoray.memory.index import AUTO_FLAT_MAX, search_ann, search_range
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import Manifest, StoreError
 from mnemoray.memory.record import Memory
+from mnemoray.memory.scopes import agent_rows
 from mnemoray.memory.segment import LoadedSegment, Range, rows_to_memories
 from mnemoray.memory.tombstones import Tombstone, dead_rows
 
@@ -263,6 +264,10 @@ class StoreSnapshot:
         if filters is not None and not filters.empty:
             mask_fn = filters.mask_table if mask_fn is None else _both(mask_fn,
                                                                        filters.mask_table)
+        # Other agents' agent-only rows never fill the top-k (scopes: always, not a filter).
+        agent = getattr(filters, "agent_name", None)
+        view: MaskFn = lambda table: agent_rows(table, agent)  # noqa: E731
+        mask_fn = view if mask_fn is None else _both(mask_fn, view)
         q = self._query(query_vec)
         now = time.time()
         found: list[tuple[float, LoadedSegment, int]] = []

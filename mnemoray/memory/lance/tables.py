@@ -127,6 +127,13 @@ def owner_where(app: str, user: str | None = None) -> str:
     return where if user is None else f"{where} AND user_id = {sql_str(user)}"
 
 
+def agent_where(agent_name: str | None) -> str:
+    """The rows an app-wide search for ``agent_name`` may see (scopes.agent_rows)."""
+    shared = "(agent_name IS NULL OR agent_name = '')"
+    return shared if not agent_name else \
+        f"({shared} OR agent_name = {sql_str(agent_name)})"
+
+
 def live_where(now: float) -> str:
     """Rows not expired at ``now`` (TTL filtered on read; null: never expires)."""
     return f"(expires_at IS NULL OR expires_at > {float(now)!r})"
@@ -169,6 +176,7 @@ def tombstone_of(row: dict[str, Any]) -> Tombstone:
 
 
 __all__ = ["COMMITTED_IN", "FORGETS", "FORGETS_SCHEMA", "HEAD", "LEDGER", "LEDGER_SCHEMA",
-           "MEMORIES", "Head", "both", "filters_where", "live_where", "memories_schema",
+           "MEMORIES", "Head", "agent_where", "both", "filters_where", "live_where",
+           "memories_schema",
            "owner_where", "read_head", "sql_in", "sql_str", "split_vectors", "tombstone_of",
            "write_head"]

@@ -33,6 +33,7 @@ from mnemoray.memory.index import search_range
 from mnemoray.memory.lance.tables import (
     COMMITTED_IN,
     Head,
+    agent_where,
     both,
     filters_where,
     live_where,
@@ -43,6 +44,7 @@ from mnemoray.memory.lance.tables import (
 )
 from mnemoray.memory.manifest import SegmentEntry, StoreError
 from mnemoray.memory.record import Memory
+from mnemoray.memory.scopes import agent_rows
 from mnemoray.memory.segment import (
     EMBEDDING,
     LoadedSegment,
@@ -190,8 +192,11 @@ class LanceView(StoreSnapshot):
         q = self._query(query_vec)
         now = time.time()
         if mask_fn is not None:
-            return self._search_masked(app, q, k, mask_fn, filters, now)
+            agent, given = getattr(filters, "agent_name", None), mask_fn
+            return self._search_masked(app, q, k, lambda t: np.asarray(given(t), bool)
+                                       & agent_rows(t, agent), filters, now)
         where = both(owner_where(app), live_where(now),
+                     agent_where(getattr(filters, "agent_name", None)),
                      *(filters_where(filters) if filters is not None else []))
         rows = (self._memories.search(q, vector_column_name=EMBEDDING).distance_type("dot")
                 .where(where, prefilter=True).limit(k).to_arrow())
