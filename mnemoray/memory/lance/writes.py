@@ -143,7 +143,8 @@ class LanceWrites:
         hashes = list(dict.fromkeys(strings(session_hashes, "session_hashes")))
         with self._locked():
             head = t.read_head(self.root)
-            hashes = [h for h in hashes if h not in self._ledger_lookup(hashes)]
+            seen = self._ledger_lookup(hashes)  # one lookup, not one per hash
+            hashes = [h for h in hashes if h not in seen]
             rows, skipped = None, 0
             if pending is not None:
                 rows, skipped = pending.rows, pending.skipped
