@@ -30,6 +30,7 @@ class Periodic:
         self._on_error = on_error
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -37,20 +38,25 @@ class Periodic:
 
     def start(self) -> Periodic:
         """Start the thread (a second start while running does nothing)."""
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
-            self._thread.start()
+        with self._lock:
+            if self._thread is None:
+                # An event per thread: a loop still finishing a long tick after stop()
+                # timed out stays stopped when a new one starts.
+                self._stop = threading.Event()
+                self._thread = threading.Thread(target=self._loop, args=(self._stop,),
+                                                name=self.name, daemon=True)
+                self._thread.start()
         return self
 
     def stop(self, timeout: float | None = 5.0) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
+        with self._lock:
+            self._stop.set()
+            thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval_s):
             try:
                 self.fn()
             except Exception as exc:  # one failed tick must not end the loop

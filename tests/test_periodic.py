@@ -62,3 +62,22 @@ def test_stop_from_its_own_tick_does_not_deadlock() -> None:
 def test_interval_must_be_positive() -> None:
     with pytest.raises(InvalidInput, match="interval_s"):
         Periodic(lambda: None, 0, "bad")
+
+
+def test_a_slow_tick_outliving_stop_does_not_run_beside_a_new_loop() -> None:
+    release, calls = threading.Event(), []
+
+    def tick() -> None:
+        calls.append(threading.get_ident())
+        release.wait(5)
+
+    loop = Periodic(tick, 0.01, "test-periodic-slow").start()
+    while not calls:
+        time.sleep(0.005)
+    loop.stop(timeout=0.01)  # the tick is still running: the join gives up
+    old = calls[0]
+    loop.start()
+    release.set()
+    time.sleep(0.2)
+    loop.stop()
+    assert calls.count(old) == 1  # the old thread ended after its tick
