@@ -24,6 +24,7 @@ from pathlib import Path
 from mnemoray.errors import InvalidInput
 from mnemoray.memory.layout import MANIFEST
 from mnemoray.memory.snapshot import StoreSnapshot
+from mnemoray.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,7 @@ class SnapshotReloader:
         self._snap: StoreSnapshot | None = None
         self._stamp: Stamp = None
         self._lock = threading.Lock()  # one load at a time
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._watcher: Periodic | None = None
         self.reloads = 0  # swaps after the first load
         self.failures = 0  # failed background reloads (the old snapshot kept serving)
         self.last_load_s = 0.0
@@ -99,32 +99,27 @@ class SnapshotReloader:
     def start(self) -> SnapshotReloader:
         """Load now, then watch from a background thread (when ``watch_interval_s`` is set)."""
         self.current()
-        if self.watch_interval_s is None or self._thread is not None:
+        if self.watch_interval_s is None or self._watcher is not None:
             return self
-        self._stop.clear()
-        interval = self.watch_interval_s
-
-        def watch() -> None:
-            while not self._stop.wait(interval):
-                try:
-                    self.refresh()
-                    self.last_error = None
-                except Exception as exc:  # a half-written store must not kill the watcher
-                    self.failures += 1
-                    self.last_error = str(exc)
-                    log.exception("memory store reload failed; still serving version %s",
-                                  None if self._snap is None else self._snap.version)
-
-        self._thread = threading.Thread(target=watch, name="mnemoray-snapshot-watch",
-                                        daemon=True)
-        self._thread.start()
+        self._watcher = Periodic(self._watch, self.watch_interval_s, "mnemoray-snapshot-watch",
+                                 on_error=self._watch_failed).start()
         return self
 
+    def _watch(self) -> None:
+        self.refresh()
+        self.last_error = None
+
+    def _watch_failed(self, exc: Exception) -> None:
+        # A half-written store must not stop the watcher: the old snapshot keeps serving.
+        self.failures += 1
+        self.last_error = str(exc)
+        log.exception("memory store reload failed; still serving version %s",
+                      None if self._snap is None else self._snap.version)
+
     def stop(self) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop(timeout=5)
 
     def stats(self) -> dict[str, object]:
         snap = self._snap
