@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # benchmarks/, pipeline/, when run as a script
+sys.path.insert(0, str(HERE.parent))  # benchmarks/ and mnemoray/ when run as a script
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

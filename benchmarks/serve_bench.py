@@ -76,7 +76,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO))  # serve/, when run as a script (imported lazily: the
+sys.path.insert(0, str(REPO))  # mnemoray.serve when run as a script (imported lazily: the
 # load generators must start fast)
 from benchmarks.serve_process import Server, http, tree_cpu  # noqa: E402
 
