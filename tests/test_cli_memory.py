@@ -81,8 +81,8 @@ def test_recall_json_with_filters_and_modes(store_dir: Path) -> None:
     assert out["memories"] and {m["kind"] for m in out["memories"]} == {"fact"}
     assert {m["provenance"]["session_id"] for m in out["memories"]} <= {"cooking", "running"}
     # The one JSON form of a recalled memory (the HTTP API and agent tools use it too).
-    keys = {"memory_id", "kind", "text", "score", "date", "signals", "topics", "key_facts",
-            "provenance"}
+    keys = {"memory_id", "app_name", "kind", "text", "score", "date", "signals", "topics",
+            "key_facts", "provenance"}
     assert set(out["memories"][0]) == keys
     kw = runner.invoke(app, ["recall", "--store", str(store_dir), "--app", "app", "--user",
                              "alice", "--mode", "keyword", "--json", FLYING])
