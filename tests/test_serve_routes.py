@@ -292,7 +292,7 @@ def test_every_route_needs_a_key_for_its_app(client: TestClient) -> None:
             assert r.status_code == 401, (method, path, auth, r.text)
         if template == "/metrics":
             continue
-        params = {"app_name": "other", "user_id": "ana", "query": "q"}
+        params = {"app_name": "other", "user_id": "ana", "query": "q", "entity": "Berlin"}
         r = client.request(method, path, content=content, params=params,
                            headers={"content-type": "application/json"})
         assert r.status_code == 403, (method, path, r.status_code, r.text)

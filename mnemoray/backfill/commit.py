@@ -9,7 +9,8 @@ store already holds a NEWER copy of (decided by the session version the records
 carry, never by the order copies are read or committed: an older copy in a later
 batch, file or run is ledgered and replaces nothing), forgets the stored records
 the other sessions replace (a session re-archived with more events keeps one
-summary) and publishes the rows AND the ledger entries in one ``commit`` (the
+summary) and publishes the rows AND the ledger entries (and, on a Parquet store, the
+sessions' entity graph evidence) in one ``commit`` (the
 Parquet store: one atomic manifest rename, so a job killed anywhere has committed a
 session's memories and its ledger entry together or neither, and ``gc`` removes the
 prepared files nobody committed; the LanceDB store: memories then ledger, see
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mnemoray.backfill.steps import SessionItem, older_copies, superseded_for
+from mnemoray.graph import SessionExtract
 from mnemoray.memory.backend import MemoryBackend, PreparedWrite
 from mnemoray.memory.faults import crash_point
 from mnemoray.memory.record import Memory
@@ -48,6 +50,9 @@ class Chunk:
     # Current sessions with new records (no embeddings): what superseding compares.
     refs: tuple[tuple[SessionKey, tuple[Memory, ...]], ...] = ()
     stats: dict[str, Any] = field(default_factory=dict)
+    # (ledger key, graph extract) of each current session: merged into the users' entity
+    # graphs in the same commit (a Parquet store; docs/graph.md, "Integration").
+    graph: tuple[tuple[str, SessionExtract], ...] = ()
 
     @property
     def prepared_segments(self) -> int:
@@ -65,7 +70,15 @@ def make_chunk(store: MemoryBackend, items: Sequence[SessionItem], model: str | 
         pending = store.prepare_segments(memories, model, dim)
     refs = tuple((item.session.key, tuple(replace(m, embedding=None) for m in item.memories))
                  for item in items if item.current and item.memories)
-    return Chunk(pending, tuple(item.raw_hash for item in items), refs, dict(stats))
+    graph = graph_extracts(items) if store.backend == "parquet" else ()
+    return Chunk(pending, tuple(item.raw_hash for item in items), refs, dict(stats), graph)
+
+
+def graph_extracts(items: Sequence[SessionItem]) -> tuple[tuple[str, SessionExtract], ...]:
+    """(ledger key, graph evidence) of each current session, read where it was distilled
+    (``distill_sessions``, a Ray worker included: later stages drop the events)."""
+    return tuple((item.raw_hash, item.graph) for item in items
+                 if item.current and item.graph is not None)
 
 
 def sessions_with_rows(store: MemoryBackend, keys: set[SessionKey]) -> set[SessionKey]:
@@ -79,7 +92,7 @@ def commit_chunk(store: MemoryBackend, chunk: Chunk, *, run_id: str,
     """Supersede, then commit the chunk's rows and ledger entries in one ``commit``."""
     if chunk.prepared_segments:
         crash_point("prepare")  # segment files written, nothing committed yet
-    pending = chunk.pending
+    pending, graph = chunk.pending, chunk.graph
     stored = sessions_with_rows(store, {key for key, _ in chunk.refs})
     if stored:
         snap = store.load()
@@ -87,11 +100,14 @@ def commit_chunk(store: MemoryBackend, chunk: Chunk, *, run_id: str,
         older = older_copies(snap, refs)
         if older:  # ledgered below, but their rows are not published
             pending = drop_sessions(store, pending, older)
+            graph = tuple(g for g in graph
+                          if (g[1].app_name, g[1].user_id, g[1].session_id) not in older)
         replaced = superseded_for(snap, [r for r in refs if r[0] not in older])
         if replaced:  # before the commit: a run killed in between redoes these sessions
             store.forget(owned=replaced)
+    extra = {"graph": graph} if graph else {}  # only a Parquet store's chunks carry one
     result = store.commit(pending, session_hashes=chunk.hashes, run_id=run_id,
-                          summarizer=summarizer)
+                          summarizer=summarizer, **extra)
     crash_point("commit")
     return result
 

@@ -28,7 +28,9 @@ from typing import Any
 
 from mnemoray.archive import ArchiveRow
 from mnemoray.embedders import Embedder
+from mnemoray.graph.extract import SessionExtract
 from mnemoray.memory.backend import MemoryBackend
+from mnemoray.memory.graph_commit import safe_extract
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.record import Memory
 from mnemoray.memory.scopes import ScopePolicy
@@ -56,6 +58,8 @@ class SessionItem:
     raw: Any = None  # the archive row as read (quarantined as is if distilling fails)
     memories: tuple[Memory, ...] = ()
     current: bool = True  # False: an older copy of a session also in this batch
+    # Its entity graph evidence, read where it is distilled (later stages drop the events).
+    graph: SessionExtract | None = None
 
 
 Quarantined = dict[str, Any]  # {"location", "reason", "raw"}
@@ -141,7 +145,8 @@ def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer | None
                         "reason": f"distill failed: {type(exc).__name__}: {exc}",
                         "raw": item.raw if item.raw is not None else item.session.to_dict()})
             continue
-        out.append(replace(item, memories=tuple(memories)))
+        out.append(replace(item, memories=tuple(memories),
+                           graph=safe_extract(item.session, memories)))
     return out, bad
 
 

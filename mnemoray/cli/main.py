@@ -11,6 +11,7 @@ from mnemoray.cli.common import one_line_errors
 from mnemoray.cli.compile import compile_cmd
 from mnemoray.cli.demo import demo
 from mnemoray.cli.doctor import doctor
+from mnemoray.cli.graph import graph_cmd
 from mnemoray.cli.mcp import mcp_cmd
 from mnemoray.cli.memory import compact, gc, recall
 from mnemoray.cli.memory_group import memory_app
@@ -48,7 +49,7 @@ for name, command in (("demo", demo), ("compile", compile_cmd), ("backfill", bac
                       ("compact", compact), ("gc", gc), ("recall", recall),
                       ("forget", forget), ("export", export_cmd), ("import", import_cmd),
                       ("stats", stats), ("doctor", doctor), ("serve", serve_cmd),
-                      ("mcp", mcp_cmd)):
+                      ("mcp", mcp_cmd), ("graph", graph_cmd)):
     app.command(name)(one_line_errors(command))
 for name, command in MEMORY_COMMANDS:  # mnemoray memory edit | versions | forget | forgotten
     memory_app.command(name)(one_line_errors(command))

@@ -88,6 +88,7 @@ class AsyncMnemorayClient:
     forget_memory = _bound(mc.forget_memory)
     forget_user = _bound(mc.forget_user)
     forgotten = _bound(mc.forgotten)
+    graph = _bound(mc.graph)
     edit_memory = _bound(mc.edit_memory)
     memory_versions = _bound(mc.memory_versions)
     preview_forget = _bound(mc.preview_forget)

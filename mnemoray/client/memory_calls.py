@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from mnemoray.client.call import Call, as_dict, by_status, drop_none, flag, model, seg
+from mnemoray.schemas.graph import GraphResponse
 from mnemoray.schemas.hygiene import (
     EditMemoryResponse,
     ForgetConfirmed,
@@ -141,6 +142,19 @@ def forgotten(app_name: str, user_id: str) -> Call[list[ForgetRecord]]:
     return Call("GET", "/v1/memories/forgotten",
                 lambda r: ForgetRecords.model_validate_json(r.content).records,
                 params={"app_name": app_name, "user_id": user_id}, retry_safe=True)
+
+
+def graph(app_name: str, user_id: str, entity: str, depth: int = 2,
+          types: Sequence[str] | None = None, at: float | str | None = None,
+          limit: int = 50) -> Call[GraphResponse]:
+    """The user's entity graph around ``entity`` (a name, an alias or an ``ent-`` id):
+    the entity, its facts (holding now, or at world time ``at``: epoch seconds or
+    ISO-8601) and what is within ``depth`` hops, nearest first (relations of ``types``)."""
+    params: dict[str, Any] = drop_none(entity=entity, depth=depth, at=at, limit=limit)
+    if types:
+        params["type"] = list(types)
+    return Call("GET", f"/v1/graph/{seg(app_name)}/{seg(user_id)}", model(GraphResponse),
+                params=params, retry_safe=True)
 
 
 def edit_memory(app_name: str, user_id: str, memory_id: str, text: str,

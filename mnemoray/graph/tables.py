@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -65,14 +65,28 @@ SCHEMAS = {
 }
 
 
+def _row(record: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    # Not dataclasses.asdict: its deep copy of every field dominated a commit's time.
+    row = {n: getattr(record, n) for n in names}
+    if "supports" in row:
+        row["supports"] = [{f: getattr(s, f) for f in _SUPPORT} for s in row["supports"]]
+    return row
+
+
+_SUPPORT = tuple(f.name for f in fields(Support))
+_NAMES = {"entities": tuple(f.name for f in fields(Entity)),
+          "aliases": tuple(f.name for f in fields(Alias)),
+          "relations": tuple(f.name for f in fields(Relation))}
+
+
 def shard_tables(graphs: Iterable[UserGraph]) -> dict[str, pa.Table]:
     """The three tables' rows for ``graphs`` (any users), in the stored schema."""
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
     for g in graphs:
-        rows["entities"].extend(asdict(e) for e in g.entities.values())
-        rows["aliases"].extend({**asdict(a), "app_name": g.app_name, "user_id": g.user_id}
-                               for a in g.aliases.values())
-        rows["relations"].extend(asdict(r) for r in g.relations.values())
+        rows["entities"].extend(_row(e, _NAMES["entities"]) for e in g.entities.values())
+        rows["aliases"].extend({**_row(a, _NAMES["aliases"]), "app_name": g.app_name,
+                                "user_id": g.user_id} for a in g.aliases.values())
+        rows["relations"].extend(_row(r, _NAMES["relations"]) for r in g.relations.values())
     return {t: pa.Table.from_pylist(rows[t], schema=SCHEMAS[t]) for t in TABLES}
 
 
@@ -196,8 +210,13 @@ class GraphStore:
                 mask = pc.and_(mask, pc.equal(t["user_id"], user_id))
             parts.append(t.filter(mask))
         t = pa.concat_tables(parts) if parts else SCHEMAS["relations"].empty_table()
-        return GraphIndex.from_columns(
-            t["src"].to_numpy(zero_copy_only=False), t["dst"].to_numpy(zero_copy_only=False),
-            t["type"].to_numpy(zero_copy_only=False),
-            t["valid_from"].to_numpy(zero_copy_only=False),
-            t["valid_to"].to_numpy(zero_copy_only=False), t["relation_id"].to_pylist())
+        return index_from_relations(t)
+
+
+def index_from_relations(t: pa.Table) -> GraphIndex:
+    """The traversal index over a relations table (its columns, no records built)."""
+    return GraphIndex.from_columns(
+        t["src"].to_numpy(zero_copy_only=False), t["dst"].to_numpy(zero_copy_only=False),
+        t["type"].to_numpy(zero_copy_only=False),
+        t["valid_from"].to_numpy(zero_copy_only=False),
+        t["valid_to"].to_numpy(zero_copy_only=False), t["relation_id"].to_pylist())

@@ -9,7 +9,8 @@ Points: ``prepare`` (a backfill chunk's segment files are written, its commit
 has not happened), ``commit`` (right after a backfill commit) and
 ``compact-prepare`` (merged segments written, manifest not yet replaced),
 ``lance-memories`` (a LanceDB store's commit added its memory rows, not yet its ledger
-rows or head).
+rows or head), ``graph-commit`` (a Parquet commit wrote its entity graph parts, not yet
+its manifest).
 """
 
 from __future__ import annotations

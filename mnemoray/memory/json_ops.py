@@ -63,7 +63,7 @@ class MemoryOps:
     OPS = frozenset({"recall", "add_session", "add_memories", "list_memories",
                      "forget_memory", "forget_session", "forget_user", "stats",
                      "forgotten", "edit_memory", "memory_versions", "forget_by_query",
-                     "recall_app", "app_candidates"})
+                     "recall_app", "app_candidates", "graph"})
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
@@ -213,6 +213,13 @@ class MemoryOps:
                                "confirm (and optionally memory_ids)", field="query")
         return self.service.confirm_forget(app_name, user_id, confirm, memory_ids=memory_ids,
                                            reason=reason, actor=actor)
+
+    def op_graph(self, app_name: str, user_id: str, entity: str, depth: int = 2,
+                 types: Sequence[str] | None = None, at: float | str | None = None,
+                 limit: int = 50) -> dict[str, Any]:
+        """The user's entity graph around ``entity`` (``MemoryService.neighbours``)."""
+        return self.service.neighbours(app_name, user_id, entity, depth, types, at,
+                                       limit).to_dict()
 
     def op_stats(self, app_name: str = "", user_id: str = "") -> dict[str, Any]:
         return self.service.stats()

@@ -44,6 +44,19 @@ class SegmentEntry:
                 "rows": self.rows, "version": self.version, "index": self.index}
 
 
+@dataclass(frozen=True)
+class GraphPart:
+    """One committed part of a shard's entity graph (``mnemoray.memory.graph_parts``):
+    the rows of the users it lists, which win over older parts' rows of those users."""
+
+    name: str
+    users: int  # (app, user) pairs it holds the whole graph of (none: a forgotten user)
+    version: int  # manifest version that committed it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "users": self.users, "version": self.version}
+
+
 @dataclass
 class Manifest:
     shards: int
@@ -54,6 +67,8 @@ class Manifest:
     segments: list[list[SegmentEntry]] = field(default_factory=list)
     ledger: list[str] = field(default_factory=list)  # file names under ledger/
     tombstones: list[str] = field(default_factory=list)  # file names under tombstones/
+    # Per shard, the entity graph's parts, oldest first (empty: no graph rows).
+    graph: list[list[GraphPart]] = field(default_factory=list)
     ledger_sessions: int = 0
     tombstone_count: int = 0
     updated_at: float = 0.0
@@ -61,6 +76,8 @@ class Manifest:
     def __post_init__(self) -> None:
         if not self.segments:
             self.segments = [[] for _ in range(self.shards)]
+        if not self.graph:
+            self.graph = [[] for _ in range(self.shards)]
 
     @property
     def rows(self) -> int:
@@ -81,6 +98,8 @@ class Manifest:
                          for i, segs in enumerate(self.segments)},
             "ledger": list(self.ledger),
             "tombstones": list(self.tombstones),
+            "graph": {f"{i:04d}": [p.to_dict() for p in parts]
+                      for i, parts in enumerate(self.graph) if parts},
             "counts": {"rows": self.rows,
                        "segments": sum(len(s) for s in self.segments),
                        "ledger_sessions": self.ledger_sessions,
@@ -105,6 +124,13 @@ class Manifest:
                 raise StoreCorrupt(f"manifest: segment shard {key} outside 0..{shards - 1}")
             segments[shard] = [SegmentEntry(e["name"], int(e["rows"]), int(e["version"]),
                                             e["index"]) for e in entries]
+        graph: list[list[GraphPart]] = [[] for _ in range(shards)]
+        for key, parts in (raw.get("graph") or {}).items():
+            shard = int(key)
+            if not 0 <= shard < shards:
+                raise StoreCorrupt(f"manifest: graph shard {key} outside 0..{shards - 1}")
+            graph[shard] = [GraphPart(p["name"], int(p["users"]), int(p["version"]))
+                            for p in parts]
         embedding = raw.get("embedding")
         if embedding is not None:
             model, dim = embedding["model"], int(embedding["dim"])
@@ -119,6 +145,7 @@ class Manifest:
             dim=int(embedding["dim"]) if embedding else None,
             summarizer=raw.get("summarizer"), segments=segments,
             ledger=list(raw.get("ledger") or []), tombstones=list(raw.get("tombstones") or []),
+            graph=graph,
             ledger_sessions=int(counts.get("ledger_sessions", 0)),
             tombstone_count=int(counts.get("tombstones", 0)),
             updated_at=float(raw.get("updated_at") or 0.0),

@@ -28,6 +28,7 @@ from mnemoray.compiler.tools import limit_error, unavailable_result
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
 from mnemoray.errors import ConfigError
 from mnemoray.memory.backend import MemoryBackend, open_backend
+from mnemoray.memory.graph_query import GraphReads
 from mnemoray.memory.hooks import MemoryEvent, MemoryHooks, emit_memories
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.lifecycle import MemoryLifecycle
@@ -93,7 +94,7 @@ class Ingested:
 
 
 # -- the service -------------------------------------------------------------------
-class MemoryService(MemoryLifecycle):
+class MemoryService(MemoryLifecycle, GraphReads):
     """Long-term memory over a memory store (any :class:`~mnemoray.memory.backend.
     MemoryBackend`: Parquet + FAISS, or LanceDB): ingest sessions, recall, forget.
 
@@ -199,6 +200,7 @@ class MemoryService(MemoryLifecycle):
         ``memory_scope`` says, :func:`~mnemoray.memory.scopes.session_agent`).
         """
         from mnemoray.memory.distill import distill_session
+        from mnemoray.memory.graph_commit import safe_extract
 
         if not isinstance(session, Session):
             raise TypeError(f"session: expected a Session, got {type(session).__name__}")
@@ -231,7 +233,11 @@ class MemoryService(MemoryLifecycle):
                     self.hooks.emit(MemoryEvent("on_memory_forgotten", *session.key[:2],
                                                 tuple(replaced), reason=SUPERSEDED,
                                                 scope="memory"))
-                added = self._write(fresh, [session_hash])
+                # The session's entity graph evidence commits with its records (Parquet).
+                found = safe_extract(session, records) \
+                    if self.store.backend == "parquet" else None
+                graph = [(session_hash, found)] if found is not None else []
+                added = self._write(fresh, [session_hash], graph=graph)
                 return Ingested(added, len(records) - len(added),
                                 "added" if added else "unchanged")
             finally:
@@ -255,16 +261,19 @@ class MemoryService(MemoryLifecycle):
                 self.reloader.refresh()
 
     def _write(self, memories: list[Memory], session_hashes: list[str],
-               index_kind: str = "auto", actor: str = "") -> list[Memory]:
+               index_kind: str = "auto", actor: str = "",
+               graph: Sequence[tuple[str, Any]] = ()) -> list[Memory]:
+        extra = {"graph": graph} if graph else {}  # only a Parquet store takes one
         if not memories:
             if session_hashes:
-                self.store.ledger_add(session_hashes)
+                self.store.commit(None, session_hashes=session_hashes, **extra)
             return []
         model, dim = write_model(self.store, self.embedder)
         memories = embed_memories(memories, self.embedder)
         result: WriteResult = self.store.write_segment(
             memories, model, dim, index_kind=index_kind,  # type: ignore[arg-type]
-            session_hashes=session_hashes, summarizer=getattr(self.summarizer, "name", None))
+            session_hashes=session_hashes, summarizer=getattr(self.summarizer, "name", None),
+            **extra)
         log.debug("memory write: %d rows, %d skipped, version %d", result.written,
                   result.skipped, result.version)
         written = self._written_hashes(result)

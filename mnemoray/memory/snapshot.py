@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,9 @@ from mnemoray.memory.record import Memory
 from mnemoray.memory.scopes import agent_rows
 from mnemoray.memory.segment import LoadedSegment, Range, rows_to_memories
 from mnemoray.memory.tombstones import Tombstone, dead_rows
+
+if TYPE_CHECKING:
+    from mnemoray.memory.graph_view import GraphView
 
 # Receives the table slice of candidate rows, returns a boolean keep-mask of
 # the same length (e.g. a session, kind or time-range filter).
@@ -59,8 +62,12 @@ class StoreSnapshot:
     exact_max_rows: int = AUTO_FLAT_MAX
 
     def __init__(self, manifest: Manifest, segments: list[list[LoadedSegment]],
-                 tombstones: list[Tombstone], damaged: Mapping[int, str] | None = None) -> None:
+                 tombstones: list[Tombstone], damaged: Mapping[int, str] | None = None, *,
+                 graph: GraphView | None = None) -> None:
         self.manifest = manifest
+        # The entity graph of this version (mnemoray.memory.graph_view); None: a
+        # snapshot built without one (a forget's count) has no graph to ask.
+        self.graph = graph
         self.segments = segments  # per shard, in commit order
         self.tombstones = tombstones
         self.damaged = dict(damaged or {})  # shard -> why it could not be loaded

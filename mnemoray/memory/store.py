@@ -31,7 +31,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mnemoray.errors import StoreCorrupt
+from mnemoray.memory.faults import crash_point
 from mnemoray.memory.files import TMP_SUFFIX, atomic_write, atomic_write_bytes, file_lock
+from mnemoray.memory.graph_commit import (
+    GraphWrite,
+    forget_in_graph,
+    import_graph_rows,
+    merge_extracts,
+)
+from mnemoray.memory.graph_parts import GRAPH_DIR, drop_unlisted, listed_files
+from mnemoray.memory.graph_view import GraphCache, GraphView
 from mnemoray.memory.index import INDEX_KINDS, NORM_TOLERANCE, IndexKind
 from mnemoray.memory.layout import (
     INDEX_DIR,
@@ -69,7 +78,7 @@ from mnemoray.memory.segment import (
 )
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.tombstones import Tombstone, read_tombstones, tombstone_lines
-from mnemoray.memory.transfer import export_jsonl, read_export
+from mnemoray.memory.transfer import export_jsonl, read_export, read_graph_rows
 from mnemoray.session import Session
 
 log = logging.getLogger(__name__)
@@ -286,6 +295,7 @@ class MemoryStore:
         self._segments: dict[tuple[int, str], LoadedSegment] = {}
         self._snap: StoreSnapshot | None = None
         self._load_lock = threading.Lock()
+        self._graph_cache = GraphCache()  # graph shards, shared across snapshots
 
     # -- manifest & snapshots ---------------------------------------------
     @contextmanager
@@ -329,7 +339,10 @@ class MemoryStore:
                         if (wanted is None or s in wanted) and s not in damaged
                         else [] for s, entries in enumerate(m.segments)]
             # A private copy: callers go on to mutate their manifest for the next commit.
-            self._snap = StoreSnapshot(copy.deepcopy(m), segments, tombstones, damaged)
+            mine = copy.deepcopy(m)
+            graph = GraphView(self.root, mine, self._graph_cache)
+            graph.preload(s for s in range(m.shards) if wanted is None or s in wanted)
+            self._snap = StoreSnapshot(mine, segments, tombstones, damaged, graph=graph)
             return self._snap
 
     def _collect(self, query: pl.LazyFrame, files: list[Path], what: str) -> pl.DataFrame:
@@ -363,6 +376,10 @@ class MemoryStore:
             return
         with self._locked():
             self._publish_empty_manifest(True)
+
+    def _graph_read(self, m: Manifest, shard: int) -> dict[str, pa.Table]:
+        """A shard's graph rows at ``m``, from the tables snapshots loaded when unchanged."""
+        return self._graph_cache.shard(self.root, m, shard)
 
     # -- writing ------------------------------------------------------------
     def _check_model(self, m: Manifest, embedding_model: str, dim: int) -> None:
@@ -437,20 +454,24 @@ class MemoryStore:
 
     def commit(self, pending: PendingSegments | None = None, *,
                session_hashes: Iterable[str] = (), run_id: str | None = None,
-               summarizer: str | None = None) -> WriteResult:
-        """Publish prepared segments and ledger entries in one manifest rename."""
+               summarizer: str | None = None, graph: GraphWrite = ()) -> WriteResult:
+        """Publish prepared segments and ledger entries in one manifest rename.
+        ``graph``: (session hash, graph extract) of the sessions committed; those whose
+        hash is newly ledgered are merged into their users' graphs in the same rename."""
         with self._locked():
-            return self._commit(self.manifest(), pending, session_hashes, run_id, summarizer)
+            return self._commit(self.manifest(), pending, session_hashes, run_id, summarizer,
+                                graph)
 
     def write_segment(self, memories: Sequence[Memory], embedding_model: str, dim: int, *,
                       index_kind: IndexKind = "auto", session_hashes: Iterable[str] = (),
-                      run_id: str | None = None, summarizer: str | None = None) -> WriteResult:
+                      run_id: str | None = None, summarizer: str | None = None,
+                      graph: GraphWrite = ()) -> WriteResult:
         """Write and commit memories (skipping ones already stored) in one step."""
         with self._locked():
             m = self.manifest()
             pending = self._prepare(m, memories, embedding_model, dim, index_kind,
                                     lock_held=True)
-            return self._commit(m, pending, session_hashes, run_id, summarizer)
+            return self._commit(m, pending, session_hashes, run_id, summarizer, graph)
 
     def add(self, memories: Sequence[Memory], embedding_model: str | None = None) -> WriteResult:
         """Online add: a small flat-indexed segment that a later compaction merges."""
@@ -518,8 +539,10 @@ class MemoryStore:
 
     def _commit(self, m: Manifest, pending: PendingSegments | None,
                 session_hashes: Iterable[str], run_id: str | None,
-                summarizer: str | None) -> WriteResult:
+                summarizer: str | None, graph: GraphWrite = ()) -> WriteResult:
         hashes = self._new_ledger_hashes(m, _str_list(session_hashes, "session_hashes"))
+        new = set(hashes)  # a session ledgered before (a rerun) changes no graph
+        extracts = [ex for h, ex in graph if h in new]
         entries: list[tuple[int, SegmentEntry]] = []
         skipped = 0
         if pending is not None:
@@ -532,6 +555,13 @@ class MemoryStore:
             skipped += pending.skipped
         if not entries and not hashes and (summarizer is None or summarizer == m.summarizer):
             return WriteResult(m.version, 0, skipped, (), 0)
+        parts_before = [list(parts) for parts in m.graph]
+        if extracts:
+            if m.version == 0:
+                self._publish_empty_manifest(True)
+            # Parts listed at m.version + 1, in this manifest.
+            merge_extracts(self.root, m, extracts, self._graph_read)
+            crash_point("graph-commit")  # graph parts written, the manifest not yet
         m.version += 1
         for shard, entry in entries:
             m.segments[shard].append(replace(entry, version=m.version))
@@ -549,6 +579,7 @@ class MemoryStore:
         if summarizer is not None:
             m.summarizer = summarizer
         write_manifest(self.root, m)
+        drop_unlisted(self.root, parts_before, m)
         return WriteResult(m.version, sum(e.rows for _, e in entries), skipped,
                            tuple(dict.fromkeys(e.name for _, e in entries)), len(hashes))
 
@@ -668,14 +699,21 @@ class MemoryStore:
             owners = {(t.app_name, t.user_id) for t in new}
             hidden = sum(snap.count(a, u, now=now) - after.count(a, u, now=now)
                          for a, u in owners)
-            if hidden == 0:
+            # The graph forgets in the same manifest: what the session alone supports,
+            # the user's graph, the relations of forgotten memories.
+            parts_before = [list(parts) for parts in m.graph]
+            graph_changed = forget_in_graph(self.root, m, targets, session, user,
+                                            self._graph_read)
+            if hidden == 0 and not graph_changed:
                 return 0
-            name = f"{new_name('tomb')}.jsonl"
-            atomic_write_bytes(self.root / TOMBSTONES_DIR / name, tombstone_lines(new))
+            if hidden:
+                name = f"{new_name('tomb')}.jsonl"
+                atomic_write_bytes(self.root / TOMBSTONES_DIR / name, tombstone_lines(new))
+                m.tombstones.append(name)
+                m.tombstone_count += len(new)
             m.version = version
-            m.tombstones.append(name)
-            m.tombstone_count += len(new)
             write_manifest(self.root, m)
+            drop_unlisted(self.root, parts_before, m)
             return hidden
 
     # -- quarantine ---------------------------------------------------------
@@ -702,12 +740,14 @@ class MemoryStore:
             m = self.manifest()
             keep = {self.root / LEDGER_DIR / n for n in m.ledger}
             keep |= {self.root / TOMBSTONES_DIR / n for n in m.tombstones}
+            keep |= listed_files(self.root, m)
             for shard, entries in enumerate(m.segments):
                 for e in entries:
                     keep |= {parquet_path(self.root, shard, e.name),
                              faiss_path(self.root, shard, e.name)}
             now, removed = time.time(), []
-            candidates = [p for sub in (MEMORIES_DIR, INDEX_DIR, LEDGER_DIR, TOMBSTONES_DIR)
+            candidates = [p for sub in (MEMORIES_DIR, INDEX_DIR, LEDGER_DIR, TOMBSTONES_DIR,
+                                        GRAPH_DIR)
                           for p in (self.root / sub).rglob("*")]
             candidates += list((self.root / QUARANTINE_DIR).glob(f"*{TMP_SUFFIX}"))
             candidates += list(self.root.glob(f".*{TMP_SUFFIX}"))
@@ -722,13 +762,28 @@ class MemoryStore:
         """Write every live memory with its embedding as JSON lines (``transfer``)."""
         return export_jsonl(self.load(), path)
 
+    def _import_graph(self, rows: dict[str, list[dict[str, Any]]]) -> None:
+        """Add the export's graph rows (records already stored stay) in one commit."""
+        if not any(rows.values()):
+            return
+        with self._locked():
+            m = self.manifest()
+            if m.version == 0:
+                self._publish_empty_manifest(True)
+            parts_before = [list(parts) for parts in m.graph]
+            if import_graph_rows(self.root, m, rows, self._graph_read):
+                m.version += 1
+                write_manifest(self.root, m)
+                drop_unlisted(self.root, parts_before, m)
+
     def import_jsonl(self, path: str | Path, batch_size: int = IMPORT_BATCH) -> WriteResult:
         """Load an ``export_jsonl`` file; memories already stored are skipped."""
         header, batches = read_export(path, batch_size)
         model, dim = header.get("embedding_model"), header.get("dim")
         results = [self.write_segment(batch, model, dim, summarizer=header.get("summarizer"))
                    for batch in batches]
+        self._import_graph(read_graph_rows(path))
         return WriteResult(
-            version=results[-1].version if results else self.manifest().version,
+            version=self.manifest().version,
             written=sum(r.written for r in results), skipped=sum(r.skipped for r in results),
             segments=tuple(s for r in results for s in r.segments), ledger_added=0)

@@ -1,9 +1,12 @@
 """Export / import of a memory store as JSON lines (lossless, embeddings included).
 
 Line 1 is a header (format, embedding model + dim, summarizer, shards, count);
-every other line is one live memory: all its fields, its entities and topics
-(the per-memory graph information) and its embedding. Floats are written at
-float64 precision, so float32 embeddings read back bit-identical.
+then one line per live memory: all its fields, its entities and topics
+(the per-memory graph information) and its embedding; then one line per row of the
+entity graph (``{"type": "graph", "table": "entities"|"aliases"|"relations",
+"row": {...}}``, the stored rows as they are: the graph is carried, not rebuilt).
+Floats are written at float64 precision, so float32 embeddings read back
+bit-identical.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mnemoray.graph.tables import TABLES as GRAPH_TABLES
 from mnemoray.memory.files import atomic_write
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.record import Memory, MemoryRecordError
@@ -40,6 +44,16 @@ def export_jsonl(snap: StoreSnapshot, path: str | Path) -> int:
                 for mem in snap.rows_for_user(app, user, now=now):
                     out.write(json.dumps({"type": "memory", **mem.to_dict(with_embedding=True)},
                                          ensure_ascii=False) + "\n")
+            graph = getattr(snap, "graph", None)  # None: a store without one (LanceDB)
+            if graph is None:
+                return
+            for shard in range(m.shards):
+                if not m.graph[shard]:
+                    continue
+                for table, rows in graph.shard_tables(shard).items():
+                    for row in rows.to_pylist():
+                        out.write(json.dumps({"type": "graph", "table": table, "row": row},
+                                             ensure_ascii=False) + "\n")
 
     atomic_write(Path(path), write)
     return count
@@ -69,8 +83,11 @@ def read_export(path: str | Path, batch_size: int) -> tuple[dict[str, Any], Iter
                     raw = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise StoreError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-                if not isinstance(raw, dict) or raw.pop("type", None) != "memory":
-                    raise StoreError(f"{path}:{lineno}: expected a memory line")
+                kind = raw.pop("type", None) if isinstance(raw, dict) else None
+                if kind == "graph":
+                    continue  # read by read_graph_rows
+                if kind != "memory":
+                    raise StoreError(f"{path}:{lineno}: expected a memory or graph line")
                 if header.get("embedding_model") is None:
                     raise StoreError(f"{path}:1: header names no embedding model")
                 try:
@@ -84,3 +101,22 @@ def read_export(path: str | Path, batch_size: int) -> tuple[dict[str, Any], Iter
             yield batch
 
     return header, batches()
+
+
+def read_graph_rows(path: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """The export's graph rows per table (none in an export written before the graph)."""
+    out: dict[str, list[dict[str, Any]]] = {t: [] for t in GRAPH_TABLES}
+    with open(path, encoding="utf-8") as src:
+        src.readline()
+        for lineno, line in enumerate(src, start=2):
+            if '"graph"' not in line:  # a memory line (cheap test before parsing)
+                continue
+            raw = json.loads(line)
+            if raw.get("type") != "graph":
+                continue
+            if raw.get("table") not in out or not isinstance(raw.get("row"), dict):
+                raise StoreError(f"{path}:{lineno}: a graph line names table "
+                                 f"{raw.get('table')!r}; expected one of "
+                                 f"{', '.join(GRAPH_TABLES)} with a row object")
+            out[raw["table"]].append(raw["row"])
+    return out

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from mnemoray.serve.routes import artifacts, context, jobs, memories, ops, sessions
+from mnemoray.serve.routes import artifacts, context, graph, jobs, memories, ops, sessions
 
 ROUTERS: tuple[APIRouter, ...] = (ops.router, memories.router, sessions.router,
-                                  context.router, artifacts.router, jobs.router)
+                                  context.router, artifacts.router, jobs.router,
+                                  graph.router)
 
 __all__ = ["ROUTERS"]
