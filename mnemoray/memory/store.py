@@ -156,7 +156,8 @@ def _readable_parquet(path: Path) -> bool:
         return False
 
 
-def _str_list(values: Iterable[str], name: str) -> list[str]:
+def str_list(values: Iterable[str], name: str) -> list[str]:
+    """``values`` as a list of non-empty strings (ids, hashes); StoreError naming one."""
     if isinstance(values, (str, bytes)):
         raise StoreError("expected a collection of strings, got a single string", field=name)
     out = list(values)
@@ -236,7 +237,7 @@ def forget_targets(memory_ids: Iterable[str], session: tuple[str, str, str] | No
     for name, value in (("reason", reason), ("actor", actor)):
         if not isinstance(value, str):
             raise StoreError(f"expected a string, got {type(value).__name__}", field=name)
-    ids = _str_list(memory_ids, "memory_ids")
+    ids = str_list(memory_ids, "memory_ids")
     if ids and owner is None:
         raise StoreError("memory ids are unique per user: pass owner=(app_name, user_id)",
                          field="owner")
@@ -540,7 +541,7 @@ class MemoryStore:
     def _commit(self, m: Manifest, pending: PendingSegments | None,
                 session_hashes: Iterable[str], run_id: str | None,
                 summarizer: str | None, graph: GraphWrite = ()) -> WriteResult:
-        hashes = self._new_ledger_hashes(m, _str_list(session_hashes, "session_hashes"))
+        hashes = self._new_ledger_hashes(m, str_list(session_hashes, "session_hashes"))
         new = set(hashes)  # a session ledgered before (a rerun) changes no graph
         extracts = [ex for h, ex in graph if h in new]
         entries: list[tuple[int, SegmentEntry]] = []
@@ -594,7 +595,7 @@ class MemoryStore:
 
     def ledger_contains(self, session_hashes: Iterable[str]) -> set[str]:
         """The given session hashes that committed ledger entries already hold."""
-        return self._ledger_lookup(self.manifest(), _str_list(session_hashes, "session_hashes"))
+        return self._ledger_lookup(self.manifest(), str_list(session_hashes, "session_hashes"))
 
     def ledger_add(self, session_hashes: Iterable[str], run_id: str | None = None) -> int:
         """Record sessions as processed (e.g. ones that yielded no memories)."""

@@ -42,6 +42,7 @@ from mnemoray.memory.store import (
     check_memories,
     check_model,
     dedupe_batch,
+    str_list,
 )
 
 if TYPE_CHECKING:
@@ -70,14 +71,6 @@ def chunks(values: list[str]) -> Iterator[list[str]]:
         yield values[i:i + IN_BATCH]
 
 
-def strings(values: Iterable[str], name: str) -> list[str]:
-    if isinstance(values, (str, bytes)):
-        raise StoreError("expected a collection of strings, got a single string", field=name)
-    out = list(values)
-    for i, value in enumerate(out):
-        if not isinstance(value, str) or not value:
-            raise StoreError(f"expected a non-empty string, got {value!r}", field=f"{name}[{i}]")
-    return out
 
 
 class LanceWrites:
@@ -140,7 +133,7 @@ class LanceWrites:
                session_hashes: Iterable[str] = (), run_id: str | None = None,
                summarizer: str | None = None) -> WriteResult:
         """Memories (one add), then ledger rows (one add), then the head; see the module."""
-        hashes = list(dict.fromkeys(strings(session_hashes, "session_hashes")))
+        hashes = list(dict.fromkeys(str_list(session_hashes, "session_hashes")))
         with self._locked():
             head = t.read_head(self.root)
             seen = self._ledger_lookup(hashes)  # one lookup, not one per hash
@@ -243,10 +236,10 @@ class LanceWrites:
             table, t.sql_in("session_hash", part), ["session_hash"])["session_hash"].to_pylist()}
 
     def ledger_contains(self, session_hashes: Iterable[str]) -> set[str]:
-        return self._ledger_lookup(strings(session_hashes, "session_hashes"))
+        return self._ledger_lookup(str_list(session_hashes, "session_hashes"))
 
     def ledger_add(self, session_hashes: Iterable[str], run_id: str | None = None) -> int:
         return self.commit(None, session_hashes=session_hashes, run_id=run_id).ledger_added
 
 
-__all__ = ["IN_BATCH", "LancePending", "LanceWrites", "chunks", "strings"]
+__all__ = ["IN_BATCH", "LancePending", "LanceWrites", "chunks"]
