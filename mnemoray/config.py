@@ -22,12 +22,14 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional, get_type_hints
+from typing import Any, Optional, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
 
 from mnemoray.errors import ConfigError, MnemorayError
 from mnemoray.memory.retrieval import RetrievalConfig
+
+Group = TypeVar("Group", bound=BaseModel)
 
 RETRIEVAL_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RetrievalConfig))
 
@@ -157,17 +159,27 @@ class RecallSettings(RetrievalOverrides):  # type: ignore[misc,valid-type]
         return {app: cfg for app, cfg in self._configs.items() if app is not None}
 
 
+def settings_group(model: type[Group], name: str, data: Mapping[str, Any] | None) -> Group:
+    """The ``name`` group of the settings from a mapping; errors name ``name.<field>``."""
+    try:
+        return model.model_validate(dict(data or {}))
+    except ValidationError as exc:
+        raise errors_to_config_error(exc, name) from None
+
+
+def settings_group_from_file(model: type[Group], name: str, path: str | Path) -> Group:
+    """The ``name`` group of a settings file (other groups are not read here)."""
+    return settings_group(model, name, load_settings_file(path).get(name))
+
+
 def recall_settings(data: Mapping[str, Any] | None) -> RecallSettings:
     """The ``recall`` group from a mapping; errors name ``recall.<field>``."""
-    try:
-        return RecallSettings.model_validate(dict(data or {}))
-    except ValidationError as exc:
-        raise errors_to_config_error(exc, "recall") from None
+    return settings_group(RecallSettings, "recall", data)
 
 
 def recall_settings_from_file(path: str | Path) -> RecallSettings:
-    """The ``recall`` group of a settings file (other groups are not read here)."""
-    return recall_settings(load_settings_file(path).get("recall"))
+    """The ``recall`` group of a settings file."""
+    return settings_group_from_file(RecallSettings, "recall", path)
 
 
 __all__ = ["RETRIEVAL_FIELDS", "RecallSettings", "RetrievalOverrides", "errors_to_config_error",

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from mnemoray.config import errors_to_config_error, load_settings_file, merge
+from mnemoray.config import merge, settings_group, settings_group_from_file
 from mnemoray.errors import ConfigError, MnemorayError
 from mnemoray.memory.consolidate import ConsolidationPolicy
 from mnemoray.memory.evict import EvictionPolicy
@@ -117,15 +117,12 @@ class HygieneSettings(AppHygiene):
 
 def hygiene_settings(data: Mapping[str, Any] | None) -> HygieneSettings:
     """The ``hygiene`` group from a mapping; errors name ``hygiene.<field>``."""
-    try:
-        return HygieneSettings.model_validate(dict(data or {}))
-    except ValidationError as exc:
-        raise errors_to_config_error(exc, "hygiene") from None
+    return settings_group(HygieneSettings, "hygiene", data)
 
 
 def hygiene_settings_from_file(path: str | Path) -> HygieneSettings:
-    """The ``hygiene`` group of a settings file (other groups are not read here)."""
-    return hygiene_settings(load_settings_file(path).get("hygiene"))
+    """The ``hygiene`` group of a settings file."""
+    return settings_group_from_file(HygieneSettings, "hygiene", path)
 
 
 __all__ = ["AppHygiene", "ConsolidationOverrides", "HygieneSettings", "LimitOverrides",

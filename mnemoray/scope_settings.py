@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from mnemoray.config import errors_to_config_error, load_settings_file
+from mnemoray.config import settings_group, settings_group_from_file
 from mnemoray.memory.scopes import AppScope, ScopePolicy
 from mnemoray.schemas.common import Id
 
@@ -63,15 +63,12 @@ class ScopeSettings(_Strict):
 
 def scope_settings(data: Mapping[str, Any] | None) -> ScopeSettings:
     """The ``scopes`` group from a mapping; errors name ``scopes.<field>``."""
-    try:
-        return ScopeSettings.model_validate(dict(data or {}))
-    except ValidationError as exc:
-        raise errors_to_config_error(exc, "scopes") from None
+    return settings_group(ScopeSettings, "scopes", data)
 
 
 def scope_settings_from_file(path: str | Path) -> ScopeSettings:
-    """The ``scopes`` group of a settings file (other groups are not read here)."""
-    return scope_settings(load_settings_file(path).get("scopes"))
+    """The ``scopes`` group of a settings file."""
+    return settings_group_from_file(ScopeSettings, "scopes", path)
 
 
 __all__ = ["AppScopeSettings", "ScopeSettings", "scope_settings", "scope_settings_from_file"]
