@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from lancedb.index import BTree
 
 from mnemoray.memory.faults import crash_point
 from mnemoray.memory.index import INDEX_KINDS
@@ -71,6 +72,16 @@ def chunks(values: list[str]) -> Iterator[list[str]]:
         yield values[i:i + IN_BATCH]
 
 
+
+
+def ensure_owner_indexes(table: Table) -> None:
+    """BTREE indexes on the owner columns, made once: every user or app scope is a where
+    on them, which then reads the matching rows rather than the whole table. Rows added
+    later are scanned until `mnemoray compact` folds them into the indexes."""
+    have = {tuple(index.columns) for index in table.list_indices()}
+    for column in ("app_name", "user_id"):
+        if (column,) not in have:
+            table.create_index(column, config=BTree(), replace=False)
 
 
 class LanceWrites:
@@ -160,6 +171,7 @@ class LanceWrites:
                     pa.field(t.COMMITTED_IN, pa.int64(), nullable=False),
                     pa.array([new.version] * rows.num_rows, pa.int64())))
                 written = rows.num_rows
+                ensure_owner_indexes(table)
                 crash_point("lance-memories")  # memories in, ledger and head not yet
                 new = replace(new, embedding_model=head.embedding_model, dim=head.dim,
                               memories_version=table.version, rows=head.rows + written)
