@@ -81,9 +81,10 @@ def test_recall_json_with_filters_and_modes(store_dir: Path) -> None:
     assert out["memories"] and {m["kind"] for m in out["memories"]} == {"fact"}
     assert {m["provenance"]["session_id"] for m in out["memories"]} <= {"cooking", "running"}
     # The one JSON form of a recalled memory (the HTTP API and agent tools use it too).
-    keys = {"memory_id", "app_name", "kind", "text", "score", "date", "signals", "topics",
-            "key_facts", "provenance"}
+    keys = {"memory_id", "app_name", "kind", "text", "score", "date", "signals", "axes",
+            "topics", "key_facts", "provenance"}
     assert set(out["memories"][0]) == keys
+    assert "dense" in out["memories"][0]["axes"]  # which axes found it
     kw = runner.invoke(app, ["recall", "--store", str(store_dir), "--app", "app", "--user",
                              "alice", "--mode", "keyword", "--json", FLYING])
     assert kw.exit_code == 0, kw.output
@@ -125,7 +126,8 @@ def test_recall_batch_in_input_order_with_errors(store_dir: Path, tmp_path: Path
     assert set(q1) == {"qid", "memories", "took_ms"} and len(q1["memories"]) == 2
     assert q1["memories"][0]["provenance"]["session_id"] == "parrot"
     assert set(q1["memories"][0]) == {"memory_id", "app_name", "kind", "text", "score",
-                                      "date", "signals", "topics", "key_facts", "provenance"}
+                                      "date", "signals", "axes", "topics", "key_facts",
+                                      "provenance"}
     assert "dense" in q1["memories"][0]["signals"]
     assert got[1]["memories"] and {(m["provenance"]["session_id"], m["kind"])
                                    for m in got[1]["memories"]} \

@@ -75,7 +75,7 @@ def by_kind(records: list[Memory], kind: str) -> list[Memory]:
 
 def test_record_kinds_and_exact_provenance() -> None:
     records = distill_session(make_session(parrot_events()), ExtractiveSummarizer(),
-                              chunk_turns=2, now=NOW)
+                              chunk_turns=2, chunk_overlap=0, now=NOW)
     assert [r.kind for r in records] == ["session_summary"] + ["fact"] * 5 + ["chunk"] * 3
     summary = by_kind(records, "session_summary")[0]
     # Exactly the events summarized: no control, no partial event.
@@ -102,7 +102,7 @@ def test_record_kinds_and_exact_provenance() -> None:
 
 def test_chunk_text_is_dated_and_names_the_speaker() -> None:
     chunks = by_kind(distill_session(make_session(parrot_events()), ExtractiveSummarizer(),
-                                     chunk_turns=2, now=NOW), "chunk")
+                                     chunk_turns=2, chunk_overlap=0, now=NOW), "chunk")
     assert chunks[0].text == (
         "[2026-01-05] user: I'm thinking about getting a pet parrot. What should I know?\n"
         "[2026-01-05] travel_agent: Parrots are intelligent, social birds that need daily "
@@ -116,16 +116,23 @@ def test_chunk_text_is_dated_and_names_the_speaker() -> None:
 
 def test_key_expansion_changes_only_the_key_text() -> None:
     session = make_session(parrot_events())
-    plain = distill_session(session, ExtractiveSummarizer(), chunk_turns=2, expand_keys=False,
-                            now=NOW)
-    expanded = distill_session(session, ExtractiveSummarizer(), chunk_turns=2, now=NOW)
+    plain = distill_session(session, ExtractiveSummarizer(), chunk_turns=2, chunk_overlap=0,
+                            expand_keys=False, now=NOW)
+    expanded = distill_session(session, ExtractiveSummarizer(), chunk_turns=2, chunk_overlap=0,
+                               now=NOW)
     assert [r.memory_id for r in plain] == [r.memory_id for r in expanded]
     assert [r.text for r in plain] == [r.text for r in expanded]
     assert all(r.key_text == r.text for r in plain)
     last = by_kind(expanded, "chunk")[2]
-    assert last.key_text.startswith(last.text + "\n")
-    extra = last.key_text[len(last.text):]
-    assert "Facts: I moved to Madrid in March. My daughter's name is Ana." in extra
+    # The key: the window's lines with the date named once (not on every line), then
+    # what expansion adds.
+    lines = last.text.splitlines()
+    keyed = "\n".join([lines[0], *(ln.split("] ", 1)[1] for ln in lines[1:])])
+    assert last.key_text.startswith(keyed + "\n")
+    extra = last.key_text[len(keyed):]
+    # Its facts are quoted from its own words: the key does not repeat them
+    # (a fact in other words is appended: tests/test_recall_axes.py).
+    assert "I moved to Madrid in March." in last.text and "Facts:" not in extra
     assert "Madrid" in last.entities and "Ana" in last.entities
     assert last.key_facts == ("I moved to Madrid in March.", "My daughter's name is Ana.")
     # Facts from other chunks are not attached to this one.
@@ -149,7 +156,7 @@ def test_compaction_summaries_are_reused_not_resummarized() -> None:
 
     summarizer.calls.clear()
     records = distill_session(store.get_session("bird-chat", "maya", "s1"), summarizer,
-                              chunk_turns=2, now=NOW)
+                              chunk_turns=2, chunk_overlap=0, now=NOW)
     assert len(summarizer.calls) == 1
     assert not set(covered) & set(summarizer.seen_ids)  # never asked again
     assert [i for i in summarizer.seen_ids if "#" not in i] == ["u3", "m3"]

@@ -132,7 +132,8 @@ def test_one_json_form_for_a_recalled_memory(tmp_path: Path) -> None:
     result = service.search("app", "ana", "Lisbon")[0]
     out = result.to_dict()
     assert set(out) == {"memory_id", "app_name", "kind", "text", "score", "date", "signals",
-                        "topics", "key_facts", "provenance"}
+                        "axes", "topics", "key_facts", "provenance"}
+    assert out["axes"] == ["bm25"]  # keyword-only service: BM25 found it
     assert out["app_name"] == "app"  # the owner (cross-app sharing: mnemoray.memory.scopes)
     assert out["date"] == "2023-11-14T22:13:20Z"
     assert out["provenance"]["session_id"] == "online"

@@ -43,7 +43,8 @@ class Memories:
                 self.fail -= 1
                 raise RuntimeError("memory store is down")
             fresh = {m.memory_id: m for m in distill_session(session, SUMMARIZER,
-                                                             chunk_turns=2, now=0.0)}
+                                                             chunk_turns=2, chunk_overlap=0,
+                                                             now=0.0)}
             current = self.records.setdefault(session.key, {})
             added = [i for i in fresh if i not in current]
             for stale in set(current) - set(fresh):

@@ -6,8 +6,10 @@ summarization and every record names exactly the events it came from:
 - ``session_summary``: the summarizer's summary of the session, with its
   topics, key facts and entities;
 - ``fact``: one per key fact (the fact's own source events);
-- ``chunk``: the raw turns, in small windows of ``chunk_turns`` messages,
-  each line prefixed with its date and speaker;
+- ``chunk``: the raw turns, in windows of ``chunk_turns`` messages that
+  overlap by half (every turn is recalled once with what led to it and once
+  with what followed), each line prefixed with its date and speaker; the
+  key (what is embedded and keyword-indexed) names the date once, not per line;
 - ``compaction_summary``: one per compaction event already in the session.
 
 Compaction summaries are reused, never recomputed: the session summary is
@@ -20,10 +22,11 @@ Distillation is deterministic (same session, same ``now`` -> same records;
 identity is the content hash), and embedding is not done here: the memory
 service embeds each record's ``key_text``.
 
-Chunk windows are aligned to the start of the session and a tool call or
-result joins the window of the message that follows it, so a window that
-holds ``chunk_turns`` messages never changes as the session grows: only the
-last window, the summary and the facts are superseded by re-ingestion.
+Chunk windows are aligned to the start of the session (one starts every
+``chunk_turns - chunk_overlap`` turns) and a tool call or result joins the window
+of the message that follows it, so a window that holds ``chunk_turns`` messages
+never changes as the session grows: only the last windows, the summary and the
+facts are superseded by re-ingestion.
 """
 
 from __future__ import annotations
@@ -51,25 +54,37 @@ _NOT_CONTENT = frozenset({"compaction", "control"})
 STAND_IN_AUTHOR = "earlier_summary"
 _SPEAKER_LINE = re.compile(r"^([^:\n]{1,60}):\s+(\S.*)$")
 _RESULT_CHARS = 200
+# Turns a chunk shares with the next, by default (distill_session's chunk_overlap): half,
+# so every turn is recalled once with what led to it and once with what followed.
+def default_overlap(chunk_turns: int) -> int:
+    return chunk_turns // 2
 
 
 def distill_session(session: Session, summarizer: Summarizer | None, *, chunk_turns: int = 4,
                     expand_keys: bool = True, ttl_s: float | None = None,
-                    now: float | None = None, summarize: bool = True) -> list[Memory]:
+                    now: float | None = None, summarize: bool = True,
+                    chunk_overlap: int | None = None) -> list[Memory]:
     """The memory records of ``session`` (not embedded), in a stable order.
 
     ``summarize=False``: raw chunks only (seed 003's behaviour matrix without
     summarization): no session summary, facts or compaction summaries, and the
     summarizer (which may then be None) is never called.
 
-    ``chunk_turns``: user/model messages per chunk. ``expand_keys``: append a
-    chunk's facts, topics and entities to its ``key_text`` (what is embedded
-    and keyword-indexed); ``text`` always stays the original words.
+    ``chunk_turns``: user/model messages per chunk. ``chunk_overlap``: turns a chunk
+    shares with the next one (None: half of ``chunk_turns``; at most ``chunk_turns - 1``),
+    so a fact said at a window's edge is also recalled with what follows it.
+    ``expand_keys``: append a chunk's facts (those not already in its words), topics
+    and entities to its ``key_text`` (what is embedded and keyword-indexed); ``text``
+    always stays the original words.
     ``ttl_s``: records expire that many seconds after ``now`` (default: the
     current time, which is also every record's ``created_at``).
     """
     if not isinstance(chunk_turns, int) or isinstance(chunk_turns, bool) or chunk_turns < 1:
         raise InvalidInput(f"must be a positive int, got {chunk_turns!r}", field="chunk_turns")
+    overlap = default_overlap(chunk_turns) if chunk_overlap is None else chunk_overlap
+    if not isinstance(overlap, int) or isinstance(overlap, bool) or overlap < 0:
+        raise InvalidInput(f"must be an int >= 0, got {chunk_overlap!r}", field="chunk_overlap")
+    overlap = min(overlap, chunk_turns - 1)
     if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float))
                               or ttl_s <= 0):
         raise InvalidInput(f"must be a positive number of seconds or None, got {ttl_s!r}",
@@ -110,11 +125,13 @@ def distill_session(session: Session, summarizer: Summarizer | None, *, chunk_tu
                       *(t for c in compactions for t in c.summary.topics)])
     entities = _unique([*(summary.entities if summary else ()),
                         *(n for c in compactions for n in c.summary.entities)])
-    for window in _windows(events, chunk_turns):
+    for window in _windows(events, chunk_turns, overlap):
         text = "\n".join(_render(e) for e in window)
         ids = tuple(e.id for e in window)
         members = set(ids)
         chunk_facts = tuple(f.text for f in facts if members.intersection(f.source_event_ids))
+        # A fact quoted from the window itself adds nothing to its key but weight.
+        new_facts = tuple(f for f in chunk_facts if f not in text)
         # What was said, not who said it or when ("travel_agent" is no topic).
         said = "\n".join(_body(e) for e in window)
         chunk_terms = {stem(w) for w in words(said)}
@@ -124,7 +141,7 @@ def distill_session(session: Session, summarizer: Summarizer | None, *, chunk_tu
         chunk_entities = tuple(n for n in entities if n.lower() in lowered)
         key = text
         if expand_keys:
-            key = _expanded(text, chunk_facts, chunk_topics, chunk_entities)
+            key = _expanded(_keyed(window), new_facts, chunk_topics, chunk_entities)
         records.append(ctx.memory("chunk", text, ids, key_text=key, topics=chunk_topics,
                                   key_facts=chunk_facts, entities=chunk_entities))
 
@@ -378,30 +395,27 @@ def _in_chunks(event: Event) -> bool:
     return is_turn(event) if event.type == "message" else True
 
 
-def _windows(events: Sequence[Event], chunk_turns: int) -> list[list[Event]]:
-    windows: list[list[Event]] = []
-    current: list[Event] = []
-    turns = 0
-    pending: list[Event] = []  # tool events: they join the next message's window
+def _windows(events: Sequence[Event], chunk_turns: int, overlap: int = 0) -> list[list[Event]]:
+    """Windows of ``chunk_turns`` turns starting every ``chunk_turns - overlap`` turns
+    from the session's start; a tool event belongs to the turn that follows it, tool
+    events after the last turn to the last window (their own when that one is full)."""
+    units: list[list[Event]] = []  # one per turn: the tool events before it, then it
+    pending: list[Event] = []
     for e in events:
         if not _in_chunks(e):
             continue
-        if not is_turn(e):
-            pending.append(e)
-            continue
-        if turns == chunk_turns:
-            windows.append(current)
-            current, turns = [], 0
-        current.extend(pending)
-        current.append(e)
-        pending = []
-        turns += 1
-    if pending and turns == chunk_turns:
-        windows.append(current)
-        current = []
-    current.extend(pending)
-    if current:
-        windows.append(current)
+        pending.append(e)
+        if is_turn(e):
+            units.append(pending)
+            pending = []
+    stride = chunk_turns - overlap
+    windows = [[e for unit in units[i:i + chunk_turns] for e in unit]
+               for i in range(0, max(len(units) - overlap, 1), stride) if units]
+    if pending:
+        if windows and len(units) - (len(windows) - 1) * stride < chunk_turns:
+            windows[-1].extend(pending)
+        else:
+            windows.append(pending)
     return windows
 
 
@@ -411,6 +425,18 @@ def _render(e: Event) -> str:
     if e.type == "tool_result":
         return f"{date} {_body(e)}"
     return f"{date} {e.author}: {_body(e)}"
+
+
+def _keyed(window: Sequence[Event]) -> str:
+    """A window's lines for its key: the date only where it changes (a key repeating it on
+    every line weighs the date, not the words, in its embedding and its BM25 terms)."""
+    lines, last = [], None
+    for e in window:
+        line = _render(e)
+        date = line[:line.index("]") + 1]
+        lines.append(line if date != last else line[len(date) + 1:])
+        last = date
+    return "\n".join(lines)
 
 
 def _body(e: Event) -> str:

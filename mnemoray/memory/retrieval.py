@@ -1,4 +1,5 @@
-"""Hybrid multi-axis recall: dense, BM25, entity and recency signals, fused by a weighted sum.
+"""Hybrid multi-axis recall: dense, BM25, entity, time and recency signals, fused by a
+weighted sum.
 
 Every search works on a *candidate set*: one user's live rows (exact, read
 from the user's contiguous slice of each segment of the user's shard, never
@@ -8,17 +9,24 @@ anything else), or an app's ANN candidates. Per candidate it computes
 - ``bm25``    BM25 of the query over the same records' ``key_text``;
 - ``entity``  overlap of the query's terms with the record's ``entities``
               (a fully named entity counts 1, a partly named one its share);
+- ``time``    only for a query with a time intent (:mod:`mnemoray.memory.axes`): 1 for
+              a record of a period the query names, less for a record that states
+              when (for a "when" question);
 - ``recency`` how new the record is (``event_time_end``) among the records
-              that answer the query about equally well (see ``RetrievalConfig``).
+              that answer the query about equally well (see ``RetrievalConfig``);
+              off for a question about the past or a named period, counted more
+              for one about now.
 
 The signals are fused by a weighted sum of bounded scores:
 ``score = w_d * cosine + w_b * bm25 / (bm25 + c) + w_e * entity / (entity + 1)
-+ w_r * freshness``. Only candidates some relevance signal ranks (dense top-``depth``,
-BM25 > 0, entity overlap > 0) are returned; exact ties go to the newer record.
++ w_t * time + w_r * freshness``. Only candidates some signal ranks (dense top-``depth``,
+BM25 > 0, entity overlap > 0, a named period) are returned; exact ties go to the newer
+record; each result names the axes that found it (``RecallResult.axes``). Within one
+user's recall a record whose words repeat a better-ranked one's is left out.
 Why not reciprocal rank fusion: RRF turns ANY lexical hit into a vote worth as
 much as a dense rank, so incidental words ("town", "year") lift unrelated records
 over paraphrase matches; bounded scores let each signal have only its weight's say
-(comparison on benchmarks/recall_quality.py: benchmarks/README.md).
+(comparison on benchmarks/recall_quality.py and longconv_bench.py: benchmarks/README.md).
 Filters (``RecallFilters``) are masks applied BEFORE ranking, so a filtered
 query returns its own top-k rather than the survivors of an unfiltered one.
 Forgotten (tombstoned) rows are never candidates; expired rows (TTL) are
@@ -44,6 +52,16 @@ from mnemoray.compiler.services import MemorySnippet
 from mnemoray.errors import InvalidInput
 from mnemoray.events import EventError, parse_timestamp
 from mnemoray.memory.agent_names import check_agent_name
+from mnemoray.memory.axes import (
+    FOUND,
+    TimeFacts,
+    distinct,
+    found_by,
+    period_positions,
+    query_time,
+    time_facts,
+    time_signal,
+)
 from mnemoray.memory.bm25 import BM25
 from mnemoray.memory.index import _slice_scores
 from mnemoray.memory.keywords import AUTO, KeywordTokenizer
@@ -53,12 +71,12 @@ from mnemoray.memory.scopes import visible
 from mnemoray.memory.segment import LoadedSegment, rows_to_memories
 from mnemoray.memory.snapshot import StoreSnapshot
 
-SIGNALS: tuple[str, ...] = ("dense", "bm25", "entity", "recency")
+SIGNALS: tuple[str, ...] = ("dense", "bm25", "entity", "time", "recency")
 MODE_SIGNALS: dict[str, tuple[str, ...]] = {
     "hybrid": SIGNALS,
     "dense": ("dense",),
     # Also what a store (or a service) without embeddings falls back to.
-    "keyword": ("bm25", "entity"),
+    "keyword": ("bm25", "entity", "time"),
 }
 
 # Weights of the fused sum; why these values (tuned on the recall benchmark; each
@@ -75,8 +93,10 @@ MODE_SIGNALS: dict[str, tuple[str, ...]] = {
 #   near-equal answers (the newer statement of a changed fact). A wider window
 #   or a larger weight fixes more stale facts but costs paraphrase recall;
 #   configure it per deployment.
+# - time 0.1 (mnemoray.memory.axes): only for a question with a time intent; a record of
+#   the period it names gains 0.1, a "when" answer that states a time a little less.
 DEFAULT_WEIGHTS: dict[str, float] = {"dense": 1.0, "bm25": 0.15, "entity": 0.05,
-                                     "recency": 0.03}
+                                     "time": 0.1, "recency": 0.03}
 BM25_SATURATION = 3.0
 
 
@@ -177,6 +197,8 @@ class RecallFilters:
     inclusive): only records whose event time span
     [event_time_start, event_time_end] overlaps [after, before]; a record
     with one end missing uses the other, one with neither uses created_at.
+    ``reference_time`` (epoch seconds or ISO-8601): not a filter but the "now" a query's
+    relative times ("last May") are read against (default: the time of the recall).
     """
 
     session_id: str | None = None
@@ -186,6 +208,7 @@ class RecallFilters:
     # Not a filter but whose view (mnemoray.memory.scopes): the shared memories plus this
     # agent's own; None: the shared ones only. Carried here so every edge passes it along.
     agent_name: str | None = None
+    reference_time: float | None = None
 
     def __post_init__(self) -> None:
         if self.agent_name is not None:
@@ -196,6 +219,8 @@ class RecallFilters:
             raise RetrievalError("must be a non-empty string", field="filters.session_id")
         object.__setattr__(self, "after", _time(self.after, "filters.after"))
         object.__setattr__(self, "before", _time(self.before, "filters.before"))
+        object.__setattr__(self, "reference_time",
+                           _time(self.reference_time, "filters.reference_time"))
         if self.after is not None and self.before is not None and self.after > self.before:
             raise RetrievalError("after is later than before", field="filters")
         if self.kinds is not None:
@@ -215,10 +240,12 @@ class RecallFilters:
             return cls()
         if not isinstance(raw, Mapping):
             raise RetrievalError(f"expected an object, got {type(raw).__name__}", field="filters")
-        unknown = set(raw) - {"session_id", "after", "before", "kinds", "agent_name"}
+        unknown = set(raw) - {"session_id", "after", "before", "kinds", "agent_name",
+                              "reference_time"}
         if unknown:
             raise RetrievalError("unknown filter (known: "
-                                 "session_id, after, before, kinds, agent_name)",
+                                 "session_id, after, before, kinds, agent_name, "
+                                 "reference_time)",
                                  field=f"filters.{sorted(unknown)[0]}")
         return cls(**raw)
 
@@ -229,7 +256,7 @@ class RecallFilters:
     def to_dict(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "after": self.after, "before": self.before,
                 "kinds": list(self.kinds) if self.kinds is not None else None,
-                "agent_name": self.agent_name}
+                "agent_name": self.agent_name, "reference_time": self.reference_time}
 
     @property
     def empty(self) -> bool:
@@ -275,12 +302,15 @@ def event_times(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True)
 class RecallResult:
     """One recalled memory. ``signals``: raw value of each active signal (dense
-    cosine, BM25 score, entity overlap, recency in [0, 1]) and ``<signal>_rank``
-    for each signal that ranked it (1 = best)."""
+    cosine, BM25 score, entity overlap, time in [0, 1] when the query has a time
+    intent, recency in [0, 1]) and ``<signal>_rank`` for each signal that ranked it
+    (1 = best). ``axes``: the axes that found or raised it
+    (:func:`mnemoray.memory.axes.found_by`)."""
 
     memory: Memory
     score: float
     signals: dict[str, float]
+    axes: tuple[str, ...] = ()
 
     @property
     def time(self) -> float:
@@ -294,7 +324,8 @@ class RecallResult:
         out = {"memory_id": m.memory_id, "app_name": m.app_name, "kind": m.kind,
                "text": m.text,
                "score": round(float(self.score), 6), "date": iso_date(self.time),
-               "signals": dict(self.signals), "topics": list(m.topics),
+               "signals": dict(self.signals), "axes": list(self.axes),
+               "topics": list(m.topics),
                "key_facts": list(m.key_facts),
                "provenance": {"session_id": m.session_id,
                               "source_event_ids": list(m.source_event_ids),
@@ -371,13 +402,17 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
          ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
     """Fused scores, per-signal ranks and freshness (None: recency off) for aligned arrays.
 
-    ``signals`` holds the raw relevance arrays (dense, bm25, entity) for the
-    active signals; recency (if weighted) is derived from ``times`` and dense.
-    Candidates no relevance signal ranked score 0; the others score > 0.
+    ``signals`` holds the raw relevance arrays (dense, bm25, entity, and time for a
+    query with a time intent) for the active signals; recency (if weighted) is derived
+    from ``times`` and dense. The time axis ranks (finds) only the records it matched
+    in full (a named period, :data:`mnemoray.memory.axes.FOUND`); below that it only
+    adds its weighted value. Candidates no signal ranked score 0; the others > 0.
     """
     ranks: dict[str, np.ndarray] = {}
     for name, values in signals.items():
         if name in weights and name != "recency":
+            if name == "time":
+                values = np.where(values >= FOUND, values, 0.0)
             ranks[name] = rank_desc(values, eligible, depth, positive_only=name != "dense")
     n = len(times)
     voted = np.zeros(n, dtype=bool)
@@ -393,6 +428,8 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
     if "entity" in ranks:
         entity = signals["entity"]
         total += weights["entity"] * entity / (entity + 1.0)
+    if "time" in ranks:
+        total += weights["time"] * signals["time"]
     fresh = None
     if "recency" in weights and "dense" in signals:
         fresh = freshness(times, signals["dense"], eligible, recency_window, recency_half_life)
@@ -483,6 +520,7 @@ class Candidates:
                  memories: list[Memory] | None = None, dense: np.ndarray | None = None) -> None:
         self.parts = parts or []
         self._memories = memories  # a transient set (app ANN candidates)
+        self._built: dict[int, Memory] = {}  # position -> record, materialized on demand
         self._dense = dense
         self.size = table.num_rows
         self.memory_ids = table["memory_id"].to_pylist()
@@ -496,6 +534,7 @@ class Candidates:
         self._table = table
         self._bm25: BM25 | None = None
         self._entities: EntityIndex | None = None
+        self._time_facts: dict[int, TimeFacts] = {}  # position -> what its words say of time
         self._lock = threading.Lock()
         self.built_at = time.time()
 
@@ -524,6 +563,17 @@ class Candidates:
                         [e or () for e in self._table["entities"].to_pylist()], tokenizer)
         return index
 
+    def key_text(self, pos: int) -> str:
+        return self._table["key_text"][pos].as_py() or ""
+
+    def time_facts(self, pos: int) -> TimeFacts:
+        """What record ``pos`` says of time (resolved once, then kept)."""
+        found = self._time_facts.get(pos)
+        if found is None:
+            found = self._time_facts[pos] = time_facts(self.key_text(pos),
+                                                       float(self.t_start[pos]))
+        return found
+
     # query-time arrays ----------------------------------------------------------
     def live(self, now: float) -> np.ndarray:
         return ~(self.expires <= now)  # NaN (no TTL) compares False
@@ -547,6 +597,15 @@ class Candidates:
     def memories(self, positions: Sequence[int]) -> list[Memory]:
         if self._memories is not None:
             return [self._memories[i] for i in positions]
+        # Records are immutable and this set lives as long as its snapshot's contents: a
+        # record built once answers every later query of the scope from this dict.
+        done = self._built
+        missing = [p for p in positions if p not in done]
+        if missing:
+            done.update(self._build(missing))
+        return [done[p] for p in positions]
+
+    def _build(self, positions: Sequence[int]) -> dict[int, Memory]:
         # Map positions back to segment rows; one Arrow take per segment.
         offsets = np.cumsum([0] + [len(p.local) if p.local is not None else p.end - p.start
                                    for p in self.parts])
@@ -562,7 +621,7 @@ class Candidates:
             seg = self.parts[j].seg
             mems = rows_to_memories(seg.table, [r for _, r in items], seg.vectors)
             found.update((pos, m) for (pos, _), m in zip(items, mems, strict=True))
-        return [found[p] for p in positions]
+        return found
 
     # -- building --------------------------------------------------------------
     @classmethod
@@ -614,8 +673,12 @@ def _empty_table() -> pa.Table:
 def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None, top_k: int,
                     filters: RecallFilters, config: RetrievalConfig, mode: str,
                     now: float | None = None, extra_mask: np.ndarray | None = None,
-                    ) -> list[RecallResult]:
-    """Top-k of one candidate set for a query (the whole ranking step)."""
+                    one_user: bool = True) -> list[RecallResult]:
+    """Top-k of one candidate set for a query (the whole ranking step). The query's time
+    intent (read against ``filters.reference_time``, else ``now``) adds the time axis and
+    sets how much recency counts (:mod:`mnemoray.memory.axes`). ``one_user``: the set is
+    one user's, so a record repeating a better one's words is left out (app-wide, two
+    users' equal words are two memories)."""
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
         raise RetrievalError(f"must be a positive integer, got {top_k!r}", field="top_k")
     if not cands.size:
@@ -642,10 +705,31 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
         signals["entity"] = cands.entity_index(config.tokenizer).scores(query).astype(
             np.float64)
     depth = max(config.depth, top_k)
+    if "time" in weights or "recency" in weights:
+        qt = query_time(query, filters.reference_time if filters.reference_time is not None
+                        else now)
+        if "recency" in weights:  # off (absent) for the past or a named period
+            factor = qt.recency_factor()
+            weights = {k: v * (factor if k == "recency" else 1.0) for k, v in weights.items()
+                       if k != "recency" or factor > 0}
+        if "time" in weights and qt.active:
+            # Only the records the query looks at: those a relevance signal ranks, and
+            # those of a period it names.
+            looked = np.zeros(cands.size, dtype=bool)
+            for name, values in signals.items():
+                looked |= rank_desc(values, eligible, depth, positive_only=name != "dense") > 0
+            looked[period_positions(qt, cands.t_start, cands.t_end, eligible)] = True
+            signals["time"] = time_signal(qt, np.flatnonzero(looked), cands.time_facts,
+                                          cands.t_start, cands.t_end, cands.size)
     score, ranks, fresh = fuse(signals, eligible, weights, cands.t_end, depth,
                                config.recency_window, config.recency_half_life_s,
                                config.bm25_saturation)
-    positions = top_positions(score, cands.t_end, cands.memory_ids, top_k)
+    # A few spare places: records that repeat a better one's words are left out.
+    if one_user:
+        ranked = top_positions(score, cands.t_end, cands.memory_ids, top_k * 2 + 8)
+        positions = distinct(ranked, cands.key_text, top_k)
+    else:
+        positions = top_positions(score, cands.t_end, cands.memory_ids, top_k)
     results = []
     for pos, memory in zip(positions, cands.memories(positions), strict=True):
         sig: dict[str, float] = {}
@@ -654,10 +738,12 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
                 if fresh is not None:
                     sig["recency"] = round(float(fresh[pos]), 6)
                 continue
+            if name not in signals:  # time, for a query without a time intent
+                continue
             sig[name] = round(float(signals[name][pos]), 6)
             if ranks[name][pos]:
                 sig[f"{name}_rank"] = int(ranks[name][pos])
-        results.append(RecallResult(memory, float(score[pos]), sig))
+        results.append(RecallResult(memory, float(score[pos]), sig, found_by(sig)))
     return results
 
 
@@ -755,7 +841,7 @@ class Retriever:
             cands = self._scope(snap, snap.app_spans(app), (app, None))
             return rank_candidates(cands, query, None, top_k, flt, self.config, "keyword", now,
                                    extra_mask=visible(cands.app_names, cands.agent_names, app,
-                                                      flt.agent_name))
+                                                      flt.agent_name), one_user=False)
         depth = max(self.config.app_candidates, top_k)
         hits = snap.search_app(app, query_vec, k=depth, filters=flt)
         return rank_proposed(self.config, [h.memory for h in hits], [h.score for h in hits],
@@ -765,7 +851,8 @@ class Retriever:
 def rank_proposed(config: RetrievalConfig, memories: list[Memory],
                   dense: Sequence[float] | None, app: str, query: str,
                   query_vec: np.ndarray | None, top_k: int, flt: RecallFilters,
-                  mode: str, now: float | None = None) -> list[RecallResult]:
+                  mode: str, now: float | None = None,
+                  one_user: bool = False) -> list[RecallResult]:
     """The last step of app-wide recall: one fused ranking of the records proposed for
     ``app`` (the nearest by ANN with their cosine in ``dense``, or the keyword best with
     ``dense`` None), whether one snapshot or each shard's replica proposed them."""
@@ -776,7 +863,7 @@ def rank_proposed(config: RetrievalConfig, memories: list[Memory],
         query_vec, mode = None, "keyword"
     return rank_candidates(cands, query, query_vec, top_k, flt, config, mode, now,
                            extra_mask=visible(cands.app_names, cands.agent_names, app,
-                                              flt.agent_name))
+                                              flt.agent_name), one_user=one_user)
 
 
 def _check_query(query: str) -> None:

@@ -55,6 +55,9 @@ class RecallFiltersIn(RequestModel):
     after: Timestamp | None = Field(None, description="epoch seconds or ISO-8601, inclusive")
     before: Timestamp | None = Field(None, description="epoch seconds or ISO-8601, inclusive")
     kinds: list[Kind] | None = Field(None, min_length=1, max_length=len(MEMORY_KINDS))
+    reference_time: Timestamp | None = Field(None, description="not a filter: the time a "
+                                             "query's relative times (\"last May\") are read "
+                                             "against; default: now")
 
 
 class RecallRequest(RequestModel):
@@ -100,6 +103,8 @@ class RecalledMemory(BaseModel):
                              "(ISO-8601, UTC)")
     signals: dict[str, int | float] = Field(description="raw value of each signal and its rank "
                                       "(<signal>_rank, 1 = best)")
+    axes: list[str] = Field(default_factory=list, description="the recall axes that found "
+                            "or raised it: dense, bm25, entity, time")
     topics: list[str] = []
     key_facts: list[str] = []
     open_threads: list[str] = Field(default_factory=list, description="questions or tasks "
