@@ -257,14 +257,13 @@ def _recall_batch(service: MemoryService, queries: Path, out: Path | None, defau
     """Answer every line of ``queries`` (mnemoray.memory.batch_recall): returns how many
     lines failed."""
     import contextlib
-    import os
     import sys
 
     from mnemoray.memory.batch_recall import BatchRecall
 
-    # Ranking threads: numpy and the BM25 matrices release the GIL for part of the work.
-    batch = BatchRecall(service, default_top_k=default_top_k, mode=mode,
-                        workers=min(4, os.cpu_count() or 1))
+    # One ranking thread: ranking is mostly Python, more threads measured slower
+    # (benchmarks/README.md, "Batch recall").
+    batch = BatchRecall(service, default_top_k=default_top_k, mode=mode)
     with contextlib.ExitStack() as stack:
         sink = stack.enter_context(out.open("w", encoding="utf-8")) if out else sys.stdout
         with queries.open("rb") as source:
