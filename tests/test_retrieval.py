@@ -6,19 +6,12 @@ import numpy as np
 import pytest
 from factories import DAY, T0
 
+from mnemoray.memory.candidates import EntityIndex
+from mnemoray.memory.fusion import freshness, fuse, rank_desc, top_positions
 from mnemoray.memory.layout import shard_of
+from mnemoray.memory.recall_filters import RecallFilters, RetrievalError
 from mnemoray.memory.record import Memory
-from mnemoray.memory.retrieval import (
-    EntityIndex,
-    RecallFilters,
-    RetrievalConfig,
-    RetrievalError,
-    Retriever,
-    freshness,
-    fuse,
-    rank_desc,
-    top_positions,
-)
+from mnemoray.memory.retrieval import RetrievalConfig, Retriever
 from mnemoray.memory.store import MemoryStore
 
 DIM = 16

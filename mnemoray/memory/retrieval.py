@@ -39,36 +39,29 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-from scipy import sparse
 
 from mnemoray.compiler.services import MemorySnippet
-from mnemoray.errors import InvalidInput
-from mnemoray.events import EventError, parse_timestamp
-from mnemoray.memory.agent_names import check_agent_name
 from mnemoray.memory.axes import (
-    FOUND,
-    TimeFacts,
     distinct,
     found_by,
     period_positions,
     query_time,
-    time_facts,
     time_signal,
 )
-from mnemoray.memory.bm25 import BM25
-from mnemoray.memory.index import _slice_scores
+from mnemoray.memory.candidates import Candidates
+from mnemoray.memory.fusion import BM25_SATURATION, fuse, rank_desc, top_positions
 from mnemoray.memory.keywords import AUTO, KeywordTokenizer
 from mnemoray.memory.modes import MODES, Mode  # defined there: the CLI imports it cheaply
-from mnemoray.memory.record import MEMORY_KINDS, Memory
+from mnemoray.memory.recall_filters import RecallFilters, RetrievalError
+from mnemoray.memory.record import Memory
 from mnemoray.memory.scopes import visible
-from mnemoray.memory.segment import LoadedSegment, rows_to_memories
+from mnemoray.memory.segment import LoadedSegment
 from mnemoray.memory.snapshot import StoreSnapshot
 
 SIGNALS: tuple[str, ...] = ("dense", "bm25", "entity", "time", "recency")
@@ -97,11 +90,6 @@ MODE_SIGNALS: dict[str, tuple[str, ...]] = {
 #   the period it names gains 0.1, a "when" answer that states a time a little less.
 DEFAULT_WEIGHTS: dict[str, float] = {"dense": 1.0, "bm25": 0.15, "entity": 0.05,
                                      "time": 0.1, "recency": 0.03}
-BM25_SATURATION = 3.0
-
-
-class RetrievalError(InvalidInput):
-    """Bad retrieval input (config, filters, query); ``field`` names it."""
 
 
 @dataclass(frozen=True)
@@ -179,126 +167,6 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def _time(value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        return parse_timestamp(value, name)
-    except EventError as exc:
-        raise RetrievalError(exc.reason, field=exc.field) from exc
-
-
-@dataclass(frozen=True)
-class RecallFilters:
-    """Restrict recall before ranking.
-
-    ``session_id``: only that session's records. ``kinds``: only these
-    record kinds. ``after`` / ``before`` (epoch seconds or ISO-8601,
-    inclusive): only records whose event time span
-    [event_time_start, event_time_end] overlaps [after, before]; a record
-    with one end missing uses the other, one with neither uses created_at.
-    ``reference_time`` (epoch seconds or ISO-8601): not a filter but the "now" a query's
-    relative times ("last May") are read against (default: the time of the recall).
-    """
-
-    session_id: str | None = None
-    after: float | None = None
-    before: float | None = None
-    kinds: tuple[str, ...] | None = None
-    # Not a filter but whose view (mnemoray.memory.scopes): the shared memories plus this
-    # agent's own; None: the shared ones only. Carried here so every edge passes it along.
-    agent_name: str | None = None
-    reference_time: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.agent_name is not None:
-            check_agent_name(self.agent_name, RetrievalError, "filters.agent_name")
-            object.__setattr__(self, "agent_name", self.agent_name or None)
-        if self.session_id is not None and (not isinstance(self.session_id, str)
-                                            or not self.session_id):
-            raise RetrievalError("must be a non-empty string", field="filters.session_id")
-        object.__setattr__(self, "after", _time(self.after, "filters.after"))
-        object.__setattr__(self, "before", _time(self.before, "filters.before"))
-        object.__setattr__(self, "reference_time",
-                           _time(self.reference_time, "filters.reference_time"))
-        if self.after is not None and self.before is not None and self.after > self.before:
-            raise RetrievalError("after is later than before", field="filters")
-        if self.kinds is not None:
-            kinds = (self.kinds,) if isinstance(self.kinds, str) else self.kinds
-            if not isinstance(kinds, Iterable):
-                raise RetrievalError("expected a list of memory kinds", field="filters.kinds")
-            kinds = tuple(kinds)
-            for kind in kinds:
-                if kind not in MEMORY_KINDS:
-                    raise RetrievalError(f"{kind!r} is not one of "
-                                         f"{', '.join(MEMORY_KINDS)}", field="filters.kinds")
-            object.__setattr__(self, "kinds", kinds)
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any] | None) -> RecallFilters:
-        if raw is None:
-            return cls()
-        if not isinstance(raw, Mapping):
-            raise RetrievalError(f"expected an object, got {type(raw).__name__}", field="filters")
-        unknown = set(raw) - {"session_id", "after", "before", "kinds", "agent_name",
-                              "reference_time"}
-        if unknown:
-            raise RetrievalError("unknown filter (known: "
-                                 "session_id, after, before, kinds, agent_name, "
-                                 "reference_time)",
-                                 field=f"filters.{sorted(unknown)[0]}")
-        return cls(**raw)
-
-    @classmethod
-    def of(cls, value: RecallFilters | Mapping[str, Any] | None) -> RecallFilters:
-        return value if isinstance(value, RecallFilters) else cls.from_dict(value)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "after": self.after, "before": self.before,
-                "kinds": list(self.kinds) if self.kinds is not None else None,
-                "agent_name": self.agent_name, "reference_time": self.reference_time}
-
-    @property
-    def empty(self) -> bool:
-        """No row filter (``agent_name`` is a view, applied by :func:`rank_candidates`)."""
-        return self.session_id is None and self.after is None and self.before is None \
-            and self.kinds is None
-
-    def mask(self, session_ids: np.ndarray, kinds: np.ndarray, t_start: np.ndarray,
-             t_end: np.ndarray) -> np.ndarray:
-        """Keep-mask over aligned candidate arrays (times already with their fallbacks)."""
-        keep = np.ones(len(t_end), dtype=bool)
-        if self.session_id is not None:
-            keep &= session_ids == self.session_id
-        if self.kinds is not None:
-            keep &= np.isin(kinds, list(self.kinds))
-        if self.after is not None:
-            keep &= t_end >= self.after
-        if self.before is not None:
-            keep &= t_start <= self.before
-        return keep
-
-    def mask_table(self, table: pa.Table) -> np.ndarray:
-        """The same mask over a segment's Arrow rows (a snapshot ``mask_fn``)."""
-        start, end = event_times(table)
-        empty = np.empty(0, dtype=object)
-        sessions = table["session_id"].to_numpy(zero_copy_only=False) \
-            if self.session_id is not None else empty
-        kinds = table["kind"].to_numpy(zero_copy_only=False) if self.kinds is not None else empty
-        return self.mask(sessions, kinds, start, end)
-
-
-def event_times(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) event times per row: a missing end uses the other, both missing created_at."""
-    def floats(name: str) -> np.ndarray:
-        return table[name].to_numpy(zero_copy_only=False).astype(np.float64)
-
-    start, end, created = floats("event_time_start"), floats("event_time_end"), floats("created_at")
-    start = np.where(np.isnan(start), end, start)
-    end = np.where(np.isnan(end), start, end)
-    return np.where(np.isnan(start), created, start), np.where(np.isnan(end), created, end)
-
-
 @dataclass(frozen=True)
 class RecallResult:
     """One recalled memory. ``signals``: raw value of each active signal (dense
@@ -349,325 +217,6 @@ def iso_date(ts: float | None) -> str | None:
     if ts is None:
         return None
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-# -- pure functions over candidate arrays ------------------------------------
-def rank_desc(values: np.ndarray, eligible: np.ndarray, depth: int,
-              positive_only: bool = False) -> np.ndarray:
-    """1-based ranks of the top ``depth`` eligible values (0 = not ranked).
-
-    Equal values share the better rank. ``positive_only``: a zero (no
-    evidence) is never ranked.
-    """
-    ok = eligible & np.isfinite(values)
-    if positive_only:
-        ok &= values > 0
-    idx = np.flatnonzero(ok)
-    ranks = np.zeros(len(values), dtype=np.int32)
-    if not len(idx):
-        return ranks
-    if len(idx) > depth:
-        idx = idx[np.argpartition(-values[idx], depth - 1)[:depth]]
-    order = idx[np.argsort(-values[idx], kind="stable")]
-    sorted_neg = -values[order]
-    ranks[order] = np.searchsorted(sorted_neg, sorted_neg, side="left") + 1
-    return ranks
-
-
-def freshness(times: np.ndarray, dense: np.ndarray, eligible: np.ndarray,
-              window: float, half_life: float = 86_400.0) -> np.ndarray:
-    """Recency in [0, 1) among the records about as relevant as the best one.
-
-    A record qualifies when its dense cosine is within ``window`` of the best
-    eligible one. Its freshness is ``d(t) - d(oldest)`` with
-    ``d(t) = 0.5 ** ((newest - t) / half_life)``: the newest qualified record
-    gets nearly 1 when the stalest is many half-lives older, a record as old
-    as the stalest gets 0, and records minutes apart (one conversation) get
-    ~0, so only a real age gap reorders anything. Unqualified records get 0.
-    """
-    out = np.zeros(len(times), dtype=np.float64)
-    ok = eligible & np.isfinite(dense)
-    if not ok.any():
-        return out
-    qualified = ok & (dense >= dense[ok].max() - window)
-    t = times[qualified]
-    hi, lo = float(t.max()), float(t.min())
-    out[qualified] = 0.5 ** ((hi - t) / half_life) - 0.5 ** ((hi - lo) / half_life)
-    return out
-
-
-def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mapping[str, float],
-         times: np.ndarray, depth: int = 100, recency_window: float = 0.05,
-         recency_half_life: float = 86_400.0, bm25_saturation: float = BM25_SATURATION,
-         ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
-    """Fused scores, per-signal ranks and freshness (None: recency off) for aligned arrays.
-
-    ``signals`` holds the raw relevance arrays (dense, bm25, entity, and time for a
-    query with a time intent) for the active signals; recency (if weighted) is derived
-    from ``times`` and dense. The time axis ranks (finds) only the records it matched
-    in full (a named period, :data:`mnemoray.memory.axes.FOUND`); below that it only
-    adds its weighted value. Candidates no signal ranked score 0; the others > 0.
-    """
-    ranks: dict[str, np.ndarray] = {}
-    for name, values in signals.items():
-        if name in weights and name != "recency":
-            if name == "time":
-                values = np.where(values >= FOUND, values, 0.0)
-            ranks[name] = rank_desc(values, eligible, depth, positive_only=name != "dense")
-    n = len(times)
-    voted = np.zeros(n, dtype=bool)
-    for r in ranks.values():
-        voted |= r > 0
-    total = np.zeros(n, dtype=np.float64)
-    if "dense" in ranks:
-        dense = signals["dense"]
-        total += weights["dense"] * np.where(np.isfinite(dense), dense, 0.0)
-    if "bm25" in ranks:
-        bm25 = signals["bm25"]
-        total += weights["bm25"] * bm25 / (bm25 + bm25_saturation)
-    if "entity" in ranks:
-        entity = signals["entity"]
-        total += weights["entity"] * entity / (entity + 1.0)
-    if "time" in ranks:
-        total += weights["time"] * signals["time"]
-    fresh = None
-    if "recency" in weights and "dense" in signals:
-        fresh = freshness(times, signals["dense"], eligible, recency_window, recency_half_life)
-        total += weights["recency"] * fresh
-    # Cosines reach -1: a constant shift keeps every voted record's score > 0
-    # (unvoted ones are 0) without changing the order. score = 1 + fused relevance.
-    score = np.where(voted, total + 1.0 + 1e-9, 0.0)
-    return score, ranks, fresh
-
-
-def top_positions(score: np.ndarray, times: np.ndarray, tiebreak: Sequence[str],
-                  top_k: int) -> list[int]:
-    """Positions of the best ``top_k`` scores > 0; ties go to the newer record, then the id."""
-    cand = np.flatnonzero(score > 0)
-    if len(cand) > top_k * 4 + 16:
-        cand = cand[np.argpartition(-score[cand], top_k - 1)[:top_k]]
-        # Keep every candidate tied with the k-th so the tie-break is exact.
-        cutoff = score[cand].min()
-        cand = np.flatnonzero(score >= cutoff)
-    return sorted(cand.tolist(), key=lambda i: (-score[i], -times[i], tiebreak[i]))[:top_k]
-
-
-# -- keyword indexes over a candidate set ------------------------------------
-class EntityIndex:
-    """Query-term overlap with each record's entities, as one sparse column sum.
-
-    Cell (record, term) = sum over the record's entities containing the term
-    of 1 / (terms in that entity): naming "African Grey" in full scores 1,
-    naming "grey" alone 0.5.
-    """
-
-    def __init__(self, entities: Sequence[Sequence[str]],
-                 tokenizer: KeywordTokenizer | None = None) -> None:
-        self.tokenizer = tokenizer or KeywordTokenizer()
-        self.tokenizer_version = self.tokenizer.version
-        vocab: dict[str, int] = {}
-        languages: set[str] = set()
-        rows: list[int] = []
-        cols: list[int] = []
-        vals: list[float] = []
-        for i, names in enumerate(entities):
-            cells: dict[int, float] = {}
-            for name in names:
-                found, language = self.tokenizer.analyze(name)
-                languages.add(language)
-                toks = set(found)
-                for tok in toks:
-                    j = vocab.setdefault(tok, len(vocab))
-                    cells[j] = cells.get(j, 0.0) + 1.0 / len(toks)
-            rows.extend([i] * len(cells))
-            cols.extend(cells)
-            vals.extend(cells.values())
-        self.vocab = vocab
-        self.languages = frozenset(languages)
-        self.size = len(entities)
-        self._matrix = sparse.csc_matrix((np.asarray(vals, dtype=np.float32), (rows, cols)),
-                                         shape=(self.size, len(vocab)), dtype=np.float32)
-
-    def scores(self, query: str) -> np.ndarray:
-        terms = self.tokenizer.query_terms(query, self.languages)
-        ids = sorted({self.vocab[t] for t in terms if t in self.vocab})
-        if not ids or not self.size:
-            return np.zeros(self.size, dtype=np.float32)
-        return np.asarray(self._matrix[:, ids].sum(axis=1)).ravel()
-
-
-# -- candidate sets ------------------------------------------------------------
-_COLUMNS = ["memory_id", "app_name", "session_id", "kind", "key_text", "entities",
-            "event_time_start", "event_time_end", "created_at", "expires_at", "agent_name"]
-
-
-@dataclass
-class _Part:
-    seg: LoadedSegment
-    start: int
-    end: int
-    local: np.ndarray | None  # live rows relative to start; None = the whole span
-
-
-class Candidates:
-    """Aligned arrays over one scope's records, plus lazily built keyword indexes.
-
-    Built once per (scope, snapshot contents) and reused by every query:
-    nothing here depends on the query or the clock.
-    """
-
-    def __init__(self, table: pa.Table, parts: list[_Part] | None = None,
-                 memories: list[Memory] | None = None, dense: np.ndarray | None = None) -> None:
-        self.parts = parts or []
-        self._memories = memories  # a transient set (app ANN candidates)
-        self._built: dict[int, Memory] = {}  # position -> record, materialized on demand
-        self._dense = dense
-        self.size = table.num_rows
-        self.memory_ids = table["memory_id"].to_pylist()
-        self.session_ids = table["session_id"].to_numpy(zero_copy_only=False)
-        self.kinds = table["kind"].to_numpy(zero_copy_only=False)
-        # Scope columns (mnemoray.memory.scopes): owner app, and agent ("" = shared).
-        self.app_names = table["app_name"].to_numpy(zero_copy_only=False)
-        self.agent_names = table["agent_name"].fill_null("").to_numpy(zero_copy_only=False)
-        self.t_start, self.t_end = event_times(table)
-        self.expires = table["expires_at"].to_numpy(zero_copy_only=False).astype(np.float64)
-        self._table = table
-        self._bm25: BM25 | None = None
-        self._entities: EntityIndex | None = None
-        self._time_facts: dict[int, TimeFacts] = {}  # position -> what its words say of time
-        self._lock = threading.Lock()
-        self.built_at = time.time()
-
-    # keyword indexes, built on first use ------------------------------------
-    # Each is rebuilt when asked for with another tokenizer (version or language):
-    # an index is never queried with terms of a tokenizer other than its own.
-    def bm25(self, tokenizer: KeywordTokenizer | None = None) -> BM25:
-        tokenizer = tokenizer or KeywordTokenizer()
-        index = self._bm25
-        if index is None or index.tokenizer_version != tokenizer.version:
-            with self._lock:
-                index = self._bm25
-                if index is None or index.tokenizer_version != tokenizer.version:
-                    index = self._bm25 = BM25(self._table["key_text"].to_pylist(),
-                                              tokenizer=tokenizer)
-        return index
-
-    def entity_index(self, tokenizer: KeywordTokenizer | None = None) -> EntityIndex:
-        tokenizer = tokenizer or KeywordTokenizer()
-        index = self._entities
-        if index is None or index.tokenizer_version != tokenizer.version:
-            with self._lock:
-                index = self._entities
-                if index is None or index.tokenizer_version != tokenizer.version:
-                    index = self._entities = EntityIndex(
-                        [e or () for e in self._table["entities"].to_pylist()], tokenizer)
-        return index
-
-    def key_text(self, pos: int) -> str:
-        return self._table["key_text"][pos].as_py() or ""
-
-    def time_facts(self, pos: int) -> TimeFacts:
-        """What record ``pos`` says of time (resolved once, then kept)."""
-        found = self._time_facts.get(pos)
-        if found is None:
-            found = self._time_facts[pos] = time_facts(self.key_text(pos),
-                                                       float(self.t_start[pos]))
-        return found
-
-    # query-time arrays ----------------------------------------------------------
-    def live(self, now: float) -> np.ndarray:
-        return ~(self.expires <= now)  # NaN (no TTL) compares False
-
-    def dense(self, query_vec: np.ndarray | None) -> np.ndarray | None:
-        if self._dense is not None:
-            return self._dense
-        if query_vec is None or not self.parts or self.parts[0].seg.vectors is None:
-            return None
-        q = np.ascontiguousarray(query_vec, dtype=np.float32).reshape(1, -1)
-        chunks = []
-        for p in self.parts:
-            assert p.seg.vectors is not None
-            if q.shape[1] != p.seg.vectors.shape[1]:
-                raise RetrievalError(f"expected dimension {p.seg.vectors.shape[1]}, "
-                                     f"got {q.shape[1]}", field="query_vec")
-            s = _slice_scores(p.seg.vectors, q, p.start, p.end)[0]
-            chunks.append(s if p.local is None else s[p.local])
-        return np.concatenate(chunks).astype(np.float64) if chunks else np.zeros(0)
-
-    def memories(self, positions: Sequence[int]) -> list[Memory]:
-        if self._memories is not None:
-            return [self._memories[i] for i in positions]
-        # Records are immutable and this set lives as long as its snapshot's contents: a
-        # record built once answers every later query of the scope from this dict.
-        done = self._built
-        missing = [p for p in positions if p not in done]
-        if missing:
-            done.update(self._build(missing))
-        return [done[p] for p in positions]
-
-    def _build(self, positions: Sequence[int]) -> dict[int, Memory]:
-        # Map positions back to segment rows; one Arrow take per segment.
-        offsets = np.cumsum([0] + [len(p.local) if p.local is not None else p.end - p.start
-                                   for p in self.parts])
-        by_part: dict[int, list[tuple[int, int]]] = {}
-        for pos in positions:
-            j = int(np.searchsorted(offsets, pos, side="right") - 1)
-            p = self.parts[j]
-            off = pos - offsets[j]
-            row = p.start + (int(p.local[off]) if p.local is not None else int(off))
-            by_part.setdefault(j, []).append((pos, row))
-        found: dict[int, Memory] = {}
-        for j, items in by_part.items():
-            seg = self.parts[j].seg
-            mems = rows_to_memories(seg.table, [r for _, r in items], seg.vectors)
-            found.update((pos, m) for (pos, _), m in zip(items, mems, strict=True))
-        return found
-
-    # -- building --------------------------------------------------------------
-    @classmethod
-    def from_spans(cls, snap: StoreSnapshot,
-                   spans: Iterable[tuple[LoadedSegment, tuple[int, int]]]) -> Candidates:
-        """Every row of the spans that no tombstone of ``snap`` hides."""
-        parts: list[_Part] = []
-        tables: list[pa.Table] = []
-        for seg, (start, end) in spans:
-            dead = snap.forgotten(seg)
-            local = None if dead is None or not dead[start:end].any() \
-                else np.flatnonzero(~dead[start:end])
-            if local is not None and not len(local):
-                continue
-            sliced = seg.table.select(_COLUMNS).slice(start, end - start)
-            tables.append(sliced if local is None else sliced.take(local))
-            parts.append(_Part(seg, start, end, local))
-        table = pa.concat_tables(tables) if tables else _empty_table()
-        return cls(table, parts=parts)
-
-    @classmethod
-    def from_memories(cls, memories: list[Memory], dense: np.ndarray | None) -> Candidates:
-        table = pa.table({
-            "memory_id": [m.memory_id for m in memories],
-            "app_name": pa.array([m.app_name for m in memories], pa.string()),
-            "agent_name": pa.array([m.agent_name for m in memories], pa.string()),
-            "session_id": [m.session_id for m in memories],
-            "kind": [m.kind for m in memories],
-            "key_text": [m.key_text for m in memories],
-            "entities": pa.array([list(m.entities) for m in memories], pa.list_(pa.string())),
-            **{name: pa.array([getattr(m, name) for m in memories], pa.float64())
-               for name in ("event_time_start", "event_time_end", "created_at", "expires_at")},
-        })
-        return cls(table, memories=memories, dense=dense)
-
-
-def _empty_table() -> pa.Table:
-    return pa.table({"memory_id": pa.array([], pa.string()),
-                     "app_name": pa.array([], pa.string()),
-                     "agent_name": pa.array([], pa.string()),
-                     "session_id": pa.array([], pa.string()),
-                     "kind": pa.array([], pa.string()),
-                     "key_text": pa.array([], pa.string()),
-                     "entities": pa.array([], pa.list_(pa.string())),
-                     **{n: pa.array([], pa.float64()) for n in
-                        ("event_time_start", "event_time_end", "created_at", "expires_at")}})
 
 
 def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None, top_k: int,

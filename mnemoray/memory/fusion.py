@@ -1,0 +1,112 @@
+"""Fusion: pure functions over a candidate set's signal arrays (ranks, freshness, the
+weighted sum, the top positions); no I/O, no state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from mnemoray.memory.axes import FOUND
+
+BM25_SATURATION = 3.0  # bm25 / (bm25 + c): why this c, see retrieval.DEFAULT_WEIGHTS
+
+# -- pure functions over candidate arrays ------------------------------------
+def rank_desc(values: np.ndarray, eligible: np.ndarray, depth: int,
+              positive_only: bool = False) -> np.ndarray:
+    """1-based ranks of the top ``depth`` eligible values (0 = not ranked).
+
+    Equal values share the better rank. ``positive_only``: a zero (no
+    evidence) is never ranked.
+    """
+    ok = eligible & np.isfinite(values)
+    if positive_only:
+        ok &= values > 0
+    idx = np.flatnonzero(ok)
+    ranks = np.zeros(len(values), dtype=np.int32)
+    if not len(idx):
+        return ranks
+    if len(idx) > depth:
+        idx = idx[np.argpartition(-values[idx], depth - 1)[:depth]]
+    order = idx[np.argsort(-values[idx], kind="stable")]
+    sorted_neg = -values[order]
+    ranks[order] = np.searchsorted(sorted_neg, sorted_neg, side="left") + 1
+    return ranks
+
+
+def freshness(times: np.ndarray, dense: np.ndarray, eligible: np.ndarray,
+              window: float, half_life: float = 86_400.0) -> np.ndarray:
+    """Recency in [0, 1) among the records about as relevant as the best one.
+
+    A record qualifies when its dense cosine is within ``window`` of the best
+    eligible one. Its freshness is ``d(t) - d(oldest)`` with
+    ``d(t) = 0.5 ** ((newest - t) / half_life)``: the newest qualified record
+    gets nearly 1 when the stalest is many half-lives older, a record as old
+    as the stalest gets 0, and records minutes apart (one conversation) get
+    ~0, so only a real age gap reorders anything. Unqualified records get 0.
+    """
+    out = np.zeros(len(times), dtype=np.float64)
+    ok = eligible & np.isfinite(dense)
+    if not ok.any():
+        return out
+    qualified = ok & (dense >= dense[ok].max() - window)
+    t = times[qualified]
+    hi, lo = float(t.max()), float(t.min())
+    out[qualified] = 0.5 ** ((hi - t) / half_life) - 0.5 ** ((hi - lo) / half_life)
+    return out
+
+
+def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mapping[str, float],
+         times: np.ndarray, depth: int = 100, recency_window: float = 0.05,
+         recency_half_life: float = 86_400.0, bm25_saturation: float = BM25_SATURATION,
+         ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
+    """Fused scores, per-signal ranks and freshness (None: recency off) for aligned arrays.
+
+    ``signals`` holds the raw relevance arrays (dense, bm25, entity, and time for a
+    query with a time intent) for the active signals; recency (if weighted) is derived
+    from ``times`` and dense. The time axis ranks (finds) only the records it matched
+    in full (a named period, :data:`mnemoray.memory.axes.FOUND`); below that it only
+    adds its weighted value. Candidates no signal ranked score 0; the others > 0.
+    """
+    ranks: dict[str, np.ndarray] = {}
+    for name, values in signals.items():
+        if name in weights and name != "recency":
+            if name == "time":
+                values = np.where(values >= FOUND, values, 0.0)
+            ranks[name] = rank_desc(values, eligible, depth, positive_only=name != "dense")
+    n = len(times)
+    voted = np.zeros(n, dtype=bool)
+    for r in ranks.values():
+        voted |= r > 0
+    total = np.zeros(n, dtype=np.float64)
+    if "dense" in ranks:
+        dense = signals["dense"]
+        total += weights["dense"] * np.where(np.isfinite(dense), dense, 0.0)
+    if "bm25" in ranks:
+        bm25 = signals["bm25"]
+        total += weights["bm25"] * bm25 / (bm25 + bm25_saturation)
+    if "entity" in ranks:
+        entity = signals["entity"]
+        total += weights["entity"] * entity / (entity + 1.0)
+    if "time" in ranks:
+        total += weights["time"] * signals["time"]
+    fresh = None
+    if "recency" in weights and "dense" in signals:
+        fresh = freshness(times, signals["dense"], eligible, recency_window, recency_half_life)
+        total += weights["recency"] * fresh
+    # Cosines reach -1: a constant shift keeps every voted record's score > 0
+    # (unvoted ones are 0) without changing the order. score = 1 + fused relevance.
+    score = np.where(voted, total + 1.0 + 1e-9, 0.0)
+    return score, ranks, fresh
+
+
+def top_positions(score: np.ndarray, times: np.ndarray, tiebreak: Sequence[str],
+                  top_k: int) -> list[int]:
+    """Positions of the best ``top_k`` scores > 0; ties go to the newer record, then the id."""
+    cand = np.flatnonzero(score > 0)
+    if len(cand) > top_k * 4 + 16:
+        cand = cand[np.argpartition(-score[cand], top_k - 1)[:top_k]]
+        # Keep every candidate tied with the k-th so the tie-break is exact.
+        cutoff = score[cand].min()
+        cand = np.flatnonzero(score >= cutoff)
+    return sorted(cand.tolist(), key=lambda i: (-score[i], -times[i], tiebreak[i]))[:top_k]
