@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mnemoray.errors import Forbidden, InvalidInput, Unavailable
 from mnemoray.memory.agent_names import check_agent_name
@@ -158,16 +159,21 @@ def stamp_agent(memories: Sequence[Memory], agent_name: str) -> list[Memory]:
 
 
 # -- recall -----------------------------------------------------------------------------
-def agent_rows(table: pa.Table, agent_name: str | None) -> np.ndarray:
+def agent_rows(table: pa.Table, agent_name: str | None) -> np.ndarray | None:
     """Keep-mask of one app's rows an app-wide search for ``agent_name`` may see: shared
-    rows (null: written before scopes) and the agent's own. Applied inside the search,
-    before its top-k, so hidden rows never take the places of visible ones."""
-    names = table["agent_name"].to_numpy(zero_copy_only=False) \
-        if "agent_name" in table.column_names else np.full(table.num_rows, None)
-    keep = np.array([not n for n in names], dtype=bool)
+    rows (null: written before scopes) and the agent's own; None when every row is shared
+    (the common case: the search then stays unmasked). Applied inside the search, before
+    its top-k, so hidden rows never take the places of visible ones."""
+    if "agent_name" not in table.column_names:
+        return None
+    names = table["agent_name"]
+    scoped = pc.fill_null(pc.not_equal(names, ""), False)
+    if not pc.any(scoped).as_py():
+        return None
+    keep = pc.invert(scoped)
     if agent_name:
-        keep |= names == agent_name
-    return keep
+        keep = pc.or_(keep, pc.fill_null(pc.equal(names, agent_name), False))
+    return keep.to_numpy(zero_copy_only=False)
 
 
 def visible(app_names: np.ndarray, agent_names: np.ndarray, app_name: str,

@@ -273,8 +273,6 @@ class StoreSnapshot:
                                                                        filters.mask_table)
         # Other agents' agent-only rows never fill the top-k (scopes: always, not a filter).
         agent = getattr(filters, "agent_name", None)
-        view: MaskFn = lambda table: agent_rows(table, agent)  # noqa: E731
-        mask_fn = view if mask_fn is None else _both(mask_fn, view)
         q = self._query(query_vec)
         now = time.time()
         found: list[tuple[float, LoadedSegment, int]] = []
@@ -282,6 +280,9 @@ class StoreSnapshot:
             assert seg.vectors is not None and seg.index is not None
             start, end = span
             keep = self._keep(seg, span, now, mask_fn)
+            view = agent_rows(seg.table.slice(start, end - start), agent)
+            if view is not None:  # None: no agent-only rows here, the search stays unmasked
+                keep = view if keep is None else keep & view
             if seg.entry.index == "flat" or end - start < self.exact_max_rows:
                 # The app's rows are one contiguous slice: exact is as cheap as ANN here.
                 scores, ids = search_range(seg.vectors, q, start, end, k, keep)

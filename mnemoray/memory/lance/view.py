@@ -193,8 +193,12 @@ class LanceView(StoreSnapshot):
         now = time.time()
         if mask_fn is not None:
             agent, given = getattr(filters, "agent_name", None), mask_fn
-            return self._search_masked(app, q, k, lambda t: np.asarray(given(t), bool)
-                                       & agent_rows(t, agent), filters, now)
+
+            def with_view(t: pa.Table) -> np.ndarray:
+                keep, view = np.asarray(given(t), bool), agent_rows(t, agent)
+                return keep if view is None else keep & view
+
+            return self._search_masked(app, q, k, with_view, filters, now)
         where = both(owner_where(app), live_where(now),
                      agent_where(getattr(filters, "agent_name", None)),
                      *(filters_where(filters) if filters is not None else []))
