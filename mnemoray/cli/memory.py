@@ -50,15 +50,15 @@ def compact(
     from mnemoray.memory.compact import compact_store
 
     require_store(store)
-    parquet = open_backend(store)
-    if parquet.backend == "lancedb":  # LanceStore (no import: its extra may be missing)
-        versions = parquet.compact()
+    backend = open_backend(store)
+    if backend.backend == "lancedb":  # LanceStore (no import: its extra may be missing)
+        versions = backend.compact()
         typer.echo(json.dumps({"backend": "lancedb", "versions": versions}) if as_json else
                    "tables compacted: " + ", ".join(f"{k} (version {v})"
                                                    for k, v in versions.items()))
         return
     try:
-        report = compact_store(parquet, max_segment_rows=max_segment_rows,
+        report = compact_store(backend, max_segment_rows=max_segment_rows,
                                delete_old=not keep_old)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)

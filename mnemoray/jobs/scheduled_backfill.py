@@ -277,15 +277,15 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     lock_path = args.lock_file or sched_root / LOCK_NAME
     try:
         with schedule_lock(lock_path):
-            return _locked_run(args, rest, archive, location, sched_root, say)
+            return _locked_run(args, rest, archive, location, store, sched_root, say)
     except LockHeld as held:
         say(f"another scheduled backfill holds {lock_path} ({held}); nothing to do")
         return 0
 
 
 def _locked_run(args: argparse.Namespace, rest: list[str], archive: Path, location: str,
-                sched_root: Path, say) -> int:
-    store = parse_location(location)[1]
+                store: Path, sched_root: Path, say) -> int:
+    """``location``: the store as the backfill is given it; ``store``: its directory."""
     remove_stale_staging(sched_root)
     mark = Watermark(None) if args.full else last_success(store, archive)
     scanned_at = time.time()  # BEFORE listing: a file landing during the listing is newer

@@ -33,7 +33,7 @@ import numpy as np
 from mnemoray.errors import ConfigError, Unsupported
 from mnemoray.extras import install_hint
 from mnemoray.memory.layout import MANIFEST
-from mnemoray.memory.manifest import Manifest
+from mnemoray.memory.manifest import Manifest, read_manifest
 from mnemoray.memory.record import Memory
 from mnemoray.memory.reload import Stamp
 from mnemoray.memory.segment import LoadedSegment, Range
@@ -200,8 +200,6 @@ def missing_store(location: str | Path) -> str | None:
     """Why no store is at ``location`` (one line), or None when there is one. A Parquet
     directory with store files but no manifest raises StoreCorrupt (a damaged store,
     not a missing one: `mnemoray doctor --repair`)."""
-    from mnemoray.memory.manifest import read_manifest
-
     kind, root = parse_location(location)
     head = LANCE_HEAD if kind == "lancedb" else MANIFEST
     if (root / head).is_file():
