@@ -1,0 +1,191 @@
+"""Pinned compiler output: a fixed session compiled for several agents must give
+byte-identical requests (contents, token counts, hashes, trace details), however
+the compile is reached: first time, again on the same objects, over fresh copies
+(as loaded from a store), with every render cache emptied, and after the session
+grew turn by turn. Guards the compiler's caches and fast paths: a speed-up that
+changes a byte fails here. The digests were taken before those caches existed."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from mnemoray.compiler import AgentSpec, Compiler
+from mnemoray.compiler.casting import clear_caches
+from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
+from mnemoray.session import Session
+from mnemoray.summarizers.base import Summary
+
+TOOLS = [{"name": "lookup", "description": "Look an order up.",
+          "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}]
+AGENTS = {
+    "atlas": dict(name="atlas", description="Operations assistant",
+                  static_instruction="You are Atlas. Be precise.",
+                  instruction="User: {user:name}. Plan: {plan?}.", tools=TOOLS),
+    "researcher": dict(name="researcher", static_instruction="You research."),
+    "scoped": dict(name="atlas", include_contents="none"),
+    "windowed": dict(name="atlas", tool_result_window=1),
+    "budgeted": dict(name="atlas", token_budget=400),
+}
+# sha256 of each agent's request (``to_dict`` with the trace's timings zeroed), over
+# the session with compactions and without.
+PINNED = {
+    ("atlas", False): "7c2459a98c0b8ddfba81523606de0b53079b4673f2062aef41b5e9d4b3d293c0",
+    ("atlas", True): "9f1853b96f3ab55024fb63f9777080728a24d448b2c2332627da3c073be8ef94",
+    ("budgeted", False): "8c2143e2db9ba33cacc2dd9f9b17ba6e4c52e559d0eec9e8207b52af5b99a023",
+    ("budgeted", True): "86fb16167747c566458f16ab26bf92846102cd93c2e9da7e3edb988a64938daa",
+    ("researcher", False): "024faf83ac3fef4a6dc146cb61cbb0817f16ff52a9a9fea69fdbfb63505cf046",
+    ("researcher", True): "79e47cdb7c2a88d9cfeae50d6338f6d08760b0018f355fe6d1e6c8e76c7e0c98",
+    ("scoped", False): "d2c17e2d5b88f176e757390dd1dfa41efca561c7d30c0bba178696283794e146",
+    ("scoped", True): "d2c17e2d5b88f176e757390dd1dfa41efca561c7d30c0bba178696283794e146",
+    ("windowed", False): "c0c70f2d9b90be4b493756734d2df5ef7f44bfccea0a948f1ea2144f4f8a1ad4",
+    ("windowed", True): "613f1f099e01bd6a1cf840a14f1c5eb954d6e495d78ac03690da98293aaa70cf",
+}
+PREFIX_HASH = "21eb92464f102a630a2b02cccdaf570cb81f51c474d79d19cdb40bcb109ef3b2"
+SYSTEM_HASH = "f923060031fb6aafa8cbaec8545a0ca83f19c443281e5413ba3b0af84467a923"
+
+
+def turn(i: int) -> list[Event]:
+    """One turn; every third uses a tool, every fifth hands over to the researcher."""
+    ts = 1_700_000_000.0 + 100 * i
+    events = [user_message(f"Question {i}: where is order NW-{i:03d}? Ünïcode “ok” 東京",
+                           id=f"u{i}", invocation_id=f"inv{i}", timestamp=ts,
+                           state_delta={"plan": f"p{i}"} if i % 4 == 0 else {})]
+    if i % 3 == 0:
+        events += [
+            tool_call("atlas", "lookup", {"id": f"NW-{i:03d}", "deep": i % 2 == 0},
+                      call_id=f"c{i}", id=f"tc{i}", timestamp=ts + 1),
+            tool_result("atlas", "lookup",
+                        {"status": "shipped", "price": 12.5 * i, "items": [i, None, True],
+                         "note": 'quote " backslash \\ newline \n tab \t é'},
+                        call_id=f"c{i}", id=f"tr{i}", timestamp=ts + 2),
+        ]
+    if i % 5 == 0:
+        events += [
+            Event(author="atlas", role="system", type="control", text="transfer", id=f"x{i}",
+                  timestamp=ts + 3),
+            tool_call("researcher", "search", {"q": f"topic {i}"}, call_id=f"r{i}",
+                      id=f"rc{i}", timestamp=ts + 4),
+            # Authored by the tool: still the researcher's call.
+            tool_result("search", "search", {"hits": [f"hit {i}a", f"hit {i}b"]},
+                        call_id=f"r{i}", id=f"rr{i}", timestamp=ts + 5),
+            model_message("researcher", f"Found {i} things.", id=f"rm{i}", timestamp=ts + 6),
+        ]
+    if i % 7 == 0:
+        events.append(model_message("atlas", "", id=f"e{i}", timestamp=ts + 7))  # empty
+        events.append(model_message("atlas", "typing", partial=True, id=f"p{i}",
+                                    timestamp=ts + 8))
+    if i == 2:  # a result logged before its call: its owner is only known at turn 6
+        events.append(tool_result("search", "search", {"late": True}, call_id="late",
+                                  id="late-result", timestamp=ts + 7))
+    if i == 6:
+        events.append(tool_call("researcher", "search", {"q": "late"}, call_id="late",
+                                id="late-call", timestamp=ts + 7))
+    events.append(model_message("atlas", f"Answer {i}. " * (1 + i % 4), id=f"a{i}",
+                                timestamp=ts + 9))
+    return events
+
+
+def compaction(events: list[Event], event_id: str, with_ids: bool = True) -> Event:
+    ids = [e.id for e in events]
+    summary = Summary(summary=f"Summary of {ids[0]}..{ids[-1]}.", topics=("orders",),
+                      source_event_ids=tuple(ids))
+    data: dict[str, Any] = {"start_ts": events[0].timestamp, "end_ts": events[-1].timestamp,
+                            "summary": summary.to_dict(), "raw_tokens": 40 * len(ids),
+                            "summary_tokens": 10}
+    if with_ids:
+        data["source_event_ids"] = ids
+    return Event(author="compactor", role="system", type="compaction", text=summary.summary,
+                 data=data, id=event_id, timestamp=events[-1].timestamp + 0.5)
+
+
+def all_events(compacted: bool) -> list[Event]:
+    """20 turns; ``compacted``: compactions over turns 0-3, 0-7 (supersedes the first)
+    and, by time window only, 10-12."""
+    turns = [turn(i) for i in range(20)]
+    out: list[Event] = []
+    for i, events in enumerate(turns):
+        out += events
+        if not compacted:
+            continue
+        if i == 3:
+            out.append(compaction([e for t in turns[:4] for e in t], "k1"))
+        if i == 7:
+            out.append(compaction([e for t in turns[:8] for e in t], "k2"))
+        if i == 12:
+            out.append(compaction([e for t in turns[10:13] for e in t], "k3", with_ids=False))
+    return out
+
+
+def new_session(events: list[Event]) -> Session:
+    session = Session(app_name="app", user_id="u1", session_id="pinned",
+                      state={"user:name": "Dana"})
+    for event in events:
+        session.apply(event)
+    return session
+
+
+def digest(request: Any) -> str:
+    """Leaves out the timings and the prefix-reuse counts (they depend on how many
+    compiles the same compiler saw before; tests/compiler/test_static_instruction.py)."""
+    out = request.to_dict()
+    for step in out["trace"]:
+        step["micros"] = 0
+        step["detail"].pop("prefix_reuse", None)
+    return hashlib.sha256(json.dumps(out, sort_keys=True, ensure_ascii=False)
+                          .encode("utf-8")).hexdigest()
+
+
+def compile_as(compiler: Compiler, session: Session, agent: str) -> Any:
+    return compiler.compile(session, AgentSpec(**AGENTS[agent]), new_message="What now?")
+
+
+@pytest.fixture(autouse=True)
+def _empty_caches():
+    clear_caches()
+    yield
+    clear_caches()
+
+
+CASES = sorted(PINNED)
+
+
+@pytest.mark.parametrize(("agent", "compacted"), CASES)
+def test_compile_is_pinned_on_every_path(agent, compacted):
+    events = all_events(compacted)
+    pinned = PINNED[agent, compacted]
+    compiler = Compiler.default()
+    session = new_session(events)
+    first = compile_as(compiler, session, agent)
+    assert digest(first) == pinned
+    assert digest(compile_as(compiler, session, agent)) == pinned  # same objects
+
+    fresh = copy.copy(session)  # as a server loads it from its store
+    fresh.events = [Event.from_dict(e.to_dict()) for e in events]
+    assert digest(compile_as(compiler, fresh, agent)) == pinned
+    clear_caches()
+    assert digest(compile_as(compiler, fresh, agent)) == pinned
+
+
+@pytest.mark.parametrize(("agent", "compacted"), CASES)
+def test_compile_is_pinned_after_the_session_grew(agent, compacted):
+    events = all_events(compacted)
+    compiler = Compiler.default()
+    session = new_session([])
+    for event in events:  # one compile per event appended, as an agent loop does
+        session.apply(event)
+        grown = compile_as(compiler, session, agent)
+        reloaded = new_session([Event.from_dict(e.to_dict())
+                                             for e in session.events])
+        alone = compile_as(Compiler.default(), reloaded, agent)
+        assert digest(grown) == digest(alone), event.id
+    assert digest(compile_as(compiler, session, agent)) == PINNED[agent, compacted]
+
+
+def test_hashes_are_pinned():
+    request = compile_as(Compiler.default(), new_session(all_events(True)), "atlas")
+    assert (request.prefix_hash, request.system_hash) == (PREFIX_HASH, SYSTEM_HASH)
