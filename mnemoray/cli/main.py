@@ -16,6 +16,7 @@ from mnemoray.cli.mcp import mcp_cmd
 from mnemoray.cli.memory import compact, gc, recall
 from mnemoray.cli.memory_group import memory_app
 from mnemoray.cli.memory_hygiene import MEMORY_COMMANDS, forget
+from mnemoray.cli.profile import domain_cmd, profile_cmd
 from mnemoray.cli.serve import serve_cmd
 from mnemoray.cli.store_cmds import export_cmd, import_cmd, stats
 
@@ -49,7 +50,8 @@ for name, command in (("demo", demo), ("compile", compile_cmd), ("backfill", bac
                       ("compact", compact), ("gc", gc), ("recall", recall),
                       ("forget", forget), ("export", export_cmd), ("import", import_cmd),
                       ("stats", stats), ("doctor", doctor), ("serve", serve_cmd),
-                      ("mcp", mcp_cmd), ("graph", graph_cmd)):
+                      ("mcp", mcp_cmd), ("graph", graph_cmd),
+                      ("profile", profile_cmd), ("domain", domain_cmd)):
     app.command(name)(one_line_errors(command))
 for name, command in MEMORY_COMMANDS:  # mnemoray memory edit | versions | forget | forgotten
     memory_app.command(name)(one_line_errors(command))

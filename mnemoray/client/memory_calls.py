@@ -25,6 +25,7 @@ from mnemoray.schemas.memories import (
     RecallFiltersIn,
     RecallResponse,
 )
+from mnemoray.schemas.profiles import DomainResponse, ProfileResponse
 from mnemoray.schemas.sessions import JobAccepted
 
 Filters = Mapping[str, Any] | RecallFiltersIn
@@ -155,6 +156,20 @@ def graph(app_name: str, user_id: str, entity: str, depth: int = 2,
         params["type"] = list(types)
     return Call("GET", f"/v1/graph/{seg(app_name)}/{seg(user_id)}", model(GraphResponse),
                 params=params, retry_safe=True)
+
+
+def profile(app_name: str, user_id: str) -> Call[ProfileResponse]:
+    """The user's profile: expertise areas (with evidence), communication style, topics
+    declined, memories and sessions counted, last active (docs/profiles.md)."""
+    return Call("GET", f"/v1/profiles/{seg(app_name)}/{seg(user_id)}", model(ProfileResponse),
+                retry_safe=True)
+
+
+def domain(app_name: str) -> Call[DomainResponse]:
+    """The app's domain index: coverage per topic and month, well and weakly covered
+    topics, themes across users. Needs a key marked ``app_wide`` (else 403)."""
+    return Call("GET", f"/v1/domains/{seg(app_name)}", model(DomainResponse),
+                retry_safe=True)
 
 
 def edit_memory(app_name: str, user_id: str, memory_id: str, text: str,

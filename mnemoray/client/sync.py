@@ -91,6 +91,8 @@ class MnemorayClient:
     forget_user = _bound(mc.forget_user)
     forgotten = _bound(mc.forgotten)
     graph = _bound(mc.graph)
+    profile = _bound(mc.profile)
+    domain = _bound(mc.domain)
     edit_memory = _bound(mc.edit_memory)
     memory_versions = _bound(mc.memory_versions)
     preview_forget = _bound(mc.preview_forget)

@@ -31,6 +31,8 @@ class AgentSpec:
     (``[]``: none, so the agent sees only its own ``tools``). An agent without
     ``load_artifacts`` gets no artifact listing either (it could not load one);
     ``memory_preload`` is separate (seed 003's preload tool) and works without it.
+    ``user_profile``: show the user's profile (mnemoray.profiles) in the system
+    instruction, when the compile has a profile source.
     """
 
     name: str
@@ -45,6 +47,7 @@ class AgentSpec:
     memory_placement: MemoryPlacement = "system"
     tool_result_window: int | None = None
     memory_tools: list[str] | None = None
+    user_profile: bool = False
 
     def offers(self, tool_name: str) -> bool:
         """Whether this agent opted into the compiler's tool ``tool_name``."""

@@ -32,9 +32,12 @@ class MemorySnippet:
 
 # (app_name, user_id, query, top_k) -> best snippets first.
 MemorySearch = Callable[[str, str, str, int], Sequence[MemorySnippet]]
+# (app_name, user_id) -> the user's profile as JSON (mnemoray.profiles; None: none yet).
+ProfileSource = Callable[[str, str], Mapping[str, Any] | None]
 
 
 @dataclass
 class Services:
     memory_search: MemorySearch | None = None
     artifacts: ArtifactStore | None = None
+    user_profile: ProfileSource | None = None

@@ -24,6 +24,7 @@ from mnemoray.memory.retrieval import RecallFilters
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.memory.store import session_content_hash
+from mnemoray.profiles.domain import DomainPart
 from mnemoray.session import Session, SessionError
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ class MemoryOps:
     OPS = frozenset({"recall", "add_session", "add_memories", "list_memories",
                      "forget_memory", "forget_session", "forget_user", "stats",
                      "forgotten", "edit_memory", "memory_versions", "forget_by_query",
-                     "recall_app", "app_candidates", "graph"})
+                     "recall_app", "app_candidates", "graph", "profile", "domain",
+                     "domain_part"})
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
@@ -220,6 +222,18 @@ class MemoryOps:
         """The user's entity graph around ``entity`` (``MemoryService.neighbours``)."""
         return self.service.neighbours(app_name, user_id, entity, depth, types, at,
                                        limit).to_dict()
+
+    def op_profile(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's profile (``MemoryService.profile``)."""
+        return self.service.profile(app_name, user_id).to_dict()
+
+    def op_domain(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """The app's domain index (``user_id`` unused; the caller checks the key)."""
+        return self.service.domain(app_name).to_dict()
+
+    def op_domain_part(self, app_name: str, user_id: str) -> DomainPart:
+        """This replica's share of the app's domain index (``user_id`` unused)."""
+        return self.service.domain_part(app_name)
 
     def op_stats(self, app_name: str = "", user_id: str = "") -> dict[str, Any]:
         return self.service.stats()

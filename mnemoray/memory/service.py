@@ -61,6 +61,7 @@ from mnemoray.memory.supersede import (
     stored_version,
     superseded_ids,
 )
+from mnemoray.profiles.reads import ProfileReads
 from mnemoray.session import Session
 from mnemoray.summarizers import Summarizer, get_summarizer
 
@@ -94,7 +95,7 @@ class Ingested:
 
 
 # -- the service -------------------------------------------------------------------
-class MemoryService(MemoryLifecycle, GraphReads):
+class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
     """Long-term memory over a memory store (any :class:`~mnemoray.memory.backend.
     MemoryBackend`: Parquet + FAISS, or LanceDB): ingest sessions, recall, forget.
 

@@ -115,6 +115,7 @@ class AgentIn(RequestModel):
     memory_tools: list[Literal["load_memory", "load_artifacts"]] | None = Field(
         None, max_length=2, description="the compiler's tools this agent is offered; "
         "null: each one whose service is configured, []: none (the trace says which and why)")
+    user_profile: bool = Field(False, description="show the user's profile (GET /v1/profiles)")
 
 
 class CompileRequest(RequestModel):

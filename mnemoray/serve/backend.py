@@ -64,6 +64,11 @@ class ApiBackend(Protocol):
         ``user_id``), "store_version": ...}``, best first. The route checks the key."""
         ...
 
+    async def domain(self, app_name: str) -> dict[str, Any]:
+        """The app's domain index (``MemoryService.domain`` as JSON): every user of the app,
+        so every shard's part where no replica holds them all. The route checks the key."""
+        ...
+
     async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
         """One tenant-scoped memory operation: ``add_session``, ``add_memories``,
         ``list_memories``, ``forget_memory``, ``forget_user``."""

@@ -17,8 +17,8 @@ from mnemoray.compiler import (
 from mnemoray.compiler.context import text_content
 from mnemoray.events import model_message, tool_call, tool_result, user_message
 
-DEFAULT_ORDER = ["static_instruction", "instruction", "identity", "history", "tool_results",
-                 "memory_preload", "artifacts", "token_budget"]
+DEFAULT_ORDER = ["static_instruction", "instruction", "identity", "user_profile", "history",
+                 "tool_results", "memory_preload", "artifacts", "token_budget"]
 
 
 class Note:
@@ -52,8 +52,8 @@ def test_insert_remove_replace_by_name(make_session):
     compiler = Compiler.default()
     compiler.insert_after("identity", Note()).insert_before("token_budget", DropOtherAgents())
     assert compiler.names == ["static_instruction", "instruction", "identity", "note",
-                              "history", "tool_results", "memory_preload", "artifacts",
-                              "drop_other_agents",
+                              "user_profile", "history", "tool_results", "memory_preload",
+                              "artifacts", "drop_other_agents",
                               "token_budget"]
     session = make_session(user_message("hi"), model_message("beta", "I am beta"))
     req = compiler.compile(session, AgentSpec(name="alpha", static_instruction="S."))

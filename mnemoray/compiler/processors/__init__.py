@@ -12,6 +12,7 @@ from mnemoray.compiler.processors.memory_preload import MemoryPreloadProcessor
 from mnemoray.compiler.processors.static_instruction import StaticInstructionProcessor
 from mnemoray.compiler.processors.token_budget import TokenBudgetProcessor
 from mnemoray.compiler.processors.tool_results import ToolResultsProcessor
+from mnemoray.compiler.processors.user_profile import UserProfileProcessor
 
 
 def default_processors() -> list[Processor]:
@@ -22,6 +23,7 @@ def default_processors() -> list[Processor]:
         StaticInstructionProcessor(PrefixReuse()),
         InstructionProcessor(),
         IdentityProcessor(),
+        UserProfileProcessor(),
         HistoryProcessor(),
         ToolResultsProcessor(),
         MemoryPreloadProcessor(),
@@ -39,5 +41,6 @@ __all__ = [
     "StaticInstructionProcessor",
     "TokenBudgetProcessor",
     "ToolResultsProcessor",
+    "UserProfileProcessor",
     "default_processors",
 ]

@@ -9,10 +9,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from mnemoray.serve.routes import artifacts, context, graph, jobs, memories, ops, sessions
+from mnemoray.serve.routes import (
+    artifacts,
+    context,
+    graph,
+    jobs,
+    memories,
+    ops,
+    profiles,
+    sessions,
+)
 
 ROUTERS: tuple[APIRouter, ...] = (ops.router, memories.router, sessions.router,
                                   context.router, artifacts.router, jobs.router,
-                                  graph.router)
+                                  graph.router, profiles.router)
 
 __all__ = ["ROUTERS"]

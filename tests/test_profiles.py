@@ -1,0 +1,160 @@
+"""User profiles and the domain index, derived from a store a real backfill built: what
+they hold, that every commit (ingest, forget) changes them, and tenant isolation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from factories import T0, session
+from profile_data import ALICE, build_store
+
+from mnemoray.errors import NotFound, Unavailable
+from mnemoray.memory.service import MemoryService
+from mnemoray.profiles.domain import merged_index
+from mnemoray.profiles.profile import depth_of
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_store(tmp_path_factory.mktemp("profiles"))
+
+
+@pytest.fixture
+def service(store: Path):
+    s = MemoryService.open(store, embedder=None)
+    yield s
+    s.close()
+
+
+def area(profile, topic: str):
+    return next(a for a in profile.expertise if a.topic == topic)
+
+
+def test_the_profile_of_a_backfilled_user(service: MemoryService) -> None:
+    p = service.profile("app", "alice")
+    assert p.store_version == service.snapshot().version
+    assert p.sessions == 4 and p.memories == len(service.snapshot().rows_for_user("app", "alice"))
+    assert p.memory_kinds["chunk"] >= 4 and sum(p.memory_kinds.values()) == p.memories
+    assert p.first_active == pytest.approx(T0) and p.last_active > T0 + 100 * 86_400
+    parrot = area(p, "parrot")  # three sessions back to it, with numbers and names
+    assert (parrot.depth, parrot.sessions, parrot.mentions) == ("expert", 3, 5)
+    assert parrot.specific >= 2 and parrot.term == "parrot"
+    # Evidence: the user's own memories that hold those turns, newest first.
+    rows = {m.memory_id: m for m in service.snapshot().rows_for_user("app", "alice")}
+    assert parrot.evidence and all(rows[i].kind == "chunk" and "parrot" in rows[i].text.lower()
+                                   for i in parrot.evidence)
+    days = [rows[i].event_time_start for i in parrot.evidence]
+    assert days == sorted(days, reverse=True)
+    assert p.expertise[0].topic == "parrot"  # the deepest first
+    assert not any(a.topic in ("sourdough", "every", "divorce") for a in p.expertise)
+    # Declined: a bare "No thanks." declines what the question asked; a stated one
+    # names its own topic.
+    assert [(d.topic, d.session_id) for d in p.declined] == [("divorce", "a1"),
+                                                              ("ex-husband", "a3")]
+    assert p.declined[0].said == "No thanks."
+    s = p.style
+    assert s.turns == 8 and s.question_ratio == pytest.approx(1 / 8)
+    assert s.follow_ups_asked == 4 and s.follow_ups_answered == 2  # "No thanks." is no answer
+    assert s.verbosity == "moderate" and s.specifics_ratio > 0.5
+    names = {e["name"]: e for e in p.entities}
+    assert "Kiko" in names and names["Kiko"]["memories"] >= 2
+    assert all(e["name"] != "user" for e in p.entities)  # speakers are not listed
+
+
+def test_style_tells_registers_apart(service: MemoryService) -> None:
+    bob = service.profile("app", "bob")
+    assert bob.style.formality == "informal" and bob.style.informal_markers >= 3
+    assert bob.style.specifics_ratio == 0
+    assert area(bob, "parrot").depth == "surface"  # one session, no specifics
+    assert [depth_of(1, 1, 0), depth_of(2, 2, 0), depth_of(1, 3, 0), depth_of(3, 3, 2)] == \
+        ["surface", "moderate", "moderate", "expert"]
+
+
+def test_the_domain_index_counts_users_never_names_them(service: MemoryService) -> None:
+    d = service.domain("app")
+    assert (d.users, d.sessions) == (2, 6)
+    assert d.memories == sum(service.profile("app", u).memories for u in ("alice", "bob"))
+    top = d.topics[0]
+    assert (top.topic, top.users, top.sessions) == ("parrot", 2, 4)
+    assert "parrot" in d.well_covered and "starter" in d.weakly_covered
+    assert {c["topic"]: c["users"] for c in d.cross_cutting} == {"parrot": 2, "sourdough": 2}
+    # Every month from the first memory to the last, with the gaps.
+    months = [p.period for p in d.periods]
+    assert months[0] == "2023-11" and months == sorted(months) and len(months) == 5
+    assert sum(p.memories for p in d.periods) == d.memories
+    text = repr(d.to_dict())
+    for private in ("alice", "bob", "No thanks", "Kiko is 12", "divorce", "ex-husband"):
+        assert private not in text  # counts and topic terms only; declined topics never
+    # Another app's memories are never in it (alice sails in "other").
+    assert not any(t.topic == "catamaran" for t in d.topics)
+    assert service.domain("other").users == 1
+
+
+def test_tenant_isolation(service: MemoryService) -> None:
+    alice = service.profile("app", "alice")
+    elsewhere = service.profile("other", "alice")
+    assert {a.topic for a in elsewhere.expertise} == {"catamaran"}
+    assert not any(a.topic == "catamaran" for a in alice.expertise)
+    bob_ids = {m.memory_id for m in service.snapshot().rows_for_user("app", "bob")}
+    assert not bob_ids & {i for a in alice.expertise for i in a.evidence}
+    with pytest.raises(NotFound, match="app/carol has no memories"):
+        service.profile("app", "carol")
+    with pytest.raises(NotFound, match="no domain index"):
+        service.domain("nobody")
+
+
+def test_forget_and_ingest_change_the_view_at_once(tmp_path: Path) -> None:
+    store = build_store(tmp_path, ALICE)
+    service = MemoryService.open(store, embedder=None)
+    try:
+        before = service.profile("app", "alice")
+        assert service.profile("app", "alice") is before  # kept for its version
+        evidence = area(before, "parrot").evidence[0]
+        assert service.forget_memory("app", "alice", evidence) == 1
+        after = service.profile("app", "alice")
+        assert after.store_version > before.store_version
+        assert all(evidence not in a.evidence for a in after.expertise)
+        assert evidence not in {i for d in after.declined for i in d.memory_ids}
+        # Forgetting the session that declined a topic takes the refusal away too.
+        assert service.forget_session("app", "alice", "a1") > 0
+        gone = service.profile("app", "alice")
+        assert [d.session_id for d in gone.declined] == ["a3"] and gone.sessions == 3
+        assert "a1" not in {m.session_id for m in service.snapshot().rows_for_user(
+            "app", "alice")}
+        # An online ingestion updates it too: a fourth session on parrots.
+        service.ingest_session(session(
+            "a5", T0 + 200 * 86_400, ("u", "The parrot club asked me to judge the 2024 "
+                                           "parrot show in Bremen."), user="alice"))
+        grown = service.profile("app", "alice")
+        assert grown.sessions == 4 and area(grown, "parrot").sessions == 3
+        assert grown.last_active > gone.last_active
+        # The domain index follows the same versions.
+        assert service.domain("app").memories == grown.memories
+    finally:
+        service.close()
+
+
+def test_a_shard_replica_gives_its_part_and_the_parts_add_up(store: Path) -> None:
+    whole = MemoryService.open(store, embedder=None)
+    try:
+        expected = whole.domain("app")
+        parts = []
+        for shard in range(whole.store.shards):
+            one = MemoryService.open(_one_shard(store, shard), embedder=None)
+            try:
+                with pytest.raises(Unavailable, match="every shard"):
+                    one.domain("app")
+                parts.append(one.domain_part("app"))
+            finally:
+                one.close()
+        assert sum(len(p.users) for p in parts) == 2
+        assert merged_index("app", parts) == expected
+    finally:
+        whole.close()
+
+
+def _one_shard(store: Path, shard: int):
+    from mnemoray.memory.store import MemoryStore
+
+    return MemoryStore(store, load_shards=[shard])
