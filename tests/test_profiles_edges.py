@@ -21,7 +21,9 @@ from mnemoray.cli.main import app as cli_app
 from mnemoray.client import AsyncMnemorayClient, MnemorayAPIError, MnemorayClient
 from mnemoray.compiler import AgentSpec, Compiler, Services
 from mnemoray.errors import StoreCorrupt
+from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.service import MemoryService
+from mnemoray.profiles.reads import profile_over
 from mnemoray.serve.api import build_api
 from mnemoray.serve.auth import ApiKeys
 from mnemoray.serve.backend import HttpConfig
@@ -172,3 +174,15 @@ def test_the_compiler_processor_is_opt_in_and_hashed(store: Path, tmp_path: Path
     failed = compile_for(None, AgentSpec(name="helper", user_profile=True), broken)
     assert step(failed).error.error == "StoreCorrupt"
     assert "<user_profile>" not in failed.system_instruction
+
+
+def test_a_servers_profile_source(store: Path) -> None:
+    """What the ingress hands its compiles: the profile op of the user's replica."""
+    service = MemoryService.open(store, embedder=None)
+    try:
+        ops = MemoryOps(service)
+        source = profile_over(lambda op, app, user: ops.call(op, app, user, {}))
+        assert source("app", "alice")["expertise"][0]["topic"] == "parrot"  # type: ignore[index]
+        assert source("app", "carol") is None  # no memories yet: no block
+    finally:
+        service.close()

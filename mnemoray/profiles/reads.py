@@ -80,6 +80,18 @@ def app_domain(snap: StoreSnapshot, app: str) -> DomainIndex:
     return _memo(snap, ("domain", app), build)
 
 
+def profile_over(memory_op: Callable[..., Any]) -> ProfileSource:
+    """A ``Services(user_profile=...)`` hook over a server's memory operations
+    (``memory_op(op, app_name, user_id)``: the replica holding the user's shard answers);
+    None when the user has no memories yet."""
+    def source(app_name: str, user_id: str) -> Mapping[str, Any] | None:
+        try:
+            return memory_op("profile", app_name, user_id)  # type: ignore[no-any-return]
+        except NotFound:
+            return None
+    return source
+
+
 class ProfileReads:
     """The profile and domain reads of :class:`~mnemoray.memory.service.MemoryService`
     (a mixin: it needs ``snapshot()`` and ``store``)."""
@@ -115,4 +127,5 @@ class ProfileReads:
         return source
 
 
-__all__ = ["ProfileReads", "ProfileSource", "app_domain", "user_view", "users_of"]
+__all__ = ["ProfileReads", "ProfileSource", "app_domain", "profile_over", "user_view",
+           "users_of"]
