@@ -121,8 +121,3 @@ class RenderCache:
 
 
 CACHE = RenderCache()
-
-
-def clear_caches() -> None:
-    """Forget every rendering (as in a process that never compiled these events)."""
-    CACHE.clear()

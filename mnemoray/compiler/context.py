@@ -6,6 +6,8 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import takewhile
+from operator import attrgetter
 from typing import Any, Protocol
 
 from mnemoray.compiler.agent import AgentSpec
@@ -26,6 +28,8 @@ from mnemoray.tokens import count_tokens
 # Blocks of the system instruction are joined with a blank line; whitespace
 # adds no tokens, so the total is the sum of the blocks' counts.
 BLOCK_SEPARATOR = "\n\n"
+_tokens = attrgetter("tokens")
+_event_ids = attrgetter("event_ids")
 
 
 class Processor(Protocol):
@@ -101,10 +105,12 @@ class CompileContext:
             self.contents.insert(index, content)
         self._content_tokens += content.tokens
 
-    def extend_contents(self, contents: Iterable[Content]) -> None:
+    def extend_contents(self, contents: Iterable[Content], tokens: int | None = None) -> None:
+        """``tokens``: the contents' total when the caller already knows it."""
         start = len(self.contents)
         self.contents.extend(contents)
-        self._content_tokens += sum(c.tokens for c in self.contents[start:])
+        self._content_tokens += sum(map(_tokens, self.contents[start:])) if tokens is None \
+            else tokens
 
     def replace_content(self, index: int, content: Content) -> None:
         self._content_tokens += content.tokens - self.contents[index].tokens
@@ -172,11 +178,8 @@ class CompileContext:
         tokens = self._tool_tokens + self.static_tokens + self._stable_instruction_tokens
         if self._per_call_block:
             return tokens
-        for content in self.contents:
-            if not content.event_ids:
-                break
-            tokens += content.tokens
-        return tokens
+        # C-level iteration: this runs over the whole history on every compile.
+        return tokens + sum(map(_tokens, takewhile(_event_ids, self.contents)))
 
 
 def prefix_hash(static_instruction: str) -> str:

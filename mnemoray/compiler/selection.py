@@ -28,6 +28,7 @@ class History:
     raw: list[Event] = field(default_factory=list)  # visible, non-compaction, in log order
     compactions: list[Event] = field(default_factory=list)
     call_owner: dict[str, str] = field(default_factory=dict)  # call_id -> who called
+    result_calls: set[str] = field(default_factory=set)  # call ids with a result in raw
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
 
 
@@ -42,11 +43,20 @@ class Selection:
     skipped: dict[str, int]
 
 
-def sort_history(events: Sequence[Event]) -> History:
-    """One pass: drop partial events, framework noise and empty messages."""
-    history = History()
+def sort_history(events: Sequence[Event], before: History | None = None) -> History:
+    """One pass: drop partial events, framework noise and empty messages.
+    ``before``: the history of the events logged before ``events`` (left unchanged),
+    so a grown session is sorted by its new events only."""
+    if before is None:
+        history = History()
+        partial = noise = empty = 0
+    else:
+        history = History(list(before.raw), list(before.compactions), dict(before.call_owner),
+                          set(before.result_calls))
+        partial, noise, empty = (before.skipped[k]
+                                 for k in ("partial", "control_or_error", "empty"))
     raw, compactions, call_owner = history.raw, history.compactions, history.call_owner
-    partial = noise = empty = 0
+    result_calls = history.result_calls
     for event in events:
         kind = event.type
         if event.partial:
@@ -60,6 +70,7 @@ def sort_history(events: Sequence[Event]) -> History:
             call_owner[event.data["call_id"]] = event.author
             raw.append(event)
         elif kind == "tool_result":
+            result_calls.add(event.data["call_id"])
             raw.append(event)
         elif kind == "compaction":
             compactions.append(event)
@@ -85,8 +96,11 @@ def close_tool_units(raw: Sequence[Event], shown: set[int]) -> None:
             shown.update(unit)
 
 
-def select(events: Sequence[Event], include_contents: str = "default") -> Selection:
-    history = sort_history(events)
+def select(events: Sequence[Event], include_contents: str = "default",
+           history: History | None = None) -> Selection:
+    """``history``: ``sort_history(events)`` when the caller already has it."""
+    if history is None:
+        history = sort_history(events)
     if include_contents == "none":
         return _current_turn(history)
     return _with_compactions(history)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from mnemoray.compiler.casting import CACHE
 from mnemoray.compiler.context import CompileContext
-from mnemoray.compiler.selection import select
+from mnemoray.compiler.history_memo import MEMO
 
 
 class HistoryProcessor:
     """Selects events (see ``selection``), casts them for this agent (see
-    ``casting``) and appends the caller's new message last."""
+    ``casting``) and appends the caller's new message last. What a previous
+    compile of the same session derived is reused (see ``history_memo``)."""
 
     name = "history"
 
@@ -19,28 +19,17 @@ class HistoryProcessor:
             ctx.detail.update(mode="callee", events=0,
                               caller_events_hidden=len(ctx.session.events), new_message=True)
             return
-        selection = select(ctx.session.events, ctx.agent.include_contents)
-        agent_name = ctx.agent.name
-        owner = selection.call_owner
-        render = CACHE.render
-        ctx.extend_contents(
-            render(e, agent_name, owner.get(e.data["call_id"], e.author)
-                   if e.type == "tool_result" else e.author)
-            for e in selection.events)
+        view = MEMO.view(ctx.session, ctx.agent.name, ctx.agent.include_contents)
+        ctx.extend_contents(view.contents, view.tokens)
         if ctx.new_message:
             ctx.add_new_message(ctx.new_message)
         ctx.detail.update(
-            events=len(selection.events),
-            event_ids=[e.id for e in selection.events],
-            compactions=selection.compactions_used,
-            covered_by_compaction=selection.covered,
-            skipped={k: v for k, v in selection.skipped.items() if v},
+            events=len(view.event_ids),
+            event_ids=list(view.event_ids),
+            compactions=list(view.compactions),
+            covered_by_compaction=view.covered,
+            skipped=dict(view.skipped),
             new_message=bool(ctx.new_message),
         )
-        # Raw tokens the shown summaries replace, per summary token (where compactions
-        # recorded both: mnemoray.compaction).
-        used = [e.data for e in selection.events if e.type == "compaction"]
-        raw = sum(d.get("raw_tokens", 0) for d in used)
-        summary = sum(d.get("summary_tokens", 0) for d in used)
-        if raw and summary:
-            ctx.detail["compression_ratio"] = round(raw / summary, 2)
+        if view.compression_ratio is not None:
+            ctx.detail["compression_ratio"] = view.compression_ratio

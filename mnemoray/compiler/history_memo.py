@@ -1,0 +1,180 @@
+"""The history processor's output per session and agent, reused while the log only grows.
+
+Compiling a long session is mostly re-deriving what the previous compile of the
+same session derived: which events are shown and how each one looks. A snapshot
+keeps that (the sorted history, the rendered contents, the trace's figures) with
+the event list it came from. The next compile of the same session and agent
+reuses it when its log starts with those events:
+
+- the same event objects (an in-process agent): one C-level list comparison;
+- equal events in new objects (a server that loads the session from its store):
+  one pass comparing the fields selection and rendering read;
+- plus events appended since: only those are sorted and rendered, as long as the
+  selection is the plain one (every visible event, no compaction) and no new tool
+  call claims a result already shown (its owner, hence its rendering, would change).
+
+Anything else (a compaction, ``include_contents="none"``, an edited log) is
+selected and rendered in full, the renderings coming from the per-event
+:data:`mnemoray.compiler.casting.CACHE`. Equal inputs give equal output, so a
+snapshot never changes a compile's result, only its cost.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+
+from mnemoray.compiler.casting import CACHE
+from mnemoray.compiler.request import Content
+from mnemoray.compiler.selection import History, Selection, select, sort_history
+from mnemoray.events import Event
+from mnemoray.session import Session
+
+Key = tuple[str, str, str, str, str]  # app, user, session, agent, include_contents
+_tokens = attrgetter("tokens")
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    """What the history processor adds and traces. Shared between compiles:
+    callers copy the lists before changing them."""
+
+    contents: list[Content]
+    tokens: int
+    event_ids: list[str]
+    compactions: list[str]
+    covered: int
+    skipped: dict[str, int]  # reasons with a non-zero count
+    compression_ratio: float | None
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    events: list[Event]
+    history: History
+    growable: bool  # the plain selection: appended events only append contents
+    view: HistoryView
+
+
+class HistoryMemo:
+    """Snapshots for the most recently compiled sessions, bounded by the number
+    of events they hold (oldest stored first out)."""
+
+    def __init__(self, max_events: int = 50_000) -> None:
+        self.max_events = max_events
+        self._snapshots: dict[Key, _Snapshot] = {}
+        self._events = 0
+        self._lock = threading.Lock()  # guards store + evict; lookups are lock-free
+
+    def view(self, session: Session, agent_name: str, include_contents: str) -> HistoryView:
+        events = session.events
+        key = (session.app_name, session.user_id, session.session_id, agent_name,
+               include_contents)
+        snapshot = self._snapshots.get(key)
+        if snapshot is not None and starts_with(events, snapshot.events):
+            if len(events) == len(snapshot.events):
+                return snapshot.view
+            if snapshot.growable:
+                grown = _grow(snapshot, events, agent_name)
+                if grown is not None:
+                    self._store(key, grown)
+                    return grown.view
+        history = sort_history(events)
+        selection = select(events, include_contents, history)
+        growable = include_contents == "default" and not history.compactions
+        fresh = _Snapshot(list(events), history, growable, _render(selection, agent_name))
+        self._store(key, fresh)
+        return fresh.view
+
+    def _store(self, key: Key, snapshot: _Snapshot) -> None:
+        size = len(snapshot.events)
+        if size > self.max_events:
+            return
+        with self._lock:
+            old = self._snapshots.pop(key, None)
+            self._events += size - (len(old.events) if old is not None else 0)
+            self._snapshots[key] = snapshot
+            while self._events > self.max_events:
+                evicted = self._snapshots.pop(next(iter(self._snapshots)))
+                self._events -= len(evicted.events)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._snapshots.clear()
+            self._events = 0
+
+    def __len__(self) -> int:
+        return len(self._snapshots)
+
+
+def starts_with(events: Sequence[Event], prefix: list[Event]) -> bool:
+    """Whether ``events`` begins with ``prefix``: the same objects, or new objects
+    equal in every field that selection and rendering read."""
+    n = len(prefix)
+    if len(events) < n:
+        return False
+    if n == 0:
+        return True
+    if events[0] is prefix[0] and events[n - 1] is prefix[n - 1]:
+        # Compares identity first, element by element in C; an element replaced
+        # by another object falls back to comparing the events' fields.
+        return list(events[:n]) == prefix
+    for old, new in zip(prefix, events, strict=False):  # events may be longer
+        if old is not new and not (
+                old.id == new.id and old.text == new.text and old.type == new.type
+                and old.author == new.author and old.role == new.role
+                and old.partial == new.partial and old.timestamp == new.timestamp
+                and old.data == new.data):
+            return False
+    return True
+
+
+def _grow(snapshot: _Snapshot, events: Sequence[Event], agent_name: str) -> _Snapshot | None:
+    """The snapshot extended by the events after it, or None when that needs a
+    full selection."""
+    added = events[len(snapshot.events):]
+    before = snapshot.history
+    for event in added:
+        if event.type == "compaction" or (event.type == "tool_call" and not event.partial
+                                          and event.data["call_id"] in before.result_calls):
+            return None
+    history = sort_history(added, before)
+    new_raw = history.raw[len(before.raw):]
+    owner = history.call_owner
+    render = CACHE.render
+    contents = [render(e, agent_name, owner.get(e.data["call_id"], e.author)
+                       if e.type == "tool_result" else e.author) for e in new_raw]
+    view = snapshot.view
+    return _Snapshot(
+        snapshot.events + list(added), history, True,
+        HistoryView(view.contents + contents, view.tokens + sum(map(_tokens, contents)),
+                    view.event_ids + [e.id for e in new_raw], [], 0,
+                    {k: v for k, v in history.skipped.items() if v}, None))
+
+
+def _render(selection: Selection, agent_name: str) -> HistoryView:
+    owner = selection.call_owner
+    render = CACHE.render
+    contents = [render(e, agent_name, owner.get(e.data["call_id"], e.author)
+                       if e.type == "tool_result" else e.author) for e in selection.events]
+    # Raw tokens the shown summaries replace, per summary token (where compactions
+    # recorded both: mnemoray.compaction).
+    used = [e.data for e in selection.events if e.type == "compaction"]
+    raw = sum(d.get("raw_tokens", 0) for d in used)
+    summary = sum(d.get("summary_tokens", 0) for d in used)
+    return HistoryView(contents, sum(map(_tokens, contents)),
+                       [e.id for e in selection.events], selection.compactions_used,
+                       selection.covered, {k: v for k, v in selection.skipped.items() if v},
+                       round(raw / summary, 2) if raw and summary else None)
+
+
+MEMO = HistoryMemo()
+
+
+def clear_caches() -> None:
+    """Forget every snapshot and rendering (as in a process that never compiled
+    these events; the token counter's memo of texts stays)."""
+    MEMO.clear()
+    CACHE.clear()
