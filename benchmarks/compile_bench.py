@@ -12,29 +12,40 @@ a compaction event every 20 turns, and reports:
   every event a fresh object, as when a server loads the session per request;
 - prefix-hash stability: the fraction of consecutive turns whose prefix hash
   is identical (must be 100%);
-- the latency target's setting: one session cut at exactly 1000 events.
+- the latency target's setting: one session cut at exactly 1000 events, warm, cold
+  and with an empty render cache, each split by compiler step (``compile_paths``),
+  with the machine (CPU model, cores, load) it ran on.
 
 Run: ``.venv/bin/python benchmarks/compile_bench.py`` -> table on stdout and
-``benchmarks/results/compile.json``.
+``benchmarks/results/compile.json``; ``--target-only`` measures only the 1000-event
+setting; ``--before FILE`` puts an earlier result's figures beside this run's.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
-import os
-import platform
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemoray.compiler import AgentSpec, Compiler
-from mnemoray.compiler.casting import CACHE as RENDER_CACHE
-from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
-from mnemoray.session import Session
-from mnemoray.summarizers.base import Summary
-from mnemoray.tokens import count_tokens
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compile_paths import at_event_count, percentile, print_paths  # noqa: E402
+
+from mnemoray.compiler import AgentSpec, Compiler  # noqa: E402
+from mnemoray.events import (  # noqa: E402
+    Event,
+    model_message,
+    tool_call,
+    tool_result,
+    user_message,
+)
+from mnemoray.session import Session  # noqa: E402
+from mnemoray.summarizers.base import Summary  # noqa: E402
+from mnemoray.tokens import count_tokens  # noqa: E402
 
 TURN_COUNTS = (50, 200, 1000)
 COMPACT_EVERY = 20
@@ -149,11 +160,6 @@ def naive_tokens(session: Session, new_message: str) -> int:
     return total
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
 @dataclass
 class Run:
     turns: int
@@ -193,16 +199,13 @@ def build_session(turns: int, compaction: bool) -> tuple[Session, list[int]]:
 
 
 def cold_latencies(compiler: Compiler, agent: AgentSpec, session: Session,
-                   new_message: str, empty_cache: bool = False) -> list[float]:
-    """Compile over fresh copies of every event (a server loading the session);
-    with ``empty_cache`` also as a process that never rendered these events."""
+                   new_message: str) -> list[float]:
+    """Compile over fresh copies of every event (a server loading the session)."""
     raw = [e.to_dict() for e in session.events]
     times = []
     for _ in range(COLD_REPEATS):
         fresh = copy.copy(session)
         fresh.events = [Event.from_dict(e) for e in raw]
-        if empty_cache:
-            RENDER_CACHE.clear()
         start = time.perf_counter_ns()
         compiler.compile(fresh, agent, new_message=new_message)
         times.append((time.perf_counter_ns() - start) / 1e6)
@@ -233,31 +236,38 @@ def run(turns: int, compaction: bool, compiler: Compiler, agent: AgentSpec) -> R
                percentile(cold, 50), percentile(cold, 95), stable)
 
 
-def at_event_count(count: int, compiler: Compiler, agent: AgentSpec) -> dict[str, float]:
-    """The latency target's setting: one session cut at exactly ``count`` events."""
-    full, _ = build_session(1000, compaction=False)
-    session = copy.copy(full)
-    session.events = full.events[:count]
-    message = "Where is my order?"
-    warm = []
-    for _ in range(WARM_REPEATS):
-        start = time.perf_counter_ns()
-        compiler.compile(session, agent, new_message=message)
-        warm.append((time.perf_counter_ns() - start) / 1e6)
-    cold = cold_latencies(compiler, agent, session, message)
-    first = cold_latencies(compiler, agent, session, message, empty_cache=True)
-    return {"events": count, "warm_p50_ms": percentile(warm, 50),
-            "warm_p95_ms": percentile(warm, 95), "cold_p50_ms": percentile(cold, 50),
-            "cold_p95_ms": percentile(cold, 95), "empty_cache_p50_ms": percentile(first, 50),
-            "empty_cache_p95_ms": percentile(first, 95)}
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=TARGET_EVENTS,
+                        help="the latency target's session size (default %(default)s)")
+    parser.add_argument("--target-only", action="store_true",
+                        help="measure only that setting (no 50/200/1000-turn replays)")
+    parser.add_argument("--before", type=Path,
+                        help="an earlier results JSON whose target figures go beside these")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
     compiler = Compiler.default()
     agent = AgentSpec(name="atlas", description="Customer-operations assistant",
                       static_instruction=STATIC, instruction=INSTRUCTION, tools=TOOLS)
-    runs = [run(t, c, compiler, agent) for t in TURN_COUNTS for c in (False, True)]
-    target = at_event_count(TARGET_EVENTS, compiler, agent)
+    runs = [] if args.target_only else \
+        [run(t, c, compiler, agent) for t in TURN_COUNTS for c in (False, True)]
+    full, _ = build_session(1000, compaction=False)
+    repeats = {"warm": WARM_REPEATS, "cold": COLD_REPEATS * 4, "empty_cache": COLD_REPEATS * 2}
+    target = at_event_count(full, args.events, compiler, agent, repeats)
+    before = json.loads(args.before.read_text())["at_target_events"] if args.before else None
+    if runs:
+        print_runs(runs)
+    print_paths(target, before)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out = {"machine": target["machine"], "compact_every_turns": COMPACT_EVERY, "runs":
+           [vars(r) for r in runs], "at_target_events": target}
+    if before:
+        out["before"] = before
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+def print_runs(runs: list[Run]) -> None:
     header = (f"{'turns':>5} {'compact':>7} {'events':>6} {'naive tok':>9} {'compiled':>9} "
               f"{'ratio':>6} {'p50 ms':>7} {'p95 ms':>7} {'cold p50':>8} {'cold p95':>8} "
               f"{'same prefix':>11}")
@@ -272,20 +282,6 @@ def main() -> None:
     print(f"p50/p95: every turn's compile as the session grows (session object kept, as an "
           f"in-process agent does); cold: {COLD_REPEATS} compiles of the final session over "
           f"fresh event objects (as after loading from a store). Tokens at the last turn.")
-    print(f"at exactly {TARGET_EVENTS} events (target p95 < 5 ms):")
-    for label, key in (("warm", "warm"), ("cold", "cold"),
-                       ("cold, empty render cache", "empty_cache")):
-        print(f"  {label:<25} p50 {target[key + '_p50_ms']:5.2f} ms   "
-              f"p95 {target[key + '_p95_ms']:5.2f} ms")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "platform": platform.platform()},
-        "compact_every_turns": COMPACT_EVERY,
-        "runs": [vars(r) for r in runs],
-        "at_target_events": target,
-    }, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
 
 
 if __name__ == "__main__":
