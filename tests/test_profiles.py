@@ -158,3 +158,19 @@ def _one_shard(store: Path, shard: int):
     from mnemoray.memory.store import MemoryStore
 
     return MemoryStore(store, load_shards=[shard])
+
+
+def test_a_lancedb_store_has_profiles_too(tmp_path: Path) -> None:
+    pytest.importorskip("lancedb")
+    service = MemoryService.open(f"lancedb://{tmp_path / 'ln'}", embedder=None)
+    try:
+        for s in ALICE:
+            service.ingest_session(s)
+        p = service.profile("app", "alice")
+        assert area(p, "parrot").depth == "expert" and p.entities == []  # no graph kept
+        evidence = area(p, "parrot").evidence[0]
+        assert service.forget_memory("app", "alice", evidence) == 1
+        assert evidence not in area(service.profile("app", "alice"), "parrot").evidence
+        assert service.domain("app").users == 1
+    finally:
+        service.close()
