@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping, Sequence
+from itertools import islice
+from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
 from mnemoray.compiler.context import text_content
@@ -26,11 +29,18 @@ SUMMARY_PREFIX = "[Summary of earlier conversation]: "
 
 # Built once: json.dumps with options would construct an encoder per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+# The C encoder that JSONEncoder.encode builds on every call (as long as a small
+# payload takes to encode), built once with the same options. No circular-reference
+# check: payloads come from events, which hold JSON only (checked when made).
+_C_ENCODE = None if c_make_encoder is None else c_make_encoder(
+    None, str, encode_basestring, None, ": ", ", ", True, False, True)
 
 
 def to_json(value: Any) -> str:
     """Deterministic JSON for tool payloads shown as text."""
-    return _ENCODER.encode(value)
+    if _C_ENCODE is None:
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 def summary_text(event: Event) -> str:
@@ -111,6 +121,38 @@ class RenderCache:
             while len(self._entries) > self.max_entries:
                 del self._entries[next(iter(self._entries))]
         return content
+
+    def render_all(self, events: Sequence[Event], agent_name: str,
+                   call_owner: Mapping[str, str]) -> list[Content]:
+        """``render`` for each event, in order, a tool result attributed to whoever
+        made its call (``call_owner``; the result's author when the call is missing).
+        One loop and one lock for the batch: this is the history processor's path."""
+        entries = self._entries
+        out: list[Content] = []
+        new: list[tuple[tuple, tuple[dict[str, Any], Content]]] = []
+        limit = self.max_entry_tokens
+        for event in events:
+            author = event.author
+            owner = call_owner.get(event.data["call_id"], author) \
+                if event.type == "tool_result" else author
+            key = (event.id, event.session_id, event.type, event.role, author, event.text,
+                   agent_name, owner)
+            entry = entries.get(key)
+            if entry is not None and (entry[0] is event.data or entry[0] == event.data):
+                out.append(entry[1])
+                continue
+            content = render(event, agent_name, owner)
+            out.append(content)
+            if content.tokens <= limit:
+                new.append((key, (event.data, content)))
+        if new:
+            with self._lock:
+                entries.update(new)
+                excess = len(entries) - self.max_entries
+                if excess > 0:
+                    for key in list(islice(entries, excess)):
+                        del entries[key]
+        return out
 
     def clear(self) -> None:
         with self._lock:

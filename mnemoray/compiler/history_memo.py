@@ -142,10 +142,7 @@ def _grow(snapshot: _Snapshot, events: Sequence[Event], agent_name: str) -> _Sna
             return None
     history = sort_history(added, before)
     new_raw = history.raw[len(before.raw):]
-    owner = history.call_owner
-    render = CACHE.render
-    contents = [render(e, agent_name, owner.get(e.data["call_id"], e.author)
-                       if e.type == "tool_result" else e.author) for e in new_raw]
+    contents = CACHE.render_all(new_raw, agent_name, history.call_owner)
     view = snapshot.view
     return _Snapshot(
         snapshot.events + list(added), history, True,
@@ -155,10 +152,7 @@ def _grow(snapshot: _Snapshot, events: Sequence[Event], agent_name: str) -> _Sna
 
 
 def _render(selection: Selection, agent_name: str) -> HistoryView:
-    owner = selection.call_owner
-    render = CACHE.render
-    contents = [render(e, agent_name, owner.get(e.data["call_id"], e.author)
-                       if e.type == "tool_result" else e.author) for e in selection.events]
+    contents = CACHE.render_all(selection.events, agent_name, selection.call_owner)
     # Raw tokens the shown summaries replace, per summary token (where compactions
     # recorded both: mnemoray.compaction).
     used = [e.data for e in selection.events if e.type == "compaction"]

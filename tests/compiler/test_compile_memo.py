@@ -3,6 +3,8 @@ output never changes is tests/compiler/test_compile_pinned.py's job."""
 
 from __future__ import annotations
 
+import json
+
 from mnemoray.compiler.history_memo import HistoryMemo
 from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
 
@@ -53,3 +55,16 @@ def test_the_memo_is_bounded_by_the_events_it_holds(make_session):
     memo.view(make_session(*(user_message(f"m{i}") for i in range(6)), session_id="c"),
               "alpha", "default")
     assert len(memo) == 1  # one over the bound is never stored
+
+
+def test_to_json_matches_the_json_module():
+    from decimal import Decimal
+
+    from mnemoray.compiler.casting import to_json
+
+    payloads = [{"b": 1, "a": [1.5, -0.0, 1e300, None, True, "é \" \\ \n \t \u0001 東京"]},
+                {"nested": {"z": {}, "y": [], "x": [{"k": 2**70}]}}, {3: "int keys", 1: 2},
+                "plain text", 42, 2.5, None, [], {"odd": Decimal("1.10")}]
+    for payload in payloads:
+        assert to_json(payload) == json.dumps(payload, ensure_ascii=False, sort_keys=True,
+                                              default=str)
