@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from factories import T0, session
-from profile_data import ALICE, build_store
+from profile_data import ALICE, BOB, build_store
 
 from mnemoray.errors import NotFound, Unavailable
 from mnemoray.memory.service import MemoryService
@@ -172,5 +172,34 @@ def test_a_lancedb_store_has_profiles_too(tmp_path: Path) -> None:
         assert service.forget_memory("app", "alice", evidence) == 1
         assert evidence not in area(service.profile("app", "alice"), "parrot").evidence
         assert service.domain("app").users == 1
+    finally:
+        service.close()
+
+
+def test_a_commit_computes_again_only_the_users_it_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collections import OrderedDict
+
+    from mnemoray.profiles import reads
+
+    monkeypatch.setattr(reads, "_by_content", OrderedDict())
+    computed: list[str] = []
+    real = reads.build_profile
+
+    def counted(snap, app, user, memories=None):  # type: ignore[no-untyped-def]
+        computed.append(user)
+        return real(snap, app, user, memories)
+    monkeypatch.setattr(reads, "build_profile", counted)
+    store = build_store(tmp_path, [*ALICE, BOB[0]])
+    service = MemoryService.open(store, embedder=None)
+    try:
+        first = service.domain("app")
+        assert sorted(computed) == ["alice", "bob"]
+        service.ingest_session(BOB[1])  # a commit that changes bob only
+        second = service.domain("app")
+        assert sorted(computed) == ["alice", "bob", "bob"]
+        assert second.store_version > first.store_version and second.sessions == 6
+        alice = service.profile("app", "alice")  # kept, at the new version
+        assert alice.store_version == second.store_version and computed.count("alice") == 1
     finally:
         service.close()

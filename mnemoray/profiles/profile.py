@@ -140,10 +140,12 @@ def _entities(snap: StoreSnapshot, app: str, user: str,
 
 
 def build_profile(snap: StoreSnapshot, app: str, user: str,
+                  memories: list[Memory] | None = None,
                   ) -> tuple[UserProfile, UserTopics, float]:
     """The profile of (app, user) in ``snap``, what the user gives the domain index,
-    and when it stops holding (the first expiry among the memories read; inf: never)."""
-    memories = snap.rows_for_user(app, user)
+    and when it stops holding (the first expiry among the memories read; inf: never).
+    ``memories``: the user's live memories in ``snap``, when the caller read them."""
+    memories = snap.rows_for_user(app, user) if memories is None else memories
     live = {m.memory_id for m in memories}
     entities, people = _entities(snap, app, user, live)
     sessions = read_turns(memories)

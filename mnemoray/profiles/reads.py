@@ -2,20 +2,26 @@
 
 A view is computed on first read and kept with the snapshot it was computed from
 (a weak reference: it goes when the snapshot does), so a read after any commit (a
-backfill on either engine, an online ingestion, a forget) computes it afresh from
-that version, and one snapshot never computes a user's profile twice. A memory that
-expires (TTL) ends a view too: it is computed again after the first expiry among
-the memories it read.
+backfill on either engine, an online ingestion, a forget) reads that version, and
+one snapshot never computes a view twice. A memory that expires (TTL) ends a view
+too: it is computed again after the first expiry among the memories it read.
+
+A user's profile is a function of their live memories, so it is also kept by their
+identity (the user's live memory ids): after a commit, only the users whose memories
+changed are computed again (a new session of one user leaves the others' profiles,
+and most of the app's domain index, as they were).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from mnemoray.compiler.services import ProfileSource
@@ -26,11 +32,14 @@ from mnemoray.profiles.profile import UserProfile, UserTopics, build_profile
 
 T = TypeVar("T")
 KEEP_VIEWS = 256  # views kept per snapshot (a user's profile, an app's index)
+KEEP_USERS = 4096  # profiles kept by the live memories they were computed from
+UserView = tuple[UserProfile, UserTopics, float]  # and when it stops holding
 
 _lock = threading.Lock()
 _views: weakref.WeakKeyDictionary[StoreSnapshot, OrderedDict[tuple[str, ...],
                                                              tuple[Any, float]]] = \
     weakref.WeakKeyDictionary()
+_by_content: OrderedDict[tuple[Any, ...], UserView] = OrderedDict()
 
 
 def _memo(snap: StoreSnapshot, key: tuple[str, ...],
@@ -51,32 +60,60 @@ def _memo(snap: StoreSnapshot, key: tuple[str, ...],
     return value
 
 
+def _computed(snap: StoreSnapshot, app: str, user: str) -> UserView:
+    """The user's view at ``snap``: the one computed from the same live memories
+    (in any earlier version), else computed now."""
+    memories = snap.rows_for_user(app, user)
+    digest = hashlib.blake2b(digest_size=16)
+    for memory_id in sorted(m.memory_id for m in memories):
+        digest.update(memory_id.encode("utf-8", "surrogatepass") + b"\x1f")
+    key = (app, user, getattr(snap, "graph", None) is not None, digest.hexdigest())
+    with _lock:
+        found = _by_content.get(key)
+        if found is not None and time.time() < found[2]:
+            _by_content.move_to_end(key)
+    if found is None or time.time() >= found[2]:
+        found = build_profile(snap, app, user, memories)
+        with _lock:
+            _by_content[key] = found
+            while len(_by_content) > KEEP_USERS:
+                _by_content.popitem(last=False)
+    profile, topics, until = found
+    if profile.store_version != snap.version:
+        profile = replace(profile, store_version=snap.version)
+    return profile, topics, until
+
+
 def user_view(snap: StoreSnapshot, app: str, user: str) -> tuple[UserProfile, UserTopics]:
     """The profile of (app, user) in ``snap`` and what the user gives the domain index."""
     def build() -> tuple[tuple[UserProfile, UserTopics], float]:
-        profile, topics, until = build_profile(snap, app, user)
+        profile, topics, until = _computed(snap, app, user)
         return (profile, topics), until
     return _memo(snap, ("user", app, user), build)
 
 
-def users_of(snap: StoreSnapshot, app: str) -> dict[str, UserTopics]:
-    """User -> topics of every user of ``app`` with live memories in ``snap``'s shards."""
-    out = {}
+def _users(snap: StoreSnapshot, app: str) -> tuple[dict[str, UserTopics], float]:
+    """User -> topics of every user of ``app`` with live memories in ``snap``'s shards,
+    and when the first of them stops holding."""
+    out, until = {}, math.inf
     for owner, user in snap.tenants():
         if owner == app:
-            topics = user_view(snap, app, user)[1]
+            _, topics, ends = _computed(snap, app, user)
             if topics.memories:
                 out[user] = topics
-    return out
+                until = min(until, ends)
+    return out, until
+
+
+def users_of(snap: StoreSnapshot, app: str) -> dict[str, UserTopics]:
+    """User -> topics of every user of ``app`` with live memories in ``snap``'s shards."""
+    return _users(snap, app)[0]
 
 
 def app_domain(snap: StoreSnapshot, app: str) -> DomainIndex:
     def build() -> tuple[DomainIndex, float]:
-        part = users_of(snap, app)
-        # Ends when the first of its users' views does (a memory expiring).
-        until = min((_views.get(snap, {}).get(("user", app, u), (None, math.inf))[1]
-                     for u in part), default=math.inf)
-        return domain_index(app, snap.version, part), until
+        users, until = _users(snap, app)
+        return domain_index(app, snap.version, users), until
     return _memo(snap, ("domain", app), build)
 
 
