@@ -203,3 +203,23 @@ def test_a_commit_computes_again_only_the_users_it_changed(
         assert alice.store_version == second.store_version and computed.count("alice") == 1
     finally:
         service.close()
+
+
+@pytest.mark.parametrize(("said", "declined"), [
+    ("I'd rather not talk about my divorce right now.", "divorce"),
+    ("Please don't ask me about work", "work"),
+    ("Let's not get into politics, ok?", "politics"),
+    ("I'd rather not talk about it.", "divorce"),  # "it": what was asked
+    ("No thanks.", "divorce"),
+    ("Nope, it went fine, we are friends now.", None),  # an answer, not a refusal
+    ("No thanks, I would rather keep it between me and my family honestly", None),
+    ("Sure, it was hard but we are fine.", None),
+])
+def test_declined_topics_by_fixed_cues(said: str, declined: str | None) -> None:
+    from mnemoray.profiles.style import declined_in
+    from mnemoray.profiles.turns import Turn
+
+    asked = Turn("e1", "s", "assistant", "Would you like to talk about your divorce?",
+                 "2023-01-01", ("m1",), False)
+    assert declined_in(Turn("e2", "s", "user", said, "2023-01-01", ("m1",), True),
+                       asked) == declined

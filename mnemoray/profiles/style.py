@@ -13,8 +13,9 @@ the same memories always give the same style (no model call):
   share answered (not declined, at least :data:`ANSWER_WORDS` words).
 
 A declined topic is a user turn that matches one of :data:`_DECLINE` ("I'd rather not
-talk about my divorce", "please don't ask about work"); a bare refusal ("No thanks.",
-"I'd rather not.") declines what the question before it asked about.
+talk about my divorce", "please don't ask about work"); a bare refusal (a short turn
+that starts "No thanks" or "I'd rather not") declines what the question before it
+asked about.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ _DECLINE = [re.compile(p, re.IGNORECASE) for p in (
     rf"\b(?:i'?d )?(?:rather|prefer to) (?:skip|leave out|pass on)\s*{_TOPIC}",
 )]
 _BARE = re.compile(r"^\W*(?:no,? thanks?(?: you)?|no thank you|i'?d rather not|"
-                   r"i'?d prefer not to|(?:i'?ll )?pass|not really,? no|nope)\b", re.IGNORECASE)
+                   r"i'?d prefer not to|(?:i'?ll )?pass)\b", re.IGNORECASE)
+# A bare refusal is short: "Nope, she is healthy." answers; "No thanks." declines.
+BARE_WORDS = 6
 _LEADING = re.compile(r"^(?:about|my|the|that|this|those|these|your|our|his|her|their|"
                       r"any|more|it)\s+", re.IGNORECASE)
 _TRAILING = re.compile(r"\s+(?:right now|now|anymore|today|please|here|again|with you)$",
@@ -103,7 +106,7 @@ def declined_in(turn: Turn, before: Turn | None) -> str | None:
             if topic in _PRONOUN:  # "I'd rather not talk about it": what was asked
                 return asked or None
             return topic
-    if _BARE.match(turn.text) and asked:
+    if asked and _BARE.match(turn.text) and len(words(turn.text)) <= BARE_WORDS:
         return asked
     return None
 
