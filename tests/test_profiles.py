@@ -226,3 +226,27 @@ def test_declined_topics_by_fixed_cues(said: str, declined: str | None) -> None:
                  "2023-01-01", ("m1",), False)
     assert declined_in(Turn("e2", "s", "user", said, "2023-01-01", ("m1",), True),
                        asked) == declined
+
+
+def test_an_agents_own_memories_stay_out_of_the_profile(tmp_path: Path) -> None:
+    from mnemoray.memory.record import Memory
+
+    service = MemoryService.open(tmp_path / "store", embedder=None)
+    try:
+        for s in ALICE[:2]:
+            service.ingest_session(s)
+        before = service.profile("app", "alice")
+        own = [Memory("app", "alice", "online", "fact", text, agent_name="coach")
+               for text in ("I play the violin in an orchestra.",
+                            "My violin teacher is strict about violin scales.")]
+        assert len(service.add_memories(own)) == 2
+        after = service.profile("app", "alice")  # what a recall without an agent sees
+        assert after.memories == before.memories and after.sessions == before.sessions
+        assert not any(a.topic == "violin" for a in after.expertise)
+        assert not any(t.topic == "violin" for t in service.domain("app").topics)
+        shared = Memory("app", "alice", "online", "fact", "I also play the violin at home.")
+        service.add_memories([shared, Memory("app", "alice", "online", "fact",
+                                             "Violin lessons on Fridays.")])
+        assert any(a.topic == "violin" for a in service.profile("app", "alice").expertise)
+    finally:
+        service.close()

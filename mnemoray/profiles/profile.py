@@ -11,7 +11,8 @@
 - memories (by kind) and sessions counted, first and last active (world time).
 
 A declined topic is left out of the expertise areas and of what the user gives the
-app's domain index (``UserTopics``). Nothing here reads another user's rows.
+app's domain index (``UserTopics``). Nothing here reads another user's rows, nor an
+agent's own (agent-only) memories: a profile is what every agent of the app may see.
 """
 
 from __future__ import annotations
@@ -139,13 +140,20 @@ def _entities(snap: StoreSnapshot, app: str, user: str,
              for e in shown[:MAX_ENTITIES]], names)
 
 
+def shared_rows(snap: StoreSnapshot, app: str, user: str) -> list[Memory]:
+    """The user's live memories every agent of the app sees: what a recall without an
+    agent reads (docs/scopes.md); an agent's own memories stay in its own recall."""
+    return [m for m in snap.rows_for_user(app, user) if not m.agent_name]
+
+
 def build_profile(snap: StoreSnapshot, app: str, user: str,
                   memories: list[Memory] | None = None,
                   ) -> tuple[UserProfile, UserTopics, float]:
     """The profile of (app, user) in ``snap``, what the user gives the domain index,
     and when it stops holding (the first expiry among the memories read; inf: never).
-    ``memories``: the user's live memories in ``snap``, when the caller read them."""
-    memories = snap.rows_for_user(app, user) if memories is None else memories
+    ``memories``: the user's shared live memories (:func:`shared_rows`), when the
+    caller read them."""
+    memories = shared_rows(snap, app, user) if memories is None else memories
     live = {m.memory_id for m in memories}
     entities, people = _entities(snap, app, user, live)
     sessions = read_turns(memories)
@@ -200,4 +208,4 @@ def build_profile(snap: StoreSnapshot, app: str, user: str,
 
 
 __all__ = ["DEPTHS", "ExpertiseArea", "TermCount", "UserProfile", "UserTopics",
-           "build_profile", "depth_of"]
+           "build_profile", "depth_of", "shared_rows"]

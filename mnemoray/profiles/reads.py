@@ -28,7 +28,7 @@ from mnemoray.compiler.services import ProfileSource
 from mnemoray.errors import NotFound, Unavailable
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.profiles.domain import DomainIndex, DomainPart, domain_index, with_memories
-from mnemoray.profiles.profile import UserProfile, UserTopics, build_profile
+from mnemoray.profiles.profile import UserProfile, UserTopics, build_profile, shared_rows
 
 T = TypeVar("T")
 KEEP_VIEWS = 256  # views kept per snapshot (a user's profile, an app's index)
@@ -63,7 +63,7 @@ def _memo(snap: StoreSnapshot, key: tuple[str, ...],
 def _computed(snap: StoreSnapshot, app: str, user: str) -> UserView:
     """The user's view at ``snap``: the one computed from the same live memories
     (in any earlier version), else computed now."""
-    memories = snap.rows_for_user(app, user)
+    memories = shared_rows(snap, app, user)
     digest = hashlib.blake2b(digest_size=16)
     for memory_id in sorted(m.memory_id for m in memories):
         digest.update(memory_id.encode("utf-8", "surrogatepass") + b"\x1f")
