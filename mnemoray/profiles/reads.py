@@ -67,6 +67,8 @@ def _computed(snap: StoreSnapshot, app: str, user: str) -> UserView:
     digest = hashlib.blake2b(digest_size=16)
     for memory_id in sorted(m.memory_id for m in memories):
         digest.update(memory_id.encode("utf-8", "surrogatepass") + b"\x1f")
+    # The user's graph needs no place in the key: it is written and forgotten in the
+    # same commits as the memories it was read from.
     key = (app, user, getattr(snap, "graph", None) is not None, digest.hexdigest())
     with _lock:
         found = _by_content.get(key)
