@@ -54,9 +54,15 @@ def render(event: Event, agent_name: str, owner: str) -> Content:
     """``event`` as ``agent_name`` sees it; ``owner`` made the tool call (if any)."""
     ids = (event.id,)
     kind = event.type
+    own = owner == agent_name
+    if kind == "message":  # most events: built here, without text_content's frame
+        role = event.role
+        if role == "user" or (own and role == "model"):
+            text = event.text
+            return Content(role, (Part(text),), ids, count_tokens(text))
+        return _user_text(f"For context: [{event.author}] said: ", event.text, ids)
     if kind == "compaction":
         return _user_text(SUMMARY_PREFIX, summary_text(event), ids)
-    own = owner == agent_name
     if kind == "tool_call":
         name, args = event.data["name"], event.data.get("args") or {}
         if own:
