@@ -35,7 +35,8 @@ ALICE = [
             user="alice"),
     session("a4", T0 + 4 * MONTH,
             ("u", "Is sourdough baking hard? I want to try sourdough bread."),
-            ("m", "It takes patience; a starter needs a week."), user="alice"),
+            ("m", "It takes patience; a starter needs a week."),
+            ("u", "My grandmother ran a bakery in the 1960s."), user="alice"),
 ]
 BOB = [
     session("b1", T0 + MONTH,

@@ -55,7 +55,7 @@ def test_the_profile_of_a_backfilled_user(service: MemoryService) -> None:
                                                               ("ex-husband", "a3")]
     assert p.declined[0].said == "No thanks."
     s = p.style
-    assert s.turns == 8 and s.question_ratio == pytest.approx(1 / 8)
+    assert s.turns == 9 and s.question_ratio == round(1 / 9, 3)
     assert s.follow_ups_asked == 4 and s.follow_ups_answered == 2  # "No thanks." is no answer
     assert s.verbosity == "moderate" and s.specifics_ratio > 0.5
     names = {e["name"]: e for e in p.entities}
@@ -84,6 +84,10 @@ def test_the_domain_index_counts_users_never_names_them(service: MemoryService) 
     months = [p.period for p in d.periods]
     assert months[0] == "2023-11" and months == sorted(months) and len(months) == 5
     assert sum(p.memories for p in d.periods) == d.memories
+    # The years and decades the memories talk about (dates in the entity graph).
+    eras = {e["era"]: e for e in d.eras_mentioned}
+    assert eras["1960s"]["users"] == 1 and eras["1960s"]["memories"] >= 1
+    assert eras["2023"]["users"] == 1  # "in 2023" (alice); bob names no date
     text = repr(d.to_dict())
     for private in ("alice", "bob", "No thanks", "Kiko is 12", "divorce", "ex-husband"):
         assert private not in text  # counts and topic terms only; declined topics never

@@ -91,6 +91,8 @@ def domain_cmd(
         typer.echo(f"  {t['users']:>5} {t['sessions']:>8} {t['mentions']:>8}  "
                    f"{t['first_month']}..{t['last_month']}  {t['topic']}")
     typer.echo("periods: " + "  ".join(f"{p['period']} {p['memories']}" for p in d["periods"]))
+    typer.echo("eras mentioned: " + ("  ".join(f"{e['era']} {e['memories']}"
+                                               for e in d["eras_mentioned"]) or "-"))
 
 
 __all__ = ["domain_cmd", "profile_cmd"]

@@ -16,7 +16,9 @@ takes an ``app_wide`` key). The parts of a sharded store add up
 - cross-cutting themes: topics held by at least :data:`CROSS_USERS` users, counted
   by users;
 - periods: every month from the first to the last memory (months without any
-  included: the gaps), with memories, sessions and users.
+  included: the gaps), with memories, sessions and users;
+- eras mentioned: the years and decades the memories talk about (dates and periods
+  in the entity graph: "in 1990", "last summer"), with memories and users.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class DomainIndex:
     weakly_covered: list[str]
     cross_cutting: list[dict[str, Any]]  # {"topic", "term", "users"}
     periods: list[PeriodCoverage]
+    eras_mentioned: list[dict[str, Any]]  # {"era": "2023" | "1990s", "memories", "users"}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,7 +117,12 @@ def domain_index(app: str, version: int, users: Mapping[str, UserTopics]) -> Dom
     labels: dict[str, Counter[str]] = {}
     months: dict[str, set[str]] = {}
     per_month: dict[str, list[int]] = {}  # memories, sessions, users
+    eras: dict[str, list[int]] = {}  # memories, users
     for topics in users.values():
+        for era, n in topics.mentioned.items():
+            row = eras.setdefault(era, [0, 0])
+            row[0] += n
+            row[1] += 1
         for term, c in topics.terms.items():
             holders[term] += 1
             sessions[term] += len(c.sessions)
@@ -143,7 +151,8 @@ def domain_index(app: str, version: int, users: Mapping[str, UserTopics]) -> Dom
                for p in (_months(min(per_month), max(per_month)) if per_month else [])]
     return DomainIndex(app, version, len(users), sum(u.sessions for u in users.values()),
                        sum(u.memories for u in users.values()), topics, well, weak, cross,
-                       periods)
+                       periods, [{"era": e, "memories": m, "users": u}
+                                 for e, (m, u) in sorted(eras.items())])
 
 
 __all__ = ["DomainIndex", "DomainPart", "PeriodCoverage", "TopicCoverage", "domain_index",

@@ -85,6 +85,9 @@ class UserTopics:
     sessions: int
     terms: dict[str, TermCount]
     months: dict[str, tuple[int, frozenset[str]]]  # YYYY-MM -> (memories, session ids)
+    # Years (or decades, "1990s") the memories talk about: the graph's date and period
+    # entities, by the memories mentioning them (empty where no graph is kept).
+    mentioned: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -114,18 +117,33 @@ def _end(m: Memory) -> float:
     return m.event_time_end if m.event_time_end is not None else m.created_at
 
 
-def _entities(snap: StoreSnapshot, app: str, user: str,
-              live: set[str]) -> tuple[list[dict[str, Any]], set[str]]:
-    """Entities mentioned by live memories (most first), and the lower-cased words of
-    people's names (no topic: a person is an entity, not an area)."""
+def era_of(label: str) -> str | None:
+    """The year ("2023") or decade ("1990s") of a date or period entity's label
+    (mnemoray.temporal: "2023-05-07", "2023-W18", "2023-summer", "1990s", ...)."""
+    head = label[:4]
+    if not head.isdigit():
+        return None
+    return label[:5] if label[4:5] == "s" else head
+
+
+def _entities(snap: StoreSnapshot, app: str, user: str, live: set[str],
+              ) -> tuple[list[dict[str, Any]], set[str], dict[str, int]]:
+    """Entities mentioned by live memories (most first); the lower-cased words of
+    people's names (no topic: a person is an entity, not an area); and per year or
+    decade the memories mentioning a date or period of it."""
     view = getattr(snap, "graph", None)
     if view is None:  # a store that keeps no graph (LanceDB)
-        return [], set()
+        return [], set(), {}
     graph = view.user(app, user)
     counts: Counter[str] = Counter()
+    eras: dict[str, set[str]] = {}
     for r in graph.relations.values():
         if r.type == MENTIONS and r.src in live and r.dst in graph.entities:
             counts[r.dst] += 1
+            e = graph.entities[r.dst]
+            era = era_of(e.name) if e.type in ("date", "period") else None
+            if era is not None:
+                eras.setdefault(era, set()).add(r.src)
     names: set[str] = set()
     for e in graph.entities.values():
         if e.type == "person":
@@ -137,7 +155,8 @@ def _entities(snap: StoreSnapshot, app: str, user: str,
              and graph.entities[i].type not in ("date", "period")]
     shown.sort(key=lambda e: (-counts[e.entity_id], e.name))
     return ([{"name": e.name, "type": e.type, "memories": counts[e.entity_id]}
-             for e in shown[:MAX_ENTITIES]], names)
+             for e in shown[:MAX_ENTITIES]], names,
+            {era: len(ids) for era, ids in sorted(eras.items())})
 
 
 def shared_rows(snap: StoreSnapshot, app: str, user: str) -> list[Memory]:
@@ -155,7 +174,7 @@ def build_profile(snap: StoreSnapshot, app: str, user: str,
     caller read them."""
     memories = shared_rows(snap, app, user) if memories is None else memories
     live = {m.memory_id for m in memories}
-    entities, people = _entities(snap, app, user, live)
+    entities, people, mentioned = _entities(snap, app, user, live)
     sessions = read_turns(memories)
     speakers = {t.speaker.lower() for ts in sessions.values() for t in ts if t.speaker}
     style, declined = read_style(list(sessions.values()))
@@ -201,11 +220,12 @@ def build_profile(snap: StoreSnapshot, app: str, user: str,
         max((_end(m) for m in memories), default=None), areas[:MAX_AREAS], style, declined,
         entities)
     topics = UserTopics(len(memories), len(session_ids), terms,
-                        {k: (n, frozenset(s)) for k, (n, s) in sorted(months.items())})
+                        {k: (n, frozenset(s)) for k, (n, s) in sorted(months.items())},
+                        mentioned)
     expires = min((m.expires_at for m in memories if m.expires_at is not None),
                   default=math.inf)
     return profile, topics, expires
 
 
 __all__ = ["DEPTHS", "ExpertiseArea", "TermCount", "UserProfile", "UserTopics",
-           "build_profile", "depth_of", "shared_rows"]
+           "build_profile", "depth_of", "era_of", "shared_rows"]

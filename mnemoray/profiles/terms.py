@@ -43,7 +43,8 @@ def _tokenizer(language: str) -> KeywordTokenizer:
 @lru_cache(maxsize=65536)
 def term_of(word: str, language: str) -> str | None:
     """The index term of one lower-cased ``word`` in ``language``; None: no topic."""
-    if not _is_topic_word(word) or word in _MODIFIERS or word in _NOT_TOPICS:
+    if not _is_topic_word(word) or word in _MODIFIERS or word in _NOT_TOPICS \
+            or word[0].isdigit():  # "1960s", "3rd": times and counts, not topics
         return None
     found = _tokenizer(language).terms(word)
     if len(found) != 1 or len(found[0]) < MIN_TERM_CHARS or found[0].isdigit():

@@ -87,6 +87,12 @@ class CrossCuttingOut(BaseModel):
     users: int
 
 
+class EraOut(BaseModel):
+    era: str = Field(description="a year (2023) or a decade (1990s)")
+    memories: int
+    users: int
+
+
 class DomainResponse(BaseModel):
     app_name: str
     store_version: int
@@ -100,4 +106,6 @@ class DomainResponse(BaseModel):
     cross_cutting: list[CrossCuttingOut] = Field(description="topics of two users or more")
     periods: list[PeriodCoverageOut] = Field(description="every month from the first "
                                              "memory to the last")
+    eras_mentioned: list[EraOut] = Field(description="years and decades the memories talk "
+                                         "about (dates in the entity graph)")
     took_ms: float | None = None
