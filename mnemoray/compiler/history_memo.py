@@ -14,8 +14,8 @@ reuses it when its log starts with those events:
   call claims a result already shown (its owner, hence its rendering, would change).
 
 Anything else (a compaction, ``include_contents="none"``, an edited log) is
-selected and rendered in full, the renderings coming from the per-event
-:data:`mnemoray.compiler.casting.CACHE`. Equal inputs give equal output, so a
+selected in full (a grown log still sorts only its new events) and rendered
+through the per-event :data:`mnemoray.compiler.casting.CACHE`. Equal inputs give equal output, so a
 snapshot never changes a compile's result, only its cost.
 """
 
@@ -73,6 +73,7 @@ class HistoryMemo:
         key = (session.app_name, session.user_id, session.session_id, agent_name,
                include_contents)
         snapshot = self._snapshots.get(key)
+        history = None
         if snapshot is not None and starts_with(events, snapshot.events):
             if len(events) == len(snapshot.events):
                 return snapshot.view
@@ -81,7 +82,10 @@ class HistoryMemo:
                 if grown is not None:
                     self._store(key, grown)
                     return grown.view
-        history = sort_history(events)
+            # Selected anew, but only the new events need sorting.
+            history = sort_history(events[len(snapshot.events):], snapshot.history)
+        if history is None:
+            history = sort_history(events)
         selection = select(events, include_contents, history)
         growable = include_contents == "default" and not history.compactions
         fresh = _Snapshot(list(events), history, growable, _render(selection, agent_name))
