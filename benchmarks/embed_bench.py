@@ -15,7 +15,9 @@ The configurations are measured interleaved, round by round, so a load change on
 shared machine hits all of them alike: compare ratios within one run.
 
 Run: ``.venv/bin/python benchmarks/embed_bench.py`` -> table on stdout and
-``benchmarks/results/embed.json``.
+``benchmarks/results/embed.json``. With ``--device cuda`` it measures the GPU instead
+(``benchmarks/embed_gpu.py``: the limit probe, the packed CUDA embedder, plain
+sentence-transformers; ``benchmarks/results/embed_gpu.json``).
 """
 
 from __future__ import annotations
@@ -80,8 +82,22 @@ def main() -> None:
     parser.add_argument("--singles-per-round", type=int, default=25)
     parser.add_argument("--cache-dir", default=None, help="ONNX export cache (default: "
                         "$MNEMORAY_ONNX_CACHE or ~/.cache/mnemoray/onnx)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="cuda: the GPU benchmark (benchmarks/embed_gpu.py)")
+    parser.add_argument("--texts", type=int, default=100_000, help="cuda: turns to embed")
+    parser.add_argument("--users", type=int, default=1000, help="cuda: datagen users")
+    parser.add_argument("--batch-tokens", type=int, default=65536,
+                        help="cuda: padded tokens per forward pass")
+    parser.add_argument("--repeats", type=int, default=3, help="cuda: timed runs each")
     args = parser.parse_args()
+    if args.device == "cuda":
+        from benchmarks import embed_gpu
+
+        args.out = args.out or embed_gpu.RESULTS
+        embed_gpu.run(args)
+        return
+    args.out = args.out or RESULTS
 
     queries, batch = make_texts()
     load_start = os.getloadavg()

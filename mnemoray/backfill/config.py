@@ -30,6 +30,8 @@ FLAGS = {
     "progress_interval_s": "--progress-every",
     "workers": "--workers", "batch_size": "--batch-size",
     "gpus_per_embedder": "--gpus-per-embedder", "llm_concurrency": "--llm-concurrency",
+    "embed_batch_size": "--embed-batch-size", "dtype": "--embed-dtype",
+    "max_batch_tokens": "--embed-batch-tokens",
     "llm_batch_size": "--llm-batch-size", "address": "--ray-address",
 }
 
@@ -43,11 +45,14 @@ def _positive_int(value: Any, name: str) -> None:
 class RayOptions:
     """How the Ray Data engine runs. None: the engine's default (``RAY_DEFAULTS``)."""
 
-    workers: int | None = None  # actors per pool (distill, embed): autoscaling 1..workers
+    workers: int | None = None  # actors per pool: distill, and embed on CPU (GPUs: per GPU)
     batch_size: int | None = None  # sessions per distill / embed batch
     actor_cpus: float | None = None  # CPUs per distill / embed actor
     task_cpus: float | None = None  # CPUs per read / validate / write task
     gpus_per_embedder: float | None = None  # 0: embed on CPU; else on cuda
+    # Sessions per embed batch (None: batch_size on CPU, GPU_EMBED_BATCH on a GPU, where
+    # a forward pass needs thousands of texts to keep the device busy).
+    embed_batch_size: int | None = None
     llm_concurrency: int | None = None  # vLLM engine replicas (each takes tp*pp GPUs)
     llm_batch_size: int | None = None  # rows per vLLM engine batch
     address: str | None = None  # None: RAY_ADDRESS if set (ray job submit), else local Ray
@@ -65,6 +70,8 @@ class RayOptions:
         opts = self.resolved()
         for name in ("workers", "batch_size", "llm_concurrency", "llm_batch_size"):
             _positive_int(getattr(opts, name), f"ray.{name}")
+        if opts.embed_batch_size is not None:
+            _positive_int(opts.embed_batch_size, "ray.embed_batch_size")
         for name in ("actor_cpus", "task_cpus"):
             if not getattr(opts, name) > 0:
                 raise InvalidInput(f"must be > 0, got {getattr(opts, name)!r}",
@@ -75,7 +82,10 @@ class RayOptions:
 
 
 # RayOptions fields that are command-line flags of their own (the CPU shares are not).
-RAY_FLAGS = ("workers", "batch_size", "gpus_per_embedder", "llm_concurrency", "llm_batch_size")
+RAY_FLAGS = ("workers", "batch_size", "gpus_per_embedder", "embed_batch_size", "llm_concurrency",
+             "llm_batch_size")
+# Sessions per embed batch on a GPU (about 4,000 memories: a few forward passes' worth).
+GPU_EMBED_BATCH = 1024
 # Fractions, so the embedded default fits a 2-core machine: one distill actor and one
 # embed actor (0.5 CPU each) leave a core for the tasks.
 RAY_DEFAULTS = RayOptions(workers=1, batch_size=64, actor_cpus=0.5, task_cpus=0.25,
@@ -141,14 +151,26 @@ class BackfillConfig:
     @classmethod
     def from_flags(cls, *, summarizer_options: Sequence[str] = (),
                    ray_address: str | None = None, config: str | Path | None = None,
+                   embed_dtype: str | None = None, embed_batch_tokens: int | None = None,
                    **flags: Any) -> BackfillConfig:
         """The config the command-line flags name (``mnemoray backfill`` and ``python -m
         mnemoray.jobs.backfill``): flat flags, ``KEY=VALUE`` summarizer options, the Ray
         options (None: not given) split into :class:`RayOptions`, and ``config``: a
-        settings file whose ``scopes`` group says whose memories they are."""
+        settings file whose ``scopes`` group says whose memories they are.
+        ``embed_dtype`` / ``embed_batch_tokens`` set the embedder spec's ``dtype`` /
+        ``max_batch_tokens`` (on a GPU when ``gpus_per_embedder`` gives one)."""
         from mnemoray.scope_settings import scope_settings_from_file
 
         ray = {name: flags.pop(name) for name in RAY_FLAGS if name in flags}
+        if embed_dtype is not None or embed_batch_tokens is not None:
+            spec = on_gpus(EmbedderSpec.parse(flags.get("embedder", "default")),
+                           ray.get("gpus_per_embedder"))
+            try:
+                flags["embedder"] = spec.override(dtype=embed_dtype,
+                                                  max_batch_tokens=embed_batch_tokens)
+            except InvalidInput as exc:  # name the flag that was typed
+                raise InvalidInput(exc.reason, field=flag_of(exc.field or "embedder")) \
+                    from None
         scopes = scope_settings_from_file(config).policy if config is not None else None
         return cls(summarizer_options=parse_key_values(list(summarizer_options),
                                                        field="--summarizer-option"),
@@ -187,10 +209,19 @@ def parse_key_values(pairs: list[str], *, field: str = "summarizer_options") -> 
     return options
 
 
+def on_gpus(spec: EmbedderSpec, gpus_per_embedder: float | None) -> EmbedderSpec:
+    """``spec`` as the embed actors run it: on cuda when they hold GPUs (a remote
+    server's model runs on the server's devices)."""
+    if gpus_per_embedder and spec.device == "cpu" and not spec.remote \
+            and spec.model is not None:
+        return spec.override(device="cuda")
+    return spec
+
+
 def flag_of(name: str) -> str:
     """``--workers`` for ``workers`` / ``ray.workers``; the field name if it has no flag."""
     return FLAGS.get(name.removeprefix("ray."), name)
 
 
-__all__ = ["DEFAULT_COMMIT_EVERY", "FLAGS", "RAY_DEFAULTS", "BackfillConfig",
-           "RayOptions", "flag_of", "parse_key_values"]
+__all__ = ["DEFAULT_COMMIT_EVERY", "FLAGS", "GPU_EMBED_BATCH", "RAY_DEFAULTS", "BackfillConfig",
+           "RayOptions", "flag_of", "on_gpus", "parse_key_values"]

@@ -151,7 +151,7 @@ def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer | None
 
 
 def embed_sessions(items: Sequence[SessionItem], embedder: Embedder | None,
-                   batch_size: int = 64) -> list[SessionItem]:
+                   batch_size: int | None = None) -> list[SessionItem]:
     """Embed every memory of the batch in one encode call."""
     flat = [m for item in items for m in item.memories]
     embedded = iter(embed_memories(flat, embedder, batch_size=batch_size))

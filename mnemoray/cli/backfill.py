@@ -44,14 +44,24 @@ def backfill_cmd(
                                            "RAY_ADDRESS if set, as under `ray job submit`, "
                                            "else a new local Ray instance)."),
     workers: int | None = typer.Option(None, "--workers", min=1,
-                                       help="Ray: most actors per pool (distill, embed); they "
-                                       "autoscale from 1 (default 1)."),
+                                       help="Ray: actors per pool (distill; embed on CPU, "
+                                       "sharing the cluster's cores) (default 1)."),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1,
                                           help="Ray: sessions per distill/embed batch "
                                           "(default 64)."),
     gpus_per_embedder: float | None = typer.Option(None, "--gpus-per-embedder", min=0.0,
                                                    help="Ray: GPUs per embedding actor (default "
-                                                   "0: CPU)."),
+                                                   "0: CPU); actors fill every GPU."),
+    embed_batch_size: int | None = typer.Option(None, "--embed-batch-size", min=1,
+                                                help="Ray: sessions per embed batch (default: "
+                                                "--batch-size on CPU, 1024 on a GPU)."),
+    embed_dtype: str | None = typer.Option(None, "--embed-dtype",
+                                           help="GPU embedder precision: auto, float32, "
+                                           "float16, bfloat16 (half only through the parity "
+                                           "gate; default auto)."),
+    embed_batch_tokens: int | None = typer.Option(None, "--embed-batch-tokens", min=1,
+                                                  help="Padded tokens per embedding forward "
+                                                  "pass (GPU default 65536; ONNX 1024)."),
     llm_concurrency: int | None = typer.Option(None, "--llm-concurrency", min=1,
                                                help="Ray, --summarizer vllm: vLLM engine "
                                                "replicas (default 1)."),
@@ -81,6 +91,8 @@ def backfill_cmd(
             embedder=embedder,
             commit_every=commit_every, progress_interval_s=progress_every, workers=workers,
             batch_size=batch_size, gpus_per_embedder=gpus_per_embedder,
+            embed_batch_size=embed_batch_size, embed_dtype=embed_dtype,
+            embed_batch_tokens=embed_batch_tokens,
             llm_concurrency=llm_concurrency, llm_batch_size=llm_batch_size,
             ray_address=ray_address, config=config_file)
         config.check()  # a bad flag fails here, before Ray starts

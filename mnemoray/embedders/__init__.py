@@ -5,6 +5,8 @@
 - :mod:`~mnemoray.embedders.torch`: a sentence-transformers model run by torch.
 - :mod:`~mnemoray.embedders.onnx`: the same model exported to ONNX Runtime, admitted
   only after the parity gate against torch.
+- :mod:`~mnemoray.embedders.cuda`: the same model fed to a GPU at its pace (parallel
+  tokenising, token-budget batches, pinned copies; half precision through the gate).
 - :mod:`~mnemoray.embedders.openai_compat`: a model served by an OpenAI-compatible
   ``/v1/embeddings`` server (vLLM, TEI, Ollama), parity-gated against a local model.
 - :mod:`~mnemoray.embedders.spec`: :class:`EmbedderSpec`, what to open, as a string.
@@ -18,6 +20,7 @@ from mnemoray.embedders.base import (
     EmbedderError,
     ModelMismatch,
 )
+from mnemoray.embedders.cuda import CudaEmbedder
 from mnemoray.embedders.onnx import (
     MAX_BATCH_TOKENS,
     PARITY_MIN_COSINE,
@@ -40,8 +43,9 @@ from mnemoray.embedders.resolve import (
 )
 from mnemoray.embedders.torch import SentenceTransformerEmbedder
 
-__all__ = ["DEFAULT_MODEL", "MAX_BATCH_TOKENS", "PACKAGED_MODEL_ID", "PARITY_MIN_COSINE",
-           "PARITY_TEXTS", "PURPOSES", "RUNTIMES", "Embedder", "EmbedderError", "EmbedderSpec",
-           "ModelMismatch", "OnnxEmbedder", "OpenAIEmbedder", "RemoteEmbedderError",
-           "SentenceTransformerEmbedder", "check_model", "default_onnx_cache_dir",
-           "open_embedder", "resolve_spec", "token_batches", "verify_parity", "write_model"]
+__all__ = ["CudaEmbedder", "DEFAULT_MODEL", "Embedder", "EmbedderError", "EmbedderSpec",
+           "MAX_BATCH_TOKENS", "ModelMismatch", "OnnxEmbedder", "OpenAIEmbedder",
+           "PACKAGED_MODEL_ID", "PARITY_MIN_COSINE", "PARITY_TEXTS", "PURPOSES",
+           "RUNTIMES", "RemoteEmbedderError", "SentenceTransformerEmbedder",
+           "check_model", "default_onnx_cache_dir", "open_embedder", "resolve_spec",
+           "token_batches", "verify_parity", "write_model"]

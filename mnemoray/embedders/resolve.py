@@ -11,8 +11,10 @@ Every rule about choosing an embedder lives here:
   model the store was built with.
 - runtime: ``auto``, the default for every purpose, runs the packaged MiniLM on CPU by
   its parity-gated ONNX Runtime build (same vectors, same ``model_id``) and falls back
-  to torch with a logged warning when that build cannot be had; other models and
-  other devices run with torch. ``torch`` or ``onnx`` in the spec forces one.
+  to torch with a logged warning when that build cannot be had; other models on CPU
+  run with torch; on a CUDA device it is the packed GPU embedder (``CudaEmbedder``,
+  half precision only through its parity gate). ``torch`` or ``onnx`` in the spec
+  forces one.
 - remote: ``openai,url=...,model=NAME`` embeds on an OpenAI-compatible server; its
   vectors are ``openai:NAME``, another model than any local one, unless the spec says
   ``parity_with=<local model>`` and the server passes the parity gate against it
@@ -176,16 +178,23 @@ def _load(spec: EmbedderSpec, spin: bool) -> Embedder:
 
     model: str | Path | None = None if spec.packaged else spec.model
     runtime = spec.runtime
+    tokens = {} if spec.max_batch_tokens is None else {"max_batch_tokens": spec.max_batch_tokens}
     if runtime == "auto":
+        if spec.device.startswith("cuda"):
+            from mnemoray.embedders.cuda import CudaEmbedder
+
+            # No fallback: a GPU asked for and missing is the caller's to know (one line).
+            return CudaEmbedder(model, device=spec.device, dtype=spec.dtype, **tokens)
         if spec.packaged and spec.device == "cpu":
             try:
-                return OnnxEmbedder(None, threads=spec.threads, spin=spin)
+                return OnnxEmbedder(None, threads=spec.threads, spin=spin, **tokens)
             except Exception as exc:  # noqa: BLE001 - any failure: the torch model, logged
                 log.warning("mnemoray: the ONNX build of %s is unavailable (%s); embedding "
                             "with torch", PACKAGED_MODEL_ID, exc)
         runtime = "torch"
     if runtime == "onnx":
-        return OnnxEmbedder(model, quantize=spec.quantize, threads=spec.threads, spin=spin)
+        return OnnxEmbedder(model, quantize=spec.quantize, threads=spec.threads, spin=spin,
+                            **tokens)
     return SentenceTransformerEmbedder(model, device=spec.device, threads=spec.threads)
 
 

@@ -29,6 +29,9 @@ _SHORTHANDS: dict[str, dict[str, Any]] = {
 }
 # Options of the remote runtime only (an OpenAI-compatible /v1/embeddings server).
 REMOTE_OPTIONS = ("url", "key_env", "batch", "timeout", "retries", "parity_with")
+# Precision of the GPU embedder (runtime=auto on cuda): auto takes the first half
+# precision that passes the parity gate, else float32.
+DTYPES = ("auto", "float32", "float16", "bfloat16")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -53,9 +56,16 @@ class EmbedderSpec:
     ``parity_with`` a local model (``default``, a folder, a hub name) the server must
     match on the parity probe set before it may carry that model's ``model_id``.
 
+    On a CUDA device, ``runtime=auto`` runs the packed GPU embedder
+    (:class:`~mnemoray.embedders.cuda.CudaEmbedder`): ``dtype`` (``auto``, ``float32``,
+    ``float16``, ``bfloat16``; half precision only through the parity gate) and
+    ``max_batch_tokens`` (padded tokens per forward pass; also the ONNX runtime's cap).
+    ``runtime=torch`` keeps plain sentence-transformers on any device.
+
     As a config string: the model (or a shorthand) first, then ``key=value`` options,
     comma-separated: ``default``, ``none``, ``torch``, ``onnx``, ``onnx-int8``,
-    ``./models/e5,threads=2``, ``default,runtime=torch,device=cuda``,
+    ``./models/e5,threads=2``, ``default,device=cuda,dtype=float16``,
+    ``default,runtime=torch,device=cuda``,
     ``openai,url=http://host:8000,model=BAAI/bge-small-en-v1.5,key_env=EMB_KEY``.
     """
 
@@ -71,6 +81,8 @@ class EmbedderSpec:
     timeout: float | None = None
     retries: int | None = None
     parity_with: str | None = None
+    dtype: str = "auto"
+    max_batch_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.model is not None and (not isinstance(self.model, str)
@@ -95,6 +107,7 @@ class EmbedderSpec:
         if self.runtime == "onnx" and self.device != "cpu":
             raise EmbedderError(f"the ONNX runtime runs on cpu only, got {self.device!r}",
                                 field="device")
+        self._check_batching()
         if self.remote:
             self._check_remote()
         else:
@@ -102,6 +115,25 @@ class EmbedderSpec:
                 if getattr(self, name) is not None:
                     raise EmbedderError(f"only for runtime={REMOTE_RUNTIME} (an "
                                         f"OpenAI-compatible server)", field=name)
+
+    def _check_batching(self) -> None:
+        if self.dtype not in DTYPES:
+            raise EmbedderError(f"one of {', '.join(DTYPES)}, got {self.dtype!r}",
+                                field="dtype")
+        gpu = self.runtime == "auto" and self.device.startswith("cuda")
+        if self.dtype != "auto" and not gpu:
+            raise EmbedderError(f"only for the GPU embedder (runtime=auto on a cuda device), "
+                                f"got runtime={self.runtime} device={self.device}",
+                                field="dtype")
+        if self.max_batch_tokens is not None:
+            if not _positive_int(self.max_batch_tokens):
+                raise EmbedderError(f"must be a positive integer, got "
+                                    f"{self.max_batch_tokens!r}", field="max_batch_tokens")
+            if not (gpu or self.runtime == "onnx"
+                    or (self.runtime == "auto" and self.packaged and self.device == "cpu")):
+                raise EmbedderError("only for runtimes that pack batches by tokens (onnx, "
+                                    "or runtime=auto on a cuda device)",
+                                    field="max_batch_tokens")
 
     def _check_remote(self) -> None:
         if self.model in (None, DEFAULT_MODEL):
@@ -240,7 +272,7 @@ def _option(key: str, raw: str, field: str) -> Any:
         if not raw:
             raise EmbedderError("must not be empty", field=field)
         return _model_word(raw) if key == "model" else raw
-    if key in ("threads", "batch", "retries"):
+    if key in ("threads", "batch", "retries", "max_batch_tokens"):
         try:
             return None if key == "threads" and raw.lower() in ("", "auto", "none") \
                 else int(raw)
@@ -260,12 +292,12 @@ def _option(key: str, raw: str, field: str) -> Any:
         if low in _TRUE or low in _FALSE:
             return low in _TRUE
         raise EmbedderError(f"must be true or false, got {raw!r}", field=field)
-    return raw.lower() if key == "runtime" else raw
+    return raw.lower() if key in ("runtime", "dtype") else raw
 
 
 def _text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-__all__ = ["DEFAULT_MODEL", "REMOTE_ID_PREFIX", "REMOTE_OPTIONS", "REMOTE_RUNTIME", "RUNTIMES",
-           "EmbedderSpec"]
+__all__ = ["DEFAULT_MODEL", "DTYPES", "REMOTE_ID_PREFIX", "REMOTE_OPTIONS", "REMOTE_RUNTIME",
+           "RUNTIMES", "EmbedderSpec"]

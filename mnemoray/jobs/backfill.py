@@ -41,6 +41,10 @@ def parser() -> argparse.ArgumentParser:
                    "chunks only: no summaries or facts, no summarizer run.")
     p.add_argument("--embedder", default="default", help="Embedder spec ('default', 'none', "
                    "'torch', a model path, options after commas).")
+    p.add_argument("--embed-dtype", default=None, help="GPU embedder precision (auto, "
+                   "float32, float16, bfloat16).")
+    p.add_argument("--embed-batch-tokens", type=int, default=None, help="Padded tokens per "
+                   "embedding forward pass.")
     p.add_argument("--commit-every", "--batch-sessions", dest="commit_every", type=int,
                    default=DEFAULT_COMMIT_EVERY, help="Sessions per commit.")
     p.add_argument("--config", default=None, help="Settings file: its scopes group says "
@@ -58,6 +62,8 @@ def parser() -> argparse.ArgumentParser:
                      "batch.")
     ray.add_argument("--gpus-per-embedder", type=float, default=None, help="GPUs per "
                      "embedding actor.")
+    ray.add_argument("--embed-batch-size", type=int, default=None, help="Sessions per embed "
+                     "batch.")
     ray.add_argument("--llm-concurrency", type=int, default=None, help="vLLM engine replicas.")
     ray.add_argument("--llm-batch-size", type=int, default=None, help="Rows per vLLM batch.")
     return p

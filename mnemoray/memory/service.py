@@ -71,7 +71,7 @@ SUPERSEDED = "superseded by a newer copy of its session"
 
 # -- shared steps (the backfill uses them too) -------------------------------------
 def embed_memories(memories: Sequence[Memory], embedder: Embedder | None,
-                   batch_size: int = 64) -> list[Memory]:
+                   batch_size: int | None = None) -> list[Memory]:
     """Memories with their ``key_text`` embedded, in one encode call (unchanged if no embedder)."""
     memories = list(memories)
     if embedder is None or not memories:

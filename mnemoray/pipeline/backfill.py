@@ -50,7 +50,7 @@ from typing import Any
 
 from mnemoray.backfill import BackfillConfig, Engine, InProcessEngine
 from mnemoray.backfill.commit import Chunk
-from mnemoray.backfill.config import RayOptions
+from mnemoray.backfill.config import GPU_EMBED_BATCH, RayOptions, on_gpus
 from mnemoray.embedders import Embedder, EmbedderSpec, resolve_spec
 from mnemoray.errors import InvalidInput
 from mnemoray.memory.backend import MemoryBackend
@@ -98,7 +98,7 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
 
     # Workers reopen the store by its location (a path or a parquet:// / lancedb:// URI).
     root, shards = store.uri, store.shards
-    pool = ray.data.ActorPoolStrategy(min_size=1, max_size=opts.workers)
+    pool = ray.data.ActorPoolStrategy(size=opts.workers)
     ds = ray.data.from_items(files, override_num_blocks=len(files))
     ds = ds.map_batches(read_files, batch_size=1, batch_format="pyarrow",
                         num_cpus=opts.task_cpus)
@@ -125,9 +125,11 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
     if spec is None:
         model = KEYWORD_ONLY_MODEL
     else:
+        actors, spec = embed_layout(opts, spec, ray.cluster_resources())
         gpus = opts.gpus_per_embedder
-        ds = ds.map_batches(Embed, batch_size=opts.batch_size, batch_format="pyarrow",
-                            compute=ray.data.ActorPoolStrategy(min_size=1, max_size=opts.workers),
+        batch = opts.embed_batch_size or (GPU_EMBED_BATCH if gpus else opts.batch_size)
+        ds = ds.map_batches(Embed, batch_size=batch, batch_format="pyarrow",
+                            compute=ray.data.ActorPoolStrategy(size=actors),
                             num_cpus=opts.actor_cpus, num_gpus=gpus or None,
                             fn_constructor_kwargs={"store_dir": root, "shards": shards,
                                                    "spec": spec})
@@ -135,6 +137,29 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
                           num_cpus=opts.task_cpus,
                           fn_kwargs={"store_dir": root, "shards": shards, "model": model,
                                      "dim": dim})
+
+
+def embed_layout(opts: RayOptions, spec: EmbedderSpec | Embedder,
+                 resources: dict[str, float]) -> tuple[int, EmbedderSpec | Embedder]:
+    """(embed actors, the spec each opens) for a cluster with ``resources``.
+
+    On GPUs: one actor per ``gpus_per_embedder`` share of every GPU in the cluster. On
+    CPUs: ``workers`` actors that split the cluster's cores between them (a spec that
+    sets ``threads`` keeps it): an ONNX Runtime session left to its default takes every
+    core, so N actors would each run N threads and the stage would not scale.
+    """
+    gpus = opts.gpus_per_embedder
+    if gpus:
+        total = resources.get("GPU", 0.0)
+        if total < gpus:
+            raise InvalidInput(f"the Ray cluster has {total:g} GPU(s); each embed actor "
+                               f"asks for {gpus:g}", field="--gpus-per-embedder")
+        return max(1, int(total // gpus)), spec
+    actors = opts.workers
+    if isinstance(spec, EmbedderSpec) and spec.threads is None and not spec.remote:
+        cpus = int(resources.get("CPU", 1))
+        spec = spec.override(threads=max(1, cpus // actors))
+    return actors, spec
 
 
 def _vllm_stages(ds, cfg: BackfillConfig, opts: RayOptions, root: str, shards: int, pool):
@@ -233,10 +258,7 @@ def embed_spec(config: BackfillConfig, opts: RayOptions,
     if isinstance(config.embedder, Embedder):
         return config.embedder
     spec = resolve_spec(config.embedder, store)
-    if spec is not None and opts.gpus_per_embedder and spec.device == "cpu" \
-            and not spec.remote:  # a server's model runs on the server's devices
-        spec = spec.override(device="cuda")  # actors that hold GPUs embed on them
-    return spec
+    return None if spec is None else on_gpus(spec, opts.gpus_per_embedder)
 
 
 def engine(name: str) -> Engine:
@@ -248,5 +270,5 @@ def engine(name: str) -> Engine:
     raise InvalidInput(f"one of {', '.join(ENGINES)}, got {name!r}", field="engine")
 
 
-__all__ = ["ENGINES", "LOCAL_ENV", "RayDataEngine", "build_dataset", "connect", "embed_spec",
-           "engine"]
+__all__ = ["ENGINES", "LOCAL_ENV", "RayDataEngine", "build_dataset", "connect", "embed_layout",
+           "embed_spec", "engine"]

@@ -31,7 +31,7 @@ class Embed:
     """
 
     def __init__(self, store_dir: str, shards: int, spec: EmbedderSpec | str | Embedder,
-                 encode_batch: int = 64) -> None:
+                 encode_batch: int | None = None) -> None:
         self.store = open_backend(store_dir, shards)
         self.spec = spec
         self.encode_batch = encode_batch
@@ -66,6 +66,11 @@ class Embed:
         if not any(item.memories for item in items):
             return pack(items, [*stats, {"seconds": {"embed": time.perf_counter() - t0}}])
         embedder = self.embedder
+        device = getattr(embedder, "stats", None)  # the GPU embedder times its device
+        device_before = device.device_s if device is not None else 0.0
         done = embed_sessions(items, embedder, batch_size=self.encode_batch)
-        return pack(done, [*stats, {"seconds": {"embed": time.perf_counter() - t0}}],
-                    model=embedder.model_id, dim=embedder.dim)
+        seconds = {"embed": time.perf_counter() - t0}
+        if device is not None:  # the run report's "embed_device": how busy the GPU was
+            seconds["embed_device"] = device.device_s - device_before
+        return pack(done, [*stats, {"seconds": seconds}], model=embedder.model_id,
+                    dim=embedder.dim)
