@@ -5,7 +5,7 @@ framework noise, applying compactions, cutting to the current turn) and
 returns events; ``casting`` decides how each one looks.
 
 A tool call and its result(s) form a *tool unit* (grouped by ``call_id``,
-see :func:`tool_units`). A unit is atomic: if any of its events is shown raw,
+see :func:`call_units`). A unit is atomic: if any of its events is shown raw,
 all of them are, so a call is never separated from its result by a
 compaction boundary or a turn cut.
 """
@@ -15,10 +15,15 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress, islice, repeat
+from operator import attrgetter, ne, not_
 
 from mnemoray.events import Event
 
 NOISE_TYPES = frozenset({"control", "error"})
+_id = attrgetter("id")
+_type = attrgetter("type")
+_timestamp = attrgetter("timestamp")
 
 
 @dataclass
@@ -30,6 +35,9 @@ class History:
     call_owner: dict[str, str] = field(default_factory=dict)  # call_id -> who called
     result_calls: set[str] = field(default_factory=set)  # call ids with a result in raw
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    # call_id -> positions in raw of its tool events: built on first use (only a
+    # compacted or turn-cut selection needs it), extended as the log grows.
+    units: dict[str, tuple[int, ...]] | None = None
 
 
 @dataclass
@@ -57,6 +65,7 @@ def sort_history(events: Sequence[Event], before: History | None = None) -> Hist
                                  for k in ("partial", "control_or_error", "empty"))
     raw, compactions, call_owner = history.raw, history.compactions, history.call_owner
     result_calls = history.result_calls
+    start = len(raw)
     for event in events:
         kind = event.type
         if event.partial:
@@ -77,22 +86,42 @@ def sort_history(events: Sequence[Event], before: History | None = None) -> Hist
         else:
             noise += 1
     history.skipped = {"partial": partial, "control_or_error": noise, "empty": empty}
+    if before is not None and before.units is not None:
+        history.units = _add_units(dict(before.units), raw, start)
     return history
 
 
-def tool_units(raw: Sequence[Event]) -> list[list[int]]:
-    """Positions in ``raw`` of each finished tool call with its result(s)."""
-    by_call: dict[str, list[int]] = {}
-    for i, event in enumerate(raw):
-        if event.type != "message":
-            by_call.setdefault(event.data["call_id"], []).append(i)
-    return [unit for unit in by_call.values() if len(unit) > 1]
+def call_units(history: History) -> dict[str, tuple[int, ...]]:
+    """call_id -> positions in ``history.raw`` of its tool events."""
+    if history.units is None:
+        history.units = _add_units({}, history.raw, 0)
+    return history.units
 
 
-def close_tool_units(raw: Sequence[Event], shown: set[int]) -> None:
-    """Show every event of a tool unit of which any event is shown."""
-    for unit in tool_units(raw):
-        if not shown.issuperset(unit) and not shown.isdisjoint(unit):
+def _add_units(units: dict[str, tuple[int, ...]], raw: list[Event],
+               start: int) -> dict[str, tuple[int, ...]]:
+    # The tool events' positions found C-level: most events are messages.
+    for i in compress(range(start, len(raw)),
+                      map(ne, map(_type, islice(raw, start, None)), repeat("message"))):
+        call_id = raw[i].data["call_id"]
+        units[call_id] = units.get(call_id, ()) + (i,)
+    return units
+
+
+def close_tool_units(history: History, shown: set[int]) -> None:
+    """Show every event of a tool unit (a call with its result(s)) of which any
+    event is shown. Walks the smaller of the shown and hidden sides: a unit is
+    split only if it has an event on each."""
+    raw, units = history.raw, call_units(history)
+    hidden_side = len(shown) * 2 > len(raw)
+    side = set(range(len(raw))) - shown if hidden_side else list(shown)
+    for i in side:
+        event = raw[i]
+        if event.type == "message":
+            continue
+        unit = units[event.data["call_id"]]
+        if len(unit) > 1 and (not shown.isdisjoint(unit) if hidden_side
+                              else not shown.issuperset(unit)):
             shown.update(unit)
 
 
@@ -115,7 +144,7 @@ def _current_turn(history: History) -> Selection:
             start = i
             break
     shown = set(range(start, len(raw)))
-    close_tool_units(raw, shown)
+    close_tool_units(history, shown)
     skipped = {**history.skipped, "before_current_turn": len(raw) - len(shown)}
     return Selection([raw[i] for i in sorted(shown)], history.call_owner, [], 0, skipped)
 
@@ -124,22 +153,27 @@ def _with_compactions(history: History) -> Selection:
     raw = history.raw
     if not history.compactions:
         return Selection(raw, history.call_owner, [], 0, history.skipped)
-    index_of = {e.id: i for i, e in enumerate(raw)}
+    # C-level passes over the raw events (this runs on every compile of a
+    # compacted session): ids to positions (the last one for a repeated id), and
+    # the positions whose event no kept compaction covers.
+    ids = list(map(_id, raw))
+    index_of = dict(zip(ids, range(len(raw)), strict=True))
     kept, sources = _kept_compactions(history.compactions, raw)
     covered_ids = frozenset().union(*sources)
-    shown = {i for i, e in enumerate(raw) if e.id not in covered_ids}
-    close_tool_units(raw, shown)
+    shown = set(compress(range(len(raw)), map(not_, map(covered_ids.__contains__, ids))))
+    close_tool_units(history, shown)
 
     # A summary sits where the first event it replaces was; a summary whose
     # events are no longer in the log sits by its start time.
     timestamps: list[float] | None = None
     placed: list[tuple[int, float, int, Event]] = []
-    for order, (event, ids) in enumerate(zip(kept, sources, strict=True)):
-        present = [index_of[s] for s in ids if s in index_of]
+    for order, (event, source) in enumerate(zip(kept, sources, strict=True)):
+        present = set(map(index_of.get, source))
+        present.discard(None)
         if present:
             at = min(present)
         else:
-            timestamps = timestamps or [e.timestamp for e in raw]
+            timestamps = timestamps or list(map(_timestamp, raw))
             at = bisect_left(timestamps, event.data["start_ts"])
         placed.append((at, float(event.data["start_ts"]), order, event))
     placed.sort(key=lambda p: p[:3])
