@@ -2,7 +2,9 @@
 
 The app runs with API keys (every call below carries one), a small body limit and
 a fast reload interval; its store is backfilled in-process first. Every route is
-exercised over real HTTP (httpx and ``mnemoray.client``).
+exercised over real HTTP (httpx and ``mnemoray.client``) on the default path (direct
+ingress: the replica's own HTTP server on ``server.port``); the second apps of the
+damaged-store and sharded tests run behind Serve's HTTP proxy (``ingress: proxy``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def _free_port() -> int:
 class Server:
     def __init__(self, base: str, store: Path, keys: Path) -> None:
         self.base = base
+        self.proxy = base  # Serve's HTTP proxy (apps with ingress: proxy)
         self.store = store
         self.keys = keys
 
@@ -82,11 +85,14 @@ def server(ray_cluster, tmp_path_factory) -> Server:
                                 KEY_WIDE: {"apps": ["app"], "app_wide": True}}))
     serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
     # If another module started Serve first, its HTTP options stand: ask for the port.
-    port = _get_global_client().http_config.port
+    proxy = _get_global_client().http_config.port
+    port = _free_port()  # the default ingress: the replica answers here itself
     serve.run(build_app({"store": str(store), "server": {
-        "api_keys": str(keys), "reload_interval_s": 0.1, "max_body_bytes": MAX_BODY}}),
-        name=APP_NAME, route_prefix="/")
-    yield Server(f"http://127.0.0.1:{port}", store, keys)
+        "api_keys": str(keys), "reload_interval_s": 0.1, "max_body_bytes": MAX_BODY,
+        "port": port}}), name=APP_NAME, route_prefix="/")
+    server = Server(f"http://127.0.0.1:{port}", store, keys)
+    server.proxy = f"http://127.0.0.1:{proxy}"
+    yield server
     serve.delete(APP_NAME)
 
 
@@ -445,7 +451,8 @@ def test_compile_with_an_unreadable_store_answers_without_memories(
         (store / "memories" / f"shard={shard:04d}" / f"{entry.name}.parquet").write_bytes(
             b"PAR1 truncated")
     name = APP_NAME + "-damaged"
-    serve.run(build_app({"store": str(store), "server": {"api_keys": str(server.keys)},
+    serve.run(build_app({"store": str(store), "server": {"api_keys": str(server.keys),
+                                                         "ingress": "proxy"},
                          "models": {"embedder_deployment": False,
                                     "summarizer_deployment": False}}),
               name=name, route_prefix="/damaged")
@@ -453,7 +460,7 @@ def test_compile_with_an_unreadable_store_answers_without_memories(
             "agent": {"name": "helper", "static_instruction": "You are helpful.",
                       "memory_preload": True}, "new_message": "that flying animal again"}
     try:
-        with httpx.Client(base_url=server.base + "/damaged", timeout=60,
+        with httpx.Client(base_url=server.proxy + "/damaged", timeout=60,
                           headers={"Authorization": f"Bearer {KEY_A}"}) as c:
             assert c.post("/v1/sessions", json={"app_name": "app", "user_id": "alice",
                                                 "session_id": "degraded"}).status_code == 201
@@ -539,6 +546,7 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
     name = APP_NAME + "-sharded"
     serve.run(build_app({"store": str(server.store),
                          "server": {"api_keys": str(server.keys), "index_mode": "deployment",
+                                    "ingress": "proxy",
                                     "reload_interval_s": 0.1},
                          "models": {"embedder_deployment": False,
                                     "summarizer_deployment": False}}),
@@ -547,13 +555,13 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
         # App-wide recall: every shard's replica proposes, the ingress ranks; the answer
         # is the unsharded app's (mnemoray.memory.app_recall).
         for query in ("that flying animal we talked about", "roast chicken"):
-            with MnemorayClient(server.base + "/sharded", KEY_WIDE) as wide, \
+            with MnemorayClient(server.proxy + "/sharded", KEY_WIDE) as wide, \
                     MnemorayClient(server.base, KEY_WIDE) as whole:
                 sharded = wide.recall_app("app", query, top_k=5).memories
                 assert sharded and [(m.user_id, m.memory_id) for m in sharded] == \
                     [(m.user_id, m.memory_id) for m in whole.recall_app("app", query,
                                                                         top_k=5).memories]
-        with MnemorayClient(server.base + "/sharded", KEY_A) as mr:
+        with MnemorayClient(server.proxy + "/sharded", KEY_A) as mr:
             top = mr.recall("app", "alice", "that flying animal we talked about").memories
             assert top[0].provenance.session_id == "parrot"
             added = mr.add_memories("app", "ivan", ["Ivan collects vintage stamps."])

@@ -42,7 +42,9 @@ def test_a_counter_sums_the_requests_of_both_replicas(ray_cluster, tmp_path) -> 
     serve.run(build_app({"store": str(tmp_path / "store"),
                          "models": {"embedder": "none", "summarizer": "extractive",
                                     "summarizer_deployment": False},
-                         "server": {"api_keys": str(keys), "replicas": 2,
+                         # Through the proxy, which spreads the requests of one
+                         # connection over both replicas.
+                         "server": {"api_keys": str(keys), "replicas": 2, "ingress": "proxy",
                                     "num_cpus": {"ingress": 0.1}}}),
               name=APP_NAME, route_prefix="/")
     healthz = ("mnemoray_http_requests_total",

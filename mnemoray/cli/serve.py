@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 import typer
 
 from mnemoray.cli.common import parse_options
+
+Ingress = Literal["direct", "proxy"]
 
 
 def serve_cmd(
@@ -37,11 +40,14 @@ def serve_cmd(
                                        "(repeatable; JSON values, dotted keys: --set "
                                        "ingestion.trigger.type=inactivity, --set "
                                        "recall.apps.myapp.mode=dense)."),
-    direct_ingress: bool = typer.Option(False, "--direct-ingress",
-                                        help="Ray Serve's throughput preset: each ingress "
-                                        "replica also answers HTTP on its own port from "
-                                        "PORT+1 (no proxy hop). Setting: "
-                                        "server.direct_ingress."),
+    ingress: Ingress | None = typer.Option(
+        None, "--ingress", help="direct (default): the ingress replicas answer HTTP on "
+        "HOST:PORT themselves (one node; replicas share the port). proxy: Ray Serve's HTTP "
+        "proxy answers there and routes to the replicas (clusters behind a load balancer; "
+        "docs/operations.md). Setting: server.ingress."),
+    direct_ingress: bool = typer.Option(False, "--direct-ingress", hidden=True,
+                                        help="Deprecated: direct ingress is the default "
+                                        "(--ingress direct)."),
 ) -> None:
     """Serve the HTTP API (recall, memories, sessions, compile, artifacts) on a local Ray
     instance; blocks until Ctrl-C. OpenAPI docs at /docs (with API keys only if
@@ -51,7 +57,7 @@ def serve_cmd(
     """
     # mnemoray.serve.settings imports no Ray: the settings are known before Ray loads.
     from mnemoray.errors import MnemorayError
-    from mnemoray.serve.settings import direct_ingress_env, load_settings, local_ray_options
+    from mnemoray.serve.settings import load_settings, local_ray_options
 
     try:
         flags = parse_options(settings)
@@ -59,7 +65,14 @@ def serve_cmd(
         raise typer.BadParameter(str(exc), param_hint="--set") from exc
     given = {"config": config, "store": store, "server.port": port, "server.host": host,
              "server.replicas": replicas, "server.api_keys": api_keys,
-             "models.embedder": embedder, "server.direct_ingress": direct_ingress or None}
+             "models.embedder": embedder, "server.ingress": ingress}
+    if direct_ingress:
+        if ingress == "proxy":
+            raise typer.BadParameter("contradicts --ingress proxy",
+                                     param_hint="--direct-ingress")
+        typer.echo("note: --direct-ingress is the default now (--ingress direct); the "
+                   "replicas answer on --port itself", err=True)
+        given["server.ingress"] = "direct"
     for key, value in given.items():
         if value is not None:
             flags[key] = str(value) if isinstance(value, Path) else value
@@ -69,9 +82,6 @@ def serve_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     server = s.server
-    if server.direct_ingress:  # Serve reads these when its modules load: before the import
-        for key, value in direct_ingress_env(server.port, server.replicas).items():
-            os.environ.setdefault(key, value)
     # A new local Ray listens on 127.0.0.1 only; Ray reads this when it is imported.
     os.environ.update(local_ray_options(None)[1])
     # serve/ wraps Ray; imported here so the rest of the CLI never loads Ray.
@@ -91,6 +101,9 @@ def serve_cmd(
     docs_open = keys.open if server.docs is None else server.docs
     typer.echo(f"mnemoray: serving store {s.store} on http://{server.host}:{server.port} "
                + ("(docs: /docs)" if docs_open else "(docs off; setting server.docs)"))
+    typer.echo(f"mnemoray: ingress {server.ingress}: " + (
+        f"{server.replicas} replica(s) answer on this port themselves"
+        if server.ingress == "direct" else "Ray Serve's HTTP proxy answers on this port"))
     if keys.open:
         typer.echo("mnemoray: no API keys configured: the API is OPEN, bound to 127.0.0.1 "
                    "only")

@@ -1,16 +1,20 @@
 """The Serve application: ``build_app(args)`` and a default ``app`` from the environment.
 
-    serve run mnemoray.serve.app:build_app store=/path server.replicas=2   # args as key=value
+    serve run mnemoray.serve.app:build_app store=/path server.ingress=proxy   # key=value args
     serve run mnemoray.serve.app:build_app config=/etc/mnemoray.yaml       # a settings file
     serve deploy mnemoray/serve/config.yaml                                # production config
     mnemoray serve --store /path/to/store                         # local, blocking
-    MNEMORAY_STORE=/path serve run mnemoray.serve.app:app                  # env-configured
+    MNEMORAY_STORE=/path MNEMORAY_SERVER__INGRESS=proxy serve run mnemoray.serve.app:app
+
+``serve run`` starts Serve's HTTP proxy on port 8000 itself: give it ``server.ingress=proxy``
+(or ``server.port`` another port for the replicas' own servers).
 
 Settings: ``mnemoray.serve.settings`` (flags > MNEMORAY_* environment > file > defaults).
 
-Graph (default ``index_mode: ingress``)::
+Graph (default ``index_mode: ingress``, ``ingress: direct``)::
 
-    proxy -> MemoryIngress (FastAPI; query embedder + index in-process)
+    client -> MemoryIngress (FastAPI on its own HTTP server, host:port; query embedder +
+                 |           index in-process; ``ingress: proxy``: Serve's proxy in front)
                  |-- Embedder    (@serve.batch; bulk embedding of writes)
                  '-- Summarizer  (session-end distillation)
 
@@ -36,7 +40,6 @@ from mnemoray.serve.ingress import MemoryIngress
 from mnemoray.serve.settings import (
     ServeSettings,
     SettingsError,
-    direct_ingress_env,
     load_settings,
     local_ray_options,
 )
@@ -103,39 +106,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def serve_env(*, direct_ingress: bool = False, port: int = 8000,
-              replicas: int = 1) -> dict[str, str]:
+def serve_env() -> dict[str, str]:
     """Environment for the Ray processes of a local Serve app (the caller's wins)."""
     env = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **SERVE_ENV}
-    if direct_ingress:
-        env.update(direct_ingress_env(port, replicas))
     return {key: os.environ.get(key, value) for key, value in env.items()}
-
-
-def replica_urls(host: str, port: int, replicas: int, timeout_s: float = 30.0) -> list[str]:
-    """With direct ingress: the base URLs of the ingress replicas' own HTTP servers."""
-    import urllib.request
-
-    env = direct_ingress_env(port, replicas)
-    lo = int(env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"])
-    hi = int(env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"])
-    probe = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    deadline = time.monotonic() + timeout_s
-    found: list[str] = []
-    while time.monotonic() < deadline:
-        found = []
-        for p in range(lo, hi + 1):
-            url = f"http://{probe}:{p}"
-            try:
-                with urllib.request.urlopen(url + "/healthz", timeout=0.5) as r:
-                    if r.status == 200:
-                        found.append(url)
-            except OSError:
-                continue
-        if len(found) >= replicas:
-            break
-        time.sleep(0.5)
-    return found
 
 
 def start_local_ray(address: str | None, env_vars: Mapping[str, str]) -> None:
@@ -155,15 +129,19 @@ def start_local_ray(address: str | None, env_vars: Mapping[str, str]) -> None:
     ray.init(**kwargs, log_to_driver=True, runtime_env={"env_vars": dict(env_vars)})
 
 
+class _NoProxyUrl(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "is ready at http" not in record.getMessage()
+
+
 def run_local(args: Mapping[str, Any] | ServeSettings, *, ready: Any = None,
               address: str | None = None) -> None:
     """Start a local Ray + Serve and run the app until Ctrl-C (``mnemoray serve``).
 
-    Binds ``server.host:server.port``. ``server.direct_ingress``: Ray Serve's
-    throughput preset (see ``direct_ingress_env``); the proxy keeps answering on the
-    port and each ingress replica also answers on its own port from ``port + 1``
-    (printed at start): the fast path for clients. ``address="local"`` always starts
-    a new Ray instance (benchmarks).
+    Clients connect to ``server.host:server.port``. ``server.ingress: direct`` (the
+    default): the ingress replicas answer there themselves (``replica_http``) and
+    Serve's HTTP proxy is not started; ``proxy``: Serve's proxy binds it.
+    ``address="local"`` always starts a new Ray instance (benchmarks).
     """
     import ray
     from ray import serve
@@ -171,23 +149,23 @@ def run_local(args: Mapping[str, Any] | ServeSettings, *, ready: Any = None,
     settings = settings_of(args)
     keys = resolve_keys(settings)
     host, port = settings.server.host, settings.server.port
-    direct_ingress, replicas = settings.server.direct_ingress, settings.server.replicas
     if keys.open and host not in ("127.0.0.1", "localhost", "::1"):
         raise SettingsError(f"refusing to bind {host} without API keys; configure "
                             f"server.api_keys or bind 127.0.0.1", field="server.host")
-    env = serve_env(direct_ingress=direct_ingress, port=port, replicas=replicas)
     if not ray.is_initialized():
         # Serve's own per-request overhead, documented knobs (part of Ray Serve's
         # RAY_SERVE_THROUGHPUT_OPTIMIZED preset): user code on the replica's main
         # loop and the router on the proxy's loop save two thread hand-offs per
         # request.
-        start_local_ray(address, env)
-    serve.start(http_options={"host": host, "port": port})
+        start_local_ray(address, serve_env())
+    if settings.server.ingress == "direct":
+        serve.start(proxy_location="Disabled")
+        # Serve would announce its (absent) proxy's URL; the CLI printed the real one.
+        logging.getLogger("ray.serve").addFilter(_NoProxyUrl())
+    else:
+        serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(settings), name=APP_NAME, route_prefix="/")
-    if direct_ingress:
-        urls = replica_urls(host, port, replicas)
-        print("mnemoray: direct ingress, replicas answer at "
-              + (", ".join(urls) or "(no replica port answered yet)"), flush=True)
+    print(f"mnemoray: ready on http://{host}:{port}", flush=True)
     if ready is not None:
         ready(keys)
 

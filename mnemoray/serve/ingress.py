@@ -1,8 +1,8 @@
 """The FastAPI ingress deployment: where a recall is answered, in one hop.
 
-Hot path of ``POST /v1/recall`` (default ``index_mode: ingress``)::
+Hot path of ``POST /v1/recall`` (default ``index_mode: ingress``, ``ingress: direct``)::
 
-    client -> Serve proxy -> MemoryIngress replica            (the only hop)
+    client -> MemoryIngress replica's own HTTP server         (no hop; replica_http)
                                |- auth + pydantic validation   (event loop)
                                |- has the user any memories?   (cached candidate set)
                                |- query vector: LRU hit, or @serve.batch micro-batch
@@ -10,7 +10,8 @@ Hot path of ``POST /v1/recall`` (default ``index_mode: ingress``)::
                                '- hybrid search over the memory-mapped snapshot
                                     (event loop; sub-millisecond for one user)
 
-Nothing on that path crosses a process boundary after the proxy: the query is
+Nothing on that path crosses a process boundary (with ``ingress: proxy`` the Serve
+proxy is one hop in front): the query is
 embedded by the model loaded in this replica and searched in this replica's
 snapshot (the core ``MemoryService``). The ``Embedder`` / ``Summarizer`` deployments only
 serve writes; with ``index_mode: deployment`` the search moves to the ``Index``
@@ -48,6 +49,8 @@ from mnemoray.memory.query_cache import QueryVectorCache
 from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.retrieval import RecallFilters, check_mode
 from mnemoray.memory.service import MemoryService
+from mnemoray.profiles.domain import merged_index
+from mnemoray.profiles.reads import profile_over
 from mnemoray.serve.api import build_api, http_config
 from mnemoray.serve.auth import ApiKeys
 from mnemoray.serve.compaction import start_auto_compaction
@@ -55,6 +58,7 @@ from mnemoray.serve.deployments import remote_models
 from mnemoray.serve.ingestion import IngestionJobs
 from mnemoray.serve.memory import attach_webhook, call_on_loop
 from mnemoray.serve.metrics import Metrics
+from mnemoray.serve.replica_http import ReplicaHttp, instance_id
 from mnemoray.serve.settings import parse_settings
 from mnemoray.sqlite_store import SQLiteSessionStore
 
@@ -100,7 +104,8 @@ class MemoryIngress:
         self.keys = ApiKeys.from_digests(s.server.api_key_digests)
         if self.keys.open:
             log.warning("mnemoray: no API keys configured: the API is OPEN and answers "
-                        "127.0.0.1 clients only (bind the HTTP proxy to 127.0.0.1)")
+                        "127.0.0.1 clients only (bind server.host, or the HTTP proxy, to "
+                        "127.0.0.1)")
         # Blocking I/O (SQLite, Parquet, artifacts, compile); never the query encoder.
         self.io_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mnemoray-io")
         # With encode_in_loop off: one thread for the query encoder (batches are serial,
@@ -169,9 +174,22 @@ class MemoryIngress:
         self.embed_queries.set_max_batch_size(s.models.batch_max_size)
         if self.query_embedder is not None:  # first encode pays lazy init; not a request
             self.query_embedder.encode(["warm up"])
+        self.http = self._direct_ingress() if s.server.ingress == "direct" else None
         log.info("mnemoray ingress ready: store %s (%s rows), query embedder %s (%s), "
-                 "index %s", s.store, self.store_stats().get("rows"),
-                 getattr(q, "model_id", None), type(q).__name__, s.server.index_mode)
+                 "index %s, ingress %s", s.store, self.store_stats().get("rows"),
+                 getattr(q, "model_id", None), type(q).__name__, s.server.index_mode,
+                 s.server.ingress)
+
+    def _direct_ingress(self) -> ReplicaHttp:
+        """This replica's own HTTP server on server.host:server.port (replica_http)."""
+        import ray
+
+        server = self.settings.server
+        instance = instance_id(ray.get_runtime_context().gcs_address,
+                               serve.get_replica_context().app_name)
+        # No proxy in front: the app sets X-Request-ID itself.
+        api = build_api(self, http_config(server, self.keys, echo_request_id=True))
+        return ReplicaHttp(api, server.host, server.port, instance=instance, loop=self.loop)
 
     def __serve_build_asgi_app__(self) -> Any:
         server = self.settings.server
@@ -179,6 +197,9 @@ class MemoryIngress:
         return build_api(self, http_config(server, self.keys, echo_request_id=False))
 
     def __del__(self) -> None:
+        http = getattr(self, "http", None)
+        if http is not None:
+            http.stop()
         memory = getattr(self, "memory", None)
         if memory is not None:
             hygiene, *rest = getattr(self, "_attached", (None,))
@@ -240,6 +261,16 @@ class MemoryIngress:
                 op, app_name, user_id, kwargs)
         assert self.ops is not None
         return await self.run_io(self.ops.call, op, app_name, user_id, kwargs)
+
+    async def domain(self, app_name: str) -> dict[str, Any]:
+        """An app's domain index. Sharded, every shard's replica gives its users' part
+        and this one adds them up (mnemoray.profiles.domain)."""
+        if self.memory is not None:
+            return await self.memory_op("domain", app_name, "")  # type: ignore[no-any-return]
+        parts = await asyncio.gather(*(
+            self.index.options(multiplexed_model_id=str(shard)).call.remote(
+                "domain_part", app_name, "", {}) for shard in range(self.shards)))
+        return merged_index(app_name, parts).to_dict()
 
     async def recall_app(self, app_name: str, query: str, top_k: int,
                          filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
@@ -319,7 +350,8 @@ class MemoryIngress:
         spec, call = AgentSpec(**agent), Callee.from_dict(callee) if callee else None
         view = memory_view(spec.name, memory_agent)
         services = Services(memory_search=self.memory_search(loop, view),
-                            artifacts=self.artifacts)
+                            artifacts=self.artifacts,
+                            user_profile=profile_over(self.memory_op_sync))
 
         def work() -> dict[str, Any]:
             session = self.sessions.get_session(app_name, user_id, session_id)

@@ -4,7 +4,7 @@ Layout (every key is reachable the same way from each layer)::
 
     store: /var/lib/mnemoray/store   # the memory store (required; or lancedb://DIR)
     shards: null                     # shards of a NEW store
-    server:    host, port, direct_ingress, replicas, api keys, limits, index layout
+    server:    host, port, ingress (direct | proxy), replicas, api keys, limits, index layout
     recall:    RetrievalConfig fields + apps.<app_name>.<field> (mnemoray.config)
     ingestion: trigger, sessions_db, artifacts_dir
     models:    embedder, summarizer, query encoding
@@ -255,20 +255,6 @@ def _json_value(value: Any) -> Any:
         except ValueError:
             return value
     return value
-
-
-def direct_ingress_env(port: int, replicas: int) -> dict[str, str]:
-    """Ray Serve's throughput preset with direct ingress, replica ports from ``port + 1``.
-
-    ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` turns on Serve's direct ingress (each ingress
-    replica runs its own HTTP server: a request skips the proxy hop and the body
-    round trip between replica and proxy), gRPC between deployments and user code on
-    the replica's main loop. Figures: benchmarks/README.md.
-    """
-    first = port + 1
-    return {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
-            "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(first),
-            "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(first + 4 * max(1, replicas) + 16)}
 
 
 # Ray's switch for single-node instances (its default on macOS and Windows): the node's

@@ -3,14 +3,17 @@ pydantic model per group, strict (an unknown key is an error naming it)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mnemoray.memory.triggers import TriggerConfig
 from mnemoray.offload import DEFAULT_THRESHOLD_BYTES
 from mnemoray.serve.job_settings import JobSettings
+
+log = logging.getLogger(__name__)
 
 MiB = 1 << 20
 
@@ -46,13 +49,17 @@ class CpuSettings(StrictModel):
 class ServerSettings(StrictModel):
     """HTTP, replicas, limits, keys and the index layout."""
 
-    # host/port/direct_ingress: what `mnemoray serve` binds; under `serve deploy` the
-    # Serve config's http_options decide.
+    # host/port: what clients connect to. ingress "direct": the ingress replicas serve
+    # them themselves (mnemoray.serve.replica_http; Serve's proxy is not started by
+    # `mnemoray serve`). "proxy": Serve's HTTP proxy does (`mnemoray serve` binds it
+    # there; under `serve deploy` the Serve config's http_options decide).
     host: str = Field("127.0.0.1", min_length=1, description="interface to bind; "
                       "non-loopback only with API keys")
     port: int = Field(8000, ge=1, le=65535)
-    direct_ingress: bool = Field(False, description="Ray Serve's throughput preset: each "
-                                 "ingress replica answers on its own port from port+1")
+    ingress: Literal["direct", "proxy"] = Field(
+        "direct", description="direct: the ingress replicas answer HTTP on host:port "
+        "themselves (one node; replicas share the port); proxy: Serve's HTTP proxy "
+        "answers and routes to replicas anywhere (clusters behind a load balancer)")
     replicas: int = Field(1, ge=1, description="ingress replicas")
     max_ongoing_requests: int = Field(128, ge=1, description="per ingress replica; the "
                                       "micro-batcher needs concurrent requests to batch")
@@ -75,6 +82,27 @@ class ServerSettings(StrictModel):
                                "(0: off)")
     docs: bool | None = Field(None, description="serve /docs, /redoc and /openapi.json "
                               "(without a key); default: only when no API keys are set")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _direct_ingress(cls, data: Any) -> Any:
+        # Earlier versions: `direct_ingress: true` (replicas on their own ports from
+        # port+1, the proxy on port) or false (the proxy). Read as the ingress it asked
+        # for; the replicas now answer on `port` itself.
+        if not isinstance(data, dict) or "direct_ingress" not in data:
+            return data
+        data = dict(data)
+        old = data.pop("direct_ingress")
+        if isinstance(old, str):
+            old = old.strip().lower() in ("1", "true", "yes", "on")
+        wanted = "direct" if old else "proxy"
+        if data.setdefault("ingress", wanted) != wanted:
+            raise ValueError(f"direct_ingress ({old}) contradicts ingress "
+                             f"({data['ingress']}); direct_ingress is deprecated: give "
+                             f"ingress only")
+        log.warning("server.direct_ingress is deprecated: use server.ingress: %s (with "
+                    "direct, the replicas now answer on server.port itself)", wanted)
+        return data
 
 
 class AppIngestionSettings(StrictModel):
