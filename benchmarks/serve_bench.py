@@ -10,8 +10,9 @@ For each store size it measures, on one machine:
   (hybrid: dense + BM25 + entity + recency over the user's rows);
 - ``MemoryService.search``: the two above through the public in-process API;
 - ``GET /healthz`` and ``POST /v1/recall`` through the real Serve app
-  (``mnemoray.serve.app.run_local``, what ``mnemoray serve`` runs: HTTP proxy -> the
-  ``MemoryIngress`` replica), started in a subprocess and driven from separate
+  (``mnemoray.serve.app.run_local``, what ``mnemoray serve`` runs: by default the
+  ``MemoryIngress`` replica answers HTTP itself; ``--variants proxy``: Ray Serve's HTTP
+  proxy in front), started in a subprocess and driven from separate
   load-generator processes (asyncio + aiohttp, keep-alive) with C concurrent
   clients for a fixed number of requests (bounded in time too), 127.0.0.1 only.
 
@@ -373,8 +374,8 @@ def inprocess_layers(store_dir: Path, queries: list[str], users: int, n: int, fl
 
 # -- the server (benchmarks.serve_process) ------------------------------------------------------
 def replica_metrics(server: Server) -> dict[str, float]:
-    """The replicas' counters, summed (one replica per base with direct ingress;
-    through the proxy a scrape reaches one replica: exact with 1 replica)."""
+    """The app's counters (its /metrics merges every replica's: metrics_hub), summed
+    over the bases if there are several."""
     out: dict[str, float] = {}
     for base in server.base.split(","):
         status, body = http("GET", base + "/metrics")
@@ -430,8 +431,8 @@ def _loadgen_main(spec_path: str) -> None:
 async def _drive(spec: dict[str, Any]) -> dict[str, Any]:
     import aiohttp
 
-    # Several bases (direct ingress, several replicas): client k keeps a connection to
-    # bases[k % len], as a load balancer over the replicas' ports would.
+    # Several bases (comma-separated): client k keeps a connection to bases[k % len], as
+    # a load balancer over several servers would.
     urls = [b + spec["path"] for b in spec["bases"]]
     method = spec["method"]
     bodies = [b.encode() for b in spec.get("bodies") or []]
@@ -552,26 +553,20 @@ def drive(base: str, method: str, path: str, bodies: list[str], n: int, conc: in
 
 # -- one store size through the server ---------------------------------------------------------
 def make_variants(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Server configurations to measure: the app as configured (plus any --setting,
-    --server-env, --direct-ingress), and "direct" (see DIRECT)."""
+    """Server configurations to measure (``--variants``), each with any --setting and
+    --server-env: "default" = ``mnemoray serve`` as a user starts it (direct ingress:
+    the replica answers on the port itself), "proxy" = ``--ingress proxy`` (Ray Serve's
+    HTTP proxy in front: the default before), "default2" = the default with 2 ingress
+    replicas sharing the one port (the kernel spreads the clients' connections)."""
     settings = dict(s.split("=", 1) for s in args.setting)
     env = dict(s.split("=", 1) for s in args.server_env)
-    base = {"name": "default", "settings": settings, "env": env,
-            "direct": args.direct_ingress}
-    direct = {"name": "direct", "settings": {**settings, **DIRECT["settings"]}, "env": env,
-              "direct": True}
-    direct2 = {**direct, "name": "direct2",
-               "settings": {**direct["settings"], "server.replicas": 2}}
-    chosen = {"default": base, "direct": direct, "direct2": direct2}
+    base = {"name": "default", "settings": settings, "env": env}
+    chosen = {"default": base,
+              "proxy": {**base, "name": "proxy",
+                        "settings": {**settings, "server.ingress": "proxy"}},
+              "default2": {**base, "name": "default2",
+                           "settings": {**settings, "server.replicas": 2}}}
     return [chosen[name] for name in args.variants.split(",")]
-
-
-# `mnemoray serve --direct-ingress --set models.query_threads=1`: Ray Serve's throughput preset
-# (the replica serves HTTP itself: no proxy hop, no replica -> proxy body round trip)
-# and the query encoder on 1 ONNX Runtime thread (the replica's loop and the encoder
-# each keep one of the 2 cores). "direct2": the same with 2 ingress replicas (0.5 CPU
-# each), the load generator spreading its clients over their ports like a load balancer.
-DIRECT = {"settings": {"models.query_threads": 1}}
 
 
 def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], levels: list[
@@ -581,11 +576,10 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
     env = dict(variant["env"])
     log_path = CACHE / f"server-{label}-{variant['name']}.log"
     CACHE.mkdir(parents=True, exist_ok=True)
-    log(f"{label} / {variant['name']}: settings {settings}, env {env}, "
-        f"direct ingress {variant['direct']}")
-    server = Server(store_dir, settings, env, log_path, direct=variant["direct"])
+    log(f"{label} / {variant['name']}: settings {settings}, env {env}")
+    server = Server(store_dir, settings, env, log_path)
     out: dict[str, Any] = {"variant": variant["name"], "settings": settings,
-                           "server_env": env, "direct_ingress": variant["direct"], "rows": []}
+                           "server_env": env, "rows": []}
     rng = random.Random(f"serve-{args.seed}-{label}")
     qi = iter(queries)
 
@@ -602,18 +596,7 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
         out["startup_s"] = round(server.wait_ready(args.startup_timeout), 1)
         log(f"  server up in {out['startup_s']} s on port {server.port} (log {log_path})")
         pid = server.proc.pid
-        out["target"] = "proxy"
-        if variant["direct"]:  # drive the replica's own HTTP server, not the proxy
-            from mnemoray.serve.app import replica_urls
-
-            replicas = int(settings.get("server.replicas", 1))
-            urls = replica_urls("127.0.0.1", server.port, replicas)
-            if len(urls) < replicas:
-                raise RuntimeError(f"direct ingress: {len(urls)} of {replicas} ingress "
-                                   f"replicas answer /healthz on their own port")
-            server.base = ",".join(urls)  # drive(): client k -> urls[k % len]
-            out["target"] = f"replicas (direct ingress) {server.base}"
-            log(f"  direct ingress: driving the replicas at {server.base}")
+        out["target"] = server.base  # one URL, whatever answers there (proxy or replicas)
         # Cold: each user's first recall builds its candidate set in the replica.
         cold_bodies = [json.dumps({"app_name": APP, "user_id": f"u{u:04d}", "query": next(qi),
                                    "top_k": TOP_K}) for u in range(users)]
@@ -718,17 +701,19 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     label = "1m" if "1m" in results["sizes"] else next(iter(results["sizes"]))
     out = []
     serve = results["sizes"][label]["serve"]
-    floor = {(r["layer"], r["concurrency"]): r for r in serve["default"]["rows"]} \
-        if "default" in serve else None
+    # The issue's floor is Serve's app as deployed through its HTTP proxy ("proxy"; the
+    # default before direct ingress), for every variant; without it, the variant's own.
+    floor = {(r["layer"], r["concurrency"]): r for r in serve["proxy"]["rows"]} \
+        if "proxy" in serve else None
     for variant, v in serve.items():
         rows = {(r["layer"], r["concurrency"]): r for r in v["rows"]}
-        # The floor is Serve's as deployed by default (proxy + replica), for every variant.
         base = floor or rows
+        which = "proxy app" if floor else "same app"
         where = f"{label}{_tag(variant)}"
         h1, r1 = base.get(("GET /healthz", 1)), rows.get(("POST /v1/recall", 1))
         if h1 and r1 and h1.get("n") and r1.get("n"):
             out.append({"variant": variant,
-                        "goal": f"{where}: C=1 recall p50 <= 2x healthz p50 (default app)",
+                        "goal": f"{where}: C=1 recall p50 <= 2x healthz p50 ({which})",
                         "value": f"{r1['p50_ms']:.2f} ms vs 2 x {h1['p50_ms']:.2f} = "
                                  f"{2 * h1['p50_ms']:.2f} ms",
                         "met": r1["p50_ms"] <= 2 * h1["p50_ms"]})
@@ -740,7 +725,7 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         if h and r and h.get("n") and r.get("n"):
             out.append({"variant": variant,
                         "goal": f"{where}: C={top} recall req/s >= 50% of healthz req/s "
-                                f"(default app)",
+                                f"({which})",
                         "value": f"{r['rps']:.1f} vs 0.5 x {h['rps']:.1f} = "
                                  f"{0.5 * h['rps']:.1f} ({r['rps'] / h['rps']:.0%})",
                         "met": r["rps"] >= 0.5 * h["rps"]})
@@ -776,12 +761,10 @@ def main() -> None:
     parser.add_argument("--server-env", action="append", default=[],
                         help="server environment KEY=VALUE (repeatable)")
     parser.add_argument("--skip-inprocess", action="store_true")
-    parser.add_argument("--direct-ingress", action="store_true",
-                        help="experiment: RAY_SERVE_ENABLE_DIRECT_INGRESS=1 and drive the "
-                        "ingress replica's own HTTP port (no proxy hop)")
     parser.add_argument("--variants", default=None,
-                        help="server configurations: default, direct (default: both; "
-                        "--quick: default)")
+                        help="server configurations: default (mnemoray serve: direct "
+                        "ingress), proxy (--ingress proxy), default2 (2 replicas on the "
+                        "port); default: proxy,default (--quick: default)")
     parser.add_argument("--recall-get", action="store_true",
                         help="also drive GET /v1/recall (query string, no request body)")
     parser.add_argument("--build-only", action="store_true",
@@ -796,7 +779,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     sizes = (args.sizes or ("100k" if args.quick else "100k,1m")).split(",")
-    args.variants = args.variants or ("default" if args.quick else "default,direct")
+    args.variants = args.variants or ("default" if args.quick else "proxy,default")
     concs = [int(c) for c in args.concurrency.split(",")]
     reqs = [int(n) for n in (args.requests or ("100,300,600" if args.quick
                                                else "300,1000,2000")).split(",")]
@@ -855,7 +838,7 @@ def main() -> None:
                    "noise": args.noise, "seed": args.seed, "top_k": TOP_K,
                    "chunk_rows": CHUNK_ROWS, "index_kind": "flat",
                    "settings": args.setting, "server_env": args.server_env,
-                   "direct_ingress": args.direct_ingress, "variants": variants,
+                   "variants": variants,
                    "quick": args.quick, "users_override": args.users,
                    "per_user_override": args.per_user},
         **results,

@@ -48,8 +48,8 @@ def _server_main(spec: dict[str, Any]) -> None:
     from mnemoray.serve.app import run_local
 
     # Always a new local Ray instance: other Ray clusters may run on this machine.
-    run_local({**spec["settings"], "server.host": "127.0.0.1", "server.port": spec["port"],
-               "server.direct_ingress": spec["direct"]}, address="local")
+    run_local({**spec["settings"], "server.host": "127.0.0.1", "server.port": spec["port"]},
+              address="local")
 
 
 class Server:
@@ -57,15 +57,10 @@ class Server:
     without API keys the API is open on 127.0.0.1."""
 
     def __init__(self, store_dir: Path, settings: dict[str, Any], env: dict[str, str],
-                 log_path: Path, direct: bool = False) -> None:
+                 log_path: Path) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        spec = {"settings": {"store": str(store_dir), **settings}, "port": self.port,
-                "direct": direct}
-        if direct:  # as `mnemoray serve --direct-ingress` sets them, before Ray loads
-            from mnemoray.serve.settings import direct_ingress_env
-
-            env = {**direct_ingress_env(self.port, 1), **env}
+        spec = {"settings": {"store": str(store_dir), **settings}, "port": self.port}
         child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])),
             "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", **env}
