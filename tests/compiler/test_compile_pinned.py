@@ -35,15 +35,15 @@ AGENTS = {
 # the session with compactions and without.
 PINNED = {
     ("atlas", False): "7c2459a98c0b8ddfba81523606de0b53079b4673f2062aef41b5e9d4b3d293c0",
-    ("atlas", True): "9f1853b96f3ab55024fb63f9777080728a24d448b2c2332627da3c073be8ef94",
+    ("atlas", True): "e4b56451808e57cd4828a6800046e8fe924f489b0d3b1b2c9bbe108ebcf2f70e",
     ("budgeted", False): "8c2143e2db9ba33cacc2dd9f9b17ba6e4c52e559d0eec9e8207b52af5b99a023",
-    ("budgeted", True): "86fb16167747c566458f16ab26bf92846102cd93c2e9da7e3edb988a64938daa",
+    ("budgeted", True): "f6f74c0159ac084534d9acf410b86e8afe054a92a5361897bd93f3419ee210bc",
     ("researcher", False): "024faf83ac3fef4a6dc146cb61cbb0817f16ff52a9a9fea69fdbfb63505cf046",
-    ("researcher", True): "79e47cdb7c2a88d9cfeae50d6338f6d08760b0018f355fe6d1e6c8e76c7e0c98",
+    ("researcher", True): "ec87a8fa45e42c7540eca49de166778a4098f14e620c9225b7fd3414e44b7fc8",
     ("scoped", False): "d2c17e2d5b88f176e757390dd1dfa41efca561c7d30c0bba178696283794e146",
     ("scoped", True): "d2c17e2d5b88f176e757390dd1dfa41efca561c7d30c0bba178696283794e146",
     ("windowed", False): "c0c70f2d9b90be4b493756734d2df5ef7f44bfccea0a948f1ea2144f4f8a1ad4",
-    ("windowed", True): "613f1f099e01bd6a1cf840a14f1c5eb954d6e495d78ac03690da98293aaa70cf",
+    ("windowed", True): "50a6ef58d0f2586b4004c3ebbe325434d7fb69d34d4cb021fc7cd7f5d0ae2542",
 }
 PREFIX_HASH = "21eb92464f102a630a2b02cccdaf570cb81f51c474d79d19cdb40bcb109ef3b2"
 SYSTEM_HASH = "f923060031fb6aafa8cbaec8545a0ca83f19c443281e5413ba3b0af84467a923"
@@ -104,8 +104,8 @@ def compaction(events: list[Event], event_id: str, with_ids: bool = True) -> Eve
 
 
 def all_events(compacted: bool) -> list[Event]:
-    """20 turns; ``compacted``: compactions over turns 0-3, 0-7 (supersedes the first)
-    and, by time window only, 10-12."""
+    """20 turns; ``compacted``: compactions over turns 0-3, 0-7 (supersedes the first),
+    by time window only 10-12, and one that splits a tool call from its result."""
     turns = [turn(i) for i in range(20)]
     out: list[Event] = []
     for i, events in enumerate(turns):
@@ -118,6 +118,8 @@ def all_events(compacted: bool) -> list[Event]:
             out.append(compaction([e for t in turns[:8] for e in t], "k2"))
         if i == 12:
             out.append(compaction([e for t in turns[10:13] for e in t], "k3", with_ids=False))
+        if i == 15:  # covers a tool call but not its result: both stay shown
+            out.append(compaction([e for e in turns[15] if e.id in ("u15", "tc15")], "k4"))
     return out
 
 
