@@ -135,7 +135,10 @@ class RenderCache:
         One loop and one lock for the batch: this is the history processor's path."""
         entries = self._entries
         out: list[Content] = []
-        new: list[tuple[tuple, tuple[dict[str, Any], Content]]] = []
+        # Keys and entries of the misses in two lists (a pair per miss would be one
+        # more object per rendered event for the garbage collector).
+        new_keys: list[tuple] = []
+        new_entries: list[tuple[dict[str, Any], Content]] = []
         limit = self.max_entry_tokens
         for event in events:
             author = event.author
@@ -150,10 +153,11 @@ class RenderCache:
             content = render(event, agent_name, owner)
             out.append(content)
             if content.tokens <= limit:
-                new.append((key, (event.data, content)))
-        if new:
+                new_keys.append(key)
+                new_entries.append((event.data, content))
+        if new_keys:
             with self._lock:
-                entries.update(new)
+                entries.update(zip(new_keys, new_entries, strict=True))
                 excess = len(entries) - self.max_entries
                 if excess > 0:
                     for key in list(islice(entries, excess)):
