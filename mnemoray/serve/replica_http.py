@@ -91,8 +91,9 @@ def _listener_instance(host: str, port: int) -> str | None:
     """The instance id of the app answering ``host:port``; None: nothing, or not ours."""
     h = _probe_host(host)
     url = f"http://[{h}]:{port}/healthz" if ":" in h else f"http://{h}:{port}/healthz"
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no HTTP_PROXY
     try:
-        with urllib.request.urlopen(url, timeout=2) as r:
+        with direct.open(url, timeout=2) as r:
             return r.headers.get(INSTANCE_HEADER)
     except OSError:
         return None
