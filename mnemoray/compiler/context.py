@@ -6,8 +6,8 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import takewhile
-from operator import attrgetter
+from itertools import compress, count, islice, repeat, takewhile
+from operator import attrgetter, is_
 from typing import Any, Protocol
 
 from mnemoray.compiler.agent import AgentSpec
@@ -72,6 +72,10 @@ class CompileContext:
     _per_call_block: bool = False
     _content_tokens: int = 0
     _tool_tokens: int = 0
+    # The first ``_lead`` contents all carry event ids and hold ``_lead_tokens``
+    # (at least that many do), so the cacheable prefix need not walk the history.
+    _lead: int = 0
+    _lead_tokens: int = 0
 
     # -- totals ----------------------------------------------------------------
     @property
@@ -102,6 +106,8 @@ class CompileContext:
         if index is None:
             self.contents.append(content)
         else:
+            if index < self._lead:
+                self._lead = self._lead_tokens = 0
             self.contents.insert(index, content)
         self._content_tokens += content.tokens
 
@@ -112,18 +118,37 @@ class CompileContext:
         self._content_tokens += sum(map(_tokens, self.contents[start:])) if tokens is None \
             else tokens
 
+    def extend_history(self, contents: list[Content], tokens: int) -> None:
+        """Append contents rendered from session events (each one has event ids)
+        holding ``tokens`` in all."""
+        if len(self.contents) == self._lead:
+            self._lead += len(contents)
+            self._lead_tokens += tokens
+        self.extend_contents(contents, tokens)
+
     def replace_content(self, index: int, content: Content) -> None:
-        self._content_tokens += content.tokens - self.contents[index].tokens
+        old = self.contents[index]
+        self._content_tokens += content.tokens - old.tokens
+        if 0 <= index < self._lead:
+            if content.event_ids:
+                self._lead_tokens += content.tokens - old.tokens
+            else:
+                self._lead = self._lead_tokens = 0
+        elif index < 0:
+            self._lead = self._lead_tokens = 0
         self.contents[index] = content
 
     def new_message_index(self) -> int:
         """Where a per-call content goes to sit just before the new message."""
-        return next((i for i, c in enumerate(self.contents) if c is self.new_message_content),
-                    len(self.contents))
+        contents = self.contents
+        # C-level search by identity (Content's == compares every field).
+        return next(compress(count(), map(is_, contents, repeat(self.new_message_content))),
+                    len(contents))
 
     def remove_contents(self, indices: Iterable[int]) -> list[Content]:
         """Remove the contents at ``indices``; returns them in request order."""
         drop = set(indices)
+        self._lead = self._lead_tokens = 0
         removed = [c for i, c in enumerate(self.contents) if i in drop]
         self.contents = [c for i, c in enumerate(self.contents) if i not in drop]
         self._content_tokens -= sum(c.tokens for c in removed)
@@ -178,8 +203,9 @@ class CompileContext:
         tokens = self._tool_tokens + self.static_tokens + self._stable_instruction_tokens
         if self._per_call_block:
             return tokens
-        # C-level iteration: this runs over the whole history on every compile.
-        return tokens + sum(map(_tokens, takewhile(_event_ids, self.contents)))
+        # The history's tokens are known; the walk (C-level) starts after it.
+        return tokens + self._lead_tokens + sum(
+            map(_tokens, takewhile(_event_ids, islice(self.contents, self._lead, None))))
 
 
 def prefix_hash(static_instruction: str) -> str:

@@ -20,7 +20,7 @@ class HistoryProcessor:
                               caller_events_hidden=len(ctx.session.events), new_message=True)
             return
         view = MEMO.view(ctx.session, ctx.agent.name, ctx.agent.include_contents)
-        ctx.extend_contents(view.contents, view.tokens)
+        ctx.extend_history(view.contents, view.tokens)
         if ctx.new_message:
             ctx.add_new_message(ctx.new_message)
         ctx.detail.update(
