@@ -66,6 +66,18 @@ def test_speaker_names() -> None:
     ("Caroline is Melanie's sister.", [("Caroline", "sister_of", "Melanie", False, False)]),
     ("My husband John loves it.", [("I", "married_to", "John", False, False)]),
     ("I love the weather.", []),
+    # Where the speaker lives or works, said without "I live"/"I work".
+    ("I love living in Berlin, our apartment is small.",
+     [("I", "lives_in", "Berlin", False, False)]),
+    ("Our neighborhood in Toronto has the best bakeries.",
+     [("I", "lives_in", "Toronto", False, False)]),
+    ("Life in Denver suits me.", [("I", "lives_in", "Denver", False, False)]),
+    ("Being a pastry chef at Cafe Amara is exhausting.",
+     [("I", "works_at", "Cafe Amara", False, False)]),
+    ("My shift at Westfield High ran late again.",
+     [("I", "works_at", "Westfield High", False, False)]),
+    ("My coworker moved to Toronto.", []),
+    ("Being a parent at times is hard.", []),
 ])
 def test_relations_read_from_a_sentence(sentence: str,
                                         expected: list[tuple[str, str, str, bool, bool]]) -> None:

@@ -16,6 +16,8 @@ from mnemoray.graph.names import NAME, PETS
 _SUBJ = rf"(?P<subj>\bI\b|\b[Ww]e\b|{NAME})"
 _OBJ = rf"(?P<obj>{NAME})"
 _NOUN = r"(?P<noun>[a-z][a-z\-]+(?:\s+[a-z][a-z\-]+)?)"
+# The speaker holds it, said without "I": the subject group matches nothing.
+_SPEAKER = r"(?P<subj>)"
 _ADV = r"(?:\s+(?:just|recently|finally|also|now|currently|still|already|officially|actually))*"
 _BE = r"(?:'m|'re|'s|\s+am|\s+is|\s+are|\s+was|\s+were)?"
 _HAVE = r"(?:'ve|'d|\s+have|\s+has|\s+had)?"
@@ -55,6 +57,14 @@ _RULES: tuple[tuple[re.Pattern[str], str, str, bool, bool, float], ...] = tuple(
         (rf"{_SUBJ}\s+(?:once\s+)?lived\s+in\s+{_OBJ}", "lives_in", "place", False, True, 0.8),
         (rf"{_SUBJ}{_BE}{_HAVE}{_ADV}\s+(?:been\s+)?(?:live|lives|living|lived|reside|resides"
          rf"|residing|based|settled)\s+in\s+{_OBJ}", "lives_in", "place", False, False, 0.9),
+        (rf"{_SUBJ}{_ADV}\s+(?:love|loves|like|likes|enjoy|enjoys)\s+living\s+in\s+{_OBJ}",
+         "lives_in", "place", False, False, 0.85),
+        # Where the speaker's home is, said without a verb of living: "our neighborhood
+        # in Toronto", "life in Denver suits me".
+        (rf"{_SPEAKER}\b(?:[Oo]ur|[Mm]y)\s+(?:neighbou?rhood|apartment|flat|house|street)\s+"
+         rf"in\s+{_OBJ}", "lives_in", "place", False, False, 0.7),
+        (rf"{_SPEAKER}\b[Ll]ife\s+in\s+{_OBJ}\s+(?:suits|agrees\s+with)\s+me\b", "lives_in",
+         "place", False, False, 0.7),
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:moved|relocated)\s+(?:back\s+)?(?:to|into)\s+{_OBJ}",
          "lives_in", "place", True, False, 0.9),
         (rf"{_SUBJ}\s+used\s+to\s+work{_ROLE}{_AT}{_OBJ}", "works_at", "org", False, True, 0.85),
@@ -63,6 +73,12 @@ _RULES: tuple[tuple[re.Pattern[str], str, str, bool, bool, float], ...] = tuple(
         (rf"{_SUBJ}\s+worked{_ROLE}{_AT}{_OBJ}", "works_at", "org", False, True, 0.75),
         (rf"{_SUBJ}{_BE}{_HAVE}{_ADV}\s+(?:been\s+)?(?:work|works|working|worked){_ROLE}{_AT}"
          rf"{_OBJ}", "works_at", "org", False, False, 0.9),
+        # The speaker's role or shift at a workplace: "being a nurse at St. Mary's is
+        # exhausting", "my shift at Cafe Amara ran late".
+        (rf"{_SPEAKER}\b(?:[Bb]eing|I'm|I\s+am){_ADV}\s+(?:a|an)\s+[a-z][a-z\-]*"
+         rf"(?:\s+[a-z][a-z\-]*){{0,2}}?{_AT}{_OBJ}", "works_at", "org", False, False, 0.75),
+        (rf"{_SPEAKER}\b[Mm]y\s+(?:shifts?|job|office|workplace)\s+at\s+(?:the\s+)?{_OBJ}",
+         "works_at", "org", False, False, 0.75),
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:got|started|landed|accepted|took)\s+(?:a\s+|an\s+|my\s+"
          rf"|the\s+)?(?:new\s+)?(?:job|position|role|internship){_ROLE}\s+(?:at|with)\s+"
          rf"(?:the\s+)?{_OBJ}",
@@ -109,7 +125,7 @@ def read_relations(sentence: str) -> list[Reading]:
                 if len(nouns) > 1 and (nouns[1] in _NOT_NOUNS or nouns[1] in _PET_NOUNS):
                     nouns = nouns[:1] if nouns[1] in _NOT_NOUNS else nouns[1:]
                 obj = " ".join(nouns)
-            subject = m.group("subj")
+            subject = m.group("subj") or "I"
             if subject in ("We", "we"):
                 subject, conf = "I", conf - 0.1
             taken.append((m.start(), m.end()))
