@@ -116,10 +116,10 @@ def test_entity_overlap_counts_each_entity_by_its_share() -> None:
 def test_config_validation() -> None:
     cfg = RetrievalConfig(weights={"bm25": 0.0})
     assert cfg.weights["dense"] == 1.0 and "bm25" not in cfg.active("hybrid")
-    assert set(cfg.active("keyword")) == {"entity", "time"}
+    assert set(cfg.active("keyword")) == {"entity", "graph", "time"}
     assert set(RetrievalConfig().active("dense")) == {"dense"}
-    with pytest.raises(RetrievalError, match="weights: unknown signal 'graph'"):
-        RetrievalConfig(weights={"graph": 1.0})
+    with pytest.raises(RetrievalError, match="weights: unknown signal 'pagerank'"):
+        RetrievalConfig(weights={"pagerank": 1.0})
     with pytest.raises(RetrievalError, match="weights.dense"):
         RetrievalConfig(weights={"dense": -1})
     with pytest.raises(RetrievalError, match="mode: 'fuzzy'"):

@@ -273,6 +273,10 @@ class UserGraph:
         return changed
 
     # -- asking -----------------------------------------------------------------------
+    def named(self, key: str) -> str | None:
+        """The entity whose alias key (:func:`mnemoray.graph.model.alias_key`) is ``key``."""
+        return self._index.exact.get(key)
+
     def find(self, name: str) -> Entity | None:
         """The entity a name means: an alias, else the likeliest person it may be."""
         types = {eid: e.type for eid, e in self.entities.items()}

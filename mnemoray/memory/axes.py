@@ -33,7 +33,7 @@ from mnemoray.errors import InvalidInput
 from mnemoray.temporal import TimeIntent, resolve_times, time_intent
 
 # Signals whose ranks say which axes found a record, in the order results list them.
-AXES: tuple[str, ...] = ("dense", "bm25", "entity", "time")
+AXES: tuple[str, ...] = ("dense", "bm25", "entity", "graph", "time")
 # A period match finds a record (1.0); a "when" answer only raises one (below 1).
 FOUND = 1.0
 WHEN_BODY = 0.6

@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 from scipy import sparse
 
+from mnemoray.graph import UserGraph
+from mnemoray.graph.recall import GraphRecall
 from mnemoray.memory.axes import TimeFacts, time_facts
 from mnemoray.memory.bm25 import BM25
 from mnemoray.memory.index import _slice_scores
@@ -105,6 +107,7 @@ class Candidates:
         self._bm25: BM25 | None = None
         self._entities: EntityIndex | None = None
         self._time_facts: dict[int, TimeFacts] = {}  # position -> what its words say of time
+        self._graph: GraphRecall | None = None
         self._lock = threading.Lock()
         self.built_at = time.time()
 
@@ -132,6 +135,14 @@ class Candidates:
                     index = self._entities = EntityIndex(
                         [e or () for e in self._table["entities"].to_pylist()], tokenizer)
         return index
+
+    def graph_recall(self, graph: UserGraph) -> GraphRecall:
+        """The user's graph laid over this set (built once per graph object: a snapshot
+        keeps one per user, so this lives as long as both do)."""
+        found = self._graph
+        if found is None or found.graph is not graph:
+            found = self._graph = GraphRecall(graph, self.memory_ids)
+        return found
 
     def key_text(self, pos: int) -> str:
         return self._table["key_text"][pos].as_py() or ""

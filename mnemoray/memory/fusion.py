@@ -62,11 +62,14 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
          ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
     """Fused scores, per-signal ranks and freshness (None: recency off) for aligned arrays.
 
-    ``signals`` holds the raw relevance arrays (dense, bm25, entity, and time for a
-    query with a time intent) for the active signals; recency (if weighted) is derived
-    from ``times`` and dense. The time axis ranks (finds) only the records it matched
-    in full (a named period, :data:`mnemoray.memory.axes.FOUND`); below that it only
-    adds its weighted value. Candidates no signal ranked score 0; the others > 0.
+    ``signals`` holds the raw relevance arrays (dense, bm25, entity, graph where the user
+    has a graph, and time for a query with a time intent) for the active signals;
+    recency (if weighted) is derived from ``times`` and dense. The time axis ranks
+    (finds) only the records it matched in full (a named period,
+    :data:`mnemoray.memory.axes.FOUND`); below that it only adds its weighted value.
+    The graph signal ranks its positive values and adds all of them (a negative one:
+    the record states a fact that no longer holds, :mod:`mnemoray.graph.recall`).
+    Candidates no signal ranked score 0; the others > 0.
     """
     ranks: dict[str, np.ndarray] = {}
     for name, values in signals.items():
@@ -88,15 +91,19 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
     if "entity" in ranks:
         entity = signals["entity"]
         total += weights["entity"] * entity / (entity + 1.0)
+    if "graph" in signals and "graph" in weights:  # in [-1, 1]: a stale fact's record loses
+        total += weights["graph"] * signals["graph"]
     if "time" in ranks:
         total += weights["time"] * signals["time"]
     fresh = None
     if "recency" in weights and "dense" in signals:
         fresh = freshness(times, signals["dense"], eligible, recency_window, recency_half_life)
         total += weights["recency"] * fresh
-    # Cosines reach -1: a constant shift keeps every voted record's score > 0
-    # (unvoted ones are 0) without changing the order. score = 1 + fused relevance.
-    score = np.where(voted, total + 1.0 + 1e-9, 0.0)
+    # Cosines reach -1 and a stale record's graph value -1: a constant shift keeps every
+    # voted record's score > 0 (unvoted ones are 0) without changing the order.
+    # score = 1 (+ the graph weight where it counts) + fused relevance.
+    shift = 1.0 + (weights["graph"] if "graph" in signals and "graph" in weights else 0.0)
+    score = np.where(voted, total + shift + 1e-9, 0.0)
     return score, ranks, fresh
 
 

@@ -1,5 +1,5 @@
-"""Hybrid multi-axis recall: dense, BM25, entity, time and recency signals, fused by a
-weighted sum.
+"""Hybrid multi-axis recall: dense, BM25, entity, graph, time and recency signals, fused
+by a weighted sum.
 
 Every search works on a *candidate set*: one user's live rows (exact, read
 from the user's contiguous slice of each segment of the user's shard, never
@@ -7,8 +7,14 @@ anything else), or an app's ANN candidates. Per candidate it computes
 
 - ``dense``   cosine of the query and the record's embedded ``key_text``;
 - ``bm25``    BM25 of the query over the same records' ``key_text``;
-- ``entity``  overlap of the query's terms with the record's ``entities``
+- ``entity``  with the user's entity graph: the memories that mention an entity the
+              query names by any alias, each entity by how specific it is; without
+              one: overlap of the query's terms with the record's ``entities``
               (a fully named entity counts 1, a partly named one its share);
+- ``graph``   only with the user's graph (:mod:`mnemoray.graph.recall`): the memories
+              of the facts the query asks (now, or before for the past), one hop
+              from them and from the best hits of the other signals; negative for a
+              memory of a changed fact that no longer holds when the query asks now;
 - ``time``    only for a query with a time intent (:mod:`mnemoray.memory.axes`): 1 for
               a record of a period the query names, less for a record that states
               when (for a "when" question);
@@ -19,9 +25,9 @@ anything else), or an app's ANN candidates. Per candidate it computes
 
 The signals are fused by a weighted sum of bounded scores:
 ``score = w_d * cosine + w_b * bm25 / (bm25 + c) + w_e * entity / (entity + 1)
-+ w_t * time + w_r * freshness``. Only candidates some signal ranks (dense top-``depth``,
-BM25 > 0, entity overlap > 0, a named period) are returned; exact ties go to the newer
-record; each result names the axes that found it (``RecallResult.axes``). Within one
++ w_g * graph + w_t * time + w_r * freshness``. Only candidates some signal ranks (dense
+top-``depth``, BM25 > 0, entity > 0, graph > 0, a named period) are returned; exact ties
+go to the newer record; each result names the axes that found it (``RecallResult.axes``). Within one
 user's recall a record whose words repeat a better-ranked one's is left out.
 Why not reciprocal rank fusion: RRF turns ANY lexical hit into a vote worth as
 much as a dense rank, so incidental words ("town", "year") lift unrelated records
@@ -47,6 +53,8 @@ from typing import Any
 import numpy as np
 
 from mnemoray.compiler.services import MemorySnippet
+from mnemoray.errors import StoreCorrupt
+from mnemoray.graph import UserGraph
 from mnemoray.memory.axes import (
     distinct,
     found_by,
@@ -64,12 +72,12 @@ from mnemoray.memory.scopes import visible
 from mnemoray.memory.segment import LoadedSegment
 from mnemoray.memory.snapshot import StoreSnapshot
 
-SIGNALS: tuple[str, ...] = ("dense", "bm25", "entity", "time", "recency")
+SIGNALS: tuple[str, ...] = ("dense", "bm25", "entity", "graph", "time", "recency")
 MODE_SIGNALS: dict[str, tuple[str, ...]] = {
     "hybrid": SIGNALS,
     "dense": ("dense",),
     # Also what a store (or a service) without embeddings falls back to.
-    "keyword": ("bm25", "entity", "time"),
+    "keyword": ("bm25", "entity", "graph", "time"),
 }
 
 # Weights of the fused sum; why these values (tuned on the recall benchmark; each
@@ -81,15 +89,22 @@ MODE_SIGNALS: dict[str, tuple[str, ...]] = {
 #   a rare word, several terms) adds up to ~0.1, enough to settle close dense
 #   calls, too little for one incidental word to beat a clearly better meaning.
 # - entity 0.05: explicit names shared with a record's entities; sparse, and
-#   its terms are mostly already counted by BM25.
+#   its terms are mostly already counted by BM25. With the user's graph: the memories
+#   that mention an entity the question names by any alias, by how specific it is.
+# - graph 0.15 (mnemoray.graph.recall, only with the user's graph): a memory stating a
+#   fact the question asks about (as it holds now, or held before for a question about
+#   the past) gains 0.15, one a hop away (the fact's other end, a top hit's entities)
+#   up to half that; a memory of a changed fact that no longer holds loses 0.15 when
+#   the question asks how things are.
 # - recency 0.03 within 0.05 cosine of the best match: a tie-breaker among
 #   near-equal answers (the newer statement of a changed fact). A wider window
 #   or a larger weight fixes more stale facts but costs paraphrase recall;
 #   configure it per deployment.
 # - time 0.1 (mnemoray.memory.axes): only for a question with a time intent; a record of
 #   the period it names gains 0.1, a "when" answer that states a time a little less.
+GRAPH_SEEDS = 3  # the best hits whose entities the graph axis hops from
 DEFAULT_WEIGHTS: dict[str, float] = {"dense": 1.0, "bm25": 0.15, "entity": 0.05,
-                                     "time": 0.1, "recency": 0.03}
+                                     "graph": 0.25, "time": 0.1, "recency": 0.03}
 
 
 @dataclass(frozen=True)
@@ -222,12 +237,17 @@ def iso_date(ts: float | None) -> str | None:
 def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None, top_k: int,
                     filters: RecallFilters, config: RetrievalConfig, mode: str,
                     now: float | None = None, extra_mask: np.ndarray | None = None,
-                    one_user: bool = True) -> list[RecallResult]:
+                    one_user: bool = True, graph: UserGraph | None = None,
+                    ) -> list[RecallResult]:
     """Top-k of one candidate set for a query (the whole ranking step). The query's time
     intent (read against ``filters.reference_time``, else ``now``) adds the time axis and
     sets how much recency counts (:mod:`mnemoray.memory.axes`). ``one_user``: the set is
     one user's, so a record repeating a better one's words is left out (app-wide, two
-    users' equal words are two memories)."""
+    users' equal words are two memories). ``graph``: the user's entity graph; with it the
+    entity axis resolves the names the query says and the graph axis follows the facts
+    it asks and one hop from the best hits (:mod:`mnemoray.graph.recall`); without
+    one (no graph kept, app-wide recall) entity is the overlap of words with the
+    records' entities and there is no graph axis."""
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
         raise RetrievalError(f"must be a positive integer, got {top_k!r}", field="top_k")
     if not cands.size:
@@ -250,13 +270,15 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
             signals["dense"] = dense
     if "bm25" in weights:
         signals["bm25"] = cands.bm25(config.tokenizer).scores(query).astype(np.float64)
+    gr = cands.graph_recall(graph) if graph is not None and graph.entities else None
+    gq = gr.query(query) if gr is not None else None
     if "entity" in weights:
-        signals["entity"] = cands.entity_index(config.tokenizer).scores(query).astype(
-            np.float64)
+        signals["entity"] = gr.entity_signal(gq) if gr is not None and gq is not None \
+            else cands.entity_index(config.tokenizer).scores(query).astype(np.float64)
     depth = max(config.depth, top_k)
+    qt = query_time(query, filters.reference_time if filters.reference_time is not None
+                    else now)
     if "time" in weights or "recency" in weights:
-        qt = query_time(query, filters.reference_time if filters.reference_time is not None
-                        else now)
         if "recency" in weights:  # off (absent) for the past or a named period
             factor = qt.recency_factor()
             weights = {k: v * (factor if k == "recency" else 1.0) for k, v in weights.items()
@@ -273,6 +295,14 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
     score, ranks, fresh = fuse(signals, eligible, weights, cands.t_end, depth,
                                config.recency_window, config.recency_half_life_s,
                                config.bm25_saturation)
+    if "graph" in weights and gr is not None and gq is not None:
+        # One hop from the best hits of the other axes: a second fusion with the graph.
+        seeds = top_positions(score, cands.t_end, cands.memory_ids, GRAPH_SEEDS)
+        signals["graph"] = gr.graph_signal(gq, past=qt.intent.about_past,
+                                           present=qt.present, seeds=seeds)
+        score, ranks, fresh = fuse(signals, eligible, weights, cands.t_end, depth,
+                                   config.recency_window, config.recency_half_life_s,
+                                   config.bm25_saturation)
     # A few spare places: records that repeat a better one's words are left out.
     if one_user:
         ranked = top_positions(score, cands.t_end, cands.memory_ids, top_k * 2 + 8)
@@ -287,7 +317,7 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
                 if fresh is not None:
                     sig["recency"] = round(float(fresh[pos]), 6)
                 continue
-            if name not in signals:  # time, for a query without a time intent
+            if name not in signals:  # time without a time intent, graph without a graph
                 continue
             sig[name] = round(float(signals[name][pos]), 6)
             if ranks[name][pos]:
@@ -367,7 +397,7 @@ class Retriever:
         view = visible(cands.app_names, cands.agent_names, app, flt.agent_name) \
             if cands.size else None
         return rank_candidates(cands, query, vec, top_k, flt, self.config, mode, now,
-                               extra_mask=view)
+                               extra_mask=view, graph=user_graph(snap, app, user))
 
     def search_app(self, snap: StoreSnapshot, app: str, query: str,
                    query_vec: np.ndarray | None, top_k: int = 5,
@@ -413,6 +443,18 @@ def rank_proposed(config: RetrievalConfig, memories: list[Memory],
     return rank_candidates(cands, query, query_vec, top_k, flt, config, mode, now,
                            extra_mask=visible(cands.app_names, cands.agent_names, app,
                                               flt.agent_name), one_user=one_user)
+
+
+def user_graph(snap: StoreSnapshot, app: str, user: str) -> UserGraph | None:
+    """The user's entity graph in ``snap``; None where there is none to ask (a store
+    that keeps no graph, a damaged graph shard): recall then goes without the graph."""
+    view = getattr(snap, "graph", None)
+    if view is None:
+        return None
+    try:
+        return view.user(app, user)  # type: ignore[no-any-return]
+    except StoreCorrupt:
+        return None
 
 
 def _check_query(query: str) -> None:

@@ -1,0 +1,183 @@
+"""The graph's part in recall: the entities a question names, the memories that mention
+them, the facts it asks about (as they hold now, or as they held before), and one hop
+from the best hits to the other memories of their entities.
+
+    gr = GraphRecall(user_graph, candidate_memory_ids)     # once per candidate set
+    gq = gr.query("Where did Liz live before Seattle?")    # names, asked relations
+    gr.entity_signal(gq)                                   # the entity axis
+    gr.graph_signal(gq, past=True, present=False, seeds=top_positions)
+
+Two signals over a candidate set's positions (:mod:`mnemoray.memory.fusion` weighs them):
+
+- ``entity``: memories that ``mention`` an entity the question names, by any of its
+  aliases ("Liz" finds what was said of Elizabeth), each entity counted by how
+  specific it is (:meth:`GraphRecall.specificity`): a place named twice counts, a
+  speaker named in every line of the conversation almost not;
+- ``graph``, in [-1, 1]: 1 for the memories that state a fact the question asks about
+  (a named entity and a relation its words ask, :mod:`mnemoray.graph.cues`) as it holds
+  now, or, for a question about the past, as it held before (the facts that were
+  closed, first those a named fact superseded: "before Berlin"); :data:`HOP` times the
+  specificity for memories of the entity at the fact's other end ("his brother" ->
+  Felix -> what was said of Felix) and of the entities the best hits mention (the
+  other sessions about them); -1 for a memory that only states facts of an asked,
+  changing relation that no longer hold, when the question asks how things are.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mnemoray.graph.cues import asked_relations
+from mnemoray.graph.graph import UserGraph
+from mnemoray.graph.model import FUNCTIONAL, MENTIONS, TYPED, Relation, alias_key
+from mnemoray.text import terms
+
+HOP = 0.5  # a memory one hop from a best hit: half what a memory of an asked fact gets
+END = 0.8  # a memory of the entity at an asked fact's other end ("his brother": Felix)
+STALE = -1.0
+_DATES = frozenset({"date", "period"})  # the time axis reads dates, not the graph
+_LONGEST = 4  # words in the longest name looked up
+_WORD = re.compile(r"[^\W_][\w'\u2019\-]*")
+
+
+@dataclass(frozen=True)
+class GraphQuery:
+    """What a question asks the graph: the entities it names (ids) and the typed
+    relations its words ask about."""
+
+    entities: tuple[str, ...]
+    relations: frozenset[str]
+
+
+def _closed(r: Relation) -> bool:
+    return r.valid_to is not None or bool(r.ended_by)
+
+
+class GraphRecall:
+    """A user's graph laid over one candidate set (positions are the set's)."""
+
+    def __init__(self, graph: UserGraph, memory_ids: Sequence[str]) -> None:
+        self.graph = graph
+        self.size = len(memory_ids)
+        pos = {m: i for i, m in enumerate(memory_ids)}
+        mentions: dict[str, dict[int, float]] = defaultdict(dict)
+        for r in graph.relations.values():
+            if r.type != MENTIONS or r.src_kind != "memory" or r.src not in pos:
+                continue
+            e = graph.entities.get(r.dst)
+            if e is not None and e.type not in _DATES:
+                mentions[r.dst][pos[r.src]] = r.strength
+        self._mentions = {eid: (np.fromiter(d, np.int64, len(d)),
+                                np.fromiter(d.values(), np.float64, len(d)))
+                          for eid, d in mentions.items()}
+        linked = len({p for d in mentions.values() for p in d})
+        scale = math.log(max(linked, 2))
+        self._specificity = {eid: max(0.0, math.log(linked / len(d)) / scale)
+                             for eid, d in mentions.items()}
+        self._entities_of: dict[int, list[str]] = defaultdict(list)
+        for eid, d in mentions.items():
+            for p in d:
+                self._entities_of[p].append(eid)
+        self._facts: list[tuple[Relation, np.ndarray]] = []
+        for r in graph.relations.values():
+            if r.src_kind == "entity" and r.type in TYPED:
+                found = [pos[m] for m in r.memory_ids if m in pos]
+                if found:
+                    self._facts.append((r, np.asarray(found, dtype=np.int64)))
+
+    def specificity(self, entity_id: str) -> float:
+        """1 for an entity one memory mentions, toward 0 for one that nearly every
+        memory mentions (an inverse document frequency scaled to [0, 1])."""
+        return self._specificity.get(entity_id, 0.0)
+
+    # -- the question -----------------------------------------------------------------
+    def query(self, question: str) -> GraphQuery:
+        return GraphQuery(self.named(question), asked_relations(question))
+
+    def named(self, question: str) -> tuple[str, ...]:
+        """The entities ``question`` names: the longest alias at each place, else a
+        capitalised word the graph's person rules resolve ("Bob" -> Robert)."""
+        words = [w.rstrip(".") for w in _WORD.findall(question)]
+        found: list[str] = []
+        i = 0
+        while i < len(words):
+            for n in range(min(_LONGEST, len(words) - i), 0, -1):
+                eid = self.graph.named(alias_key(" ".join(words[i:i + n])))
+                if eid is not None and self.graph.entities[eid].type not in _DATES:
+                    found.append(eid)
+                    i += n
+                    break
+            else:
+                word = words[i]
+                if word[:1].isupper() and len(word) >= 3 and terms(word):
+                    e = self.graph.find(word)
+                    if e is not None and e.type not in _DATES:
+                        found.append(e.entity_id)
+                i += 1
+        return tuple(dict.fromkeys(found))
+
+    # -- the signals ------------------------------------------------------------------
+    def entity_signal(self, gq: GraphQuery) -> np.ndarray:
+        out = np.zeros(self.size, dtype=np.float64)
+        for eid in gq.entities:
+            self._add(out, eid, self.specificity(eid))
+        return out
+
+    def graph_signal(self, gq: GraphQuery, past: bool, present: bool,
+                     seeds: Iterable[int] = ()) -> np.ndarray:
+        out = np.zeros(self.size, dtype=np.float64)
+        named = set(gq.entities)
+        stale = np.zeros(self.size, dtype=bool)
+        current = np.zeros(self.size, dtype=bool)
+        for r, positions in self._asked_facts(gq, named, past):
+            out[positions] = 1.0
+            for end in (r.src, r.dst):
+                if end not in named:
+                    self._hop(out, end, END, strength=False)
+        if not past and (present or gq.relations & FUNCTIONAL):
+            for r, positions in self._facts:
+                if r.type in gq.relations and r.type in FUNCTIONAL \
+                        and (r.src in named or r.dst in named):
+                    (stale if _closed(r) else current)[positions] = True
+        for p in seeds:
+            for eid in self._entities_of.get(int(p), ()):
+                if eid not in named:
+                    self._hop(out, eid, HOP)
+        out[stale & ~current] = STALE
+        return out
+
+    def _asked_facts(self, gq: GraphQuery, named: set[str],
+                     past: bool) -> list[tuple[Relation, np.ndarray]]:
+        """The facts of a named entity and an asked relation, as they hold now (open)
+        or, for the past, those since closed; a fact closed by one that touches a named
+        entity ("before Berlin") is asked even when its own ends are not named."""
+        if not named or not gq.relations:
+            return []
+        asked = [(r, p) for r, p in self._facts if r.type in gq.relations]
+        if not past:
+            return [(r, p) for r, p in asked if not _closed(r) and {r.src, r.dst} & named]
+        closers = {r.relation_id for r, _ in asked if {r.src, r.dst} & named}
+        before = [(r, p) for r, p in asked if _closed(r) and r.ended_by in closers]
+        return before or [(r, p) for r, p in asked if _closed(r) and {r.src, r.dst} & named]
+
+    def _add(self, out: np.ndarray, eid: str, weight: float) -> None:
+        found = self._mentions.get(eid)
+        if found is not None and weight > 0:
+            np.add.at(out, found[0], weight * found[1])
+
+    def _hop(self, out: np.ndarray, eid: str, share: float, strength: bool = True) -> None:
+        """Raise the memories that mention ``eid`` to ``share`` of its specificity (times
+        how strongly each mentions it, with ``strength``)."""
+        found = self._mentions.get(eid)
+        if found is not None:
+            value = share * self.specificity(eid) * (found[1] if strength else 1.0)
+            out[found[0]] = np.maximum(out[found[0]], value)
+
+
+__all__ = ["HOP", "STALE", "GraphQuery", "GraphRecall"]
