@@ -6,8 +6,9 @@ agent said or did becomes user-role narrative ("For context: [b] said: ..."),
 so the agent never mistakes another agent's actions for its own. A tool
 result is attributed to whoever made the call, not to the tool.
 
-Events are immutable, so renderings are cached (see :class:`RenderCache`);
-a compile over a long session then costs about one lookup per event.
+Events are immutable, so renderings are kept: per session in the history memo
+(:mod:`mnemoray.compiler.history_memo`) and per event in :class:`RenderCache`
+for the selections made anew on every compile.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from itertools import islice
+from itertools import islice, repeat
 from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
@@ -86,6 +87,20 @@ def render(event: Event, agent_name: str, owner: str) -> Content:
     return _user_text(f"For context: [{event.author}] said: ", event.text, ids)
 
 
+def owners(events: Sequence[Event], call_owner: Mapping[str, str]) -> list[str]:
+    """Who each event is attributed to: a tool result to whoever made its call
+    (``call_owner``; its own author when the call is not in the log), anything
+    else to its author."""
+    get = call_owner.get
+    return [get(e.data["call_id"], e.author) if e.type == "tool_result" else e.author
+            for e in events]
+
+
+def render_each(events: Sequence[Event], agent_name: str, owners: Sequence[str]) -> list[Content]:
+    """``render`` for each event with its owner, uncached (C-level loop)."""
+    return list(map(render, events, repeat(agent_name), owners))
+
+
 def _user_text(preamble: str, body: str, ids: tuple[str, ...]) -> Content:
     """User-role text: narrative about another agent, or a summary."""
     # Counted in two pieces (exact: the preamble ends in a space) so the token
@@ -129,10 +144,9 @@ class RenderCache:
         return content
 
     def render_all(self, events: Sequence[Event], agent_name: str,
-                   call_owner: Mapping[str, str]) -> list[Content]:
-        """``render`` for each event, in order, a tool result attributed to whoever
-        made its call (``call_owner``; the result's author when the call is missing).
-        One loop and one lock for the batch: this is the history processor's path."""
+                   owners: Sequence[str]) -> list[Content]:
+        """``render`` for each event with its owner (see :func:`owners`), in order.
+        One loop and one lock for the batch."""
         entries = self._entries
         out: list[Content] = []
         # Keys and entries of the misses in two lists (a pair per miss would be one
@@ -140,12 +154,9 @@ class RenderCache:
         new_keys: list[tuple] = []
         new_entries: list[tuple[dict[str, Any], Content]] = []
         limit = self.max_entry_tokens
-        for event in events:
-            author = event.author
-            owner = call_owner.get(event.data["call_id"], author) \
-                if event.type == "tool_result" else author
-            key = (event.id, event.session_id, event.type, event.role, author, event.text,
-                   agent_name, owner)
+        for event, owner in zip(events, owners, strict=True):
+            key = (event.id, event.session_id, event.type, event.role, event.author,
+                   event.text, agent_name, owner)
             entry = entries.get(key)
             if entry is not None and (entry[0] is event.data or entry[0] == event.data):
                 out.append(entry[1])

@@ -15,7 +15,9 @@ reuses it when its log starts with those events:
 
 Anything else (a compaction, ``include_contents="none"``, an edited log) is
 selected in full (a grown log still sorts only its new events) and rendered
-through the per-event :data:`mnemoray.compiler.casting.CACHE`. Equal inputs give equal output, so a
+through the per-event :data:`mnemoray.compiler.casting.CACHE`. A plain selection
+is rendered without that cache: its snapshot keeps the renderings, and the
+only compile that renders them is one that has neither. Equal inputs give equal output, so a
 snapshot never changes a compile's result, only its cost.
 """
 
@@ -26,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from mnemoray.compiler.casting import CACHE
+from mnemoray.compiler.casting import CACHE, owners, render_each
 from mnemoray.compiler.request import Content
 from mnemoray.compiler.selection import History, Selection, select, sort_history
 from mnemoray.events import Event
@@ -88,7 +90,8 @@ class HistoryMemo:
             history = sort_history(events)
         selection = select(events, include_contents, history)
         growable = include_contents == "default" and not history.compactions
-        fresh = _Snapshot(list(events), history, growable, _render(selection, agent_name))
+        fresh = _Snapshot(list(events), history, growable,
+                          _render(selection, agent_name, cached=not growable))
         self._store(key, fresh)
         return fresh.view
 
@@ -146,7 +149,7 @@ def _grow(snapshot: _Snapshot, events: Sequence[Event], agent_name: str) -> _Sna
             return None
     history = sort_history(added, before)
     new_raw = history.raw[len(before.raw):]
-    contents = CACHE.render_all(new_raw, agent_name, history.call_owner)
+    contents = render_each(new_raw, agent_name, owners(new_raw, history.call_owner))
     view = snapshot.view
     return _Snapshot(
         snapshot.events + list(added), history, True,
@@ -155,8 +158,13 @@ def _grow(snapshot: _Snapshot, events: Sequence[Event], agent_name: str) -> _Sna
                     {k: v for k, v in history.skipped.items() if v}, None))
 
 
-def _render(selection: Selection, agent_name: str) -> HistoryView:
-    contents = CACHE.render_all(selection.events, agent_name, selection.call_owner)
+def _render(selection: Selection, agent_name: str, cached: bool) -> HistoryView:
+    """``cached``: through the per-event cache, for selections made anew on every
+    compile; a plain one lives on in its snapshot and is only ever extended."""
+    events = selection.events
+    by = owners(events, selection.call_owner)
+    contents = CACHE.render_all(events, agent_name, by) if cached \
+        else render_each(events, agent_name, by)
     # Raw tokens the shown summaries replace, per summary token (where compactions
     # recorded both: mnemoray.compaction).
     used = [e.data for e in selection.events if e.type == "compaction"]
