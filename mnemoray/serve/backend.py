@@ -27,7 +27,7 @@ class HttpConfig:
     keys: ApiKeys = field(default_factory=ApiKeys.none)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     allow_remote_without_keys: bool = False
-    #: Add ``X-Request-ID`` to responses. Off behind Ray Serve: its proxy adds the
+    #: Add ``X-Request-ID`` to responses. Off behind Ray Serve's proxy: it adds the
     #: header itself, with the id it put in the request (the one this app uses).
     echo_request_id: bool = True
     #: Serve /docs, /redoc and /openapi.json (they answer without a key). None: only

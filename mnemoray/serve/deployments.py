@@ -1,7 +1,8 @@
 """The deployments that scale apart from the ingress: Embedder, Summarizer, Index.
 
-The recall hot path never calls these (one hop: proxy -> ingress, which embeds
-the query and searches in-process). They serve what is heavy and scales on its own:
+The recall hot path never calls these (the ingress embeds the query and searches
+in-process, whether it answers HTTP itself or behind Serve's proxy). They serve what
+is heavy and scales on its own:
 
 - ``Embedder``: bulk embedding of writes (online adds, session-end ingestion);
   the model is loaded once per replica and concurrent callers are batched by

@@ -270,7 +270,8 @@ def local_ray_options(address: str | None, environ: Mapping[str, str] | None = N
     ``address`` (else ``$RAY_ADDRESS``) joins that cluster as it is: its own network
     settings and firewall apply (README, "Exposure"). Otherwise a NEW local instance is
     started (never an unrelated ``ray start`` cluster found on the machine), bound to
-    the loopback interface: the HTTP proxy is the only thing meant to be reachable.
+    the loopback interface: the API's port (the replicas', or the HTTP proxy's) is the
+    only thing meant to be reachable.
     """
     environ = os.environ if environ is None else environ
     address = address or environ.get("RAY_ADDRESS") or "local"

@@ -81,8 +81,8 @@ async def recall(body: RecallRequest, caller: Caller, backend: Backend) -> JSONR
 
 
 @router.get("/v1/recall", operation_id="search", response_model=RecallResponse,
-            summary="Recall with query parameters (no request body: saves Serve's body "
-            "round trip to the proxy)")
+            summary="Recall with query parameters (no request body: behind Serve's proxy "
+            "it saves the replica's round trip to fetch the body)")
 async def recall_get(caller: Caller, backend: Backend, app_name: IdQuery, user_id: IdQuery,
                      query: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
                      top_k: Annotated[int, Query(ge=1, le=MAX_TOP_K)] = 5,
