@@ -77,6 +77,10 @@ def test_speaker_names() -> None:
     ("My shift at Westfield High ran late again.",
      [("I", "works_at", "Westfield High", False, False)]),
     ("My coworker moved to Toronto.", []),
+    ("Back in Duluth, where I was raised, winters were brutal.",
+     [("I", "grew_up_in", "Duluth", False, False)]),
+    ("I'm from Ithaca originally.", [("I", "grew_up_in", "Ithaca", False, False)]),
+    ("Coffee from Ethiopia is great.", []),
     ("Being a parent at times is hard.", []),
 ])
 def test_relations_read_from_a_sentence(sentence: str,

@@ -160,6 +160,8 @@ def test_question_words_name_the_relations_they_ask() -> None:
     assert {"brother_of", "sister_of"} <= asked_relations("Tell me about Alex's family.")
     assert "adopted" in asked_relations("What pets does she have?")
     assert asked_relations("What did we eat?") == frozenset()
+    assert asked_relations("What does she do for a living?") == {"works_at"}
+    assert asked_relations("Where did Alex spend his childhood?") == {"grew_up_in"}
 
 
 def conv(sid: str, day: date, *turns: tuple[str, str]) -> Session:

@@ -16,9 +16,10 @@ from mnemoray.graph.names import PETS
 _FAMILY = r"family|relatives?|siblings?|parents?|kids?|children"
 # relation type -> the words of a question about it (whole words, any case).
 _CUES: dict[str, str] = {
-    "lives_in": r"live[sd]?|living|city|town|home|hometown|moved?|reside[sd]?|based",
+    "lives_in": r"live[sd]?|(?<!a )living|city|town|home|moved?|reside[sd]?|based",
     "works_at": r"jobs?|work(?:s|ed|ing)?|employer|employed|company|career|profession"
-                r"|occupation|joined|colleagues?|coworkers?|boss",
+                r"|occupation|joined|colleagues?|coworkers?|boss|for a living",
+    "grew_up_in": r"childhood|grew up|grow up|raised|roots|originally|hometown|born",
     "adopted": r"pets?|adopt(?:ed|s)?|" + "|".join(f"{p}s?" for p in PETS),
     "owns": r"own(?:s|ed)?|bought|buy|car",
     "married_to": r"married|marriage|wife|husband|spouse|" + _FAMILY,

@@ -92,6 +92,18 @@ _RULES: tuple[tuple[re.Pattern[str], str, str, bool, bool, float], ...] = tuple(
          0.8),
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:own|owns|bought|purchased)\s+(?:a|an|my|the|our)\s+"
          rf"(?:new\s+|first\s+|used\s+)?{_NOUN}", "owns", "thing", False, False, 0.75),
+        # Where someone comes from: "I grew up in Savannah", "I'm from Ithaca
+        # originally", "back in Duluth, where I was raised", "my hometown, Galway".
+        (rf"{_SUBJ}{_ADV}\s+grew\s+up\s+in\s+{_OBJ}", "grew_up_in", "place", False, False,
+         0.9),
+        (rf"{_SUBJ}{_BE}\s+(?:born\s+and\s+)?raised\s+in\s+{_OBJ}", "grew_up_in", "place",
+         False, False, 0.9),
+        (rf"{_SUBJ}(?:'m|'re|'s|\s+am|\s+is|\s+are)\s+(?:originally\s+)?from\s+{_OBJ}",
+         "grew_up_in", "place", False, False, 0.8),
+        (rf"{_SPEAKER}{_OBJ},?\s+where\s+I\s+(?:was\s+(?:born\s+and\s+)?raised|grew\s+up)\b",
+         "grew_up_in", "place", False, False, 0.85),
+        (rf"{_SPEAKER}\b[Mm]y\s+hometown,?\s+{_OBJ}", "grew_up_in", "place", False, False,
+         0.85),
         (rf"{_SUBJ}{_BE}{_HAVE}{_ADV}\s+(?:got\s+|been\s+)?married\s+(?:to\s+)?{_OBJ}",
          "married_to", "person", True, False, 0.9),
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:got\s+)?divorced(?:\s+from)?\s+{_OBJ}", "married_to",
