@@ -81,6 +81,10 @@ def test_speaker_names() -> None:
      [("I", "grew_up_in", "Duluth", False, False)]),
     ("I'm from Ithaca originally.", [("I", "grew_up_in", "Ithaca", False, False)]),
     ("Coffee from Ethiopia is great.", []),
+    ("I just got back from Hanoi!", [("I", "visited", "Hanoi", True, False)]),
+    ("The trip to Marrakech was the best.", [("I", "visited", "Marrakech", True, False)]),
+    ("We spent ten days in Crete.", [("I", "visited", "Crete", True, False)]),
+    ("I got back from work late.", []),
     ("Being a parent at times is hard.", []),
 ])
 def test_relations_read_from_a_sentence(sentence: str,

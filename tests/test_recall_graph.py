@@ -162,6 +162,8 @@ def test_question_words_name_the_relations_they_ask() -> None:
     assert asked_relations("What did we eat?") == frozenset()
     assert asked_relations("What does she do for a living?") == {"works_at"}
     assert asked_relations("Where did Alex spend his childhood?") == {"grew_up_in"}
+    assert asked_relations("Which places has Liz traveled to?") == {"visited"}
+    assert asked_relations("What does Jo drive these days?") == {"owns"}
 
 
 def conv(sid: str, day: date, *turns: tuple[str, str]) -> Session:

@@ -104,6 +104,19 @@ _RULES: tuple[tuple[re.Pattern[str], str, str, bool, bool, float], ...] = tuple(
          "grew_up_in", "place", False, False, 0.85),
         (rf"{_SPEAKER}\b[Mm]y\s+hometown,?\s+{_OBJ}", "grew_up_in", "place", False, False,
          0.85),
+        # Places someone travelled to: "I just got back from Hanoi", "the trip to
+        # Marrakech was ...", "we spent ten days in Crete", "traveling around the Highlands".
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:got|came)\s+back\s+from\s+(?:the\s+)?{_OBJ}", "visited",
+         "place", True, False, 0.8),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:visited|toured|travell?ed\s+to|flew\s+to)\s+(?:the\s+)?"
+         rf"{_OBJ}", "visited", "place", True, False, 0.85),
+        (rf"{_SUBJ}\s+spent\s+(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|a\s+few"
+         rf"|several)\s+(?:days|weeks|nights|months)\s+in\s+(?:the\s+)?{_OBJ}", "visited",
+         "place", True, False, 0.8),
+        (rf"{_SPEAKER}\b(?:[Tt]he|[Oo]ur|[Mm]y)\s+trip\s+to\s+(?:the\s+)?{_OBJ}", "visited",
+         "place", True, False, 0.7),
+        (rf"{_SPEAKER}\b[Tt]ravell?ing\s+(?:around|through|across)\s+(?:the\s+)?{_OBJ}",
+         "visited", "place", True, False, 0.7),
         (rf"{_SUBJ}{_BE}{_HAVE}{_ADV}\s+(?:got\s+|been\s+)?married\s+(?:to\s+)?{_OBJ}",
          "married_to", "person", True, False, 0.9),
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:got\s+)?divorced(?:\s+from)?\s+{_OBJ}", "married_to",
