@@ -190,3 +190,20 @@ def test_recall_through_the_service_names_the_graph_axes(tmp_path: Path) -> None
         assert "entity" in before[0].axes
     finally:
         svc.close()
+
+
+def test_a_name_kept_apart_but_linked_asks_about_the_linked_entity_too() -> None:
+    # "Gabe" stayed its own entity (a prefix of Gabriel, 0.6 < the merge threshold) with a
+    # same_entity link; the car is Gabriel's fact.
+    g = UserGraph("app", "pair",
+                  [entity("e-gabriel", "Gabriel", "person"), entity("e-gabe", "Gabe", "person"),
+                   entity("e-car", "car", "thing")],
+                  [alias("e-gabriel", "Gabriel"), alias("e-gabe", "Gabe"), alias("e-car", "car")],
+                  [Relation("r-same", "app", "pair", "e-gabe", "entity", "same_entity",
+                            "e-gabriel", "entity", confidence=0.6),
+                   fact("f-car", "e-gabriel", "owns", "e-car", "m-bread", T3)])
+    gr = GraphRecall(g, list(TEXTS))
+    gq = gr.query("What does Gabe drive these days?")
+    assert set(gq.entities) == {"e-gabe", "e-gabriel"} and gq.relations == {"owns"}
+    signal = gr.graph_signal(gq, past=False, present=True)
+    assert signal[list(TEXTS).index("m-bread")] == 1.0

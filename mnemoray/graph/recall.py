@@ -35,7 +35,7 @@ import numpy as np
 
 from mnemoray.graph.cues import asked_relations
 from mnemoray.graph.graph import UserGraph
-from mnemoray.graph.model import FUNCTIONAL, MENTIONS, TYPED, Relation, alias_key
+from mnemoray.graph.model import FUNCTIONAL, MENTIONS, SAME_ENTITY, TYPED, Relation, alias_key
 from mnemoray.text import terms
 
 HOP = 0.5  # a memory one hop from a best hit: half what a memory of an asked fact gets
@@ -84,8 +84,14 @@ class GraphRecall:
         for eid, d in mentions.items():
             for p in d:
                 self._entities_of[p].append(eid)
+        # Names the resolution kept apart but linked ("Gabe" / "Gabriel" at 0.6): a
+        # question naming one asks about the other too.
+        self._same: dict[str, list[str]] = defaultdict(list)
         self._facts: list[tuple[Relation, np.ndarray]] = []
         for r in graph.relations.values():
+            if r.type == SAME_ENTITY:
+                self._same[r.src].append(r.dst)
+                self._same[r.dst].append(r.src)
             if r.src_kind == "entity" and r.type in TYPED:
                 found = [pos[m] for m in r.memory_ids if m in pos]
                 if found:
@@ -98,7 +104,9 @@ class GraphRecall:
 
     # -- the question -----------------------------------------------------------------
     def query(self, question: str) -> GraphQuery:
-        return GraphQuery(self.named(question), asked_relations(question))
+        named = self.named(question)
+        linked = [other for eid in named for other in self._same.get(eid, ())]
+        return GraphQuery(tuple(dict.fromkeys((*named, *linked))), asked_relations(question))
 
     def named(self, question: str) -> tuple[str, ...]:
         """The entities ``question`` names: the longest alias at each place, else a
