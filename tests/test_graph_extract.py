@@ -85,6 +85,9 @@ def test_speaker_names() -> None:
     ("The trip to Marrakech was the best.", [("I", "visited", "Marrakech", True, False)]),
     ("We spent ten days in Crete.", [("I", "visited", "Crete", True, False)]),
     ("I got back from work late.", []),
+    ("Street photography is my hobby.", [("I", "enjoys", "Street photography", False, False)]),
+    ("I've really gotten into pottery.", [("I", "enjoys", "pottery", False, False)]),
+    ("This is my thing.", []),
     ("Being a parent at times is hard.", []),
 ])
 def test_relations_read_from_a_sentence(sentence: str,

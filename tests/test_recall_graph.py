@@ -164,6 +164,7 @@ def test_question_words_name_the_relations_they_ask() -> None:
     assert asked_relations("Where did Alex spend his childhood?") == {"grew_up_in"}
     assert asked_relations("Which places has Liz traveled to?") == {"visited"}
     assert asked_relations("What does Jo drive these days?") == {"owns"}
+    assert asked_relations("What does Kate do to relax?") == {"enjoys"}
 
 
 def conv(sid: str, day: date, *turns: tuple[str, str]) -> Session:

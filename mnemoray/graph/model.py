@@ -25,7 +25,7 @@ STRUCTURAL = (MENTIONS, SAME_ENTITY, EXTENDS, CONTRADICTS, SAME_PERIOD)
 # Relations read from text (mnemoray.graph.patterns).
 TYPED = ("lives_in", "works_at", "owns", "adopted", "married_to", "sister_of", "brother_of",
          "mother_of", "father_of", "daughter_of", "son_of", "friend_of", "partner_of",
-         "grew_up_in", "visited")
+         "grew_up_in", "visited", "enjoys")
 RELATION_TYPES: tuple[str, ...] = STRUCTURAL + TYPED
 # A subject holds one of these at a time: a newer one closes the older one's validity.
 FUNCTIONAL = frozenset({"lives_in", "works_at", "married_to", "partner_of"})

@@ -104,6 +104,14 @@ _RULES: tuple[tuple[re.Pattern[str], str, str, bool, bool, float], ...] = tuple(
          "grew_up_in", "place", False, False, 0.85),
         (rf"{_SPEAKER}\b[Mm]y\s+hometown,?\s+{_OBJ}", "grew_up_in", "place", False, False,
          0.85),
+        # What the speaker does for pleasure: "street photography is my hobby", "rock
+        # climbing has become my thing", "trail running is how I unwind", "I've really
+        # gotten into pottery".
+        (rf"{_SPEAKER}(?:^|(?<=[.!?]\s))(?:[Mm]y\s+)?(?P<noun>[A-Za-z][a-z\-]+(?:\s+[a-z][a-z\-]+)?)"
+         rf"\s+(?:is|has\s+become|became)\s+(?:my\s+(?:hobby|thing|passion|happy\s+place)"
+         rf"|how\s+I\s+(?:unwind|relax))\b", "enjoys", "thing", False, False, 0.75),
+        (rf"{_SUBJ}{_HAVE}{_ADV}(?:\s+really)?\s+(?:gotten|got)\s+into\s+{_NOUN}", "enjoys",
+         "thing", False, False, 0.75),
         # Places someone travelled to: "I just got back from Hanoi", "the trip to
         # Marrakech was ...", "we spent ten days in Crete", "traveling around the Highlands".
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:got|came)\s+back\s+from\s+(?:the\s+)?{_OBJ}", "visited",
@@ -127,6 +135,10 @@ _IS_MY_KIN = re.compile(rf"{_OBJ}\s+is\s+my\s+{_MODS}(?P<kin>{_KIN_WORDS})\b")
 _IS_THEIR_KIN = re.compile(rf"{_OBJ}\s+is\s+(?P<other>{NAME})['\u2019]s\s+{_MODS}"
                            rf"(?P<kin>{_KIN_WORDS})\b")
 _PET_NOUNS = frozenset(PETS)
+# Words that start no thing someone enjoys ("this is my thing", "the weather is ...").
+_NOT_THINGS_TEXT = """this that it what which there here the a an everything nothing
+something work life"""
+_NOT_THINGS = frozenset(_NOT_THINGS_TEXT.split())
 # Words that end a noun object ("a car yesterday", "a house in Lisbon").
 _NOT_NOUNS_TEXT = """yesterday today tonight tomorrow last this next and in at for from
 with to on of by when while after before since that which who because but so recently"""
@@ -145,7 +157,7 @@ def read_relations(sentence: str) -> list[Reading]:
             obj = groups.get("obj") or groups.get("noun") or ""
             if groups.get("noun"):
                 nouns = obj.split()
-                if nouns[0] in _NOT_OWNED:
+                if nouns[0] in _NOT_OWNED or nouns[0].lower() in _NOT_THINGS:
                     continue
                 if len(nouns) > 1 and (nouns[1] in _NOT_NOUNS or nouns[1] in _PET_NOUNS):
                     nouns = nouns[:1] if nouns[1] in _NOT_NOUNS else nouns[1:]
