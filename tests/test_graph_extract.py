@@ -88,6 +88,10 @@ def test_speaker_names() -> None:
     ("Street photography is my hobby.", [("I", "enjoys", "Street photography", False, False)]),
     ("I've really gotten into pottery.", [("I", "enjoys", "pottery", False, False)]),
     ("This is my thing.", []),
+    ("Say hello to Luna, our new tabby cat!", [("I", "adopted", "Luna", True, False)]),
+    ("We brought home a beagle called Olive.", [("I", "adopted", "Olive", True, False)]),
+    ("Say hello to Mark, our new neighbor!", []),
+    ("I got a new phone called Pixel.", []),
     ("Being a parent at times is hard.", []),
 ])
 def test_relations_read_from_a_sentence(sentence: str,

@@ -13,7 +13,7 @@ from mnemoray.events import Event
 from mnemoray.graph import Alias, Entity, Relation, Support, UserGraph
 from mnemoray.graph.cues import asked_relations
 from mnemoray.graph.model import alias_key
-from mnemoray.graph.recall import HOP, STALE, GraphRecall
+from mnemoray.graph.recall import END, STALE, GraphRecall
 from mnemoray.memory.candidates import Candidates
 from mnemoray.memory.record import Memory
 from mnemoray.memory.retrieval import (
@@ -124,7 +124,7 @@ def test_the_graph_axis_follows_the_asked_relation_to_the_other_end() -> None:
     ids = [r.memory.memory_id for r in got]
     assert ids.index("m-jonas2") < ids.index("m-bread")
     skating = by_id(got)["m-jonas2"]
-    assert "graph" in skating.axes and 0 < skating.signals["graph"] <= HOP
+    assert "graph" in skating.axes and 0 < skating.signals["graph"] <= END
     assert by_id(got)["m-jonas1"].signals["graph"] == 1.0  # the fact's own memory
 
 

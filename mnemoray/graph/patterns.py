@@ -16,6 +16,11 @@ from mnemoray.graph.names import NAME, PETS
 _SUBJ = rf"(?P<subj>\bI\b|\b[Ww]e\b|{NAME})"
 _OBJ = rf"(?P<obj>{NAME})"
 _NOUN = r"(?P<noun>[a-z][a-z\-]+(?:\s+[a-z][a-z\-]+)?)"
+# Animals kept as pets, by kind or breed ("our new beagle", "a corgi named Archie").
+_PET_WORDS = "|".join((*PETS, "beagle", "corgi", "collie", "greyhound", "retriever",
+                       "labrador", "poodle", "terrier", "spaniel", "husky", "dachshund",
+                       "shepherd", "cockatiel", "budgie", "canary", "lizard", "gecko", "dragon",
+                       "tortoise", "ferret", "chinchilla"))
 # The speaker holds it, said without "I": the subject group matches nothing.
 _SPEAKER = r"(?P<subj>)"
 _ADV = r"(?:\s+(?:just|recently|finally|also|now|currently|still|already|officially|actually))*"
@@ -88,6 +93,13 @@ _RULES: tuple[tuple[re.Pattern[str], str, str, bool, bool, float], ...] = tuple(
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+adopted\s+(?:a|an|another|two|three)?\s*(?:[a-z]+\s+){{0,2}}?"
          rf"(?:named|called)\s+{_OBJ}", "adopted", "thing", True, False, 0.9),
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+adopted\s+{_OBJ}", "adopted", "thing", True, False, 0.85),
+        # A pet that joined without "adopted": "say hello to Luna, our new tabby cat",
+        # "we brought home a tabby cat called Clementine", "we got a pet, a corgi named Archie".
+        (rf"{_SPEAKER}{_OBJ},\s+(?:our|my)\s+new\s+(?:[a-z\-]+\s+){{0,2}}?(?:{_PET_WORDS})s?\b",
+         "adopted", "thing", True, False, 0.75),
+        (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:got|brought\s+home|added|welcomed)\s+(?:a|an|another)\s+"
+         rf"(?:[a-z\-]+\s+){{0,3}}?(?:{_PET_WORDS})s?\b[^.!?]{{0,40}}?\b(?:named|called)\s+{_OBJ}",
+         "adopted", "thing", True, False, 0.8),
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+adopted\s+(?:a|an)\s+{_NOUN}", "adopted", "thing", True, False,
          0.8),
         (rf"{_SUBJ}{_HAVE}{_ADV}\s+(?:own|owns|bought|purchased)\s+(?:a|an|my|the|our)\s+"

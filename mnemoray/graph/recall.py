@@ -16,11 +16,13 @@ Two signals over a candidate set's positions (:mod:`mnemoray.memory.fusion` weig
 - ``graph``, in [-1, 1]: 1 for the memories that state a fact the question asks about
   (a named entity and a relation its words ask, :mod:`mnemoray.graph.cues`) as it holds
   now, or, for a question about the past, as it held before (the facts that were
-  closed, first those a named fact superseded: "before Berlin"); :data:`HOP` times the
-  specificity for memories of the entity at the fact's other end ("his brother" ->
-  Felix -> what was said of Felix) and of the entities the best hits mention (the
-  other sessions about them); -1 for a memory that only states facts of an asked,
-  changing relation that no longer hold, when the question asks how things are.
+  closed, first those a named fact superseded: "before Berlin"); the specificity
+  (times :data:`END`) for memories of the entity at the fact's other end ("his
+  brother" -> Felix -> what was said of Felix); :data:`HOP` times the specificity and
+  the mention's strength for memories of the entities the best hits mention (the other
+  sessions about them); -1 for a memory that only states facts of an asked, changing
+  relation that no longer hold, when the question asks how things are. A name the
+  resolution kept apart but linked (``same_entity``) asks about both entities.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from mnemoray.graph.model import FUNCTIONAL, MENTIONS, SAME_ENTITY, TYPED, Relat
 from mnemoray.text import terms
 
 HOP = 0.5  # a memory one hop from a best hit: half what a memory of an asked fact gets
-END = 0.8  # a memory of the entity at an asked fact's other end ("his brother": Felix)
+END = 1.0  # a memory of the entity at an asked fact's other end ("his brother": Felix)
 STALE = -1.0
 _DATES = frozenset({"date", "period"})  # the time axis reads dates, not the graph
 _LONGEST = 4  # words in the longest name looked up
