@@ -44,6 +44,8 @@ keeps what was committed by then).
 Run: ``.venv/bin/python benchmarks/backfill_bench.py`` (about 15 min on 2 idle cores)
 -> table on stdout, ``benchmarks/results/backfill.json`` and ``backfill.png``.
 ``--quick``: 60 sessions, the default config only, results under benchmarks/.cache/.
+``--device cuda`` / ``--cores 2,4,8,16``: the GPU pipeline and the CPU scaling curve
+(``benchmarks/backfill_scale.py``).
 ``--timeline``: only the commit timelines of the in-process backfill and of the pipeline's
 default config (ONNX), printed and stored under ``commit_timeline`` in the results file
 (the other results in it are kept).
@@ -543,7 +545,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "config); merged into the results file under 'commit_timeline'")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: the GPU pipeline beside the GPU's limit "
+                   "(benchmarks/backfill_scale.py)")
+    p.add_argument("--cores", default=None, help="comma-separated core counts: the CPU "
+                   "scaling curve (taskset, one local Ray per count)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="cuda: distill actors (default: cores - 2)")
+    p.add_argument("--one-cores-run", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.device == "cuda" or args.cores or args.one_cores_run:
+        from benchmarks import backfill_scale
+
+        args.cores = [int(c) for c in args.cores.split(",")] if args.cores else []
+        backfill_scale.run(args)
+        return 0
     if args.quick:
         args.sessions, args.sessions_per_file = 60, 20
     out = args.out or (CACHE / "backfill-quick.json" if args.quick

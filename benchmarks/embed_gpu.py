@@ -62,7 +62,7 @@ def tokenized(embedder, texts: list[str]) -> tuple[list[list[int]], np.ndarray]:
     for positions, encodings in embedder._slices(texts):
         for p, e in zip(positions, encodings, strict=True):
             ids[p] = e.ids
-            lengths[p] = sum(e.attention_mask)
+            lengths[p] = len(e)
     return ids, lengths
 
 
@@ -105,7 +105,7 @@ def limit_probe(embedder, texts: list[str], dtype: str, batch_tokens: int,
 
 def tokenizer_rate(embedder, texts: list[str], repeats: int) -> dict[str, float]:
     pool = embedder._pool
-    single = _median_rate(lambda: embedder._tokenizer.encode_batch(texts), len(texts), repeats)
+    single = _median_rate(lambda: embedder._encode_batch(texts), len(texts), repeats)
     pooled = _median_rate(lambda: list(embedder._slices(texts)), len(texts), repeats) \
         if pool is not None else single
     return {"one_call": round(single, 1), "pool": round(pooled, 1),
