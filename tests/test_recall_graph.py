@@ -148,6 +148,9 @@ def test_without_a_graph_the_graph_axis_is_absent() -> None:
     empty = UserGraph("app", "pair")
     got = rank("Which city does Liz live in now?", g=empty)
     assert all("graph" not in r.signals and "graph" not in r.axes for r in got)
+    # Dense mode asks no graph even where there is one.
+    dense = rank("Which city does Liz live in now?", mode="dense")
+    assert all(set(r.signals) <= {"dense", "dense_rank"} for r in dense)
 
     class NoGraph:  # a LanceDB snapshot keeps none
         pass

@@ -270,7 +270,8 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
             signals["dense"] = dense
     if "bm25" in weights:
         signals["bm25"] = cands.bm25(config.tokenizer).scores(query).astype(np.float64)
-    gr = cands.graph_recall(graph) if graph is not None and graph.entities else None
+    gr = cands.graph_recall(graph) if graph is not None and graph.entities \
+        and ("entity" in weights or "graph" in weights) else None
     gq = gr.query(query) if gr is not None else None
     if "entity" in weights:
         signals["entity"] = gr.entity_signal(gq) if gr is not None and gq is not None \
