@@ -45,7 +45,7 @@ def test_serve_on_a_lancedb_store(ray_cluster, tmp_path: Path) -> None:  # a ray
     seeded.close()
     serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
     port = _get_global_client().http_config.port
-    serve.run(build_app({"store": store, "server": {"reload_interval_s": 0.1}}),
+    serve.run(build_app({"store": store, "server": {"reload_interval_s": 0.1, "ingress": "proxy"}}),
               name=APP_NAME, route_prefix="/")
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:

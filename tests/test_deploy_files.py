@@ -161,6 +161,7 @@ def test_rayservice_settings_come_from_env_and_parse() -> None:
     assert env["HF_HUB_OFFLINE"] == "1"
     assert SERVE_CONFIG["http_options"]["host"] == "0.0.0.0"
     assert s.server.api_keys, "a non-loopback proxy needs API keys"
+    assert s.server.ingress == "proxy"  # the Service targets the proxies on 8000
     assert s.recall.mode == "hybrid" and s.ingestion.trigger.type == "session_end"
 
 

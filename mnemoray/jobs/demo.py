@@ -86,8 +86,11 @@ def run(root: Path, port: int) -> None:
 
         print(f"\n=== Serve app on http://127.0.0.1:{port} (no API keys: open, loopback "
               "only) ===", flush=True)
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(build_app({"store": str(store)}), name=APP_NAME, route_prefix="/")
+        # The default path (server.ingress: direct): the replica answers on the port
+        # itself, so Serve starts no HTTP proxy.
+        serve.start(proxy_location="Disabled")
+        serve.run(build_app({"store": str(store), "server": {"port": port}}),
+                  name=APP_NAME, route_prefix="/")
         with MnemorayClient(f"http://127.0.0.1:{port}", timeout=60) as client:
             print(f"healthz: {client.healthz()}")
             for app_name, user, query in RECALLS:
