@@ -185,6 +185,11 @@ def test_compile_context_and_one_line_tool_errors(store: Path) -> None:
         texts = [p.get("text") for c in out["contents"] for p in c["parts"]]
         assert "Book me a flight to Lisbon in May." in texts and "Any seat?" in texts
         assert out["total_tokens"] > 0
+        # An agent that opts in gets the user's profile (the service's own profile reads).
+        assert "<user_profile>" not in out["system_instruction"]
+        profiled = await call(s, "compile_context", session_id="trip",
+                              agent={"name": "travel", "user_profile": True})
+        assert "<user_profile>" in profiled["system_instruction"]
 
         assert "top_k: Input should be greater than or equal to 1" in \
             await error(s, "recall", query="seat", top_k=0)

@@ -106,7 +106,7 @@ class LocalBackend:
         session = sessions.get_session(app_name, user_id, session_id)
         view = memory_view(spec.name, memory_agent)
         services = Services(memory_search=self.service.memory_search(view),
-                            artifacts=artifacts)
+                            artifacts=artifacts, user_profile=self.service.profile_source())
         try:
             request = self.compiler.compile(session, spec, new_message, services,
                                             dict(temp_state) if temp_state else None)
