@@ -24,7 +24,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.backfill_bench import CACHE, RESULTS, dataset, key_texts
+from benchmarks.machine import machine
 
 
 def _backfill(archive: Path, store: Path, **ray_options: Any) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def gpu(args) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         run = _backfill(archive, Path(tmp) / "store", gpus_per_embedder=1.0, workers=workers)
     busy = run["stage_seconds"].get("embed_device", 0.0) / run["seconds"]
-    result = {"machine": _machine(), "dataset": meta, "texts": len(texts),
+    result = {"machine": machine(), "dataset": meta, "texts": len(texts),
               "limit_fp16_texts_per_s": round(limit, 1),
               "cuda_embedder_texts_per_s": round(library, 1),
               "cuda_embedder_of_limit": round(library / limit, 3),
@@ -130,7 +130,7 @@ def cores(args) -> dict[str, Any]:
     for r in runs:
         print(f"{r['cores']:>5} {r['ray']['workers']:>8} {r['memories_per_s']:>11,.0f} "
               f"{r['memories_per_s'] / base:>8.2f}")
-    return {"machine": _machine(), "runs": runs,
+    return {"machine": machine(), "runs": runs,
             "scaling": round(runs[-1]["memories_per_s"] / base, 2)}
 
 
@@ -155,19 +155,6 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def _machine() -> dict[str, Any]:
-    info: dict[str, Any] = {"cpus": os.cpu_count(), "platform": platform.platform(),
-                            "python": platform.python_version()}
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            info["gpu"] = torch.cuda.get_device_name(0)
-    except ImportError:
-        pass
-    return info
 
 
 def run(args) -> None:

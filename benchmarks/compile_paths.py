@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import copy
 import gc
-import os
-import platform
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
+from benchmarks.machine import machine
 from mnemoray.compiler import AgentSpec, Compiler
 from mnemoray.compiler.history_memo import clear_caches
 from mnemoray.events import Event
@@ -31,21 +29,6 @@ from mnemoray.session import Session
 
 PATHS = ("warm", "cold", "empty_cache")
 LABELS = {"warm": "warm", "cold": "cold", "empty_cache": "cold, empty render cache"}
-
-
-def machine() -> dict[str, Any]:
-    """CPU model and count, Python, platform, and the load average now."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu_model": model or platform.processor(), "cpus": os.cpu_count(),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -349,18 +349,9 @@ def commit_info() -> dict[str, Any]:
 
 
 def machine_info() -> dict[str, Any]:
-    import platform
+    from benchmarks.machine import machine
 
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "cpu_model": model}
+    return machine()
 
 
 # ---------------------------------------------------------------------------

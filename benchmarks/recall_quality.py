@@ -32,7 +32,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import random
 import re
 import shutil
@@ -102,17 +101,9 @@ def machine_info() -> dict[str, Any]:
     import faiss
     import torch
 
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "cpu_model": model,
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+    from benchmarks.machine import machine
+
+    return {**machine(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "faiss": faiss.__version__, "numpy": np.__version__}
 
 
