@@ -58,16 +58,31 @@ class _Snapshot:
     history: History
     growable: bool  # the plain selection: appended events only append contents
     view: HistoryView
+    # What it pins, in tokens: the contents shown plus the raw tokens of the events
+    # the compactions shown stand for (still in ``events``).
+    tokens: int
 
 
 class HistoryMemo:
-    """Snapshots for the most recently compiled sessions, bounded by the number
-    of events they hold (oldest stored first out)."""
+    """Snapshots for the most recently compiled sessions, bounded by the events and
+    the tokens they hold (oldest stored first out).
 
-    def __init__(self, max_events: int = 50_000) -> None:
+    An event may be up to a MiB (:data:`mnemoray.limits.MAX_EVENT_BYTES`) and a
+    snapshot keeps its rendering and the event, so an event bound alone would let a
+    replica compiling a few sessions with large tool results pin gigabytes. A snapshot
+    over ``max_entry_tokens`` is not kept (its compile pays for a full selection, as
+    :class:`~mnemoray.compiler.casting.RenderCache` re-renders its huge payloads):
+    history that long is past any model's context window.
+    """
+
+    def __init__(self, max_events: int = 50_000, max_tokens: int = 4_000_000,
+                 max_entry_tokens: int = 1_000_000) -> None:
         self.max_events = max_events
+        self.max_tokens = max_tokens
+        self.max_entry_tokens = max_entry_tokens
         self._snapshots: dict[Key, _Snapshot] = {}
         self._events = 0
+        self._tokens = 0
         self._lock = threading.Lock()  # guards store + evict; lookups are lock-free
 
     def view(self, session: Session, agent_name: str, include_contents: str) -> HistoryView:
@@ -90,27 +105,40 @@ class HistoryMemo:
             history = sort_history(events)
         selection = select(events, include_contents, history)
         growable = include_contents == "default" and not history.compactions
-        fresh = _Snapshot(list(events), history, growable,
-                          _render(selection, agent_name, cached=not growable))
+        view, hidden = _render(selection, agent_name, cached=not growable)
+        # (A log's own figures: never below zero, or a bad one would lift the bound.)
+        fresh = _Snapshot(list(events), history, growable, view, view.tokens + max(hidden, 0))
         self._store(key, fresh)
         return fresh.view
 
     def _store(self, key: Key, snapshot: _Snapshot) -> None:
         size = len(snapshot.events)
-        if size > self.max_events:
+        if size > self.max_events or snapshot.tokens > min(self.max_entry_tokens,
+                                                           self.max_tokens):
             return
         with self._lock:
             old = self._snapshots.pop(key, None)
-            self._events += size - (len(old.events) if old is not None else 0)
+            if old is not None:
+                self._events -= len(old.events)
+                self._tokens -= old.tokens
+            self._events += size
+            self._tokens += snapshot.tokens
             self._snapshots[key] = snapshot
-            while self._events > self.max_events:
+            while self._events > self.max_events or self._tokens > self.max_tokens:
                 evicted = self._snapshots.pop(next(iter(self._snapshots)))
                 self._events -= len(evicted.events)
+                self._tokens -= evicted.tokens
 
     def clear(self) -> None:
         with self._lock:
             self._snapshots.clear()
             self._events = 0
+            self._tokens = 0
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the kept snapshots pin (what ``max_tokens`` bounds)."""
+        return self._tokens
 
     def __len__(self) -> int:
         return len(self._snapshots)
@@ -151,15 +179,19 @@ def _grow(snapshot: _Snapshot, events: Sequence[Event], agent_name: str) -> _Sna
     new_raw = history.raw[len(before.raw):]
     contents = render_each(new_raw, agent_name, owners(new_raw, history.call_owner))
     view = snapshot.view
+    added_tokens = sum(map(_tokens, contents))
     return _Snapshot(
         snapshot.events + list(added), history, True,
-        HistoryView(view.contents + contents, view.tokens + sum(map(_tokens, contents)),
+        HistoryView(view.contents + contents, view.tokens + added_tokens,
                     view.event_ids + [e.id for e in new_raw], [], 0,
-                    {k: v for k, v in history.skipped.items() if v}, None))
+                    {k: v for k, v in history.skipped.items() if v}, None),
+        snapshot.tokens + added_tokens)
 
 
-def _render(selection: Selection, agent_name: str, cached: bool) -> HistoryView:
-    """``cached``: through the per-event cache, for selections made anew on every
+def _render(selection: Selection, agent_name: str, cached: bool) -> tuple[HistoryView, int]:
+    """The view, and the raw tokens its compactions' summaries stand for.
+
+    ``cached``: through the per-event cache, for selections made anew on every
     compile; a plain one lives on in its snapshot and is only ever extended."""
     events = selection.events
     by = owners(events, selection.call_owner)
@@ -173,7 +205,7 @@ def _render(selection: Selection, agent_name: str, cached: bool) -> HistoryView:
     return HistoryView(contents, sum(map(_tokens, contents)),
                        [e.id for e in selection.events], selection.compactions_used,
                        selection.covered, {k: v for k, v in selection.skipped.items() if v},
-                       round(raw / summary, 2) if raw and summary else None)
+                       round(raw / summary, 2) if raw and summary else None), raw
 
 
 MEMO = HistoryMemo()

@@ -68,3 +68,54 @@ def test_to_json_matches_the_json_module():
     for payload in payloads:
         assert to_json(payload) == json.dumps(payload, ensure_ascii=False, sort_keys=True,
                                               default=str)
+
+
+def big_session(make_session, sid: str, words: int = 2000):
+    """One large tool result, as a session with a big payload holds."""
+    return make_session(user_message("look it up", id="u"),
+                        tool_call("alpha", "fetch", {"q": "x"}, call_id="c", id="call"),
+                        tool_result("alpha", "fetch", {"body": "word " * words}, call_id="c",
+                                    id="r"),
+                        session_id=sid)
+
+
+def test_the_memo_is_bounded_by_the_tokens_it_holds(make_session):
+    size = HistoryMemo().view(big_session(make_session, "probe"), "alpha", "default").tokens
+    assert size > 2000
+    memo = HistoryMemo(max_tokens=2 * size + size // 2)
+    sessions = [big_session(make_session, sid) for sid in ("a", "b", "c")]
+    views = [memo.view(s, "alpha", "default") for s in sessions]
+    assert len(memo) == 2 and memo.tokens == 2 * size  # "a", the oldest, went
+    assert memo.view(sessions[2], "alpha", "default") is views[2]
+    assert memo.view(sessions[0], "alpha", "default") is not views[0]
+    memo.clear()
+    assert memo.tokens == 0 and len(memo) == 0
+
+
+def test_a_snapshot_over_the_entry_cap_is_not_kept(make_session):
+    session = big_session(make_session, "a")
+    whole = HistoryMemo().view(session, "alpha", "default")
+    memo = HistoryMemo(max_entry_tokens=whole.tokens - 1)
+    view = memo.view(session, "alpha", "default")
+    assert view == whole and len(memo) == 0 and memo.tokens == 0  # same output, not kept
+    # A session kept below the cap that grows past it keeps its last snapshot, which
+    # the next compile still extends.
+    small = make_session(user_message("hi", id="u0"), session_id="b")
+    memo.view(small, "alpha", "default")
+    kept = memo.tokens
+    for event in big_session(make_session, "b").events:
+        small.apply(event)
+    grown = memo.view(small, "alpha", "default")
+    assert memo.tokens == kept and len(memo) == 1
+    assert grown == HistoryMemo().view(small, "alpha", "default")
+
+
+def test_events_behind_a_compaction_count_with_the_snapshot(make_session):
+    from test_compaction_history import compaction, turns
+
+    events = turns(3)
+    summary = compaction("asked about 0 and 1", events[:4], event_id="c")
+    summary.data.update(raw_tokens=5000, summary_tokens=10)
+    memo = HistoryMemo()
+    view = memo.view(make_session(*events, summary), "alpha", "default")
+    assert view.compactions == ["c"] and memo.tokens == view.tokens + 5000
