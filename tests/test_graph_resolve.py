@@ -104,3 +104,30 @@ def test_resolution_does_not_depend_on_the_python_process() -> None:
                      ("Caroline", "Hey Mel!")),)
     a, b = build(*sessions), build(*sessions)
     assert a.entities == b.entities and a.aliases == b.aliases and a.relations == b.relations
+
+
+class _CountedItems(dict):
+    """An entity map that counts passes over it."""
+
+    passes = 0
+
+    def items(self):  # type: ignore[override]
+        self.passes += 1
+        return super().items()
+
+
+def test_find_keeps_entity_types_until_the_entities_change() -> None:
+    g = UserGraph("app", "u1")
+    assert g.find("Mel") is None  # (an empty graph's types are kept too)
+    g.add_session(extract_session(conv("s1", date(2023, 5, 8),
+                                       ("Caroline", "My friend Melanie called.")),
+                                  recorded_at=1.0))
+    # A nickname is resolved through the types: a kept map from before s1 would miss her.
+    mel = g.find("Mel")
+    assert mel is not None and mel.name == "Melanie"
+    g.entities = counted = _CountedItems(g.entities)
+    for name in ("Mel", "Caroline", "Zed", "Mel"):
+        g.find(name)
+    assert counted.passes == 0  # no pass over every entity per name asked
+    g.forget_session("s1")
+    assert g.find("Mel") is None and g.find("Melanie") is None

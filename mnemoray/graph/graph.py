@@ -61,9 +61,14 @@ class UserGraph:
         self.entities = {e.entity_id: e for e in entities}
         self.aliases = {(a.entity_id, a.key): a for a in aliases}
         self.relations = {r.relation_id: r for r in relations}
+        # Entity id -> type, built on the first find() after a change: recall asks once
+        # per unknown name in a question, and rebuilding it each time cost a pass over
+        # every entity. Only add_session and _drop change entities (both reset it).
+        self._types: dict[str, str] | None = None
         self._reindex()
 
     def _reindex(self) -> None:
+        self._types = None
         self._index = AliasIndex()
         for a in sorted(self.aliases.values(), key=lambda a: (a.recorded_at, a.key)):
             e = self.entities.get(a.entity_id)
@@ -83,6 +88,7 @@ class UserGraph:
                                f"of {self.app_name}/{self.user_id}", field="session")
         if ex.session_id in self.sessions():
             self._drop(ex.session_id)
+        self._types = None  # entities change below (reset first: also if this raises)
         types = {eid: e.type for eid, e in self.entities.items()}
         keep = [m for m in ex.mentions
                 if not m.initial_only or alias_key(m.surface) in self._index.exact]
@@ -279,7 +285,9 @@ class UserGraph:
 
     def find(self, name: str) -> Entity | None:
         """The entity a name means: an alias, else the likeliest person it may be."""
-        types = {eid: e.type for eid, e in self.entities.items()}
+        types = self._types
+        if types is None:
+            types = self._types = {eid: e.type for eid, e in self.entities.items()}
         match = self._index.match(name, "person", set(), types)
         eid = match.entity_id or (match.links[0][0] if match.links else None)
         return self.entities.get(eid) if eid else None
