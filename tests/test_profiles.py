@@ -254,3 +254,51 @@ def test_an_agents_own_memories_stay_out_of_the_profile(tmp_path: Path) -> None:
         assert any(a.topic == "violin" for a in service.profile("app", "alice").expertise)
     finally:
         service.close()
+
+
+def test_a_damaged_graph_shard_leaves_the_profile_without_entities(
+        store: Path, service: MemoryService, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    from collections import OrderedDict
+
+    from mnemoray.errors import StoreCorrupt
+    from mnemoray.memory.graph_parts import part_files
+    from mnemoray.memory.layout import shard_of
+    from mnemoray.memory.store import MemoryStore
+    from mnemoray.profiles import reads
+
+    monkeypatch.setattr(reads, "_by_content", OrderedDict())
+    healthy, healthy_domain = service.profile("app", "alice"), service.domain("app")
+    assert healthy.entities
+    reads._by_content.clear()  # nothing computed from the healthy copy carries over
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    m = MemoryStore(copy).manifest()
+    shard = shard_of("app", "alice", m.shards)
+    part = part_files(copy, shard, m.graph[shard][0])[0]
+    whole = part.read_bytes()
+    part.write_bytes(whole[: len(whole) // 2])
+    damaged = MemoryService.open(copy, embedder=None)
+    try:
+        with pytest.raises(StoreCorrupt):  # the shard's graph really is unreadable
+            damaged.snapshot().graph.user("app", "alice")
+        p = damaged.profile("app", "alice")
+        assert p.entities == []
+        assert (p.expertise, p.declined, p.style) == (healthy.expertise, healthy.declined,
+                                                      healthy.style)
+        assert MemoryOps(damaged).call("profile", "app", "alice")["entities"] == []
+        d = damaged.domain("app")  # the app's index still answers
+        # Every topic is still there (without the graph, a person's name such as
+        # "Ortiz" is not told apart from a topic word).
+        assert d.users == healthy_domain.users
+        assert {t.term for t in healthy_domain.topics} <= {t.term for t in d.topics}
+        assert "1960s" not in {e["era"] for e in d.eras_mentioned}  # alice's, in her graph
+    finally:
+        damaged.close()
+    part.write_bytes(whole)  # repaired: the profile read past the damage is not kept
+    repaired = MemoryService.open(copy, embedder=None)
+    try:
+        assert repaired.profile("app", "alice").entities == healthy.entities
+    finally:
+        repaired.close()

@@ -7,7 +7,7 @@
   the ids of the memories that hold those turns (evidence, newest first);
 - communication style and declined topics (:mod:`mnemoray.profiles.style`);
 - the people, places and things the user's live memories mention (the entity graph,
-  where the store keeps one), counted by those memories only;
+  where the store keeps one and its shard reads), counted by those memories only;
 - memories (by kind) and sessions counted, first and last active (world time).
 
 A declined topic is left out of the expertise areas and of what the user gives the
@@ -25,6 +25,7 @@ from typing import Any
 from mnemoray.events import iso
 from mnemoray.graph.model import MENTIONS
 from mnemoray.memory.record import Memory
+from mnemoray.memory.retrieval import user_graph
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.profiles.style import (
     CommunicationStyle,
@@ -131,10 +132,12 @@ def _entities(snap: StoreSnapshot, app: str, user: str, live: set[str],
     """Entities mentioned by live memories (most first); the lower-cased words of
     people's names (no topic: a person is an entity, not an area); and per year or
     decade the memories mentioning a date or period of it."""
-    view = getattr(snap, "graph", None)
-    if view is None:  # a store that keeps no graph (LanceDB)
+    # Recall's rule: no graph to ask (a store that keeps none, a damaged graph shard)
+    # means no entities, not a failed profile: one damaged shard must not fail every
+    # profile it holds and the whole app's domain index.
+    graph = user_graph(snap, app, user)
+    if graph is None:
         return [], set(), {}
-    graph = view.user(app, user)
     counts: Counter[str] = Counter()
     eras: dict[str, set[str]] = {}
     for r in graph.relations.values():

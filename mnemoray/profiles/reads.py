@@ -9,7 +9,10 @@ too: it is computed again after the first expiry among the memories it read.
 A user's profile is a function of their live memories, so it is also kept by their
 identity (the user's live memory ids): after a commit, only the users whose memories
 changed are computed again (a new session of one user leaves the others' profiles,
-and most of the app's domain index, as they were).
+and most of the app's domain index, as they were). That holds up to
+:data:`KEEP_USERS` users in the process: past it, a domain read goes through the
+users in turn and each one pushes out a profile a later one needs, so every domain
+read after a commit computes every user again.
 """
 
 from __future__ import annotations
@@ -26,13 +29,17 @@ from typing import Any, TypeVar
 
 from mnemoray.compiler.services import ProfileSource
 from mnemoray.errors import NotFound, Unavailable
+from mnemoray.memory.retrieval import user_graph
 from mnemoray.memory.snapshot import StoreSnapshot
 from mnemoray.profiles.domain import DomainIndex, DomainPart, domain_index, with_memories
 from mnemoray.profiles.profile import UserProfile, UserTopics, build_profile, shared_rows
 
 T = TypeVar("T")
 KEEP_VIEWS = 256  # views kept per snapshot (a user's profile, an app's index)
-KEEP_USERS = 4096  # profiles kept by the live memories they were computed from
+# Profiles kept by the live memories they were computed from, over every app and store
+# of the process. A fixed bound: each holds the user's topic counts, and keeping every
+# user of a large app would keep them all in memory for good.
+KEEP_USERS = 4096
 UserView = tuple[UserProfile, UserTopics, float]  # and when it stops holding
 
 _lock = threading.Lock()
@@ -76,10 +83,14 @@ def _computed(snap: StoreSnapshot, app: str, user: str) -> UserView:
             _by_content.move_to_end(key)
     if found is None or time.time() >= found[2]:
         found = build_profile(snap, app, user, memories)
-        with _lock:
-            _by_content[key] = found
-            while len(_by_content) > KEEP_USERS:
-                _by_content.popitem(last=False)
+        # Read past a damaged graph shard, a profile has no entities; kept by content it
+        # would outlive the repair (a part file restored or rewritten leaves the
+        # memories, hence the key, as they were). Kept with its snapshot only.
+        if not key[2] or user_graph(snap, app, user) is not None:
+            with _lock:
+                _by_content[key] = found
+                while len(_by_content) > KEEP_USERS:
+                    _by_content.popitem(last=False)
     profile, topics, until = found
     if profile.store_version != snap.version:
         profile = replace(profile, store_version=snap.version)
