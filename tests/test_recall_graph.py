@@ -4,6 +4,7 @@ and changed facts (now: the open one first; before: the closed one found)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 
@@ -142,6 +143,35 @@ def test_now_prefers_the_open_fact_and_before_finds_the_closed_one() -> None:
     # Keyword mode (no embeddings) has the graph too.
     kw = rank("Which city does Liz live in now?", mode="keyword")
     assert kw[0].memory.memory_id == "m-seattle"
+
+
+def test_the_hop_reaches_other_sessions_and_the_hits_keep_their_order() -> None:
+    # One session per day; m-jonas1 and m-rain are the best hits (the seeds).
+    sessions = ["d1", "d2", "d1", "d3", "d3", "d4"]
+    gr = GraphRecall(graph(), list(TEXTS), sessions)
+    pos = {mid: i for i, mid in enumerate(TEXTS)}
+    signal = gr.graph_signal(gr.query("anything new lately?"), past=False, present=False,
+                             seeds=[pos["m-jonas1"], pos["m-rain"]])
+    # Jonas (two memories) leads to the skating day; Elizabeth (five) less far.
+    assert signal[pos["m-jonas2"]] > signal[pos["m-seattle"]] > 0
+    # The hit's own session is no hop away: it ranks by its own words already.
+    assert signal[pos["m-boston"]] == 0
+    # The hits rise together, by the most they gave: their order stays the other
+    # axes' (m-rain's own name, Alexander, is in no other memory).
+    assert signal[pos["m-jonas1"]] == signal[pos["m-rain"]] == signal[pos["m-jonas2"]]
+
+
+def test_names_the_graph_cannot_tell_apart_rank_by_the_records_entities() -> None:
+    # "Portland" is no entity of the graph: the entity axis falls back to the words the
+    # query shares with the records' entities, as it does without a graph.
+    mems = [replace(m, entities=("Portland",) if m.memory_id == "m-rain" else ())
+            for m in memories()]
+    cands = Candidates.from_memories(mems, None)
+    config = RetrievalConfig(weights={"bm25": 0})
+    got = rank_candidates(cands, "the weather in Portland", None, 3, RecallFilters(), config,
+                          "keyword", now=ts("2023-12-01"), graph=graph())
+    assert [r.memory.memory_id for r in got] == ["m-rain"]
+    assert "entity" in got[0].axes
 
 
 def test_without_a_graph_the_graph_axis_is_absent() -> None:

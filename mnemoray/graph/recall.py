@@ -1,8 +1,8 @@
 """The graph's part in recall: the entities a question names, the memories that mention
 them, the facts it asks about (as they hold now, or as they held before), and one hop
-from the best hits to the other memories of their entities.
+from the best hits to the memories of their entities in other sessions.
 
-    gr = GraphRecall(user_graph, candidate_memory_ids)     # once per candidate set
+    gr = GraphRecall(user_graph, memory_ids, session_ids)  # once per candidate set
     gq = gr.query("Where did Liz live before Seattle?")    # names, asked relations
     gr.entity_signal(gq)                                   # the entity axis
     gr.graph_signal(gq, past=True, present=False, seeds=top_positions)
@@ -19,10 +19,11 @@ Two signals over a candidate set's positions (:mod:`mnemoray.memory.fusion` weig
   closed, first those a named fact superseded: "before Berlin"); the specificity
   (times :data:`END`) for memories of the entity at the fact's other end ("his
   brother" -> Felix -> what was said of Felix); :data:`HOP` times the specificity and
-  the mention's strength for memories of the entities the best hits mention (the other
-  sessions about them); -1 for a memory that only states facts of an asked, changing
-  relation that no longer hold, when the question asks how things are. A name the
-  resolution kept apart but linked (``same_entity``) asks about both entities.
+  the mention's strength for memories of the entities the best hits mention, in sessions
+  other than the hits' (the other sessions about them), and the hits themselves as much
+  as the most any of those got; -1 for a memory that only states facts of an asked,
+  changing relation that no longer hold, when the question asks how things are. A name
+  the resolution kept apart but linked (``same_entity``) asks about both entities.
 """
 
 from __future__ import annotations
@@ -64,9 +65,14 @@ def _closed(r: Relation) -> bool:
 class GraphRecall:
     """A user's graph laid over one candidate set (positions are the set's)."""
 
-    def __init__(self, graph: UserGraph, memory_ids: Sequence[str]) -> None:
+    def __init__(self, graph: UserGraph, memory_ids: Sequence[str],
+                 session_ids: Sequence[str] | None = None) -> None:
         self.graph = graph
         self.size = len(memory_ids)
+        # Each position's session (the hop reaches other sessions); without them every
+        # memory is its own session.
+        self._sessions = np.asarray(session_ids if session_ids is not None else memory_ids,
+                                    dtype=object)
         pos = {m: i for i, m in enumerate(memory_ids)}
         mentions: dict[str, dict[int, float]] = defaultdict(dict)
         for r in graph.relations.values():
@@ -155,10 +161,20 @@ class GraphRecall:
                 if r.type in gq.relations and r.type in FUNCTIONAL \
                         and (r.src in named or r.dst in named):
                     (stale if _closed(r) else current)[positions] = True
-        for p in seeds:
-            for eid in self._entities_of.get(int(p), ()):
-                if eid not in named:
-                    self._hop(out, eid, HOP)
+        seeds = [int(p) for p in seeds]
+        if seeds:
+            hopped = np.zeros(self.size, dtype=np.float64)
+            for p in seeds:
+                for eid in self._entities_of.get(p, ()):
+                    if eid not in named:
+                        self._hop(hopped, eid, HOP)
+            # The hop reaches the *other* sessions of a best hit's entities. The hits
+            # rise together, by the most it gave any of those: they keep their order
+            # (a hit's own incidental name, "Called" in a tool call's line, must not
+            # lift it over a better one) and stay ahead of what they brought in.
+            hopped[np.isin(self._sessions, self._sessions[seeds])] = 0.0
+            hopped[seeds] = hopped.max()
+            np.maximum(out, hopped, out=out)
         out[stale & ~current] = STALE
         return out
 

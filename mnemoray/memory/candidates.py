@@ -141,7 +141,7 @@ class Candidates:
         keeps one per user, so this lives as long as both do)."""
         found = self._graph
         if found is None or found.graph is not graph:
-            found = self._graph = GraphRecall(graph, self.memory_ids)
+            found = self._graph = GraphRecall(graph, self.memory_ids, self.session_ids)
         return found
 
     def key_text(self, pos: int) -> str:

@@ -99,10 +99,11 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
     if "recency" in weights and "dense" in signals:
         fresh = freshness(times, signals["dense"], eligible, recency_window, recency_half_life)
         total += weights["recency"] * fresh
-    # Cosines reach -1 and a stale record's graph value -1: a constant shift keeps every
-    # voted record's score > 0 (unvoted ones are 0) without changing the order.
-    # score = 1 (+ the graph weight where it counts) + fused relevance.
-    shift = 1.0 + (weights["graph"] if "graph" in signals and "graph" in weights else 0.0)
+    # Cosines reach -1: a constant shift keeps every voted record's score > 0 (unvoted
+    # ones are 0) without changing the order. score = 1 + fused relevance, the same
+    # scale with or without a graph (a store without one scores alike); only where a
+    # stale record's graph value takes a voted total below -1 does the shift grow.
+    shift = max(1.0, -float(total[voted].min())) if voted.any() else 1.0
     score = np.where(voted, total + shift + 1e-9, 0.0)
     return score, ranks, fresh
 

@@ -9,7 +9,8 @@ anything else), or an app's ANN candidates. Per candidate it computes
 - ``bm25``    BM25 of the query over the same records' ``key_text``;
 - ``entity``  with the user's entity graph: the memories that mention an entity the
               query names by any alias, each entity by how specific it is; without
-              one: overlap of the query's terms with the record's ``entities``
+              one, or where the names the query says tell no memory apart: overlap
+              of the query's terms with the record's ``entities``
               (a fully named entity counts 1, a partly named one its share);
 - ``graph``   only with the user's graph (:mod:`mnemoray.graph.recall`): the memories
               of the facts the query asks (now, or before for the past), one hop
@@ -91,10 +92,10 @@ MODE_SIGNALS: dict[str, tuple[str, ...]] = {
 # - entity 0.05: explicit names shared with a record's entities; sparse, and
 #   its terms are mostly already counted by BM25. With the user's graph: the memories
 #   that mention an entity the question names by any alias, by how specific it is.
-# - graph 0.15 (mnemoray.graph.recall, only with the user's graph): a memory stating a
+# - graph 0.25 (mnemoray.graph.recall, only with the user's graph): a memory stating a
 #   fact the question asks about (as it holds now, or held before for a question about
-#   the past) gains 0.15, one a hop away (the fact's other end, a top hit's entities)
-#   up to half that; a memory of a changed fact that no longer holds loses 0.15 when
+#   the past) gains 0.25, one a hop away (the fact's other end, a top hit's entities)
+#   up to half that; a memory of a changed fact that no longer holds loses 0.25 when
 #   the question asks how things are.
 # - recency 0.03 within 0.05 cosine of the best match: a tie-breaker among
 #   near-equal answers (the newer statement of a changed fact). A wider window
@@ -274,7 +275,13 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
         and ("entity" in weights or "graph" in weights) else None
     gq = gr.query(query) if gr is not None else None
     if "entity" in weights:
-        signals["entity"] = gr.entity_signal(gq) if gr is not None and gq is not None \
+        entity = gr.entity_signal(gq) if gr is not None and gq is not None and gq.entities \
+            else None
+        # Where the graph tells no memory apart by the names the query says (it knows
+        # none of them, or each is in every memory that names anything: "African Grey"
+        # in a one-session store), the query still ranks by the words it shares with the
+        # records' entities, as it does without a graph.
+        signals["entity"] = entity if entity is not None and entity.any() \
             else cands.entity_index(config.tokenizer).scores(query).astype(np.float64)
     depth = max(config.depth, top_k)
     qt = query_time(query, filters.reference_time if filters.reference_time is not None
