@@ -6,8 +6,9 @@
     mnemoray serve --store /path/to/store                         # local, blocking
     MNEMORAY_STORE=/path MNEMORAY_SERVER__INGRESS=proxy serve run mnemoray.serve.app:app
 
-``serve run`` starts Serve's HTTP proxy on port 8000 itself: give it ``server.ingress=proxy``
-(or ``server.port`` another port for the replicas' own servers).
+``serve run`` starts Serve's HTTP proxy on port 8000 itself: without ``server.ingress``
+the replicas then use it (``ingress_mode``); ``server.ingress=direct`` needs another
+``server.port`` for the replicas' own servers.
 
 Settings: ``mnemoray.serve.settings`` (flags > MNEMORAY_* environment > file > defaults).
 
@@ -92,10 +93,13 @@ def build_app(args: Mapping[str, Any] | ServeSettings | None = None) -> Applicat
         index = Index.options(
             num_replicas=s.server.index_replicas,
             ray_actor_options={"num_cpus": cpus.index}).bind(config, embedder, summarizer)
+    # Whether some layer chose server.ingress: if none did, the replicas keep Serve's
+    # proxy when a Serve config runs one (mnemoray.serve.ingress_mode).
+    chosen = "ingress" in s.server.model_fields_set
     return MemoryIngress.options(
         num_replicas=s.server.replicas, max_ongoing_requests=s.server.max_ongoing_requests,
         ray_actor_options={"num_cpus": cpus.ingress},
-    ).bind(config, embedder, summarizer, index)
+    ).bind(config, embedder, summarizer, index, ingress_chosen=chosen)
 
 
 def __getattr__(name: str) -> Any:

@@ -56,9 +56,15 @@ from mnemoray.serve.auth import ApiKeys
 from mnemoray.serve.compaction import start_auto_compaction
 from mnemoray.serve.deployments import remote_models
 from mnemoray.serve.ingestion import IngestionJobs
+from mnemoray.serve.ingress_mode import (
+    ingress_to_use,
+    replica_deployment_config,
+    serve_proxy_runs,
+    shutdown_budget_s,
+)
 from mnemoray.serve.memory import attach_webhook, call_on_loop
 from mnemoray.serve.metrics import Metrics
-from mnemoray.serve.replica_http import ReplicaHttp, instance_id
+from mnemoray.serve.replica_http import ReplicaHttp, bind, instance_id
 from mnemoray.serve.settings import parse_settings
 from mnemoray.sqlite_store import SQLiteSessionStore
 
@@ -98,7 +104,8 @@ MAX_BATCH_WAIT_S = 0.05
 @serve.ingress()
 class MemoryIngress:
     async def __init__(self, settings: Mapping[str, Any], embedder_handle: Any = None,
-                       summarizer_handle: Any = None, index_handle: Any = None) -> None:
+                       summarizer_handle: Any = None, index_handle: Any = None, *,
+                       ingress_chosen: bool = True) -> None:
         s = self.settings = parse_settings(settings)
         self.loop = asyncio.get_running_loop()  # the loop requests run on
         self.keys = ApiKeys.from_digests(s.server.api_key_digests)
@@ -174,13 +181,18 @@ class MemoryIngress:
         self.embed_queries.set_max_batch_size(s.models.batch_max_size)
         if self.query_embedder is not None:  # first encode pays lazy init; not a request
             self.query_embedder.encode(["warm up"])
-        self.http = self._direct_ingress() if s.server.ingress == "direct" else None
+        # ingress_chosen False (build_app: no layer set server.ingress): the default
+        # direct yields to a Serve proxy that a Serve config started (ingress_mode).
+        ingress = s.server.ingress
+        if ingress == "direct" and not ingress_chosen:
+            ingress = ingress_to_use(ingress, ingress_chosen, await serve_proxy_runs())
+        self.http = await self._direct_ingress() if ingress == "direct" else None
         log.info("mnemoray ingress ready: store %s (%s rows), query embedder %s (%s), "
                  "index %s, ingress %s", s.store, self.store_stats().get("rows"),
                  getattr(q, "model_id", None), type(q).__name__, s.server.index_mode,
-                 s.server.ingress)
+                 ingress)
 
-    def _direct_ingress(self) -> ReplicaHttp:
+    async def _direct_ingress(self) -> ReplicaHttp:
         """This replica's own HTTP server on server.host:server.port (replica_http)."""
         import ray
 
@@ -189,17 +201,23 @@ class MemoryIngress:
                                serve.get_replica_context().app_name)
         # No proxy in front: the app sets X-Request-ID itself.
         api = build_api(self, http_config(server, self.keys, echo_request_id=True))
-        return ReplicaHttp(api, server.host, server.port, instance=instance, loop=self.loop)
+        # In a thread: probing a busy sibling may take a while (replica_http.bind).
+        sock = await asyncio.to_thread(bind, server.host, server.port, instance=instance)
+        return ReplicaHttp(api, server.host, server.port, instance=instance, loop=self.loop,
+                           sock=sock)
 
     def __serve_build_asgi_app__(self) -> Any:
         server = self.settings.server
         # Serve's proxy sets X-Request-ID itself.
         return build_api(self, http_config(server, self.keys, echo_request_id=False))
 
-    def __del__(self) -> None:
+    async def __del__(self) -> None:
+        # Serve awaits an async __del__ (and kills the replica once it returns). It
+        # counts no direct-ingress request as ongoing, so this waits for them itself,
+        # within what is left of the deployment's graceful_shutdown_timeout_s.
         http = getattr(self, "http", None)
         if http is not None:
-            http.stop()
+            await http.stop(shutdown_budget_s(replica_deployment_config()))
         memory = getattr(self, "memory", None)
         if memory is not None:
             hygiene, *rest = getattr(self, "_attached", (None,))

@@ -59,6 +59,7 @@ from mnemoray.serve.settings_groups import (
     ModelSettings,
     ServerSettings,
     StrictModel,
+    direct_ingress_as_ingress,
 )
 
 ENV_PREFIX = "MNEMORAY_"
@@ -244,7 +245,20 @@ def load_settings(flags: Mapping[str, Any] | None = None, *,
             _check_keys(file)
         except SettingsError as exc:
             raise SettingsError(f"{exc.reason} (in {path})", field=exc.field) from None
+    file, envs, high = (_deprecated_in(layer) for layer in (file, envs, high))
     return parse_settings(merge(merge(file, envs), high))
+
+
+def _deprecated_in(layer: dict[str, Any]) -> dict[str, Any]:
+    """``layer`` with its deprecated keys read as their new ones, before layering: a
+    file's ``server.direct_ingress: true`` then loses to ``--ingress proxy``."""
+    server = layer.get("server")
+    if not isinstance(server, dict):
+        return layer
+    try:
+        return {**layer, "server": direct_ingress_as_ingress(server)}
+    except ValueError as exc:
+        raise SettingsError(str(exc), field="server.direct_ingress") from None
 
 
 def _json_value(value: Any) -> Any:

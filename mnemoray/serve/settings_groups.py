@@ -52,7 +52,8 @@ class ServerSettings(StrictModel):
     # host/port: what clients connect to. ingress "direct": the ingress replicas serve
     # them themselves (mnemoray.serve.replica_http; Serve's proxy is not started by
     # `mnemoray serve`). "proxy": Serve's HTTP proxy does (`mnemoray serve` binds it
-    # there; under `serve deploy` the Serve config's http_options decide).
+    # there; under `serve deploy` the Serve config's http_options decide). Given by no
+    # layer, ingress is direct unless Serve's proxy runs (mnemoray.serve.ingress_mode).
     host: str = Field("127.0.0.1", min_length=1, description="interface to bind; "
                       "non-loopback only with API keys")
     port: int = Field(8000, ge=1, le=65535)
@@ -86,23 +87,33 @@ class ServerSettings(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _direct_ingress(cls, data: Any) -> Any:
-        # Earlier versions: `direct_ingress: true` (replicas on their own ports from
-        # port+1, the proxy on port) or false (the proxy). Read as the ingress it asked
-        # for; the replicas now answer on `port` itself.
-        if not isinstance(data, dict) or "direct_ingress" not in data:
-            return data
-        data = dict(data)
-        old = data.pop("direct_ingress")
-        if isinstance(old, str):
-            old = old.strip().lower() in ("1", "true", "yes", "on")
-        wanted = "direct" if old else "proxy"
-        if data.setdefault("ingress", wanted) != wanted:
-            raise ValueError(f"direct_ingress ({old}) contradicts ingress "
-                             f"({data['ingress']}); direct_ingress is deprecated: give "
-                             f"ingress only")
-        log.warning("server.direct_ingress is deprecated: use server.ingress: %s (with "
-                    "direct, the replicas now answer on server.port itself)", wanted)
-        return data
+        return direct_ingress_as_ingress(data) if isinstance(data, dict) else data
+
+
+def direct_ingress_as_ingress(server: dict[str, Any]) -> dict[str, Any]:
+    """One layer's ``server`` group with the deprecated ``direct_ingress`` read as the
+    ``ingress`` it asked for.
+
+    Earlier versions: ``direct_ingress: true`` (replicas on their own ports from port+1,
+    the proxy on port) or false (the proxy); the replicas now answer on ``port`` itself.
+    ``load_settings`` applies this to each layer before layering them, so a higher
+    layer's ``ingress`` overrides a lower layer's ``direct_ingress``; both in one layer
+    and disagreeing is an error (ValueError).
+    """
+    if "direct_ingress" not in server:
+        return server
+    server = dict(server)
+    old = server.pop("direct_ingress")
+    if isinstance(old, str):
+        old = old.strip().lower() in ("1", "true", "yes", "on")
+    wanted = "direct" if old else "proxy"
+    if server.setdefault("ingress", wanted) != wanted:
+        raise ValueError(f"direct_ingress ({old}) contradicts ingress "
+                         f"({server['ingress']}); direct_ingress is deprecated: give "
+                         f"ingress only")
+    log.warning("server.direct_ingress is deprecated: use server.ingress: %s (with "
+                "direct, the replicas now answer on server.port itself)", wanted)
+    return server
 
 
 class AppIngestionSettings(StrictModel):
