@@ -173,7 +173,7 @@ def run(args) -> None:
         fp16 = embedders["float16"]
         for budget in (16384, 32768, 131072):
             fp16.max_batch_tokens = budget
-            fp16._buffers, fp16._free = [], type(fp16._free)()
+            fp16._spare = None  # pinned buffers of the new budget's size
             add(f"CudaEmbedder float16 @{budget}",
                 _median_rate(lambda: fp16.encode(turns), len(turns), args.repeats))
         fp16.max_batch_tokens = args.batch_tokens

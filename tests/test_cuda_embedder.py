@@ -150,3 +150,61 @@ def test_embed_layout_fills_the_cores_or_the_gpus() -> None:
     with pytest.raises(InvalidInput) as err:
         embed_layout(RayOptions(gpus_per_embedder=1.0).resolved(), gpu, {"CPU": 2.0})
     assert err.value.field == "--gpus-per-embedder"
+
+
+def test_the_packer_hands_over_and_stops_when_the_consumer_gives_up(packed) -> None:
+    """The CUDA path's packer thread and buffer ring, run with plain host buffers."""
+    import threading
+
+    import torch
+
+    def ring() -> cuda_module._Ring:
+        free = cuda_module.queue.Queue()
+        for slot in range(cuda_module._IN_FLIGHT):
+            free.put(slot)
+        return cuda_module._Ring([torch.empty(512, dtype=torch.int32)
+                                  for _ in range(cuda_module._IN_FLIGHT)], free)
+
+    before = threading.active_count()
+    whole = ring()
+    batches = []
+    for b in packed._produce(TEXTS, None, whole):  # the consumer gives each buffer back
+        batches.append(b)
+        whole.free.put(b.slot)
+    # Every row once, across batches of a 512-token budget.
+    assert sorted(np.concatenate([b.rows for b in batches])) == list(range(len(TEXTS)))
+    # The consumer fails after one batch (a device error): the packer must stop at once,
+    # not when the exception's traceback is freed, and leave no thread behind.
+    gen = packed._produce(TEXTS, None, ring())
+    with pytest.raises(RuntimeError), cuda_module.contextlib.closing(gen) as started:
+        next(iter(started))
+        raise RuntimeError("CUDA out of memory")
+    assert threading.active_count() <= before
+
+
+class _RowsOnly(Embedder):
+    """A third-party backend written for an int batch size."""
+
+    model_id, dim = "rows-only", 3
+
+    def _encode(self, texts, batch_size):
+        return np.ones((len(range(0, len(texts), batch_size)) and len(texts), 3), np.float32)
+
+
+def test_a_backend_without_own_batching_still_gets_an_int() -> None:
+    assert _RowsOnly().encode(["a", "b"]).shape == (2, 3)
+    assert CudaEmbedder.own_batching and not SentenceTransformerEmbedder.own_batching
+
+
+def test_embed_actors_leave_the_vllm_engines_their_gpus(tmp_path) -> None:
+    from mnemoray.pipeline.backfill import llm_gpus
+
+    cfg = BackfillConfig(archive=str(tmp_path), store=str(tmp_path / "s"), summarizer="vllm",
+                         summarizer_options={"model": "m", "tensor_parallel_size": 2})
+    opts = RayOptions(gpus_per_embedder=0.5, llm_concurrency=1).resolved()
+    assert llm_gpus(cfg, opts) == 2.0
+    gpu = EmbedderSpec.parse("default,device=cuda")
+    assert embed_layout(opts, gpu, {"GPU": 4.0}, reserved_gpus=2.0)[0] == 4
+    with pytest.raises(InvalidInput) as err:
+        embed_layout(opts, gpu, {"GPU": 2.0}, reserved_gpus=2.0)
+    assert "vLLM" in str(err.value)

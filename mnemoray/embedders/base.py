@@ -34,6 +34,10 @@ class ModelMismatch(EmbedderError, StoreError):
 class Embedder(ABC):
     model_id: str
     dim: int
+    # True: ``_encode`` takes batch_size None and batches its own way (the GPU embedder
+    # packs by tokens). Otherwise None becomes DEFAULT_BATCH_ROWS, so a subclass written
+    # for an int keeps working.
+    own_batching: bool = False
 
     @abstractmethod
     def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
@@ -61,6 +65,8 @@ class Embedder(ABC):
             raise EmbedderError(f"must be >= 1, got {batch_size}", field="batch_size")
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if batch_size is None and not self.own_batching:
+            batch_size = DEFAULT_BATCH_ROWS
         out = np.ascontiguousarray(self._encode(items, batch_size), dtype=np.float32)
         # Normalise here as well: a backend that skips it would silently break IP search.
         norms = np.linalg.norm(out, axis=1, keepdims=True)

@@ -25,14 +25,16 @@ it only for CUDA devices.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +74,15 @@ class EncodeStats:
         return {"texts": self.texts, "tokens": self.tokens,
                 "padded_tokens": self.padded_tokens, "batches": self.batches,
                 "device_s": round(self.device_s, 4), "wall_s": round(self.wall_s, 4)}
+
+
+@dataclass
+class _Ring:
+    """One encode call's pinned buffers and the slots free to fill. Per call: after a
+    failed call its packer may still write into them, so they are never reused."""
+
+    buffers: list
+    free: queue.Queue
 
 
 @dataclass
@@ -118,6 +129,8 @@ class CudaEmbedder(Embedder):
     sentence-transformers model on the same device, loaded for the gate and dropped).
     """
 
+    own_batching = True  # batch_size None: packed by max_batch_tokens alone
+
     def __init__(self, model: str | Path | None = None, device: str = "cuda",
                  dtype: str = "auto", max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
                  tokenize_threads: int | None = None,
@@ -159,8 +172,7 @@ class CudaEmbedder(Embedder):
         self.model_id = base_id
         self.stats = EncodeStats()
         self._lock = threading.Lock()  # one encode at a time: buffers and stream are shared
-        self._buffers: list = []
-        self._free: queue.Queue[int] = queue.Queue()
+        self._spare: list | None = None  # pinned buffers of the last call that ended well
         self._copy_stream = torch.cuda.Stream(self._torch_device) if self._cuda else None
 
         if reference is None:
@@ -179,7 +191,9 @@ class CudaEmbedder(Embedder):
             self._module = fp32 if name == "float32" else \
                 copy.deepcopy(fp32).to(torch_dtype(name))
             self.dtype = name
-            self.parity[name] = verify_parity(self, reference, PARITY_TEXTS)
+            # Batch None too: the token-budget batches every caller gets by default.
+            self.parity[name] = verify_parity(self, reference, PARITY_TEXTS,
+                                              batch_sizes=(1, 16, None))
             if self.parity[name] >= PARITY_MIN_COSINE:
                 break
         else:
@@ -226,31 +240,53 @@ class CudaEmbedder(Embedder):
         def tokenize(part: np.ndarray) -> list:
             return self._encode_batch([texts[i] for i in part])
 
-        results = map(tokenize, parts) if self._pool is None or len(parts) == 1 \
-            else self._pool.map(tokenize, parts)
-        yield from zip(parts, results, strict=True)
+        if self._pool is None or len(parts) == 1:
+            for part in parts:
+                yield part, tokenize(part)
+            return
+        # A bounded window ahead: a million texts must not all sit tokenised in memory.
+        ahead: deque = deque()
+        rest = iter(parts)
+        for part in islice(rest, 2 * self._pool._max_workers):
+            ahead.append((part, self._pool.submit(tokenize, part)))
+        while ahead:
+            part, future = ahead.popleft()
+            following = next(rest, None)
+            if following is not None:
+                ahead.append((following, self._pool.submit(tokenize, following)))
+            yield part, future.result()
 
-    def _buffer(self, rows: int, width: int):
-        """A pinned (CUDA) or plain host int32 buffer of at least rows x width."""
+    def _ring(self) -> _Ring:
         import torch
 
-        if not self._cuda:
-            return None, torch.empty((rows, width), dtype=torch.int32)
-        if not self._buffers:
+        buffers = self._spare
+        self._spare = None
+        if buffers is None:
             size = max(self.max_batch_tokens, self.max_seq_length)
-            self._buffers = [torch.empty(size, dtype=torch.int32).pin_memory()
-                             for _ in range(_IN_FLIGHT)]
-            for i in range(_IN_FLIGHT):
-                self._free.put(i)
-        slot = self._free.get()  # waits until the device has copied that buffer out
-        flat = self._buffers[slot]
+            buffers = [torch.empty(size, dtype=torch.int32).pin_memory()
+                       for _ in range(_IN_FLIGHT)]
+        free: queue.Queue[int] = queue.Queue()
+        for slot in range(_IN_FLIGHT):
+            free.put(slot)
+        return _Ring(buffers, free)
+
+    @staticmethod
+    def _buffer(ring: _Ring | None, rows: int, width: int):
+        """(slot, a rows x width int32 host buffer): pinned from ``ring`` on CUDA."""
+        import torch
+
+        if ring is None:
+            return None, torch.empty((rows, width), dtype=torch.int32)
+        slot = ring.free.get()  # waits until the device has copied that buffer out
+        flat = ring.buffers[slot]
         if rows * width > flat.numel():  # one row longer than the budget
-            flat = self._buffers[slot] = torch.empty(rows * width, dtype=torch.int32) \
+            flat = ring.buffers[slot] = torch.empty(rows * width, dtype=torch.int32) \
                 .pin_memory()
         return slot, flat[:rows * width].view(rows, width)
 
     def _batches(self, texts: list[str], batch_size: int | None,
-                 stop: threading.Event | None = None) -> Iterator[_Batch]:
+                 stop: threading.Event | None = None,
+                 ring: _Ring | None = None) -> Iterator[_Batch]:
         import torch
 
         max_rows = batch_size or len(texts)
@@ -269,7 +305,7 @@ class CudaEmbedder(Embedder):
                 width = max(1, int(row_lengths[0]))
                 columns = np.arange(width, dtype=np.int32)
                 valid = columns[None, :] < row_lengths[:, None]
-                slot, buffer = self._buffer(len(rows), width)
+                slot, buffer = self._buffer(ring, len(rows), width)
                 padded = buffer.numpy()
                 padded[:] = 0
                 padded[valid] = flat[(starts[rows][:, None] + columns[None, :])[valid]]
@@ -305,22 +341,25 @@ class CudaEmbedder(Embedder):
         timings: list = []
         rows: list[np.ndarray] = []
         vectors: list = []
-        for batch in self._produce(texts, batch_size):
-            ids, lengths = self._to_device(batch)
-            if self._cuda:
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                vectors.append(self._forward(ids, lengths))
-                end.record()
-                timings.append((start, end))
-            else:
-                t0 = time.perf_counter()
-                vectors.append(self._forward(ids, lengths))
-                timings.append(time.perf_counter() - t0)
-            rows.append(batch.rows)
-            self.stats.padded_tokens += int(ids.shape[0] * ids.shape[1])
-            self.stats.batches += 1
+        ring = self._ring() if self._cuda else None
+        # closing(): on an error the packer stops now, not when the traceback is freed.
+        with contextlib.closing(self._produce(texts, batch_size, ring)) as batches:
+            for batch in batches:
+                ids, lengths = self._to_device(batch, ring)
+                if self._cuda:
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    vectors.append(self._forward(ids, lengths))
+                    end.record()
+                    timings.append((start, end))
+                else:
+                    t0 = time.perf_counter()
+                    vectors.append(self._forward(ids, lengths))
+                    timings.append(time.perf_counter() - t0)
+                rows.append(batch.rows)
+                self.stats.padded_tokens += int(ids.shape[0] * ids.shape[1])
+                self.stats.batches += 1
         # One copy back for the whole call, then the input order restored on the host.
         host = torch.cat(vectors).to("cpu").numpy()
         out = np.empty_like(host)
@@ -331,13 +370,15 @@ class CudaEmbedder(Embedder):
             self.stats.device_s += sum(timings)
         self.stats.texts += len(texts)
         self.stats.wall_s += time.perf_counter() - started
+        if ring is not None:
+            self._spare = ring.buffers  # every slot came back: the next call reuses them
         return out
 
-    def _to_device(self, batch: _Batch):
+    def _to_device(self, batch: _Batch, ring: _Ring | None):
         """The batch's ids (int64) and lengths on the device; its pinned buffer freed."""
         import torch
 
-        if not self._cuda:
+        if ring is None:
             return batch.ids.long(), batch.lengths
         with torch.cuda.stream(self._copy_stream):
             ids = batch.ids.to(self._torch_device, non_blocking=True)
@@ -352,45 +393,47 @@ class CudaEmbedder(Embedder):
         # previous batch still computes; then the pinned buffer can be refilled.
         copied.synchronize()
         if batch.slot is not None:
-            self._free.put(batch.slot)
+            ring.free.put(batch.slot)
         return ids.long(), lengths
 
-    def _produce(self, texts: list[str], batch_size: int | None) -> Iterator[_Batch]:
+    def _produce(self, texts: list[str], batch_size: int | None,
+                 ring: _Ring | None) -> Iterator[_Batch]:
         """The packed batches, built on a thread while the caller runs the device."""
-        if not self._cuda:
+        if ring is None:
             yield from self._batches(texts, batch_size)
             return
         ready: queue.Queue = queue.Queue(maxsize=_IN_FLIGHT - 1)
         stop = threading.Event()
         done = object()
 
+        def hand_over(item: object) -> None:
+            while not stop.is_set():  # a consumer that gave up takes nothing more
+                try:
+                    ready.put(item, timeout=0.1)
+                    return
+                except queue.Full:
+                    continue
+
         def fill() -> None:
             try:
-                for batch in self._batches(texts, batch_size, stop):
-                    ready.put(batch)
+                for batch in self._batches(texts, batch_size, stop, ring):
+                    hand_over(batch)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-                ready.put(exc)
-            ready.put(done)
+                hand_over(exc)
+            hand_over(done)
 
-        threading.Thread(target=fill, name="mnemoray-pack", daemon=True).start()
-        finished = False
+        packer = threading.Thread(target=fill, name="mnemoray-pack", daemon=True)
+        packer.start()
         try:
             while (item := ready.get()) is not done:
                 if isinstance(item, BaseException):
                     raise item
                 yield item
-            finished = True
         finally:
-            if not finished:  # the device side failed: free the packer, start afresh
-                stop.set()
-                free, self._free, self._buffers = self._free, queue.Queue(), []
-                for slot in range(_IN_FLIGHT):
-                    free.put(slot)
-                while True:
-                    try:
-                        ready.get_nowait()
-                    except queue.Empty:
-                        break
+            stop.set()
+            for slot in range(_IN_FLIGHT):  # unblock a packer waiting for a buffer
+                ring.free.put(slot)
+            packer.join(timeout=5.0)
 
 
 __all__ = ["DEFAULT_BATCH_TOKENS", "DTYPES", "CudaEmbedder", "EncodeStats", "check_device",

@@ -125,7 +125,8 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
     if spec is None:
         model = KEYWORD_ONLY_MODEL
     else:
-        actors, spec = embed_layout(opts, spec, ray.cluster_resources())
+        actors, spec = embed_layout(opts, spec, ray.cluster_resources(),
+                                    reserved_gpus=llm_gpus(cfg, opts))
         gpus = opts.gpus_per_embedder
         batch = opts.embed_batch_size or (GPU_EMBED_BATCH if gpus else opts.batch_size)
         ds = ds.map_batches(Embed, batch_size=batch, batch_format="pyarrow",
@@ -139,21 +140,37 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
                                      "dim": dim})
 
 
+def llm_gpus(cfg: BackfillConfig, opts: RayOptions) -> float:
+    """GPUs the vLLM summarizer's engines hold (0 without it): replicas x tp x pp."""
+    if cfg.summarizer != "vllm" or not cfg.summarize:
+        return 0.0
+    from mnemoray.pipeline.llm import split_options
+
+    engine = split_options(cfg.summarizer_options)[2]
+    per_engine = int(engine.get("tensor_parallel_size", 1)) * \
+        int(engine.get("pipeline_parallel_size", 1))
+    return float(opts.llm_concurrency * per_engine)
+
+
 def embed_layout(opts: RayOptions, spec: EmbedderSpec | Embedder,
-                 resources: dict[str, float]) -> tuple[int, EmbedderSpec | Embedder]:
+                 resources: dict[str, float],
+                 reserved_gpus: float = 0.0) -> tuple[int, EmbedderSpec | Embedder]:
     """(embed actors, the spec each opens) for a cluster with ``resources``.
 
-    On GPUs: one actor per ``gpus_per_embedder`` share of every GPU in the cluster. On
+    On GPUs: one actor per ``gpus_per_embedder`` share of every GPU in the cluster but
+    the ``reserved_gpus`` (the vLLM engines'; a fixed pool that took them would leave
+    the engines waiting forever). On
     CPUs: ``workers`` actors that split the cluster's cores between them (a spec that
     sets ``threads`` keeps it): an ONNX Runtime session left to its default takes every
     core, so N actors would each run N threads and the stage would not scale.
     """
     gpus = opts.gpus_per_embedder
     if gpus:
-        total = resources.get("GPU", 0.0)
+        total = resources.get("GPU", 0.0) - reserved_gpus
         if total < gpus:
-            raise InvalidInput(f"the Ray cluster has {total:g} GPU(s); each embed actor "
-                               f"asks for {gpus:g}", field="--gpus-per-embedder")
+            raise InvalidInput(f"the Ray cluster has {total:g} GPU(s) free for embedding "
+                               f"({reserved_gpus:g} held by the vLLM engines); each embed "
+                               f"actor asks for {gpus:g}", field="--gpus-per-embedder")
         return max(1, int(total // gpus)), spec
     actors = opts.workers
     if isinstance(spec, EmbedderSpec) and spec.threads is None and not spec.remote:
@@ -271,4 +288,4 @@ def engine(name: str) -> Engine:
 
 
 __all__ = ["ENGINES", "LOCAL_ENV", "RayDataEngine", "build_dataset", "connect", "embed_layout",
-           "embed_spec", "engine"]
+           "embed_spec", "engine", "llm_gpus"]
