@@ -241,3 +241,36 @@ def test_a_name_kept_apart_but_linked_asks_about_the_linked_entity_too() -> None
     assert set(gq.entities) == {"e-gabe", "e-gabriel"} and gq.relations == {"owns"}
     signal = gr.graph_signal(gq, past=False, present=True)
     assert signal[list(TEXTS).index("m-bread")] == 1.0
+
+
+def test_results_say_which_facts_they_state_and_whether_they_still_hold() -> None:
+    results = by_id(rank("Where did Liz live before moving to Seattle?"))
+    boston = results["m-boston"].to_dict()["facts"]
+    assert boston == [{"relation": "lives_in", "subject": "Elizabeth", "object": "Boston",
+                       "valid_from": "2023-04-10T00:00:00Z",
+                       "valid_to": "2023-06-20T00:00:00Z", "holds": False}]
+    seattle = results["m-seattle"].to_dict()["facts"]
+    assert seattle[0]["object"] == "Seattle" and seattle[0]["holds"] is True
+    assert seattle[0]["valid_to"] is None
+    assert "facts" not in results["m-bread"].to_dict()  # states no typed fact
+    # Without a graph, no facts (and no error).
+    plain = rank("Where did Liz live?", g=UserGraph("app", "pair", [], [], []))
+    assert all("facts" not in r.to_dict() for r in plain)
+
+
+def test_the_service_json_carries_fact_validity(tmp_path: Path) -> None:
+    svc = MemoryService.open(tmp_path / "store", embedder=None, summarizer="extractive")
+    try:
+        svc.add_session(conv("s1", date(2023, 4, 10),
+                             ("Elizabeth", "Our neighborhood in Boston has the best bakeries."),
+                             ("Alexander", "Lucky you, Liz.")))
+        svc.add_session(conv("s2", date(2023, 6, 20),
+                             ("Elizabeth", "We finally moved to Seattle last weekend!"),
+                             ("Alexander", "Congrats!")))
+        found = [r.to_dict() for r in svc.search("app", "pair", "Where does Liz live?",
+                                                  top_k=10)]
+        facts = {(f["object"], f["holds"]) for r in found for f in r.get("facts", ())
+                 if f["relation"] == "lives_in"}
+        assert ("Seattle", True) in facts and ("Boston", False) in facts
+    finally:
+        svc.close()

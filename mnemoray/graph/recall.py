@@ -58,6 +58,19 @@ class GraphQuery:
     relations: frozenset[str]
 
 
+@dataclass(frozen=True)
+class StatedFact:
+    """A typed fact a recalled memory states, with when it held in the conversation's
+    world (None: unknown) and whether it holds now (no later fact closed it)."""
+
+    relation: str
+    subject: str
+    object: str
+    valid_from: float | None
+    valid_to: float | None
+    holds: bool
+
+
 def _closed(r: Relation) -> bool:
     return r.valid_to is not None or bool(r.ended_by)
 
@@ -96,6 +109,7 @@ class GraphRecall:
         # question naming one asks about the other too.
         self._same: dict[str, list[str]] = defaultdict(list)
         self._facts: list[tuple[Relation, np.ndarray]] = []
+        self._facts_by_position: dict[int, list[Relation]] | None = None
         for r in graph.relations.values():
             if r.type == SAME_ENTITY:
                 self._same[r.src].append(r.dst)
@@ -104,6 +118,22 @@ class GraphRecall:
                 found = [pos[m] for m in r.memory_ids if m in pos]
                 if found:
                     self._facts.append((r, np.asarray(found, dtype=np.int64)))
+
+    def facts_at(self, position: int) -> tuple[StatedFact, ...]:
+        """The typed facts the memory at ``position`` states, oldest first."""
+        if self._facts_by_position is None:
+            by: dict[int, list[Relation]] = defaultdict(list)
+            for r, found in self._facts:
+                for p in found:
+                    by[int(p)].append(r)
+            self._facts_by_position = by
+        names = self.graph.entities
+        return tuple(
+            StatedFact(r.type, names[r.src].name if r.src in names else r.src,
+                       names[r.dst].name if r.dst in names else r.dst,
+                       r.valid_from, r.valid_to, not _closed(r))
+            for r in sorted(self._facts_by_position.get(position, ()),
+                            key=lambda r: (r.valid_from or 0.0, r.relation_id)))
 
     def specificity(self, entity_id: str) -> float:
         """1 for an entity one memory mentions, toward 0 for one that nearly every
@@ -206,4 +236,4 @@ class GraphRecall:
             out[found[0]] = np.maximum(out[found[0]], value)
 
 
-__all__ = ["HOP", "STALE", "GraphQuery", "GraphRecall"]
+__all__ = ["HOP", "STALE", "GraphQuery", "GraphRecall", "StatedFact"]

@@ -56,6 +56,7 @@ import numpy as np
 from mnemoray.compiler.services import MemorySnippet
 from mnemoray.errors import StoreCorrupt
 from mnemoray.graph import UserGraph
+from mnemoray.graph.recall import StatedFact
 from mnemoray.memory.axes import (
     distinct,
     found_by,
@@ -189,12 +190,14 @@ class RecallResult:
     cosine, BM25 score, entity overlap, time in [0, 1] when the query has a time
     intent, recency in [0, 1]) and ``<signal>_rank`` for each signal that ranked it
     (1 = best). ``axes``: the axes that found or raised it
-    (:func:`mnemoray.memory.axes.found_by`)."""
+    (:func:`mnemoray.memory.axes.found_by`). ``facts``: the typed facts it states, with
+    their validity, where the user has an entity graph."""
 
     memory: Memory
     score: float
     signals: dict[str, float]
     axes: tuple[str, ...] = ()
+    facts: tuple[StatedFact, ...] = ()
 
     @property
     def time(self) -> float:
@@ -222,6 +225,11 @@ class RecallResult:
                 out[name] = list(getattr(m, name))
         if m.agent_name:  # an agent-only memory (mnemoray.memory.scopes)
             out["agent_name"] = m.agent_name
+        if self.facts:  # what it states, and whether that still holds
+            out["facts"] = [{"relation": f.relation, "subject": f.subject, "object": f.object,
+                             "valid_from": iso_date(f.valid_from),
+                             "valid_to": iso_date(f.valid_to), "holds": f.holds}
+                            for f in self.facts]
         return out
 
     def snippet(self) -> MemorySnippet:
@@ -271,9 +279,11 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
             signals["dense"] = dense
     if "bm25" in weights:
         signals["bm25"] = cands.bm25(config.tokenizer).scores(query).astype(np.float64)
-    gr = cands.graph_recall(graph) if graph is not None and graph.entities \
-        and ("entity" in weights or "graph" in weights) else None
-    gq = gr.query(query) if gr is not None else None
+    # The graph also says which facts each result states (their validity), so it is
+    # laid over the candidates whenever the user has one (built once per candidate set).
+    gr = cands.graph_recall(graph) if graph is not None and graph.entities else None
+    gq = gr.query(query) if gr is not None and ("entity" in weights or "graph" in weights) \
+        else None
     if "entity" in weights:
         entity = gr.entity_signal(gq) if gr is not None and gq is not None and gq.entities \
             else None
@@ -330,7 +340,8 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
             sig[name] = round(float(signals[name][pos]), 6)
             if ranks[name][pos]:
                 sig[f"{name}_rank"] = int(ranks[name][pos])
-        results.append(RecallResult(memory, float(score[pos]), sig, found_by(sig)))
+        results.append(RecallResult(memory, float(score[pos]), sig, found_by(sig),
+                                    gr.facts_at(int(pos)) if gr is not None else ()))
     return results
 
 

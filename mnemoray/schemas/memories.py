@@ -90,6 +90,17 @@ class Provenance(BaseModel):
     created_at: float | None = None
 
 
+class StatedFact(BaseModel):
+    relation: str = Field(description="the typed relation, e.g. lives_in, works_at")
+    subject: str
+    object: str
+    valid_from: str | None = Field(None, description="when it began to hold (ISO-8601, "
+                                   "UTC; null: unknown)")
+    valid_to: str | None = Field(None, description="when it stopped holding (null: still "
+                                 "holds or unknown)")
+    holds: bool = Field(description="no later fact closed it")
+
+
 class RecalledMemory(BaseModel):
     memory_id: str
     app_name: str | None = Field(None, description="the app that owns it: the one "
@@ -104,7 +115,9 @@ class RecalledMemory(BaseModel):
     signals: dict[str, int | float] = Field(description="raw value of each signal and its rank "
                                       "(<signal>_rank, 1 = best)")
     axes: list[str] = Field(default_factory=list, description="the recall axes that found "
-                            "or raised it: dense, bm25, entity, time")
+                            "or raised it: dense, bm25, entity, graph, time")
+    facts: list[StatedFact] = Field(default_factory=list, description="the typed facts it "
+                                    "states and their validity (users with an entity graph)")
     topics: list[str] = []
     key_facts: list[str] = []
     open_threads: list[str] = Field(default_factory=list, description="questions or tasks "
