@@ -207,15 +207,21 @@ def conv(sid: str, day: date, *turns: tuple[str, str]) -> Session:
     return Session("app", "pair", session_id=sid, events=events, created_at=t)
 
 
-def test_recall_through_the_service_names_the_graph_axes(tmp_path: Path) -> None:
+def moved_service(tmp_path: Path) -> MemoryService:
+    """A keyword-only service holding Liz's move from Boston to Seattle."""
     svc = MemoryService.open(tmp_path / "store", embedder=None, summarizer="extractive")
+    svc.add_session(conv("s1", date(2023, 4, 10),
+                         ("Elizabeth", "Our neighborhood in Boston has the best bakeries."),
+                         ("Alexander", "Lucky you, Liz.")))
+    svc.add_session(conv("s2", date(2023, 6, 20),
+                         ("Elizabeth", "We finally moved to Seattle last weekend!"),
+                         ("Alexander", "Congrats!")))
+    return svc
+
+
+def test_recall_through_the_service_names_the_graph_axes(tmp_path: Path) -> None:
+    svc = moved_service(tmp_path)
     try:
-        svc.add_session(conv("s1", date(2023, 4, 10),
-                             ("Elizabeth", "Our neighborhood in Boston has the best bakeries."),
-                             ("Alexander", "Lucky you, Liz.")))
-        svc.add_session(conv("s2", date(2023, 6, 20),
-                             ("Elizabeth", "We finally moved to Seattle last weekend!"),
-                             ("Alexander", "Congrats!")))
         now = svc.search("app", "pair", "Which city does Liz live in now?", top_k=5)
         assert "Seattle" in now[0].memory.text and "graph" in now[0].axes
         assert "Boston" not in now[0].memory.text
@@ -259,14 +265,8 @@ def test_results_say_which_facts_they_state_and_whether_they_still_hold() -> Non
 
 
 def test_the_service_json_carries_fact_validity(tmp_path: Path) -> None:
-    svc = MemoryService.open(tmp_path / "store", embedder=None, summarizer="extractive")
+    svc = moved_service(tmp_path)
     try:
-        svc.add_session(conv("s1", date(2023, 4, 10),
-                             ("Elizabeth", "Our neighborhood in Boston has the best bakeries."),
-                             ("Alexander", "Lucky you, Liz.")))
-        svc.add_session(conv("s2", date(2023, 6, 20),
-                             ("Elizabeth", "We finally moved to Seattle last weekend!"),
-                             ("Alexander", "Congrats!")))
         found = [r.to_dict() for r in svc.search("app", "pair", "Where does Liz live?",
                                                   top_k=10)]
         facts = {(f["object"], f["holds"]) for r in found for f in r.get("facts", ())
