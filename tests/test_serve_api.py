@@ -86,10 +86,12 @@ def server(ray_cluster, tmp_path_factory) -> Server:
     serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
     # If another module started Serve first, its HTTP options stand: ask for the port.
     proxy = _get_global_client().http_config.port
-    port = _free_port()  # the default ingress: the replica answers here itself
+    port = _free_port()  # direct ingress: the replica answers here itself
+    # Chosen explicitly: with Serve's proxy running (started above, for the proxy tests),
+    # an app that does not choose gets the proxy (mnemoray.serve.ingress_mode).
     serve.run(build_app({"store": str(store), "server": {
         "api_keys": str(keys), "reload_interval_s": 0.1, "max_body_bytes": MAX_BODY,
-        "port": port}}), name=APP_NAME, route_prefix="/")
+        "port": port, "ingress": "direct"}}), name=APP_NAME, route_prefix="/")
     server = Server(f"http://127.0.0.1:{port}", store, keys)
     server.proxy = f"http://127.0.0.1:{proxy}"
     yield server
