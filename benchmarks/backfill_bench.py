@@ -223,13 +223,15 @@ def in_process(archive: Path, store_dir: Path, spec: str) -> dict[str, Any]:
             "memories": report.memories_written, "commit_timeline": timeline(report)}
 
 
-def start_ray() -> float:
+def start_ray(cpus: int | None = None) -> float:
+    """A local Ray of ``cpus`` CPUs (None: this machine's), quiet; seconds it took."""
     import ray
 
     from mnemoray.pipeline.backfill import LOCAL_ENV
 
     env = dict(LOCAL_ENV)
-    _, secs = timed(lambda: ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False,
+    _, secs = timed(lambda: ray.init(num_cpus=cpus or os.cpu_count() or 2,
+                                     include_dashboard=False,
                                      log_to_driver=False, runtime_env={"env_vars": env}))
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.backfill_bench import CACHE, RESULTS, dataset, key_texts
+from benchmarks.backfill_bench import CACHE, RESULTS, dataset, key_texts, start_ray
 from benchmarks.machine import machine
 
 
@@ -52,18 +52,6 @@ def _backfill(archive: Path, store: Path, **ray_options: Any) -> dict[str, Any]:
             "ray": cfg.ray.given()}
 
 
-def _start_ray(cpus: int) -> None:
-    import ray
-
-    from mnemoray.pipeline.backfill import LOCAL_ENV
-
-    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": dict(LOCAL_ENV)})
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.print_on_execution_start = False
-
-
 def gpu(args) -> dict[str, Any]:
     import torch
 
@@ -80,7 +68,7 @@ def gpu(args) -> dict[str, Any]:
     library = len(texts) / (time.perf_counter() - t0)
     del embedder
     torch.cuda.empty_cache()
-    _start_ray(os.cpu_count() or 2)
+    start_ray()
     workers = args.workers or max(1, (os.cpu_count() or 2) - 2)
     with tempfile.TemporaryDirectory() as tmp:
         run = _backfill(archive, Path(tmp) / "store", gpus_per_embedder=1.0, workers=workers)
@@ -105,7 +93,7 @@ def one_cores_run(args) -> None:
     """Child process: already pinned to N cores; prints one JSON line."""
     archive, meta = dataset(args.sessions, args.sessions_per_file, CACHE)
     n = args.one_cores_run
-    _start_ray(n)
+    start_ray(n)
     with tempfile.TemporaryDirectory() as tmp:
         run = _backfill(archive, Path(tmp) / "store", workers=max(1, n // 2))
     print("RESULT " + json.dumps({"cores": n, **run}), flush=True)

@@ -43,7 +43,8 @@ class Embedder(ABC):
     def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
         """Encode a non-empty list of strings to an (n, dim) array.
 
-        ``batch_size``: most texts per model call; None: the backend's own batching.
+        ``batch_size``: most texts per model call; None (only with ``own_batching``):
+        the backend's own batching.
         """
 
     def encode(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from mnemoray.embedders.base import (
-    DEFAULT_BATCH_ROWS,
     Embedder,
     EmbedderError,
 )
@@ -296,7 +295,7 @@ class OnnxEmbedder(Embedder):
             return None  # other versions or texts: measure again
         return float(record["min_cosine"])
 
-    def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         if self._lower:
             texts = [t.lower() for t in texts]
         encodings = self._tokenizer.encode_batch(texts)
@@ -306,8 +305,7 @@ class OnnxEmbedder(Embedder):
         order = np.argsort(-lengths, kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         want_types = "token_type_ids" in self._input_names
-        for rows in token_batches(order, lengths, batch_size or DEFAULT_BATCH_ROWS,
-                                  self.max_batch_tokens):
+        for rows in token_batches(order, lengths, batch_size, self.max_batch_tokens):
             width = int(lengths[rows].max())
             ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)

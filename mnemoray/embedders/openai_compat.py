@@ -118,8 +118,8 @@ class OpenAIEmbedder(Embedder):
     def close(self) -> None:
         self._client.close()
 
-    def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
-        size = min(batch_size or self.batch, self.batch)
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        size = min(batch_size, self.batch)
         return np.concatenate([self._vectors(texts[i:i + size])
                                for i in range(0, len(texts), size)])
 

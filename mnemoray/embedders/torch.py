@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 
 from mnemoray.embedders.base import (
-    DEFAULT_BATCH_ROWS,
     PACKAGED_MODEL_ID,
     Embedder,
     EmbedderError,
@@ -66,11 +65,11 @@ class SentenceTransformerEmbedder(Embedder):
         self.dim = int(dim)
         self.device = device
 
-    def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
-            return self._model.encode(texts, batch_size=batch_size or DEFAULT_BATCH_ROWS,
+            return self._model.encode(texts, batch_size=batch_size,
                                       convert_to_numpy=True, normalize_embeddings=True,
                                       show_progress_bar=False)
 
