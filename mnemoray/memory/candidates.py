@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,8 @@ from mnemoray.memory.recall_filters import RetrievalError, event_times
 from mnemoray.memory.record import Memory
 from mnemoray.memory.segment import LoadedSegment, rows_to_memories
 from mnemoray.memory.snapshot import StoreSnapshot
+
+_Index = TypeVar("_Index", BM25, "EntityIndex")
 
 
 # -- keyword indexes over a candidate set ------------------------------------
@@ -115,25 +118,25 @@ class Candidates:
     # Each is rebuilt when asked for with another tokenizer (version or language):
     # an index is never queried with terms of a tokenizer other than its own.
     def bm25(self, tokenizer: KeywordTokenizer | None = None) -> BM25:
-        tokenizer = tokenizer or KeywordTokenizer()
-        index = self._bm25
-        if index is None or index.tokenizer_version != tokenizer.version:
-            with self._lock:
-                index = self._bm25
-                if index is None or index.tokenizer_version != tokenizer.version:
-                    index = self._bm25 = BM25(self._table["key_text"].to_pylist(),
-                                              tokenizer=tokenizer)
-        return index
+        return self._keyword_index("_bm25", tokenizer, lambda t: BM25(
+            self._table["key_text"].to_pylist(), tokenizer=t))
 
     def entity_index(self, tokenizer: KeywordTokenizer | None = None) -> EntityIndex:
+        return self._keyword_index("_entities", tokenizer, lambda t: EntityIndex(
+            [e or () for e in self._table["entities"].to_pylist()], t))
+
+    def _keyword_index(self, attr: str, tokenizer: KeywordTokenizer | None,
+                       build: Callable[[KeywordTokenizer], _Index]) -> _Index:
+        """The index kept in ``attr``, built once per tokenizer version (locked: two
+        queries on a new set build it once)."""
         tokenizer = tokenizer or KeywordTokenizer()
-        index = self._entities
+        index = getattr(self, attr)
         if index is None or index.tokenizer_version != tokenizer.version:
             with self._lock:
-                index = self._entities
+                index = getattr(self, attr)
                 if index is None or index.tokenizer_version != tokenizer.version:
-                    index = self._entities = EntityIndex(
-                        [e or () for e in self._table["entities"].to_pylist()], tokenizer)
+                    index = build(tokenizer)
+                    setattr(self, attr, index)
         return index
 
     def graph_recall(self, graph: UserGraph) -> GraphRecall:
