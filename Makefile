@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: setup test test-fast readme demo lint bench clean
+.PHONY: setup test test-fast test-browser readme demo lint bench clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not ray and not slow"
 
+# The memory inspector in a real browser: installs Debian's Chromium where it is missing
+# (`make test` runs these tests too, whenever Chromium is present).
+test-browser: $(STAMP)
+	bash scripts/install_chromium.sh
+	$(PY) -m pytest -m browser
+
 # Re-run the README's example commands and rewrite their output blocks.
 readme: $(STAMP)
 	$(PY) scripts/readme_examples.py --write
@@ -35,7 +41,10 @@ readme: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
+# The demo ends with screenshots of the memory inspector, where Chromium is (or can be
+# installed); without it, the demo says so and runs the rest.
 demo: $(STAMP)
+	-bash scripts/install_chromium.sh
 	$(VENV)/bin/mnemoray demo
 
 bench: $(STAMP)
