@@ -208,3 +208,17 @@ def test_embed_actors_leave_the_vllm_engines_their_gpus(tmp_path) -> None:
     with pytest.raises(InvalidInput) as err:
         embed_layout(opts, gpu, {"GPU": 2.0}, reserved_gpus=2.0)
     assert "vLLM" in str(err.value)
+
+
+def test_the_forward_pass_never_asks_the_device_whether_rows_are_padded(packed,
+                                                                        monkeypatch) -> None:
+    """A 2D mask makes transformers call ``mask.all()`` on every forward pass: on CUDA a
+    host-device sync that stalls the copy/compute overlap. The 4D mask skips that check."""
+    import transformers.masking_utils as masking
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("transformers inspected the padding mask (a device sync)")
+
+    monkeypatch.setattr(masking, "_ignore_bidirectional_mask_sdpa", refuse)
+    got = packed.encode(TEXTS[:20])
+    assert got.shape == (20, 384)

@@ -318,7 +318,10 @@ class CudaEmbedder(Embedder):
 
         width = ids.shape[1]
         mask = torch.arange(width, device=ids.device)[None, :] < lengths[:, None]
-        hidden = self._module(input_ids=ids, attention_mask=mask.to(torch.int32))[0]
+        # A ready 4D mask (True: attend; SDPA broadcasts it over heads and queries) is used
+        # as is. A 2D one makes transformers ask whether any token is padded
+        # (``mask.all()``): a host-device sync on every forward pass.
+        hidden = self._module(input_ids=ids, attention_mask=mask[:, None, None, :])[0]
         weights = mask.to(hidden.dtype).unsqueeze(-1)
         # Sum in float32: half-precision sums of 256 tokens lose digits.
         summed = (hidden * weights).sum(dim=1, dtype=torch.float32)
