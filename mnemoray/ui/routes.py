@@ -1,0 +1,62 @@
+"""Serves the inspector's static files at ``/ui/`` from this package.
+
+The files hold no data (every data call the page makes goes to the JSON API with
+the caller's key), so they need no key: a browser must load the page before it can
+ask for one. Only files under ``static/`` are served; anything else is a 404.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, RedirectResponse
+
+from mnemoray.errors import NotFound
+
+STATIC = (Path(__file__).parent / "static").resolve()
+# Explicit types: the system's mimetypes table may lack .js (Python < 3.12 on some
+# distributions) and a browser refuses an ES module served as text/plain.
+CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+                 ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml",
+                 ".png": "image/png", ".ico": "image/x-icon"}
+# The page changes with the package: a browser revalidates instead of running old code.
+NO_CACHE = {"Cache-Control": "no-cache"}
+
+router = APIRouter(tags=["ui"], include_in_schema=False)
+
+
+def static_file(path: str) -> Path:
+    """The file ``path`` names under ``static/``; NotFound for anything else
+    (``..``, absolute paths, hidden files, folders, unknown types)."""
+    parts = path.split("/")
+    if not path or any(p in ("", ".", "..") or p.startswith(".") or "\\" in p
+                       for p in parts):
+        raise NotFound(f"no such file: {path!r}", field="path")
+    target = (STATIC / path).resolve()
+    if not target.is_relative_to(STATIC) or not target.is_file() \
+            or target.suffix not in CONTENT_TYPES:
+        raise NotFound(f"no such file: {path!r}", field="path")
+    return target
+
+
+def _file(target: Path) -> FileResponse:
+    return FileResponse(target, media_type=CONTENT_TYPES[target.suffix], headers=NO_CACHE)
+
+
+@router.get("/ui")
+async def ui_root(request: Request) -> RedirectResponse:
+    # Relative URLs in the page (app.js, style.css) resolve against /ui/; a deep
+    # link's query string goes along.
+    query = request.url.query
+    return RedirectResponse("/ui/" + (f"?{query}" if query else ""), status_code=307)
+
+
+@router.get("/ui/")
+async def ui_index() -> FileResponse:
+    return _file(static_file("index.html"))
+
+
+@router.get("/ui/{path:path}")
+async def ui_static(path: str) -> FileResponse:
+    return _file(static_file(path))
