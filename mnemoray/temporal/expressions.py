@@ -194,25 +194,44 @@ def _h_season(m: re.Match[str], ref: date) -> Period | None:
 
 _Handler = Callable[[re.Match[str], date], "Period | None"]
 _I = "(?i:"
-_PATTERNS: tuple[tuple[re.Pattern[str], _Handler], ...] = tuple(
-    (re.compile(p), h) for p, h in (
-        (rf"\b{_YEAR}[-/](?P<m>[01]?\d)[-/](?P<day>[0-3]?\d)\b(?P<mon>)?", _h_date),
-        (rf"\b{_MONTH}\s+{_DAY}\b(?:,?\s+{_YEAR}\b)?", _h_date),
-        (rf"\b{_DAY}\s+(?:{_I}of)\s+)?{_MONTH}(?:,?\s+{_YEAR}\b)?", _h_date),
+# What a pattern cannot match without (a gate, tested before the scan): words any one of
+# which its match contains, as written (month names are matched capitalised only) and in
+# the folded text (see _folded). Scanning is most of what resolving costs, and most texts
+# name no time, or only some kinds of time: a gate that fails skips its pattern's scan.
+# Each gate is a word every match of its pattern contains, so skipping changes nothing
+# (tests/test_temporal_gates.py checks it against the ungated scan).
+_Gate = tuple[tuple[str, ...], tuple[str, ...]]
+_ANY: tuple[str, ...] = ()
+_MONTH_WORDS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                "Dec")
+_DIGIT = ("<digit>",)  # a Unicode decimal digit (what \d matches), tested by regex
+_PATTERNS: tuple[tuple[re.Pattern[str], _Handler, _Gate], ...] = tuple(
+    (re.compile(p), h, g) for p, h, g in (
+        (rf"\b{_YEAR}[-/](?P<m>[01]?\d)[-/](?P<day>[0-3]?\d)\b(?P<mon>)?", _h_date,
+         (_ANY, _DIGIT)),
+        (rf"\b{_MONTH}\s+{_DAY}\b(?:,?\s+{_YEAR}\b)?", _h_date, (_MONTH_WORDS, _DIGIT)),
+        (rf"\b{_DAY}\s+(?:{_I}of)\s+)?{_MONTH}(?:,?\s+{_YEAR}\b)?", _h_date,
+         (_MONTH_WORDS, _DIGIT)),
         (rf"(?:\b{_I}(?P<q>last|next|this|in|since|until|during|by|early|mid|late)\s+))?"
-         rf"\b{_MONTH}(?:,?\s+(?:{_I}of)\s+)?{_YEAR}\b)?", _h_month),
+         rf"\b{_MONTH}(?:,?\s+(?:{_I}of)\s+)?{_YEAR}\b)?", _h_month, (_MONTH_WORDS, _ANY)),
         (rf"\b{_I}in|since|during|until|by|from|of|around|back in|early|mid|late|the year)"
-         rf"[\s-]+{_YEAR}\b", _h_year),
-        (r"(?:\b|')(?P<cent>19|20)?(?P<dec>\d0)'?s\b", _h_decade),
+         rf"[\s-]+{_YEAR}\b", _h_year, (_ANY, _DIGIT)),
+        (r"(?:\b|')(?P<cent>19|20)?(?P<dec>\d0)'?s\b", _h_decade, (_ANY, _DIGIT)),
         (rf"\b{_I}the day (?:before yesterday|after tomorrow)|yesterday|today|tonight"
-         r"|tomorrow|last night|this (?:morning|afternoon|evening))\b", _h_named_day),
-        (rf"\b{_I}{_COUNT}\s+{_UNIT}\s+ago)\b", _h_ago),
+         r"|tomorrow|last night|this (?:morning|afternoon|evening))\b", _h_named_day,
+         (_ANY, ("yesterday", "today", "tonight", "tomorrow", "night", "morning",
+                 "afternoon", "evening"))),
+        (rf"\b{_I}{_COUNT}\s+{_UNIT}\s+ago)\b", _h_ago, (_ANY, ("ago",))),
         (rf"\b{_I}(?P<q>last|this|next|past|previous|coming)\s+"
-         r"(?P<unit>weekend|week|month|year))\b", _h_relative),
-        (rf"\b{_I}(?P<side>earlier|later)\s+this\s+(?P<unit>week|month|year))\b", _h_part),
-        (rf"\b{_I}(?:(?P<q>last|this|next|on|past)\s+)?{_WDAY})\b(?!s)", _h_weekday),
+         r"(?P<unit>weekend|week|month|year))\b", _h_relative,
+         (_ANY, ("week", "month", "year"))),
+        (rf"\b{_I}(?P<side>earlier|later)\s+this\s+(?P<unit>week|month|year))\b", _h_part,
+         (_ANY, ("week", "month", "year"))),
+        (rf"\b{_I}(?:(?P<q>last|this|next|on|past)\s+)?{_WDAY})\b(?!s)", _h_weekday,
+         (_ANY, ("day",))),  # every weekday's name ends in "day"
         (rf"\b{_I}(?:(?P<q>last|this|next|past|previous|coming|in the|in|during the|over the)"
-         rf"\s+)?{_SEASON}(?:\s+(?:of\s+)?{_YEAR})?)\b", _h_season),
+         rf"\s+)?{_SEASON}(?:\s+(?:of\s+)?{_YEAR})?)\b", _h_season,
+         (_ANY, ("spring", "summer", "autumn", "winter", "fall"))),
     ))
 # Resolved against another span (the one right after, else the one before, else the
 # reference): "the week before May 7, 2023", "went to Rome in June and the week before...".
@@ -220,14 +239,38 @@ _ANCHORED = re.compile(r"\b(?i:the\s+(?P<unit>day|week|weekend|month|year)\s+"
                        r"(?P<dir>before|after))\b")
 _VAGUE = re.compile(r"\b(?i:recently|lately|a while (?:ago|back)|some time ago|long ago"
                     r"|the other day|back then|these days|nowadays)\b")
+_ANCHORED_GATE: _Gate = (_ANY, ("before", "after"))
+_ANY_DIGIT = re.compile(r"\d")
+# The only characters outside ASCII that a case-insensitive ASCII letter matches in
+# Python's re (found by trying every code point; the gates test pins it), mapped to it
+# before lower-casing so that a gate word is found wherever its pattern could match.
+_FOLD = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
+
+
+def _folded(text: str) -> str:
+    return text.lower() if text.isascii() else text.translate(_FOLD).lower()
+
+
+def _open(gate: _Gate, text: str, folded: str, digit: bool) -> bool:
+    """Whether a pattern with ``gate`` can match ``text`` at all."""
+    cased, words = gate
+    if cased and not any(w in text for w in cased):
+        return False
+    if words is _DIGIT:
+        return digit
+    return not words or any(w in folded for w in words)
 
 
 def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
     """Every time expression in ``text`` resolved against ``reference`` (the session's
     date), in text order; overlapping readings keep the longest."""
     ref = to_date(reference)
+    folded = _folded(text)
+    digit = _ANY_DIGIT.search(text) is not None
     found: list[tuple[int, int, Period, bool]] = []
-    for pattern, handler in _PATTERNS:
+    for pattern, handler, gate in _PATTERNS:
+        if not _open(gate, text, folded, digit):
+            continue
         for m in pattern.finditer(text):
             period = handler(m, ref)
             if period is not None:
@@ -240,7 +283,8 @@ def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
         if not kept or f[0] >= kept[-1][1]:
             kept.append(f)
     spans = [_span(text, *f) for f in kept]
-    for m in _ANCHORED.finditer(text):
+    anchored = _ANCHORED.finditer(text) if _open(_ANCHORED_GATE, text, folded, digit) else ()
+    for m in anchored:
         if any(s.begin < m.end() and m.start() < s.end_char for s in spans):
             continue
         after = [s for s in spans if s.begin >= m.end() and not text[m.end():s.begin].strip()]

@@ -1,0 +1,106 @@
+"""The scan gates of mnemoray.temporal.expressions change no result: every text, gated or
+not, resolves to the same spans (and raises the same errors)."""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+import pytest
+
+from mnemoray.temporal import expressions, resolve_times
+
+EXPRESSIONS = (
+    "May 7, 2023", "7th of May 2023", "2023-05-07", "2023/5/7", "in March", "last May",
+    "next June", "this October", "mid July", "since 2019", "in 2021", "the year 2020",
+    "back in the 90s", "the '80s", "1990s", "the 2010s", "yesterday", "today", "tonight",
+    "tomorrow", "last night", "this morning", "this evening", "the day before yesterday",
+    "the day after tomorrow", "two weeks ago", "a couple of months ago", "3 years ago",
+    "a few days ago", "several weeks ago", "last week", "this weekend", "next month",
+    "the past year", "the past weekend", "earlier this month", "later this year",
+    "last Saturday", "on Monday", "next Friday", "Sundays", "this summer", "last winter",
+    "the summer of 2021", "in the fall", "autumn 2019", "the week before", "the month after",
+    "the day after", "Sept. 3", "Dec 25th", "February 30", "June 31, 2022", "recently",
+    "a while ago", "Monday", "May", "spring", "Jan 2024", "12 March", "3rd of Aug",
+)
+FILLERS = (
+    "We went hiking", "Caroline said", "and then", "the café", "🙂", "\n", ",", ".", "my",
+    "I fall asleep", "summer camp", "every day", "in Paris", "about 20 euros", "was it",
+    "Mayday", "dayly", "agora", "the market", "afternoons", "nights", "weekly", "-",
+)
+
+
+def _variant(text: str, rng: random.Random) -> str:
+    """The same words as another writer (or a hostile one) might put them."""
+    pick = rng.randrange(9)
+    if pick == 0:
+        return text.upper()
+    if pick == 1:
+        return text.lower()
+    if pick == 2:
+        return text.title()
+    if pick == 3:  # the letters re folds onto ASCII ones from outside ASCII
+        return text.replace("k", "\u212a").replace("s", "\u017f").replace("i", "\u0131")
+    if pick == 4:
+        return text.replace("I", "\u0130").replace("i", "\u0130")
+    if pick == 5:  # digits \d matches that are not ASCII
+        return text.translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
+    if pick == 6:
+        return text.translate(str.maketrans("0123456789", "０１２３４５６７８９"))
+    if pick == 7:
+        return text.replace(" ", rng.choice(("  ", "\t", "\n", "\u00a0")))
+    return text
+
+
+def corpus(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = [*EXPRESSIONS, *(_variant(e, rng) for e in EXPRESSIONS for _ in range(3))]
+    for _ in range(n):
+        parts = [rng.choice(FILLERS) if rng.random() < 0.5 else rng.choice(EXPRESSIONS)
+                 for _ in range(rng.randint(1, 6))]
+        text = " ".join(_variant(p, rng) if rng.random() < 0.3 else p for p in parts)
+        out.append(text)
+    return out
+
+
+REFERENCES: tuple[Any, ...] = ("2023-05-08", "2020-02-29", "1999-12-31", "2024-01-01",
+                                1_704_067_200.0, 1_650_000_000.5)
+
+
+def _outcome(text: str, reference: Any) -> Any:
+    try:
+        return resolve_times(text, reference)
+    except Exception as exc:  # the same error, gated or not
+        return type(exc).__name__, str(exc)
+
+
+def test_gated_and_ungated_scans_resolve_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = corpus(3000, seed=15)
+    refs = [REFERENCES[i % len(REFERENCES)] for i in range(len(texts))]
+    gated = [_outcome(t, r) for t, r in zip(texts, refs, strict=True)]
+    monkeypatch.setattr(expressions, "_open", lambda *_: True)
+    ungated = [_outcome(t, r) for t, r in zip(texts, refs, strict=True)]
+    assert gated == ungated
+    # The corpus exercises the gates both ways: most texts name a time, some do not.
+    assert sum(bool(g) for g in gated) > len(texts) // 2
+    assert sum(g == [] for g in gated) > 100
+
+
+def test_every_pattern_matches_somewhere_in_the_corpus() -> None:
+    """A gate is only checked where its pattern matches: each one must, in the corpus."""
+    texts = corpus(3000, seed=15)
+    for pattern, handler, _ in expressions._PATTERNS:
+        assert any(pattern.search(t) for t in texts), handler.__name__
+    assert any(expressions._ANCHORED.search(t) for t in texts)
+
+
+def test_fold_table_lists_every_non_ascii_letter_re_folds_onto_ascii() -> None:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    one = re.compile("(?i:" + "|".join(letters) + ")")
+    found = {}
+    for code in range(128, 0x110000):
+        ch = chr(code)
+        if one.fullmatch(ch):
+            found[code] = next(a for a in letters if re.fullmatch(f"(?i:{a})", ch))
+    assert found == expressions._FOLD
