@@ -93,6 +93,10 @@ class SessionStore(ABC):
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]: ...
 
     @abstractmethod
+    def list_apps(self) -> list[str]:
+        """The apps with at least one session, sorted."""
+
+    @abstractmethod
     def _append_many(self, session: Session, events: list[Event]) -> None:
         """Persist non-partial events in one atomic step iff session.version is current:
         all of them, or (on any error: stale copy, ended session, a repeated event id,
@@ -222,6 +226,10 @@ class InMemorySessionStore(SessionStore):
                 for s in self._sessions.values()
                 if s.app_name == app_name and (user_id is None or s.user_id == user_id)
             ]
+
+    def list_apps(self) -> list[str]:
+        with self._lock:
+            return sorted({s.app_name for s in self._sessions.values()})
 
     def _append_many(self, session: Session, events: list[Event]) -> None:
         with self._lock:

@@ -237,6 +237,11 @@ class SQLiteSessionStore(SessionStore):
             rows = conn.execute(query + " ORDER BY rowid", params).fetchall()
         return [SessionInfo(*row) for row in rows]
 
+    def list_apps(self) -> list[str]:
+        with self._tx(write=False) as conn:
+            return [row[0] for row in conn.execute(
+                "SELECT DISTINCT app_name FROM sessions ORDER BY app_name")]
+
     def _append_many(self, session: Session, events: list[Event]) -> None:
         # Serialize before the transaction: a bad value fails with nothing written.
         prepared = Prepared.of(events)

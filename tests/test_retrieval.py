@@ -55,8 +55,10 @@ def test_fused_sum_bounds_each_lexical_signal() -> None:
     dense = np.array([0.45, 0.30, -0.2])
     bm25 = np.array([0.0, 1.5, 0.0])
     weights = {"dense": 1.0, "bm25": 0.15}
-    score, ranks, fresh = fuse({"dense": dense, "bm25": bm25}, np.ones(3, bool), weights,
-                               np.full(3, T0), depth=2, bm25_saturation=3.0)
+    score, ranks, fresh, parts = fuse({"dense": dense, "bm25": bm25}, np.ones(3, bool),
+                                      weights, np.full(3, T0), depth=2, bm25_saturation=3.0)
+    # The score is 1 + the sum of what each signal added (explain on recall shows these).
+    assert score[1] == pytest.approx(1.0 + parts["dense"][1] + parts["bm25"][1], abs=1e-6)
     assert fresh is None and ranks["bm25"].tolist() == [0, 1, 0]
     assert score[0] == pytest.approx(1.0 + 0.45, abs=1e-6)
     assert score[1] == pytest.approx(1.0 + 0.30 + 0.15 * 1.5 / 4.5, abs=1e-6)
@@ -86,14 +88,15 @@ def test_fuse_recency_breaks_near_ties_but_never_lifts_off_topic_records() -> No
     bm25 = np.array([2.8, 0.0, 0.0])
     times = np.array([T0, T0 + 30 * DAY, T0 + 90 * DAY])
     weights = RetrievalConfig(weights={"recency": 0.2}, recency_window=0.15).active("hybrid")
-    score, ranks, fresh = fuse({"dense": dense, "bm25": bm25, "entity": np.zeros(3)},
-                               np.ones(3, bool), weights, times, depth=10, recency_window=0.15)
+    score, ranks, fresh, _ = fuse({"dense": dense, "bm25": bm25, "entity": np.zeros(3)},
+                                  np.ones(3, bool), weights, times, depth=10,
+                                  recency_window=0.15)
     assert ranks["bm25"].tolist() == [1, 0, 0]
     assert score[1] > score[0] > score[2]
     assert fresh is not None and fresh[2] == 0.0
     # Without recency the older record wins (dense and BM25 both prefer it).
     no_recency = {k: v for k, v in weights.items() if k != "recency"}
-    score2, _, fresh2 = fuse({"dense": dense, "bm25": bm25}, np.ones(3, bool), no_recency, times)
+    score2, _, fresh2, _ = fuse({"dense": dense, "bm25": bm25}, np.ones(3, bool), no_recency, times)
     assert score2[0] > score2[1] and fresh2 is None
 
 

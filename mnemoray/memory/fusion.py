@@ -4,6 +4,7 @@ weighted sum, the top positions); no I/O, no state."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -56,11 +57,25 @@ def freshness(times: np.ndarray, dense: np.ndarray, eligible: np.ndarray,
     return out
 
 
+class Fusion(NamedTuple):
+    """What :func:`fuse` computes for aligned candidate arrays."""
+
+    score: np.ndarray  # 1 + sum of the contributions for voted records (see offset), else 0
+    ranks: dict[str, np.ndarray]  # per ranking signal, 1-based (0: not ranked)
+    fresh: np.ndarray | None  # recency in [0, 1) (None: recency off)
+    contributions: dict[str, np.ndarray]  # what each signal added to the score
+
+
+#: The contribution that keeps voted scores > 0 where a stale fact's graph value takes a
+#: total below -1 (see :func:`fuse`); absent otherwise.
+OFFSET = "offset"
+
+
 def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mapping[str, float],
          times: np.ndarray, depth: int = 100, recency_window: float = 0.05,
          recency_half_life: float = 86_400.0, bm25_saturation: float = BM25_SATURATION,
-         ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
-    """Fused scores, per-signal ranks and freshness (None: recency off) for aligned arrays.
+         ) -> Fusion:
+    """Fused scores, per-signal ranks, freshness and contributions for aligned arrays.
 
     ``signals`` holds the raw relevance arrays (dense, bm25, entity, graph where the user
     has a graph, and time for a query with a time intent) for the active signals;
@@ -70,6 +85,9 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
     The graph signal ranks its positive values and adds all of them (a negative one:
     the record states a fact that no longer holds, :mod:`mnemoray.graph.recall`).
     Candidates no signal ranked score 0; the others > 0.
+
+    The score is built as the sum of the per-signal contributions (one array each), so
+    an explanation of a score (``explain`` on recall) is that sum and cannot disagree.
     """
     ranks: dict[str, np.ndarray] = {}
     for name, values in signals.items():
@@ -81,31 +99,37 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
     voted = np.zeros(n, dtype=bool)
     for r in ranks.values():
         voted |= r > 0
-    total = np.zeros(n, dtype=np.float64)
+    parts: dict[str, np.ndarray] = {}
     if "dense" in ranks:
         dense = signals["dense"]
-        total += weights["dense"] * np.where(np.isfinite(dense), dense, 0.0)
+        parts["dense"] = weights["dense"] * np.where(np.isfinite(dense), dense, 0.0)
     if "bm25" in ranks:
         bm25 = signals["bm25"]
-        total += weights["bm25"] * bm25 / (bm25 + bm25_saturation)
+        parts["bm25"] = weights["bm25"] * bm25 / (bm25 + bm25_saturation)
     if "entity" in ranks:
         entity = signals["entity"]
-        total += weights["entity"] * entity / (entity + 1.0)
+        parts["entity"] = weights["entity"] * entity / (entity + 1.0)
     if "graph" in signals and "graph" in weights:  # in [-1, 1]: a stale fact's record loses
-        total += weights["graph"] * signals["graph"]
+        parts["graph"] = weights["graph"] * signals["graph"]
     if "time" in ranks:
-        total += weights["time"] * signals["time"]
+        parts["time"] = weights["time"] * signals["time"]
     fresh = None
     if "recency" in weights and "dense" in signals:
         fresh = freshness(times, signals["dense"], eligible, recency_window, recency_half_life)
-        total += weights["recency"] * fresh
+        parts["recency"] = weights["recency"] * fresh
+    total = np.zeros(n, dtype=np.float64)
+    for values in parts.values():
+        total += values
     # Cosines reach -1: a constant shift keeps every voted record's score > 0 (unvoted
     # ones are 0) without changing the order. score = 1 + fused relevance, the same
     # scale with or without a graph (a store without one scores alike); only where a
-    # stale record's graph value takes a voted total below -1 does the shift grow.
+    # stale record's graph value takes a voted total below -1 does the shift grow (the
+    # growth is the ``offset`` contribution).
     shift = max(1.0, -float(total[voted].min())) if voted.any() else 1.0
+    if shift > 1.0:
+        parts[OFFSET] = np.full(n, shift - 1.0)
     score = np.where(voted, total + shift + 1e-9, 0.0)
-    return score, ranks, fresh
+    return Fusion(score, ranks, fresh, parts)
 
 
 def top_positions(score: np.ndarray, times: np.ndarray, tiebreak: Sequence[str],

@@ -86,11 +86,13 @@ class MemoryOps:
                   query_vec: np.ndarray | None = None, top_k: int = 5,
                   filters: RecallFilters | Mapping[str, Any] | None = None,
                   mode: str | None = None, snap: StoreSnapshot | None = None,
-                  ) -> dict[str, Any]:
+                  explain: bool = False) -> dict[str, Any]:
+        """``explain``: each result with ``contributions`` (what each signal added)."""
         snap = snap or self.service.snapshot()  # the version reported is the one searched
         results = self.service.search(app_name, user_id, query, top_k, filters, mode,
                                       query_vec=query_vec, snap=snap)
-        return {"memories": [r.to_dict() for r in results], "store_version": snap.version}
+        return {"memories": [r.to_dict(explain) for r in results],
+                "store_version": snap.version}
 
     def op_recall_app(self, app_name: str, user_id: str, query: str, top_k: int = 5,
                       filters: RecallFilters | Mapping[str, Any] | None = None,
@@ -160,9 +162,13 @@ class MemoryOps:
                 "memories": [memory_out(m) for m in added]}
 
     def op_list_memories(self, app_name: str, user_id: str, cursor: str | None = None,
-                         limit: int = 50) -> dict[str, Any]:
+                         limit: int = 50, kind: str | None = None,
+                         session_id: str | None = None, since: float | None = None,
+                         until: float | None = None) -> dict[str, Any]:
         after = decode_cursor(cursor) if cursor else None
-        page, more = self.service.list_memories(app_name, user_id, after, limit)
+        page, more = self.service.list_memories(app_name, user_id, after, limit, kind=kind,
+                                                session_id=session_id, since=since,
+                                                until=until)
         return {"memories": [memory_out(m) for m in page],
                 "next_cursor": encode_cursor(page[-1].created_at, page[-1].memory_id)
                 if more and page else None}

@@ -198,6 +198,9 @@ class RecallResult:
     signals: dict[str, float]
     axes: tuple[str, ...] = ()
     facts: tuple[StatedFact, ...] = ()
+    #: What each signal added to ``score`` (``score == 1 + sum`` for a ranked record):
+    #: the fusion's own terms (:func:`mnemoray.memory.fusion.fuse`), shown on ``explain``.
+    contributions: dict[str, float] = field(default_factory=dict)
 
     @property
     def time(self) -> float:
@@ -205,8 +208,9 @@ class RecallResult:
         m = self.memory
         return m.event_time_end if m.event_time_end is not None else m.created_at
 
-    def to_dict(self) -> dict[str, Any]:
-        """The one JSON form of a recalled memory: CLI, HTTP, MCP and agent tools."""
+    def to_dict(self, explain: bool = False) -> dict[str, Any]:
+        """The one JSON form of a recalled memory: CLI, HTTP, MCP and agent tools.
+        ``explain``: with ``contributions`` (what each signal added to the score)."""
         m = self.memory
         out = {"memory_id": m.memory_id, "app_name": m.app_name, "kind": m.kind,
                "text": m.text,
@@ -230,6 +234,8 @@ class RecallResult:
                              "valid_from": iso_date(f.valid_from),
                              "valid_to": iso_date(f.valid_to), "holds": f.holds}
                             for f in self.facts]
+        if explain:
+            out["contributions"] = dict(self.contributions)
         return out
 
     def snippet(self) -> MemorySnippet:
@@ -310,17 +316,16 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
             looked[period_positions(qt, cands.t_start, cands.t_end, eligible)] = True
             signals["time"] = time_signal(qt, np.flatnonzero(looked), cands.time_facts,
                                           cands.t_start, cands.t_end, cands.size)
-    score, ranks, fresh = fuse(signals, eligible, weights, cands.t_end, depth,
-                               config.recency_window, config.recency_half_life_s,
-                               config.bm25_saturation)
+    fused = fuse(signals, eligible, weights, cands.t_end, depth, config.recency_window,
+                 config.recency_half_life_s, config.bm25_saturation)
     if "graph" in weights and gr is not None and gq is not None:
         # One hop from the best hits of the other axes: a second fusion with the graph.
-        seeds = top_positions(score, cands.t_end, cands.memory_ids, GRAPH_SEEDS)
+        seeds = top_positions(fused.score, cands.t_end, cands.memory_ids, GRAPH_SEEDS)
         signals["graph"] = gr.graph_signal(gq, past=qt.intent.about_past,
                                            present=qt.present, seeds=seeds)
-        score, ranks, fresh = fuse(signals, eligible, weights, cands.t_end, depth,
-                                   config.recency_window, config.recency_half_life_s,
-                                   config.bm25_saturation)
+        fused = fuse(signals, eligible, weights, cands.t_end, depth, config.recency_window,
+                     config.recency_half_life_s, config.bm25_saturation)
+    score, ranks, fresh = fused.score, fused.ranks, fused.fresh
     # A few spare places: records that repeat a better one's words are left out.
     if one_user:
         ranked = top_positions(score, cands.t_end, cands.memory_ids, top_k * 2 + 8)
@@ -340,8 +345,11 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
             sig[name] = round(float(signals[name][pos]), 6)
             if ranks[name][pos]:
                 sig[f"{name}_rank"] = int(ranks[name][pos])
+        contributions = {name: round(float(values[pos]), 6)
+                         for name, values in fused.contributions.items()}
         results.append(RecallResult(memory, float(score[pos]), sig, found_by(sig),
-                                    gr.facts_at(int(pos)) if gr is not None else ()))
+                                    gr.facts_at(int(pos)) if gr is not None else (),
+                                    contributions))
     return results
 
 

@@ -26,7 +26,7 @@ from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.services import MemorySearch, MemorySnippet
 from mnemoray.compiler.tools import limit_error, unavailable_result
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
-from mnemoray.errors import ConfigError
+from mnemoray.errors import ConfigError, InvalidInput
 from mnemoray.memory.backend import MemoryBackend, open_backend
 from mnemoray.memory.graph_query import GraphReads
 from mnemoray.memory.hooks import MemoryEvent, MemoryHooks, emit_memories
@@ -413,10 +413,21 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
 
     # -- reading ------------------------------------------------------------------
     def list_memories(self, app_name: str, user_id: str, after: tuple[float, str] | None = None,
-                      limit: int = 50) -> tuple[list[Memory], bool]:
+                      limit: int = 50, *, kind: str | None = None,
+                      session_id: str | None = None, since: float | None = None,
+                      until: float | None = None) -> tuple[list[Memory], bool]:
         """A page of the user's live memories, oldest first, strictly after the
-        ``(created_at, memory_id)`` key ``after``; and whether more follow."""
-        rows = self.snapshot().rows_for_user(app_name, user_id)
+        ``(created_at, memory_id)`` key ``after``; and whether more follow. Filters:
+        ``kind``, ``session_id``, and ``since`` / ``until`` (epoch seconds): the
+        remembered events' span (else the time it was stored) overlaps them."""
+        if since is not None and until is not None and since > until:
+            raise InvalidInput(f"must not be before since ({since!r}), got {until!r}",
+                               field="until")
+        rows = [m for m in self.snapshot().rows_for_user(app_name, user_id)
+                if (kind is None or m.kind == kind)
+                and (session_id is None or m.session_id == session_id)
+                and (since is None or event_span(m)[1] >= since)
+                and (until is None or event_span(m)[0] <= until)]
         if after is not None:
             rows = [m for m in rows if (m.created_at, m.memory_id) > after]
         return rows[:limit], len(rows) > limit
@@ -432,6 +443,16 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
                 **self.hooks.stats()}
 
 
+def event_span(m: Memory) -> tuple[float, float]:
+    """When the remembered events happened (start, end); the time it was stored where a
+    record has no event times."""
+    start = m.event_time_start if m.event_time_start is not None else m.event_time_end
+    end = m.event_time_end if m.event_time_end is not None else start
+    if start is None or end is None:
+        return m.created_at, m.created_at
+    return start, end
+
+
 def check_query_vector(snap: StoreSnapshot, model: tuple[str, int] | None,
                        query_vec: np.ndarray) -> None:
     """A ready-made query vector must come from the store's model."""
@@ -445,5 +466,6 @@ def check_query_vector(snap: StoreSnapshot, model: tuple[str, int] | None,
 
 
 __all__ = ["Ingested", "MemoryService", "RecallFilters", "RecallResult", "RetrievalConfig",
-           "check_query_vector", "embed_memories", "is_older_copy", "record_version",
+           "check_query_vector", "embed_memories", "event_span", "is_older_copy",
+           "record_version",
            "session_version", "stamp_version", "stored_version", "superseded_ids"]

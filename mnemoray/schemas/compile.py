@@ -130,5 +130,7 @@ class CompileRequest(RequestModel):
     memory_agent: AgentName | None = Field(
         None, description="recall the memory block as this agent (default: agent.name); "
         "\"\": the shared memories only")
+    at_event_id: Id | None = Field(None, description="compile the session as it was right "
+                                   "after this event (an earlier turn); unknown id: 404")
 
 

@@ -60,6 +60,10 @@ class RecallFiltersIn(RequestModel):
                                              "against; default: now")
 
 
+EXPLAIN_DOC = ("each result with `contributions`: what each signal added to the fused "
+               "score (score = 1 + their sum)")
+
+
 class RecallRequest(RequestModel):
     app_name: Id
     user_id: Id
@@ -68,6 +72,7 @@ class RecallRequest(RequestModel):
     filters: RecallFiltersIn | None = None
     mode: Mode | None = Field(None, description="default: the server's (hybrid)")
     agent_name: AgentName | None = Field(None, description=AGENT_NAME_DOC)
+    explain: bool = Field(False, description=EXPLAIN_DOC)
 
     def filter_dict(self) -> dict[str, object] | None:
         """The filters as the backend takes them, the agent's view included."""
@@ -118,6 +123,8 @@ class RecalledMemory(BaseModel):
                             "or raised it: dense, bm25, entity, graph, time")
     facts: list[StatedFact] = Field(default_factory=list, description="the typed facts it "
                                     "states and their validity (users with an entity graph)")
+    contributions: dict[str, float] | None = Field(None, description="with explain: what "
+                                                   "each signal added to the score")
     topics: list[str] = []
     key_facts: list[str] = []
     open_threads: list[str] = Field(default_factory=list, description="questions or tasks "

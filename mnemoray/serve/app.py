@@ -35,7 +35,7 @@ from typing import Any
 from ray.serve import Application
 
 from mnemoray.embedders import EmbedderSpec
-from mnemoray.serve.auth import ApiKeys, load_api_keys
+from mnemoray.serve.auth import resolve_keys
 from mnemoray.serve.deployments import Embedder, Index, Summarizer
 from mnemoray.serve.ingress import MemoryIngress
 from mnemoray.serve.settings import (
@@ -50,15 +50,6 @@ log = logging.getLogger(__name__)
 APP_NAME = "mnemoray"
 SERVE_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
              "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
-
-
-def resolve_keys(settings: ServeSettings) -> ApiKeys:
-    """The key set of ``server.api_keys`` (a file path or a mapping); none: open API."""
-    api_keys = settings.server.api_keys
-    if isinstance(api_keys, Mapping):
-        return ApiKeys.from_mapping(api_keys, "server.api_keys")
-    # env={}: keys come only from the settings (MNEMORAY_SERVER__API_KEYS among them).
-    return load_api_keys(api_keys, env={})
 
 
 def settings_of(args: Mapping[str, Any] | ServeSettings | None) -> ServeSettings:

@@ -27,9 +27,12 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemoray.errors import ConfigError, Forbidden, MnemorayError, Unauthorized
+
+if TYPE_CHECKING:  # settings import nothing of auth; the type only, no cycle risk
+    from mnemoray.serve.settings import ServeSettings
 
 ENV_VAR = "MNEMORAY_API_KEYS"
 MIN_KEY_CHARS = 16
@@ -148,6 +151,16 @@ def load_api_keys(path: str | Path | None = None,
             raise AuthConfigError(f"{ENV_VAR}: invalid JSON ({exc.msg})") from exc
         return ApiKeys.from_mapping(raw, ENV_VAR)
     return _from_file(Path(value).expanduser())
+
+
+def resolve_keys(settings: ServeSettings) -> ApiKeys:
+    """The key set of ``server.api_keys`` (a file path or a mapping); none: open API.
+    Shared by ``mnemoray serve`` (Ray) and ``mnemoray ui`` (no Ray)."""
+    api_keys = settings.server.api_keys
+    if isinstance(api_keys, Mapping):
+        return ApiKeys.from_mapping(api_keys, "server.api_keys")
+    # env={}: keys come only from the settings (MNEMORAY_SERVER__API_KEYS among them).
+    return load_api_keys(api_keys, env={})
 
 
 def _from_file(path: Path) -> ApiKeys:

@@ -54,8 +54,10 @@ class ApiBackend(Protocol):
     artifacts: ArtifactStore
 
     async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
-                     filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
-        """``{"memories": [...], "store_version": ...}``, best first."""
+                     filters: Mapping[str, Any] | None, mode: str | None,
+                     explain: bool = False) -> dict[str, Any]:
+        """``{"memories": [...], "store_version": ...}``, best first; ``explain``: each
+        with ``contributions`` (what each signal added to its score)."""
         ...
 
     async def recall_app(self, app_name: str, query: str, top_k: int,
@@ -82,10 +84,24 @@ class ApiBackend(Protocol):
                       agent: Mapping[str, Any], new_message: str | None,
                       temp_state: Mapping[str, Any] | None,
                       callee: Mapping[str, Any] | None = None,
-                      memory_agent: str | None = None) -> dict[str, Any]:
+                      memory_agent: str | None = None,
+                      at_event_id: str | None = None) -> dict[str, Any]:
         """The CompiledRequest dict of one model call; ``callee`` (``{"prompt",
         "artifacts"}``): of an agent called as a tool (mnemoray.compiler.callee);
-        ``memory_agent``: whose memories the preload recalls (agent_names.memory_view)."""
+        ``memory_agent``: whose memories the preload recalls (agent_names.memory_view);
+        ``at_event_id``: the session as it was right after that event (NotFound if none
+        has that id)."""
+        ...
+
+    def tenants(self) -> dict[str, dict[str, int]]:
+        """app -> user -> live memories, for every user with memories or sessions
+        (blocking: through :meth:`run_io`). The route filters by the caller's key;
+        Unsupported where no replica holds every shard."""
+        ...
+
+    def store_report(self) -> dict[str, Any]:
+        """``{"stats", "doctor", "runs"}`` of the whole store (blocking; see
+        mnemoray.serve.inspector). The route checks the key."""
         ...
 
     def end_session(self, app_name: str, user_id: str, session_id: str, *,

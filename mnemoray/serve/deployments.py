@@ -40,6 +40,7 @@ from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.service import MemoryService
 from mnemoray.serve.ingestion import jobs_path
 from mnemoray.serve.memory import RemoteEmbedder, RemoteSummarizer, attach_webhook
+from mnemoray.serve.replica_parts import local_embedder, local_summarizer
 from mnemoray.serve.settings import ServeSettings, parse_settings
 from mnemoray.summarizers import get_summarizer
 from mnemoray.summarizers.base import Summary
@@ -117,14 +118,12 @@ async def remote_models(settings: ServeSettings, embedder_handle: Any,
         embedder = None if info is None else RemoteEmbedder(embedder_handle, info["model_id"],
                                                             info["dim"], loop)
     else:
-        embedder = open_embedder(settings.models.embedder, open_backend(settings.store),
-                                 "write")
+        embedder = local_embedder(settings)
     if summarizer_handle is not None:
         summarizer = RemoteSummarizer(summarizer_handle,
                                       (await summarizer_handle.info.remote())["name"], loop)
     else:
-        models = settings.models
-        summarizer = get_summarizer(models.summarizer, **models.summarizer_options)
+        summarizer = local_summarizer(settings)
     return embedder, summarizer
 
 

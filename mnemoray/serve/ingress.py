@@ -34,39 +34,25 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from mnemoray.artifact_files import FileArtifactStore
-from mnemoray.compiler import AgentSpec, Callee, Compiler, MemorySnippet, Services
-from mnemoray.embedders import EmbedderError, EmbedderSpec, check_model, open_embedder
 from mnemoray.memory import app_recall
-from mnemoray.memory.agent_names import memory_view
-from mnemoray.memory.backend import open_backend
-from mnemoray.memory.hygiene import attach_hygiene, close_service
-from mnemoray.memory.job_guard import guard_jobs
 from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.layout import shard_of
-from mnemoray.memory.manifest import read_manifest
-from mnemoray.memory.query_cache import QueryVectorCache
-from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.retrieval import RecallFilters, check_mode
 from mnemoray.memory.service import MemoryService
 from mnemoray.profiles.domain import merged_index
-from mnemoray.profiles.reads import profile_over
 from mnemoray.serve.api import build_api, http_config
 from mnemoray.serve.auth import ApiKeys
-from mnemoray.serve.compaction import start_auto_compaction
 from mnemoray.serve.deployments import remote_models
-from mnemoray.serve.ingestion import IngestionJobs
 from mnemoray.serve.ingress_mode import (
     ingress_to_use,
     replica_deployment_config,
     serve_proxy_runs,
     shutdown_budget_s,
 )
-from mnemoray.serve.memory import attach_webhook, call_on_loop
-from mnemoray.serve.metrics import Metrics
+from mnemoray.serve.memory import call_on_loop
 from mnemoray.serve.replica_http import ReplicaHttp, bind, instance_id
+from mnemoray.serve.replica_parts import build_parts, recall_hook
 from mnemoray.serve.settings import parse_settings
-from mnemoray.sqlite_store import SQLiteSessionStore
 
 log = logging.getLogger("ray.serve")
 
@@ -118,62 +104,29 @@ class MemoryIngress:
         # With encode_in_loop off: one thread for the query encoder (batches are serial,
         # torch/ORT use their own intra-op threads; the loop stays free meanwhile).
         self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
-        # A path, parquet://DIR or lancedb://DIR; index_mode sharded (an Index deployment
-        # serving shards) needs a Parquet store: Unsupported names it otherwise.
-        store = open_backend(s.store, s.shards,
-                             load_shards=[] if index_handle is not None else None)
+        write_embedder, summarizer = await remote_models(s, embedder_handle,
+                                                         summarizer_handle)
+        # Store, service, query embedder, sessions, artifacts, compiler: built as the
+        # local backend builds them (mnemoray.serve.replica_parts).
+        parts = self.parts = build_parts(s, write_embedder, summarizer,
+                                         sharded=index_handle is not None)
+        store = parts.store
         self.shards = store.shards
         self.store_root = store.root
         # The query embedder lives here, in-process: no hop on the hot path.
-        # "auto": the write spec; open_embedder gives it the same model and runtime.
-        auto = s.models.query_embedder.strip().lower() == "auto"
-        query_spec = EmbedderSpec.parse(
-            s.models.embedder if auto else s.models.query_embedder,
-            field="models.embedder" if auto else "models.query_embedder",
-        ).override(threads=s.models.query_threads)
-        self.query_embedder = open_embedder(query_spec, store, "query")
-        write_embedder, summarizer = await remote_models(s, embedder_handle,
-                                                         summarizer_handle)
-        q, w = self.query_embedder, write_embedder
-        if (q is None) != (w is None):
-            raise EmbedderError(f"writes would embed with {getattr(w, 'model_id', None)!r} "
-                                f"and queries with {getattr(q, 'model_id', None)!r}; they "
-                                f"must be one model", field="models.query_embedder")
-        if q is not None and w is not None:
-            check_model(q, w.model_id, w.dim, where="the write embedder")
+        self.query_embedder = q = parts.query_embedder
         self.index = index_handle
-        self.query_cache = QueryVectorCache()
+        self.query_cache = parts.query_cache
         # The core service, with a watching reloader: requests never wait for a load.
-        self.memory: MemoryService | None = None
-        self.ops: MemoryOps | None = None
-        self._attached: tuple[Any, ...] = (None,)  # hygiene, webhook: stopped in __del__
-        if index_handle is None:
-            reloader = SnapshotReloader(store.load, store.root,
-                                        watch_interval_s=s.server.reload_interval_s,
-                                        stamp=store.stamp).start()
-            self.memory = MemoryService(store, write_embedder, summarizer, s.recall.default,
-                                        app_configs=s.recall.app_configs, reloader=reloader,
-                                        query_cache=self.query_cache)
-            webhook = attach_webhook(self.memory, s.hooks)
-            self.memory.memory_prompt = s.compaction.memory_prompt_for
-            self.memory.summarize_for = s.ingestion.summarize_for  # per app (raw chunks)
-            self.memory.scopes = s.scopes.policy  # agent-only memories, cross-app sharing
-            self._attached = (attach_hygiene(self.memory, s.hygiene), webhook)
-            self.ops = MemoryOps(self.memory)
-        self.sessions = SQLiteSessionStore(s.sessions_path)
-        self.artifacts = FileArtifactStore(s.artifacts_path)
-        self.compiler = Compiler.default()
-        self.metrics = Metrics(self.store_stats)
-        # Every ingestion (end, triggers, queued adds) is a durable job run by a worker
-        # thread here; a restart resumes the unfinished ones.
-        self.ingestion = IngestionJobs(s, self.sessions, self.memory_op_sync, self.metrics)
-        if self.memory is not None:  # a forget cancels the owner's queued jobs first
-            guard_jobs(self.memory, self.ingestion.queue)
-        # Compaction after appends, in background threads (mnemoray.serve.compaction): the same
-        # summarizer as ingestion, the write embedder for topic shifts.
-        self.compaction = start_auto_compaction(
-            s.compaction, self.sessions, summarizer, self.metrics,
-            encode=None if write_embedder is None else write_embedder.encode)
+        self.memory: MemoryService | None = parts.memory
+        self.ops: MemoryOps | None = parts.ops
+        self.sessions = parts.sessions
+        self.artifacts = parts.artifacts
+        self.compiler = parts.compiler
+        self.metrics = parts.metrics
+        parts.start_jobs(self.memory_op_sync)  # ingestion jobs, auto compaction
+        self.ingestion = parts.ingestion
+        self.compaction = parts.compaction
         self._embedding = 0  # queries between "want a vector" and "got it"
         self._wait_now = -1.0
         self._encode_started: float | None = None  # the running batch's start
@@ -218,16 +171,9 @@ class MemoryIngress:
         http = getattr(self, "http", None)
         if http is not None:
             await http.stop(shutdown_budget_s(replica_deployment_config()))
-        memory = getattr(self, "memory", None)
-        if memory is not None:
-            hygiene, *rest = getattr(self, "_attached", (None,))
-            close_service(memory, hygiene, *rest)
-        ingestion = getattr(self, "ingestion", None)
-        if ingestion is not None:
-            ingestion.stop()
-        compaction = getattr(self, "compaction", None)
-        if compaction is not None:
-            compaction.stop(timeout=1)
+        parts = getattr(self, "parts", None)
+        if parts is not None:
+            parts.stop()
 
     # -- query embedding: in-process, micro-batched ----------------------------------
     @serve.batch(max_batch_size=BATCH_MAX_SIZE, batch_wait_timeout_s=BATCH_WAIT_S)
@@ -323,61 +269,37 @@ class MemoryIngress:
             self.io_pool, functools.partial(fn, *args, **kwargs))
 
     async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
-                     filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+                     filters: Mapping[str, Any] | None, mode: str | None,
+                     explain: bool = False) -> dict[str, Any]:
         """Recall as JSON: the core service ranks; this adds only the batched encoder."""
-        mode = check_mode(mode or self.settings.retrieval_for(app_name).mode)
-        flt = RecallFilters.from_dict(filters)
-        mem, ops = self.memory, self.ops
-        if mem is None or ops is None:  # sharded: embed here, search on the shard's replica
+        if self.memory is None:  # sharded: embed here, search on the shard's replica
+            mode = check_mode(mode or self.settings.retrieval_for(app_name).mode)
             vec = await self.embed_query(query) if self.query_embedder is not None \
                 and mode != "keyword" and query.strip() else None
             return await self.memory_op("recall", app_name, user_id, query=query,
-                                        query_vec=vec, top_k=top_k, filters=flt, mode=mode)
-        # One snapshot for the decision and the search: a reload in between could
-        # otherwise make the search embed the query itself, on the event loop.
-        snap = mem.snapshot()
-        vec = None
-        if self.query_embedder is not None and mem.needs_query_vector(app_name, user_id,
-                                                                      query, mode, snap):
-            vec = await self.embed_query(query)
-        if self.settings.server.offload_search:
-            return await self.run_io(ops.op_recall, app_name, user_id, query, vec, top_k,
-                                     flt, mode, snap)
-        return ops.op_recall(app_name, user_id, query, vec, top_k, flt, mode, snap)
+                                        query_vec=vec, top_k=top_k,
+                                        filters=RecallFilters.from_dict(filters), mode=mode,
+                                        explain=explain)
+        return await self.parts.recall_here(self.embed_query, self.run_io, app_name,
+                                            user_id, query, top_k, filters, mode, explain)
 
     def memory_search(self, loop: asyncio.AbstractEventLoop,
                       agent_name: str | None = None) -> Any:
-        """The compiler's ``memory_search`` hook, run in a worker thread: the query is
-        embedded through the same micro-batcher (on the event loop). ``agent_name``: the
-        compiled agent, which also sees its own agent-only memories."""
-        flt = {"agent_name": agent_name} if agent_name else None
-
-        def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
-            out = asyncio.run_coroutine_threadsafe(
-                self.recall(app_name, user_id, query, top_k, flt, None), loop).result()
-            return [MemorySnippet.from_recalled(m) for m in out["memories"]]
-        return search
+        """The compiler's ``memory_search`` hook (replica_parts.recall_hook): the query is
+        embedded through the same micro-batcher (on the event loop)."""
+        return recall_hook(self.recall, loop, agent_name)
 
     # -- compile --------------------------------------------------------------------------
     async def compile(self, app_name: str, user_id: str, session_id: str,
                       agent: Mapping[str, Any], new_message: str | None,
                       temp_state: Mapping[str, Any] | None,
                       callee: Mapping[str, Any] | None = None,
-                      memory_agent: str | None = None) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        spec, call = AgentSpec(**agent), Callee.from_dict(callee) if callee else None
-        view = memory_view(spec.name, memory_agent)
-        services = Services(memory_search=self.memory_search(loop, view),
-                            artifacts=self.artifacts,
-                            user_profile=profile_over(self.memory_op_sync))
-
-        def work() -> dict[str, Any]:
-            session = self.sessions.get_session(app_name, user_id, session_id)
-            return self.compiler.compile(session, spec, new_message, services,
-                                         dict(temp_state) if temp_state else None,
-                                         call).to_dict()
-
-        return await self.run_io(work)
+                      memory_agent: str | None = None,
+                      at_event_id: str | None = None) -> dict[str, Any]:
+        search = functools.partial(self.memory_search, asyncio.get_running_loop())
+        return await self.run_io(self.parts.compile, app_name, user_id, session_id, agent,
+                                 new_message, temp_state, callee, search,
+                                 self.memory_op_sync, at_event_id, memory_agent)
 
     # -- ingestion: durable jobs (serve.ingestion) ------------------------------------------
     def end_session(self, app_name: str, user_id: str, session_id: str, *,
@@ -394,10 +316,13 @@ class MemoryIngress:
     def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
         return self.ingestion.retry_job(app_name, user_id, job_id)
 
+    # -- the inspector's reads (mnemoray.serve.inspector) --------------------------------
+    def tenants(self) -> dict[str, dict[str, int]]:
+        return self.parts.tenants()
+
+    def store_report(self) -> dict[str, Any]:
+        return self.parts.store_report()
+
     # -- stats ---------------------------------------------------------------------------
     def store_stats(self) -> dict[str, Any]:
-        if self.memory is not None:
-            return self.memory.stats()
-        m = read_manifest(self.store_root)
-        return {} if m is None else {"version": m.version, "rows": m.rows,
-                                     "tombstones": m.tombstone_count}
+        return self.parts.store_stats()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from mnemoray.serve.routes import (
+    apps,
     artifacts,
     context,
     graph,
@@ -18,10 +19,13 @@ from mnemoray.serve.routes import (
     ops,
     profiles,
     sessions,
+    store,
 )
+from mnemoray.ui.routes import router as ui_router
 
 ROUTERS: tuple[APIRouter, ...] = (ops.router, memories.router, sessions.router,
                                   context.router, artifacts.router, jobs.router,
-                                  graph.router, profiles.router)
+                                  graph.router, profiles.router, apps.router, store.router,
+                                  ui_router)
 
 __all__ = ["ROUTERS"]

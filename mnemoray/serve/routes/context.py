@@ -37,6 +37,8 @@ async def compile_context(body: CompileRequest, caller: Caller,
         if body.callee is not None else {}
     if body.memory_agent is not None:
         extra["memory_agent"] = body.memory_agent
+    if body.at_event_id is not None:
+        extra["at_event_id"] = body.at_event_id
     try:
         out = await backend.compile(body.app_name, body.user_id, body.session_id, agent,
                                     body.new_message, body.temp_state, **extra)

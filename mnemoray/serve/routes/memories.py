@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import JSONResponse
 
+from mnemoray import limits
 from mnemoray.errors import InvalidInput, NotFound
 from mnemoray.schemas.common import (
     MAX_ID_CHARS,
@@ -33,6 +34,7 @@ from mnemoray.schemas.hygiene import (
 )
 from mnemoray.schemas.memories import (
     AGENT_NAME_DOC,
+    EXPLAIN_DOC,
     AddMemoriesRequest,
     AddMemoriesResponse,
     AgentName,
@@ -50,12 +52,21 @@ from mnemoray.serve.auth import Principal
 from mnemoray.serve.routes.deps import Backend, Caller, IdQuery, elapsed_ms
 
 router = APIRouter(tags=["memory"])
+# A query-string time as a number in the range every store can hold (mnemoray.limits).
+TIME_BOUNDS: dict[str, Any] = {"ge": limits.TIME_MIN, "lt": limits.TIME_MAX,
+                               "allow_inf_nan": False}
 ReasonQuery = Annotated[str, Query(max_length=MAX_REASON_CHARS,
                                    description="why: kept on the forget record")]
 
 
 def actor_of(caller: Principal, actor: str | None = None) -> str:
     return f"{caller.actor} ({actor})" if actor else caller.actor
+
+
+def explained(explain: bool) -> dict[str, Any]:
+    """``explain`` for the backend, passed only when asked: backends that predate it still
+    answer the rest."""
+    return {"explain": True} if explain else {}
 
 
 def _num(value: str | None) -> float | str | None:
@@ -74,7 +85,7 @@ async def recall(body: RecallRequest, caller: Caller, backend: Backend) -> JSONR
     start = time.perf_counter()
     caller.check(body.app_name)
     out = await backend.recall(body.app_name, body.user_id, body.query, body.top_k,
-                               body.filter_dict(), body.mode)
+                               body.filter_dict(), body.mode, **explained(body.explain))
     out["took_ms"] = elapsed_ms(start)
     # Built by the server itself: skip re-validating it against the response model.
     return JSONResponse(out)
@@ -94,6 +105,7 @@ async def recall_get(caller: Caller, backend: Backend, app_name: IdQuery, user_i
                      kinds: Annotated[list[Kind] | None, Query()] = None,
                      agent_name: Annotated[AgentName | None, Query(
                          description=AGENT_NAME_DOC)] = None,
+                     explain: Annotated[bool, Query(description=EXPLAIN_DOC)] = False,
                      ) -> JSONResponse:
     start = time.perf_counter()
     caller.check(app_name)
@@ -101,7 +113,8 @@ async def recall_get(caller: Caller, backend: Backend, app_name: IdQuery, user_i
                                  ("before", _num(before)), ("kinds", kinds),
                                  ("agent_name", agent_name))
                if v is not None}
-    out = await backend.recall(app_name, user_id, query, top_k, filters or None, mode)
+    out = await backend.recall(app_name, user_id, query, top_k, filters or None, mode,
+                               **explained(explain))
     out["took_ms"] = elapsed_ms(start)
     return JSONResponse(out)
 
@@ -154,10 +167,21 @@ async def list_memories(caller: Caller, backend: Backend, app_name: IdQuery,
                         user_id: IdQuery,
                         cursor: Annotated[str | None, Query(max_length=1024)] = None,
                         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+                        kind: Kind | None = None,
+                        session_id: Annotated[str | None, Query(
+                            min_length=1, max_length=MAX_ID_CHARS)] = None,
+                        since: Annotated[float | None, Query(
+                            **TIME_BOUNDS, description="epoch seconds: memories of events "
+                            "at or after it")] = None,
+                        until: Annotated[float | None, Query(
+                            **TIME_BOUNDS, description="epoch seconds: memories of events "
+                            "at or before it")] = None,
                         ) -> dict[str, Any]:
     caller.check(app_name)
+    filters = {k: v for k, v in (("kind", kind), ("session_id", session_id),
+                                 ("since", since), ("until", until)) if v is not None}
     return await backend.memory_op("list_memories", app_name, user_id, cursor=cursor,
-                                   limit=limit)
+                                   limit=limit, **filters)
 
 
 @router.delete("/v1/memories/{memory_id}", operation_id="forget_memory",

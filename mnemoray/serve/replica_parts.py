@@ -1,0 +1,247 @@
+"""What one API server is built of, whether Ray Serve runs it or not: the memory store
+and service, the query embedder, sessions, artifacts, the compiler, the durable
+ingestion jobs and automatic compaction, built from the settings in one place.
+
+The Serve ingress (:mod:`mnemoray.serve.ingress`) and the Ray-free local backend
+(:mod:`mnemoray.serve.local_backend`, behind ``mnemoray ui``) both build their parts
+here, so the two cannot drift apart; they differ only in how a query is embedded
+(micro-batched on the replica, one thread locally) and where shards live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mnemoray.artifact_files import FileArtifactStore
+from mnemoray.auto_compaction import AutoCompactor
+from mnemoray.compiler import AgentSpec, Callee, Compiler, MemorySnippet, Services
+from mnemoray.compiler.services import MemorySearch
+from mnemoray.embedders import Embedder, EmbedderError, EmbedderSpec, check_model, open_embedder
+from mnemoray.errors import Unsupported
+from mnemoray.memory.agent_names import memory_view
+from mnemoray.memory.backend import MemoryBackend, open_backend
+from mnemoray.memory.hygiene import attach_hygiene, close_service
+from mnemoray.memory.job_guard import guard_jobs
+from mnemoray.memory.json_ops import MemoryOps
+from mnemoray.memory.manifest import read_manifest
+from mnemoray.memory.query_cache import QueryVectorCache
+from mnemoray.memory.reload import SnapshotReloader
+from mnemoray.memory.retrieval import RecallFilters, check_mode
+from mnemoray.memory.service import MemoryService
+from mnemoray.profiles.reads import profile_over
+from mnemoray.serve import inspector
+from mnemoray.serve.compaction import start_auto_compaction
+from mnemoray.serve.ingestion import IngestionJobs
+from mnemoray.serve.memory import attach_webhook
+from mnemoray.serve.metrics import Metrics
+from mnemoray.serve.settings import ServeSettings
+from mnemoray.session_replay import session_at
+from mnemoray.sqlite_store import SQLiteSessionStore
+from mnemoray.summarizers import get_summarizer
+from mnemoray.summarizers.base import Summarizer
+
+MemoryOpSync = Callable[..., Any]
+EmbedQuery = Callable[[str], Awaitable[np.ndarray]]
+RunIo = Callable[..., Awaitable[Any]]
+
+
+def local_embedder(s: ServeSettings) -> Embedder | None:
+    """The write embedder loaded in this process, as ``models.embedder`` names it (as the
+    ``Embedder`` deployment opens it)."""
+    return open_embedder(s.models.embedder, open_backend(s.store), "write")
+
+
+def local_summarizer(s: ServeSettings) -> Summarizer:
+    return get_summarizer(s.models.summarizer, **s.models.summarizer_options)
+
+
+def open_query_embedder(s: ServeSettings, store: MemoryBackend,
+                        write_embedder: Embedder | None) -> Embedder | None:
+    """The in-process query embedder ("auto": the write spec, same model and runtime),
+    checked to be the write embedder's model: a store searched with another model's
+    vectors would answer nonsense."""
+    auto = s.models.query_embedder.strip().lower() == "auto"
+    spec = EmbedderSpec.parse(
+        s.models.embedder if auto else s.models.query_embedder,
+        field="models.embedder" if auto else "models.query_embedder",
+    ).override(threads=s.models.query_threads)
+    q, w = open_embedder(spec, store, "query"), write_embedder
+    if (q is None) != (w is None):
+        raise EmbedderError(f"writes would embed with {getattr(w, 'model_id', None)!r} "
+                            f"and queries with {getattr(q, 'model_id', None)!r}; they "
+                            f"must be one model", field="models.query_embedder")
+    if q is not None and w is not None:
+        check_model(q, w.model_id, w.dim, where="the write embedder")
+    return q
+
+
+@dataclass
+class ReplicaParts:
+    """The parts of one server. ``memory`` / ``ops`` are None when an ``Index``
+    deployment serves the shards (``index_mode: sharded``)."""
+
+    settings: ServeSettings
+    store: MemoryBackend
+    query_embedder: Embedder | None
+    summarizer: Summarizer
+    write_embedder: Embedder | None
+    query_cache: QueryVectorCache
+    memory: MemoryService | None
+    ops: MemoryOps | None
+    sessions: SQLiteSessionStore
+    artifacts: FileArtifactStore
+    compiler: Compiler
+    attached: tuple[Any, ...] = (None,)  # hygiene, webhook: stopped with the service
+    metrics: Metrics = field(init=False)
+    ingestion: IngestionJobs | None = None
+    compaction: AutoCompactor | None = None
+
+    def __post_init__(self) -> None:
+        self.metrics = Metrics(self.store_stats)
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start_jobs(self, memory_op_sync: MemoryOpSync) -> None:
+        """Start the background work once the owner can answer ``memory_op_sync``: a
+        restart resumes unfinished ingestion jobs at once."""
+        s = self.settings
+        # Every ingestion (end, triggers, queued adds) is a durable job run by a worker
+        # thread here; a restart resumes the unfinished ones.
+        self.ingestion = IngestionJobs(s, self.sessions, memory_op_sync, self.metrics)
+        if self.memory is not None:  # a forget cancels the owner's queued jobs first
+            guard_jobs(self.memory, self.ingestion.queue)
+        # Compaction after appends, in background threads (mnemoray.serve.compaction): the
+        # same summarizer as ingestion, the write embedder for topic shifts.
+        w = self.write_embedder
+        self.compaction = start_auto_compaction(s.compaction, self.sessions, self.summarizer,
+                                                self.metrics,
+                                                encode=None if w is None else w.encode)
+
+    def stop(self) -> None:
+        if self.memory is not None:
+            hygiene, *rest = self.attached
+            close_service(self.memory, hygiene, *rest)
+        if self.ingestion is not None:
+            self.ingestion.stop()
+        if self.compaction is not None:
+            self.compaction.stop(timeout=1)
+
+    # -- reads -----------------------------------------------------------------------
+    def store_stats(self) -> dict[str, Any]:
+        if self.memory is not None:
+            return self.memory.stats()
+        m = read_manifest(self.store.root)
+        return {} if m is None else {"version": m.version, "rows": m.rows,
+                                     "tombstones": m.tombstone_count}
+
+    def _whole_store(self, what: str) -> MemoryService:
+        if self.memory is None:
+            raise Unsupported(f"{what} reads every shard; with index_mode sharded no replica "
+                              f"holds them all: use `mnemoray stats` / `mnemoray doctor` on "
+                              f"the store", field="server.index_mode")
+        return self.memory
+
+    def tenants(self) -> dict[str, dict[str, int]]:
+        """app -> user -> live memories (blocking; :func:`mnemoray.serve.inspector.tenants`)."""
+        return inspector.tenants(self._whole_store("listing apps").snapshot(), self.sessions)
+
+    def store_report(self) -> dict[str, Any]:
+        """``GET /v1/store`` (blocking; :func:`mnemoray.serve.inspector.store_report`)."""
+        return inspector.store_report(self._whole_store("the store report").store)
+
+    # -- recall and compile --------------------------------------------------------
+    async def recall_here(self, embed: EmbedQuery, run_io: RunIo, app_name: str,
+                          user_id: str, query: str, top_k: int,
+                          filters: Mapping[str, Any] | None, mode: str | None,
+                          explain: bool = False) -> dict[str, Any]:
+        """Recall over the in-process service: the core service ranks; ``embed`` gives
+        the query vector when the search needs one."""
+        mem, ops = self.memory, self.ops
+        assert mem is not None and ops is not None
+        mode = check_mode(mode or self.settings.retrieval_for(app_name).mode)
+        flt = RecallFilters.from_dict(filters)
+        # One snapshot for the decision and the search: a reload in between could
+        # otherwise make the search embed the query itself, on the event loop.
+        snap = mem.snapshot()
+        vec = None
+        if self.query_embedder is not None and mem.needs_query_vector(app_name, user_id,
+                                                                      query, mode, snap):
+            vec = await embed(query)
+        if self.settings.server.offload_search:
+            return await run_io(ops.op_recall, app_name, user_id, query, vec, top_k, flt,
+                                mode, snap, explain)
+        return ops.op_recall(app_name, user_id, query, vec, top_k, flt, mode, snap, explain)
+
+    def compile(self, app_name: str, user_id: str, session_id: str,
+                agent: Mapping[str, Any], new_message: str | None,
+                temp_state: Mapping[str, Any] | None, callee: Mapping[str, Any] | None,
+                memory_search: Callable[[str | None], MemorySearch],
+                memory_op_sync: MemoryOpSync, at_event_id: str | None = None,
+                memory_agent: str | None = None) -> dict[str, Any]:
+        """The CompiledRequest dict (blocking). ``memory_search(view)``: the compiler's
+        recall hook for that memory view; ``at_event_id``: the session as it was right
+        after that event (:func:`mnemoray.session_replay.session_at`)."""
+        spec, call = AgentSpec(**agent), Callee.from_dict(callee) if callee else None
+        services = Services(memory_search=memory_search(memory_view(spec.name, memory_agent)),
+                            artifacts=self.artifacts,
+                            user_profile=profile_over(memory_op_sync))
+        session = self.sessions.get_session(app_name, user_id, session_id)
+        if at_event_id is not None:
+            session = session_at(session, at_event_id)
+        return self.compiler.compile(session, spec, new_message, services,
+                                     dict(temp_state) if temp_state else None,
+                                     call).to_dict()
+
+
+def recall_hook(recall: Callable[..., Awaitable[dict[str, Any]]],
+                loop: asyncio.AbstractEventLoop, agent_name: str | None = None) -> MemorySearch:
+    """The compiler's ``memory_search`` hook over a server's ``recall`` coroutine, called
+    from a worker thread: the query is embedded and searched as a request's would be, on
+    the event loop ``loop``. ``agent_name``: the compiled agent, which also sees its own
+    agent-only memories."""
+    flt = {"agent_name": agent_name} if agent_name else None
+
+    def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
+        out = asyncio.run_coroutine_threadsafe(
+            recall(app_name, user_id, query, top_k, flt, None), loop).result()
+        return [MemorySnippet.from_recalled(m) for m in out["memories"]]
+    return search
+
+
+def build_parts(s: ServeSettings, write_embedder: Embedder | None, summarizer: Summarizer,
+                *, sharded: bool = False) -> ReplicaParts:
+    """Every part but the background jobs (:meth:`ReplicaParts.start_jobs`). ``sharded``:
+    an ``Index`` deployment serves the shards, this server loads none."""
+    # A path, parquet://DIR or lancedb://DIR; index_mode sharded (an Index deployment
+    # serving shards) needs a Parquet store: Unsupported names it otherwise.
+    store = open_backend(s.store, s.shards, load_shards=[] if sharded else None)
+    query_embedder = open_query_embedder(s, store, write_embedder)
+    query_cache = QueryVectorCache()
+    memory: MemoryService | None = None
+    ops: MemoryOps | None = None
+    attached: tuple[Any, ...] = (None,)
+    if not sharded:
+        # A watching reloader: requests never wait for a load.
+        reloader = SnapshotReloader(store.load, store.root,
+                                    watch_interval_s=s.server.reload_interval_s,
+                                    stamp=store.stamp).start()
+        memory = MemoryService(store, write_embedder, summarizer, s.recall.default,
+                               app_configs=s.recall.app_configs, reloader=reloader,
+                               query_cache=query_cache)
+        webhook = attach_webhook(memory, s.hooks)
+        memory.memory_prompt = s.compaction.memory_prompt_for
+        memory.summarize_for = s.ingestion.summarize_for  # per app (raw chunks)
+        memory.scopes = s.scopes.policy  # agent-only memories, cross-app sharing
+        attached = (attach_hygiene(memory, s.hygiene), webhook)
+        ops = MemoryOps(memory)
+    return ReplicaParts(s, store, query_embedder, summarizer, write_embedder, query_cache,
+                        memory, ops, SQLiteSessionStore(s.sessions_path),
+                        FileArtifactStore(s.artifacts_path), Compiler.default(), attached)
+
+
+__all__ = ["ReplicaParts", "build_parts", "recall_hook", "local_embedder", "local_summarizer",
+           "open_query_embedder"]
