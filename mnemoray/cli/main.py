@@ -19,6 +19,7 @@ from mnemoray.cli.memory_hygiene import MEMORY_COMMANDS, forget
 from mnemoray.cli.profile import domain_cmd, profile_cmd
 from mnemoray.cli.serve import serve_cmd
 from mnemoray.cli.store_cmds import export_cmd, import_cmd, stats
+from mnemoray.cli.ui import ui_cmd
 
 # Set by the entry function only: importing the CLI (tests, `jobs`) changes no environment.
 ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1"}  # never reach a model hub
@@ -51,7 +52,7 @@ for name, command in (("demo", demo), ("compile", compile_cmd), ("backfill", bac
                       ("forget", forget), ("export", export_cmd), ("import", import_cmd),
                       ("stats", stats), ("doctor", doctor), ("serve", serve_cmd),
                       ("mcp", mcp_cmd), ("graph", graph_cmd),
-                      ("profile", profile_cmd), ("domain", domain_cmd)):
+                      ("profile", profile_cmd), ("domain", domain_cmd), ("ui", ui_cmd)):
     app.command(name)(one_line_errors(command))
 for name, command in MEMORY_COMMANDS:  # mnemoray memory edit | versions | forget | forgotten
     memory_app.command(name)(one_line_errors(command))

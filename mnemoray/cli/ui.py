@@ -1,0 +1,86 @@
+"""`mnemoray ui --store DIR`: the memory inspector over a local store, without Ray.
+
+The same FastAPI app as ``mnemoray serve`` (:func:`mnemoray.serve.api.build_api`: the
+JSON API and the page at ``/ui/``), over :class:`mnemoray.serve.local_backend.LocalBackend`
+in this process, served by uvicorn. Keys work as for ``mnemoray serve``; without keys
+it binds 127.0.0.1 only and answers loopback clients only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from mnemoray.cli.common import parse_options
+
+DEFAULT_PORT = 8765
+
+
+def page_url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address
+    return f"http://{shown}:{port}/ui/"
+
+
+def ui_cmd(
+    store: str = typer.Option(..., "--store", help="Memory store directory, or "
+                              "parquet://DIR / lancedb://DIR; sessions.db and artifacts/ "
+                              "are read from it unless --sessions / --artifacts say."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind; other than "
+                             "loopback only with API keys."),
+    port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="HTTP port."),
+    sessions: Path | None = typer.Option(None, "--sessions", dir_okay=False,
+                                         help="Session database (default: STORE/sessions.db)."),
+    artifacts: Path | None = typer.Option(None, "--artifacts", file_okay=False,
+                                          help="Artifacts folder (default: STORE/artifacts)."),
+    api_keys: Path | None = typer.Option(None, "--api-keys", exists=True, dir_okay=False,
+                                         help="JSON file {\"<key>\": \"app\" or {\"apps\": "
+                                         "[...], \"app_wide\": true}}, as for mnemoray serve."),
+    embedder: str | None = typer.Option(None, "--embedder", help="Query/write embedder "
+                                        "(default: the store's model; 'none': keyword only)."),
+    settings: list[str] = typer.Option([], "--set", help="Any other setting as KEY=VALUE "
+                                       "(as for mnemoray serve)."),
+) -> None:
+    """Open the memory inspector (a web page) over a local store; no Ray needed. Prints
+    the page's URL and serves until Ctrl-C."""
+    # Imported here: the rest of the CLI never loads the server stack.
+    import uvicorn
+
+    from mnemoray.errors import MnemorayError
+    from mnemoray.serve.api import build_api, http_config
+    from mnemoray.serve.auth import is_loopback, resolve_keys
+    from mnemoray.serve.local_backend import LocalBackend
+    from mnemoray.serve.settings import load_settings
+
+    try:
+        flags = parse_options(settings)
+    except typer.BadParameter as exc:
+        raise typer.BadParameter(str(exc), param_hint="--set") from exc
+    given = {"store": store, "ingestion.sessions_db": sessions,
+             "ingestion.artifacts_dir": artifacts, "server.api_keys": api_keys,
+             "models.embedder": embedder}
+    flags.update({k: str(v) if isinstance(v, Path) else v for k, v in given.items()
+                  if v is not None})
+    try:
+        s = load_settings(flags)
+        keys = resolve_keys(s)
+    except MnemorayError as exc:  # ConfigError (a setting), AuthConfigError
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if keys.open and not is_loopback(host):
+        typer.echo("error: --host needs API keys (--api-keys FILE); without keys the "
+                   "inspector binds 127.0.0.1 only", err=True)
+        raise typer.Exit(2)
+    backend = LocalBackend(s)
+    try:
+        api = build_api(backend, http_config(s.server, keys))
+        typer.echo(f"mnemoray ui: store {s.store}")
+        typer.echo(f"mnemoray ui: open {page_url(host, port)}" + (
+            "  (no API keys: open, 127.0.0.1 clients only)" if keys.open
+            else f"  ({len(keys.digests)} API key(s): the page asks for one)"))
+        uvicorn.run(api, host=host, port=port, log_level="warning", lifespan="off")
+    finally:
+        backend.close()
+
+
+__all__ = ["DEFAULT_PORT", "page_url", "ui_cmd"]
