@@ -95,6 +95,8 @@ class AsyncMnemorayClient:
     memory_versions = _bound(mc.memory_versions)
     preview_forget = _bound(mc.preview_forget)
     confirm_forget = _bound(mc.confirm_forget)
+    list_apps = _bound(mc.list_apps)
+    store_report = _bound(mc.store_report)
     # -- sessions, jobs, context, artifacts -------------------------------------------------
     create_session = _bound(sc.create_session)
     get_session = _bound(sc.get_session)

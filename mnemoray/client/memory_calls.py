@@ -27,6 +27,7 @@ from mnemoray.schemas.memories import (
 )
 from mnemoray.schemas.profiles import DomainResponse, ProfileResponse
 from mnemoray.schemas.sessions import JobAccepted
+from mnemoray.schemas.store import AppsResponse, StoreResponse
 
 Filters = Mapping[str, Any] | RecallFiltersIn
 
@@ -46,15 +47,17 @@ def metrics() -> Call[str]:
 
 def recall(app_name: str, user_id: str, query: str, top_k: int = 5,
            filters: Filters | None = None, mode: str | None = None, *,
-           agent_name: str | None = None) -> Call[RecallResponse]:
+           agent_name: str | None = None, explain: bool = False) -> Call[RecallResponse]:
     """The best ``top_k`` memories for ``query``, best first (``.memories``, each naming
     its owner ``app_name``: another app may share the user's memories with this one).
     ``filters``: ``session_id``, ``after`` / ``before`` (epoch seconds or ISO-8601),
     ``kinds``; ``mode``: ``hybrid`` | ``dense`` | ``keyword`` (default: the server's);
-    ``agent_name``: recall as this agent, which also sees its agent-only memories."""
+    ``agent_name``: recall as this agent, which also sees its agent-only memories;
+    ``explain``: each result with ``contributions`` (what each signal added to its
+    score: ``score == 1 + sum``)."""
     body = drop_none(app_name=app_name, user_id=user_id, query=query, top_k=top_k,
                      filters=as_dict(filters) if filters else None, mode=mode,
-                     agent_name=agent_name)
+                     agent_name=agent_name, explain=explain or None)
     return Call("POST", "/v1/recall", model(RecallResponse), json=body, retry_safe=True)
 
 
@@ -74,12 +77,13 @@ def search(app_name: str, user_id: str, query: str, top_k: int = 5, *,
            mode: str | None = None, session_id: str | None = None,
            after: float | str | None = None, before: float | str | None = None,
            kinds: Sequence[str] | None = None,
-           agent_name: str | None = None) -> Call[RecallResponse]:
+           agent_name: str | None = None, explain: bool = False) -> Call[RecallResponse]:
     """Recall as a GET with query parameters (cacheable, no request body); the same
     answer as :func:`recall`."""
     params = drop_none(app_name=app_name, user_id=user_id, query=query, top_k=top_k,
                        mode=mode, session_id=session_id, after=after, before=before,
-                       kinds=list(kinds) if kinds else None, agent_name=agent_name)
+                       kinds=list(kinds) if kinds else None, agent_name=agent_name,
+                       explain=flag(explain) if explain else None)
     return Call("GET", "/v1/recall", model(RecallResponse), params=params, retry_safe=True)
 
 
@@ -114,10 +118,13 @@ def add_session(session: Any, *, wait: bool = True, agent_name: str | None = Non
 
 
 def list_memories(app_name: str, user_id: str, cursor: str | None = None,
-                  limit: int = 50) -> Call[MemoryPage]:
+                  limit: int = 50, *, kind: str | None = None, session_id: str | None = None,
+                  since: float | None = None, until: float | None = None) -> Call[MemoryPage]:
     """One page, oldest first; pass ``.next_cursor`` back for the next (see
-    ``iter_memories``)."""
-    params = drop_none(app_name=app_name, user_id=user_id, limit=limit, cursor=cursor or None)
+    ``iter_memories``). Filters: ``kind``, ``session_id``, ``since`` / ``until`` (epoch
+    seconds: the remembered events' time overlaps them)."""
+    params = drop_none(app_name=app_name, user_id=user_id, limit=limit, cursor=cursor or None,
+                       kind=kind, session_id=session_id, since=since, until=until)
     return Call("GET", "/v1/memories", model(MemoryPage), params=params, retry_safe=True)
 
 
@@ -170,6 +177,18 @@ def domain(app_name: str) -> Call[DomainResponse]:
     topics, themes across users. Needs a key marked ``app_wide`` (else 403)."""
     return Call("GET", f"/v1/domains/{seg(app_name)}", model(DomainResponse),
                 retry_safe=True)
+
+
+def list_apps() -> Call[AppsResponse]:
+    """The apps the key may use that have memories or sessions; each app's users (with
+    their memory counts) only for an open server or a key marked ``app_wide``."""
+    return Call("GET", "/v1/apps", model(AppsResponse), retry_safe=True)
+
+
+def store_report() -> Call[StoreResponse]:
+    """The store's figures (``mnemoray stats``), what ``mnemoray doctor`` finds and the
+    last batch runs. Needs an open server or a key marked ``app_wide`` (else 403)."""
+    return Call("GET", "/v1/store", model(StoreResponse), retry_safe=True)
 
 
 def edit_memory(app_name: str, user_id: str, memory_id: str, text: str,

@@ -109,17 +109,20 @@ def retry_job(app_name: str, user_id: str, job_id: str) -> Call[JobOut]:
 # -- context ------------------------------------------------------------------------------------
 def compile(app_name: str, user_id: str, session_id: str, agent: Any,
             new_message: str | None = None, temp_state: Mapping[str, Any] | None = None,
-            callee: Any = None, memory_agent: str | None = None) -> Call[CompiledRequestOut]:
+            callee: Any = None, memory_agent: str | None = None,
+            at_event_id: str | None = None) -> Call[CompiledRequestOut]:
     """The compiled request (system_instruction, contents, tools, token counts,
     prefix_hash, trace) for ``agent`` (an ``AgentSpec`` or its fields). ``callee`` (a
     ``Callee`` or ``{"prompt", "artifacts"}``): compile for an agent called as a tool,
     which sees only that prompt and those artifacts of the session. ``memory_agent``:
-    recall the memory block as this agent ("": the shared memories only)."""
+    recall the memory block as this agent ("": the shared memories only).
+    ``at_event_id``: compile the session as it was right after that event (an earlier
+    turn; an unknown id is a NotFound)."""
     body = drop_none(app_name=app_name, user_id=user_id, session_id=session_id,
                      agent=as_dict(agent), new_message=new_message,
                      temp_state=dict(temp_state) if temp_state else None,
                      callee=as_dict(callee) if callee is not None else None,
-                     memory_agent=memory_agent)
+                     memory_agent=memory_agent, at_event_id=at_event_id)
     return Call("POST", "/v1/context:compile", model(CompiledRequestOut), json=body,
                 retry_safe=True)
 
