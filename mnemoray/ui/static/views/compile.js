@@ -159,7 +159,7 @@ function compiled(out, agent, turns) {
     h("h3", {}, "Static prefix hash across turns"), turns,
     h("h3", {}, "System instruction, section by section"),
     h("div", { testid: "compiled-sections" }, systemSections(out.system_instruction, agent.static_instruction).map(([label, text]) =>
-      h("section", {}, h("div", { class: "section-label" }, label), h("pre", {}, text)))),
+      h("section", { "data-section": label }, h("div", { class: "section-label" }, label), h("pre", {}, text)))),
     h("h3", {}, `Contents (${out.contents.length})`), contentsTable(out.contents),
   ];
 }
