@@ -555,7 +555,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=None,
                    help="cuda: distill actors (default: cores - 2)")
     p.add_argument("--one-cores-run", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--commit", action="store_true",
+                   help="only the driver's commit step: in-process and the pipeline's default "
+                   "config, commit busy seconds (benchmarks/backfill_commit.py)")
+    p.add_argument("--commit-embedder", default="none",
+                   help="--commit: the embedder spec (none: keyword-only, so embedding "
+                   "does not hide the commit step)")
+    p.add_argument("--machine-note", default="",
+                   help="--commit: what the machine is and how loaded (stored with the results)")
     args = p.parse_args(argv)
+    if args.commit:
+        from benchmarks import backfill_commit
+
+        backfill_commit.run(args)
+        return 0
     if args.device == "cuda" or args.cores or args.one_cores_run:
         from benchmarks import backfill_scale
 

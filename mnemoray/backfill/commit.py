@@ -18,7 +18,10 @@ prepared files nobody committed; the LanceDB store: memories then ledger, see
 and never writes a memory twice.
 
 The Ray engine prepares chunks in worker tasks and commits them on the driver,
-in archive order; the in-process engine does both in one process.
+in archive order; the in-process engine does both in one process. Preparing a chunk
+also merges its sessions into their users' entity graphs (``prepare_graph``), so the
+serial commit only lists those parts where they still hold
+(``mnemoray.memory.graph_prepared``) and merges the rest itself.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from mnemoray.backfill.steps import SessionItem, older_copies, superseded_for
 from mnemoray.graph import SessionExtract
 from mnemoray.memory.backend import MemoryBackend, PreparedWrite
 from mnemoray.memory.faults import crash_point
+from mnemoray.memory.graph_prepared import PreparedPart
 from mnemoray.memory.record import Memory
 from mnemoray.memory.store import WriteResult
 
@@ -53,6 +57,9 @@ class Chunk:
     # (ledger key, graph extract) of each current session: merged into the users' entity
     # graphs in the same commit (a Parquet store; docs/graph.md, "Integration").
     graph: tuple[tuple[str, SessionExtract], ...] = ()
+    # That merge done where the chunk was prepared (uncommitted parts): the commit lists
+    # them where they still hold, and merges only the shards they do not cover.
+    prepared_graph: tuple[PreparedPart, ...] = ()
 
     @property
     def prepared_segments(self) -> int:
@@ -71,7 +78,8 @@ def make_chunk(store: MemoryBackend, items: Sequence[SessionItem], model: str | 
     refs = tuple((item.session.key, tuple(replace(m, embedding=None) for m in item.memories))
                  for item in items if item.current and item.memories)
     graph = graph_extracts(items) if store.backend == "parquet" else ()
-    return Chunk(pending, tuple(item.raw_hash for item in items), refs, dict(stats), graph)
+    return Chunk(pending, tuple(item.raw_hash for item in items), refs, dict(stats), graph,
+                 prepare_graph(store, graph))
 
 
 def graph_extracts(items: Sequence[SessionItem]) -> tuple[tuple[str, SessionExtract], ...]:
@@ -79,6 +87,15 @@ def graph_extracts(items: Sequence[SessionItem]) -> tuple[tuple[str, SessionExtr
     (``distill_sessions``, a Ray worker included: later stages drop the events)."""
     return tuple((item.raw_hash, item.graph) for item in items
                  if item.current and item.graph is not None)
+
+
+def prepare_graph(store: MemoryBackend, graph: tuple[tuple[str, SessionExtract], ...],
+                  ) -> tuple[PreparedPart, ...]:
+    """The entity-graph merge of ``graph``, done here (in parallel workers on Ray) so the
+    driver's serial commit only lists its parts (``mnemoray.memory.graph_prepared``)."""
+    if not graph:
+        return ()
+    return store.prepare_graph(graph)  # type: ignore[attr-defined]  # a Parquet store's
 
 
 def sessions_with_rows(store: MemoryBackend, keys: set[SessionKey]) -> set[SessionKey]:
@@ -105,7 +122,9 @@ def commit_chunk(store: MemoryBackend, chunk: Chunk, *, run_id: str,
         replaced = superseded_for(snap, [r for r in refs if r[0] not in older])
         if replaced:  # before the commit: a run killed in between redoes these sessions
             store.forget(owned=replaced)
-    extra = {"graph": graph} if graph else {}  # only a Parquet store's chunks carry one
+    # Only a Parquet store's chunks carry a graph (prepared parts not taken are removed).
+    extra = ({"graph": graph, "prepared_graph": chunk.prepared_graph}
+             if graph or chunk.prepared_graph else {})
     result = store.commit(pending, session_hashes=chunk.hashes, run_id=run_id,
                           summarizer=summarizer, **extra)
     crash_point("commit")
@@ -118,4 +137,5 @@ def drop_sessions(store: MemoryBackend, pending: PreparedWrite | None,
     return store.drop_sessions(pending, sessions)
 
 
-__all__ = ["Chunk", "commit_chunk", "drop_sessions", "make_chunk", "sessions_with_rows"]
+__all__ = ["Chunk", "commit_chunk", "drop_sessions", "make_chunk", "prepare_graph",
+           "sessions_with_rows"]

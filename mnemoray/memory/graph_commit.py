@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
 from mnemoray.graph import SessionExtract, UserGraph, extract_session, graph_from_tables
 from mnemoray.graph.tables import SCHEMAS, TABLES
+from mnemoray.memory.graph_parts import Reader, read_shard
 from mnemoray.memory.graph_parts import publish as publish_part
-from mnemoray.memory.graph_parts import read_shard
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import Manifest
 from mnemoray.memory.record import Memory
@@ -33,8 +33,6 @@ from mnemoray.session import Session
 
 Owner = tuple[str, str]
 log = logging.getLogger(__name__)
-# Reads a shard's graph rows at a manifest (the store passes its cache of loaded shards).
-Reader = Callable[[Manifest, int], dict[str, pa.Table]]
 # What a commit merges: (ledger hash of the session, its graph extract) pairs.
 GraphWrite = Sequence[tuple[str, SessionExtract]]
 
@@ -67,13 +65,13 @@ def merge_extracts(root: Path, m: Manifest, extracts: Sequence[SessionExtract],
         by_shard[shard_of(ex.app_name, ex.user_id, m.shards)][(ex.app_name, ex.user_id)].append(ex)
     for shard, owners in sorted(by_shard.items()):
         stored = _read(root, m, shard, read) if _has_graph(m, shard) else None
-        graphs = [_merged(app, user, stored, group)
+        graphs = [merged_graph(app, user, stored, group)
                   for (app, user), group in sorted(owners.items())]
-        publish_part(root, m, shard, graphs)
+        publish_part(root, m, shard, graphs, read=read)
     return bool(by_shard)
 
 
-def _merged(app: str, user: str, stored: dict[str, pa.Table] | None,
+def merged_graph(app: str, user: str, stored: dict[str, pa.Table] | None,
             group: list[SessionExtract]) -> UserGraph:
     """The user's stored graph with ``group`` added in time order (which keeps resolution
     deterministic: docs/graph.md, "Resolution"). A session the merge fails on is left
@@ -106,7 +104,7 @@ def forget_in_graph(root: Path, m: Manifest, memories: Iterable[tuple[str, str, 
     if user is not None:
         shard = shard_of(*user, m.shards)
         if _has_graph(m, shard) and _holds(_read(root, m, shard, read), user):
-            publish_part(root, m, shard, [], forgotten=[user])
+            publish_part(root, m, shard, [], forgotten=[user], read=read)
             changed = True
     by_owner: dict[Owner, set[str]] = defaultdict(set)
     for app, uid, memory_id in memories:
@@ -124,7 +122,7 @@ def forget_in_graph(root: Path, m: Manifest, memories: Iterable[tuple[str, str, 
             touched = graph.forget_session(session[2])
         touched = _drop_memories(graph, by_owner.get(owner, set())) or touched
         if touched:
-            publish_part(root, m, shard, [graph])
+            publish_part(root, m, shard, [graph], read=read)
             changed = True
     return changed
 
@@ -170,7 +168,7 @@ def import_graph_rows(root: Path, m: Manifest, rows: dict[str, list[dict]],
                 graphs.append(UserGraph(app, user, graph.entities.values(),
                                         graph.aliases.values(), graph.relations.values()))
         if graphs:
-            publish_part(root, m, shard, graphs)
+            publish_part(root, m, shard, graphs, read=read)
             changed = True
     return changed
 
@@ -186,4 +184,5 @@ def _union(graph: UserGraph, new: UserGraph) -> bool:
     return added
 
 
-__all__ = ["GraphWrite", "safe_extract", "forget_in_graph", "import_graph_rows", "merge_extracts"]
+__all__ = ["GraphWrite", "safe_extract", "forget_in_graph", "import_graph_rows", "merge_extracts",
+           "merged_graph"]

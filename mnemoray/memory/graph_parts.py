@@ -19,7 +19,7 @@ opens a bounded number of files. Rows are in the schema of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -40,6 +40,8 @@ PART_TABLES = (*TABLES, USERS)
 USERS_SCHEMA = pa.schema([("app_name", pa.string()), ("user_id", pa.string())])
 Owner = tuple[str, str]
 Tables = dict[str, pa.Table]
+# Reads a shard's graph rows at a manifest (the store passes its cache of loaded shards).
+Reader = Callable[[Manifest, int], Tables]
 
 
 def part_path(root: Path, shard: int, name: str, table: str) -> Path:
@@ -117,45 +119,65 @@ def write_part(root: Path, shard: int, graphs: Iterable[UserGraph],
     ``forgotten`` with no rows, and ``base`` (rows of other users carried over when a
     merge rewrites the shard). The caller lists it in the manifest it commits."""
     graphs = list(graphs)
-    fresh = shard_tables(graphs)
-    owners = dict.fromkeys([(g.app_name, g.user_id) for g in graphs] + list(forgotten))
+    owners = [(g.app_name, g.user_id) for g in graphs] + list(forgotten)
+    return write_rows(root, shard, shard_tables(graphs), owners, base)
+
+
+def write_rows(root: Path, shard: int, fresh: Tables, owners: Iterable[Owner],
+               base: Tables | None = None) -> GraphPart:
+    """``write_part`` from rows: ``fresh`` (the three tables) holds the whole graphs of
+    ``owners`` (a user listed with no rows is forgotten)."""
+    listed = dict.fromkeys(owners)
     tables: Tables = {}
     for t in TABLES:
-        parts = [fresh[t]]
+        parts = [fresh[t].cast(SCHEMAS[t])]
         if base is not None and base[t].num_rows:
             keep = pc.invert(pc.is_in(_owner_keys(base[t]), value_set=pa.array(
-                [_key(a, u) for a, u in owners], pa.string())))
+                [_key(a, u) for a, u in listed], pa.string())))
             parts.insert(0, base[t].filter(keep).cast(SCHEMAS[t]))
         tables[t] = pa.concat_tables(parts)
     if base is not None:  # a merged part lists every user it holds rows of
         for t in TABLES:
-            owners.update(dict.fromkeys(zip(tables[t]["app_name"].to_pylist(),
+            listed.update(dict.fromkeys(zip(tables[t]["app_name"].to_pylist(),
                                             tables[t]["user_id"].to_pylist(), strict=True)))
     tables[USERS] = pa.Table.from_pylist(
-        [{"app_name": a, "user_id": u} for a, u in owners], schema=USERS_SCHEMA)
+        [{"app_name": a, "user_id": u} for a, u in listed], schema=USERS_SCHEMA)
     name = new_name("graph")
     for t in PART_TABLES:
         table = tables[t]
         atomic_write(part_path(root, shard, name, t),
                      lambda tmp, table=table: pq.write_table(table, tmp))
-    return GraphPart(name, len(owners), 0)
+    return GraphPart(name, len(listed), 0)
 
 
 def publish(root: Path, m: Manifest, shard: int, graphs: list[UserGraph],
-            forgotten: Iterable[Owner] = ()) -> None:
+            forgotten: Iterable[Owner] = (), read: Reader | None = None) -> None:
     """Write the part for ``graphs`` (and ``forgotten`` users) and list it in ``m`` at
     its next version (``m`` is then written by the caller's commit). A shard at
-    ``MAX_PARTS`` is merged into one part (its forgotten users dropped for good)."""
+    ``MAX_PARTS`` is merged into one part (its forgotten users dropped for good).
+    ``read``: the shard's rows at ``m`` (the store's cache; default: read the files)."""
     forgotten = list(forgotten)
-    version = m.version + 1
-    if len(m.graph[shard]) + 1 >= MAX_PARTS:
-        base = read_shard(root, m, shard)
-        gone = {(g.app_name, g.user_id) for g in graphs} | set(forgotten)
-        part = write_part(root, shard, graphs, (), base=_without(base, gone))
-        m.graph[shard] = [GraphPart(part.name, part.users, version)]
+    if must_merge(m, shard):
+        listed = [(g.app_name, g.user_id) for g in graphs]
+        list_merged(root, m, shard, shard_tables(graphs), listed, listed + forgotten, read)
         return
     part = write_part(root, shard, graphs, forgotten)
-    m.graph[shard] = [*m.graph[shard], GraphPart(part.name, part.users, version)]
+    m.graph[shard] = [*m.graph[shard], GraphPart(part.name, part.users, m.version + 1)]
+
+
+def must_merge(m: Manifest, shard: int) -> bool:
+    """Whether the shard's next part is one merged part (it holds ``MAX_PARTS`` - 1)."""
+    return len(m.graph[shard]) + 1 >= MAX_PARTS
+
+
+def list_merged(root: Path, m: Manifest, shard: int, fresh: Tables, listed: Iterable[Owner],
+                gone: Iterable[Owner], read: Reader | None = None) -> None:
+    """Replace the shard's parts in ``m`` by one: its rows at ``m`` but those of ``gone``
+    (a forgotten user's dropped for good), then ``fresh``, the whole graphs of
+    ``listed``."""
+    base = read(m, shard) if read is not None else read_shard(root, m, shard)
+    part = write_rows(root, shard, fresh, listed, base=_without(base, set(gone)))
+    m.graph[shard] = [GraphPart(part.name, part.users, m.version + 1)]
 
 
 def _without(tables: Tables, owners: set[Owner]) -> Tables:
@@ -192,6 +214,6 @@ def graph_users(root: Path, m: Manifest, shard: int) -> list[Owner]:
                           strict=True)))
 
 
-__all__ = ["GRAPH_DIR", "MAX_PARTS", "drop_unlisted", "empty_tables", "graph_users",
-           "listed_files", "publish", "read_part", "read_shard", "resolve_parts", "user_graph",
-           "write_part"]
+__all__ = ["GRAPH_DIR", "MAX_PARTS", "Reader", "drop_unlisted", "empty_tables", "graph_users",
+           "list_merged", "listed_files", "must_merge", "publish", "read_part", "read_shard",
+           "resolve_parts", "user_graph", "write_part", "write_rows"]

@@ -40,6 +40,8 @@ from mnemoray.memory.graph_commit import (
     merge_extracts,
 )
 from mnemoray.memory.graph_parts import GRAPH_DIR, drop_unlisted, listed_files
+from mnemoray.memory.graph_prepared import PreparedPart, prepare_parts, take_prepared
+from mnemoray.memory.graph_prepared import discard as discard_prepared
 from mnemoray.memory.graph_view import GraphCache, GraphView
 from mnemoray.memory.index import INDEX_KINDS, NORM_TOLERANCE, IndexKind
 from mnemoray.memory.layout import (
@@ -455,13 +457,26 @@ class MemoryStore:
 
     def commit(self, pending: PendingSegments | None = None, *,
                session_hashes: Iterable[str] = (), run_id: str | None = None,
-               summarizer: str | None = None, graph: GraphWrite = ()) -> WriteResult:
+               summarizer: str | None = None, graph: GraphWrite = (),
+               prepared_graph: Sequence[PreparedPart] = ()) -> WriteResult:
         """Publish prepared segments and ledger entries in one manifest rename.
         ``graph``: (session hash, graph extract) of the sessions committed; those whose
-        hash is newly ledgered are merged into their users' graphs in the same rename."""
+        hash is newly ledgered are merged into their users' graphs in the same rename.
+        ``prepared_graph``: that merge already done (``prepare_graph``), listed as is
+        where it still holds (``mnemoray.memory.graph_prepared``)."""
         with self._locked():
             return self._commit(self.manifest(), pending, session_hashes, run_id, summarizer,
-                                graph)
+                                graph, prepared_graph)
+
+    def prepare_graph(self, graph: GraphWrite) -> tuple[PreparedPart, ...]:
+        """Merge ``graph`` into its users' graphs now, unlocked (a backfill's worker):
+        uncommitted parts for ``commit(..., prepared_graph=)``."""
+        if not graph:
+            return ()
+        m = self.manifest()
+        if m.version == 0:
+            self._publish_empty_manifest(False)
+        return prepare_parts(self.root, m, graph)
 
     def write_segment(self, memories: Sequence[Memory], embedding_model: str, dim: int, *,
                       index_kind: IndexKind = "auto", session_hashes: Iterable[str] = (),
@@ -540,10 +555,11 @@ class MemoryStore:
 
     def _commit(self, m: Manifest, pending: PendingSegments | None,
                 session_hashes: Iterable[str], run_id: str | None,
-                summarizer: str | None, graph: GraphWrite = ()) -> WriteResult:
+                summarizer: str | None, graph: GraphWrite = (),
+                prepared_graph: Sequence[PreparedPart] = ()) -> WriteResult:
         hashes = self._new_ledger_hashes(m, str_list(session_hashes, "session_hashes"))
         new = set(hashes)  # a session ledgered before (a rerun) changes no graph
-        extracts = [ex for h, ex in graph if h in new]
+        graph = [(h, ex) for h, ex in graph if h in new]
         entries: list[tuple[int, SegmentEntry]] = []
         skipped = 0
         if pending is not None:
@@ -555,14 +571,20 @@ class MemoryStore:
             entries, skipped = self._drop_stored(m, pending)
             skipped += pending.skipped
         if not entries and not hashes and (summarizer is None or summarizer == m.summarizer):
+            discard_prepared(self.root, prepared_graph)
             return WriteResult(m.version, 0, skipped, (), 0)
         parts_before = [list(parts) for parts in m.graph]
-        if extracts:
+        if graph:
             if m.version == 0:
                 self._publish_empty_manifest(True)
-            # Parts listed at m.version + 1, in this manifest.
-            merge_extracts(self.root, m, extracts, self._graph_read)
+            # Parts listed at m.version + 1, in this manifest: those merged where the
+            # chunk was prepared, then the shards they do not cover.
+            rest = take_prepared(self.root, m, prepared_graph, graph, self._graph_read)
+            if rest:
+                merge_extracts(self.root, m, rest, self._graph_read)
             crash_point("graph-commit")  # graph parts written, the manifest not yet
+        else:
+            discard_prepared(self.root, prepared_graph)
         m.version += 1
         for shard, entry in entries:
             m.segments[shard].append(replace(entry, version=m.version))

@@ -1,0 +1,198 @@
+"""The entity-graph merge done where a backfill chunk is prepared: the same graph rows
+(ids, versions, validity, supports, ...) and memories as merging in the commit."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import date
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from test_graph_integration import conv
+
+from mnemoray.archive import write_archive
+from mnemoray.backfill import BackfillConfig, backfill
+from mnemoray.backfill import commit as backfill_commit
+from mnemoray.graph import extract as extract_module
+from mnemoray.graph import extract_session
+from mnemoray.graph.tables import TABLES
+from mnemoray.memory import graph_prepared
+from mnemoray.memory import store as store_module
+from mnemoray.memory.graph_parts import GRAPH_DIR, MAX_PARTS, listed_files, read_shard
+from mnemoray.memory.store import MemoryStore
+from mnemoray.session import Session
+
+CITIES = ("Berlin", "Paris", "Madrid", "Boston", "Denver", "Austin", "Lisbon")
+JOBS = ("Acme Labs", "Globex", "Initech", "Umbrella")
+
+
+def _session(user: str, i: int, extra: int = 0) -> Session:
+    """Session i of ``user``: where they live and work now, who they met; ``extra``
+    more turns make a newer copy of it (re-archived, longer)."""
+    turns = [("Melanie", f"I moved to {CITIES[i % len(CITIES)]} last month."),
+             ("Caroline", f"Nice! My sister Anna works at {JOBS[i % len(JOBS)]}."),
+             ("Melanie", f"I met Sam {i} times at {JOBS[(i + 1) % len(JOBS)]}.")]
+    turns += [("Melanie", f"Also, Max visited {CITIES[(i + k) % len(CITIES)]}.")
+              for k in range(extra)]
+    return conv(f"{user}-s{i}", date(2023, 1 + i % 12, 1 + i), *turns, user=user)
+
+
+def archive_rows() -> list[Session]:
+    """Users whose sessions span chunk boundaries, a longer copy of an early session
+    archived late (it supersedes the stored one: a forget inside the commit) and an
+    older copy after it (ledgered, replaces nothing), enough chunks to merge parts."""
+    rows = [_session(u, i) for i in range(4) for u in ("u1", "u2", "u3")]
+    rows.append(_session("u1", 0, extra=2))  # newer copy of u1-s0
+    rows += [_session(u, i) for i in range(4, 8) for u in ("u2", "u4")]
+    rows.append(_session("u2", 1))  # the same row again: skipped
+    rows.append(_session("u3", 2, extra=1))  # newer copy of u3-s2, then an older one
+    rows.append(_session("u3", 2))
+    return rows
+
+
+def graph_rows(store: Path) -> dict[str, list[str]]:
+    """Every graph row the store serves, all columns, in a canonical order."""
+    m = MemoryStore(store).manifest()
+    out: dict[str, list[str]] = {t: [] for t in TABLES}
+    for shard in range(m.shards):
+        tables = read_shard(store, m, shard)
+        for t in TABLES:
+            out[t] += [json.dumps(r, sort_keys=True) for r in tables[t].to_pylist()]
+    return {t: sorted(rows) for t, rows in out.items()}
+
+
+def memory_rows(store: Path) -> list[tuple[Any, ...]]:
+    snap = MemoryStore(store).load()
+    return sorted((m.app_name, m.user_id, m.memory_id, m.text, m.session_id)
+                  for m in snap.iter_memories())
+
+
+def run(arch: Path, store: Path, *, prepare: bool, monkeypatch: pytest.MonkeyPatch,
+        commit_every: int = 2) -> tuple[int, int]:
+    """Backfill ``arch``; ``prepare=False``: the merge all in the commit (as before).
+    Returns how many sessions the commits merged themselves, and how many prepared
+    parts went into a merged part (a shard at its most parts)."""
+    merged, rewrites = [], []
+    real, real_list_merged = store_module.merge_extracts, graph_prepared.list_merged
+
+    def counting(root, m, extracts, read=None):
+        merged.extend(extracts)
+        return real(root, m, extracts, read)
+
+    def counting_rewrites(*args, **kwargs):
+        rewrites.append(args[2])
+        return real_list_merged(*args, **kwargs)
+
+    ticks = itertools.count()
+    with monkeypatch.context() as mp:
+        mp.setattr(store_module, "merge_extracts", counting)
+        mp.setattr(graph_prepared, "list_merged", counting_rewrites)
+        # Extraction stamps each record with the wall clock: the same tick sequence in
+        # both runs (in process, sessions are extracted in archive order) makes every
+        # row comparable.
+        mp.setattr(extract_module, "time", SimpleNamespace(time=lambda: 1e9 + next(ticks)))
+        if not prepare:
+            mp.setattr(backfill_commit, "prepare_graph", lambda store, graph: ())
+        backfill(BackfillConfig(arch, store, shards=2, embedder=None,
+                                commit_every=commit_every, progress_interval_s=0))
+    return len(merged), len(rewrites)
+
+
+def test_prepared_merge_writes_the_graph_the_commit_merge_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = archive_rows()
+    write_archive(rows, tmp_path / "archive" / "sessions.jsonl")
+    arch = tmp_path / "archive"
+    at_commit, _ = run(arch, tmp_path / "before", prepare=False, monkeypatch=monkeypatch)
+    in_commit, rewrites = run(arch, tmp_path / "after", prepare=True, monkeypatch=monkeypatch)
+    assert graph_rows(tmp_path / "after") == graph_rows(tmp_path / "before")
+    assert memory_rows(tmp_path / "after") == memory_rows(tmp_path / "before")
+    before, after = (MemoryStore(tmp_path / s).manifest() for s in ("before", "after"))
+    # Same part structure (merges at the same commits), same ledger.
+    assert [[p.version for p in parts] for parts in after.graph] == \
+        [[p.version for p in parts] for parts in before.graph]
+    assert after.ledger_sessions == before.ledger_sessions
+    assert rewrites  # some prepared parts went into a shard's merged part
+    # The commits merged only what the prepared parts could not stand for (the forget
+    # of a superseded session changes its user's graph between prepare and commit).
+    assert 0 < in_commit < at_commit
+    # No prepared part that a commit did not take is left behind.
+    on_disk = set((tmp_path / "after" / GRAPH_DIR).rglob("*.parquet"))
+    assert on_disk == listed_files(tmp_path / "after", after)
+    rerun = run(arch, tmp_path / "after", prepare=True, monkeypatch=monkeypatch)
+    assert rerun == (0, 0) and MemoryStore(tmp_path / "after").manifest().graph == after.graph
+
+
+def _extract(session: Session) -> tuple[str, Any]:
+    return (f"h-{session.user_id}-{session.session_id}-{len(session.events)}",
+            extract_session(session, [], recorded_at=session.created_at + len(session.events)))
+
+
+def _commit(store: MemoryStore, *sessions: Session, prepared: Any = ()) -> None:
+    graph = [_extract(s) for s in sessions]
+    store.commit(None, session_hashes=[h for h, _ in graph], graph=graph,
+                 prepared_graph=prepared)
+
+
+def _leftovers(root: Path) -> set[Path]:
+    return set((root / GRAPH_DIR).rglob("*.parquet")) - listed_files(
+        root, MemoryStore(root).manifest())
+
+
+@pytest.mark.parametrize("meanwhile", ["same_user", "other_user", "forget_then_merge"])
+def test_a_part_is_taken_only_while_its_users_graphs_are_unchanged(
+        tmp_path: Path, meanwhile: str) -> None:
+    """A commit between prepare and commit: another user's (the part stands), the same
+    user's (merged again at commit), or a forget of the user that a later merge of the
+    shard's parts hides from the part list (merged again at commit)."""
+    prepared_store, plain_store = MemoryStore(tmp_path / "p", 1), MemoryStore(tmp_path / "q", 1)
+    first, late = _session("u1", 0), _session("u1", 3)
+    steps: list[tuple[str, Any]] = [("commit", [first])]
+    if meanwhile == "same_user":
+        steps.append(("commit", [_session("u1", 1)]))
+    elif meanwhile == "other_user":
+        steps.append(("commit", [_session("u2", 1)]))
+    else:
+        steps.append(("forget", ("app", "u1")))
+        steps += [("commit", [_session(f"o{k}", k)]) for k in range(MAX_PARTS)]
+    _commit(prepared_store, first)
+    prepared = prepared_store.prepare_graph([_extract(late)])
+    assert len(prepared) == 1
+    for store in (prepared_store, plain_store):
+        for kind, arg in steps[1:] if store is prepared_store else steps:
+            if kind == "commit":
+                _commit(store, *arg)
+            else:
+                store.forget(user=arg)
+    calls: list[int] = []
+    real = store_module.merge_extracts
+
+    def counting(root, m, extracts, read=None):
+        calls.append(len(extracts))
+        return real(root, m, extracts, read)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(store_module, "merge_extracts", counting)
+        _commit(prepared_store, late, prepared=prepared)
+    _commit(plain_store, late)
+    assert graph_rows(tmp_path / "p") == graph_rows(tmp_path / "q")
+    assert calls == ([] if meanwhile == "other_user" else [1])
+    assert not _leftovers(tmp_path / "p")
+
+
+def test_a_part_for_other_sessions_than_the_commit_publishes_is_not_taken(
+        tmp_path: Path) -> None:
+    """A session already ledgered is not merged again: a part that merged it is dropped."""
+    store = MemoryStore(tmp_path / "s", 2)
+    a, b = _session("u1", 0), _session("u1", 1)
+    _commit(store, a)
+    prepared = store.prepare_graph([_extract(a), _extract(b)])
+    _commit(store, a, b, prepared=prepared)
+    plain = MemoryStore(tmp_path / "q", 2)
+    _commit(plain, a)
+    _commit(plain, b)
+    assert graph_rows(tmp_path / "s") == graph_rows(tmp_path / "q")
+    assert not _leftovers(tmp_path / "s")
