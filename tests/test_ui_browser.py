@@ -34,6 +34,27 @@ MISSING = missing_reason()
 browser_test = [pytest.mark.browser,
                 pytest.mark.skipif(MISSING is not None, reason=f"no browser: {MISSING}")]
 KEY = "inspector-test-key-0123456789"
+# Every visible element with its own text: WCAG contrast of its colour against the first
+# opaque background up its ancestors (white at the top); those under 4.5:1 come back.
+CONTRAST_JS = """() => {
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => { const f = (v) => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const bg = (el) => { for (; el; el = el.parentElement) {
+    const c = rgb(getComputedStyle(el).backgroundColor);
+    if (c.length === 3 || c[3] > 0) return c.slice(0, 3); } return [255, 255, 255]; };
+  const low = [];
+  for (const el of document.querySelectorAll("body *")) {
+    if (el.closest("svg") || !el.getClientRects().length) continue;
+    if (![...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+    const a = lum(rgb(getComputedStyle(el).color)), b = lum(bg(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    const what = el.textContent.trim().slice(0, 40);
+    if (ratio < 4.5) low.push(`${el.tagName} ${ratio.toFixed(2)} ${what}`);
+  }
+  return low;
+}"""
 WAIT_MS = 30_000
 
 
@@ -292,6 +313,19 @@ class TestPage:
         page.get_by_test_id("memory-card").first.wait_for()
         assert page.evaluate("sessionStorage.getItem('mnemoray.apiKey')") == KEY
         assert page.evaluate("localStorage.length") == 0  # in the tab only
+
+    @pytest.mark.parametrize("params", [{}, {"view": "recall", "q": "parrot"},
+                                        {"view": "session", "session_id": ANA_SESSION},
+                                        {"view": "compile", "session_id": ANA_SESSION},
+                                        {"view": "health"}])
+    def test_contrast_and_fit_at_1280x800(self, server: Server, page: Any,
+                                          params: dict[str, str]) -> None:
+        page.goto(ui(server, app_name=APP, user_id=ANA, **params))
+        page.locator(f"[data-testid=view][data-ready={params.get('view', 'memories')}]") \
+            .wait_for()
+        low = page.evaluate(CONTRAST_JS)
+        assert not low, f"text under 4.5:1 contrast: {low[:5]}"
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no h-scroll
 
     def test_api_errors_read_as_one_line(self, server: Server, page: Any) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA, view="session", session_id="nope"))

@@ -38,6 +38,9 @@ function breakdown(r, colors) {
 }
 
 function resultsTable(results, names, colors, onExplain) {
+  // One scale for every row's bar: lengths compare across results.
+  const widest = Math.max(1e-9, ...results.map((r) =>
+    Object.values(r.contributions || {}).reduce((a, v) => a + Math.max(0, v), 0)));
   return h("table", { testid: "recall-results" },
     h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "Memory"), h("th", { class: "num" }, "Score"),
       h("th", {}, "Contributions"),
@@ -53,8 +56,9 @@ function resultsTable(results, names, colors, onExplain) {
           `${f.subject} ${f.relation} ${f.object}`, f.valid_from ? ` from ${f.valid_from.slice(0, 10)}` : "",
           f.valid_to ? ` to ${f.valid_to.slice(0, 10)}` : "", f.holds ? " (holds)" : " (no longer holds)"))),
       h("td", { class: "num" }, fmtNum(r.score, 4)),
-      h("td", {}, r.contributions ? stackBar(contributionParts(r, colors), { label: `contributions to result ${i + 1}` }) : "",
-        " ", h("button", { type: "button", class: "link", testid: "explain-button", onclick: () => onExplain(r) }, "plot")),
+      h("td", {}, r.contributions ? stackBar(contributionParts(r, colors), { label: `contributions to result ${i + 1}`, total: widest }) : "",
+        " ", h("button", { type: "button", class: "link", testid: "explain-button",
+          "aria-label": `Plot the score breakdown of result ${i + 1}`, onclick: () => onExplain(r) }, "plot")),
       names.map((n) => {
         const v = r.signals?.[n], rank = r.signals?.[`${n}_rank`];
         return h("td", { class: "num nowrap", testid: `signal-${n}` }, v === undefined ? "–" : fmtNum(v, 4),
