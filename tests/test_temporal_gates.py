@@ -82,6 +82,7 @@ def test_gated_and_ungated_scans_resolve_the_same(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(expressions, "_open", lambda *_: True)
     ungated = [_outcome(t, r) for t, r in zip(texts, refs, strict=True)]
     assert gated == ungated
+    assert not [g for g in gated if isinstance(g, tuple)]  # no text makes it raise
     # The corpus exercises the gates both ways: most texts name a time, some do not.
     assert sum(bool(g) for g in gated) > len(texts) // 2
     assert sum(g == [] for g in gated) > 100
@@ -104,3 +105,16 @@ def test_fold_table_lists_every_non_ascii_letter_re_folds_onto_ascii() -> None:
         if one.fullmatch(ch):
             found[code] = next(a for a in letters if re.fullmatch(f"(?i:{a})", ch))
     assert found == expressions._FOLD
+
+
+@pytest.mark.parametrize(("hostile", "plain"), [
+    ("th\u0130s morn\u0130ng", "this morning"), ("\u017fummer of 2021", "summer of 2021"),
+    ("la\u017ft wee\u212a", "last week"), ("next fr\u0131day", "next friday"),
+    ("\u017feveral days ago", "several days ago"), ("the wee\u212a before", "the week before"),
+])
+def test_letters_re_folds_onto_ascii_read_as_those_letters(hostile: str, plain: str) -> None:
+    """A word the patterns match case-insensitively names the time the ASCII word does
+    (it used to raise KeyError, failing the whole recall that read it)."""
+    got = [(s.start, s.end, s.granularity) for s in resolve_times(hostile, "2023-05-08")]
+    assert got == [(s.start, s.end, s.granularity) for s in resolve_times(plain, "2023-05-08")]
+    assert got

@@ -81,7 +81,7 @@ def _mon(m: re.Match[str]) -> int:
 
 
 def _count(raw: str) -> tuple[int, int]:
-    raw = raw.lower()
+    raw = _folded(raw)
     if raw.isdigit():
         return int(raw), int(raw)
     if raw in _VAGUE_COUNTS:
@@ -100,7 +100,7 @@ def _h_date(m: re.Match[str], ref: date) -> Period | None:
 
 
 def _h_month(m: re.Match[str], ref: date) -> Period | None:
-    mon, qual = _mon(m), (m.group("q") or "").lower()
+    mon, qual = _mon(m), _folded(m.group("q") or "")
     if not qual and not m.group("year"):
         return None  # a bare "May" may be a verb or a name
     if m.group("year"):
@@ -127,7 +127,7 @@ def _h_decade(m: re.Match[str], ref: date) -> Period:
 
 
 def _h_named_day(m: re.Match[str], ref: date) -> Period:
-    word = " ".join(m.group(0).lower().split())
+    word = " ".join(_folded(m.group(0)).split())
     offsets = {"today": 0, "tonight": 0, "this morning": 0, "this afternoon": 0,
                "this evening": 0, "yesterday": -1, "last night": -1, "tomorrow": 1,
                "the day before yesterday": -2, "the day after tomorrow": 2}
@@ -136,7 +136,7 @@ def _h_named_day(m: re.Match[str], ref: date) -> Period:
 
 def _h_ago(m: re.Match[str], ref: date) -> Period:
     low, high = _count(m.group("n"))
-    unit = m.group("unit").lower()
+    unit = _folded(m.group("unit"))
     first = unit_of(unit, shift(ref, unit, -high))
     last = unit_of(unit, shift(ref, unit, -low))
     if low == high:
@@ -145,7 +145,7 @@ def _h_ago(m: re.Match[str], ref: date) -> Period:
 
 
 def _h_relative(m: re.Match[str], ref: date) -> Period:
-    qual, unit = m.group("q").lower(), m.group("unit").lower()
+    qual, unit = _folded(m.group("q")), _folded(m.group("unit"))
     if qual == "past":  # "the past week": the days just before the reference
         days = {"day": 1, "week": 7, "weekend": 7, "month": 30, "year": 365}[unit]
         start = ref - timedelta(days=days)
@@ -157,15 +157,15 @@ def _h_relative(m: re.Match[str], ref: date) -> Period:
 
 def _h_part(m: re.Match[str], ref: date) -> Period:
     """"earlier this month", "later this year": the part before or after the reference."""
-    first, after, _, label = unit_of(m.group("unit").lower(), ref)
-    if m.group("side").lower() == "earlier":
+    first, after, _, label = unit_of(_folded(m.group("unit")), ref)
+    if _folded(m.group("side")) == "earlier":
         return first, ref + timedelta(days=1), "range", f"{first.isoformat()}..{ref.isoformat()}"
     return ref, after, "range", f"{ref.isoformat()}..{after.isoformat()}"
 
 
 def _h_weekday(m: re.Match[str], ref: date) -> Period:
-    target = _WEEKDAYS.index(m.group("wday").lower())
-    qual = (m.group("q") or "").lower()
+    target = _WEEKDAYS.index(_folded(m.group("wday")))
+    qual = _folded(m.group("q") or "")
     if qual == "next":
         return day(ref + timedelta(days=(target - ref.weekday() - 1) % 7 + 1))
     if qual == "this":
@@ -175,7 +175,7 @@ def _h_weekday(m: re.Match[str], ref: date) -> Period:
 
 
 def _h_season(m: re.Match[str], ref: date) -> Period | None:
-    name, qual = m.group("season").lower(), (m.group("q") or "").lower().strip()
+    name, qual = _folded(m.group("season")), _folded(m.group("q") or "").strip()
     if not qual and not m.group("year"):
         return None  # "summer camp", "I fall"
     if m.group("year"):
@@ -248,6 +248,8 @@ _FOLD = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
 
 
 def _folded(text: str) -> str:
+    """``text`` lower-cased as re's case-insensitive matching folds it: a word a pattern
+    matched ("thıs", "ſummer") reads as the ASCII word it matched as."""
     return text.lower() if text.isascii() else text.translate(_FOLD).lower()
 
 
@@ -291,7 +293,7 @@ def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
         before = [s for s in spans if s.end_char <= m.start()]
         anchor = (to_date(after[0].start) if after
                   else to_date(before[-1].start) if before else ref)
-        unit, step = m.group("unit").lower(), -1 if m.group("dir").lower() == "before" else 1
+        unit, step = _folded(m.group("unit")), -1 if _folded(m.group("dir")) == "before" else 1
         period = unit_of(unit, shift(anchor, unit, step))
         spans.append(_span(text, m.start(), m.end(), period, True))
     return sorted(spans, key=lambda s: s.begin)
