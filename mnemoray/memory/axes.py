@@ -111,27 +111,39 @@ def time_signal(qt: QueryTime, positions: Sequence[int], facts: Callable[[int], 
     out = np.zeros(size, dtype=np.float64)
     if not qt.active:
         return out
+    todo = np.asarray(positions, dtype=np.intp).reshape(-1)
     periods = qt.periods
-    for pos in positions:
-        tf = facts(int(pos))
-        if periods:
-            lo, hi = float(t_start[pos]), float(t_end[pos])
-            if any(a <= hi and lo < b for a, b in periods) or any(
-                    a < sb and sa < b for a, b in periods for sa, sb in tf.spans):
-                out[pos] = FOUND
-                continue
-        if qt.intent.asks_when:
+    if periods and len(todo):
+        # A record whose event time overlaps a named period is found by that alone, over
+        # the arrays at once: only the others' words are read (resolving words is what
+        # costs, per record).
+        hit = event_overlaps(periods, t_start[todo], t_end[todo])
+        out[todo[hit]] = FOUND
+        todo = todo[~hit]
+    when = qt.intent.asks_when
+    for pos in todo.tolist():
+        tf = facts(pos)
+        if periods and any(a < sb and sa < b for a, b in periods for sa, sb in tf.spans):
+            out[pos] = FOUND
+        elif when:
             out[pos] = WHEN_BODY if tf.spans else WHEN_DATED if tf.dated else 0.0
     return out
+
+
+def event_overlaps(periods: Sequence[tuple[float, float]], t_start: np.ndarray,
+                   t_end: np.ndarray) -> np.ndarray:
+    """Which records' event times ``[t_start, t_end]`` overlap one of ``periods``
+    (``[a, b)``; an event ending exactly where a period starts counts)."""
+    hit = np.zeros(len(t_end), dtype=bool)
+    for a, b in periods:
+        hit |= (t_end >= a) & (t_start < b)
+    return hit
 
 
 def period_positions(qt: QueryTime, t_start: np.ndarray, t_end: np.ndarray,
                      eligible: np.ndarray) -> np.ndarray:
     """Records whose event time overlaps a period the query names (found by time alone)."""
-    hit = np.zeros(len(t_end), dtype=bool)
-    for a, b in qt.periods:
-        hit |= (t_end >= a) & (t_start < b)
-    return np.flatnonzero(hit & eligible)
+    return np.flatnonzero(event_overlaps(qt.periods, t_start, t_end) & eligible)
 
 
 def found_by(signals: dict[str, Any]) -> tuple[str, ...]:
