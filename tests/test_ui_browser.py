@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from ui_fixtures import ANA, ANA_SESSION, APP, ARTIFACT, UiStore, build_ui_store
 
+from mnemoray.memory.runs import RunRecorder
 from mnemoray.serve.api import build_api
 from mnemoray.serve.auth import ApiKeys
 from mnemoray.serve.backend import HttpConfig
@@ -91,7 +92,14 @@ class Server:
 
 @pytest.fixture(scope="module")
 def ui_store(tmp_path_factory: pytest.TempPathFactory) -> UiStore:
-    return build_ui_store(tmp_path_factory.mktemp("ui-store") / "store")
+    out = build_ui_store(tmp_path_factory.mktemp("ui-store") / "store")
+    # A batch run's report, written as a backfill writes it, for the health view's table
+    # (the figures are the fixture's, not a measurement).
+    run = RunRecorder(out.store, engine="local", config={}, kind="backfill")
+    run.update(counts={"sessions_read": 3, "memories_written": 9},
+               stage_seconds={"read": 0.25, "distill": 1.5, "embed": 0.75, "commit": 0.5})
+    run.finish("done")
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -326,6 +334,17 @@ class TestPage:
         low = page.evaluate(CONTRAST_JS)
         assert not low, f"text under 4.5:1 contrast: {low[:5]}"
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no h-scroll
+
+    def test_health_shows_stats_runs_and_doctor(self, server: Server, page: Any) -> None:
+        page.goto(ui(server, view="health"))
+        stats = page.get_by_test_id("store-stats")
+        stats.wait_for()
+        assert "Shards" in stats.inner_text() and "Segments" in stats.inner_text()
+        assert "session_summary" in page.get_by_test_id("kinds-plot").inner_html()
+        assert "healthy" in page.get_by_test_id("doctor").inner_text()
+        run = page.get_by_test_id("run-row")
+        assert run.count() == 1
+        assert "backfill" in run.inner_text() and "distill" in run.locator("svg").inner_html()
 
     def test_api_errors_read_as_one_line(self, server: Server, page: Any) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA, view="session", session_id="nope"))

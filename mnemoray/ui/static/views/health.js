@@ -5,23 +5,22 @@ import { api } from "../api.js";
 import { clear, facts, fmtNum, fmtTime, h, loading } from "../dom.js";
 import { hbars } from "../plots.js";
 
-const RUN_COLUMNS = ["run_id", "kind", "status", "started_at", "finished_at"];
-
 function mib(n) { return `${(n / 1048576).toFixed(2)} MiB`; }
 
+const pairs = (obj) => Object.entries(obj || {}).map(([k, v]) => `${k} ${fmtNum(v, 2)}`).join(", ");
+
+// One run report (mnemoray.memory.runs, as GET /v1/store gives it): its figures as text,
+// its busy seconds per stage as a plot.
 function runRow(run) {
-  const took = run.started_at && run.finished_at ? `${fmtNum(run.finished_at - run.started_at, 1)} s` : "";
-  const extras = Object.entries(run).filter(([k, v]) => !RUN_COLUMNS.includes(k) && v !== null
-    && (typeof v === "number" || typeof v === "string" || typeof v === "boolean"));
-  const stages = Object.entries(run).filter(([, v]) => v && typeof v === "object" && !Array.isArray(v)
-    && Object.values(v).length && Object.values(v).every((x) => typeof x === "number"));
+  const took = run.seconds ?? (run.started_at && run.finished_at ? run.finished_at - run.started_at : null);
+  const stages = Object.entries(run.stage_seconds || {}).map(([label, value]) => ({ label, value }));
   return h("tr", { testid: "run-row" }, h("td", {}, h("code", {}, run.run_id || "")), h("td", {}, run.kind || ""),
     h("td", { class: run.status === "failed" ? "bad" : "" }, run.status || ""),
-    h("td", {}, fmtTime(run.started_at)), h("td", { class: "num" }, took),
-    h("td", {}, extras.map(([k, v]) => h("div", {}, `${k}: ${fmtNum(v, 2)}`))),
-    h("td", {}, stages.map(([k, v]) => h("div", {}, h("div", { class: "muted" }, k),
-      hbars(Object.entries(v).map(([label, value]) => ({ label, value })), { label: `${run.run_id} ${k}`,
-        width: 380, fmt: (x) => fmtNum(x, 2) })))));
+    h("td", {}, fmtTime(run.started_at)), h("td", { class: "num" }, took === null ? "" : `${fmtNum(took, 1)} s`),
+    h("td", {}, run.throughput ? h("div", {}, `per second: ${pairs(run.throughput)}`) : null,
+      run.counts ? h("div", { class: "muted" }, pairs(run.counts)) : null),
+    h("td", {}, stages.length ? hbars(stages, { label: `busy seconds per stage of run ${run.run_id}`,
+      width: 380, unit: " s", fmt: (x) => fmtNum(x, 2) }) : ""));
 }
 
 export async function render(ctx, main) {
@@ -35,7 +34,8 @@ export async function render(ctx, main) {
   const bytes = st.bytes || {};
   clear(main, h("h2", {}, "Store health"),
     h("p", { testid: "doctor", class: doctor.healthy ? "ok" : "bad" },
-      doctor.healthy ? "doctor: healthy, no problems found." : `doctor: ${doctor.problems.length} problem(s)`),
+      doctor.checked === false ? "doctor: not run (it reads Parquet stores only)."
+        : doctor.healthy ? "doctor: healthy, no problems found." : `doctor: ${doctor.problems.length} problem(s)`),
     doctor.problems?.length ? h("ul", { testid: "doctor-problems" }, doctor.problems.map((p) => h("li", {}, p))) : null,
     h("div", { class: "grid2" },
       h("section", { class: "panel", testid: "store-stats" }, h("h3", {}, "Store"),
@@ -49,6 +49,6 @@ export async function render(ctx, main) {
         apps.length ? hbars(apps, { label: "live memories per app", width: 540 }) : h("p", { class: "muted" }, "None."))),
     h("h3", {}, "Last runs"),
     (res.runs || []).length ? h("table", { testid: "runs" }, h("thead", {}, h("tr", {},
-      ["Run", "Kind", "Status", "Started", "Took", "Figures", "Stage seconds"].map((t) => h("th", {}, t)))),
+      ["Run", "Kind", "Status", "Started", "Took", "Throughput and counts", "Busy seconds per stage"].map((t) => h("th", {}, t)))),
     h("tbody", {}, res.runs.map(runRow))) : h("p", { class: "muted", testid: "runs" }, "No batch runs recorded in this store."));
 }
