@@ -199,6 +199,9 @@ class TestPage:
         parrot = cards.filter(has_text="adopted a parrot").first
         parrot.get_by_test_id("source-events-button").click()
         assert "Kiwi" in parrot.get_by_test_id("source-events").inner_text()
+        # Its entities' typed facts and their validity, from the user's graph.
+        parrot.get_by_test_id("entity-button").filter(has_text="Kiwi").first.click()
+        assert "adopted Kiwi" in parrot.get_by_test_id("entity-facts").inner_text()
 
     def test_memories_filters_apply_server_side(self, server: Server, page: Any) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA))

@@ -143,6 +143,33 @@ function actions(ctx, m, card, status) {
     h("button", { type: "button", class: "secondary", testid: "forget-button", onclick: forget }, "Forget…")), area];
 }
 
+// An entity's typed facts and when each held, from the user's graph (GET /v1/graph).
+async function entityFacts(ctx, name) {
+  const s = ctx.state;
+  const g = await api(`/v1/graph/${encodeURIComponent(s.app_name)}/${encodeURIComponent(s.user_id)}`,
+    { query: { entity: name, depth: 1 } });
+  const names = new Map([[g.entity.entity_id, g.entity.name], ...g.neighbours.map((n) => [n.node_id, n.name])]);
+  const day = (t) => (t ? fmtTime(t).slice(0, 10) : "?");
+  const facts = g.facts.filter((f) => f.type !== "mentions" && f.type !== "same_entity");
+  return h("div", { class: "panel", testid: "entity-facts" },
+    h("strong", {}, `${g.entity.name} (${g.entity.type})`), g.entity.aliases.filter((a) => a !== g.entity.name).length ? ` also ${g.entity.aliases.filter((a) => a !== g.entity.name).join(", ")}` : "",
+    facts.length ? h("ul", {}, facts.map((f) => h("li", { title: f.evidence },
+      `${names.get(f.src) || f.src} ${f.type} ${names.get(f.dst) || f.dst}: from ${day(f.valid_from)}`,
+      f.valid_to ? ` to ${day(f.valid_to)}` : "", f.ended_by ? h("span", { class: "bad" }, " (no longer holds)") : h("span", { class: "ok" }, " (holds)"))))
+      : h("p", { class: "muted" }, "No typed facts about it in the graph."));
+}
+
+function entities(ctx, m) {
+  if (!(m.entities || []).length) return null;
+  const box = h("div", {});
+  return [h("div", { class: "chips" }, h("span", { class: "chips-label" }, "Entities:"),
+    m.entities.map((name) => h("button", { type: "button", class: "chip chip-button", testid: "entity-button",
+      "aria-label": `Facts about ${name}`, onclick: async () => {
+        clear(box, loading());
+        try { clear(box, await entityFacts(ctx, name)); } catch (err) { clear(box, h("p", { class: "error" }, err.message)); }
+      } }, name))), box];
+}
+
 function validity(m) {
   const when = m.event_time_start ? `${fmtTime(m.event_time_start)}${m.event_time_end && m.event_time_end !== m.event_time_start ? " – " + fmtTime(m.event_time_end) : ""}` : null;
   return facts([["Happened", when], ["Stored", fmtTime(m.created_at)],
@@ -158,7 +185,7 @@ function card(ctx, m) {
     h("p", { class: "text", testid: "memory-text" }, m.text),
     validity(m),
     chips("Topics", m.topics), chips("Key facts", m.key_facts, "chip fact"),
-    chips("Entities", m.entities), chips("Decisions", m.decisions),
+    entities(ctx, m), chips("Decisions", m.decisions),
     chips("Commitments", m.commitments), chips("Open threads", m.open_threads),
     (m.previous_versions || []).length ? h("details", {}, h("summary", {}, `${m.previous_versions.length} earlier version(s)`),
       h("ol", {}, m.previous_versions.map((v) => h("li", {}, `${fmtTime(v.written_at)} ${v.written_by}: `, v.text)))) : null,
