@@ -196,3 +196,43 @@ def test_a_part_for_other_sessions_than_the_commit_publishes_is_not_taken(
     _commit(plain, b)
     assert graph_rows(tmp_path / "s") == graph_rows(tmp_path / "q")
     assert not _leftovers(tmp_path / "s")
+
+
+def _without_clock(rows: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``recorded_at`` is when a worker extracted the session: the rest must match."""
+    def strip(row: str) -> str:
+        data = json.loads(row)
+        data.pop("recorded_at", None)
+        return json.dumps(data, sort_keys=True)
+    return {t: sorted(strip(r) for r in rs) for t, rs in rows.items()}
+
+
+@pytest.mark.ray
+def test_ray_data_backfill_writes_the_graph_the_in_process_commit_merge_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ray_cluster: None) -> None:
+    """Chunks prepared ahead of their commits in Ray workers (some parts then stale, merged
+    again at commit) against the in-process backfill merging everything in its commits."""
+    from mnemoray.backfill import RayOptions
+    from mnemoray.pipeline.backfill import RayDataEngine
+
+    write_archive(archive_rows(), tmp_path / "archive" / "sessions.jsonl")
+    arch = tmp_path / "archive"
+    at_commit, _ = run(arch, tmp_path / "before", prepare=False, monkeypatch=monkeypatch)
+    merged: list[Any] = []
+    real = store_module.merge_extracts
+
+    def counting(root, m, extracts, read=None):  # the driver's commits merge these
+        merged.extend(extracts)
+        return real(root, m, extracts, read)
+
+    monkeypatch.setattr(store_module, "merge_extracts", counting)
+    backfill(BackfillConfig(arch, tmp_path / "ray", shards=2, embedder=None, commit_every=2,
+                            progress_interval_s=0, ray=RayOptions(batch_size=2)),
+             RayDataEngine())
+    assert len(merged) < at_commit  # the workers' parts were listed as they are
+    assert _without_clock(graph_rows(tmp_path / "ray")) == \
+        _without_clock(graph_rows(tmp_path / "before"))
+    assert memory_rows(tmp_path / "ray") == memory_rows(tmp_path / "before")
+    m = MemoryStore(tmp_path / "ray").manifest()
+    on_disk = set((tmp_path / "ray" / GRAPH_DIR).rglob("*.parquet"))
+    assert on_disk == listed_files(tmp_path / "ray", m)
