@@ -20,7 +20,7 @@ function stateChips(delta, testid) {
   if (!Object.keys(groups).length) return null;
   return h("div", { class: "chips", testid }, Object.entries(groups).map(([scope, kv]) =>
     kv.map(([k, v]) => h("span", { class: "chip scope", "data-scope": scope, title: `${scope} scope` },
-      `${scope}: ${k} = ${short(show(v), 80)}`))));
+      h("span", { class: "muted" }, `${scope} · `), `${scope === "session" ? k : k.slice(scope.length + 1)} = ${short(show(v), 80)}`))));
 }
 
 function eventBody(e) {
@@ -112,7 +112,7 @@ export async function render(ctx, main) {
         stateChips(sess.state, "session-state") || h("p", { class: "muted" }, "Empty state.")),
       h("section", { class: "panel" }, h("h3", {}, "Artifacts"), arts,
         h("h3", {}, "State changes"), changes.length ? h("ol", { testid: "state-changes" }, changes.map((e) =>
-          h("li", {}, h("span", { class: "muted" }, `${fmtTime(e.timestamp)} ${e.author}: `), stateChips(e.state_delta))))
+          h("li", { class: "inline-item" }, h("span", { class: "muted" }, `${fmtTime(e.timestamp)} ${e.author}: `), stateChips(e.state_delta))))
           : h("p", { class: "muted" }, "None."))),
     h("h3", {}, "Timeline"),
     h("ol", { class: "timeline", testid: "session-timeline" }, sess.events.map((e) => eventItem(e, byId))));
