@@ -116,7 +116,7 @@ def test_store_report_needs_an_open_server_or_an_app_wide_key(
     assert stats["memories"] == sum(stats["kinds"].values()) > 0
     assert stats["apps"] == {APP: stats["memories"]} and stats["users"] == 2
     assert stats["backend"] == "parquet" and stats["shards"] >= 1
-    assert report["doctor"] == {"healthy": True, "problems": [], "checked": True}
+    assert report["doctor"] == {"healthy": True, "problems": [], "checked": True, "note": None}
     assert report["runs"] == []  # no batch run wrote this store
     assert keyed.get("/v1/store", headers=bearer(KEY_WIDE)).json() == report
     for key in (KEY_ANA, KEY_OTHER):

@@ -29,6 +29,7 @@ class DoctorOut(BaseModel):
     healthy: bool
     problems: list[str] = Field(description="one line per problem `mnemoray doctor` finds")
     checked: bool = Field(True, description="false: the doctor reads Parquet stores only")
+    note: str | None = Field(None, description="why nothing was checked")
 
 
 class RunOut(BaseModel):
