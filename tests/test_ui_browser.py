@@ -34,7 +34,8 @@ from mnemoray.ui.screenshots import take_screenshots
 MISSING = missing_reason()
 browser_test = [pytest.mark.browser,
                 pytest.mark.skipif(MISSING is not None, reason=f"no browser: {MISSING}")]
-KEY = "inspector-test-key-0123456789"
+KEY = "inspector-test-key-0123456789"  # app_wide: lists users, reads the store report
+USER_KEY = "inspector-user-key-0123456789"  # a user-facing agent's key: neither
 # Every visible element with its own text: WCAG contrast of its colour against the first
 # opaque background up its ancestors (white at the top); those under 4.5:1 come back.
 CONTRAST_JS = """() => {
@@ -118,7 +119,7 @@ def server(backend: LocalBackend) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def keyed_server(backend: LocalBackend) -> Iterator[Server]:
-    keys = ApiKeys.from_mapping({KEY: {"apps": [APP], "app_wide": True}})
+    keys = ApiKeys.from_mapping({KEY: {"apps": [APP], "app_wide": True}, USER_KEY: APP})
     with Server(build_api(backend, HttpConfig(keys=keys))) as s:
         yield s
 
@@ -348,6 +349,23 @@ class TestPage:
         run = page.get_by_test_id("run-row")
         assert run.count() == 1
         assert "backfill" in run.inner_text() and "distill" in run.locator("svg").inner_html()
+
+    def test_user_key_types_the_user_and_is_refused_the_store(self, keyed_server: Server,
+                                                              page: Any) -> None:
+        page.goto(ui(keyed_server))
+        page.get_by_test_id("key-input").fill(USER_KEY)
+        page.get_by_test_id("key-input").press("Enter")
+        picker = page.get_by_test_id("user-picker")
+        picker.wait_for()
+        assert "Type a user id" in picker.inner_text()  # this key lists no users
+        page.get_by_test_id("user-input").fill(ANA)
+        page.get_by_test_id("user-input").press("Enter")
+        page.get_by_test_id("memory-card").first.wait_for()
+        assert query_of(page) == {"app_name": APP, "user_id": ANA}
+        page.get_by_test_id("nav-health").click()
+        error = page.get_by_test_id("error")
+        error.wait_for()
+        assert error.inner_text().startswith("403")
 
     def test_api_errors_read_as_one_line(self, server: Server, page: Any) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA, view="session", session_id="nope"))
