@@ -56,6 +56,17 @@ function navigate(patch, { push = true } = {}) {
   render();
 }
 
+// A real link to another state of the page (its deep link); a plain click navigates in place.
+function link(patch, text, attrs = {}) {
+  const target = { ...state, ...patch };
+  for (const [k, v] of Object.entries(patch)) if (v === null) delete target[k];
+  return h("a", { ...attrs, href: urlOf(target), onclick: (e) => {
+    if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
+    e.preventDefault();
+    navigate(patch);
+  } }, text);
+}
+
 // Remember a view's inputs in the URL without re-rendering (deep link to what is shown).
 function remember(patch) {
   state = { ...state, ...patch };
@@ -111,15 +122,8 @@ async function loadApps() {
 }
 
 function renderNav() {
-  clear($("nav"), Object.entries(VIEWS).map(([name, v]) => h("a", {
-    href: urlOf({ ...state, view: name }), testid: `nav-${name}`,
-    "aria-current": state.view === name ? "page" : null,
-    onclick: (e) => {
-      if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
-      e.preventDefault();
-      navigate({ view: name });
-    },
-  }, v.title)));
+  clear($("nav"), Object.entries(VIEWS).map(([name, v]) => link({ view: name }, v.title,
+    { testid: `nav-${name}`, "aria-current": state.view === name ? "page" : null })));
 }
 
 function pickUserPrompt(container) {
@@ -156,7 +160,7 @@ async function render() {
     return;
   }
   const ctx = {
-    state, navigate, remember, apps,
+    state, navigate, remember, apps, link,
     stale: () => token !== renderToken,
     error: (err) => showError($("page-error"), err),
   };

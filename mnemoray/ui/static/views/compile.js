@@ -57,7 +57,9 @@ function dropped(trace) {
   for (const step of trace) {
     const d = step.detail || {};
     if (step.name === "token_budget" && d.budget !== undefined) {
-      rows.push(["Token budget", `${d.budget} tokens; ${d.tokens_before} before${d.tokens_after !== undefined ? `, ${d.tokens_after} after` : ""}; dropped ${d.dropped_contents || 0} content(s)`]);
+      const after = d.tokens_after !== undefined ? `, ${d.tokens_after} after` : "";
+      rows.push(["Token budget",
+        `${d.budget} tokens; ${d.tokens_before} before${after}; dropped ${d.dropped_contents || 0} content(s)`]);
       if ((d.dropped_event_ids || []).length) rows.push(["Dropped events", d.dropped_event_ids.join(", ")]);
       if (d.reason) rows.push(["Over budget", `${d.over_budget_by} tokens: ${d.reason}`]);
     }

@@ -81,8 +81,7 @@ function sourceEvents(session, ids) {
 function provenance(ctx, m) {
   const box = h("div", {});
   const ids = m.source_event_ids || [];
-  const link = h("a", { href: `?app_name=${encodeURIComponent(ctx.state.app_name)}&user_id=${encodeURIComponent(ctx.state.user_id)}&view=session&session_id=${encodeURIComponent(m.session_id)}`,
-    onclick: (e) => { e.preventDefault(); ctx.navigate({ view: "session", session_id: m.session_id }); } }, m.session_id);
+  const link = ctx.link({ view: "session", session_id: m.session_id }, m.session_id);
   const btn = ids.length ? h("button", { type: "button", class: "secondary", testid: "source-events-button",
     "aria-expanded": "false",
     onclick: async () => {
@@ -151,8 +150,9 @@ async function entityFacts(ctx, name) {
   const names = new Map([[g.entity.entity_id, g.entity.name], ...g.neighbours.map((n) => [n.node_id, n.name])]);
   const day = (t) => (t ? fmtTime(t).slice(0, 10) : "?");
   const facts = g.facts.filter((f) => f.type !== "mentions" && f.type !== "same_entity");
+  const aliases = g.entity.aliases.filter((a) => a !== g.entity.name);
   return h("div", { class: "panel", testid: "entity-facts" },
-    h("strong", {}, `${g.entity.name} (${g.entity.type})`), g.entity.aliases.filter((a) => a !== g.entity.name).length ? ` also ${g.entity.aliases.filter((a) => a !== g.entity.name).join(", ")}` : "",
+    h("strong", {}, `${g.entity.name} (${g.entity.type})`), aliases.length ? ` also ${aliases.join(", ")}` : "",
     facts.length ? h("ul", {}, facts.map((f) => h("li", { title: f.evidence },
       `${names.get(f.src) || f.src} ${f.type} ${names.get(f.dst) || f.dst}: from ${day(f.valid_from)}`,
       f.valid_to ? ` to ${day(f.valid_to)}` : "", f.ended_by ? h("span", { class: "bad" }, " (no longer holds)") : h("span", { class: "ok" }, " (holds)"))))
@@ -171,7 +171,8 @@ function entities(ctx, m) {
 }
 
 function validity(m) {
-  const when = m.event_time_start ? `${fmtTime(m.event_time_start)}${m.event_time_end && m.event_time_end !== m.event_time_start ? " – " + fmtTime(m.event_time_end) : ""}` : null;
+  const end = m.event_time_end && m.event_time_end !== m.event_time_start ? ` – ${fmtTime(m.event_time_end)}` : "";
+  const when = m.event_time_start ? fmtTime(m.event_time_start) + end : null;
   return facts([["Happened", when], ["Stored", fmtTime(m.created_at)],
     ["Expires", m.expires_at ? fmtTime(m.expires_at) : null],
     ["Edited", m.edited_at ? `${fmtTime(m.edited_at)} by ${m.edited_by || "?"}` : null],

@@ -79,8 +79,7 @@ async function list(ctx, main) {
     sessions.length ? h("table", { testid: "session-list" },
       h("thead", {}, h("tr", {}, ["Session", "Events", "Created", "Updated", "Ended"].map((t) => h("th", {}, t)))),
       h("tbody", {}, sessions.map((x) => h("tr", {},
-        h("td", {}, h("a", { href: `?app_name=${encodeURIComponent(s.app_name)}&user_id=${encodeURIComponent(s.user_id)}&view=session&session_id=${encodeURIComponent(x.session_id)}`,
-          testid: "session-link", onclick: (e) => { e.preventDefault(); ctx.navigate({ session_id: x.session_id }); } }, x.session_id)),
+        h("td", {}, ctx.link({ session_id: x.session_id }, x.session_id, { testid: "session-link" })),
         h("td", { class: "num" }, String(x.num_events)), h("td", {}, fmtTime(x.created_at)),
         h("td", {}, fmtTime(x.updated_at)), h("td", {}, x.ended_at ? fmtTime(x.ended_at) : "open")))))
       : h("p", {}, "No sessions."));
@@ -98,10 +97,8 @@ export async function render(ctx, main) {
   const changes = sess.events.filter((e) => Object.keys(e.state_delta || {}).length);
   const compactions = sess.events.filter((e) => e.type === "compaction").length;
   clear(main,
-    h("p", {}, h("a", { href: `?app_name=${encodeURIComponent(s.app_name)}&user_id=${encodeURIComponent(s.user_id)}&view=session`,
-      onclick: (e) => { e.preventDefault(); ctx.navigate({ session_id: null }); } }, "← all sessions"), " · ",
-    h("a", { href: `?app_name=${encodeURIComponent(s.app_name)}&user_id=${encodeURIComponent(s.user_id)}&view=compile&session_id=${encodeURIComponent(s.session_id)}`,
-      onclick: (e) => { e.preventDefault(); ctx.navigate({ view: "compile" }); } }, "compile this session")),
+    h("p", {}, ctx.link({ session_id: null }, "← all sessions"), " · ",
+      ctx.link({ view: "compile" }, "compile this session")),
     h("h2", { testid: "session-title" }, `Session ${sess.session_id}`),
     h("div", { class: "grid2" },
       h("section", { class: "panel" }, h("h3", {}, "Overview"),
