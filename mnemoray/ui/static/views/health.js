@@ -34,7 +34,7 @@ export async function render(ctx, main) {
   const bytes = st.bytes || {};
   clear(main, h("h2", {}, "Store health"),
     h("p", { testid: "doctor", class: doctor.healthy ? "ok" : "bad" },
-      doctor.checked === false ? "doctor: not run (it reads Parquet stores only)."
+      doctor.checked === false ? `doctor: not run (${doctor.note || "it reads Parquet stores only"}).`
         : doctor.healthy ? "doctor: healthy, no problems found." : `doctor: ${doctor.problems.length} problem(s)`),
     doctor.problems?.length ? h("ul", { testid: "doctor-problems" }, doctor.problems.map((p) => h("li", {}, p))) : null,
     h("div", { class: "grid2" },
