@@ -37,6 +37,10 @@ PLACES: tuple[tuple[str, str], ...] = (
     ("mnemoray/adk_", "adk"),
     ("mnemoray/summarizers/vllm_backend.py", "gpu"),
     ("mnemoray/memory/lance/", "lancedb"),
+    ("mnemoray/cli/ui.py", "ui"),
+    ("mnemoray/ui/browser.py", "browser"),
+    ("mnemoray/ui/screenshots.py", "browser"),
+    ("mnemoray/ui/", "ui"),
     ("mnemoray/serve/", "ray"),
     ("mnemoray/pipeline/", "ray"),
     ("mnemoray/jobs/", "ray"),
@@ -103,10 +107,11 @@ def test_extras_exist_and_dev_pulls_every_server_part() -> None:
     self_ref = [Requirement(r) for r in EXTRAS["dev"] if Requirement(r).name == "mnemoray"]
     assert len(self_ref) == 1
     # `make setup` installs '.[dev]' only: it must bring every extra but the GPU one.
-    assert self_ref[0].extras == {"client", "ray", "mcp", "adk", "lancedb"}
+    assert self_ref[0].extras == {"client", "ray", "mcp", "adk", "lancedb", "ui", "browser"}
 
 
-@pytest.mark.parametrize("group", ["base", "client", "ray", "mcp", "adk", "lancedb", "dev"])
+@pytest.mark.parametrize("group", ["base", "client", "ray", "mcp", "adk", "lancedb", "ui",
+                                   "browser", "dev"])
 def test_each_declared_requirement_is_installed_and_satisfied(group: str) -> None:
     reqs = PROJECT["dependencies"] if group == "base" else EXTRAS[group]
     bad = []
