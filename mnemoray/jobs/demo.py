@@ -102,7 +102,8 @@ def run(root: Path, port: int) -> None:
                     sid = m.provenance.session_id
                     print(f"  {rank}. {m.score:.4f} {m.kind:<16} {sid:<14} {text[:90]}")
             _compile_over_http(client)
-            _live_loop_over_http(client)
+            sid = _live_loop_over_http(client)
+        _screenshots(f"http://127.0.0.1:{port}", root / "screenshots", sid)
     finally:
         serve.shutdown()
         if started:
@@ -132,9 +133,10 @@ def _compile_over_http(client: MnemorayClient) -> None:
         print(f"  {step.name:<20}{step.tokens_added:>6} tok {step.micros:>7} us")
 
 
-def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> None:
+def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> str:
     """An agent that only appends events and asks for context: the server compacts the
-    session by itself, and ending it queues the memory ingestion as a background job."""
+    session by itself, and ending it queues the memory ingestion as a background job.
+    Returns the session's id."""
     policy = {"token_threshold": 500, "keep_last": 8}
     sid = client.create_session("travel_app", "jonas", compaction=policy).session_id
     print(f"\n=== live loop: session travel_app/jonas/{sid}, compaction {policy} ===")
@@ -183,6 +185,24 @@ def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> None:
     hits = client.recall("travel_app", "jonas", "what is Jonas allergic to?", top_k=1)
     for m in hits.memories:
         print(f"recall 'what is Jonas allergic to?': {m.text[:90]}")
+    return sid
+
+
+def _screenshots(base_url: str, out: Path, session_id: str) -> None:
+    """The memory inspector (``/ui``) of the live loop's user, one PNG per view, taken in
+    the system's Chromium; without one the demo says so and goes on."""
+    from mnemoray.ui.browser import BrowserMissing
+    from mnemoray.ui.screenshots import take_screenshots
+
+    print(f"\n=== memory inspector: {base_url}/ui/?app_name=travel_app&user_id=jonas ===")
+    try:
+        paths = take_screenshots(base_url, out, "travel_app", "jonas", session_id,
+                                 "what is Jonas allergic to?")
+    except BrowserMissing as exc:
+        print(f"screenshots skipped: {exc} (`make test-browser` installs Chromium)")
+        return
+    print(f"screenshots of {len(paths)} views in {out}: "
+          f"{', '.join(p.name for p in paths)}")
 
 
 if __name__ == "__main__":
