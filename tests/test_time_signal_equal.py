@@ -105,3 +105,54 @@ def test_time_signal_equals_the_record_by_record_loop(seed: int) -> None:
             raised += int(((want > 0) & (want < FOUND)).sum())
     # The set and questions exercise each value: found by time, raised by "when".
     assert compared == len(QUESTIONS) * 3 and found > 100 and raised > 100
+
+
+def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mnemoray.memory import candidates as cmod
+    from mnemoray.memory import record_times
+    from mnemoray.memory.axes import time_facts
+    from mnemoray.memory.retrieval import Retriever
+    from mnemoray.memory.store import MemoryStore
+
+    mems = records(300, seed=5)
+    store = MemoryStore(tmp_path / "store")
+    store.add(mems[:200])
+    store.add(mems[200:])  # a second segment, same user (equal records stored once)
+    calls: list[str] = []
+
+    def counting(text: str, reference: float) -> TimeFacts:
+        calls.append(text)
+        return time_facts(text, reference)
+
+    monkeypatch.setattr(cmod, "time_facts", counting)
+    retriever = Retriever()
+    cands = retriever.user_candidates(store.load(), "app", "mel")
+    first = cands.size
+    assert 250 < first <= 300 and len(cands.parts) == 2
+    want = [time_facts(cands.key_text(p), float(cands.t_start[p])) for p in range(cands.size)]
+    assert [cands.time_facts(p) for p in range(cands.size)] == want
+    assert len(calls) == first  # all at the first ask, once each
+    # A write to the user rebuilds the set: only the new segment's records are read.
+    store.add(records(20, seed=6))
+    again = retriever.user_candidates(store.load(), "app", "mel")
+    assert again is not cands and again.size > first
+    assert [again.time_facts(p) for p in range(first)] == want
+    assert len(calls) == again.size
+    # The same values through the time axis as through the loop it replaced.
+    for question in QUESTIONS:
+        qt = query_time(question, T0)
+        positions = np.arange(again.size)
+        np.testing.assert_array_equal(
+            time_signal(qt, positions, again.time_facts, again.t_start, again.t_end,
+                        again.size),
+            reference_time_signal(qt, positions, again.time_facts, again.t_start,
+                                  again.t_end, again.size))
+    # Slots go with their segments.
+    segments = {id(p.seg) for p in again.parts}
+    assert segments <= set(record_times._BY_SEGMENT)
+    del cands, again, retriever, store
+    import gc
+
+    gc.collect()
+    assert not segments & set(record_times._BY_SEGMENT)

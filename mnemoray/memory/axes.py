@@ -56,6 +56,9 @@ class TimeFacts:
     spans: tuple[tuple[float, float], ...]
 
 
+_TIMELESS = {False: TimeFacts(False, ()), True: TimeFacts(True, ())}
+
+
 def time_facts(key_text: str, reference: float) -> TimeFacts:
     text = _EXPANSION.sub("", key_text or "")
     dated = bool(_LINE_DATE.search(text))
@@ -64,7 +67,8 @@ def time_facts(key_text: str, reference: float) -> TimeFacts:
         spans = tuple((float(s.start), float(s.end)) for s in resolve_times(body, reference))
     except (InvalidInput, ValueError, OverflowError):  # a date out of range names no time
         spans = ()
-    return TimeFacts(dated, spans)
+    # Kept per record for every record looked at: the timeless ones share two objects.
+    return TimeFacts(dated, spans) if spans else _TIMELESS[dated]
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,17 @@ from mnemoray.memory.index import _slice_scores
 from mnemoray.memory.keywords import KeywordTokenizer
 from mnemoray.memory.recall_filters import RetrievalError, event_times
 from mnemoray.memory.record import Memory
+from mnemoray.memory.record_times import segment_slots
 from mnemoray.memory.segment import LoadedSegment, rows_to_memories
 from mnemoray.memory.snapshot import StoreSnapshot
 
 _Index = TypeVar("_Index", BM25, "EntityIndex")
+# A set of up to this many records (one user's, as a rule) resolves the time its records'
+# words name all at once, on the first recall with a time intent: about what building its
+# BM25 index costs, once, where resolving the records each recall looks at costs every
+# recall a share of that (a few hundred records, mostly new ones). A larger set (an app's
+# records, keyword recall) resolves only the records its recalls look at.
+RESOLVE_ALL_ROWS = 50_000
 
 
 # -- keyword indexes over a candidate set ------------------------------------
@@ -109,7 +116,8 @@ class Candidates:
         self._table = table
         self._bm25: BM25 | None = None
         self._entities: EntityIndex | None = None
-        self._time_facts: dict[int, TimeFacts] = {}  # position -> what its words say of time
+        self._time_facts: dict[int, TimeFacts] = {}  # a transient set's: position -> facts
+        self._time_slots: tuple[list[list[TimeFacts | None]], list[int]] | None = None
         self._graph: GraphRecall | None = None
         self._lock = threading.Lock()
         self.built_at = time.time()
@@ -151,12 +159,45 @@ class Candidates:
         return self._table["key_text"][pos].as_py() or ""
 
     def time_facts(self, pos: int) -> TimeFacts:
-        """What record ``pos`` says of time (resolved once, then kept)."""
-        found = self._time_facts.get(pos)
+        """What record ``pos`` says of time, resolved once per record. A set of stored
+        records keeps the answers with their segments (mnemoray.memory.record_times) and,
+        when no larger than :data:`RESOLVE_ALL_ROWS`, resolves every record it holds on
+        the first ask: its later recalls then read no words at all, whichever records
+        they look at. A transient set (app-wide candidates) resolves what is asked."""
+        if not self.parts:
+            found = self._time_facts.get(pos)
+            if found is None:
+                found = self._time_facts[pos] = time_facts(self.key_text(pos),
+                                                           float(self.t_start[pos]))
+            return found
+        slots, rows = self._time_slots or self._open_time_slots()
+        found = slots[pos][rows[pos]]
         if found is None:
-            found = self._time_facts[pos] = time_facts(self.key_text(pos),
+            found = slots[pos][rows[pos]] = time_facts(self.key_text(pos),
                                                        float(self.t_start[pos]))
         return found
+
+    def _open_time_slots(self) -> tuple[list[list[TimeFacts | None]], list[int]]:
+        """Per position: its segment's slots and its row there (built once, locked: two
+        queries on a new set resolve its records once)."""
+        with self._lock:
+            if self._time_slots is not None:
+                return self._time_slots
+            slots: list[list[TimeFacts | None]] = []
+            rows: list[int] = []
+            for p in self.parts:
+                kept = segment_slots(p.seg, p.seg.rows)
+                local = range(p.start, p.end) if p.local is None else (p.local + p.start).tolist()
+                slots.extend([kept] * len(local))
+                rows.extend(local)
+            if self.size <= RESOLVE_ALL_ROWS:
+                texts = self._table["key_text"].to_pylist()
+                refs = self.t_start.tolist()
+                for pos, (kept, row) in enumerate(zip(slots, rows, strict=True)):
+                    if kept[row] is None:
+                        kept[row] = time_facts(texts[pos] or "", refs[pos])
+            self._time_slots = (slots, rows)
+            return self._time_slots
 
     # query-time arrays ----------------------------------------------------------
     def live(self, now: float) -> np.ndarray:

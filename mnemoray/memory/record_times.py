@@ -1,0 +1,35 @@
+"""What each record's words say of time, resolved once per record and kept with the
+loaded segment that holds it.
+
+Resolving a record's words (:func:`mnemoray.memory.axes.time_facts`, a dozen regex scans
+over its key text) is what the time axis costs per record, and the answer depends on the
+record alone (its words and its own date). Candidate sets come and go (a user's set is
+rebuilt after every write to the user, an app's set spans many users) while a segment
+stays loaded as long as it is committed, so the answers live with the segment: a record
+is resolved at most once however many sets look at it.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from mnemoray.memory.axes import TimeFacts
+
+# Per loaded segment (by id, dropped when the segment is): one slot per row, None until
+# that row's words are resolved.
+_BY_SEGMENT: dict[int, list[TimeFacts | None]] = {}
+_LOCK = threading.Lock()
+
+
+def segment_slots(segment: object, rows: int) -> list[TimeFacts | None]:
+    """The time facts slots of ``segment``'s ``rows`` rows, kept while it is alive.
+    Two threads may resolve the same row at once: both write the same answer."""
+    key = id(segment)
+    with _LOCK:
+        found = _BY_SEGMENT.get(key)
+        if found is None:
+            found = _BY_SEGMENT[key] = [None] * rows
+            weakref.finalize(segment, _BY_SEGMENT.pop, key, None)
+    return found
+
