@@ -561,6 +561,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--commit-embedder", default="none",
                    help="--commit: the embedder spec (none: keyword-only, so embedding "
                    "does not hide the commit step)")
+    p.add_argument("--commit-label", default="",
+                   help="--commit: names the run in the results file (runs are appended)")
     p.add_argument("--machine-note", default="",
                    help="--commit: what the machine is and how loaded (stored with the results)")
     args = p.parse_args(argv)

@@ -9,8 +9,10 @@ and memories/s. ``--commit-embedder none`` (the default) writes keyword-only mem
 so the embed stage does not hide the commit step on a small CPU machine (on the H100
 run the embedder was 7% busy: the serial steps were what was left).
 
-Run: ``.venv/bin/python benchmarks/backfill_bench.py --commit --sessions 1000
---out benchmarks/results/backfill_commit.json``
+Run: ``.venv/bin/python benchmarks/backfill_bench.py --commit --sessions 2000
+--commit-label after --machine-note "..."``: the run is appended to
+``benchmarks/results/backfill_commit.json`` (``--out``), so runs of an older checkout
+(a ``git worktree`` with ``PYTHONPATH`` set to it) can sit beside it, interleaved.
 """
 
 from __future__ import annotations
@@ -84,17 +86,22 @@ def run(args: Any) -> None:
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="backfill-commit-") as tmp:
         rows = run_engines(archive, Path(tmp), args.commit_embedder, args.workers)
-    results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                           "python": platform.python_version(), "note": args.machine_note,
-                           "load_average_start": load_start,
-                           "load_average_end": os.getloadavg()},
-               "dataset": meta, "settings": {"summarizer": SUMMARIZER,
-                                             "embedder": args.commit_embedder,
-                                             "workers": args.workers},
-               "runs": rows}
+    result = {"label": args.commit_label,
+              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                          "python": platform.python_version(), "note": args.machine_note,
+                          "load_average_start": load_start,
+                          "load_average_end": os.getloadavg()},
+              "dataset": meta, "settings": {"summarizer": SUMMARIZER,
+                                            "embedder": args.commit_embedder,
+                                            "workers": args.workers},
+              "runs": rows}
     print(table(rows))
-    print(f"load average start {load_start}, end {results['machine']['load_average_end']}")
+    print(f"load average start {load_start}, end {result['machine']['load_average_end']}")
+    # Appended: runs of two versions of the code (``--commit-label``), interleaved on a
+    # shared machine, compare only beside each other.
     out = args.out or RESULTS / "backfill_commit.json"
+    stored = json.loads(out.read_text()) if out.exists() else {"results": []}
+    stored["results"].append(result)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {out}")
+    out.write_text(json.dumps(stored, indent=1) + "\n")
+    print(f"appended to {out}")
