@@ -619,3 +619,31 @@ def test_hostile_requests_never_answer_5xx(server: Server) -> None:
         assert r.status_code == 200, r.text
         assert c.get("/v1/sessions/fz", params=who).status_code == 200
         assert "parrot" in recall(c, "parrot").json()["memories"][0]["text"].lower()
+
+
+@pytest.mark.browser
+def test_the_memory_inspector_under_serve(server: Server, tmp_path: Path) -> None:
+    """The page at /ui/ of the Serve app (direct ingress, with keys) in a real Chromium:
+    every view renders its data, and the memories view shows the parrot."""
+    from mnemoray.ui.browser import missing_reason, new_page, open_browser
+    from mnemoray.ui.screenshots import KEY_ITEM, take_screenshots
+
+    why = missing_reason()
+    if why is not None:
+        pytest.skip(f"no browser: {why}")
+    with MnemorayClient(server.base, KEY_WIDE) as mr:
+        mr.create_session("app", "alice", "inspect", state={"user:name": "Alice"})
+        mr.append_events("app", "alice", "inspect",
+                         [user_message("Remind me what my parrot likes to eat.")])
+    paths = take_screenshots(server.base, tmp_path, "app", "alice", "inspect",
+                             "that flying animal", api_key=KEY_WIDE)
+    assert [p.name for p in paths] == ["memories.png", "recall.png", "session.png",
+                                       "compile.png", "health.png"]
+    assert all(p.stat().st_size > 5_000 for p in paths)
+    with open_browser() as browser, new_page(browser) as page:
+        page.add_init_script(f"sessionStorage.setItem({json.dumps(KEY_ITEM)}, "
+                             f"{json.dumps(KEY_A)})")
+        page.goto(f"{server.base}/ui/?app_name=app&user_id=alice")
+        cards = page.get_by_test_id("memory-card")
+        cards.first.wait_for()
+        assert "parrot" in " ".join(cards.all_inner_texts()).lower()
