@@ -245,6 +245,15 @@ _ANY_DIGIT = re.compile(r"\d")
 # Python's re (found by trying every code point; the gates test pins it), mapped to it
 # before lower-casing so that a gate word is found wherever its pattern could match.
 _FOLD = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
+# Each gate as the word sets a text must meet (one word of each); the words any gate
+# names, looked for once per text.
+_Needs = tuple[frozenset[str], ...]
+_PATTERN_NEEDS: tuple[_Needs, ...] = tuple(
+    tuple(frozenset(g) for g in gate if g) for _, _, gate in _PATTERNS)
+_ANCHORED_NEEDS: _Needs = tuple(frozenset(g) for g in _ANCHORED_GATE if g)
+_CASED_WORDS = tuple(sorted({w for _, _, (cased, _) in _PATTERNS for w in cased}))
+_FOLDED_WORDS = tuple(sorted({w for _, _, (_, words) in (*_PATTERNS, (None, None, _ANCHORED_GATE))
+                              for w in words if words is not _DIGIT}))
 
 
 def _folded(text: str) -> str:
@@ -253,25 +262,29 @@ def _folded(text: str) -> str:
     return text.lower() if text.isascii() else text.translate(_FOLD).lower()
 
 
-def _open(gate: _Gate, text: str, folded: str, digit: bool) -> bool:
-    """Whether a pattern with ``gate`` can match ``text`` at all."""
-    cased, words = gate
-    if cased and not any(w in text for w in cased):
-        return False
-    if words is _DIGIT:
-        return digit
-    return not words or any(w in folded for w in words)
+def _present(text: str) -> set[str]:
+    """The gate words ``text`` holds (``<digit>`` for any digit)."""
+    folded = _folded(text)
+    found = {w for w in _FOLDED_WORDS if w in folded}
+    found.update(w for w in _CASED_WORDS if w in text)
+    if _ANY_DIGIT.search(text) is not None:
+        found.add(_DIGIT[0])
+    return found
+
+
+def _open(needs: _Needs, present: set[str]) -> bool:
+    """Whether a pattern whose gate is ``needs`` can match a text holding ``present``."""
+    return all(not words.isdisjoint(present) for words in needs)
 
 
 def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
     """Every time expression in ``text`` resolved against ``reference`` (the session's
     date), in text order; overlapping readings keep the longest."""
     ref = to_date(reference)
-    folded = _folded(text)
-    digit = _ANY_DIGIT.search(text) is not None
+    present = _present(text)
     found: list[tuple[int, int, Period, bool]] = []
-    for pattern, handler, gate in _PATTERNS:
-        if not _open(gate, text, folded, digit):
+    for (pattern, handler, _), needs in zip(_PATTERNS, _PATTERN_NEEDS, strict=True):
+        if not _open(needs, present):
             continue
         for m in pattern.finditer(text):
             period = handler(m, ref)
@@ -285,7 +298,7 @@ def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
         if not kept or f[0] >= kept[-1][1]:
             kept.append(f)
     spans = [_span(text, *f) for f in kept]
-    anchored = _ANCHORED.finditer(text) if _open(_ANCHORED_GATE, text, folded, digit) else ()
+    anchored = _ANCHORED.finditer(text) if _open(_ANCHORED_NEEDS, present) else ()
     for m in anchored:
         if any(s.begin < m.end() and m.start() < s.end_char for s in spans):
             continue
