@@ -138,8 +138,11 @@ def page(browser: Any) -> Iterator[Any]:
         p.set_default_timeout(WAIT_MS)
         errors: list[str] = []
         p.on("pageerror", lambda exc: errors.append(str(exc)))
+        # What the Content-Security-Policy blocked would silently be missing from the page.
+        p.on("console", lambda m: errors.append(m.text)
+             if "Content Security Policy" in m.text else None)
         yield p
-        assert not errors, f"the page threw: {errors}"  # a JS exception is a failure
+        assert not errors, f"the page threw or was blocked: {errors}"
 
 
 def ui(server: Server, **params: str) -> str:
@@ -168,6 +171,8 @@ def test_static_files_served_with_types_and_no_cache(static_client: TestClient) 
         assert r.status_code == 200, path
         assert r.headers["content-type"].startswith(ctype), path
         assert r.headers["cache-control"] == "no-cache"
+        assert "default-src 'self'" in r.headers["content-security-policy"]
+        assert r.headers["x-content-type-options"] == "nosniff"
     r = static_client.get("/ui?app_name=a&user_id=b", follow_redirects=False)
     assert r.status_code == 307 and r.headers["location"] == "/ui/?app_name=a&user_id=b"
 
@@ -366,6 +371,25 @@ class TestPage:
         error = page.get_by_test_id("error")
         error.wait_for()
         assert error.inner_text().startswith("403")
+
+    def test_markup_in_a_memory_is_shown_as_text_and_never_runs(self, server: Server,
+                                                                page: Any) -> None:
+        """A memory holds what users and tools wrote: markup in it is text. The page writes
+        text nodes only, and its Content-Security-Policy would stop an inline script (the
+        ``page`` fixture fails a test on any CSP violation, in every view)."""
+        markup = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+        r = httpx.post(f"{server.url}/v1/memories", json={
+            "app_name": APP, "user_id": "mallory",
+            "memories": [{"text": f"My nickname is {markup}", "topics": ["<b>bold</b>"]}]})
+        assert r.status_code == 201, r.text
+        page.goto(ui(server, app_name=APP, user_id="mallory"))
+        card = page.get_by_test_id("memory-card").first
+        card.wait_for()
+        assert markup in card.inner_text() and "<b>bold</b>" in card.inner_text()
+        page.goto(ui(server, app_name=APP, user_id="mallory", view="recall", q="nickname"))
+        page.locator("[data-testid=recall-results], [data-testid=no-results]").first.wait_for()
+        assert page.evaluate("window.pwned") is None
+        assert page.locator("main img, main script").count() == 0  # the fixture: no CSP hit
 
     def test_api_errors_read_as_one_line(self, server: Server, page: Any) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA, view="session", session_id="nope"))
