@@ -216,7 +216,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Handler, _Gate], ...] = tuple(
          rf"\b{_MONTH}(?:,?\s+(?:{_I}of)\s+)?{_YEAR}\b)?", _h_month, (_MONTH_WORDS, _ANY)),
         (rf"\b{_I}in|since|during|until|by|from|of|around|back in|early|mid|late|the year)"
          rf"[\s-]+{_YEAR}\b", _h_year, (_ANY, _DIGIT)),
-        (r"(?:\b|')(?P<cent>19|20)?(?P<dec>\d0)'?s\b", _h_decade, (_ANY, _DIGIT)),
+        (r"(?:\b|')(?P<cent>19|20)?(?P<dec>\d0)'?s\b", _h_decade, (_ANY, ("0s", "0's"))),
         (rf"\b{_I}the day (?:before yesterday|after tomorrow)|yesterday|today|tonight"
          r"|tomorrow|last night|this (?:morning|afternoon|evening))\b", _h_named_day,
          (_ANY, ("yesterday", "today", "tonight", "tomorrow", "night", "morning",
@@ -228,7 +228,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Handler, _Gate], ...] = tuple(
         (rf"\b{_I}(?P<side>earlier|later)\s+this\s+(?P<unit>week|month|year))\b", _h_part,
          (_ANY, ("week", "month", "year"))),
         (rf"\b{_I}(?:(?P<q>last|this|next|on|past)\s+)?{_WDAY})\b(?!s)", _h_weekday,
-         (_ANY, ("day",))),  # every weekday's name ends in "day"
+         (_ANY, _WEEKDAYS)),
         (rf"\b{_I}(?:(?P<q>last|this|next|past|previous|coming|in the|in|during the|over the)"
          rf"\s+)?{_SEASON}(?:\s+(?:of\s+)?{_YEAR})?)\b", _h_season,
          (_ANY, ("spring", "summer", "autumn", "winter", "fall"))),
