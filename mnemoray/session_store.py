@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, get_args
 
@@ -90,11 +90,31 @@ class SessionStore(ABC):
         """Raises SessionNotFoundError."""
 
     @abstractmethod
+    def created_state(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any] | None:
+        """The state (all scopes but ``temp:``) the session had when it was created, before
+        its first events: what a replay of an earlier turn rewinds to
+        (:mod:`mnemoray.session_replay`). None for a session stored before the store kept
+        it. Raises SessionNotFoundError."""
+
+    @abstractmethod
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]: ...
 
     @abstractmethod
     def list_apps(self) -> list[str]:
         """The apps with at least one session, sorted."""
+
+    def app_users(self, apps: Collection[str] | None = None,
+                  limit: int | None = None) -> dict[str, list[str]]:
+        """app -> the distinct users with sessions in it, sorted, the first ``limit`` of
+        each; only ``apps`` when given (None: every app with sessions). A store that can
+        ask for distinct pairs (SQLite) answers without reading each session."""
+        names = self.list_apps() if apps is None else sorted(set(apps))
+        out: dict[str, list[str]] = {}
+        for app in names:
+            users = sorted({info.user_id for info in self.list_sessions(app)})
+            if users:
+                out[app] = users[:limit]
+        return out
 
     @abstractmethod
     def _append_many(self, session: Session, events: list[Event]) -> None:
@@ -186,6 +206,7 @@ class InMemorySessionStore(SessionStore):
         self._user_state: dict[tuple[str, str], dict[str, Any]] = {}
         # Every persisted event id per session: duplicates are refused, not just recent ones.
         self._event_ids: dict[tuple[str, str, str], set[str]] = {}
+        self._created: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def _view(self, stored: Session) -> Session:
         s = copy.deepcopy(stored)
@@ -207,6 +228,7 @@ class InMemorySessionStore(SessionStore):
             self._user_state.setdefault((app_name, user_id), {}).update(delta.user)
             self._sessions[fresh.key] = fresh
             self._event_ids[fresh.key] = set()
+            self._created[fresh.key] = self._view(fresh).state  # a deep copy
             # Under the same lock: no reader sees the session without its first events.
             self._append_locked(fresh, first)
             return self._view(fresh)
@@ -217,6 +239,13 @@ class InMemorySessionStore(SessionStore):
             if stored is None:
                 raise SessionNotFoundError(app_name, user_id, session_id)
             return self._view(stored)
+
+    def created_state(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+        with self._lock:
+            created = self._created.get((app_name, user_id, session_id))
+            if created is None:
+                raise SessionNotFoundError(app_name, user_id, session_id)
+            return copy.deepcopy(created)
 
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]:
         with self._lock:
@@ -277,6 +306,7 @@ class InMemorySessionStore(SessionStore):
             if self._sessions.pop((app_name, user_id, session_id), None) is None:
                 raise SessionNotFoundError(app_name, user_id, session_id)
             del self._event_ids[(app_name, user_id, session_id)]
+            del self._created[(app_name, user_id, session_id)]
 
 
 # Re-exported: callers import the store and its errors from one place.

@@ -11,7 +11,7 @@ from typing import Any
 from mnemoray.events import Event, EventError
 from mnemoray.state import split_delta
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS sessions (
@@ -23,6 +23,8 @@ SCHEMA = (
         updated_at REAL NOT NULL,
         ended_at   REAL,
         version    INTEGER NOT NULL,        -- number of persisted events
+        created_state TEXT,                 -- all scopes but temp: at creation, JSON; NULL:
+                                            -- created before version 2 kept it
         PRIMARY KEY (app_name, user_id, session_id))""",
     """CREATE TABLE IF NOT EXISTS events (
         app_name   TEXT NOT NULL,
@@ -45,6 +47,13 @@ SCHEMA = (
         value    TEXT NOT NULL,             -- JSON
         PRIMARY KEY (app_name, user_id, key))""",
 )
+
+#: version -> the statements that take a file of that version to the next one: an older file
+#: is brought up to date when a store opens it (version 0: a new file, made by SCHEMA).
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE sessions ADD COLUMN created_state TEXT",),
+}
+
 
 def to_json(value: Any, field: str) -> str:
     try:

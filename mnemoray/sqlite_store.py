@@ -16,7 +16,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from mnemoray.session_store import (
     initial_events,
     initial_state,
 )
-from mnemoray.sqlite_rows import SCHEMA, SCHEMA_VERSION, Prepared, to_json
+from mnemoray.sqlite_rows import MIGRATIONS, SCHEMA, SCHEMA_VERSION, Prepared, to_json
 from mnemoray.state import merged_state, split_delta
 
 _KEY = "app_name = ? AND user_id = ? AND session_id = ?"
@@ -124,11 +124,16 @@ class SQLiteSessionStore(SessionStore):
                 conn.execute("PRAGMA journal_mode = WAL")
         with self._tx(write=True) as conn:
             found = conn.execute("PRAGMA user_version").fetchone()[0]
-            if found not in (0, SCHEMA_VERSION):
+            if not 0 <= found <= SCHEMA_VERSION:
                 raise RuntimeError(f"{self.path}: session store schema version {found}, "
-                                   f"this mnemoray reads version {SCHEMA_VERSION}")
-            for statement in SCHEMA:
-                conn.execute(statement)
+                                   f"this mnemoray reads versions up to {SCHEMA_VERSION}")
+            if found == 0:
+                for statement in SCHEMA:
+                    conn.execute(statement)
+            else:  # an older file, brought up to date in this transaction: every step or none
+                for version in range(found, SCHEMA_VERSION):
+                    for statement in MIGRATIONS[version]:
+                        conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -182,11 +187,16 @@ class SQLiteSessionStore(SessionStore):
         app_rows = {k: to_json(v, f"state.{k}") for k, v in delta.app.items()}
         user_rows = {k: to_json(v, f"state.{k}") for k, v in delta.user.items()}
         with self._tx(write=True) as conn:
+            app, user = self._scoped_state(conn, app_name, user_id)
+            # The state it starts from, before its first events (mnemoray.session_replay).
+            created = to_json(merged_state({**app, **delta.app}, {**user, **delta.user},
+                                           delta.session), "state")
             try:
                 conn.execute(
                     "INSERT INTO sessions (app_name, user_id, session_id, state, created_at, "
-                    "updated_at, ended_at, version) VALUES (?, ?, ?, ?, ?, ?, NULL, 0)",
-                    (*fresh.key, session_json, fresh.created_at, fresh.updated_at))
+                    "updated_at, ended_at, version, created_state) "
+                    "VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?)",
+                    (*fresh.key, session_json, fresh.created_at, fresh.updated_at, created))
             except sqlite3.IntegrityError as exc:
                 raise SessionExistsError(
                     f"session already exists: {fresh.session_id!r}") from exc
@@ -225,6 +235,16 @@ class SQLiteSessionStore(SessionStore):
             version=version,
         )
 
+    def created_state(self, app_name: str, user_id: str,
+                      session_id: str) -> dict[str, Any] | None:
+        key = (app_name, user_id, session_id)
+        with self._tx(write=False) as conn:
+            row = conn.execute(f"SELECT created_state FROM sessions WHERE {_KEY}",
+                               key).fetchone()
+        if row is None:
+            raise SessionNotFoundError(*key)
+        return None if row[0] is None else json.loads(row[0])
+
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]:
         query = ("SELECT app_name, user_id, session_id, created_at, updated_at, ended_at, "
                  "version FROM sessions WHERE app_name = ?")
@@ -241,6 +261,23 @@ class SQLiteSessionStore(SessionStore):
         with self._tx(write=False) as conn:
             return [row[0] for row in conn.execute(
                 "SELECT DISTINCT app_name FROM sessions ORDER BY app_name")]
+
+    def app_users(self, apps: Collection[str] | None = None,
+                  limit: int | None = None) -> dict[str, list[str]]:
+        # DISTINCT over the primary key's (app_name, user_id) prefix: an index walk that
+        # skips each user's sessions, one app at a time so ``limit`` bounds every app.
+        out: dict[str, list[str]] = {}
+        with self._tx(write=False) as conn:
+            names = ([r[0] for r in conn.execute(
+                "SELECT DISTINCT app_name FROM sessions ORDER BY app_name")]
+                if apps is None else sorted(set(apps)))
+            for app in names:
+                users = [r[0] for r in conn.execute(
+                    "SELECT DISTINCT user_id FROM sessions WHERE app_name = ? "
+                    "ORDER BY user_id LIMIT ?", (app, -1 if limit is None else limit))]
+                if users:
+                    out[app] = users
+        return out
 
     def _append_many(self, session: Session, events: list[Event]) -> None:
         # Serialize before the transaction: a bad value fails with nothing written.
