@@ -77,10 +77,16 @@ def run(arch: Path, store: Path, *, prepare: bool, monkeypatch: pytest.MonkeyPat
     parts went into a merged part (a shard at its most parts)."""
     merged, rewrites = [], []
     real, real_list_merged = store_module.merge_extracts, graph_prepared.list_merged
+    real_take = store_module.take_prepared
 
     def counting(root, m, extracts, read=None):
         merged.extend(extracts)
         return real(root, m, extracts, read)
+
+    def counting_take(*args, **kwargs):
+        here = real_take(*args, **kwargs)
+        merged.extend([None] * here)
+        return here
 
     def counting_rewrites(*args, **kwargs):
         rewrites.append(args[2])
@@ -89,6 +95,7 @@ def run(arch: Path, store: Path, *, prepare: bool, monkeypatch: pytest.MonkeyPat
     ticks = itertools.count()
     with monkeypatch.context() as mp:
         mp.setattr(store_module, "merge_extracts", counting)
+        mp.setattr(store_module, "take_prepared", counting_take)
         mp.setattr(graph_prepared, "list_merged", counting_rewrites)
         # Extraction stamps each record with the wall clock: the same tick sequence in
         # both runs (in process, sessions are extracted in archive order) makes every
@@ -168,18 +175,18 @@ def test_a_part_is_taken_only_while_its_users_graphs_are_unchanged(
             else:
                 store.forget(user=arg)
     calls: list[int] = []
-    real = store_module.merge_extracts
+    real = store_module.take_prepared
 
-    def counting(root, m, extracts, read=None):
-        calls.append(len(extracts))
-        return real(root, m, extracts, read)
+    def counting(*args, **kwargs):  # sessions the commit merged itself
+        calls.append(real(*args, **kwargs))
+        return calls[-1]
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(store_module, "merge_extracts", counting)
+        mp.setattr(store_module, "take_prepared", counting)
         _commit(prepared_store, late, prepared=prepared)
     _commit(plain_store, late)
     assert graph_rows(tmp_path / "p") == graph_rows(tmp_path / "q")
-    assert calls == ([] if meanwhile == "other_user" else [1])
+    assert calls == [0 if meanwhile == "other_user" else 1]
     assert not _leftovers(tmp_path / "p")
 
 
@@ -218,18 +225,18 @@ def test_ray_data_backfill_writes_the_graph_the_in_process_commit_merge_writes(
     write_archive(archive_rows(), tmp_path / "archive" / "sessions.jsonl")
     arch = tmp_path / "archive"
     at_commit, _ = run(arch, tmp_path / "before", prepare=False, monkeypatch=monkeypatch)
-    merged: list[Any] = []
-    real = store_module.merge_extracts
+    merged: list[int] = []
+    real = store_module.take_prepared
 
-    def counting(root, m, extracts, read=None):  # the driver's commits merge these
-        merged.extend(extracts)
-        return real(root, m, extracts, read)
+    def counting(*args, **kwargs):  # sessions the driver's commits merged themselves
+        merged.append(real(*args, **kwargs))
+        return merged[-1]
 
-    monkeypatch.setattr(store_module, "merge_extracts", counting)
+    monkeypatch.setattr(store_module, "take_prepared", counting)
     backfill(BackfillConfig(arch, tmp_path / "ray", shards=2, embedder=None, commit_every=2,
                             progress_interval_s=0, ray=RayOptions(batch_size=2)),
              RayDataEngine())
-    assert len(merged) < at_commit  # the workers' parts were listed as they are
+    assert sum(merged) < at_commit  # the workers' parts were listed as they are
     assert _without_clock(graph_rows(tmp_path / "ray")) == \
         _without_clock(graph_rows(tmp_path / "before"))
     assert memory_rows(tmp_path / "ray") == memory_rows(tmp_path / "before")

@@ -16,9 +16,10 @@ same rows, that is when:
   and, where a part the prepare read is gone (a merge rewrote the shard, dropping
   forgotten users for good), none of the users had a graph when it was read.
 
-Otherwise that shard's sessions are merged at commit as before and the part's files
-are removed (an unlisted part of a crashed run goes at ``gc``): the graph is the same
-either way, only where the work runs differs. An archive whose users' sessions are
+Otherwise that shard's sessions are merged at commit (the same merge, reading only the
+parts that name their users) and the part's files are removed (an unlisted part of a
+crashed run goes at ``gc``): the graph is the same either way, only where the work runs
+differs. An archive whose users' sessions are
 spread over many chunks that are prepared at once falls back more often.
 """
 
@@ -134,24 +135,29 @@ def _prepare(root: Path, m: Manifest, shard: int, owners: dict[Owner, list[Sessi
 
 # -- commit (under the store's lock) -------------------------------------------------------
 def take_prepared(root: Path, m: Manifest, prepared: Sequence[PreparedPart],
-                  graph: GraphWrite, read: Reader | None = None) -> list[SessionExtract]:
+                  graph: GraphWrite, read: Reader | None = None) -> int:
     """List in ``m`` each prepared part whose rows are what merging ``graph`` (what this
-    commit publishes) gives; returns the extracts of the other shards, for
-    ``merge_extracts``. Parts not listed are removed."""
+    commit publishes) gives, and merge the other shards' sessions here, reading only the
+    parts that name their users (parts not listed are removed). Returns how many
+    sessions were merged here."""
+    by_shard: dict[int, dict[Owner, list[SessionExtract]]] = defaultdict(
+        lambda: defaultdict(list))
     keys: dict[int, set[str]] = defaultdict(set)
     for key, ex in graph:
-        keys[shard_of(ex.app_name, ex.user_id, m.shards)].add(key)
-    taken: set[int] = set()
+        shard = shard_of(ex.app_name, ex.user_id, m.shards)
+        by_shard[shard][(ex.app_name, ex.user_id)].append(ex)
+        keys[shard].add(key)
     for p in prepared:
-        if (p.shards == m.shards and p.shard not in taken and p.sessions == keys.get(p.shard)
+        if (p.shards == m.shards and p.shard in by_shard and p.sessions == keys[p.shard]
                 and _unchanged(root, m, p)
                 and all(f.is_file() for f in part_files(root, p.shard, _part(p)))):
             _list(root, m, p, read)
-            taken.add(p.shard)
+            del by_shard[p.shard]
         else:
             discard(root, [p])
-    return [ex for _, ex in graph
-            if shard_of(ex.app_name, ex.user_id, m.shards) not in taken]
+    for shard, owners in sorted(by_shard.items()):
+        _list(root, m, _prepare(root, m, shard, owners, frozenset(keys[shard])), read)
+    return sum(len(group) for owners in by_shard.values() for group in owners.values())
 
 
 def _part(p: PreparedPart, version: int = 0) -> GraphPart:

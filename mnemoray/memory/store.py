@@ -577,11 +577,12 @@ class MemoryStore:
         if graph:
             if m.version == 0:
                 self._publish_empty_manifest(True)
-            # Parts listed at m.version + 1, in this manifest: those merged where the
-            # chunk was prepared, then the shards they do not cover.
-            rest = take_prepared(self.root, m, prepared_graph, graph, self._graph_read)
-            if rest:
-                merge_extracts(self.root, m, rest, self._graph_read)
+            # Parts listed at m.version + 1, in this manifest: a backfill chunk's were
+            # merged where it was prepared (the shards they do not cover: here).
+            if prepared_graph:
+                take_prepared(self.root, m, prepared_graph, graph, self._graph_read)
+            else:
+                merge_extracts(self.root, m, [ex for _, ex in graph], self._graph_read)
             crash_point("graph-commit")  # graph parts written, the manifest not yet
         else:
             discard_prepared(self.root, prepared_graph)
