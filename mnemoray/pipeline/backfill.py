@@ -8,9 +8,10 @@
         (or PlanPrompts ► ray.data.llm vLLM ► FinishDistill  with --summarizer vllm)
       ──map_batches(Embed)───────────► + embeddings         actor pool, 0.5 CPU (or GPUs)
       ──map_batches(prepare_chunk)───► Chunk                tasks, 0.25 CPU: segments per
-                                                            shard + FAISS, uncommitted
+                                                            shard + FAISS, and the users'
+                                                            merged entity graphs, uncommitted
       ──iter_batches() on the driver─► commit_chunk         ONE manifest commit per chunk
-                                                            (memories + ledger together)
+                                                            (memories + ledger + graph)
 
 Every stage calls the core steps of ``mnemoray.backfill.steps``
 (``validate_rows``, ``skip_processed``, ``distill_sessions``,

@@ -3,10 +3,12 @@
 ``prepare_chunk`` runs as a ``map_batches`` task over ``commit_every``
 sessions and calls the core ``make_chunk`` (``mnemoray.backfill.commit``) on the
 store reopened by its location (``open_backend``): on a Parquet store one sorted
-segment + one FAISS index per shard touched, on a LanceDB store the checked rows
-themselves; invisible until committed. It returns the picklable ``Chunk``; the driver commits
-chunks in input order with the core ``commit_chunk``, the same commit step
-the in-process engine uses.
+segment + one FAISS index per shard touched, and the chunk's sessions merged into
+their users' entity graphs (one graph part per shard: the driver's commit lists it
+rather than merging, ``mnemoray.memory.graph_prepared``); on a LanceDB store the
+checked rows themselves; invisible until committed. It returns the picklable
+``Chunk``; the driver commits chunks in input order with the core ``commit_chunk``,
+the same commit step the in-process engine uses.
 
 Why not ``Dataset.groupby(shard)``: it is an all-to-all barrier, so nothing
 could be committed before the whole archive was embedded, and a killed job
