@@ -301,7 +301,9 @@ def test_every_route_needs_a_key_for_its_app(client: TestClient) -> None:
 
 
 def test_open_server_refuses_remote_clients(backend: FakeBackend) -> None:
-    c = TestClient(build_api(backend), raise_server_exceptions=False)  # host "testclient"
+    # Client "testclient" (not loopback), addressed to a loopback name.
+    c = TestClient(build_api(backend), raise_server_exceptions=False,
+                   base_url="http://127.0.0.1:8000")
     assert error_of(c.get("/v1/sessions", params=WHO), 403)["field"] is None
     opened = TestClient(build_api(backend, HttpConfig(allow_remote_without_keys=True)))
     assert opened.get("/v1/sessions", params=WHO).json() == {"sessions": []}

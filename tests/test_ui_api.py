@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +46,8 @@ KEY_WIDE = "ui-test-wide-key-0123456789"  # demo_app, app_wide
 KEY_OTHER = "ui-test-other-key-0123456789"  # another app only
 KEYS = {KEY_ANA: APP, KEY_WIDE: {"apps": [APP], "app_wide": True}, KEY_OTHER: "other_app"}
 LOCAL = ("127.0.0.1", 50000)  # an open server answers loopback clients only
+# ... addressed to a loopback name (TestClient's default Host, "testserver", is not one).
+LOCAL_URL = "http://127.0.0.1:8765"
 AGENT = {"name": "parrot_agent", "instruction": "You help Ana care for her parrot."}
 
 
@@ -56,9 +59,15 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[UiStore, Loca
     backend.close()
 
 
+def local_http(backend: LocalBackend, **options: Any) -> TestClient:
+    """An open server's client: on the loopback interface, addressed to 127.0.0.1."""
+    return TestClient(build_api(backend), client=LOCAL, base_url=LOCAL_URL,  # type: ignore[arg-type]
+                      **options)
+
+
 @pytest.fixture(scope="module")
 def open_http(ui: tuple[UiStore, LocalBackend]) -> TestClient:
-    return TestClient(build_api(ui[1]), client=LOCAL)  # type: ignore[arg-type]
+    return local_http(ui[1])
 
 
 @pytest.fixture(scope="module")
@@ -91,21 +100,171 @@ def test_apps_lists_users_only_for_an_open_server_or_an_app_wide_key(
     assert all(u["memories"] > 0 for u in expected_users)
     total = sum(u["memories"] for u in expected_users)
     opened = open_http.get("/v1/apps").json()
-    assert opened == {"apps": [{"app_name": APP, "memories": total, "users": expected_users}]}
+    assert opened == {"apps": [{"app_name": APP, "memories": total, "users": expected_users,
+                                "users_truncated": False}], "skipped_shards": []}
     wide = keyed.get("/v1/apps", headers=bearer(KEY_WIDE)).json()
     assert wide == opened
     # A user-facing key sees its app but not who else uses it: the page asks for a user id.
     assert keyed.get("/v1/apps", headers=bearer(KEY_ANA)).json() == {
-        "apps": [{"app_name": APP, "memories": total, "users": None}]}
+        "apps": [{"app_name": APP, "memories": total, "users": None, "users_truncated": False}],
+        "skipped_shards": []}
     # Another tenant's key: not even the app's name.
-    assert keyed.get("/v1/apps", headers=bearer(KEY_OTHER)).json() == {"apps": []}
+    assert keyed.get("/v1/apps", headers=bearer(KEY_OTHER)).json() == {
+        "apps": [], "skipped_shards": []}
     assert error_of(keyed.get("/v1/apps"), 401)["field"] == "authorization"
 
 
 def test_an_open_server_refuses_remote_clients(ui: tuple[UiStore, LocalBackend]) -> None:
-    remote = TestClient(build_api(ui[1]))  # type: ignore[arg-type]  # host "testclient"
+    remote = TestClient(build_api(ui[1]), base_url=LOCAL_URL)  # type: ignore[arg-type]  # client "testclient"
     for path in ("/v1/apps", "/v1/store"):
         assert error_of(remote.get(path), 403)["message"].endswith("other hosts")
+
+
+@pytest.mark.parametrize("host", ["attacker.example:8765", "attacker.example",
+                                  "127.0.0.1.attacker.example", "localhost.example:80", ""])
+def test_an_open_server_refuses_other_host_names(ui: tuple[UiStore, LocalBackend],
+                                                 host: str) -> None:
+    """DNS rebinding: a page at attacker.example re-pointed at 127.0.0.1 reaches the open
+    server from the loopback interface, under its own name: refused, as JSON."""
+    local = TestClient(build_api(ui[1]), client=LOCAL, headers={"host": host})  # type: ignore[arg-type]
+    for method, path in (("GET", "/v1/apps"), ("GET", "/v1/store"), ("GET", "/ui/"),
+                         ("DELETE", f"/v1/users/{APP}/nobody/memories"),  # no one to lose
+                         ("GET", "/openapi.json"), ("GET", "/metrics")):
+        err = error_of(local.request(method, path), 403)
+        assert err["field"] == "host" and f"Host header {host!r}" in err["message"]
+        assert "\n" not in err["message"] and err["request_id"]
+    assert memories(local_http(ui[1]), ANA)
+    # A health probe names the machine, not localhost: answered.
+    assert local.get("/healthz").json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8765", "localhost", "LOCALHOST:1",
+                                  "[::1]:8765", "127.0.0.2"])
+def test_an_open_server_answers_loopback_host_names(ui: tuple[UiStore, LocalBackend],
+                                                    host: str) -> None:
+    local = TestClient(build_api(ui[1]), client=LOCAL, headers={"host": host})  # type: ignore[arg-type]
+    assert local.get("/v1/apps").status_code == 200
+
+
+def test_host_names_are_checked_only_on_a_loopback_only_open_server(
+        ui: tuple[UiStore, LocalBackend], keyed: TestClient) -> None:
+    # Keys: a key is what a rebinding page lacks. allow_remote_without_keys: the operator
+    # chose remote access under any name.
+    other = {"host": "inspector.example.org"}
+    assert keyed.get("/v1/apps", headers={**bearer(KEY_WIDE), **other}).status_code == 200
+    remote = TestClient(build_api(ui[1], HttpConfig(allow_remote_without_keys=True)),  # type: ignore[arg-type]
+                        headers=other)
+    assert remote.get("/v1/apps").status_code == 200
+
+
+def damage_shard_of(store: Path, user: str) -> int:
+    """Overwrite the user's shard's segment files with garbage: that shard is damaged."""
+    from mnemoray.memory.layout import shard_dir, shard_of
+    from mnemoray.memory.manifest import read_manifest
+
+    manifest = read_manifest(store)
+    assert manifest is not None
+    shard = shard_of(APP, user, manifest.shards)
+    files = list((store / "memories" / shard_dir(shard)).glob("*.parquet"))
+    assert files
+    for f in files:
+        f.write_bytes(b"not parquet")
+    return shard
+
+
+def test_a_damaged_shard_leaves_apps_and_store_answering(tmp_path: Path) -> None:
+    """One shard unreadable: /v1/apps lists the other shards' users and names the skipped
+    shard; /v1/store answers the other shards' figures (partial) and the doctor's
+    findings. Neither is a 500."""
+    store = build_ui_store(tmp_path / "store")
+    healthy = LocalBackend.open(str(store.store))
+    try:
+        http = local_http(healthy)
+        ben_count = len(memories(http, BEN))
+        before = http.get("/v1/store").json()["stats"]
+        assert before["partial"] is False and before["damaged_shards"] == []
+    finally:
+        healthy.close()
+    shard = damage_shard_of(store.store, ANA)
+    backend = LocalBackend.open(str(store.store))
+    try:
+        http = local_http(backend, raise_server_exceptions=False)
+        apps = http.get("/v1/apps")
+        assert apps.status_code == 200, apps.text
+        assert apps.json() == {"apps": [{"app_name": APP, "memories": ben_count, "users": [
+            {"user_id": BEN, "memories": ben_count}], "users_truncated": False}],
+            "skipped_shards": [shard]}
+        report = http.get("/v1/store")
+        assert report.status_code == 200, report.text
+        stats, doctor = report.json()["stats"], report.json()["doctor"]
+        assert stats["partial"] is True and stats["damaged_shards"] == [shard]
+        assert stats["memories"] == ben_count and stats["users"] == 1
+        assert stats["apps"] == {APP: ben_count} and stats["shards"] == before["shards"]
+        assert doctor["checked"] and not doctor["healthy"] and doctor["problems"]
+        # Ana's own reads still refuse: no partial answer for a tenant of that shard.
+        assert http.get("/v1/memories", params={"app_name": APP,
+                                                "user_id": ANA}).status_code == 500
+    finally:
+        backend.close()
+
+
+def test_apps_caps_the_users_listed_per_app(tmp_path: Path) -> None:
+    """Users by name, the first MAX_USERS of each app; the memories count all of them."""
+    from mnemoray.memory.service import MemoryService
+    from mnemoray.serve import inspector
+
+    sessions = SQLiteSessionStore(tmp_path / "sessions.db")
+    try:
+        for i in range(7):
+            sessions.create_session("app", f"user-{i}", "s1")
+            sessions.create_session("app", f"user-{i}", "s2")
+        sessions.create_session("other", "zed", "s1")
+        service = MemoryService.open(tmp_path / "store", embedder=None)
+        try:
+            from mnemoray.memory.record import Memory
+
+            service.add_memories([Memory("app", "user-9", "s9", "fact", "likes tea"),
+                                  Memory("app", "user-0", "s1", "fact", "likes coffee")])
+            snap = service.snapshot()
+        finally:
+            service.close()
+        assert sessions.app_users(["app"], 3) == {"app": ["user-0", "user-1", "user-2"]}
+        assert sessions.app_users() == {"app": [f"user-{i}" for i in range(7)],
+                                        "other": ["zed"]}
+        got = inspector.tenants(snap, sessions, ["app"], max_users=3)
+        assert got == {"apps": [{"app_name": "app", "memories": 2, "users": [
+            {"user_id": "user-0", "memories": 1}, {"user_id": "user-1", "memories": 0},
+            {"user_id": "user-2", "memories": 0}], "users_truncated": True}],
+            "skipped_shards": []}
+        whole = inspector.tenants(snap, sessions, None, max_users=8)["apps"]
+        assert [a["app_name"] for a in whole] == ["app", "other"]
+        assert [u["user_id"] for u in whole[0]["users"]] == [
+            *(f"user-{i}" for i in range(7)), "user-9"]
+        assert not whole[0]["users_truncated"]
+    finally:
+        sessions.close()
+
+
+def test_live_per_tenant_counts_each_range_by_binary_search() -> None:
+    import numpy as np
+
+    from mnemoray.memory.stats import live_per_tenant
+
+    rng = np.random.default_rng(7)
+    bounds = np.sort(rng.choice(5000, size=401, replace=False))
+    ranges = {("app", f"u{i}"): (int(bounds[i]), int(bounds[i + 1])) for i in range(400)}
+    ranges[("app", "empty")] = (10, 10)
+    live = np.sort(rng.choice(5000, size=1200, replace=False))
+    brute = {t: int(((live >= a) & (live < b)).sum()) for t, (a, b) in ranges.items()}
+    assert live_per_tenant(ranges, live) == {t: n for t, n in brute.items() if n}
+    assert live_per_tenant(ranges, live[:0]) == {} and live_per_tenant({}, live) == {}
+    # A segment of 100,000 users and 1,000,000 live rows: a pass over every live row per
+    # user would take minutes; binary searches take milliseconds.
+    many = {("app", f"u{i}"): (i * 10, i * 10 + 10) for i in range(100_000)}
+    start = time.perf_counter()
+    counts = live_per_tenant(many, np.arange(1_000_000))
+    assert len(counts) == 100_000 and set(counts.values()) == {10}
+    assert time.perf_counter() - start < 10
 
 
 # -- GET /v1/store -----------------------------------------------------------------------
@@ -136,7 +295,7 @@ def test_store_report_lists_the_last_runs_newest_first(tmp_path: Path) -> None:
                 "run_id": f"run-{i:02d}", "kind": "backfill", "status": "done",
                 "started_at": 1000.0 + i, "finished_at": 1010.0 + i, "config": {"x": 1},
                 "throughput": {"sessions_per_s": 2.5}, "stage_seconds": {"embed": 1.0}})
-        runs = TestClient(build_api(backend), client=LOCAL).get("/v1/store").json()["runs"]
+        runs = local_http(backend).get("/v1/store").json()["runs"]
     finally:
         backend.close()
     assert [r["run_id"] for r in runs] == [f"run-{i:02d}" for i in range(11, 1, -1)]
@@ -304,6 +463,11 @@ def test_client_calls_the_new_endpoints(ui: tuple[UiStore, LocalBackend],
         assert client.store_report().doctor.healthy
         page = client.list_memories(APP, ANA, kind="chunk", session_id=ANA_SESSION)
         assert page.memories and {m.kind for m in page.memories} == {"chunk"}
+        # iter_memories passes the filters on to every page.
+        assert len(page.memories) > 1 and list(client.iter_memories(
+            APP, ANA, page_size=1, kind="chunk", session_id=ANA_SESSION)) == page.memories
+        assert list(client.iter_memories(APP, ANA, since=T_PLANS - 1)) == \
+            client.list_memories(APP, ANA, since=T_PLANS - 1).memories
         hits = client.recall(APP, ANA, "parrot Kiwi", explain=True).memories
         assert hits[0].contributions is not None
         assert hits[0].score == pytest.approx(1 + sum(hits[0].contributions.values()),
@@ -312,6 +476,24 @@ def test_client_calls_the_new_endpoints(ui: tuple[UiStore, LocalBackend],
         assert turn.total_tokens > 0
     with MnemorayClient(api_key=KEY_ANA, http=TestClient(keyed.app)) as client:
         assert client.list_apps().apps[0].users is None
+
+
+def test_async_client_iter_memories_passes_the_filters(keyed: TestClient) -> None:
+    import asyncio
+
+    from mnemoray.client import AsyncMnemorayClient
+
+    async def both() -> tuple[list[Any], list[Any]]:
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=keyed.app),
+                                 base_url="http://testserver")
+        async with AsyncMnemorayClient(api_key=KEY_WIDE, http=http) as mr:
+            got = [m async for m in mr.iter_memories(APP, ANA, page_size=1, kind="chunk",
+                                                     session_id=ANA_SESSION)]
+            page = await mr.list_memories(APP, ANA, kind="chunk", session_id=ANA_SESSION)
+            return got, page.memories
+
+    got, want = asyncio.run(both())
+    assert len(want) > 1 and got == want
 
 
 # -- sharded Serve mode: a clear typed error, never a 500 ---------------------------------------
@@ -331,6 +513,65 @@ def test_store_wide_reads_are_unsupported_without_every_shard(
     finally:
         parts.stop()
         parts.sessions.close()
+
+
+# -- shutting down: nothing left running ---------------------------------------------------------
+def own_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("mnemoray")}
+
+
+def test_local_backend_close_waits_for_its_pools_then_stops_every_part(tmp_path: Path) -> None:
+    """Pools first (a request's work finishes before the stores close under it), then every
+    part in order, each even when one before it fails, the connections last."""
+    store = build_ui_store(tmp_path / "store")
+    before = own_threads()
+    backend = LocalBackend.open(str(store.store), compaction={"enabled": True})
+    parts = backend.parts
+    assert parts.memory is not None and parts.ingestion is not None
+    assert parts.compaction is not None
+    order: list[str] = []
+
+    def record(name: str, fn: Any, fail: bool = False) -> Any:
+        def step(*args: Any, **kwargs: Any) -> Any:
+            order.append(name)
+            out = fn(*args, **kwargs)
+            if fail:
+                raise RuntimeError(f"{name} failed")
+            return out
+        return step
+
+    parts.memory.close = record("service", parts.memory.close)  # type: ignore[method-assign]
+    parts.ingestion.stop = record("ingestion", parts.ingestion.stop, fail=True)  # type: ignore[method-assign]
+    parts.compaction.stop = record("compaction", parts.compaction.stop)  # type: ignore[method-assign]
+    parts.ingestion.queue.close = record("queue", parts.ingestion.queue.close)  # type: ignore[method-assign]
+    parts.sessions.close = record("sessions", parts.sessions.close)  # type: ignore[method-assign]
+    backend.io_pool.submit(lambda: (time.sleep(0.3), order.append("request")))
+    with pytest.raises(RuntimeError, match="ingestion failed"):
+        backend.close()
+    assert order == ["request", "service", "ingestion", "compaction", "queue", "sessions"]
+    assert not own_threads() - before  # watcher, job worker, pools: all gone
+
+
+def test_a_failed_start_leaves_no_thread_running(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import mnemoray.serve.replica_parts as rp
+    from mnemoray.serve.replica_parts import ReplicaParts
+
+    store = build_ui_store(tmp_path / "store")
+    s = parse_settings({"store": str(store.store)})
+    before = own_threads()
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("broken part")
+
+    # After the reloader started: the hygiene, the session store, the background jobs.
+    for target, name in ((rp, "attach_hygiene"), (rp, "SQLiteSessionStore"),
+                         (ReplicaParts, "start_jobs")):
+        with monkeypatch.context() as patch:
+            patch.setattr(target, name, broken)
+            with pytest.raises(RuntimeError, match="broken part"):
+                LocalBackend(s)
+        assert not own_threads() - before, name
 
 
 # -- mnemoray ui ---------------------------------------------------------------------------------
@@ -377,3 +618,34 @@ def test_mnemoray_ui_needs_keys_to_bind_other_hosts(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["ui", "--store", str(tmp_path / "s"), "--api-keys",
                                       str(keys)])
     assert result.exit_code == 2 and "invalid JSON" in result.output
+
+
+def test_mnemoray_ui_refuses_a_folder_with_no_store(ui: tuple[UiStore, LocalBackend],
+                                                   tmp_path: Path) -> None:
+    """A mistyped --store (or a new empty folder) is one line and exit 2, not a new empty
+    store served as if it were the user's."""
+    from typer.testing import CliRunner
+
+    from mnemoray.cli.main import app
+    from mnemoray.cli.ui import missing_store
+    from mnemoray.serve.settings import load_settings
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for where in (tmp_path / "typo", empty, f"parquet://{tmp_path / 'typo'}",
+                  f"lancedb://{empty}"):
+        result = CliRunner().invoke(app, ["ui", "--store", str(where)])
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert "no memory store at" in lines[0] and "mnemoray import" in lines[0]
+    assert not (tmp_path / "typo").exists() and not any(empty.iterdir())
+    # A real store, as a path or a URI; a LanceDB head; a session database alone.
+    store, _ = ui
+    lance = tmp_path / "lance"
+    lance.mkdir()
+    (lance / "lancedb.json").write_text("{}")
+    for where in (str(store.store), f"parquet://{store.store}", f"lancedb://{lance}"):
+        s = load_settings({"store": where})
+        assert missing_store(s.store_dir, s.sessions_path) is None, where
+    s = load_settings({"store": str(empty), "ingestion.sessions_db": str(store.sessions_db)})
+    assert missing_store(s.store_dir, s.sessions_path) is None

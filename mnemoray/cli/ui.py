@@ -17,13 +17,30 @@ from mnemoray.cli.common import parse_options
 DEFAULT_PORT = 8765
 
 
+def missing_store(store_dir: Path, sessions_db: str) -> str | None:
+    """Why ``mnemoray ui`` refuses the store, or None: a directory with no store head (a
+    Parquet manifest or a LanceDB head) and no session database is a mistyped path, or a
+    new empty folder, and opening it would silently create an empty store there."""
+    from mnemoray.memory.backend import LANCE_HEAD
+    from mnemoray.memory.layout import MANIFEST
+
+    if any((store_dir / name).is_file() for name in (MANIFEST, LANCE_HEAD)):
+        return None
+    if sessions_db != ":memory:" and Path(sessions_db).is_file():
+        return None
+    return (f"no memory store at {store_dir} (no {MANIFEST}, {LANCE_HEAD} or session "
+            f"database {sessions_db}); check the path, or create a store first: mnemoray "
+            f"import FILE --store {store_dir}, mnemoray backfill --store {store_dir}, or "
+            f"mnemoray serve over it")
+
+
 def page_url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address
     return f"http://{shown}:{port}/ui/"
 
 
 def ui_cmd(
-    store: str = typer.Option(..., "--store", help="Memory store directory, or "
+    store: str = typer.Option(..., "--store", help="An existing memory store directory, or "
                               "parquet://DIR / lancedb://DIR; sessions.db and artifacts/ "
                               "are read from it unless --sessions / --artifacts say."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind; other than "
@@ -70,6 +87,10 @@ def ui_cmd(
     if keys.open and not is_loopback(host):
         typer.echo("error: --host needs API keys (--api-keys FILE); without keys the "
                    "inspector binds 127.0.0.1 only", err=True)
+        raise typer.Exit(2)
+    missing = missing_store(s.store_dir, s.sessions_path)
+    if missing is not None:
+        typer.echo(f"error: {missing}", err=True)
         raise typer.Exit(2)
     backend = LocalBackend(s)
     try:

@@ -112,13 +112,16 @@ class AsyncMnemorayClient:
     artifact_names = _bound(sc.artifact_names)
 
     # -- helpers over several calls ---------------------------------------------------------
-    async def iter_memories(self, app_name: str, user_id: str,
-                            page_size: int = 200) -> AsyncIterator[MemoryOut]:
-        """Every memory of the user, oldest first, fetched a page at a time
-        (``async for m in client.iter_memories(...)``)."""
+    async def iter_memories(self, app_name: str, user_id: str, page_size: int = 200, *,
+                            kind: str | None = None, session_id: str | None = None,
+                            since: float | None = None,
+                            until: float | None = None) -> AsyncIterator[MemoryOut]:
+        """Every memory of the user (passing the filters of ``list_memories``), oldest
+        first, fetched a page at a time (``async for m in client.iter_memories(...)``)."""
         cursor: str | None = None
         while True:
-            page = await self.list_memories(app_name, user_id, cursor, page_size)
+            page = await self.list_memories(app_name, user_id, cursor, page_size, kind=kind,
+                                            session_id=session_id, since=since, until=until)
             for memory in page.memories:
                 yield memory
             cursor = page.next_cursor

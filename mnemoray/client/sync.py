@@ -114,12 +114,16 @@ class MnemorayClient:
     artifact_names = _bound(sc.artifact_names)
 
     # -- helpers over several calls ---------------------------------------------------------
-    def iter_memories(self, app_name: str, user_id: str,
-                      page_size: int = 200) -> Iterator[MemoryOut]:
-        """Every memory of the user, oldest first, fetched a page at a time."""
+    def iter_memories(self, app_name: str, user_id: str, page_size: int = 200, *,
+                      kind: str | None = None, session_id: str | None = None,
+                      since: float | None = None,
+                      until: float | None = None) -> Iterator[MemoryOut]:
+        """Every memory of the user (passing the filters of ``list_memories``), oldest
+        first, fetched a page at a time."""
         cursor: str | None = None
         while True:
-            page = self.list_memories(app_name, user_id, cursor, page_size)
+            page = self.list_memories(app_name, user_id, cursor, page_size, kind=kind,
+                                      session_id=session_id, since=since, until=until)
             yield from page.memories
             cursor = page.next_cursor
             if not cursor:

@@ -2,7 +2,8 @@
 
 Status codes come from the error's class (``mnemoray.serve.http_errors``): bad input is
 400 (malformed JSON) or 422 (``field`` names the invalid value), 401/403 for
-keys, 404 for unknown sessions / memories / artifacts, 409 for conflicts
+keys (and 403 on an open server for a ``Host`` that is not a loopback name), 404
+for unknown sessions / memories / artifacts, 409 for conflicts
 (session exists, stale ``expected_version``, duplicate event id, session already
 ended), 413 for an oversize body, 503 when a model backend cannot answer. A 500
 is a bug or a damaged store: logged in full, answered with a request id only.
@@ -13,17 +14,19 @@ the Ray deployment (``mnemoray.serve.ingress``) is one, a test double is another
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from mnemoray.errors import MnemorayError
 from mnemoray.schemas.common import (
     ErrorResponse,
 )
-from mnemoray.serve.auth import ApiKeys
+from mnemoray.serve.auth import ApiKeys, check_local_host
 from mnemoray.serve.backend import ApiBackend, HttpConfig
-from mnemoray.serve.http_errors import install_error_handlers
+from mnemoray.serve.http_errors import answer, install_error_handlers, scope_request_id
 from mnemoray.serve.metrics import ServeMiddleware
 from mnemoray.serve.routes import ROUTERS
 from mnemoray.serve.settings import ServerSettings
@@ -36,6 +39,33 @@ def operation_id(route: APIRoute) -> str:
     """A route without an explicit ``operation_id`` is named by its function: stable
     across path changes, unlike FastAPI's default (name + path + method)."""
     return route.name
+
+
+#: Answered whatever the Host: a load balancer's or orchestrator's probe names the
+#: machine, not localhost, and the answer says nothing but "ok".
+HOST_CHECK_EXEMPT = frozenset({"/healthz"})
+
+
+class LoopbackHostOnly:
+    """The open, loopback-only server (no keys, no ``allow_remote_without_keys``) answers
+    only requests whose ``Host`` is a loopback name (``auth.check_local_host``): a DNS
+    rebinding page reaches 127.0.0.1 under its own name. Every path but
+    :data:`HOST_CHECK_EXEMPT` (the page, /docs and /metrics too); the refusal is the API's
+    JSON 403."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "http" and scope.get("path") not in HOST_CHECK_EXEMPT:
+            host = next((v.decode("latin-1") for k, v in scope.get("headers", ())
+                         if k == b"host"), None)
+            try:
+                check_local_host(host)
+            except MnemorayError as exc:
+                await answer(exc, scope_request_id(scope))(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def build_api(backend: ApiBackend, http: HttpConfig | None = None) -> FastAPI:
@@ -52,6 +82,8 @@ def build_api(backend: ApiBackend, http: HttpConfig | None = None) -> FastAPI:
         swagger_ui_parameters={"persistAuthorization": True})
     api.state.backend = backend
     api.state.http = http
+    if http.keys.open and not http.allow_remote_without_keys:
+        api.add_middleware(LoopbackHostOnly)  # inside the metrics: refusals are counted
     api.add_middleware(ServeMiddleware, metrics=backend.metrics,
                        max_body_bytes=http.max_body_bytes)
     install_error_handlers(api, http.echo_request_id)  # outermost: every answer has an id

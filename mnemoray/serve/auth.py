@@ -16,6 +16,11 @@ or ``{"<key>": {"apps": ["app1"], "app_wide": true}}``, in a file (``mnemoray se
 - No keys: the server runs open. It then binds to 127.0.0.1 only (the CLI and
   ``mnemoray/serve/config.yaml`` do), and as a second line of defence the API refuses clients
   that are not on the loopback interface unless ``allow_remote_without_keys`` is set.
+  A third: it answers only requests addressed to a loopback name (``Host``: localhost,
+  127.0.0.1, [::1], any port; :func:`local_host_header`), so a web page whose name an
+  attacker re-points at 127.0.0.1 (DNS rebinding) cannot read or forget memories through
+  the victim's browser. With ``allow_remote_without_keys`` the operator chose remote
+  access without keys, and no Host is refused.
 """
 
 from __future__ import annotations
@@ -226,6 +231,32 @@ def is_loopback(host: str | None) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def host_name(header: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:8765`` -> ``::1``)."""
+    host = header.strip().lower()
+    if host.startswith("["):  # an IPv6 literal, bracketed
+        end = host.find("]")
+        return host[1:end] if end > 0 else host
+    name, colon, port = host.rpartition(":")
+    return name if colon and port.isdigit() else host
+
+
+def local_host_header(header: str | None) -> bool:
+    """``Host`` names this machine's loopback (localhost, 127.x, [::1]; any port). A page
+    of another name whose DNS an attacker points at 127.0.0.1 sends its own name."""
+    return bool(header) and is_loopback(host_name(header or ""))
+
+
+def check_local_host(header: str | None) -> None:
+    """NotPermitted (403) unless ``header`` is a loopback name (:func:`local_host_header`):
+    the open, loopback-only server's guard against DNS rebinding."""
+    if not local_host_header(header):
+        shown = (header or "")[:100]
+        raise NotPermitted(f"this server runs without API keys and answers requests to "
+                           f"localhost, 127.0.0.1 or [::1] only, not Host header {shown!r}; "
+                           f"configure API keys to serve other names", field="host")
 
 
 def authenticate(keys: ApiKeys, authorization: str | None, client_host: str | None, *,

@@ -7,7 +7,7 @@ deployment imports the routes, not the other way round.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -93,9 +93,10 @@ class ApiBackend(Protocol):
         has that id)."""
         ...
 
-    def tenants(self) -> dict[str, dict[str, int]]:
-        """app -> user -> live memories, for every user with memories or sessions
-        (blocking: through :meth:`run_io`). The route filters by the caller's key;
+    def tenants(self, apps: Collection[str] | None = None) -> dict[str, Any]:
+        """The apps of ``apps`` (None: every app) with memories or sessions, and their
+        users (:func:`mnemoray.serve.inspector.tenants`; blocking: through
+        :meth:`run_io`). The route hides the users from who may not see them;
         Unsupported where no replica holds every shard."""
         ...
 

@@ -21,6 +21,7 @@ is heavy and scales on its own:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -32,15 +33,14 @@ from mnemoray.embedders import Embedder as CoreEmbedder
 from mnemoray.embedders import EmbedderError, open_embedder
 from mnemoray.events import Event
 from mnemoray.memory.backend import open_backend, require_parquet
-from mnemoray.memory.hygiene import attach_hygiene, close_service
+from mnemoray.memory.hygiene import close_service
 from mnemoray.memory.job_guard import guard_jobs
 from mnemoray.memory.jobs import JobQueue
 from mnemoray.memory.json_ops import MemoryOps
-from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.service import MemoryService
 from mnemoray.serve.ingestion import jobs_path
-from mnemoray.serve.memory import RemoteEmbedder, RemoteSummarizer, attach_webhook
-from mnemoray.serve.replica_parts import local_embedder, local_summarizer
+from mnemoray.serve.memory import RemoteEmbedder, RemoteSummarizer
+from mnemoray.serve.replica_parts import local_embedder, local_summarizer, open_service
 from mnemoray.serve.settings import ServeSettings, parse_settings
 from mnemoray.summarizers import get_summarizer
 from mnemoray.summarizers.base import Summary
@@ -148,18 +148,16 @@ class Index:
             # The location as configured (a URI stays one): open_backend, never a bare path.
             store = require_parquet(open_backend(s.store, s.shards, load_shards=[shard]),
                                     "server.index_mode: deployment")
-            reloader = SnapshotReloader(store.load, store.root,
-                                        watch_interval_s=s.server.reload_interval_s,
-                                        stamp=store.stamp).start()
-            service = MemoryService(store, self.embedder, self.summarizer, s.recall.default,
-                                    app_configs=s.recall.app_configs, reloader=reloader)
-            webhook = attach_webhook(service, s.hooks)
-            hygiene = attach_hygiene(service, s.hygiene)  # per-user limits, recall usage
-            jobs = guard_jobs(service, JobQueue(jobs_path(s)))  # a forget cancels jobs
-            service.memory_prompt = s.compaction.memory_prompt_for  # per-app prompts
-            service.summarize_for = s.ingestion.summarize_for  # per app: raw chunks only?
-            service.scopes = s.scopes.policy  # agents, sharing (other shards: refused)
-            return _ShardOps(service, hygiene, webhook, jobs)
+            # Wired as a whole-store server's service is (replica_parts.open_service);
+            # scopes: sharing with a user of another shard is refused.
+            service, attached = open_service(s, store, self.embedder, self.summarizer)
+            try:
+                jobs = guard_jobs(service, JobQueue(jobs_path(s)))  # a forget cancels jobs
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    close_service(service, *attached)
+                raise
+            return _ShardOps(service, *attached, jobs)
 
         return await asyncio.get_running_loop().run_in_executor(None, load)
 

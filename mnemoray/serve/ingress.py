@@ -27,7 +27,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -317,8 +317,8 @@ class MemoryIngress:
         return self.ingestion.retry_job(app_name, user_id, job_id)
 
     # -- the inspector's reads (mnemoray.serve.inspector) --------------------------------
-    def tenants(self) -> dict[str, dict[str, int]]:
-        return self.parts.tenants()
+    def tenants(self, apps: Collection[str] | None = None) -> dict[str, Any]:
+        return self.parts.tenants(apps)
 
     def store_report(self) -> dict[str, Any]:
         return self.parts.store_report()

@@ -5,14 +5,17 @@ functions over one replica's store and sessions; the routes decide who may see t
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 
 from mnemoray.errors import Unsupported
 from mnemoray.memory.backend import MemoryBackend, require_parquet
 from mnemoray.memory.doctor import diagnose
+from mnemoray.memory.layout import shard_of
 from mnemoray.memory.runs import read_run_reports
 from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.memory.stats import store_stats
+from mnemoray.memory.stats import live_per_tenant, readable_spans, store_stats
+from mnemoray.schemas.store import MAX_USERS
 from mnemoray.session_store import SessionStore
 
 #: How many run reports ``GET /v1/store`` shows, newest first.
@@ -21,31 +24,50 @@ _RUN_FIELDS = ("run_id", "kind", "status", "started_at", "finished_at", "seconds
                "throughput", "stage_seconds", "counts")
 
 
-def live_counts(snap: StoreSnapshot) -> dict[str, dict[str, int]]:
-    """app -> user -> live memories, for every user with at least one."""
+def live_counts(snap: StoreSnapshot, apps: Collection[str] | None = None,
+                ) -> dict[str, dict[str, int]]:
+    """app -> user -> live memories, for every user with at least one (of ``apps`` only,
+    when given), in the shards that could be read (``snap.damaged`` are skipped)."""
     now = time.time()
     out: dict[str, dict[str, int]] = {}
-    for seg, _ in snap.all_spans():
-        live = snap.live_rows(seg, now)
-        if not len(live):
+    for seg, _ in readable_spans(snap):
+        ranges = seg.ranges if apps is None else {
+            t: r for t, r in seg.ranges.items() if t[0] in apps}
+        if not ranges:
             continue
-        for (app, user), (start, end) in seg.ranges.items():
-            n = int(((live >= start) & (live < end)).sum())
-            if n:
-                users = out.setdefault(app, {})
-                users[user] = users.get(user, 0) + n
+        for (app, user), n in live_per_tenant(ranges, snap.live_rows(seg, now)).items():
+            users = out.setdefault(app, {})
+            users[user] = users.get(user, 0) + n
     return out
 
 
-def tenants(snap: StoreSnapshot, sessions: SessionStore) -> dict[str, dict[str, int]]:
-    """app -> user -> live memories, for every user with memories or sessions (0: only
-    sessions so far), apps and users sorted by name."""
-    out = live_counts(snap)
-    for app in sessions.list_apps():
-        users = out.setdefault(app, {})
-        for info in sessions.list_sessions(app):
-            users.setdefault(info.user_id, 0)
-    return {app: dict(sorted(users.items())) for app, users in sorted(out.items())}
+def tenants(snap: StoreSnapshot, sessions: SessionStore, apps: Collection[str] | None = None,
+            max_users: int = MAX_USERS) -> dict[str, Any]:
+    """``GET /v1/apps`` before the route hides what the caller may not see:
+    ``{"apps": [{"app_name", "memories", "users": [{"user_id", "memories"}],
+    "users_truncated"}], "skipped_shards": [...]}``. An app or user is listed when it has
+    memories or sessions (0 memories: only sessions so far); ``apps``: only those (the
+    caller's; None: every app). Users by name, the first ``max_users`` of each app
+    (``users_truncated`` says there are more; ``memories`` counts them all). A damaged
+    shard is skipped (its number in ``skipped_shards``), with the users it holds."""
+    damaged = set(snap.damaged)
+    counts = live_counts(snap, apps)
+    # The first max_users + 1 names of each app's session users suffice: any of the first
+    # max_users names of the union that has sessions is among them.
+    with_sessions = sessions.app_users(apps, max_users + 1)
+    out = []
+    for app in sorted(set(counts) | {a for a, us in with_sessions.items() if us}):
+        users = counts.get(app, {})
+        idle = [u for u in with_sessions.get(app, ()) if u not in users
+                and (not damaged or shard_of(app, u, snap.shards) not in damaged)]
+        names = sorted([*users, *idle])
+        if not names:
+            continue
+        out.append({"app_name": app, "memories": sum(users.values()),
+                    "users": [{"user_id": u, "memories": users.get(u, 0)}
+                              for u in names[:max_users]],
+                    "users_truncated": len(names) > max_users})
+    return {"apps": out, "skipped_shards": sorted(damaged)}
 
 
 def doctor_summary(store: MemoryBackend) -> dict[str, Any]:
@@ -66,10 +88,13 @@ def recent_runs(store: MemoryBackend, n: int = LAST_RUNS) -> list[dict[str, Any]
 
 
 def store_report(store: MemoryBackend) -> dict[str, Any]:
-    """``GET /v1/store``: the store's figures, the doctor's findings, the last runs."""
-    return {"stats": store_stats(store), "doctor": doctor_summary(store),
+    """``GET /v1/store``: the store's figures, the doctor's findings, the last runs. With
+    a damaged shard the figures are those of the other shards (``stats.partial``,
+    ``stats.damaged_shards``) and the doctor says what is wrong: the health view is where
+    an operator looks when a shard breaks."""
+    return {"stats": store_stats(store, skip_damaged=True), "doctor": doctor_summary(store),
             "runs": recent_runs(store)}
 
 
-__all__ = ["LAST_RUNS", "doctor_summary", "live_counts", "recent_runs", "store_report",
+__all__ = ["LAST_RUNS", "MAX_USERS", "doctor_summary", "live_counts", "recent_runs", "store_report",
            "tenants"]

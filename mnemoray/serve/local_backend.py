@@ -10,8 +10,9 @@ thread (the replica micro-batches them; one local user does not need that).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -38,15 +39,21 @@ class LocalBackend:
 
     def __init__(self, settings: Mapping[str, Any] | ServeSettings) -> None:
         s = self.settings = parse_settings(settings)
+        self.io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mnemoray-io")
+        # One thread for the query encoder: encodes never block the event loop.
+        self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
+        # build_parts stops what it started if it fails; past it, close() does.
         self.parts: ReplicaParts = build_parts(s, local_embedder(s), local_summarizer(s))
         self.memory, self.ops = self.parts.memory, self.parts.ops
         self.sessions = self.parts.sessions
         self.artifacts = self.parts.artifacts
         self.metrics: Metrics = self.parts.metrics
-        self.io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mnemoray-io")
-        # One thread for the query encoder: encodes never block the event loop.
-        self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
-        self.parts.start_jobs(self.memory_op_sync)
+        try:
+            self.parts.start_jobs(self.memory_op_sync)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the failure that got here is the news
+                self.close()
+            raise
 
     @classmethod
     def open(cls, store: str, *, sessions_db: str | None = None,
@@ -62,9 +69,13 @@ class LocalBackend:
                     **groups})
 
     def close(self) -> None:
+        """Let the requests' work finish (queued work is dropped), then stop the parts:
+        the service, the job worker, compaction, then the job queue and session store
+        connections (:meth:`ReplicaParts.stop`). A pool thread still running would
+        otherwise write through a store already closed."""
+        self.io_pool.shutdown(wait=True, cancel_futures=True)
+        self.encode_pool.shutdown(wait=True, cancel_futures=True)
         self.parts.stop()
-        self.io_pool.shutdown(wait=False, cancel_futures=True)
-        self.encode_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- plumbing ----------------------------------------------------------------------
     async def run_io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -104,8 +115,8 @@ class LocalBackend:
     async def domain(self, app_name: str) -> dict[str, Any]:
         return await self.memory_op("domain", app_name, "")  # type: ignore[no-any-return]
 
-    def tenants(self) -> dict[str, dict[str, int]]:
-        return self.parts.tenants()
+    def tenants(self, apps: Collection[str] | None = None) -> dict[str, Any]:
+        return self.parts.tenants(apps)
 
     def store_report(self) -> dict[str, Any]:
         return self.parts.store_report()

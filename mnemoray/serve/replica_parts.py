@@ -11,7 +11,9 @@ here, so the two cannot drift apart; they differ only in how a query is embedded
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+import functools
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,13 +124,22 @@ class ReplicaParts:
                                                 encode=None if w is None else w.encode)
 
     def stop(self) -> None:
-        if self.memory is not None:
-            hygiene, *rest = self.attached
-            close_service(self.memory, hygiene, *rest)
-        if self.ingestion is not None:
-            self.ingestion.stop()
-        if self.compaction is not None:
-            self.compaction.stop(timeout=1)
+        """Stop every part, in order: the service (its hygiene, webhook and reloader), the
+        ingestion worker, compaction, then the connections they wrote through (the job
+        queue, the session store). Each step runs even when one before it failed (a
+        thread left running outlives its owner); the first error is raised at the end."""
+        steps: list[Callable[[], object]] = []
+        memory, ingestion, compaction = self.memory, self.ingestion, self.compaction
+        if memory is not None:
+            steps.append(functools.partial(close_service, memory, *self.attached))
+        if ingestion is not None:
+            steps.append(ingestion.stop)
+        if compaction is not None:
+            steps.append(functools.partial(compaction.stop, timeout=1))
+        if ingestion is not None:
+            steps.append(ingestion.queue.close)
+        steps.append(self.sessions.close)
+        run_all(steps)
 
     # -- reads -----------------------------------------------------------------------
     def store_stats(self) -> dict[str, Any]:
@@ -145,9 +156,10 @@ class ReplicaParts:
                               f"the store", field="server.index_mode")
         return self.memory
 
-    def tenants(self) -> dict[str, dict[str, int]]:
-        """app -> user -> live memories (blocking; :func:`mnemoray.serve.inspector.tenants`)."""
-        return inspector.tenants(self._whole_store("listing apps").snapshot(), self.sessions)
+    def tenants(self, apps: Collection[str] | None = None) -> dict[str, Any]:
+        """``GET /v1/apps`` (blocking; :func:`mnemoray.serve.inspector.tenants`)."""
+        return inspector.tenants(self._whole_store("listing apps").snapshot(), self.sessions,
+                                 apps)
 
     def store_report(self) -> dict[str, Any]:
         """``GET /v1/store`` (blocking; :func:`mnemoray.serve.inspector.store_report`)."""
@@ -197,6 +209,49 @@ class ReplicaParts:
                                      call).to_dict()
 
 
+def run_all(steps: Iterable[Callable[[], object]]) -> None:
+    """Call every step, even after one raised; then raise the first error."""
+    error: BaseException | None = None
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # the rest still run
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+def open_service(s: ServeSettings, store: MemoryBackend, write_embedder: Embedder | None,
+                 summarizer: Summarizer, query_cache: QueryVectorCache | None = None,
+                 ) -> tuple[MemoryService, tuple[Any, ...]]:
+    """The memory service of one server, or of one shard of an ``Index`` deployment, over
+    ``store`` (the one place it is wired): a watching reloader (requests never wait for a
+    load), the settings' per-app prompts, summarize policy and scopes, the webhook and
+    hygiene. Returns ``(service, (hygiene, webhook))``, stopped by ``close_service(service,
+    hygiene, webhook)``. A step that fails stops what the steps before it started."""
+    reloader = SnapshotReloader(store.load, store.root,
+                                watch_interval_s=s.server.reload_interval_s,
+                                stamp=store.stamp).start()
+    service: MemoryService | None = None
+    webhook: Any = None
+    try:
+        service = MemoryService(store, write_embedder, summarizer, s.recall.default,
+                                app_configs=s.recall.app_configs, reloader=reloader,
+                                query_cache=query_cache)
+        service.memory_prompt = s.compaction.memory_prompt_for  # per-app prompts
+        service.summarize_for = s.ingestion.summarize_for  # per app (raw chunks)
+        service.scopes = s.scopes.policy  # agent-only memories, cross-app sharing
+        webhook = attach_webhook(service, s.hooks)
+        return service, (attach_hygiene(service, s.hygiene), webhook)  # limits, usage
+    except BaseException:
+        with contextlib.suppress(Exception):  # the failure that got here is the news
+            if service is None:
+                reloader.stop()
+            else:
+                close_service(service, None, webhook)  # the reloader with the service
+        raise
+
+
 def recall_hook(recall: Callable[..., Awaitable[dict[str, Any]]],
                 loop: asyncio.AbstractEventLoop, agent_name: str | None = None) -> MemorySearch:
     """The compiler's ``memory_search`` hook over a server's ``recall`` coroutine, called
@@ -222,26 +277,23 @@ def build_parts(s: ServeSettings, write_embedder: Embedder | None, summarizer: S
     query_embedder = open_query_embedder(s, store, write_embedder)
     query_cache = QueryVectorCache()
     memory: MemoryService | None = None
-    ops: MemoryOps | None = None
     attached: tuple[Any, ...] = (None,)
     if not sharded:
-        # A watching reloader: requests never wait for a load.
-        reloader = SnapshotReloader(store.load, store.root,
-                                    watch_interval_s=s.server.reload_interval_s,
-                                    stamp=store.stamp).start()
-        memory = MemoryService(store, write_embedder, summarizer, s.recall.default,
-                               app_configs=s.recall.app_configs, reloader=reloader,
-                               query_cache=query_cache)
-        webhook = attach_webhook(memory, s.hooks)
-        memory.memory_prompt = s.compaction.memory_prompt_for
-        memory.summarize_for = s.ingestion.summarize_for  # per app (raw chunks)
-        memory.scopes = s.scopes.policy  # agent-only memories, cross-app sharing
-        attached = (attach_hygiene(memory, s.hygiene), webhook)
-        ops = MemoryOps(memory)
-    return ReplicaParts(s, store, query_embedder, summarizer, write_embedder, query_cache,
-                        memory, ops, SQLiteSessionStore(s.sessions_path),
-                        FileArtifactStore(s.artifacts_path), Compiler.default(), attached)
+        memory, attached = open_service(s, store, write_embedder, summarizer, query_cache)
+    sessions: SQLiteSessionStore | None = None
+    try:
+        sessions = SQLiteSessionStore(s.sessions_path)
+        return ReplicaParts(s, store, query_embedder, summarizer, write_embedder,
+                            query_cache, memory, None if memory is None else MemoryOps(memory),
+                            sessions, FileArtifactStore(s.artifacts_path),
+                            Compiler.default(), attached)
+    except BaseException:  # nothing started here may outlive the failure
+        with contextlib.suppress(Exception):
+            run_all([*([sessions.close] if sessions is not None else []),
+                     *([functools.partial(close_service, memory, *attached)]
+                       if memory is not None else [])])
+        raise
 
 
 __all__ = ["ReplicaParts", "build_parts", "recall_hook", "local_embedder", "local_summarizer",
-           "open_query_embedder"]
+           "open_query_embedder", "open_service", "run_all"]
