@@ -13,7 +13,8 @@ from mnemoray.temporal import expressions, resolve_times
 
 EXPRESSIONS = (
     "May 7, 2023", "7th of May 2023", "2023-05-07", "2023/5/7", "in March", "last May",
-    "next June", "this October", "mid July", "since 2019", "in 2021", "the year 2020",
+    "next June", "this October", "mid July", "during August", "until  \t May", "past Sunday",
+    "this\n\nFriday", "since Dec 2020", "since 2019", "in 2021", "the year 2020",
     "back in the 90s", "the '80s", "1990s", "the 2010s", "the 1980's", "yesterday", "today",
     "tonight", "tomorrow", "last night", "this morning", "this evening", "the day before yesterday",
     "the day after tomorrow", "two weeks ago", "a couple of months ago", "3 years ago",
