@@ -245,12 +245,18 @@ _ANY_DIGIT = re.compile(r"\d")
 # Python's re (found by trying every code point; the gates test pins it), mapped to it
 # before lower-casing so that a gate word is found wherever its pattern could match.
 _FOLD = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
-# Each gate as the word sets a text must meet (one word of each); the words any gate
-# names, looked for once per text.
-_Needs = tuple[frozenset[str], ...]
-_PATTERN_NEEDS: tuple[_Needs, ...] = tuple(
-    tuple(frozenset(g) for g in gate if g) for _, _, gate in _PATTERNS)
-_ANCHORED_NEEDS: _Needs = tuple(frozenset(g) for g in _ANCHORED_GATE if g)
+# Each gate as the word sets a text must meet (one word of each: the first always, the
+# second where there is one); the words any gate names, looked for once per text.
+_Needs = tuple[frozenset[str], frozenset[str] | None]
+
+
+def _needs(gate: _Gate) -> _Needs:
+    groups = [frozenset(g) for g in gate if g]
+    return groups[0], groups[1] if len(groups) > 1 else None
+
+
+_SCANS = tuple((pattern, handler, *_needs(gate)) for pattern, handler, gate in _PATTERNS)
+_ANCHORED_NEEDS = _needs(_ANCHORED_GATE)
 _CASED_WORDS = tuple(sorted({w for _, _, (cased, _) in _PATTERNS for w in cased}))
 _FOLDED_WORDS = tuple(sorted({w for _, _, (_, words) in (*_PATTERNS, (None, None, _ANCHORED_GATE))
                               for w in words if words is not _DIGIT}))
@@ -272,19 +278,14 @@ def _present(text: str) -> set[str]:
     return found
 
 
-def _open(needs: _Needs, present: set[str]) -> bool:
-    """Whether a pattern whose gate is ``needs`` can match a text holding ``present``."""
-    return all(not words.isdisjoint(present) for words in needs)
-
-
 def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
     """Every time expression in ``text`` resolved against ``reference`` (the session's
     date), in text order; overlapping readings keep the longest."""
     ref = to_date(reference)
     present = _present(text)
     found: list[tuple[int, int, Period, bool]] = []
-    for (pattern, handler, _), needs in zip(_PATTERNS, _PATTERN_NEEDS, strict=True):
-        if not _open(needs, present):
+    for pattern, handler, first, second in _SCANS:
+        if first.isdisjoint(present) or (second is not None and second.isdisjoint(present)):
             continue
         for m in pattern.finditer(text):
             period = handler(m, ref)
@@ -298,7 +299,7 @@ def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
         if not kept or f[0] >= kept[-1][1]:
             kept.append(f)
     spans = [_span(text, *f) for f in kept]
-    anchored = _ANCHORED.finditer(text) if _open(_ANCHORED_NEEDS, present) else ()
+    anchored = () if _ANCHORED_NEEDS[0].isdisjoint(present) else _ANCHORED.finditer(text)
     for m in anchored:
         if any(s.begin < m.end() and m.start() < s.end_char for s in spans):
             continue
