@@ -9,12 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
+from ui_fixtures import ANA, ANA_SESSION, ARTIFACT, UiStore, build_ui_store
+from ui_fixtures import APP as UI_APP
 
 from mnemoray.artifact_view import ArtifactsAt, ReadOnlyArtifacts
 from mnemoray.artifacts import ArtifactNotFoundError, InMemoryArtifactStore
 from mnemoray.compiler import AgentSpec, Compiler, Services
 from mnemoray.errors import NotFound
 from mnemoray.events import model_message, user_message
+from mnemoray.serve.api import build_api
+from mnemoray.serve.local_backend import LocalBackend
 from mnemoray.session_replay import replay, session_at
 from mnemoray.session_store import InMemorySessionStore, SessionNotFoundError, SessionStore
 from mnemoray.sqlite_rows import SCHEMA_VERSION
@@ -234,3 +239,29 @@ def test_no_artifact_store_stays_none(store: SessionStore) -> None:
     e1, _ = two_sessions(store)
     _, services = replay(store, store.get_session(APP, USER, "s1"), e1, Services())
     assert services.artifacts is None
+
+
+# -- over HTTP: ReplicaParts.compile goes through replay() ------------------------------------
+@pytest.fixture(scope="module")
+def ui_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[UiStore, TestClient]]:
+    store = build_ui_store(tmp_path_factory.mktemp("ui") / "store")
+    backend = LocalBackend.open(str(store.store))
+    yield store, TestClient(build_api(backend), base_url="http://127.0.0.1:8765",
+                            client=("127.0.0.1", 50000))
+    backend.close()
+
+
+def test_compile_at_an_earlier_event_over_http(ui_http: tuple[UiStore, TestClient]) -> None:
+    store, client = ui_http
+    agent = {"name": "parrot_agent",
+             "instruction": "Owner {user:name?}; pet {user:pet?}; mood {mood?}; "
+                            "topic {app:last_topic?}."}
+    body = {"app_name": UI_APP, "user_id": ANA, "session_id": ANA_SESSION, "agent": agent}
+    now = client.post("/v1/context:compile", json=body).json()
+    first = client.post("/v1/context:compile",
+                        json={**body, "at_event_id": store.user_turn_ids[0]}).json()
+    assert "Owner Ana; pet Kiwi the parrot; mood happy; topic parrot care." \
+        in now["system_instruction"]
+    assert "Owner Ana; pet Kiwi the parrot; mood ; topic ." in first["system_instruction"]
+    assert f"{ARTIFACT}@1" in now["system_instruction"]
+    assert ARTIFACT not in first["system_instruction"]  # v1 was recorded by a later event

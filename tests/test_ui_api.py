@@ -366,7 +366,7 @@ def test_explain_contributions_add_up_to_the_score(open_http: TestClient) -> Non
         parts = m["contributions"]
         assert parts and set(parts) <= {"dense", "bm25", "entity", "graph", "time",
                                         "recency", "offset"}
-        assert m["score"] == pytest.approx(1.0 + sum(parts.values()), abs=1e-5)
+        assert m["score"] == pytest.approx(1.0 + sum(parts.values()), abs=1e-9)
         # Every contribution is of a signal the result reports.
         assert all(name in m["signals"] for name in parts if name != "offset")
     plain = open_http.post("/v1/recall", json={**body, "explain": False}).json()["memories"]
@@ -471,7 +471,7 @@ def test_client_calls_the_new_endpoints(ui: tuple[UiStore, LocalBackend],
         hits = client.recall(APP, ANA, "parrot Kiwi", explain=True).memories
         assert hits[0].contributions is not None
         assert hits[0].score == pytest.approx(1 + sum(hits[0].contributions.values()),
-                                              abs=1e-5)
+                                              abs=1e-9)
         turn = client.compile(APP, ANA, ANA_SESSION, AGENT, at_event_id=store.user_turn_ids[0])
         assert turn.total_tokens > 0
     with MnemorayClient(api_key=KEY_ANA, http=TestClient(keyed.app)) as client:

@@ -42,7 +42,7 @@ from mnemoray.serve.ingestion import IngestionJobs
 from mnemoray.serve.memory import attach_webhook
 from mnemoray.serve.metrics import Metrics
 from mnemoray.serve.settings import ServeSettings
-from mnemoray.session_replay import session_at
+from mnemoray.session_replay import replay
 from mnemoray.sqlite_store import SQLiteSessionStore
 from mnemoray.summarizers import get_summarizer
 from mnemoray.summarizers.base import Summarizer
@@ -196,14 +196,15 @@ class ReplicaParts:
                 memory_agent: str | None = None) -> dict[str, Any]:
         """The CompiledRequest dict (blocking). ``memory_search(view)``: the compiler's
         recall hook for that memory view; ``at_event_id``: the session as it was right
-        after that event (:func:`mnemoray.session_replay.session_at`)."""
+        after that event, its artifacts as they were then
+        (:func:`mnemoray.session_replay.replay`)."""
         spec, call = AgentSpec(**agent), Callee.from_dict(callee) if callee else None
         services = Services(memory_search=memory_search(memory_view(spec.name, memory_agent)),
                             artifacts=self.artifacts,
                             user_profile=profile_over(memory_op_sync))
         session = self.sessions.get_session(app_name, user_id, session_id)
         if at_event_id is not None:
-            session = session_at(session, at_event_id)
+            session, services = replay(self.sessions, session, at_event_id, services)
         return self.compiler.compile(session, spec, new_message, services,
                                      dict(temp_state) if temp_state else None,
                                      call).to_dict()
