@@ -27,6 +27,7 @@ from ui_fixtures import (
     T_PLANS,
     UiStore,
     build_ui_store,
+    damage_shard_of,
 )
 
 from mnemoray.client import MnemorayClient
@@ -155,21 +156,6 @@ def test_host_names_are_checked_only_on_a_loopback_only_open_server(
     remote = TestClient(build_api(ui[1], HttpConfig(allow_remote_without_keys=True)),  # type: ignore[arg-type]
                         headers=other)
     assert remote.get("/v1/apps").status_code == 200
-
-
-def damage_shard_of(store: Path, user: str) -> int:
-    """Overwrite the user's shard's segment files with garbage: that shard is damaged."""
-    from mnemoray.memory.layout import shard_dir, shard_of
-    from mnemoray.memory.manifest import read_manifest
-
-    manifest = read_manifest(store)
-    assert manifest is not None
-    shard = shard_of(APP, user, manifest.shards)
-    files = list((store / "memories" / shard_dir(shard)).glob("*.parquet"))
-    assert files
-    for f in files:
-        f.write_bytes(b"not parquet")
-    return shard
 
 
 def test_a_damaged_shard_leaves_apps_and_store_answering(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from ui_fixtures import ANA, ANA_SESSION, APP, ARTIFACT, UiStore, build_ui_store
+from ui_fixtures import ANA, ANA_SESSION, APP, ARTIFACT, UiStore, build_ui_store, damage_shard_of
 
 from mnemoray.memory.runs import RunRecorder
 from mnemoray.serve.api import build_api
@@ -390,6 +390,25 @@ class TestPage:
         page.locator("[data-testid=recall-results], [data-testid=no-results]").first.wait_for()
         assert page.evaluate("window.pwned") is None
         assert page.locator("main img, main script").count() == 0  # the fixture: no CSP hit
+
+    def test_a_damaged_shard_is_named_in_the_picker_and_the_health_view(
+            self, tmp_path: Path, page: Any) -> None:
+        store = build_ui_store(tmp_path / "store")
+        shard = damage_shard_of(store.store, ANA)
+        backend = LocalBackend.open(str(store.store))
+        try:
+            with Server(build_api(backend)) as damaged:
+                page.goto(ui(damaged))
+                note = page.get_by_test_id("skipped-shards")
+                note.wait_for()
+                assert f"Shard(s) {shard}" in note.inner_text()
+                page.goto(ui(damaged, app_name=APP, user_id=ANA, view="health"))
+                partial = page.get_by_test_id("partial-stats")
+                partial.wait_for()
+                assert str(shard) in partial.inner_text()
+                assert "problem" in page.get_by_test_id("doctor").inner_text()
+        finally:
+            backend.close()
 
     def test_api_errors_read_as_one_line(self, server: Server, page: Any) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA, view="session", session_id="nope"))

@@ -141,3 +141,18 @@ def build_ui_store(root: Path) -> UiStore:
 
 __all__ = ["ANA", "ANA_PLANS", "ANA_SESSION", "APP", "ARTIFACT", "BEN", "BEN_SESSION",
            "UiStore", "build_ui_store"]
+
+
+def damage_shard_of(store: Path, user: str) -> int:
+    """Overwrite the user's shard's segment files with garbage: that shard is damaged."""
+    from mnemoray.memory.layout import shard_dir, shard_of
+    from mnemoray.memory.manifest import read_manifest
+
+    manifest = read_manifest(store)
+    assert manifest is not None
+    shard = shard_of(APP, user, manifest.shards)
+    files = list((store / "memories" / shard_dir(shard)).glob("*.parquet"))
+    assert files
+    for f in files:
+        f.write_bytes(b"not parquet")
+    return shard

@@ -22,6 +22,7 @@ const PARAMS = ["app_name", "user_id", "view", "q", "mode", "top_k", "session_id
 
 const $ = (id) => document.getElementById(id);
 let apps = [];
+let appsSkipped = []; // shards GET /v1/apps could not read (damaged)
 let renderToken = 0;
 
 function readState() {
@@ -108,9 +109,12 @@ function fillPickers() {
 
 async function loadApps() {
   try {
-    apps = (await api("/v1/apps")).apps || [];
+    const res = await api("/v1/apps");
+    apps = res.apps || [];
+    appsSkipped = res.skipped_shards || [];
   } catch (err) {
     apps = [];
+    appsSkipped = [];
     showError($("page-error"), err);
   }
   if (!state.app_name && apps.length === 1) {
@@ -135,9 +139,13 @@ function pickUserPrompt(container) {
         type: "button", class: "link", testid: `pick-${a.app_name}-${u.user_id}`,
         onclick: () => navigate({ app_name: a.app_name, user_id: u.user_id }),
       }, `${u.user_id} (${u.memories})`))))
-        : h("p", { class: "muted" }, "Type a user id above: this key does not list users.")));
+        : h("p", { class: "muted" }, "Type a user id above: this key does not list users."),
+      a.users_truncated ? h("p", { class: "muted", testid: "users-truncated" },
+        `Only the first ${users ? users.length : 0} users by name are listed: type another user id above.`) : null));
   }
-  clear(container, h("h2", {}, "Pick an app and a user"),
+  const skipped = appsSkipped.length ? h("p", { class: "bad", testid: "skipped-shards" },
+    `Shard(s) ${appsSkipped.join(", ")} could not be read (run doctor): their users are not listed.`) : null;
+  clear(container, h("h2", {}, "Pick an app and a user"), skipped,
     apps.length ? list : h("p", { class: "muted" },
       "No app with memories or sessions yet (or this key reaches none): type an app and a user above."));
   container.dataset.ready = "pick";

@@ -37,6 +37,8 @@ export async function render(ctx, main) {
       doctor.checked === false ? `doctor: not run (${doctor.note || "it reads Parquet stores only"}).`
         : doctor.healthy ? "doctor: healthy, no problems found." : `doctor: ${doctor.problems.length} problem(s)`),
     doctor.problems?.length ? h("ul", { testid: "doctor-problems" }, doctor.problems.map((p) => h("li", {}, p))) : null,
+    st.partial ? h("p", { class: "bad", testid: "partial-stats" },
+      `The figures below leave out damaged shard(s) ${(st.damaged_shards || []).join(", ")}.`) : null,
     h("div", { class: "grid2" },
       h("section", { class: "panel", testid: "store-stats" }, h("h3", {}, "Store"),
         facts([["Backend", st.backend], ["Memories (live)", fmtNum(st.memories)], ["Users", fmtNum(st.users)],
