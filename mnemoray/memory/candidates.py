@@ -3,6 +3,7 @@ indexes built once per set and the records materialized on demand."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -33,6 +34,11 @@ _Index = TypeVar("_Index", BM25, "EntityIndex")
 # recall more than the rest of the ranking. A larger set (an app's records, keyword
 # recall) resolves only the records its recalls look at.
 RESOLVE_ALL_ROWS = 50_000
+# A transient set is built anew every recall (app-wide: the nearest records by ANN), and
+# much the same records come back recall after recall: it reads their words through this
+# cache. Keyed by what the answer depends on (key text, date), so it is exact whichever
+# record the words belong to.
+_recent_time_facts = functools.lru_cache(maxsize=20_000)(time_facts)
 
 
 # -- keyword indexes over a candidate set ------------------------------------
@@ -168,8 +174,8 @@ class Candidates:
         if not self.parts:
             found = self._time_facts.get(pos)
             if found is None:
-                found = self._time_facts[pos] = time_facts(self.key_text(pos),
-                                                           float(self.t_start[pos]))
+                found = self._time_facts[pos] = _recent_time_facts(self.key_text(pos),
+                                                                   float(self.t_start[pos]))
             return found
         slots, rows = self._time_slots or self._open_time_slots()
         found = slots[pos][rows[pos]]
