@@ -126,6 +126,7 @@ def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments
         return time_facts(text, reference)
 
     monkeypatch.setattr(cmod, "time_facts", counting)
+    monkeypatch.setattr(record_times, "time_facts", counting)
     retriever = Retriever()
     cands = retriever.user_candidates(store.load(), "app", "mel")
     first = cands.size
@@ -156,3 +157,30 @@ def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments
 
     gc.collect()
     assert not segments & set(record_times._BY_SEGMENT)
+
+
+def test_a_set_larger_than_the_limit_resolves_only_what_is_asked(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mnemoray.memory import candidates as cmod
+    from mnemoray.memory import record_times
+    from mnemoray.memory.axes import time_facts
+    from mnemoray.memory.retrieval import Retriever
+    from mnemoray.memory.store import MemoryStore
+
+    store = MemoryStore(tmp_path / "store")
+    store.add(records(120, seed=8))
+    calls: list[str] = []
+
+    def counting(text: str, reference: float) -> TimeFacts:
+        calls.append(text)
+        return time_facts(text, reference)
+
+    monkeypatch.setattr(cmod, "time_facts", counting)
+    monkeypatch.setattr(record_times, "time_facts", counting)
+    monkeypatch.setattr(cmod, "RESOLVE_ALL_ROWS", 50)
+    cands = Retriever().user_candidates(store.load(), "app", "mel")
+    assert cands.size > 50
+    asked = [3, 17, 64, 3]
+    got = [cands.time_facts(p) for p in asked]
+    assert got == [time_facts(cands.key_text(p), float(cands.t_start[p])) for p in asked]
+    assert len(calls) == 3  # each asked record once

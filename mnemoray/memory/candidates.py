@@ -22,7 +22,7 @@ from mnemoray.memory.index import _slice_scores
 from mnemoray.memory.keywords import KeywordTokenizer
 from mnemoray.memory.recall_filters import RetrievalError, event_times
 from mnemoray.memory.record import Memory
-from mnemoray.memory.record_times import segment_slots
+from mnemoray.memory.record_times import SetSlots, resolve_all, set_slots
 from mnemoray.memory.segment import LoadedSegment, rows_to_memories
 from mnemoray.memory.snapshot import StoreSnapshot
 
@@ -124,7 +124,7 @@ class Candidates:
         self._bm25: BM25 | None = None
         self._entities: EntityIndex | None = None
         self._time_facts: dict[int, TimeFacts] = {}  # a transient set's: position -> facts
-        self._time_slots: tuple[list[list[TimeFacts | None]], list[int]] | None = None
+        self._time_slots: SetSlots | None = None  # a stored set's (record_times)
         self._graph: GraphRecall | None = None
         self._lock = threading.Lock()
         self.built_at = time.time()
@@ -184,26 +184,15 @@ class Candidates:
                                                        float(self.t_start[pos]))
         return found
 
-    def _open_time_slots(self) -> tuple[list[list[TimeFacts | None]], list[int]]:
-        """Per position: its segment's slots and its row there (built once, locked: two
-        queries on a new set resolve its records once)."""
+    def _open_time_slots(self) -> SetSlots:
+        """Built once, locked: two queries on a new set resolve its records once."""
         with self._lock:
-            if self._time_slots is not None:
-                return self._time_slots
-            slots: list[list[TimeFacts | None]] = []
-            rows: list[int] = []
-            for p in self.parts:
-                kept = segment_slots(p.seg, p.seg.rows)
-                local = range(p.start, p.end) if p.local is None else (p.local + p.start).tolist()
-                slots.extend([kept] * len(local))
-                rows.extend(local)
-            if self.size <= RESOLVE_ALL_ROWS:
-                texts = self._table["key_text"].to_pylist()
-                refs = self.t_start.tolist()
-                for pos, (kept, row) in enumerate(zip(slots, rows, strict=True)):
-                    if kept[row] is None:
-                        kept[row] = time_facts(texts[pos] or "", refs[pos])
-            self._time_slots = (slots, rows)
+            if self._time_slots is None:
+                found = set_slots((p.seg, p.start, p.end, p.local) for p in self.parts)
+                if self.size <= RESOLVE_ALL_ROWS:
+                    resolve_all(found, self._table["key_text"].to_pylist(),
+                                self.t_start.tolist())
+                self._time_slots = found
             return self._time_slots
 
     # query-time arrays ----------------------------------------------------------

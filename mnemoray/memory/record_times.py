@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterable
+from typing import Any
 
-from mnemoray.memory.axes import TimeFacts
+import numpy as np
+
+from mnemoray.memory.axes import TimeFacts, time_facts
 
 # Per loaded segment (by id, dropped when the segment is): one slot per row, None until
 # that row's words are resolved.
 _BY_SEGMENT: dict[int, list[TimeFacts | None]] = {}
 _LOCK = threading.Lock()
+# A candidate set's view: per position, its segment's slots and its row there.
+SetSlots = tuple[list[list[TimeFacts | None]], list[int]]
 
 
 def segment_slots(segment: object, rows: int) -> list[TimeFacts | None]:
@@ -33,3 +39,25 @@ def segment_slots(segment: object, rows: int) -> list[TimeFacts | None]:
             weakref.finalize(segment, _BY_SEGMENT.pop, key, None)
     return found
 
+
+
+def set_slots(parts: Iterable[tuple[Any, int, int, np.ndarray | None]]) -> SetSlots:
+    """The slots of a set built from ``parts``: (loaded segment, start row, end row, live
+    rows relative to start, None for all), in the set's order."""
+    slots: list[list[TimeFacts | None]] = []
+    rows: list[int] = []
+    for seg, start, end, local in parts:
+        kept = segment_slots(seg, seg.rows)
+        span = range(start, end) if local is None else (local + start).tolist()
+        slots.extend([kept] * len(span))
+        rows.extend(span)
+    return slots, rows
+
+
+def resolve_all(found: SetSlots, texts: list[str | None], references: list[float]) -> None:
+    """Resolve every position of a set not resolved yet (``texts``, ``references``: its
+    key texts and dates, by position)."""
+    slots, rows = found
+    for pos, (kept, row) in enumerate(zip(slots, rows, strict=True)):
+        if kept[row] is None:
+            kept[row] = time_facts(texts[pos] or "", references[pos])
