@@ -19,7 +19,7 @@ from mnemoray.backfill import commit as backfill_commit
 from mnemoray.graph import extract as extract_module
 from mnemoray.graph import extract_session
 from mnemoray.graph.tables import TABLES
-from mnemoray.memory import graph_prepared
+from mnemoray.memory import graph_parts, graph_prepared
 from mnemoray.memory import store as store_module
 from mnemoray.memory.graph_parts import GRAPH_DIR, MAX_PARTS, listed_files, read_shard
 from mnemoray.memory.store import MemoryStore
@@ -71,12 +71,13 @@ def memory_rows(store: Path) -> list[tuple[Any, ...]]:
 
 
 def run(arch: Path, store: Path, *, prepare: bool, monkeypatch: pytest.MonkeyPatch,
-        commit_every: int = 2) -> tuple[int, int]:
+        commit_every: int = 2) -> tuple[int, int, int]:
     """Backfill ``arch``; ``prepare=False``: the merge all in the commit (as before).
-    Returns how many sessions the commits merged themselves, and how many prepared
-    parts went into a merged part (a shard at its most parts)."""
-    merged, rewrites = [], []
-    real, real_list_merged = store_module.merge_extracts, graph_prepared.list_merged
+    Returns how many sessions the commits merged themselves, how many times a commit
+    merged a shard's parts into one, and how many times it put a prepared rollup of a
+    shard's parts in their place."""
+    merged, rewrites, roll_ups = [], [], []
+    real, real_list_merged = store_module.merge_extracts, graph_parts.list_merged
     real_take = store_module.take_prepared
 
     def counting(root, m, extracts, read=None):
@@ -92,11 +93,21 @@ def run(arch: Path, store: Path, *, prepare: bool, monkeypatch: pytest.MonkeyPat
         rewrites.append(args[2])
         return real_list_merged(*args, **kwargs)
 
+    real_roll_up = graph_prepared._roll_up
+
+    def counting_roll_ups(root, m, p, rollup):
+        before = list(m.graph[p.shard])
+        real_roll_up(root, m, p, rollup)
+        if m.graph[p.shard] != before:
+            roll_ups.append(p.shard)
+
     ticks = itertools.count()
     with monkeypatch.context() as mp:
         mp.setattr(store_module, "merge_extracts", counting)
         mp.setattr(store_module, "take_prepared", counting_take)
         mp.setattr(graph_prepared, "list_merged", counting_rewrites)
+        mp.setattr(graph_parts, "list_merged", counting_rewrites)
+        mp.setattr(graph_prepared, "_roll_up", counting_roll_ups)
         # Extraction stamps each record with the wall clock: the same tick sequence in
         # both runs (in process, sessions are extracted in archive order) makes every
         # row comparable.
@@ -105,7 +116,7 @@ def run(arch: Path, store: Path, *, prepare: bool, monkeypatch: pytest.MonkeyPat
             mp.setattr(backfill_commit, "prepare_graph", lambda store, graph: ())
         backfill(BackfillConfig(arch, store, shards=2, embedder=None,
                                 commit_every=commit_every, progress_interval_s=0))
-    return len(merged), len(rewrites)
+    return len(merged), len(rewrites), len(roll_ups)
 
 
 def test_prepared_merge_writes_the_graph_the_commit_merge_writes(
@@ -113,16 +124,17 @@ def test_prepared_merge_writes_the_graph_the_commit_merge_writes(
     rows = archive_rows()
     write_archive(rows, tmp_path / "archive" / "sessions.jsonl")
     arch = tmp_path / "archive"
-    at_commit, _ = run(arch, tmp_path / "before", prepare=False, monkeypatch=monkeypatch)
-    in_commit, rewrites = run(arch, tmp_path / "after", prepare=True, monkeypatch=monkeypatch)
+    at_commit, merges, _ = run(arch, tmp_path / "before", prepare=False,
+                               monkeypatch=monkeypatch)
+    in_commit, rewrites, roll_ups = run(arch, tmp_path / "after", prepare=True,
+                                        monkeypatch=monkeypatch)
     assert graph_rows(tmp_path / "after") == graph_rows(tmp_path / "before")
     assert memory_rows(tmp_path / "after") == memory_rows(tmp_path / "before")
     before, after = (MemoryStore(tmp_path / s).manifest() for s in ("before", "after"))
-    # Same part structure (merges at the same commits), same ledger.
-    assert [[p.version for p in parts] for parts in after.graph] == \
-        [[p.version for p in parts] for parts in before.graph]
     assert after.ledger_sessions == before.ledger_sessions
-    assert rewrites  # some prepared parts went into a shard's merged part
+    # The commits merged shards' parts into one; the prepared rollups did it instead.
+    assert merges and roll_ups and not rewrites
+    assert all(len(parts) < MAX_PARTS for parts in after.graph)
     # The commits merged only what the prepared parts could not stand for (the forget
     # of a superseded session changes its user's graph between prepare and commit).
     assert 0 < in_commit < at_commit
@@ -130,7 +142,7 @@ def test_prepared_merge_writes_the_graph_the_commit_merge_writes(
     on_disk = set((tmp_path / "after" / GRAPH_DIR).rglob("*.parquet"))
     assert on_disk == listed_files(tmp_path / "after", after)
     rerun = run(arch, tmp_path / "after", prepare=True, monkeypatch=monkeypatch)
-    assert rerun == (0, 0) and MemoryStore(tmp_path / "after").manifest().graph == after.graph
+    assert rerun == (0, 0, 0) and MemoryStore(tmp_path / "after").manifest().graph == after.graph
 
 
 def _extract(session: Session) -> tuple[str, Any]:
@@ -224,7 +236,7 @@ def test_ray_data_backfill_writes_the_graph_the_in_process_commit_merge_writes(
 
     write_archive(archive_rows(), tmp_path / "archive" / "sessions.jsonl")
     arch = tmp_path / "archive"
-    at_commit, _ = run(arch, tmp_path / "before", prepare=False, monkeypatch=monkeypatch)
+    at_commit, _, _ = run(arch, tmp_path / "before", prepare=False, monkeypatch=monkeypatch)
     merged: list[int] = []
     real = store_module.take_prepared
 
@@ -243,3 +255,28 @@ def test_ray_data_backfill_writes_the_graph_the_in_process_commit_merge_writes(
     m = MemoryStore(tmp_path / "ray").manifest()
     on_disk = set((tmp_path / "ray" / GRAPH_DIR).rglob("*.parquet"))
     assert on_disk == listed_files(tmp_path / "ray", m)
+
+
+@pytest.mark.parametrize("meanwhile", [0, 1, 2])
+def test_a_rollup_replaces_the_parts_it_read_only_while_they_lead_the_list(
+        tmp_path: Path, meanwhile: int) -> None:
+    """A chunk prepared at a shard near its most parts carries the shard's rows as one part:
+    it replaces the parts it was read from if they still lead the list (commits after them
+    stay), and goes when a merge replaced them meanwhile (2 commits: the 8th part)."""
+    stores = MemoryStore(tmp_path / "p", 1), MemoryStore(tmp_path / "q", 1)
+    late = _session("u1", 3)
+    for store in stores:
+        for k in range(MAX_PARTS - 2):
+            _commit(store, _session(f"o{k}", k))
+    prepared = stores[0].prepare_graph([_extract(late)])
+    assert prepared[0].rollup is not None
+    for store in stores:
+        for k in range(meanwhile):
+            _commit(store, _session(f"n{k}", k))
+    _commit(stores[0], late, prepared=prepared)
+    _commit(stores[1], late)
+    assert graph_rows(tmp_path / "p") == graph_rows(tmp_path / "q")
+    parts = MemoryStore(tmp_path / "p").manifest().graph[0]
+    rolled = prepared[0].rollup.name in {p.name for p in parts}
+    assert rolled == (meanwhile < 2) and len(parts) == (2 + meanwhile if rolled else 2)
+    assert not _leftovers(tmp_path / "p")

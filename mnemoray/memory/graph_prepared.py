@@ -19,8 +19,14 @@ same rows, that is when:
 Otherwise that shard's sessions are merged at commit (the same merge, reading only the
 parts that name their users) and the part's files are removed (an unlisted part of a
 crashed run goes at ``gc``): the graph is the same either way, only where the work runs
-differs. An archive whose users' sessions are
-spread over many chunks that are prepared at once falls back more often.
+differs. An archive whose users' sessions are spread over many chunks that are prepared
+at once falls back more often.
+
+The other serial graph work of a commit is merging a shard's parts into one once it holds
+``MAX_PARTS``. A prepare that finds the shard near that also writes the shard's rows as
+one part (``rollup``); the commit puts it in place of the parts it was read from while
+they still lead the shard's list (parts listed after them stay after it: each user reads
+the same rows), and removes it otherwise.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import logging
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -40,8 +46,10 @@ from mnemoray.graph import SessionExtract
 from mnemoray.graph.tables import TABLES
 from mnemoray.memory.graph_commit import GraphWrite, merged_graph
 from mnemoray.memory.graph_parts import (
+    MAX_PARTS,
     USERS,
     Reader,
+    empty_tables,
     list_merged,
     must_merge,
     part_files,
@@ -49,6 +57,7 @@ from mnemoray.memory.graph_parts import (
     read_part,
     resolve_parts,
     write_part,
+    write_rows,
 )
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import GraphPart, Manifest
@@ -69,6 +78,10 @@ class PreparedPart:
     sessions: frozenset[str]  # ledger keys of the sessions merged into them
     base: tuple[str, ...]  # the shard's parts the merge read its users' graphs from
     had_graph: bool  # some of ``users`` had a graph in ``base``
+    # The shard's rows at ``base`` as one part, written when ``base`` is near the most
+    # parts a shard holds: the commit puts it in place of ``base`` while those are still
+    # listed (the merge ``publish`` would otherwise do on the committing process).
+    rollup: GraphPart | None = None
 
 
 # -- which users a part names (read once per process) ---------------------------------------
@@ -111,7 +124,8 @@ def prepare_parts(root: Path, m: Manifest, graph: GraphWrite) -> tuple[PreparedP
     out = []
     for shard, owners in sorted(by_shard.items()):
         try:
-            out.append(_prepare(root, m, shard, owners, frozenset(keys[shard])))
+            out.append(_prepare(root, m, shard, owners, frozenset(keys[shard]),
+                                rollup=True))
         except (OSError, pa.ArrowException, StoreCorrupt) as exc:
             log.info("graph of shard %d left to the commit: %s: %s", shard,
                      type(exc).__name__, exc)
@@ -119,18 +133,23 @@ def prepare_parts(root: Path, m: Manifest, graph: GraphWrite) -> tuple[PreparedP
 
 
 def _prepare(root: Path, m: Manifest, shard: int, owners: dict[Owner, list[SessionExtract]],
-             sessions: frozenset[str]) -> PreparedPart:
+             sessions: frozenset[str], *, rollup: bool = False) -> PreparedPart:
     users = sorted(owners)
     wanted = set(users)
     base = m.graph[shard]
     # A user's rows are in the parts that name it (the newest wins): only those are read.
     holding = [p for p in base if part_users(root, shard, p.name) & wanted]
     stored = resolve_parts(read_part(root, shard, p) for p in holding)[0] if holding else None
+    rolled = None
+    # One commit early: chunks prepared ahead of their commits reach the limit in between.
+    if rollup and len(base) + 2 >= MAX_PARTS:
+        stored = resolve_parts(read_part(root, shard, p) for p in base)[0]
+        rolled = write_rows(root, shard, empty_tables(), (), base=stored)
     graphs = [merged_graph(app, user, stored, owners[(app, user)]) for app, user in users]
     part = write_part(root, shard, graphs)
     _remember((str(root), shard, part.name), frozenset(users))
     return PreparedPart(shard, m.shards, part.name, tuple(users), sessions,
-                        tuple(p.name for p in base), bool(holding))
+                        tuple(p.name for p in base), bool(holding), rolled)
 
 
 # -- commit (under the store's lock) -------------------------------------------------------
@@ -148,13 +167,15 @@ def take_prepared(root: Path, m: Manifest, prepared: Sequence[PreparedPart],
         by_shard[shard][(ex.app_name, ex.user_id)].append(ex)
         keys[shard].add(key)
     for p in prepared:
-        if (p.shards == m.shards and p.shard in by_shard and p.sessions == keys[p.shard]
-                and _unchanged(root, m, p)
-                and all(f.is_file() for f in part_files(root, p.shard, _part(p)))):
+        holds = (p.shards == m.shards and p.shard in by_shard and p.sessions == keys[p.shard]
+                 and _unchanged(root, m, p) and _on_disk(root, p.shard, _part(p)))
+        if p.rollup is not None:
+            _roll_up(root, m, p, p.rollup)
+        if holds:
             _list(root, m, p, read)
             del by_shard[p.shard]
         else:
-            discard(root, [p])
+            _remove(root, p.shard, _part(p))
     for shard, owners in sorted(by_shard.items()):
         _list(root, m, _prepare(root, m, shard, owners, frozenset(keys[shard])), read)
     return sum(len(group) for owners in by_shard.values() for group in owners.values())
@@ -174,22 +195,44 @@ def _unchanged(root: Path, m: Manifest, p: PreparedPart) -> bool:
     return not any(part_users(root, p.shard, name) & wanted for name in now if name not in base)
 
 
+def _on_disk(root: Path, shard: int, part: GraphPart) -> bool:
+    return all(f.is_file() for f in part_files(root, shard, part))
+
+
+def _roll_up(root: Path, m: Manifest, p: PreparedPart, rollup: GraphPart) -> None:
+    """Put ``rollup`` in place of the parts it was read from while ``m`` still lists
+    them first (else remove it). Each user then reads the same rows: those of the newest
+    part naming it, and the rollup names every user with rows at ``p.base``."""
+    parts = m.graph[p.shard] if p.shards == m.shards else []
+    if (p.base and [q.name for q in parts[:len(p.base)]] == list(p.base)
+            and _on_disk(root, p.shard, rollup)):
+        m.graph[p.shard] = [replace(rollup, version=m.version + 1), *parts[len(p.base):]]
+    else:
+        _remove(root, p.shard, rollup)
+
+
 def _list(root: Path, m: Manifest, p: PreparedPart, read: Reader | None) -> None:
     """``p`` in ``m`` at its next version, as ``publish`` lists a part it writes (a shard
     at its most parts: one merged part, then ``p``'s files go)."""
     if must_merge(m, p.shard):
         fresh = read_part(root, p.shard, _part(p))
         list_merged(root, m, p.shard, {t: fresh[t] for t in TABLES}, p.users, p.users, read)
-        discard(root, [p])
+        _remove(root, p.shard, _part(p))
         return
     m.graph[p.shard] = [*m.graph[p.shard], _part(p, m.version + 1)]
+
+
+def _remove(root: Path, shard: int, part: GraphPart) -> None:
+    for f in part_files(root, shard, part):
+        f.unlink(missing_ok=True)
 
 
 def discard(root: Path, prepared: Sequence[PreparedPart]) -> None:
     """Remove the files of parts no manifest lists (a commit that did not take them)."""
     for p in prepared:
-        for f in part_files(root, p.shard, _part(p)):
-            f.unlink(missing_ok=True)
+        _remove(root, p.shard, _part(p))
+        if p.rollup is not None:
+            _remove(root, p.shard, p.rollup)
 
 
 __all__ = ["PreparedPart", "discard", "part_users", "prepare_parts", "take_prepared"]
