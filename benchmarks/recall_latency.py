@@ -17,7 +17,9 @@ Scenarios:
   last March?", reference time 2025-02-04): ~700 records of it are found by time;
 - ``when``: "when ..." questions (records ranked by relevance get the "when" signal);
 - ``serve``: serve_bench's own queries, reference time now (periods it names fall
-  outside the history: only the records relevance ranks are looked at).
+  outside the history: only the records relevance ranks are looked at);
+- ``app``: the ``when`` questions app-wide (``Retriever.search_app``: the app's 200
+  nearest records by ANN, a transient set per recall; "first" is the first recall).
 
 Each scenario is also run with the time axis off (``weights.time = 0``): the floor.
 The time axis' own cost is timed around ``axes.time_signal`` (per later recall, and per
@@ -66,6 +68,8 @@ TEMPLATES = {
 def questions(kind: str, n: int, seed: int) -> list[str]:
     if kind == "serve":
         return sb.make_queries(n, seed)
+    if kind == "app":  # "when" questions, other ones
+        kind, seed = "when", seed + 1
     rng = random.Random(f"{kind}-{seed}")
     seen: dict[str, None] = {}
     while len(seen) < n:
@@ -101,7 +105,7 @@ def pct(values: list[float], q: float) -> float:
 
 def run_scenario(store_dir: Path, users: int, queries: list[str], vecs: dict[str, np.ndarray],
                  reference: float | None, time_on: bool, seed: int,
-                 clock: TimeAxisClock) -> dict[str, Any]:
+                 clock: TimeAxisClock, app_wide: bool = False) -> dict[str, Any]:
     from mnemoray.memory.store import MemoryStore
 
     # A store opened afresh: nothing an earlier scenario resolved or built is kept.
@@ -121,9 +125,12 @@ def run_scenario(store_dir: Path, users: int, queries: list[str], vecs: dict[str
     looked: list[int] = []
     seen: set[str] = set()
     for q in queries:
-        user = rng.choice(names)
+        user = "(app)" if app_wide else rng.choice(names)
         start = time.perf_counter()
-        retriever.search_user(snap, sb.APP, user, q, vecs[q], sb.TOP_K, filters=flt)
+        if app_wide:
+            retriever.search_app(snap, sb.APP, q, vecs[q], sb.TOP_K, filters=flt)
+        else:
+            retriever.search_user(snap, sb.APP, user, q, vecs[q], sb.TOP_K, filters=flt)
         ms = (time.perf_counter() - start) * 1e3
         secs, n = clock.take()
         (later if user in seen else first).append(ms)
@@ -160,7 +167,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", choices=sorted(SIZES), default="100k")
     p.add_argument("--queries", type=int, default=200, help="recalls per scenario")
-    p.add_argument("--scenarios", default="period,when,serve")
+    p.add_argument("--scenarios", default="period,when,serve,app")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--note", default="", help="recorded with the results (which code ran)")
@@ -190,7 +197,7 @@ def main() -> int:
         for label, on in (("on", True), ("off", False)):
             log(f"{s}, time axis {label}: {len(qs[s])} recalls")
             results[s][label] = run_scenario(store_dir, users, qs[s], vecs, reference, on,
-                                             args.seed, clock)
+                                             args.seed, clock, app_wide=s == "app")
     out = {"benchmark": "recall_latency", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                     time.gmtime()),
            "note": args.note, "machine": machine(),
