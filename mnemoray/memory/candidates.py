@@ -28,7 +28,7 @@ from mnemoray.memory.snapshot import StoreSnapshot
 
 _Index = TypeVar("_Index", BM25, "EntityIndex")
 # A set of up to this many records (one user's, as a rule) resolves the time its records'
-# words name all at once, on its first recall with a time intent: a few times what
+# words name all at once, on its first recall with a time intent: one to three times what
 # building its BM25 index costs, once (benchmarks/README.md, "Time axis"), where resolving
 # the records each recall looks at (a few hundred, mostly new to the set) costs every
 # recall more than the rest of the ranking. A larger set (an app's records, keyword
