@@ -16,8 +16,10 @@ the query's reference time) becomes one signal per candidate record, in [0, 1]:
   :data:`PRESENT_BOOST` times its weight (then the newest statement of a changed fact
   is the answer).
 
-Per record the words' times are resolved once per candidate set and kept
-(:class:`TimeFacts`), so a query pays only for the records it looks at.
+A record whose event time overlaps a named period is found from the set's arrays; the
+times a record's words name (:class:`TimeFacts`) are resolved once per record and kept
+(:mod:`mnemoray.memory.record_times`, :meth:`Candidates.time_facts`), so a recall reads
+no words of records already read.
 """
 
 from __future__ import annotations
