@@ -3,7 +3,6 @@ indexes built once per set and the records materialized on demand."""
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -22,7 +21,7 @@ from mnemoray.memory.index import _slice_scores
 from mnemoray.memory.keywords import KeywordTokenizer
 from mnemoray.memory.recall_filters import RetrievalError, event_times
 from mnemoray.memory.record import Memory
-from mnemoray.memory.record_times import SetSlots, resolve_all, set_slots
+from mnemoray.memory.record_times import SetSlots, recent_time_facts, resolve_all, set_slots
 from mnemoray.memory.segment import LoadedSegment, rows_to_memories
 from mnemoray.memory.snapshot import StoreSnapshot
 
@@ -34,11 +33,6 @@ _Index = TypeVar("_Index", BM25, "EntityIndex")
 # recall more than the rest of the ranking. A larger set (an app's records, keyword
 # recall) resolves only the records its recalls look at.
 RESOLVE_ALL_ROWS = 50_000
-# A transient set is built anew every recall (app-wide: the nearest records by ANN), and
-# much the same records come back recall after recall: it reads their words through this
-# cache. Keyed by what the answer depends on (key text, date), so it is exact whichever
-# record the words belong to.
-_recent_time_facts = functools.lru_cache(maxsize=20_000)(time_facts)
 
 
 # -- keyword indexes over a candidate set ------------------------------------
@@ -174,7 +168,7 @@ class Candidates:
         if not self.parts:
             found = self._time_facts.get(pos)
             if found is None:
-                found = self._time_facts[pos] = _recent_time_facts(self.key_text(pos),
+                found = self._time_facts[pos] = recent_time_facts(self.key_text(pos),
                                                                    float(self.t_start[pos]))
             return found
         slots, rows = self._time_slots or self._open_time_slots()

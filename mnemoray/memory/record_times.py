@@ -11,8 +11,10 @@ is resolved at most once however many sets look at it.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -61,3 +63,31 @@ def resolve_all(found: SetSlots, texts: list[str | None], references: list[float
     for pos, (kept, row) in enumerate(zip(slots, rows, strict=True)):
         if kept[row] is None:
             kept[row] = time_facts(texts[pos] or "", references[pos])
+
+
+# For sets that are not kept: a transient set is built anew every recall (app-wide: the
+# nearest records by ANN), and much the same records come back recall after recall: it
+# reads their words through this cache. Keyed by what the answer depends on (key text,
+# date), so it is exact whichever record the words belong to; by a digest of the text, so
+# the cache does not keep the texts (up to 32,000 characters each) alive after their sets
+# are gone.
+RECENT_TIME_FACTS = 20_000
+_recent_lock = threading.Lock()
+_recent: OrderedDict[tuple[bytes, float], TimeFacts] = OrderedDict()
+
+
+def recent_time_facts(key_text: str, reference: float) -> TimeFacts:
+    digest = hashlib.blake2b(key_text.encode("utf-8", "surrogatepass"),
+                             digest_size=16).digest()
+    key = (digest, reference)
+    with _recent_lock:
+        found = _recent.get(key)
+        if found is not None:
+            _recent.move_to_end(key)
+            return found
+    found = time_facts(key_text, reference)
+    with _recent_lock:
+        _recent[key] = found
+        while len(_recent) > RECENT_TIME_FACTS:
+            _recent.popitem(last=False)
+    return found
