@@ -280,3 +280,25 @@ def test_a_rollup_replaces_the_parts_it_read_only_while_they_lead_the_list(
     rolled = prepared[0].rollup.name in {p.name for p in parts}
     assert rolled == (meanwhile < 2) and len(parts) == (2 + meanwhile if rolled else 2)
     assert not _leftovers(tmp_path / "p")
+
+
+def test_the_kept_user_lists_are_bounded_by_users_not_parts(monkeypatch) -> None:
+    from collections import OrderedDict
+
+    from mnemoray.memory import graph_prepared as gp
+
+    monkeypatch.setattr(gp, "KEEP_USERS", 100)
+    monkeypatch.setattr(gp, "_users", OrderedDict())
+    monkeypatch.setattr(gp, "_kept", 0)
+
+    def users(n: int, tag: str) -> frozenset[tuple[str, str]]:
+        return frozenset(("app", f"{tag}-{i}") for i in range(n))
+
+    for k in range(10):
+        gp._remember(("root", 0, f"part-{k}"), users(20, str(k)))
+    assert gp._kept <= 100 and gp._kept == sum(len(u) for u in gp._users.values())
+    assert list(gp._users)[-1] == ("root", 0, "part-9")  # the newest stay
+    gp._remember(("root", 0, "whole-shard"), users(60, "big"))  # over a quarter: not kept
+    assert ("root", 0, "whole-shard") not in gp._users
+    gp._remember(("root", 0, "part-9"), users(5, "again"))  # replaced, counted once
+    assert gp._kept == sum(len(u) for u in gp._users.values())

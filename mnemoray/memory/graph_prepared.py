@@ -64,7 +64,10 @@ from mnemoray.memory.manifest import GraphPart, Manifest
 
 Owner = tuple[str, str]
 log = logging.getLogger(__name__)
-KEEP_USERS = 4096  # parts whose user lists are kept (a part's files never change)
+# The user lists of parts kept in memory (a part's files never change), counted in users
+# named, not parts: a merged part names every user of its shard, ~200 bytes each as a
+# set entry, so a count of parts would let a long backfill keep gigabytes.
+KEEP_USERS = 200_000
 
 
 @dataclass(frozen=True)
@@ -87,14 +90,16 @@ class PreparedPart:
 # -- which users a part names (read once per process) ---------------------------------------
 _users_lock = threading.Lock()
 _users: OrderedDict[tuple[str, int, str], frozenset[Owner]] = OrderedDict()
+_kept = 0  # users named by the kept lists, in all
 
 
 def part_users(root: Path, shard: int, name: str) -> frozenset[Owner]:
     key = (str(root), shard, name)
     with _users_lock:
         found = _users.get(key)
-    if found is not None:
-        return found
+        if found is not None:
+            _users.move_to_end(key)
+            return found
     table = pq.read_table(part_path(root, shard, name, USERS))
     users = frozenset(zip(table["app_name"].to_pylist(), table["user_id"].to_pylist(),
                           strict=True))
@@ -103,10 +108,16 @@ def part_users(root: Path, shard: int, name: str) -> frozenset[Owner]:
 
 
 def _remember(key: tuple[str, int, str], users: frozenset[Owner]) -> None:
+    global _kept
+    if len(users) > KEEP_USERS // 4:  # a huge part is read again rather than kept
+        return
     with _users_lock:
+        old = _users.pop(key, None)
+        _kept -= 0 if old is None else len(old)
         _users[key] = users
-        while len(_users) > KEEP_USERS:
-            _users.popitem(last=False)
+        _kept += len(users)
+        while _kept > KEEP_USERS:
+            _kept -= len(_users.popitem(last=False)[1])
 
 
 # -- prepare (a worker) --------------------------------------------------------------------
