@@ -81,12 +81,6 @@ def memories_to_table(memories: Sequence[Memory], dim: int) -> pa.Table:
     return pa.table(columns, schema=memory_schema(dim))
 
 
-def scan_columns(files: Sequence[Path], columns: Sequence[str]) -> pl.LazyFrame:
-    """A lazy scan of ``columns`` over segment files whose schemas may differ (files
-    written before ``OPTIONAL_FIELDS`` existed): each file is scanned on its own."""
-    return pl.concat([pl.scan_parquet(f).select(*columns) for f in files], how="vertical")
-
-
 def with_optional_columns(table: pa.Table) -> pa.Table:
     """``table`` with null ``OPTIONAL_FIELDS`` it lacks (a segment written before them)."""
     schema = memory_schema(0)

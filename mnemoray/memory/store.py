@@ -73,12 +73,12 @@ from mnemoray.memory.segment import (
     EMBEDDING,
     LoadedSegment,
     rows_to_memories,
-    scan_columns,
     sort_key,
     write_segment_files,
     write_segment_table,
 )
 from mnemoray.memory.snapshot import StoreSnapshot
+from mnemoray.memory.stored_lookup import StoredLookup
 from mnemoray.memory.tombstones import Tombstone, read_tombstones, tombstone_lines
 from mnemoray.memory.transfer import export_jsonl, read_export, read_graph_rows
 from mnemoray.session import Session
@@ -148,14 +148,6 @@ def session_content_hash(session: Session | Mapping[str, Any]) -> str:
     except (TypeError, ValueError) as exc:
         raise StoreError(f"cannot hash its content ({exc})", field="session") from exc
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-def _readable_parquet(path: Path) -> bool:
-    try:
-        pq.read_metadata(path)
-        return True
-    except (OSError, pa.ArrowException):
-        return False
 
 
 def str_list(values: Iterable[str], name: str) -> list[str]:
@@ -299,6 +291,9 @@ class MemoryStore:
         self._snap: StoreSnapshot | None = None
         self._load_lock = threading.Lock()
         self._graph_cache = GraphCache()  # graph shards, shared across snapshots
+        # The write path's lookups: columns kept per committed file, or the snapshot's.
+        self._lookup = StoredLookup(self.root, lambda shard, name: self._segments.get(
+            (shard, name)))
 
     # -- manifest & snapshots ---------------------------------------------
     @contextmanager
@@ -348,18 +343,6 @@ class MemoryStore:
             self._snap = StoreSnapshot(mine, segments, tombstones, damaged, graph=graph)
             return self._snap
 
-    def _collect(self, query: pl.LazyFrame, files: list[Path], what: str) -> pl.DataFrame:
-        """``query.collect()`` over store files; a missing or unreadable one is StoreCorrupt."""
-        try:
-            return query.collect()
-        except (OSError, pl.exceptions.PolarsError) as exc:
-            gone = next((f for f in files if not f.is_file()), None)
-            bad = gone or next((f for f in files if not _readable_parquet(f)), None)
-            detail = (f"{gone} is missing" if gone else
-                      f"cannot read {bad or 'one of its files'} ({exc})")
-            raise StoreCorrupt(f"{what} listed in the manifest: {detail}; "
-                               f"{repair_hint(self.root)}") from exc
-
     def _check_shard_files(self, m: Manifest, shard: int) -> None:
         """Refuse to write to a shard whose listed files are gone (a stat per segment):
         it cannot be served until ``doctor --repair``, and a write would hide that."""
@@ -394,17 +377,10 @@ class MemoryStore:
 
     def _stored(self, m: Manifest, shard: int, hashes: list[str], ids: list[str],
                 after_version: int = 0) -> dict[OwnedId, str]:
-        """(app, user, memory_id) -> content_hash of stored rows matching either list
-        (polars scan). A memory id is unique per owner, not across the store."""
-        files = [parquet_path(self.root, shard, e.name) for e in m.segments[shard]
-                 if e.version > after_version]
-        if not files:
-            return {}
-        found = self._collect(
-            scan_columns(files, ("app_name", "user_id", "memory_id", "content_hash"))
-            .filter(pl.col("content_hash").is_in(hashes) | pl.col("memory_id").is_in(ids)),
-            files, f"a segment of shard {shard}")
-        return {(a, u, i): h for a, u, i, h in found.iter_rows()}
+        """(app, user, memory_id) -> content_hash of the rows of ``shard``'s segments
+        committed after ``after_version`` matching either list (``StoredLookup``)."""
+        return self._lookup.stored(shard, [e for e in m.segments[shard]
+                                           if e.version > after_version], hashes, ids)
 
     def prepare_segments(self, memories: Sequence[Memory], embedding_model: str, dim: int,
                          index_kind: IndexKind = "auto") -> PendingSegments:
@@ -520,12 +496,13 @@ class MemoryStore:
             if not any(e.version > pending.base_version for e in m.segments[shard]):
                 entries.append((shard, entry))
                 continue
-            table = pq.read_table(path)
-            stored = self._stored(m, shard, table["content_hash"].to_pylist(),
-                                  table["memory_id"].to_pylist(), pending.base_version)
+            keys = pq.read_table(path, columns=["memory_id", "content_hash"])
+            stored = self._stored(m, shard, keys["content_hash"].to_pylist(),
+                                  keys["memory_id"].to_pylist(), pending.base_version)
             if not stored:
                 entries.append((shard, entry))
                 continue
+            table = pq.read_table(path)  # the rows are rewritten: all columns
             owned = zip(table["app_name"].to_pylist(), table["user_id"].to_pylist(),
                         table["memory_id"].to_pylist(), strict=True)
             for key, content in zip(owned, table["content_hash"].to_pylist(), strict=True):
@@ -609,12 +586,7 @@ class MemoryStore:
 
     # -- ledger -------------------------------------------------------------
     def _ledger_lookup(self, m: Manifest, hashes: list[str]) -> set[str]:
-        if not hashes or not m.ledger:
-            return set()
-        files = [self.root / LEDGER_DIR / n for n in m.ledger]
-        found = self._collect(pl.scan_parquet(files).filter(pl.col("session_hash").is_in(hashes))
-                              .select("session_hash").unique(), files, "a ledger file")
-        return set(found["session_hash"].to_list())
+        return self._lookup.ledger_hashes(m.ledger, hashes)
 
     def ledger_contains(self, session_hashes: Iterable[str]) -> set[str]:
         """The given session hashes that committed ledger entries already hold."""
@@ -649,18 +621,14 @@ class MemoryStore:
 
     def sessions_with_rows(self, keys: set[SessionKey]) -> set[SessionKey]:
         """Of ``keys`` (app, user, session), the sessions committed segments hold rows of
-        (live or not). A polars scan of the touched shards' Parquet files: a first
-        backfill (no session stored yet) never loads a snapshot just to find nothing."""
+        (live or not), from the touched shards' segment columns (``StoredLookup``): a
+        first backfill (no session stored yet) never loads a snapshot to find nothing."""
         if not keys:
             return set()
         m = self.manifest()
-        shards = {shard_of(app, user, m.shards) for app, user, _ in keys}
-        files = [parquet_path(self.root, s, e.name) for s in shards for e in m.segments[s]]
-        if not files:
-            return set()
-        found = (scan_columns(files, ("app_name", "user_id", "session_id"))
-                 .filter(pl.col("session_id").is_in([k[2] for k in keys])).unique().collect())
-        return {k for k in found.rows() if k in keys}
+        shards = sorted({shard_of(app, user, m.shards) for app, user, _ in keys})
+        return self._lookup.sessions_with_rows(
+            ((s, e) for s in shards for e in m.segments[s]), keys)
 
     def drop_sessions(self, pending: PendingSegments | None,
                       sessions: set[SessionKey]) -> PendingSegments | None:
