@@ -10,7 +10,9 @@ candidate set is built by one recall without a time intent first (untimed: BM25,
 entities), so what is timed is the ranking with the time axis, as a server with warm
 candidate sets pays it. The first recall with a time intent of each user is listed
 apart from the later ones: what it resolves is kept (before issue 15's change the
-records it looked at, with the set; after it every record of the set, with its segment).
+records it looked at, with the set; after it every record of the set, with its segment,
+resolved in the background from that first recall: the later recalls are timed once that
+pass is done).
 Scenarios:
 
 - ``period``: the question names a period inside the store's history ("what did I do
@@ -133,6 +135,12 @@ def run_scenario(store_dir: Path, users: int, queries: list[str], vecs: dict[str
             retriever.search_user(snap, sb.APP, user, q, vecs[q], sb.TOP_K, filters=flt)
         ms = (time.perf_counter() - start) * 1e3
         secs, n = clock.take()
+        if not app_wide and user not in seen:
+            # The set's records resolve in the background from its first time-intent
+            # recall: the later recalls below are measured once that is done (a server's
+            # steady state), and the background's own time is not counted in them.
+            retriever.user_candidates(snap, sb.APP, user).times_resolved()
+            clock.take()
         (later if user in seen else first).append(ms)
         if n and user in seen:  # the first recall per user is listed apart, whole
             axis_ms.append(secs * 1e3)

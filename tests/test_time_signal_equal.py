@@ -132,14 +132,20 @@ def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments
     first = cands.size
     assert 250 < first <= 300 and len(cands.parts) == 2
     want = [time_facts(cands.key_text(p), float(cands.t_start[p])) for p in range(cands.size)]
+    calls.clear()
+    assert cands.time_facts(0) == want[0]  # the first ask starts the background pass
+    assert cands.times_resolved(timeout=60)
+    inline = len(calls)
+    assert first <= inline <= first + 1  # every record once (the first maybe twice)
     assert [cands.time_facts(p) for p in range(cands.size)] == want
-    assert len(calls) == first  # all at the first ask, once each
+    assert len(calls) == inline  # later asks read no words
     # A write to the user rebuilds the set: only the new segment's records are read.
     store.add(records(20, seed=6))
     again = retriever.user_candidates(store.load(), "app", "mel")
     assert again is not cands and again.size > first
     assert [again.time_facts(p) for p in range(first)] == want
-    assert len(calls) == again.size
+    assert again.times_resolved(timeout=60)
+    assert len(calls) == inline + again.size - first  # only the new segment's records
     # The same values through the time axis as through the loop it replaced.
     for question in QUESTIONS:
         qt = query_time(question, T0)

@@ -21,17 +21,22 @@ from mnemoray.memory.index import _slice_scores
 from mnemoray.memory.keywords import KeywordTokenizer
 from mnemoray.memory.recall_filters import RetrievalError, event_times
 from mnemoray.memory.record import Memory
-from mnemoray.memory.record_times import SetSlots, recent_time_facts, resolve_all, set_slots
+from mnemoray.memory.record_times import (
+    SetSlots,
+    recent_time_facts,
+    resolve_all_later,
+    set_slots,
+)
 from mnemoray.memory.segment import LoadedSegment, rows_to_memories
 from mnemoray.memory.snapshot import StoreSnapshot
 
 _Index = TypeVar("_Index", BM25, "EntityIndex")
 # A set of up to this many records (one user's, as a rule) resolves the time its records'
-# words name all at once, on its first recall with a time intent: one to three times what
-# building its BM25 index costs, once (benchmarks/README.md, "Time axis"), where resolving
-# the records each recall looks at (a few hundred, mostly new to the set) costs every
-# recall more than the rest of the ranking. A larger set (an app's records, keyword
-# recall) resolves only the records its recalls look at.
+# words name all at once, in the background from its first recall with a time intent: one
+# to three times what building its BM25 index costs, once (benchmarks/README.md, "Time
+# axis"), where resolving the records each recall looks at (a few hundred, mostly new to
+# the set) costs every recall more than the rest of the ranking. A larger set (an app's
+# records, keyword recall) resolves only the records its recalls look at.
 RESOLVE_ALL_ROWS = 50_000
 
 
@@ -119,6 +124,7 @@ class Candidates:
         self._entities: EntityIndex | None = None
         self._time_facts: dict[int, TimeFacts] = {}  # a transient set's: position -> facts
         self._time_slots: SetSlots | None = None  # a stored set's (record_times)
+        self._times_done: threading.Event | None = None  # set: every record resolved
         self._graph: GraphRecall | None = None
         self._lock = threading.Lock()
         self.built_at = time.time()
@@ -162,9 +168,10 @@ class Candidates:
     def time_facts(self, pos: int) -> TimeFacts:
         """What record ``pos`` says of time, resolved once per record. A set of stored
         records keeps the answers with their segments (mnemoray.memory.record_times) and,
-        when no larger than :data:`RESOLVE_ALL_ROWS`, resolves every record it holds on
-        the first ask: its later recalls then read no words at all, whichever records
-        they look at. A transient set (app-wide candidates) resolves what is asked."""
+        when no larger than :data:`RESOLVE_ALL_ROWS`, resolves every record it holds in
+        the background from the first ask (that recall resolves what it asks inline):
+        its later recalls then read no words at all, whichever records they look at. A
+        transient set (app-wide candidates) resolves what is asked."""
         if not self.parts:
             found = self._time_facts.get(pos)
             if found is None:
@@ -178,14 +185,20 @@ class Candidates:
                                                        float(self.t_start[pos]))
         return found
 
+    def times_resolved(self, timeout: float | None = None) -> bool:
+        """Wait until the background pass has resolved every record (a set no larger
+        than RESOLVE_ALL_ROWS, once asked); False if it has not within ``timeout``."""
+        done = self._times_done
+        return done is None or done.wait(timeout)
+
     def _open_time_slots(self) -> SetSlots:
         """Built once, locked: two queries on a new set resolve its records once."""
         with self._lock:
             if self._time_slots is None:
                 found = set_slots((p.seg, p.start, p.end, p.local) for p in self.parts)
                 if self.size <= RESOLVE_ALL_ROWS:
-                    resolve_all(found, self._table["key_text"].to_pylist(),
-                                self.t_start.tolist())
+                    self._times_done = resolve_all_later(
+                        found, self._table["key_text"].to_pylist(), self.t_start.tolist())
                 self._time_slots = found
             return self._time_slots
 

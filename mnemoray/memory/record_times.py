@@ -12,6 +12,8 @@ is resolved at most once however many sets look at it.
 from __future__ import annotations
 
 import hashlib
+import logging
+import queue
 import threading
 import weakref
 from collections import OrderedDict
@@ -28,6 +30,9 @@ _BY_SEGMENT: dict[int, list[TimeFacts | None]] = {}
 _LOCK = threading.Lock()
 # A candidate set's view: per position, its segment's slots and its row there.
 SetSlots = tuple[list[list[TimeFacts | None]], list[int]]
+_queued: queue.SimpleQueue = queue.SimpleQueue()  # sets to resolve in the background
+_worker: threading.Thread | None = None
+log = logging.getLogger(__name__)
 
 
 def segment_slots(segment: object, rows: int) -> list[TimeFacts | None]:
@@ -54,6 +59,37 @@ def set_slots(parts: Iterable[tuple[Any, int, int, np.ndarray | None]]) -> SetSl
         slots.extend([kept] * len(span))
         rows.extend(span)
     return slots, rows
+
+
+def resolve_all_later(found: SetSlots, texts: list[str | None],
+                      references: list[float]) -> threading.Event:
+    """Resolve a set's records on a background thread; the event is set once done.
+
+    Off the request path: the set's first recall resolves only the records it looks at
+    (a few hundred, as they are asked), its later ones find every record done. Inline,
+    a user's first recall with a time intent paid for all of the user's records. One
+    thread for every set: it competes with requests for one core at most. A daemon: an
+    exit does not wait for sets nobody will ask again."""
+    global _worker
+    done = threading.Event()
+    with _LOCK:
+        if _worker is None or not _worker.is_alive():
+            _worker = threading.Thread(target=_resolve_queued, name="mnemoray-times",
+                                       daemon=True)
+            _worker.start()
+    _queued.put((found, texts, references, done))
+    return done
+
+
+def _resolve_queued() -> None:
+    while True:
+        found, texts, references, done = _queued.get()
+        try:
+            resolve_all(found, texts, references)
+        except Exception:  # a bad record: its recall resolves it inline and says so
+            log.exception("mnemoray: resolving a candidate set's time facts failed")
+        finally:
+            done.set()
 
 
 def resolve_all(found: SetSlots, texts: list[str | None], references: list[float]) -> None:
