@@ -197,8 +197,8 @@ class Candidates:
             if self._time_slots is None:
                 found = set_slots((p.seg, p.start, p.end, p.local) for p in self.parts)
                 if self.size <= RESOLVE_ALL_ROWS:
-                    self._times_done = resolve_all_later(
-                        found, self._table["key_text"].to_pylist(), self.t_start.tolist())
+                    self._times_done = resolve_all_later(found, self._table["key_text"],
+                                                         self.t_start)
                 self._time_slots = found
             return self._time_slots
 

@@ -61,15 +61,16 @@ def set_slots(parts: Iterable[tuple[Any, int, int, np.ndarray | None]]) -> SetSl
     return slots, rows
 
 
-def resolve_all_later(found: SetSlots, texts: list[str | None],
-                      references: list[float]) -> threading.Event:
+def resolve_all_later(found: SetSlots, texts: Any, references: np.ndarray) -> threading.Event:
     """Resolve a set's records on a background thread; the event is set once done.
 
     Off the request path: the set's first recall resolves only the records it looks at
     (a few hundred, as they are asked), its later ones find every record done. Inline,
     a user's first recall with a time intent paid for all of the user's records. One
     thread for every set: it competes with requests for one core at most. A daemon: an
-    exit does not wait for sets nobody will ask again."""
+    exit does not wait for sets nobody will ask again. ``texts`` (the set's key text
+    column) and ``references`` (its dates) are the set's own arrays: a queue of many new
+    sets holds no copies of their texts."""
     global _worker
     done = threading.Event()
     with _LOCK:
@@ -85,7 +86,7 @@ def _resolve_queued() -> None:
     while True:
         found, texts, references, done = _queued.get()
         try:
-            resolve_all(found, texts, references)
+            resolve_all(found, texts.to_pylist(), references.tolist())
         except Exception:  # a bad record: its recall resolves it inline and says so
             log.exception("mnemoray: resolving a candidate set's time facts failed")
         finally:
