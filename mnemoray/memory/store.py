@@ -375,8 +375,9 @@ class MemoryStore:
                         dim: int) -> None:
         check_memories(memories, embedding_model, dim)
 
-    def _stored(self, m: Manifest, shard: int, hashes: list[str], ids: list[str],
-                after_version: int = 0) -> dict[OwnedId, str]:
+    def _stored(self, m: Manifest, shard: int, hashes: Sequence[str] | pa.ChunkedArray,
+                ids: Sequence[str] | pa.ChunkedArray, after_version: int = 0,
+                ) -> dict[OwnedId, str]:
         """(app, user, memory_id) -> content_hash of the rows of ``shard``'s segments
         committed after ``after_version`` matching either list (``StoredLookup``)."""
         return self._lookup.stored(shard, [e for e in m.segments[shard]
@@ -496,9 +497,9 @@ class MemoryStore:
             if not any(e.version > pending.base_version for e in m.segments[shard]):
                 entries.append((shard, entry))
                 continue
-            keys = pq.read_table(path, columns=["memory_id", "content_hash"])
-            stored = self._stored(m, shard, keys["content_hash"].to_pylist(),
-                                  keys["memory_id"].to_pylist(), pending.base_version)
+            keys = self._lookup.prepared(shard, entry.name)
+            stored = self._stored(m, shard, keys["content_hash"], keys["memory_id"],
+                                  pending.base_version)
             if not stored:
                 entries.append((shard, entry))
                 continue

@@ -37,6 +37,7 @@ LEDGER_COLUMNS = ("session_hash",)
 # About 0.5-1M segment rows of the lookup columns; a driver's store past that re-reads
 # the least recently used files (still only these columns).
 CACHE_BYTES = 128 << 20
+LISTED = "{} listed in the manifest"
 
 Loaded = Callable[[int, str], LoadedSegment | None]
 
@@ -58,13 +59,14 @@ class StoredLookup:
         self._bytes = 0
 
     # -- the lookups ------------------------------------------------------------
-    def stored(self, shard: int, entries: Iterable[SegmentEntry], hashes: Sequence[str],
-               ids: Sequence[str]) -> dict[OwnedId, str]:
+    def stored(self, shard: int, entries: Iterable[SegmentEntry],
+               hashes: Sequence[str] | pa.ChunkedArray,
+               ids: Sequence[str] | pa.ChunkedArray) -> dict[OwnedId, str]:
         """(app, user, memory_id) -> content_hash of the rows of ``entries`` (segments of
         ``shard``) matching either list; a key found twice keeps its last row, in
         manifest then row order. A memory id is unique per owner, not across the store."""
         found: dict[OwnedId, str] = {}
-        if not hashes and not ids:
+        if not len(hashes) and not len(ids):
             return found
         by_hash, by_id = _values(hashes), _values(ids)
         for entry in entries:
@@ -100,7 +102,8 @@ class StoredLookup:
         wanted = _values(hashes)
         for name in names:
             path = self.root / LEDGER_DIR / name
-            column = self._read(path, LEDGER_COLUMNS, "a ledger file")["session_hash"]
+            column = self._read(path, LEDGER_COLUMNS, LISTED.format("a ledger file"))[
+                "session_hash"]
             found.update(column.filter(pc.is_in(column, value_set=wanted)).to_pylist())
         return found
 
@@ -109,9 +112,15 @@ class StoredLookup:
         path = parquet_path(self.root, shard, entry.name)
         seg = self._loaded(shard, entry.name)
         if seg is not None and seg.entry.version == entry.version:
-            _stat_key(path, self.root, f"a segment of shard {shard}")
+            _stat_key(path, self.root, LISTED.format(f"a segment of shard {shard}"))
             return seg.table.select(list(SEGMENT_COLUMNS))  # zero-copy
-        return self._read(path, SEGMENT_COLUMNS, f"a segment of shard {shard}")
+        return self._read(path, SEGMENT_COLUMNS, LISTED.format(f"a segment of shard {shard}"))
+
+    def prepared(self, shard: int, name: str) -> pa.Table:
+        """The lookup columns of an uncommitted segment, kept: a commit that lists the file
+        as it is then answers the next lookups over it without reading it again."""
+        return self._read(parquet_path(self.root, shard, name), SEGMENT_COLUMNS,
+                          f"commit: prepared segment {name} (shard {shard})")
 
     def _read(self, path: Path, columns: Sequence[str], what: str) -> pa.Table:
         """``columns`` of the committed file ``path``: from the cache, else read and kept."""
@@ -125,7 +134,7 @@ class StoredLookup:
             with pq.ParquetFile(path) as file:
                 table = file.read(columns=list(columns))
         except (OSError, pa.ArrowException) as exc:  # truncated, overwritten, wrong schema
-            raise StoreCorrupt(f"{what} listed in the manifest: cannot read {path} ({exc}); "
+            raise StoreCorrupt(f"{what}: cannot read {path} ({exc}); "
                                f"{repair_hint(self.root)}") from exc
         with self._lock:
             if key not in self._tables:
@@ -136,7 +145,9 @@ class StoredLookup:
         return table
 
 
-def _values(values: Sequence[str]) -> pa.Array:
+def _values(values: Sequence[str] | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):  # a column read from a file, kept as is
+        return values.combine_chunks()
     return pa.array(list(values), pa.string())
 
 
@@ -145,7 +156,7 @@ def _stat_key(path: Path, root: Path, what: str) -> tuple[Path, int, int]:
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise StoreCorrupt(f"{what} listed in the manifest: {path} is missing; "
+        raise StoreCorrupt(f"{what}: {path} is missing; "
                            f"{repair_hint(root)}") from exc
     return path, st.st_mtime_ns, st.st_size
 
