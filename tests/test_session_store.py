@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,6 @@ from mnemoray.events import Event, EventError, model_message, tool_call, user_me
 from mnemoray.session import Session, SessionError
 from mnemoray.session_store import (
     DuplicateEventError,
-    InMemorySessionStore,
     SessionEndedError,
     SessionExistsError,
     SessionNotFoundError,
@@ -28,15 +27,9 @@ from mnemoray.sqlite_store import SQLiteSessionStore
 APP, USER = "travel", "maya"
 
 
-@pytest.fixture(params=["memory", "sqlite-file", "sqlite-memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "memory":
-        yield InMemorySessionStore()
-        return
-    sqlite_store = SQLiteSessionStore(
-        tmp_path / "sessions.db" if request.param == "sqlite-file" else ":memory:")
-    yield sqlite_store
-    sqlite_store.close()
+@pytest.fixture
+def store(any_session_store: SessionStore) -> SessionStore:
+    return any_session_store  # every SessionStore (tests/conftest.py)
 
 
 def append_with_retry(store: SessionStore, key: tuple[str, str, str],

@@ -107,9 +107,25 @@ def test_time_signal_equals_the_record_by_record_loop(seed: int) -> None:
     assert compared == len(QUESTIONS) * 3 and found > 100 and raised > 100
 
 
+def count_resolves(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every record text the time axis resolves from now on, in order."""
+    from mnemoray.memory import candidates as cmod
+    from mnemoray.memory import record_times
+    from mnemoray.memory.axes import time_facts
+
+    calls: list[str] = []
+
+    def counting(text: str, reference: float) -> TimeFacts:
+        calls.append(text)
+        return time_facts(text, reference)
+
+    monkeypatch.setattr(cmod, "time_facts", counting)
+    monkeypatch.setattr(record_times, "time_facts", counting)
+    return calls
+
+
 def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments(
         tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mnemoray.memory import candidates as cmod
     from mnemoray.memory import record_times
     from mnemoray.memory.axes import time_facts
     from mnemoray.memory.retrieval import Retriever
@@ -119,14 +135,7 @@ def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments
     store = MemoryStore(tmp_path / "store")
     store.add(mems[:200])
     store.add(mems[200:])  # a second segment, same user (equal records stored once)
-    calls: list[str] = []
-
-    def counting(text: str, reference: float) -> TimeFacts:
-        calls.append(text)
-        return time_facts(text, reference)
-
-    monkeypatch.setattr(cmod, "time_facts", counting)
-    monkeypatch.setattr(record_times, "time_facts", counting)
+    calls = count_resolves(monkeypatch)
     retriever = Retriever()
     cands = retriever.user_candidates(store.load(), "app", "mel")
     first = cands.size
@@ -168,21 +177,13 @@ def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments
 def test_a_set_larger_than_the_limit_resolves_only_what_is_asked(
         tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mnemoray.memory import candidates as cmod
-    from mnemoray.memory import record_times
     from mnemoray.memory.axes import time_facts
     from mnemoray.memory.retrieval import Retriever
     from mnemoray.memory.store import MemoryStore
 
     store = MemoryStore(tmp_path / "store")
     store.add(records(120, seed=8))
-    calls: list[str] = []
-
-    def counting(text: str, reference: float) -> TimeFacts:
-        calls.append(text)
-        return time_facts(text, reference)
-
-    monkeypatch.setattr(cmod, "time_facts", counting)
-    monkeypatch.setattr(record_times, "time_facts", counting)
+    calls = count_resolves(monkeypatch)
     monkeypatch.setattr(cmod, "RESOLVE_ALL_ROWS", 50)
     cands = Retriever().user_candidates(store.load(), "app", "mel")
     assert cands.size > 50
