@@ -113,6 +113,7 @@ def count_resolves(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     from mnemoray.memory import record_times
     from mnemoray.memory.axes import time_facts
 
+    assert record_times.background_idle(timeout=60)  # no earlier test's set still resolving
     calls: list[str] = []
 
     def counting(text: str, reference: float) -> TimeFacts:

@@ -17,7 +17,7 @@ import queue
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -71,22 +71,31 @@ def resolve_all_later(found: SetSlots, texts: Any, references: np.ndarray) -> th
     exit does not wait for sets nobody will ask again. ``texts`` (the set's key text
     column) and ``references`` (its dates) are the set's own arrays: a queue of many new
     sets holds no copies of their texts."""
+    return _later(lambda: resolve_all(found, texts.to_pylist(), references.tolist()))
+
+
+def background_idle(timeout: float | None = None) -> bool:
+    """Wait until every set queued so far is resolved (one worker, in order)."""
+    return _later(lambda: None).wait(timeout)
+
+
+def _later(work: Callable[[], None]) -> threading.Event:
     global _worker
     done = threading.Event()
     with _LOCK:
         if _worker is None or not _worker.is_alive():
-            _worker = threading.Thread(target=_resolve_queued, name="mnemoray-times",
+            _worker = threading.Thread(target=_run_queued, name="mnemoray-times",
                                        daemon=True)
             _worker.start()
-    _queued.put((found, texts, references, done))
+    _queued.put((work, done))
     return done
 
 
-def _resolve_queued() -> None:
+def _run_queued() -> None:
     while True:
-        found, texts, references, done = _queued.get()
+        work, done = _queued.get()
         try:
-            resolve_all(found, texts.to_pylist(), references.tolist())
+            work()
         except Exception:  # a bad record: its recall resolves it inline and says so
             log.exception("mnemoray: resolving a candidate set's time facts failed")
         finally:
