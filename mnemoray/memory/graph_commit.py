@@ -57,12 +57,24 @@ def _has_graph(m: Manifest, shard: int) -> bool:
     return bool(m.graph[shard])
 
 
-def merge_extracts(root: Path, m: Manifest, extracts: Sequence[SessionExtract],
+def by_shard_of(graph: GraphWrite, shards: int) -> tuple[
+        dict[int, dict[Owner, list[SessionExtract]]], dict[int, set[str]]]:
+    """The sessions' extracts per shard and owner, and their ledger keys per shard."""
+    by_shard: dict[int, dict[Owner, list[SessionExtract]]] = defaultdict(
+        lambda: defaultdict(list))
+    keys: dict[int, set[str]] = defaultdict(set)
+    for key, ex in graph:
+        shard = shard_of(ex.app_name, ex.user_id, shards)
+        by_shard[shard][(ex.app_name, ex.user_id)].append(ex)
+        keys[shard].add(key)
+    return by_shard, keys
+
+
+def merge_extracts(root: Path, m: Manifest, graph: GraphWrite,
                    read: Reader | None = None) -> bool:
-    """Merge ``extracts`` into their users' graphs and list the parts in ``m``."""
-    by_shard: dict[int, dict[Owner, list[SessionExtract]]] = defaultdict(lambda: defaultdict(list))
-    for ex in extracts:
-        by_shard[shard_of(ex.app_name, ex.user_id, m.shards)][(ex.app_name, ex.user_id)].append(ex)
+    """Merge ``graph`` ((ledger key, extract) pairs) into their users' graphs and list
+    the parts in ``m``."""
+    by_shard, _ = by_shard_of(graph, m.shards)
     for shard, owners in sorted(by_shard.items()):
         stored = _read(root, m, shard, read) if _has_graph(m, shard) else None
         graphs = [merged_graph(app, user, stored, group)
@@ -184,5 +196,5 @@ def _union(graph: UserGraph, new: UserGraph) -> bool:
     return added
 
 
-__all__ = ["GraphWrite", "safe_extract", "forget_in_graph", "import_graph_rows", "merge_extracts",
-           "merged_graph"]
+__all__ = ["GraphWrite", "by_shard_of", "forget_in_graph", "import_graph_rows", "merge_extracts",
+           "merged_graph", "safe_extract"]

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from mnemoray.errors import StoreCorrupt
 from mnemoray.graph import SessionExtract
 from mnemoray.graph.tables import TABLES
-from mnemoray.memory.graph_commit import GraphWrite, merged_graph
+from mnemoray.memory.graph_commit import GraphWrite, by_shard_of, merged_graph
 from mnemoray.memory.graph_parts import (
     MAX_PARTS,
     USERS,
@@ -59,7 +59,6 @@ from mnemoray.memory.graph_parts import (
     write_part,
     write_rows,
 )
-from mnemoray.memory.layout import shard_of
 from mnemoray.memory.manifest import GraphPart, Manifest
 
 Owner = tuple[str, str]
@@ -120,25 +119,12 @@ def _remember(key: tuple[str, int, str], users: frozenset[Owner]) -> None:
             _kept -= len(_users.popitem(last=False)[1])
 
 
-def _by_shard(graph: GraphWrite, shards: int) -> tuple[
-        dict[int, dict[Owner, list[SessionExtract]]], dict[int, set[str]]]:
-    """The sessions' extracts per shard and owner, and their ledger keys per shard."""
-    by_shard: dict[int, dict[Owner, list[SessionExtract]]] = defaultdict(
-        lambda: defaultdict(list))
-    keys: dict[int, set[str]] = defaultdict(set)
-    for key, ex in graph:
-        shard = shard_of(ex.app_name, ex.user_id, shards)
-        by_shard[shard][(ex.app_name, ex.user_id)].append(ex)
-        keys[shard].add(key)
-    return by_shard, keys
-
-
 # -- prepare (a worker) --------------------------------------------------------------------
 def prepare_parts(root: Path, m: Manifest, graph: GraphWrite) -> tuple[PreparedPart, ...]:
     """Merge ``graph`` ((ledger key, extract) pairs) onto the users' graphs at ``m``: one
     uncommitted part per shard. A shard that cannot be prepared (a part removed by a
     commit meanwhile, ...) is left to the commit (logged)."""
-    by_shard, keys = _by_shard(graph, m.shards)
+    by_shard, keys = by_shard_of(graph, m.shards)
     out = []
     for shard, owners in sorted(by_shard.items()):
         try:
@@ -177,7 +163,7 @@ def take_prepared(root: Path, m: Manifest, prepared: Sequence[PreparedPart],
     commit publishes) gives, and merge the other shards' sessions here, reading only the
     parts that name their users (parts not listed are removed). Returns how many
     sessions were merged here."""
-    by_shard, keys = _by_shard(graph, m.shards)
+    by_shard, keys = by_shard_of(graph, m.shards)
     for p in prepared:
         holds = (p.shards == m.shards and p.shard in by_shard and p.sessions == keys[p.shard]
                  and _unchanged(root, m, p) and _on_disk(root, p.shard, _part(p)))

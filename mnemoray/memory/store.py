@@ -560,7 +560,7 @@ class MemoryStore:
             if prepared_graph:
                 take_prepared(self.root, m, prepared_graph, graph, self._graph_read)
             else:
-                merge_extracts(self.root, m, [ex for _, ex in graph], self._graph_read)
+                merge_extracts(self.root, m, graph, self._graph_read)
             crash_point("graph-commit")  # graph parts written, the manifest not yet
         else:
             discard_prepared(self.root, prepared_graph)
