@@ -200,11 +200,16 @@ class Principal:
             raise NotPermitted(f"this API key is not allowed to use app {app_name!r}",
                                field="app_name")
 
+    @property
+    def sees_app_wide(self) -> bool:
+        """May read across the users of its apps: a key marked ``app_wide``, or no keys
+        (the loopback-only open server, where the Python API can do the same)."""
+        return self.apps is None or self.app_wide
+
     def check_app_wide(self, app_name: str) -> None:
-        """App-wide recall: an app of this key, and a key marked ``app_wide`` (or no keys:
-        the loopback-only open server, where the Python API can do the same)."""
+        """App-wide recall: an app of this key, and :attr:`sees_app_wide`."""
         self.check(app_name)
-        if self.apps is not None and not self.app_wide:
+        if not self.sees_app_wide:
             raise NotPermitted(f"this API key may not recall across the users of app "
                                f"{app_name!r}: that needs a key marked \"app_wide\": true",
                                field="app_name")

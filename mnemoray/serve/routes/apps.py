@@ -8,16 +8,9 @@ from typing import Any
 from fastapi import APIRouter
 
 from mnemoray.schemas.store import AppsResponse
-from mnemoray.serve.auth import Principal
 from mnemoray.serve.routes.deps import Backend, Caller
 
 router = APIRouter(tags=["inspect"])
-
-
-def sees_users(caller: Principal) -> bool:
-    """Listing an app's users is app-wide knowledge: an open (loopback) server, or a key
-    marked ``app_wide``, as for app-wide recall."""
-    return caller.apps is None or caller.app_wide
 
 
 @router.get("/v1/apps", operation_id="list_apps", response_model=AppsResponse,
@@ -26,7 +19,7 @@ def sees_users(caller: Principal) -> bool:
 async def list_apps(caller: Caller, backend: Backend) -> dict[str, Any]:
     # Only the caller's apps are read: another tenant's app is not even named.
     found: dict[str, Any] = await backend.run_io(backend.tenants, caller.apps)
-    if not sees_users(caller):
+    if not caller.sees_app_wide:  # an app's users are app-wide knowledge
         for app in found["apps"]:
             app["users"], app["users_truncated"] = None, False
     return found

@@ -9,7 +9,6 @@ from fastapi import APIRouter
 
 from mnemoray.schemas.store import StoreResponse
 from mnemoray.serve.auth import NotPermitted
-from mnemoray.serve.routes.apps import sees_users
 from mnemoray.serve.routes.deps import Backend, Caller
 
 router = APIRouter(tags=["inspect"])
@@ -19,7 +18,7 @@ router = APIRouter(tags=["inspect"])
             summary="Store health: stats, doctor findings, last runs (open server or "
             "app_wide key)")
 async def store_report(caller: Caller, backend: Backend) -> dict[str, Any]:
-    if not sees_users(caller):
+    if not caller.sees_app_wide:
         # The figures cover every app and user of the store, not only this key's.
         raise NotPermitted("the store report covers every app: it needs a key marked "
                            "\"app_wide\": true", field="authorization")
