@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
@@ -14,6 +14,10 @@ from mnemoray.compiler.request import CompiledRequest, Content
 from mnemoray.errors import MnemorayError
 from mnemoray.extras import install_hint
 from mnemoray.summarizers import available_summarizers
+
+if TYPE_CHECKING:  # the server stack is imported by the commands that run one
+    from mnemoray.serve.auth import ApiKeys
+    from mnemoray.serve.settings import ServeSettings
 
 # The registered summarizer names, so `--summarizer` lists them in help and refuses others.
 SummarizerName = Literal[tuple(available_summarizers())]  # type: ignore[valid-type]
@@ -68,6 +72,26 @@ def parse_options(pairs: list[str], param_hint: str = "--summarizer-option") -> 
         return parse_key_values(pairs, field=param_hint)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint=param_hint) from exc
+
+
+def server_keys(settings: ServeSettings, host: str, server: str) -> ApiKeys:
+    """The API keys ``settings`` name (``server.api_keys``) for a server binding ``host``;
+    exits 2 with one line when they are malformed, or when there are none and ``host``
+    is not loopback: an open ``server`` (``mnemoray serve``, ``mnemoray ui``) binds
+    127.0.0.1 only."""
+    from mnemoray.serve.auth import is_loopback, resolve_keys  # no Ray: auth is plain
+
+    try:
+        keys = resolve_keys(settings)
+    except MnemorayError as exc:  # AuthConfigError
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if keys.open and not is_loopback(host):
+        typer.echo("error: --host needs API keys (--api-keys FILE or "
+                   f"MNEMORAY_SERVER__API_KEYS); without keys {server} binds 127.0.0.1 "
+                   "only", err=True)
+        raise typer.Exit(2)
+    return keys
 
 
 def print_request(req: CompiledRequest, naive: int | None = None) -> None:

@@ -8,7 +8,7 @@ from typing import Literal
 
 import typer
 
-from mnemoray.cli.common import parse_options
+from mnemoray.cli.common import parse_options, server_keys
 
 Ingress = Literal["direct", "proxy"]
 
@@ -85,19 +85,9 @@ def serve_cmd(
     # A new local Ray listens on 127.0.0.1 only; Ray reads this when it is imported.
     os.environ.update(local_ray_options(None)[1])
     # serve/ wraps Ray; imported here so the rest of the CLI never loads Ray.
-    from mnemoray.serve.app import resolve_keys, run_local
-    from mnemoray.serve.auth import is_loopback
+    from mnemoray.serve.app import run_local
 
-    try:
-        keys = resolve_keys(s)
-    except ValueError as exc:  # AuthConfigError
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    if keys.open and not is_loopback(server.host):
-        typer.echo("error: --host needs API keys (--api-keys FILE or "
-                   "MNEMORAY_SERVER__API_KEYS); without keys the server binds 127.0.0.1 "
-                   "only", err=True)
-        raise typer.Exit(2)
+    keys = server_keys(s, server.host, "the server")
     docs_open = keys.open if server.docs is None else server.docs
     typer.echo(f"mnemoray: serving store {s.store} on http://{server.host}:{server.port} "
                + ("(docs: /docs)" if docs_open else "(docs off; setting server.docs)"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from mnemoray.cli.common import parse_options
+from mnemoray.cli.common import parse_options, server_keys
 
 DEFAULT_PORT = 8765
 
@@ -65,7 +65,6 @@ def ui_cmd(
 
     from mnemoray.errors import MnemorayError
     from mnemoray.serve.api import build_api, http_config
-    from mnemoray.serve.auth import is_loopback, resolve_keys
     from mnemoray.serve.local_backend import LocalBackend
     from mnemoray.serve.settings import load_settings
 
@@ -80,14 +79,10 @@ def ui_cmd(
                   if v is not None})
     try:
         s = load_settings(flags)
-        keys = resolve_keys(s)
-    except MnemorayError as exc:  # ConfigError (a setting), AuthConfigError
+    except MnemorayError as exc:  # ConfigError (a setting)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    if keys.open and not is_loopback(host):
-        typer.echo("error: --host needs API keys (--api-keys FILE); without keys the "
-                   "inspector binds 127.0.0.1 only", err=True)
-        raise typer.Exit(2)
+    keys = server_keys(s, host, "the inspector")
     missing = missing_store(s.store_dir, s.sessions_path)
     if missing is not None:
         typer.echo(f"error: {missing}", err=True)
