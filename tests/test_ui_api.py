@@ -270,7 +270,7 @@ def test_store_report_needs_an_open_server_or_an_app_wide_key(
 
 
 def test_store_report_lists_the_last_runs_newest_first(tmp_path: Path) -> None:
-    from mnemoray.memory.runs import write_run_report
+    from mnemoray.memory.runs import read_run_reports, write_run_report
     from mnemoray.serve.inspector import recent_runs
 
     store = build_ui_store(tmp_path / "store")
@@ -287,7 +287,7 @@ def test_store_report_lists_the_last_runs_newest_first(tmp_path: Path) -> None:
     assert [r["run_id"] for r in runs] == [f"run-{i:02d}" for i in range(11, 1, -1)]
     assert runs[0]["throughput"] == {"sessions_per_s": 2.5} and "config" not in runs[0]
     # The summary fields only (the HTTP model shows those a report lacks as null).
-    assert recent_runs(backend.parts.store, 1) == [
+    assert recent_runs(read_run_reports(backend.parts.store.root), 1) == [
         {k: v for k, v in runs[0].items() if v is not None}]
 
 

@@ -41,7 +41,8 @@ def readable_spans(snap: StoreSnapshot) -> list[tuple[LoadedSegment, Range]]:
             if shard not in damaged for seg in segs]
 
 
-def store_stats(store: MemoryBackend, *, skip_damaged: bool = False) -> dict[str, Any]:
+def store_stats(store: MemoryBackend, *, skip_damaged: bool = False,
+                runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Live memories (total, per kind, per app), users and apps with live memories,
     shards, segments, rows on disk (live + forgotten/expired until a compaction),
     bytes on disk per top-level folder, the embedding model and the last batch run.
@@ -50,7 +51,8 @@ def store_stats(store: MemoryBackend, *, skip_damaged: bool = False) -> dict[str
     A damaged shard (its files unreadable) raises StoreCorrupt: figures for the whole
     store, never a partial count. ``skip_damaged``: count the other shards instead, and
     name the damaged ones under ``damaged_shards`` (``partial`` true), for a health view
-    that must answer while a shard is broken."""
+    that must answer while a shard is broken. ``runs``: the store's run reports, where
+    the caller has read them already (default: read here)."""
     # Both backends' views are StoreSnapshots (LanceView subclasses it).
     snap: StoreSnapshot = store.load()  # type: ignore[assignment]
     damaged = sorted(snap.damaged)
@@ -73,7 +75,7 @@ def store_stats(store: MemoryBackend, *, skip_damaged: bool = False) -> dict[str
             users.add((app, user))
             apps[app] += n
     m = snap.manifest
-    runs = read_run_reports(store.root)
+    runs = read_run_reports(store.root) if runs is None else runs
     last = runs[-1] if runs else None
     return {
         "backend": store.backend,

@@ -81,10 +81,10 @@ def doctor_summary(store: MemoryBackend) -> dict[str, Any]:
     return {"healthy": report.healthy, "problems": list(report.problems), "checked": True}
 
 
-def recent_runs(store: MemoryBackend, n: int = LAST_RUNS) -> list[dict[str, Any]]:
-    """The last ``n`` batch run reports, newest first, their summary fields only."""
-    runs = read_run_reports(store.root)[-n:]
-    return [{k: r[k] for k in _RUN_FIELDS if k in r} for r in reversed(runs)]
+def recent_runs(runs: list[dict[str, Any]], n: int = LAST_RUNS) -> list[dict[str, Any]]:
+    """The last ``n`` of ``runs`` (a store's run reports, oldest first), newest first,
+    their summary fields only."""
+    return [{k: r[k] for k in _RUN_FIELDS if k in r} for r in reversed(runs[-n:])]
 
 
 def store_report(store: MemoryBackend) -> dict[str, Any]:
@@ -92,8 +92,9 @@ def store_report(store: MemoryBackend) -> dict[str, Any]:
     a damaged shard the figures are those of the other shards (``stats.partial``,
     ``stats.damaged_shards``) and the doctor says what is wrong: the health view is where
     an operator looks when a shard breaks."""
-    return {"stats": store_stats(store, skip_damaged=True), "doctor": doctor_summary(store),
-            "runs": recent_runs(store)}
+    runs = read_run_reports(store.root)  # read once: the stats name the last one too
+    return {"stats": store_stats(store, skip_damaged=True, runs=runs),
+            "doctor": doctor_summary(store), "runs": recent_runs(runs)}
 
 
 __all__ = ["LAST_RUNS", "MAX_USERS", "doctor_summary", "live_counts", "recent_runs", "store_report",
