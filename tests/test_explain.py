@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from factories import DAY, T0
 
-from mnemoray.memory.fusion import OFFSET
+from mnemoray.memory.fusion import OFFSET, reported_contributions
 from mnemoray.memory.record import Memory
-from mnemoray.memory.retrieval import Retriever, reported_contributions
+from mnemoray.memory.retrieval import Retriever
 from mnemoray.memory.store import MemoryStore
 
 DIM, MODEL = 16, "test-model"

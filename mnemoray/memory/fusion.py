@@ -132,6 +132,19 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
     return Fusion(score, ranks, fresh, parts)
 
 
+def reported_contributions(parts: Mapping[str, float], score: float) -> dict[str, float]:
+    """``parts`` (a record's fusion terms) as reported, to 6 decimals like its score, so that
+    the reported score is exactly ``1 + sum`` of them (to float precision): each term
+    rounded on its own would drift from the rounded score by up to half a unit per term.
+    The remainder (that drift and fusion's 1e-9) goes to ``offset``, which is then listed
+    where it is not 0 (or where the fusion had one)."""
+    out = {name: round(value, 6) for name, value in parts.items() if name != OFFSET}
+    rest = round(round(score, 6) - 1.0 - sum(out.values()), 6) + 0.0  # + 0.0: no -0.0
+    if rest or OFFSET in parts:
+        out[OFFSET] = rest
+    return out
+
+
 def top_positions(score: np.ndarray, times: np.ndarray, tiebreak: Sequence[str],
                   top_k: int) -> list[int]:
     """Positions of the best ``top_k`` scores > 0; ties go to the newer record, then the id."""

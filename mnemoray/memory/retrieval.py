@@ -65,7 +65,13 @@ from mnemoray.memory.axes import (
     time_signal,
 )
 from mnemoray.memory.candidates import Candidates
-from mnemoray.memory.fusion import BM25_SATURATION, OFFSET, fuse, rank_desc, top_positions
+from mnemoray.memory.fusion import (
+    BM25_SATURATION,
+    fuse,
+    rank_desc,
+    reported_contributions,
+    top_positions,
+)
 from mnemoray.memory.keywords import AUTO, KeywordTokenizer
 from mnemoray.memory.modes import MODES, Mode  # defined there: the CLI imports it cheaply
 from mnemoray.memory.recall_filters import RecallFilters, RetrievalError
@@ -352,19 +358,6 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
                                     gr.facts_at(int(pos)) if gr is not None else (),
                                     contributions))
     return results
-
-
-def reported_contributions(parts: Mapping[str, float], score: float) -> dict[str, float]:
-    """``parts`` (a record's fusion terms) as reported, to 6 decimals like its score, so that
-    the reported score is exactly ``1 + sum`` of them (to float precision): each term
-    rounded on its own would drift from the rounded score by up to half a unit per term.
-    The remainder (that drift and fusion's 1e-9) goes to ``offset``, which is then listed
-    where it is not 0 (or where the fusion had one)."""
-    out = {name: round(value, 6) for name, value in parts.items() if name != OFFSET}
-    rest = round(round(score, 6) - 1.0 - sum(out.values()), 6) + 0.0  # + 0.0: no -0.0
-    if rest or OFFSET in parts:
-        out[OFFSET] = rest
-    return out
 
 
 # -- the retriever: scopes, caching -----------------------------------------------
