@@ -39,6 +39,7 @@ from mnemoray.sqlite_rows import MIGRATIONS, SCHEMA, SCHEMA_VERSION, Prepared, t
 from mnemoray.state import merged_state, split_delta
 
 _KEY = "app_name = ? AND user_id = ? AND session_id = ?"
+_APPS = "SELECT DISTINCT app_name FROM sessions ORDER BY app_name"
 
 
 class _Connection(sqlite3.Connection):
@@ -259,8 +260,7 @@ class SQLiteSessionStore(SessionStore):
 
     def list_apps(self) -> list[str]:
         with self._tx(write=False) as conn:
-            return [row[0] for row in conn.execute(
-                "SELECT DISTINCT app_name FROM sessions ORDER BY app_name")]
+            return [row[0] for row in conn.execute(_APPS)]
 
     def app_users(self, apps: Collection[str] | None = None,
                   limit: int | None = None) -> dict[str, list[str]]:
@@ -268,9 +268,8 @@ class SQLiteSessionStore(SessionStore):
         # skips each user's sessions, one app at a time so ``limit`` bounds every app.
         out: dict[str, list[str]] = {}
         with self._tx(write=False) as conn:
-            names = ([r[0] for r in conn.execute(
-                "SELECT DISTINCT app_name FROM sessions ORDER BY app_name")]
-                if apps is None else sorted(set(apps)))
+            names = ([r[0] for r in conn.execute(_APPS)] if apps is None
+                     else sorted(set(apps)))
             for app in names:
                 users = [r[0] for r in conn.execute(
                     "SELECT DISTINCT user_id FROM sessions WHERE app_name = ? "
