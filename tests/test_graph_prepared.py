@@ -283,22 +283,19 @@ def test_a_rollup_replaces_the_parts_it_read_only_while_they_lead_the_list(
 
 
 def test_the_kept_user_lists_are_bounded_by_users_not_parts(monkeypatch) -> None:
-    from collections import OrderedDict
-
     from mnemoray.memory import graph_prepared as gp
 
-    monkeypatch.setattr(gp, "KEEP_USERS", 100)
-    monkeypatch.setattr(gp, "_users", OrderedDict())
-    monkeypatch.setattr(gp, "_kept", 0)
+    lists = gp._user_lists(100)
+    monkeypatch.setattr(gp, "_users", lists)
 
     def users(n: int, tag: str) -> frozenset[tuple[str, str]]:
         return frozenset(("app", f"{tag}-{i}") for i in range(n))
 
     for k in range(10):
-        gp._remember(("root", 0, f"part-{k}"), users(20, str(k)))
-    assert gp._kept <= 100 and gp._kept == sum(len(u) for u in gp._users.values())
-    assert list(gp._users)[-1] == ("root", 0, "part-9")  # the newest stay
-    gp._remember(("root", 0, "whole-shard"), users(60, "big"))  # over a quarter: not kept
-    assert ("root", 0, "whole-shard") not in gp._users
-    gp._remember(("root", 0, "part-9"), users(5, "again"))  # replaced, counted once
-    assert gp._kept == sum(len(u) for u in gp._users.values())
+        lists.put(("root", 0, f"part-{k}"), users(20, str(k)))
+    assert lists.total <= 100 and lists.total == sum(len(u) for u in lists.values())
+    assert list(lists)[-1] == ("root", 0, "part-9")  # the newest stay
+    lists.put(("root", 0, "whole-shard"), users(60, "big"))  # over a quarter: not kept
+    assert lists.get(("root", 0, "whole-shard")) is None
+    lists.put(("root", 0, "part-9"), users(5, "again"))  # replaced, counted once
+    assert lists.total == sum(len(u) for u in lists.values())

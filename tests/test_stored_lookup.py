@@ -161,9 +161,9 @@ def test_the_cache_stays_within_its_budget(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "store")  # nothing loaded: every segment is read
     m = store.manifest()
     lookup = store._lookup
-    lookup._max_bytes = 1  # every read evicts the one before
+    lookup._tables.budget = 1  # every read evicts the one before
     every = {("app", f"u{i}", s) for i in range(6) for s in ("s1", "s2")}
     assert store.sessions_with_rows(every) == old_sessions_with_rows(store.root, m, every)
-    assert len(lookup._tables) == 1 and lookup._bytes == next(
-        iter(lookup._tables.values())).nbytes
+    assert len(lookup._tables) == 1 and lookup._tables.total == \
+        lookup._tables.values()[0].nbytes
     assert np.all([k[0].is_file() for k in lookup._tables])

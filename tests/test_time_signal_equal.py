@@ -197,13 +197,13 @@ def test_a_set_larger_than_the_limit_resolves_only_what_is_asked(
 def test_the_transient_cache_is_bounded_and_keeps_digests_not_texts(monkeypatch) -> None:
     from mnemoray.memory import record_times
     from mnemoray.memory.axes import time_facts as resolve
+    from mnemoray.memory.weighed_cache import WeighedCache
 
-    monkeypatch.setattr(record_times, "RECENT_TIME_FACTS", 3)
-    monkeypatch.setattr(record_times, "_recent", type(record_times._recent)())
+    monkeypatch.setattr(record_times, "_recent", WeighedCache(3))
     texts = [f"we met on March {day}, 2024. " + "filler " * 500 for day in range(1, 6)]
     for text in texts:
         assert record_times.recent_time_facts(text, 1.7e9) == resolve(text, 1.7e9)
     assert len(record_times._recent) == 3
     assert all(isinstance(digest, bytes) and len(digest) == 16
-               for digest, _ in record_times._recent)
+               for digest, _ in record_times._recent)  # the keys: no texts kept
     assert record_times.recent_time_facts(texts[-1], 1.7e9) == resolve(texts[-1], 1.7e9)

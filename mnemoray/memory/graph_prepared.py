@@ -32,8 +32,6 @@ the same rows), and removes it otherwise.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,6 +58,7 @@ from mnemoray.memory.graph_parts import (
     write_rows,
 )
 from mnemoray.memory.manifest import GraphPart, Manifest
+from mnemoray.memory.weighed_cache import WeighedCache
 
 Owner = tuple[str, str]
 log = logging.getLogger(__name__)
@@ -87,36 +86,23 @@ class PreparedPart:
 
 
 # -- which users a part names (read once per process) ---------------------------------------
-_users_lock = threading.Lock()
-_users: OrderedDict[tuple[str, int, str], frozenset[Owner]] = OrderedDict()
-_kept = 0  # users named by the kept lists, in all
+def _user_lists(budget: int = KEEP_USERS) -> WeighedCache[tuple[str, int, str],
+                                                         frozenset[Owner]]:
+    # A part naming over a quarter of the budget is read again rather than kept.
+    return WeighedCache(budget, weigh=len, max_item=budget // 4)
+
+
+_users = _user_lists()
 
 
 def part_users(root: Path, shard: int, name: str) -> frozenset[Owner]:
     key = (str(root), shard, name)
-    with _users_lock:
-        found = _users.get(key)
-        if found is not None:
-            _users.move_to_end(key)
-            return found
+    found = _users.get(key)
+    if found is not None:
+        return found
     table = pq.read_table(part_path(root, shard, name, USERS))
-    users = frozenset(zip(table["app_name"].to_pylist(), table["user_id"].to_pylist(),
-                          strict=True))
-    _remember(key, users)
-    return users
-
-
-def _remember(key: tuple[str, int, str], users: frozenset[Owner]) -> None:
-    global _kept
-    if len(users) > KEEP_USERS // 4:  # a huge part is read again rather than kept
-        return
-    with _users_lock:
-        old = _users.pop(key, None)
-        _kept -= 0 if old is None else len(old)
-        _users[key] = users
-        _kept += len(users)
-        while _kept > KEEP_USERS:
-            _kept -= len(_users.popitem(last=False)[1])
+    return _users.put(key, frozenset(zip(table["app_name"].to_pylist(),
+                                         table["user_id"].to_pylist(), strict=True)))
 
 
 # -- prepare (a worker) --------------------------------------------------------------------
@@ -151,7 +137,7 @@ def _prepare(root: Path, m: Manifest, shard: int, owners: dict[Owner, list[Sessi
         rolled = write_rows(root, shard, empty_tables(), (), base=stored)
     graphs = [merged_graph(app, user, stored, owners[(app, user)]) for app, user in users]
     part = write_part(root, shard, graphs)
-    _remember((str(root), shard, part.name), frozenset(users))
+    _users.put((str(root), shard, part.name), frozenset(users))
     return PreparedPart(shard, m.shards, part.name, tuple(users), sessions,
                         tuple(p.name for p in base), bool(holding), rolled)
 

@@ -16,13 +16,13 @@ import logging
 import queue
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from mnemoray.memory.axes import TimeFacts, time_facts
+from mnemoray.memory.weighed_cache import WeighedCache
 
 # Per loaded segment (by id, dropped when the segment is): one slot per row, None until
 # that row's words are resolved.
@@ -118,22 +118,12 @@ def resolve_all(found: SetSlots, texts: list[str | None], references: list[float
 # the cache does not keep the texts (up to 32,000 characters each) alive after their sets
 # are gone.
 RECENT_TIME_FACTS = 20_000
-_recent_lock = threading.Lock()
-_recent: OrderedDict[tuple[bytes, float], TimeFacts] = OrderedDict()
+_recent: WeighedCache[tuple[bytes, float], TimeFacts] = WeighedCache(RECENT_TIME_FACTS)
 
 
 def recent_time_facts(key_text: str, reference: float) -> TimeFacts:
     digest = hashlib.blake2b(key_text.encode("utf-8", "surrogatepass"),
                              digest_size=16).digest()
     key = (digest, reference)
-    with _recent_lock:
-        found = _recent.get(key)
-        if found is not None:
-            _recent.move_to_end(key)
-            return found
-    found = time_facts(key_text, reference)
-    with _recent_lock:
-        _recent[key] = found
-        while len(_recent) > RECENT_TIME_FACTS:
-            _recent.popitem(last=False)
-    return found
+    found = _recent.get(key)
+    return found if found is not None else _recent.put(key, time_facts(key_text, reference))

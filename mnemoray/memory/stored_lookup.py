@@ -16,8 +16,6 @@ listed file that is gone is refused (StoreCorrupt) exactly as a fresh read would
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from mnemoray.errors import StoreCorrupt
 from mnemoray.memory.layout import LEDGER_DIR, parquet_path, repair_hint
 from mnemoray.memory.manifest import SegmentEntry
 from mnemoray.memory.segment import LoadedSegment
+from mnemoray.memory.weighed_cache import WeighedCache
 
 OwnedId = tuple[str, str, str]  # (app_name, user_id, memory_id)
 SessionKey = tuple[str, str, str]  # (app_name, user_id, session_id)
@@ -51,12 +50,10 @@ class StoredLookup:
                  max_bytes: int = CACHE_BYTES) -> None:
         self.root = root
         self._loaded = loaded
-        self._max_bytes = max_bytes
-        self._lock = threading.Lock()
         # Keyed by the file's stat too: a file replaced in place (a test's damage, a
         # restore) is read again rather than answered from its old columns.
-        self._tables: OrderedDict[tuple[Path, int, int], pa.Table] = OrderedDict()
-        self._bytes = 0
+        self._tables: WeighedCache[tuple[Path, int, int], pa.Table] = WeighedCache(
+            max_bytes, weigh=lambda table: table.nbytes)
 
     # -- the lookups ------------------------------------------------------------
     def stored(self, shard: int, entries: Iterable[SegmentEntry],
@@ -125,24 +122,16 @@ class StoredLookup:
     def _read(self, path: Path, columns: Sequence[str], what: str) -> pa.Table:
         """``columns`` of the committed file ``path``: from the cache, else read and kept."""
         key = _stat_key(path, self.root, what)
-        with self._lock:
-            table = self._tables.get(key)
-            if table is not None:
-                self._tables.move_to_end(key)
-                return table
+        table = self._tables.get(key)
+        if table is not None:
+            return table
         try:  # one file: ParquetFile skips read_table's dataset set-up (~40% of a read)
             with pq.ParquetFile(path) as file:
                 table = file.read(columns=list(columns))
         except (OSError, pa.ArrowException) as exc:  # truncated, overwritten, wrong schema
             raise StoreCorrupt(f"{what}: cannot read {path} ({exc}); "
                                f"{repair_hint(self.root)}") from exc
-        with self._lock:
-            if key not in self._tables:
-                self._tables[key] = table
-                self._bytes += table.nbytes
-                while self._bytes > self._max_bytes and len(self._tables) > 1:
-                    self._bytes -= self._tables.popitem(last=False)[1].nbytes
-        return table
+        return self._tables.put(key, table)
 
 
 def _values(values: Sequence[str] | pa.ChunkedArray) -> pa.Array:
