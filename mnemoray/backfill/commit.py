@@ -27,7 +27,7 @@ serial commit only lists those parts where they still hold
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from mnemoray.backfill.steps import SessionItem, older_copies, superseded_for
@@ -75,7 +75,7 @@ def make_chunk(store: MemoryBackend, items: Sequence[SessionItem], model: str | 
         if model is None:
             raise RuntimeError("make_chunk: memories arrived without an embedding model")
         pending = store.prepare_segments(memories, model, dim)
-    refs = tuple((item.session.key, tuple(replace(m, embedding=None) for m in item.memories))
+    refs = tuple((item.session.key, tuple(m.with_derived(embedding=None) for m in item.memories))
                  for item in items if item.current and item.memories)
     graph = graph_extracts(items) if store.backend == "parquet" else ()
     return Chunk(pending, tuple(item.raw_hash for item in items), refs, dict(stats), graph,

@@ -25,7 +25,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from mnemoray.memory.record import Memory
@@ -262,7 +262,7 @@ def memory_events(hook: HookName, memories: Sequence[Memory],
     """One event per (app, user) among ``memories`` (embeddings left out)."""
     owners: dict[tuple[str, str], list[Memory]] = {}
     for m in memories:
-        owners.setdefault((m.app_name, m.user_id), []).append(replace(m, embedding=None))
+        owners.setdefault((m.app_name, m.user_id), []).append(m.with_derived(embedding=None))
     return [MemoryEvent(hook, app_name, user_id, tuple(m.memory_id for m in group),
                         memories=tuple(group), **details)
             for (app_name, user_id), group in owners.items()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,8 @@ class MemoryVersion:
                                     field="previous_versions") from exc
 
 
+# Fields set after a record is made that no text, hash or id depends on (``with_derived``).
+DERIVED_FIELDS = frozenset({"embedding", "shard", "session_events", "session_updated_at"})
 # Lists of strings on a record (besides source ids): what a summary said.
 TEXT_LISTS = ("topics", "key_facts", "entities", "open_threads", "decisions", "commitments")
 
@@ -159,7 +161,24 @@ class Memory:
         return record
 
     def with_embedding(self, vector: np.ndarray) -> Memory:
-        return replace(self, embedding=np.asarray(vector, dtype=np.float32))
+        return self.with_derived(embedding=np.asarray(vector, dtype=np.float32))
+
+    def with_derived(self, **values: Any) -> Memory:
+        """A copy with ``values`` set, of the fields no text or identity depends on
+        (``DERIVED_FIELDS``: the embedding, the shard, the session version). Only the new
+        values are checked: ``replace`` would check every text of the record again, which
+        a backfill did three times per record (embed, version stamp, shard)."""
+        unknown = set(values) - DERIVED_FIELDS
+        if unknown:
+            raise TypeError(f"with_derived sets only {sorted(DERIVED_FIELDS)}, "
+                            f"not {sorted(unknown)}")
+        if "session_updated_at" in values:
+            limits.check_optional_time(values["session_updated_at"], "session_updated_at",
+                                       MemoryRecordError)
+        record = object.__new__(Memory)
+        record.__dict__.update(self.__dict__)  # frozen: no __setattr__; the fields are the dict
+        record.__dict__.update(values)
+        return record
 
     def expired(self, now: float | None = None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or time.time())

@@ -253,7 +253,7 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
             if not isinstance(m, Memory):
                 raise TypeError(f"memories[{i}]: expected a Memory, got {type(m).__name__}")
         if self.embedder is None:
-            memories = [m if m.embedding is None else replace(m, embedding=None)
+            memories = [m if m.embedding is None else m.with_derived(embedding=None)
                         for m in memories]
         with self._write_lock:
             try:

@@ -409,7 +409,7 @@ class MemoryStore:
         unique, skipped = dedupe_batch(memories)
         for mem in unique:
             shard = shard_of(mem.app_name, mem.user_id, m.shards)
-            by_shard[shard].append(replace(mem, shard=shard) if mem.shard != shard else mem)
+            by_shard[shard].append(mem.with_derived(shard=shard) if mem.shard != shard else mem)
         name = new_name("seg")
         entries = []
         for shard in sorted(by_shard):

@@ -11,7 +11,6 @@ online service and both backfill engines.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +39,7 @@ def session_version(session: Session) -> SessionVersion:
 def stamp_version(records: Sequence[Memory], session: Session) -> list[Memory]:
     """``records`` marked with the version of the session copy they were distilled from."""
     events, at = session_version(session)
-    return [replace(m, session_events=events, session_updated_at=at) for m in records]
+    return [m.with_derived(session_events=events, session_updated_at=at) for m in records]
 
 
 def record_version(memory: Memory) -> SessionVersion | None:
