@@ -205,7 +205,8 @@ class UserGraph:
             low = mem.text.casefold()
             counts: dict[str, int] = defaultdict(int)
             for k, eid in names.items():
-                counts[eid] += len(patterns[k].findall(low))
+                if k in low:  # a match needs the key's text: most memories name few of them
+                    counts[eid] += len(patterns[k].findall(low))
             for event_id in mem.event_ids:
                 for eid in dated.get(event_id, ()):
                     counts[eid] += 1

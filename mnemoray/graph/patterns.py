@@ -180,7 +180,10 @@ def read_relations(sentence: str) -> list[Reading]:
     taken: list[tuple[int, int]] = []  # spans already read: the first rule that fits wins
     lowered = sentence.lower()  # only ever tested for ASCII words (see ``needs``)
     for pattern, rtype, otype, starts, ended, conf, needs in _RULES:
-        if not any(word in lowered for word in needs):
+        for word in needs:  # a loop, not any(): no generator per rule and sentence
+            if word in lowered:
+                break
+        else:
             continue
         for m in pattern.finditer(sentence):
             if any(a < m.end() and m.start() < b for a, b in taken):
