@@ -21,7 +21,7 @@ from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
 from mnemoray.compiler.context import text_content
-from mnemoray.compiler.request import Content, FunctionCall, FunctionResponse, Part
+from mnemoray.compiler.request import Content, FunctionCall, FunctionResponse, one_part_content
 from mnemoray.events import Event
 from mnemoray.tokens import count_tokens
 
@@ -60,7 +60,7 @@ def render(event: Event, agent_name: str, owner: str) -> Content:
         role = event.role
         if role == "user" or (own and role == "model"):
             text = event.text
-            return Content(role, (Part(text),), ids, count_tokens(text))
+            return one_part_content(role, text, ids, count_tokens(text))
         return _user_text(f"For context: [{event.author}] said: ", event.text, ids)
     if kind == "compaction":
         return _user_text(SUMMARY_PREFIX, summary_text(event), ids)
@@ -69,7 +69,7 @@ def render(event: Event, agent_name: str, owner: str) -> Content:
         if own:
             call = FunctionCall(name, args, event.data["call_id"])
             tokens = count_tokens(name) + count_tokens(to_json(args))
-            return Content("model", (Part(None, call),), ids, tokens)
+            return one_part_content("model", None, ids, tokens, call)
         return _user_text(f"For context: [{owner}] called tool `{name}` with parameters: ",
                           to_json(args), ids)
     if kind == "tool_result":
@@ -77,7 +77,7 @@ def render(event: Event, agent_name: str, owner: str) -> Content:
         if own:
             result = FunctionResponse(name, response, event.data["call_id"])
             tokens = count_tokens(name) + count_tokens(to_json(response))
-            return Content("user", (Part(None, None, result),), ids, tokens)
+            return one_part_content("user", None, ids, tokens, None, result)
         return _user_text(f"For context: [{owner}] `{name}` tool returned result: ",
                           to_json(response), ids)
     if event.role == "user":

@@ -17,9 +17,9 @@ from mnemoray.compiler.request import (
     CompiledRequest,
     Content,
     ContentRole,
-    Part,
     StepError,
     TraceStep,
+    one_part_content,
 )
 from mnemoray.compiler.services import Services
 from mnemoray.session import Session
@@ -216,6 +216,5 @@ def prefix_hash(static_instruction: str) -> str:
 def text_content(role: ContentRole, text: str, event_ids: tuple[str, ...] = (),
                  tokens: int | None = None) -> Content:
     """A one-part text content; ``tokens`` when the caller already knows them."""
-    # Positional construction: this runs once per event on a cold compile.
-    return Content(role, (Part(text),), event_ids,
-                   count_tokens(text) if tokens is None else tokens)
+    return one_part_content(role, text, event_ids,
+                            count_tokens(text) if tokens is None else tokens)
