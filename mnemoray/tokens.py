@@ -10,6 +10,13 @@ about 2%, and ``tests/test_tokens.py`` holds it to 20% of the real tokenizer
 over a few hundred English sentences. It counts pieces and never builds them,
 so it is cheap enough to run on every event; results for short texts are
 memoised because event texts are immutable and recur on every compile.
+
+ASCII text (English prose, JSON, code: most of what is counted) gets the same count
+without the regex engine: its characters fall in four classes (letter, digit, mark,
+space) taken from the regex itself, and the pieces of a letter run of length L are
+ceil(L/7), of a digit run ceil(L/2): C-level byte translations and substring counts,
+two to three times as fast on texts of 60 characters and more. A text with a run too
+long for those few counts takes the regex.
 """
 
 from __future__ import annotations
@@ -31,13 +38,58 @@ _PIECE = re.compile(
 _MEMO_MAX_CHARS = 8192
 
 
+def _ascii_tables() -> tuple[bytes, bytes, bytes]:
+    """Byte translations of ASCII text: letters to ``a``, digits to ``0``, marks (one
+    piece each) to ``.``, all else to a space; each class as ``_PIECE`` matches it."""
+    letters, digits, marks = bytearray(b" " * 256), bytearray(b" " * 256), bytearray(b" " * 256)
+    for code in range(128):
+        char = chr(code)
+        if re.fullmatch(r"[^\W\d_]", char):
+            letters[code] = ord("a")
+        elif re.fullmatch(r"\d", char):
+            digits[code] = ord("0")
+        elif _PIECE.fullmatch(char):
+            marks[code] = ord(".")
+    return bytes(letters), bytes(digits), bytes(marks)
+
+
+_LETTERS, _DIGITS, _MARKS = _ascii_tables()
+# A run of at least 7k+1 letters (2k+1 digits) after a non-letter (non-digit) holds
+# a (k+1)-th piece; runs longer than the last pattern go to the regex, so a text
+# costs a bounded number of passes.
+_LETTER_RUNS = tuple(b" " + b"a" * (7 * k + 1) for k in range(4))
+_DIGIT_RUNS = tuple(b" " + b"0" * (2 * k + 1) for k in range(6))
+
+
+def _runs(classes: bytes, patterns: tuple[bytes, ...]) -> int | None:
+    """Pieces of the runs ``patterns`` count in ``classes``; None past the last one."""
+    total = 0
+    for pattern in patterns:
+        found = classes.count(pattern)
+        if not found:
+            return total
+        total += found
+    return None
+
+
+def _count(text: str) -> int:
+    # (Below ~16 characters the regex is the cheaper of the two.)
+    if len(text) >= 16 and text.isascii():
+        raw = b" " + text.encode("ascii")
+        letters = _runs(raw.translate(_LETTERS), _LETTER_RUNS)
+        digits = _runs(raw.translate(_DIGITS), _DIGIT_RUNS)
+        if letters is not None and digits is not None:
+            return letters + digits + raw.translate(_MARKS).count(b".")
+    return len(_PIECE.findall(text))
+
+
 @lru_cache(maxsize=65536)
 def _count_memoised(text: str) -> int:
-    return len(_PIECE.findall(text))
+    return _count(text)
 
 
 def count_tokens(text: str) -> int:
     """Estimated all-MiniLM-L6-v2 WordPiece tokens in ``text`` (see module doc)."""
     if len(text) > _MEMO_MAX_CHARS:
-        return len(_PIECE.findall(text))
+        return _count(text)
     return _count_memoised(text)

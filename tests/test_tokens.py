@@ -68,3 +68,21 @@ def test_basic_shapes():
 def test_long_texts_are_counted_exactly_the_same_way():
     text = "The quick brown fox jumps over the lazy dog. " * 1000
     assert count_tokens(text) == 10 * 1000
+
+
+def test_the_ascii_path_counts_what_the_regex_counts():
+    """The byte-class counting of ASCII text (mnemoray.tokens._count) against the
+    regex's own pieces: every ASCII character, runs of every length around the 7-letter
+    and 2-digit cuts and past the counted ones (those take the regex), mixed text."""
+    from mnemoray.tokens import _PIECE, _count
+
+    rng = random.Random(3)
+    chunks = [chr(c) for c in range(128)] + ["a" * n for n in range(1, 40)] + \
+        ["7" * n for n in range(1, 16)] + [" ", "\n", "\x1c", "_", "é", "東京"]
+    texts = ["".join(rng.choice(chunks) for _ in range(rng.randrange(0, 16)))
+             for _ in range(20_000)]
+    texts += [json.dumps({"order_id": f"NW-{i:05d}", "price": i * 9.99, "note": "a_b c" * i})
+              for i in range(200)]
+    texts += ["x" * 200, "1" * 200, "word " * 500, "".join(map(chr, range(128))) * 3]
+    for text in texts:
+        assert _count(text) == len(_PIECE.findall(text)), repr(text)
