@@ -38,7 +38,8 @@ def _row(engine: str, report: Any, wall: float) -> dict[str, Any]:
             "commit_busy_s": round(commit_s, 3),
             "commit_s_per_commit": round(commit_s / max(1, report.commits), 4),
             "commit_share_of_wall": round(commit_s / float(report.seconds), 3),
-            "stage_seconds": stages}
+            "stage_seconds": stages,
+            "stage_cpu_seconds": dict(report.stage_cpu_seconds)}
 
 
 def run_engines(archive: Path, tmp: Path, embedder: str, workers: int | None,
@@ -68,16 +69,21 @@ def run_engines(archive: Path, tmp: Path, embedder: str, workers: int | None,
     return rows
 
 
+def _cpu(stages: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.2f}" for k, v in stages.items()) or "-"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = ("| engine | sessions | memories | commits | wall s | memories/s | driver commit "
-            "busy s | per commit s | commit / wall | prepare (write) busy s |")
-    lines = [head, "|" + "---|" * 10]
+            "busy s | per commit s | commit / wall | prepare (write) busy s | CPU s by stage |")
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         lines.append(f"| {r['engine']} | {r['sessions']} | {r['memories']} | {r['commits']} | "
                      f"{r['seconds']:.1f} | {r['memories_per_s']:.0f} | "
                      f"{r['commit_busy_s']:.2f} | {r['commit_s_per_commit']:.3f} | "
                      f"{r['commit_share_of_wall']:.0%} | "
-                     f"{r['stage_seconds'].get('write', 0.0):.2f} |")
+                     f"{r['stage_seconds'].get('write', 0.0):.2f} | "
+                     f"{_cpu(r.get('stage_cpu_seconds') or {})} |")
     return "\n".join(lines)
 
 

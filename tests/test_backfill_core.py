@@ -75,7 +75,12 @@ def test_one_report_type_and_run_record(tmp_path: Path, archive: Path) -> None:
     assert out["sessions_committed"] == 4 and out["memories_written"] > 4
     assert {"read", "validate", "distill", "embed", "write", "commit"} <= set(
         out["stage_seconds"])
+    # CPU seconds of the same stages: the work (distill, write) is on the CPU clock.
+    assert set(out["stage_cpu_seconds"]) == set(out["stage_seconds"])
+    assert all(v >= 0 for v in out["stage_cpu_seconds"].values())
+    assert out["stage_cpu_seconds"]["distill"] > 0 and out["stage_cpu_seconds"]["write"] > 0
     (record,) = read_run_reports(store)
+    assert record["stage_cpu_seconds"] == out["stage_cpu_seconds"]
     assert record["run_id"] == out["run_id"] and record["status"] == "succeeded"
     assert record["engine"] == "in_process" and Path(out["report_path"]).is_file()
     for key in ("sessions_read", "skipped", "quarantined", "memories_written", "commits"):

@@ -102,6 +102,10 @@ def test_ray_backfill_matches_in_process_and_reruns_to_nothing(
     assert report["throughput"]["sessions_per_s"] > 0
     assert {"read", "validate", "distill", "embed", "write", "commit"} <= set(
         report["stage_seconds"])
+    # The workers' CPU seconds reach the driver's report, stage by stage.
+    assert set(report["stage_cpu_seconds"]) == set(report["stage_seconds"]) \
+        == set(run.stage_cpu_seconds)
+    assert run.stage_cpu_seconds["distill"] > 0 and run.stage_cpu_seconds["embed"] > 0
     assert report["config"]["commit_every"] == 5 and Path(run.report_path).is_file()
 
     # Re-run: everything is in the ledger; nothing is added, bad rows counted once.

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from itertools import islice
+from typing import Any
 
 from mnemoray.archive import iter_archive
+from mnemoray.backfill.busy import Busy, add_busy
 from mnemoray.backfill.commit import Chunk, make_chunk
 from mnemoray.backfill.config import BackfillConfig, flag_of
 from mnemoray.backfill.report import count_ledger_hits
@@ -42,32 +43,36 @@ class InProcessEngine:
         rows = iter(iter_archive(config.archive))
         name = getattr(summarizer, "name", None)
         while True:
-            t0 = time.perf_counter()
+            stats: dict[str, Any] = {"summarizer": name}
+            busy = Busy()
             batch = list(islice(rows, config.commit_every))
             if not batch:
                 return
-            t1 = time.perf_counter()
+            busy = _next(stats, "read", busy)
             items, bad = validate_rows(batch)
             todo, skipped = skip_processed(store, items)
-            t2 = time.perf_counter()
+            busy = _next(stats, "validate", busy)
             distilled, failed = distill_sessions(todo, summarizer, chunk_turns=config.chunk_turns,
                                                  ttl_s=config.ttl_s, summarize=config.summarize,
                                                  scopes=config.scopes)
             bad += failed
             if bad:
                 store.quarantine(bad)
-            t3 = time.perf_counter()
+            busy = _next(stats, "distill", busy)
             embedded = embed_sessions(distilled, embedder)
-            t4 = time.perf_counter()
+            busy = _next(stats, "embed", busy)
             model, dim = write_model(store, embedder)
-            stats = {"read": len(batch), "skipped": skipped,
-                     "ledger_hits": count_ledger_hits(items, todo), "quarantined": len(bad),
-                     "summarizer": name,
-                     "seconds": {"read": t1 - t0, "validate": t2 - t1, "distill": t3 - t2,
-                                 "embed": t4 - t3}}
+            stats.update({"read": len(batch), "skipped": skipped,
+                          "ledger_hits": count_ledger_hits(items, todo), "quarantined": len(bad)})
             chunk = make_chunk(store, embedded, model, dim, stats)
-            chunk.stats["seconds"]["write"] = time.perf_counter() - t4
+            add_busy(chunk.stats, "write", *busy.elapsed())
             yield chunk
+
+
+def _next(stats: dict[str, Any], stage: str, busy: Busy) -> Busy:
+    """Add ``stage``'s seconds to ``stats``; the clock of the stage after it."""
+    add_busy(stats, stage, *busy.elapsed())
+    return Busy()
 
 
 __all__ = ["InProcessEngine"]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mnemoray.backfill.busy import CPU, WALL, Busy
 from mnemoray.backfill.commit import Chunk
 from mnemoray.memory.store import WriteResult
 
@@ -73,6 +74,8 @@ class BackfillReport:
     seconds: float
     sessions_per_s: float
     stage_seconds: dict[str, float] = field(default_factory=dict)  # busy time, all workers
+    # The CPU seconds of those stages' processes (``mnemoray.backfill.busy``), all workers.
+    stage_cpu_seconds: dict[str, float] = field(default_factory=dict)
     report_path: str = ""
     ledger_hits: int = 0  # of ``skipped``: sessions the ledger already held (a resumed run)
     first_commit_s: float | None = None  # seconds from the start to the first commit
@@ -98,16 +101,21 @@ class Tally:
     def __init__(self) -> None:
         self.counts: dict[str, int] = dict.fromkeys(COUNTS, 0)
         self.stages: dict[str, float] = {}
+        self.cpu_stages: dict[str, float] = {}
         self.summarizer: str | None = None
         self.done = 0  # sessions accounted for (what progress shows)
         self.points: list[CommitPoint] = []
 
-    def add(self, chunk: Chunk, result: WriteResult, commit_s: float, at_s: float) -> None:
-        """Count ``chunk``, committed as ``result`` in ``commit_s``, ``at_s`` into the run."""
+    def add(self, chunk: Chunk, result: WriteResult, commit: Busy, at_s: float) -> None:
+        """Count ``chunk``, committed as ``result`` since ``commit`` started, ``at_s``
+        into the run."""
         stats = chunk.stats
         self.summarizer = stats.get("summarizer") or self.summarizer
-        for stage, secs in {**stats.get("seconds", {}), "commit": commit_s}.items():
-            self.stages[stage] = self.stages.get(stage, 0.0) + secs
+        commit_s, commit_cpu = commit.elapsed()
+        for totals, key, secs_commit in ((self.stages, WALL, commit_s),
+                                         (self.cpu_stages, CPU, commit_cpu)):
+            for stage, secs in {**stats.get(key, {}), "commit": secs_commit}.items():
+                totals[stage] = totals.get(stage, 0.0) + secs
         c = self.counts
         c["sessions_read"] += stats.get("read", 0)
         c["skipped"] += stats.get("skipped", 0)
@@ -137,6 +145,9 @@ class Tally:
                 "commit_timeline": [p.to_dict() for p in thin(self.points)],
                 "commit_share_by_wall": share_by_wall(self.points, seconds)}
 
+    def cpu_seconds(self) -> dict[str, float]:
+        return {k: round(v, 3) for k, v in self.cpu_stages.items()}
+
     def line(self) -> str:
         c = self.counts
         last = self.points[-1] if self.points else None
@@ -156,6 +167,7 @@ class Tally:
             segments_written=c["segments_written"], seconds=round(seconds, 3),
             sessions_per_s=round(c["sessions_read"] / seconds, 3) if seconds else 0.0,
             stage_seconds={k: round(v, 3) for k, v in self.stages.items()},
+            stage_cpu_seconds=self.cpu_seconds(),
             report_path=report_path, ledger_hits=c["ledger_hits"], **self.timeline(seconds))
 
 

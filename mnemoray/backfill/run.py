@@ -8,12 +8,12 @@ progress line, and returns the one :class:`BackfillReport`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Protocol, TextIO
 
 from mnemoray.archive import estimate_rows
 from mnemoray.backfill import commit
+from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.commit import Chunk
 from mnemoray.backfill.config import BackfillConfig
 from mnemoray.backfill.report import BackfillReport, Tally
@@ -60,15 +60,17 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
     recorder.update(tally.counts, force=True, **tally.timeline(0.0))
     try:
         for chunk in chunks:
-            t0 = time.perf_counter()
+            busy = Busy()
             # Looked up on the module, so a test can make the commit fail.
             result = commit.commit_chunk(store, chunk, run_id=recorder.run_id,
                                          summarizer=chunk.stats.get("summarizer")
                                          or tally.summarizer)
-            tally.add(chunk, result, time.perf_counter() - t0, recorder.seconds)
+            tally.add(chunk, result, busy, recorder.seconds)
             # Written at every commit: a killed run's record names all it committed.
             recorder.update(tally.counts, tally.stages, force=True,
-                            manifest_version=result.version, **tally.timeline(recorder.seconds))
+                            manifest_version=result.version,
+                            stage_cpu_seconds=tally.cpu_seconds(),
+                            **tally.timeline(recorder.seconds))
             progress.update(tally.progress, tally.line())
     except KeyboardInterrupt:
         recorder.update(tally.counts, tally.stages, **tally.timeline(recorder.seconds))
@@ -85,7 +87,8 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
     progress.done = tally.counts["sessions_read"]  # the tallies that trailed the last chunk
     progress.close(tally.line())
     seconds = recorder.seconds
-    recorder.update(tally.counts, tally.stages, **tally.timeline(seconds))
+    recorder.update(tally.counts, tally.stages, stage_cpu_seconds=tally.cpu_seconds(),
+                    **tally.timeline(seconds))
     path = recorder.finish("succeeded")
     return tally.report(run_id=recorder.run_id, engine=engine.name, seconds=seconds,
                         report_path=str(path))

@@ -9,11 +9,11 @@ For vLLM on GPUs see ``mnemoray.pipeline.llm`` (``ray.data.llm``).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pyarrow as pa
 
+from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.steps import distill_sessions
 from mnemoray.memory.backend import open_backend
 from mnemoray.memory.scopes import ScopePolicy
@@ -37,7 +37,7 @@ class Distill:
         self.scopes = scopes
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        t0 = time.perf_counter()
+        busy = Busy()
         items, stats, _ = unpack(batch)
         done, bad = distill_sessions(items, self.summarizer, chunk_turns=self.chunk_turns,
                                      ttl_s=self.ttl_s, summarize=self.summarize,
@@ -45,6 +45,5 @@ class Distill:
         if bad:
             self.store.quarantine(bad)
         return pack([lighten(i) for i in done],
-                    [*stats, {"quarantined": len(bad),
-                              "seconds": {"distill": time.perf_counter() - t0},
+                    [*stats, {"quarantined": len(bad), **busy.tally("distill"),
                               "summarizer": getattr(self.summarizer, "name", None)}])

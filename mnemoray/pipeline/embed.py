@@ -11,10 +11,10 @@ of the batch.
 from __future__ import annotations
 
 import threading
-import time
 
 import pyarrow as pa
 
+from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.steps import embed_sessions
 from mnemoray.embedders import Embedder, EmbedderError, EmbedderSpec, open_embedder
 from mnemoray.memory.backend import open_backend
@@ -61,16 +61,16 @@ class Embed:
         return self._embedder
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        t0 = time.perf_counter()
+        busy = Busy()
         items, stats, _ = unpack(batch)
         if not any(item.memories for item in items):
-            return pack(items, [*stats, {"seconds": {"embed": time.perf_counter() - t0}}])
+            return pack(items, [*stats, busy.tally("embed")])
         embedder = self.embedder
         device = getattr(embedder, "stats", None)  # the GPU embedder times its device
         device_before = device.device_s if device is not None else 0.0
         done = embed_sessions(items, embedder, batch_size=self.encode_batch)
-        seconds = {"embed": time.perf_counter() - t0}
+        tally = busy.tally("embed")
         if device is not None:  # the run report's "embed_device": how busy the GPU was
-            seconds["embed_device"] = device.device_s - device_before
-        return pack(done, [*stats, {"seconds": seconds}], model=embedder.model_id,
+            tally["seconds"]["embed_device"] = device.device_s - device_before
+        return pack(done, [*stats, tally], model=embedder.model_id,
                     dim=embedder.dim)

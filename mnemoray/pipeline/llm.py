@@ -30,11 +30,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import pickle
-import time
 from typing import Any
 
 import pyarrow as pa
 
+from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.steps import distill_sessions, mark_current
 from mnemoray.errors import ConfigError
 from mnemoray.memory.backend import open_backend
@@ -94,7 +94,7 @@ class PlanPrompts:
         self.placeholder_ids = list(tokenizer.encode(PLACEHOLDER, add_special_tokens=False))
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        t0 = time.perf_counter()
+        busy = Busy()
         items, stats, _ = unpack(batch)
         items = mark_current(items)
         prompts: list[str] = []
@@ -111,7 +111,7 @@ class PlanPrompts:
                 prompts.append(PLACEHOLDER)
                 tokens.append(self.placeholder_ids)
             needed.append(bool(events))
-        table = pack(items, [*stats, {"seconds": {"plan": time.perf_counter() - t0}}])
+        table = pack(items, [*stats, busy.tally("plan")])
         if not items:  # the tally's own row
             prompts, tokens, needed = [PLACEHOLDER], [self.placeholder_ids], [False]
         table = table.append_column(PROMPT, pa.array(prompts, pa.string()))
@@ -160,7 +160,7 @@ class FinishDistill:
         self.scopes = scopes
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        t0 = time.perf_counter()
+        busy = Busy()
         out, bad, stats = [], [], []
         for row in batch.to_pylist():
             if row[STATS] is not None:
@@ -183,4 +183,4 @@ class FinishDistill:
             self.store.quarantine(bad)
         return pack([lighten(i) for i in out],
                     [*stats, {"quarantined": len(bad), "summarizer": "vllm",
-                              "seconds": {"distill": time.perf_counter() - t0}}])
+                              **busy.tally("distill")}])

@@ -16,17 +16,17 @@ design asks for); rows stream out in chunks of ``READ_CHUNK``.
 from __future__ import annotations
 
 import pickle
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 
 from mnemoray.archive import archive_files, iter_archive_file
+from mnemoray.backfill.busy import Busy
 
-ROW, READ_S = "row", "read_s"
+ROW, READ_S, READ_CPU = "row", "read_s", "read_cpu_s"
 READ_CHUNK = 256
-SCHEMA = pa.schema([(ROW, pa.binary()), (READ_S, pa.float64())])
+SCHEMA = pa.schema([(ROW, pa.binary()), (READ_S, pa.float64()), (READ_CPU, pa.float64())])
 
 
 def file_rows(archive: str | Path) -> list[dict[str, str]]:
@@ -34,20 +34,22 @@ def file_rows(archive: str | Path) -> list[dict[str, str]]:
     return [{"path": str(path), "name": name} for path, name in archive_files(archive)]
 
 
-def _table(rows: list[bytes], seconds: float) -> pa.Table:
-    return pa.table({ROW: rows, READ_S: [seconds] + [0.0] * (len(rows) - 1)}, schema=SCHEMA)
+def _table(rows: list[bytes], busy: Busy) -> pa.Table:
+    wall, cpu = busy.elapsed()
+    rest = [0.0] * (len(rows) - 1)
+    return pa.table({ROW: rows, READ_S: [wall, *rest], READ_CPU: [cpu, *rest]}, schema=SCHEMA)
 
 
 def read_files(batch: pa.Table) -> Iterator[pa.Table]:
-    """Every row of the batch's files as pickled ``ArchiveRow``s (``read_s``: time spent)."""
+    """Every row of the batch's files as pickled ``ArchiveRow``s (with the time spent)."""
     for path, name in zip(batch.column("path").to_pylist(), batch.column("name").to_pylist(),
                           strict=True):
         rows: list[bytes] = []
-        t0 = time.perf_counter()
+        busy = Busy()
         for row in iter_archive_file(path, name):
             rows.append(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))
             if len(rows) >= READ_CHUNK:
-                yield _table(rows, time.perf_counter() - t0)
-                rows, t0 = [], time.perf_counter()
+                yield _table(rows, busy)
+                rows, busy = [], Busy()
         if rows:
-            yield _table(rows, time.perf_counter() - t0)
+            yield _table(rows, busy)

@@ -6,7 +6,7 @@ Every stage after ``read`` passes Arrow batches with three columns:
   exact object the in-process backfill steps take and return), or null;
 - ``stats``: null, or (on the last row of each stage batch) a JSON tally of
   what the batch did: rows ``read``, ``skipped`` (``ledger_hits`` of them: in
-  the ledger already), ``quarantined``, busy ``seconds`` per stage,
+  the ledger already), ``quarantined``, busy ``seconds`` and ``cpu_seconds`` per stage,
   ``summarizer`` name. Rows that leave the flow (bad or already processed) are
   counted here, so the driver's totals are exact;
 - ``model``/``dim``: the embedding model that embedded the item (set by
@@ -26,6 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from mnemoray.backfill.busy import CPU, WALL
 from mnemoray.backfill.steps import SessionItem
 from mnemoray.session import Session
 
@@ -36,17 +37,18 @@ COUNTS = ("read", "skipped", "ledger_hits", "quarantined")
 
 
 def merge_stats(stats: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Sum counts and per-stage seconds; keep the last summarizer name seen."""
+    """Sum counts and per-stage wall and CPU seconds; keep the last summarizer name seen."""
     out: dict[str, Any] = {k: 0 for k in COUNTS}
-    seconds: dict[str, float] = {}
+    busy: dict[str, dict[str, float]] = {WALL: {}, CPU: {}}
     for s in stats:
         for k in COUNTS:
             out[k] += int(s.get(k, 0))
-        for stage, secs in (s.get("seconds") or {}).items():
-            seconds[stage] = seconds.get(stage, 0.0) + float(secs)
+        for key, by_stage in busy.items():
+            for stage, secs in (s.get(key) or {}).items():
+                by_stage[stage] = by_stage.get(stage, 0.0) + float(secs)
         if s.get("summarizer"):
             out["summarizer"] = s["summarizer"]
-    out["seconds"] = seconds
+    out.update(busy)
     return out
 
 

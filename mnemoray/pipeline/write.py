@@ -19,10 +19,10 @@ would lose everything. Grouping per chunk keeps the flow streaming and lets
 from __future__ import annotations
 
 import pickle
-import time
 
 import pyarrow as pa
 
+from mnemoray.backfill.busy import Busy, add_busy
 from mnemoray.backfill.commit import make_chunk
 from mnemoray.memory.backend import open_backend
 from mnemoray.pipeline.rows import merge_stats, unpack
@@ -33,11 +33,10 @@ CHUNK = "chunk"
 def prepare_chunk(batch: pa.Table, store_dir: str, shards: int, model: str | None,
                   dim: int) -> pa.Table:
     """``map_batches`` task: write the chunk's segments (uncommitted), return a Chunk."""
-    t0 = time.perf_counter()
+    busy = Busy()
     items, stats, embedded = unpack(batch)
     if embedded is not None:
         model, dim = embedded
     chunk = make_chunk(open_backend(store_dir, shards), items, model, dim, merge_stats(stats))
-    chunk.stats["seconds"]["write"] = (chunk.stats["seconds"].get("write", 0.0)
-                                       + time.perf_counter() - t0)
+    add_busy(chunk.stats, "write", *busy.elapsed())
     return pa.table({CHUNK: [pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)]})
