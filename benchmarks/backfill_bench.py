@@ -554,6 +554,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "scaling curve (taskset, one local Ray per count)")
     p.add_argument("--workers", type=int, default=None,
                    help="cuda: distill actors (default: cores - 2)")
+    p.add_argument("--gpus-per-embedder", default="1",
+                   help="cuda: comma-separated GPU shares per embed actor, one pipeline run "
+                   "each (0.25: four embed actors on one GPU, each tokenising on its own)")
     p.add_argument("--one-cores-run", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--commit", action="store_true",
                    help="only the driver's commit step: in-process and the pipeline's default "

@@ -49,6 +49,7 @@ def _backfill(archive: Path, store: Path, **ray_options: Any) -> dict[str, Any]:
             "memories_per_s": round(report.memories_written / report.seconds, 1),
             "sessions_per_s": round(report.sessions_read / report.seconds, 1),
             "stage_seconds": {k: round(v, 3) for k, v in report.stage_seconds.items()},
+            "stage_cpu_seconds": dict(report.stage_cpu_seconds),
             "ray": cfg.ray.given()}
 
 
@@ -70,22 +71,29 @@ def gpu(args) -> dict[str, Any]:
     torch.cuda.empty_cache()
     start_ray()
     workers = args.workers or max(1, (os.cpu_count() or 2) - 2)
-    with tempfile.TemporaryDirectory() as tmp:
-        run = _backfill(archive, Path(tmp) / "store", gpus_per_embedder=1.0, workers=workers)
+    runs = []
+    for share in (float(g) for g in str(args.gpus_per_embedder).split(",")):
+        with tempfile.TemporaryDirectory() as tmp:
+            runs.append(_backfill(archive, Path(tmp) / "store", gpus_per_embedder=share,
+                                  workers=workers))
+    run = max(runs, key=lambda r: r["memories_per_s"])
     busy = run["stage_seconds"].get("embed_device", 0.0) / run["seconds"]
     result = {"machine": machine(), "dataset": meta, "texts": len(texts),
               "limit_fp16_texts_per_s": round(limit, 1),
               "cuda_embedder_texts_per_s": round(library, 1),
               "cuda_embedder_of_limit": round(library / limit, 3),
-              "pipeline": run, "gpu_busy": round(busy, 3),
+              "pipeline": run, "pipelines": runs, "gpu_busy": round(busy, 3),
               "pipeline_of_limit": round(run["memories_per_s"] / limit, 3)}
     print(f"\nGPU backfill, {meta['sessions']} sessions, {len(texts)} memories")
     print(f"{'what':<44} {'memories/s':>12}")
     print(f"{'limit probe fp16 (forward only)':<44} {limit:>12,.0f}")
     print(f"{'CudaEmbedder auto (encode)':<44} {library:>12,.0f}")
-    print(f"{f'Ray Data backfill, 1 GPU, {workers} distill actors':<44} "
-          f"{run['memories_per_s']:>12,.0f}")
-    print(f"GPU busy {busy:.0%} of the job; stage busy seconds {run['stage_seconds']}")
+    for r in runs:
+        share = r["ray"]["gpus_per_embedder"]
+        print(f"{f'Ray Data backfill, {share:g} GPU per embed actor, {workers} distill':<44} "
+              f"{r['memories_per_s']:>12,.0f}")
+    print(f"best: GPU busy {busy:.0%} of the job; stage busy seconds {run['stage_seconds']}; "
+          f"CPU seconds {run['stage_cpu_seconds']}")
     return result
 
 
