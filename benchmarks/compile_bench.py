@@ -12,9 +12,9 @@ a compaction event every 20 turns, and reports:
   every event a fresh object, as when a server loads the session per request;
 - prefix-hash stability: the fraction of consecutive turns whose prefix hash
   is identical (must be 100%);
-- the latency target's setting: one session cut at exactly 1000 events, warm, cold
-  and with an empty render cache, each split by compiler step (``compile_paths``),
-  with the machine (CPU model, cores, load) it ran on.
+- the latency target's setting: one session cut at exactly 1000 events, warm, cold,
+  with an empty render cache and with the token counter's memo emptied too, each split
+  by compiler step (``compile_paths``), with the machine (CPU model, cores, load) it ran on.
 
 Run: ``.venv/bin/python benchmarks/compile_bench.py`` -> table on stdout and
 ``benchmarks/results/compile.json``; ``--target-only`` measures only the 1000-event
@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compile_paths import at_event_count, percentile, print_paths  # noqa: E402
-
+# Run by its path too: the repo root (``benchmarks``, ``mnemoray``) on the import path.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.compile_paths import at_event_count, percentile, print_paths  # noqa: E402
 from mnemoray.compiler import AgentSpec, Compiler  # noqa: E402
 from mnemoray.events import (  # noqa: E402
     Event,
@@ -252,7 +252,8 @@ def main(argv: list[str] | None = None) -> None:
     runs = [] if args.target_only else \
         [run(t, c, compiler, agent) for t in TURN_COUNTS for c in (False, True)]
     full, _ = build_session(1000, compaction=False)
-    repeats = {"warm": WARM_REPEATS, "cold": COLD_REPEATS * 4, "empty_cache": COLD_REPEATS * 2}
+    repeats = {"warm": WARM_REPEATS, "cold": COLD_REPEATS * 4, "empty_cache": COLD_REPEATS * 2,
+               "memo_empty": COLD_REPEATS}
     target = at_event_count(full, args.events, compiler, agent, repeats)
     before = json.loads(args.before.read_text())["at_target_events"] if args.before else None
     if runs:

@@ -4,7 +4,9 @@ events compiled on three paths, each compile's time split by where it went.
 - warm: the same session object every time (an in-process agent);
 - cold: fresh event objects every time (a server loading the session from its store);
 - empty_cache: fresh objects and every compiler cache emptied first (a process that
-  never rendered these events; the token counter's memo of texts is kept).
+  never rendered these events; the token counter's memo of texts is kept);
+- memo_empty: as empty_cache, with the token counter's memo emptied too (a first compile
+  in a fresh process, its imports and code already loaded).
 
 Per path: wall-clock p50/p95, CPU-time p50/p95 (the compiling thread's own time:
 on a shared machine the wall clock also counts time the thread waited for a core),
@@ -22,13 +24,15 @@ from collections import defaultdict
 from typing import Any
 
 from benchmarks.machine import machine
+from mnemoray import tokens
 from mnemoray.compiler import AgentSpec, Compiler
 from mnemoray.compiler.history_memo import clear_caches
 from mnemoray.events import Event
 from mnemoray.session import Session
 
-PATHS = ("warm", "cold", "empty_cache")
-LABELS = {"warm": "warm", "cold": "cold", "empty_cache": "cold, empty render cache"}
+PATHS = ("warm", "cold", "empty_cache", "memo_empty")
+LABELS = {"warm": "warm", "cold": "cold", "empty_cache": "cold, empty render cache",
+          "memo_empty": "  and token memo emptied"}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -65,8 +69,10 @@ def measure_path(path: str, compiler: Compiler, agent: AgentSpec, session: Sessi
             if path != "warm":
                 target = copy.copy(session)
                 target.events = [Event.from_dict(e) for e in raw]
-            if path == "empty_cache":
+            if path in ("empty_cache", "memo_empty"):
                 clear_caches()
+            if path == "memo_empty":
+                tokens._count_memoised.cache_clear()
             timer.active = True
             cpu_start, start = time.thread_time_ns(), time.perf_counter_ns()
             request = compiler.compile(target, agent, new_message=message)
