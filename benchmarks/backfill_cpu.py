@@ -1,0 +1,96 @@
+"""CPU per memory of a backfill outside the embedder (issue 15).
+
+On one GPU, 10,000 memories/s leaves the rest of the pipeline (read, validate, distill
+with its entity-graph reading, the graph merge and segment writes of ``prepare``, the
+driver's commit) about 1.4 ms of CPU per memory on 14 cores. This measures that cost
+where nothing else hides it: the in-process backfill (``--in-process``) of generated
+sessions with the extractive summarizer into a keyword-only store (``--embedder none``),
+``--repeats`` times, each into a fresh store. CPU is this process's clock
+(``time.process_time``); per stage, the run report's ``stage_cpu_seconds`` where the code
+has them, else its wall ``stage_seconds``.
+
+Runs are appended to ``benchmarks/results/backfill_cpu.json`` under ``--label``, so an
+older checkout can run beside it, interleaved (``PYTHONPATH=<worktree> python
+benchmarks/backfill_cpu.py --label before``).
+
+    .venv/bin/python -m benchmarks.backfill_cpu --sessions 2000 --repeats 3 --label after
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.backfill_bench import CACHE, SUMMARIZER, dataset
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def one_run(archive: Path, store: Path) -> dict[str, Any]:
+    from mnemoray.backfill import BackfillConfig, backfill
+
+    cfg = BackfillConfig(archive=str(archive), store=str(store), summarizer=SUMMARIZER,
+                         embedder=None, progress_interval_s=1e9)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    report = backfill(cfg, stream=io.StringIO(), tty=False)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    stages = getattr(report, "stage_cpu_seconds", None) or {}
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+            "memories": report.memories_written, "sessions": report.sessions_read,
+            "cpu_ms_per_memory": round(1000 * cpu / report.memories_written, 4),
+            "stage_clock": "cpu" if stages else "wall",
+            "stages": {k: round(v, 3) for k, v in (stages or report.stage_seconds).items()}}
+
+
+def table(label: str, runs: list[dict[str, Any]]) -> str:
+    lines = ["| label | memories | wall s | CPU s | CPU ms / memory | per stage (s) |",
+             "|---|---|---|---|---|---|"]
+    for r in runs:
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items())
+        lines.append(f"| {label} | {r['memories']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
+                     f"{r['cpu_ms_per_memory']:.3f} | {r['stage_clock']}: {stages} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sessions", type=int, default=2000)
+    p.add_argument("--sessions-per-file", type=int, default=250)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--label", default="")
+    p.add_argument("--machine-note", default="")
+    p.add_argument("--out", type=Path, default=RESULTS / "backfill_cpu.json")
+    args = p.parse_args(argv)
+    archive, meta = dataset(args.sessions, args.sessions_per_file, CACHE)
+    load_start = os.getloadavg()
+    runs = []
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory(prefix="backfill-cpu-") as tmp:
+            runs.append(one_run(archive, Path(tmp) / "store"))
+    best = min(r["cpu_ms_per_memory"] for r in runs)
+    result = {"label": args.label, "dataset": meta,
+              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                          "python": platform.python_version(), "note": args.machine_note,
+                          "load_average_start": load_start,
+                          "load_average_end": os.getloadavg()},
+              "runs": runs, "best_cpu_ms_per_memory": best}
+    print(table(args.label, runs))
+    print(f"best {best:.3f} CPU ms / memory; load average start {load_start}, "
+          f"end {result['machine']['load_average_end']}")
+    stored = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
+    stored["results"].append(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(stored, indent=1) + "\n")
+    print(f"appended to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
