@@ -355,26 +355,7 @@ class ExtractiveSummarizer(Summarizer):
     # -- topics: frequent keyphrases -----------------------------------------
     def _topics(self, sentences: list[_Sentence],
                 embeddings: np.ndarray | None = None) -> tuple[str, ...]:
-        counts: Counter[tuple[str, ...]] = Counter()
-        first_seen: dict[tuple[str, ...], int] = {}
-        surfaces: dict[tuple[str, ...], Counter[str]] = {}
-        where: dict[tuple[str, ...], list[int]] = {}  # sentences a phrase occurs in
-        for s in sentences:
-            if not s.is_message:
-                continue
-            keep = [w if _is_topic_word(w) or w in _MODIFIERS else None for w in words(s.text)]
-            for j in range(len(keep)):
-                for size in range(1, 4):
-                    gram = keep[j:j + size]
-                    if len(gram) < size or None in gram:
-                        break
-                    if gram[-1] in _MODIFIERS:
-                        continue  # "small" alone or "new small": no topic, yet "small flat" is
-                    key = tuple(stem(g) for g in gram)  # type: ignore[arg-type]
-                    counts[key] += 1
-                    surfaces.setdefault(key, Counter())[" ".join(gram)] += 1  # type: ignore[arg-type]
-                    first_seen.setdefault(key, len(first_seen))
-                    where.setdefault(key, []).append(s.position)
+        counts, first_seen, surfaces, where = _phrases(sentences)
 
         def score(key: tuple[str, ...]) -> float:
             # A phrase said more than once is a stronger signal than its words.
@@ -499,6 +480,46 @@ def _is_fact(sentence: str) -> bool:
         return False
     body = _LEADING_FILLER.sub("", sentence)
     return bool(_FIRST_PERSON.match(body)) and not _NOT_A_FACT.match(body)
+
+
+Phrase = tuple[str, ...]  # stemmed words
+
+
+def _phrases(sentences: list[_Sentence]) -> tuple[Counter[Phrase], dict[Phrase, int],
+                                                 dict[Phrase, Counter[str]],
+                                                 dict[Phrase, list[int]]]:
+    """Every phrase of 1-3 topic words in the messages: (how often, order first seen,
+    how often each surface form, the sentences it occurs in). A phrase may start with a
+    modifier but not end with one: "small" alone or "new small" is no topic, yet "small
+    flat" is."""
+    counts: Counter[Phrase] = Counter()
+    first_seen: dict[Phrase, int] = {}
+    surfaces: dict[Phrase, Counter[str]] = {}
+    where: dict[Phrase, list[int]] = {}  # sentences a phrase occurs in
+    for s in sentences:
+        if not s.is_message:
+            continue
+        keep = [w if w in _MODIFIERS or _is_topic_word(w) else None for w in words(s.text)]
+        stems = [stem(w) if w is not None else None for w in keep]
+        n = len(keep)
+        for j in range(n):
+            for end in range(j + 1, min(j + 3, n) + 1):
+                last = keep[end - 1]
+                if last is None:
+                    break  # every longer phrase from j holds it too
+                if last in _MODIFIERS:
+                    continue
+                key: Phrase = tuple(stems[j:end])  # type: ignore[arg-type]
+                surface = " ".join(keep[j:end])  # type: ignore[arg-type]
+                if key in first_seen:
+                    surfaces[key][surface] += 1
+                    where[key].append(s.position)
+                else:
+                    first_seen[key] = len(first_seen)
+                    surfaces[key] = Counter((surface,))
+                    where[key] = [s.position]
+                counts[key] += 1
+    return counts, first_seen, surfaces, where
 
 
 def _is_topic_word(word: str) -> bool:
