@@ -129,10 +129,12 @@ def time_signal(qt: QueryTime, positions: Sequence[int], facts: Callable[[int], 
     when = qt.intent.asks_when
     for pos in todo.tolist():
         tf = facts(pos)
-        if periods and any(a < sb and sa < b for a, b in periods for sa, sb in tf.spans):
+        spans = tf.spans
+        # Most records' words name no time: no overlap test (a generator) for them.
+        if spans and periods and any(a < sb and sa < b for a, b in periods for sa, sb in spans):
             out[pos] = FOUND
         elif when:
-            out[pos] = WHEN_BODY if tf.spans else WHEN_DATED if tf.dated else 0.0
+            out[pos] = WHEN_BODY if spans else WHEN_DATED if tf.dated else 0.0
     return out
 
 

@@ -16,7 +16,7 @@ from scipy import sparse
 from mnemoray.graph import UserGraph
 from mnemoray.graph.recall import GraphRecall
 from mnemoray.memory.axes import TimeFacts, time_facts
-from mnemoray.memory.bm25 import BM25
+from mnemoray.memory.bm25 import BM25, column_sums
 from mnemoray.memory.index import _slice_scores
 from mnemoray.memory.keywords import KeywordTokenizer
 from mnemoray.memory.recall_filters import RetrievalError, event_times
@@ -81,7 +81,7 @@ class EntityIndex:
         ids = sorted({self.vocab[t] for t in terms if t in self.vocab})
         if not ids or not self.size:
             return np.zeros(self.size, dtype=np.float32)
-        return np.asarray(self._matrix[:, ids].sum(axis=1)).ravel()
+        return column_sums(self._matrix, ids)
 
 
 # -- candidate sets ------------------------------------------------------------

@@ -57,6 +57,15 @@ def freshness(times: np.ndarray, dense: np.ndarray, eligible: np.ndarray,
     return out
 
 
+def signal_ranks(name: str, values: np.ndarray, eligible: np.ndarray,
+                 depth: int) -> np.ndarray:
+    """How :func:`fuse` ranks signal ``name``: time only where it matched in full
+    (:data:`~mnemoray.memory.axes.FOUND`), every signal but dense only where positive."""
+    if name == "time":
+        values = np.where(values >= FOUND, values, 0.0)
+    return rank_desc(values, eligible, depth, positive_only=name != "dense")
+
+
 class Fusion(NamedTuple):
     """What :func:`fuse` computes for aligned candidate arrays."""
 
@@ -74,7 +83,7 @@ OFFSET = "offset"
 def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mapping[str, float],
          times: np.ndarray, depth: int = 100, recency_window: float = 0.05,
          recency_half_life: float = 86_400.0, bm25_saturation: float = BM25_SATURATION,
-         ) -> Fusion:
+         known_ranks: Mapping[str, np.ndarray] | None = None) -> Fusion:
     """Fused scores, per-signal ranks, freshness and contributions for aligned arrays.
 
     ``signals`` holds the raw relevance arrays (dense, bm25, entity, graph where the user
@@ -88,13 +97,18 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
 
     The score is built as the sum of the per-signal contributions (one array each), so
     an explanation of a score (``explain`` on recall) is that sum and cannot disagree.
+
+    ``known_ranks``: ranks the caller already took with :func:`signal_ranks` over the
+    same signals, ``eligible`` and ``depth`` (each ``rank_desc`` is a partition of the
+    whole set: the ranking step would otherwise take them twice).
     """
     ranks: dict[str, np.ndarray] = {}
+    known = known_ranks or {}
     for name, values in signals.items():
         if name in weights and name != "recency":
-            if name == "time":
-                values = np.where(values >= FOUND, values, 0.0)
-            ranks[name] = rank_desc(values, eligible, depth, positive_only=name != "dense")
+            found = known.get(name)
+            ranks[name] = found if found is not None \
+                else signal_ranks(name, values, eligible, depth)
     n = len(times)
     voted = np.zeros(n, dtype=bool)
     for r in ranks.values():

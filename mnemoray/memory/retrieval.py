@@ -68,8 +68,8 @@ from mnemoray.memory.candidates import Candidates
 from mnemoray.memory.fusion import (
     BM25_SATURATION,
     fuse,
-    rank_desc,
     reported_contributions,
+    signal_ranks,
     top_positions,
 )
 from mnemoray.memory.keywords import AUTO, KeywordTokenizer
@@ -308,6 +308,7 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
     depth = max(config.depth, top_k)
     qt = query_time(query, filters.reference_time if filters.reference_time is not None
                     else now)
+    ranks: dict[str, np.ndarray] = {}  # taken once, for the time axis and fusion
     if "time" in weights or "recency" in weights:
         if "recency" in weights:  # off (absent) for the past or a named period
             factor = qt.recency_factor()
@@ -318,19 +319,21 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
             # those of a period it names.
             looked = np.zeros(cands.size, dtype=bool)
             for name, values in signals.items():
-                looked |= rank_desc(values, eligible, depth, positive_only=name != "dense") > 0
+                ranks[name] = signal_ranks(name, values, eligible, depth)
+                looked |= ranks[name] > 0
             looked[period_positions(qt, cands.t_start, cands.t_end, eligible)] = True
             signals["time"] = time_signal(qt, np.flatnonzero(looked), cands.time_facts,
                                           cands.t_start, cands.t_end, cands.size)
     fused = fuse(signals, eligible, weights, cands.t_end, depth, config.recency_window,
-                 config.recency_half_life_s, config.bm25_saturation)
+                 config.recency_half_life_s, config.bm25_saturation, known_ranks=ranks)
     if "graph" in weights and gr is not None and gq is not None:
         # One hop from the best hits of the other axes: a second fusion with the graph.
         seeds = top_positions(fused.score, cands.t_end, cands.memory_ids, GRAPH_SEEDS)
         signals["graph"] = gr.graph_signal(gq, past=qt.intent.about_past,
                                            present=qt.present, seeds=seeds)
         fused = fuse(signals, eligible, weights, cands.t_end, depth, config.recency_window,
-                     config.recency_half_life_s, config.bm25_saturation)
+                     config.recency_half_life_s, config.bm25_saturation,
+                     known_ranks=fused.ranks)
     score, ranks, fresh = fused.score, fused.ranks, fused.fresh
     # A few spare places: records that repeat a better one's words are left out.
     if one_user:
