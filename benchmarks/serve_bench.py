@@ -609,6 +609,11 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
         out["cold"] = cold
         log(f"  cold (first recall of each of {users} users): p50 {cold.get('p50_ms')} ms, "
             f"max {cold.get('max_ms')} ms, errors {cold['errors']}")
+        if args.settle > 0:
+            out["settle"] = settle(server, [json.dumps(
+                {"app_name": APP, "user_id": f"u{u:04d}", "query": next(qi) + TIME_TAIL,
+                 "top_k": TOP_K}) for u in range(users)], args.settle, pid)
+            log(f"  settled: {out['settle']}")
         drive(server.base, "GET", "/healthz", [], args.warmup, 8, 1, args.time_limit, pid)
         drive(server.base, "POST", "/v1/recall", bodies(args.warmup), args.warmup, 8, 1,
               args.time_limit, pid)
@@ -641,6 +646,37 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
     finally:
         server.stop()
     return out
+
+
+# A time intent on a query ("last March"): a user's first one starts the background pass
+# that resolves the time named in all of the user's records (mnemoray.memory.record_times).
+TIME_TAIL = " since last March"  # no query template says "since": never a repeat
+SETTLE_IDLE_CORE = 0.1  # replica CPU share of one core below which it counts as idle
+SETTLE_WINDOW_S = 3.0
+
+
+def settle(server: Server, time_bodies: list[str], timeout_s: float,
+           pid: int) -> dict[str, Any]:
+    """Start every user's background time pass (one recall with a time intent each), then
+    wait until the replicas are idle, at most ``timeout_s``: the runs after measure the
+    steady state a server reaches once the passes are done (each user's costs once per
+    server start), not the one-off. Returns what the passes cost: seconds waited and the
+    replicas' CPU seconds, from the first of these recalls to idle."""
+    def replica_cpu() -> float:
+        return tree_cpu([pid]).get("replica", 0.0)
+
+    cpu0, start = replica_cpu(), time.perf_counter()
+    drive(server.base, "POST", "/v1/recall", time_bodies, len(time_bodies), 1, 1, timeout_s,
+          pid)
+    idle = False
+    while time.perf_counter() - start < timeout_s:
+        a = replica_cpu()
+        time.sleep(SETTLE_WINDOW_S)
+        if replica_cpu() - a < SETTLE_IDLE_CORE * SETTLE_WINDOW_S:
+            idle = True
+            break
+    return {"idle": idle, "waited_s": round(time.perf_counter() - start, 1),
+            "replica_cpu_s": round(replica_cpu() - cpu0, 1), "recalls": len(time_bodies)}
 
 
 # -- report --------------------------------------------------------------------------------------
@@ -770,6 +806,10 @@ def main() -> None:
     parser.add_argument("--build-only", action="store_true",
                         help="embed the pool and build (cache) the stores, then stop")
     parser.add_argument("--startup-timeout", type=float, default=600.0)
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="after the cold recalls, start every user's background time "
+                        "pass and wait up to this many seconds for the replicas to go idle "
+                        "(measure the steady state; 0: do not wait, as before)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--_loadgen", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -796,7 +836,7 @@ def main() -> None:
     pool, pool_vecs, model_id = load_pool(args.pool, args.seed, log)
     # Every request gets a query never sent before (per server / in-process service).
     max_users = args.users or max(SIZES[s][0] for s in sizes)
-    queries = make_queries(2 * max_users + 3 * args.inprocess_n + args.warmup
+    queries = make_queries(3 * max_users + 3 * args.inprocess_n + args.warmup
                            + sum(reqs) * (2 if args.recall_get else 1) + 500, args.seed)
     variants = make_variants(args)
     results: dict[str, Any] = {"sizes": {}}
@@ -835,6 +875,7 @@ def main() -> None:
         "config": {"sizes": {s: SIZES[s] for s in sizes}, "levels": levels,
                    "time_limit_s": args.time_limit, "warmup": args.warmup,
                    "client_procs": args.client_procs, "pool": args.pool,
+                   "settle_s": args.settle,
                    "noise": args.noise, "seed": args.seed, "top_k": TOP_K,
                    "chunk_rows": CHUNK_ROWS, "index_kind": "flat",
                    "settings": args.setting, "server_env": args.server_env,
