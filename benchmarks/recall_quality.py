@@ -59,7 +59,8 @@ from mnemoray.memory.distill import distill_session  # noqa: E402
 from mnemoray.memory.record import Memory  # noqa: E402
 from mnemoray.memory.retrieval import RetrievalConfig  # noqa: E402
 from mnemoray.memory.service import MemoryService  # noqa: E402
-from mnemoray.memory.store import MemoryStore, session_content_hash  # noqa: E402
+from mnemoray.memory.store import MemoryStore  # noqa: E402
+from mnemoray.memory.writes import session_content_hash  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"

@@ -18,7 +18,8 @@ from mnemoray.errors import StoreCorrupt
 from mnemoray.events import user_message
 from mnemoray.memory.layout import shard_of
 from mnemoray.memory.record import Memory
-from mnemoray.memory.store import MemoryStore, StoreError, session_content_hash
+from mnemoray.memory.store import MemoryStore, StoreError
+from mnemoray.memory.writes import session_content_hash
 from mnemoray.session import Session
 
 DIM = 16

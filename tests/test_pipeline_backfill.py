@@ -23,7 +23,8 @@ from mnemoray.cli.main import app
 from mnemoray.embedders import PACKAGED_MODEL_ID, open_embedder
 from mnemoray.memory.distill import distill_session, summary_inputs
 from mnemoray.memory.runs import read_run_reports
-from mnemoray.memory.store import MemoryStore, session_content_hash
+from mnemoray.memory.store import MemoryStore
+from mnemoray.memory.writes import session_content_hash
 from mnemoray.pipeline.backfill import RayDataEngine
 from mnemoray.pipeline.llm import FinishDistill, PlanPrompts, require_vllm
 from mnemoray.pipeline.rows import ITEM, STATS, pack, unpack

@@ -19,7 +19,8 @@ from mnemoray.jobs.backfill import parse
 from mnemoray.memory.distill import distill_session
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.stats import store_stats
-from mnemoray.memory.store import MemoryStore, session_content_hash
+from mnemoray.memory.store import MemoryStore
+from mnemoray.memory.writes import session_content_hash
 from mnemoray.pipeline.distill import Distill
 from mnemoray.pipeline.rows import pack, unpack
 from mnemoray.serve.settings import ServeSettings

@@ -34,7 +34,8 @@ from mnemoray.memory.layout import parquet_path
 from mnemoray.memory.manifest import KEYWORD_ONLY_MODEL
 from mnemoray.memory.record import Memory
 from mnemoray.memory.service import MemoryService
-from mnemoray.memory.store import MemoryStore, session_content_hash
+from mnemoray.memory.store import MemoryStore
+from mnemoray.memory.writes import session_content_hash
 from mnemoray.serve.api import build_api
 from mnemoray.serve.auth import ApiKeys
 from mnemoray.serve.backend import HttpConfig

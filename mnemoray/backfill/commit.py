@@ -36,7 +36,7 @@ from mnemoray.memory.backend import MemoryBackend, PreparedWrite
 from mnemoray.memory.faults import crash_point
 from mnemoray.memory.graph_prepared import PreparedPart
 from mnemoray.memory.record import Memory
-from mnemoray.memory.store import WriteResult
+from mnemoray.memory.writes import WriteResult
 
 SessionKey = tuple[str, str, str]
 

@@ -36,7 +36,6 @@ from mnemoray.memory.record import Memory
 from mnemoray.memory.scopes import ScopePolicy
 from mnemoray.memory.service import embed_memories
 from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.memory.store import session_content_hash
 from mnemoray.memory.supersede import (
     is_older_copy,
     record_version,
@@ -44,6 +43,7 @@ from mnemoray.memory.supersede import (
     stamp_version,
     superseded_ids,
 )
+from mnemoray.memory.writes import session_content_hash
 from mnemoray.session import Session
 from mnemoray.summarizers import Summarizer
 

@@ -38,8 +38,9 @@ from mnemoray.memory.record import Memory
 from mnemoray.memory.reload import Stamp
 from mnemoray.memory.segment import LoadedSegment, Range
 from mnemoray.memory.snapshot import Hit, MaskFn
-from mnemoray.memory.store import MemoryStore, OwnedId, SessionKey, WriteResult
+from mnemoray.memory.store import MemoryStore
 from mnemoray.memory.tombstones import Tombstone
+from mnemoray.memory.writes import OwnedId, SessionKey, WriteResult
 
 if TYPE_CHECKING:
     from mnemoray.memory.retrieval import RecallFilters

@@ -23,7 +23,7 @@ from mnemoray.memory.record import Memory
 from mnemoray.memory.retrieval import RecallFilters
 from mnemoray.memory.service import MemoryService
 from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.memory.store import session_content_hash
+from mnemoray.memory.writes import session_content_hash
 from mnemoray.profiles.domain import DomainPart
 from mnemoray.session import Session, SessionError
 

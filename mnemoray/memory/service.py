@@ -51,7 +51,6 @@ from mnemoray.memory.scopes import (
     stamp_agent,
 )
 from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.memory.store import WriteResult, session_content_hash
 from mnemoray.memory.supersede import (
     is_older_copy,
     record_version,
@@ -61,6 +60,7 @@ from mnemoray.memory.supersede import (
     stored_version,
     superseded_ids,
 )
+from mnemoray.memory.writes import WriteResult, session_content_hash
 from mnemoray.profiles.reads import ProfileReads
 from mnemoray.session import Session
 from mnemoray.summarizers import Summarizer, get_summarizer

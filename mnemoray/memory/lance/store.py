@@ -31,9 +31,9 @@ from mnemoray.memory.layout import LOCK
 from mnemoray.memory.manifest import Manifest
 from mnemoray.memory.quarantine import write_quarantine
 from mnemoray.memory.reload import Stamp
-from mnemoray.memory.store import IMPORT_BATCH, OwnedId, WriteResult, forget_targets
 from mnemoray.memory.tombstones import Tombstone
 from mnemoray.memory.transfer import export_jsonl, read_export
+from mnemoray.memory.writes import IMPORT_BATCH, OwnedId, WriteResult, forget_targets
 
 if TYPE_CHECKING:
     from lancedb.table import Table

@@ -36,7 +36,7 @@ from mnemoray.memory.lance.view import read_rows
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.record import Memory
 from mnemoray.memory.segment import memories_to_table, sort_key
-from mnemoray.memory.store import (
+from mnemoray.memory.writes import (
     OwnedId,
     SessionKey,
     WriteResult,
