@@ -161,6 +161,10 @@ class ModelSettings(StrictModel):
                                       "query embedder (default: the runtime's)")
     batch_max_size: int = Field(16, ge=1, le=256, description="query micro-batch size")
     batch_wait_timeout_s: float = Field(0.002, ge=0, le=0.1)
+    query_run_rows: int = Field(6, ge=1, le=256, description="most queries per encoder "
+                                "run inside a micro-batch (length-sorted first, so a run "
+                                "pads less); ONNX Runtime only, other embedders take "
+                                "the whole batch")
     encode_in_loop: bool = Field(True, description="encode query batches on the event "
                                  "loop (true) or on a dedicated encoder thread (false)")
     embedder_deployment: bool = Field(True, description="bulk embedding of writes in a "
