@@ -13,7 +13,7 @@ import pytest
 
 import mnemoray.embedders.cuda as cuda_module
 from mnemoray.backfill import BackfillConfig
-from mnemoray.backfill.config import RayOptions
+from mnemoray.backfill.config import RayOptions, default_workers
 from mnemoray.embedders import (
     PACKAGED_MODEL_ID,
     PARITY_TEXTS,
@@ -150,6 +150,19 @@ def test_embed_layout_fills_the_cores_or_the_gpus() -> None:
     with pytest.raises(InvalidInput) as err:
         embed_layout(RayOptions(gpus_per_embedder=1.0).resolved(), gpu, {"CPU": 2.0})
     assert err.value.field == "--gpus-per-embedder"
+
+
+def test_workers_default_to_half_the_cluster() -> None:
+    assert RayOptions().resolved().workers is None  # sized when the job starts
+    assert [default_workers({"CPU": c}) for c in (0.0, 1.0, 2.0, 3.0, 16.0, 64.0)] == [
+        1, 1, 1, 1, 8, 32]
+    spec = EmbedderSpec.parse("default")
+    # Not given: 8 embed actors of 2 threads on 16 cores (the issue's --workers N/2).
+    actors, opened = embed_layout(RayOptions().resolved(), spec, {"CPU": 16.0})
+    assert (actors, opened.threads) == (8, 2)
+    with pytest.raises(InvalidInput) as err:
+        RayOptions(workers=0).check()
+    assert err.value.field == "ray.workers"
 
 
 def test_the_packer_hands_over_and_stops_when_the_consumer_gives_up(packed) -> None:

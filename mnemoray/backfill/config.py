@@ -8,7 +8,7 @@ that cannot honour one can say which was given instead of ignoring it).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,9 @@ def _positive_int(value: Any, name: str) -> None:
 class RayOptions:
     """How the Ray Data engine runs. None: the engine's default (``RAY_DEFAULTS``)."""
 
-    workers: int | None = None  # actors per pool: distill, and embed on CPU (GPUs: per GPU)
+    # Actors per pool: distill, and embed on CPU (GPUs: per GPU). None: ``default_workers``
+    # of the cluster the job runs on.
+    workers: int | None = None
     batch_size: int | None = None  # sessions per distill / embed batch
     actor_cpus: float | None = None  # CPUs per distill / embed actor
     task_cpus: float | None = None  # CPUs per read / validate / write task
@@ -68,8 +70,10 @@ class RayOptions:
 
     def check(self) -> None:
         opts = self.resolved()
-        for name in ("workers", "batch_size", "llm_concurrency", "llm_batch_size"):
+        for name in ("batch_size", "llm_concurrency", "llm_batch_size"):
             _positive_int(getattr(opts, name), f"ray.{name}")
+        if opts.workers is not None:
+            _positive_int(opts.workers, "ray.workers")
         if opts.embed_batch_size is not None:
             _positive_int(opts.embed_batch_size, "ray.embed_batch_size")
         for name in ("actor_cpus", "task_cpus"):
@@ -87,9 +91,19 @@ RAY_FLAGS = ("workers", "batch_size", "gpus_per_embedder", "embed_batch_size", "
 # Sessions per embed batch on a GPU (about 4,000 memories: a few forward passes' worth).
 GPU_EMBED_BATCH = 1024
 # Fractions, so the embedded default fits a 2-core machine: one distill actor and one
-# embed actor (0.5 CPU each) leave a core for the tasks.
-RAY_DEFAULTS = RayOptions(workers=1, batch_size=64, actor_cpus=0.5, task_cpus=0.25,
+# embed actor (0.5 CPU each) leave a core for the tasks. ``workers`` stays None: it is
+# sized from the cluster when the job starts (``default_workers``).
+RAY_DEFAULTS = RayOptions(workers=None, batch_size=64, actor_cpus=0.5, task_cpus=0.25,
                           gpus_per_embedder=0.0, llm_concurrency=1, llm_batch_size=64, address=None)
+
+
+def default_workers(resources: Mapping[str, float]) -> int:
+    """Actors per pool when ``--workers`` is not given: half the cluster's CPUs (1 on the
+    2-core default). On CPUs that gives the distill and the embed pools one core's worth
+    of actors each, the embed actors splitting the cores between them (``embed_layout``);
+    with embedding on GPUs, distill actors enough to keep the GPUs fed, where one actor
+    left the GPU waiting on it."""
+    return max(1, int(resources.get("CPU", 0)) // 2)
 
 
 @dataclass(frozen=True)
@@ -224,4 +238,4 @@ def flag_of(name: str) -> str:
 
 
 __all__ = ["DEFAULT_COMMIT_EVERY", "FLAGS", "GPU_EMBED_BATCH", "RAY_DEFAULTS", "BackfillConfig",
-           "RayOptions", "flag_of", "on_gpus", "parse_key_values"]
+           "RayOptions", "default_workers", "flag_of", "on_gpus", "parse_key_values"]

@@ -45,7 +45,8 @@ def backfill_cmd(
                                            "else a new local Ray instance)."),
     workers: int | None = typer.Option(None, "--workers", min=1,
                                        help="Ray: actors per pool (distill; embed on CPU, "
-                                       "sharing the cluster's cores) (default 1)."),
+                                       "sharing the cluster's cores) (default: half the "
+                                       "cluster's CPUs, 1 on 2 cores)."),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1,
                                           help="Ray: sessions per distill/embed batch "
                                           "(default 64)."),

@@ -57,7 +57,8 @@ def parser() -> argparse.ArgumentParser:
                    "JSON.")
     ray = p.add_argument_group("Ray Data engine only")
     ray.add_argument("--ray-address", default=None, help="Ray cluster to run on.")
-    ray.add_argument("--workers", type=int, default=None, help="Most actors per pool.")
+    ray.add_argument("--workers", type=int, default=None,
+                     help="Most actors per pool (default: half the cluster's CPUs).")
     ray.add_argument("--batch-size", type=int, default=None, help="Sessions per distill/embed "
                      "batch.")
     ray.add_argument("--gpus-per-embedder", type=float, default=None, help="GPUs per "

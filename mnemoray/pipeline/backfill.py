@@ -47,11 +47,12 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from mnemoray.backfill import BackfillConfig, Engine, InProcessEngine
 from mnemoray.backfill.commit import Chunk
-from mnemoray.backfill.config import GPU_EMBED_BATCH, RayOptions, on_gpus
+from mnemoray.backfill.config import GPU_EMBED_BATCH, RayOptions, default_workers, on_gpus
 from mnemoray.embedders import Embedder, EmbedderSpec, resolve_spec
 from mnemoray.errors import InvalidInput
 from mnemoray.memory.backend import MemoryBackend
@@ -160,10 +161,10 @@ def embed_layout(opts: RayOptions, spec: EmbedderSpec | Embedder,
 
     On GPUs: one actor per ``gpus_per_embedder`` share of every GPU in the cluster but
     the ``reserved_gpus`` (the vLLM engines'; a fixed pool that took them would leave
-    the engines waiting forever). On
-    CPUs: ``workers`` actors that split the cluster's cores between them (a spec that
-    sets ``threads`` keeps it): an ONNX Runtime session left to its default takes every
-    core, so N actors would each run N threads and the stage would not scale.
+    the engines waiting forever). On CPUs: ``workers`` actors (None: ``default_workers``)
+    that split the cluster's cores between them (a spec that sets ``threads`` keeps it):
+    an ONNX Runtime session left to its default takes every core, so N actors would each
+    run N threads and the stage would not scale.
     """
     gpus = opts.gpus_per_embedder
     if gpus:
@@ -173,7 +174,7 @@ def embed_layout(opts: RayOptions, spec: EmbedderSpec | Embedder,
                                f"({reserved_gpus:g} held by the vLLM engines); each embed "
                                f"actor asks for {gpus:g}", field="--gpus-per-embedder")
         return max(1, int(total // gpus)), spec
-    actors = opts.workers
+    actors = opts.workers or default_workers(resources)
     if isinstance(spec, EmbedderSpec) and spec.threads is None and not spec.remote:
         cpus = int(resources.get("CPU", 1))
         spec = spec.override(threads=max(1, cpus // actors))
@@ -243,6 +244,9 @@ class RayDataEngine:
 
         started_ray = connect(opts.address)
         import ray
+
+        if opts.workers is None:  # sized from the cluster this job runs on
+            opts = replace(opts, workers=default_workers(ray.cluster_resources()))
 
         ctx = ray.data.DataContext.get_current()
         restore: tuple[Any, bool, bool, Any] = (ctx, ctx.execution_options.preserve_order,
