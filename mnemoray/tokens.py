@@ -55,10 +55,11 @@ def _ascii_tables() -> tuple[bytes, bytes, bytes]:
 
 _LETTERS, _DIGITS, _MARKS = _ascii_tables()
 # A run of at least 7k+1 letters (2k+1 digits) after a non-letter (non-digit) holds
-# a (k+1)-th piece; runs longer than the last pattern go to the regex, so a text
-# costs a bounded number of passes.
-_LETTER_RUNS = tuple(b" " + b"a" * (7 * k + 1) for k in range(4))
-_DIGIT_RUNS = tuple(b" " + b"0" * (2 * k + 1) for k in range(6))
+# a (k+1)-th piece. A pattern is counted only while the one before it was found, so
+# most texts take two or three passes; a text with a run as long as the last pattern
+# (56 letters, 20 digits: any float's repr and 64-bit int fit below) takes the regex.
+_LETTER_RUNS = tuple(b" " + b"a" * (7 * k + 1) for k in range(8))
+_DIGIT_RUNS = tuple(b" " + b"0" * (2 * k + 1) for k in range(10))
 
 
 def _runs(classes: bytes, patterns: tuple[bytes, ...]) -> int | None:

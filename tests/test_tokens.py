@@ -77,12 +77,13 @@ def test_the_ascii_path_counts_what_the_regex_counts():
     from mnemoray.tokens import _PIECE, _count
 
     rng = random.Random(3)
-    chunks = [chr(c) for c in range(128)] + ["a" * n for n in range(1, 40)] + \
-        ["7" * n for n in range(1, 16)] + [" ", "\n", "\x1c", "_", "é", "東京"]
+    chunks = [chr(c) for c in range(128)] + ["a" * n for n in range(1, 70)] + \
+        ["7" * n for n in range(1, 26)] + [" ", "\n", "\x1c", "_", "é", "東京"]
     texts = ["".join(rng.choice(chunks) for _ in range(rng.randrange(0, 16)))
              for _ in range(20_000)]
     texts += [json.dumps({"order_id": f"NW-{i:05d}", "price": i * 9.99, "note": "a_b c" * i})
               for i in range(200)]
-    texts += ["x" * 200, "1" * 200, "word " * 500, "".join(map(chr, range(128))) * 3]
+    texts += ["x" * 200, "1" * 200, "word " * 500, "".join(map(chr, range(128))) * 3,
+              json.dumps({"ts": 1_700_000_000_123, "x": 0.1 + 0.2, "big": 2**63})]
     for text in texts:
         assert _count(text) == len(_PIECE.findall(text)), repr(text)
