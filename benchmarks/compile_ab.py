@@ -76,14 +76,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def start(checkout: Path) -> subprocess.Popen:
+def start(checkout: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"],
                             cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout)},
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert proc.stdin is not None and proc.stdout is not None
-    if proc.stdout.readline().strip() != "ready":
+    if ask(proc, None) != "ready":
         raise RuntimeError(f"the worker in {checkout} did not start")
     return proc
+
+
+def ask(proc: subprocess.Popen[str], line: str | None) -> str:
+    """Send ``line`` (if any) to the worker and return its answer."""
+    assert proc.stdin is not None and proc.stdout is not None
+    if line is not None:
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+    return proc.stdout.readline().strip()
 
 
 def compare(checkouts: dict[str, Path], paths: list[str], rounds: int,
@@ -99,14 +107,10 @@ def compare(checkouts: dict[str, Path], paths: list[str], rounds: int,
             for path in paths:
                 order = list(procs) if r % 2 == 0 else list(procs)[::-1]
                 for label in order:
-                    proc = procs[label]
-                    proc.stdin.write(f"{path} {batch}\n")  # type: ignore[union-attr]
-                    proc.stdin.flush()  # type: ignore[union-attr]
-                    times[label, path] += json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+                    times[label, path] += json.loads(ask(procs[label], f"{path} {batch}"))
     finally:
         for proc in procs.values():
-            proc.stdin.close()  # type: ignore[union-attr]
-            proc.wait()
+            proc.communicate()  # closes its input: the worker's loop ends
     summary: dict[str, Any] = {}
     for (label, path), pairs in times.items():
         cpu, wall = [c for c, _ in pairs], [w for _, w in pairs]
