@@ -8,9 +8,12 @@ characters it was read from and a label (``2023-05-07``, ``2023-W18``, ``2023-05
 ``2023-summer``, ``2023``, ``1990s``) that names the same period wherever it is said.
 Relative expressions ("yesterday", "last Saturday", "two months ago", "the week
 before") are resolved against the reference (the session's date); vague ones
-("recently", "a while ago") resolve to nothing. A date that names no year takes the
-year nearest the reference, the past preferred (conversations recount more than they
-plan). Deterministic and stdlib only: the same text and reference give the same spans.
+("recently", "a while ago") resolve to nothing. A date that names no year (and "on
+Saturday", "in the summer") follows the tense of its sentence: "I started in June" is the
+last June, "we will fly out in June" the next (``mnemoray.temporal.tense``); a sentence
+that says neither takes the year nearest the reference, the past preferred
+(conversations recount more than they plan). Deterministic and stdlib only: the same
+text and reference give the same spans.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from mnemoray.temporal.periods import (
     unit_of,
     year,
 )
+from mnemoray.temporal.tense import Lean, lean_at
 
 _MONTHS = {m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul",
                                              "aug", "sep", "oct", "nov", "dec"))}
@@ -94,7 +98,7 @@ def _h_date(m: re.Match[str], ref: date) -> Period | None:
     try:
         if m.group("year"):
             return day(date(int(m.group("year")), mon, dom))
-        return nearest_year(ref, lambda y: day(date(y, mon, dom)))
+        return nearest_year(ref, lambda y: day(date(y, mon, dom)), _lean(m))
     except ValueError:  # "February 30"
         return None
 
@@ -111,9 +115,15 @@ def _h_month(m: re.Match[str], ref: date) -> Period | None:
         y = ref.year if mon > ref.month else ref.year + 1
     elif qual == "this":
         y = ref.year
-    else:
-        return nearest_year(ref, lambda yy: month(yy, mon))
+    else:  # "since March" began before it was said
+        lean = "past" if qual == "since" else _lean(m)
+        return nearest_year(ref, lambda yy: month(yy, mon), lean)
     return month(y, mon)
+
+
+def _lean(m: re.Match[str]) -> Lean:
+    """The way the sentence around the match leans in time (``mnemoray.temporal.tense``)."""
+    return lean_at(m.string, m.start(), m.end())
 
 
 def _h_year(m: re.Match[str], ref: date) -> Period:
@@ -170,6 +180,8 @@ def _h_weekday(m: re.Match[str], ref: date) -> Period:
         return day(ref + timedelta(days=(target - ref.weekday() - 1) % 7 + 1))
     if qual == "this":
         return day(ref - timedelta(days=ref.weekday()) + timedelta(days=target))
+    if qual != "last" and _lean(m) == "future":  # "we're flying out on Saturday"
+        return day(ref + timedelta(days=(target - ref.weekday() - 1) % 7 + 1))
     # "last Saturday", "on Saturday", "Saturday": the most recent one before the reference.
     return day(ref - timedelta(days=(ref.weekday() - target - 1) % 7 + 1))
 
@@ -189,6 +201,8 @@ def _h_season(m: re.Match[str], ref: date) -> Period | None:
         return current if current[0] > ref else season(here + 1, name)
     if qual == "this":
         return current
+    if _lean(m) == "future":  # "we will go hiking in the summer": the one not yet over
+        return current if current[1] > ref else season(here + 1, name)
     return current if current[0] <= ref else season(here - 1, name)
 
 

@@ -86,10 +86,22 @@ def shift(d: date, unit: str, n: int) -> date:
     return date(d.year + n, d.month, min(d.day, 28))
 
 
-def nearest_year(ref: date, make: Callable[[int], Period]) -> Period:
-    """The period of the year nearest ``ref``; a future one counts twice as far."""
+def nearest_year(ref: date, make: Callable[[int], Period], lean: str | None = None) -> Period:
+    """The period of the year nearest ``ref``; a future one counts twice as far.
+    ``lean`` "past": the latest one begun by ``ref``; "future": the earliest one not over
+    by then (``mnemoray.temporal.tense``: what the sentence says of it)."""
+    periods = [make(y) for y in (ref.year - 1, ref.year, ref.year + 1)]
+    if lean == "past":
+        begun = [p for p in periods if p[0] <= ref]
+        if begun:
+            return begun[-1]
+    elif lean == "future":
+        ahead = [p for p in periods if p[1] > ref]
+        if ahead:
+            return ahead[0]
+
     def distance(p: Period) -> int:
         if p[1] <= ref:
             return (ref - p[1]).days
         return 0 if p[0] <= ref else 2 * (p[0] - ref).days
-    return min((make(y) for y in (ref.year - 1, ref.year, ref.year + 1)), key=distance)
+    return min(periods, key=distance)

@@ -1,0 +1,80 @@
+"""A date said without its year follows the tense of its sentence (mnemoray.temporal.tense):
+"I started in June" said in May is last June, "we will fly out in March" next March."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+
+import pytest
+
+from mnemoray.temporal import resolve_times
+from mnemoray.temporal.tense import lean_at, sentence_around
+
+SAID = datetime(2024, 5, 15, tzinfo=timezone.utc).timestamp()  # a Wednesday
+
+
+def _first(text: str) -> date:
+    (span,) = resolve_times(text, SAID)
+    return datetime.fromtimestamp(span.start, timezone.utc).date()
+
+
+@pytest.mark.parametrize(("text", "start"), [
+    # Months: past tense -> the last one begun; future -> the next one not over.
+    ("I started a new job in June.", date(2023, 6, 1)),
+    ("Anna finished school in June.", date(2023, 6, 1)),
+    ("My sister visited us in June.", date(2023, 6, 1)),
+    ("We will fly out in March.", date(2025, 3, 1)),
+    ("I'm moving to Lisbon in March.", date(2025, 3, 1)),
+    ("We're going to Oslo in May.", date(2024, 5, 1)),  # this month is not over yet
+    ("I moved here in May.", date(2024, 5, 1)),  # this month has begun
+    ("Since June I have been running.", date(2023, 6, 1)),  # "since": begun already
+    # Neither (or both): the nearest, the past preferred, as before.
+    ("I start the new job in June.", date(2024, 6, 1)),
+    ("I'm excited about our trip in June.", date(2024, 6, 1)),
+    ("I need a break in March.", date(2024, 3, 1)),
+    ("We went to Rome and will go back in March.", date(2024, 3, 1)),
+    # Dates without a year.
+    ("I saw her on June 3.", date(2023, 6, 3)),
+    ("I will see her on June 3.", date(2024, 6, 3)),
+    ("I will see her on March 3.", date(2025, 3, 3)),
+    # Weekdays: the coming one when the sentence looks ahead.
+    ("We are flying out on Saturday.", date(2024, 5, 18)),
+    ("We went out on Saturday.", date(2024, 5, 11)),
+    ("Saturday was fun.", date(2024, 5, 11)),
+    ("We'll meet on Wednesday.", date(2024, 5, 22)),  # said on a Wednesday: next week's
+    ("We will meet last Saturday.", date(2024, 5, 11)),  # "last" says it
+    # Seasons.
+    ("We will go hiking in the summer.", date(2024, 6, 1)),
+    ("We will go skiing in the winter.", date(2024, 12, 1)),
+    ("We went hiking in the winter.", date(2023, 12, 1)),
+    ("We went hiking in the summer.", date(2023, 6, 1)),
+])
+def test_a_year_less_date_follows_its_sentence(text: str, start: date) -> None:
+    assert _first(text) == start
+
+
+def test_only_the_sentence_of_the_date_counts() -> None:
+    # The cue of the other sentence says nothing of this date.
+    assert _first("We went to Rome with Anna. I start the new job in June.") \
+        == date(2024, 6, 1)
+    assert _first("We will see. I started the job in June.") == date(2023, 6, 1)
+    text = "We moved. Then: I will fly out in March! And more."
+    i = text.index("in March")
+    assert sentence_around(text, i, i + 8) == "Then: I will fly out in March! "
+
+
+@pytest.mark.parametrize(("sentence", "lean"), [
+    ("I moved to Lisbon in March.", "past"), ("It was great in March.", "past"),
+    ("Two weeks ago, in March.", "past"), ("We've got plans in March.", None),
+    ("I'll be there in March.", "future"), ("She is planning to go in March.", "future"),
+    ("The flight is booked for March.", None), ("", None),
+])
+def test_lean(sentence: str, lean: str | None) -> None:
+    assert lean_at(sentence, 0, len(sentence)) == lean
+
+
+def test_years_and_qualifiers_are_unchanged() -> None:
+    assert _first("I started a new job in June 2022.") == date(2022, 6, 1)
+    assert _first("We will fly out next March.") == date(2025, 3, 1)
+    assert _first("We went out last March.") == date(2024, 3, 1)
+    assert _first("I will fly out this March.") == date(2024, 3, 1)
