@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from text_variants import variant
 
 from benchmarks.datagen import DatasetConfig, generate
 from benchmarks.longconv_data import LongConvConfig
@@ -45,27 +46,9 @@ SENTENCES = (
 )
 
 
-def _variant(text: str, rng: random.Random) -> str:
-    """The same words as another writer (or a hostile one) might put them."""
-    pick = rng.randrange(7)
-    if pick == 0:
-        return text.upper()
-    if pick == 1:
-        return text.lower()
-    if pick == 2:
-        return text.title()
-    if pick == 3:  # letters lower() folds onto ASCII ones from outside ASCII
-        return text.replace("K", "\u212a").replace("I", "\u0130")
-    if pick == 4:
-        return text.replace(" ", rng.choice(("  ", "\t", "\n", "\u00a0")))
-    if pick == 5:
-        return text.replace("'", "\u2019")
-    return text
-
-
 def corpus() -> list[str]:
     rng = random.Random(7)
-    out = [*SENTENCES, *(_variant(s, rng) for s in SENTENCES for _ in range(4))]
+    out = [*SENTENCES, *(variant(s, rng) for s in SENTENCES for _ in range(4))]
     data = generate(DatasetConfig(users=12, sessions_per_user=6))
     out += [e.text for s in data.sessions for e in s.events if e.text]
     long = generate_longconv(LongConvConfig(pairs=2, sessions=6))

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import pytest
+from text_variants import variant
 
 from mnemoray.temporal import expressions, resolve_times
 
@@ -32,35 +33,13 @@ FILLERS = (
 )
 
 
-def _variant(text: str, rng: random.Random) -> str:
-    """The same words as another writer (or a hostile one) might put them."""
-    pick = rng.randrange(9)
-    if pick == 0:
-        return text.upper()
-    if pick == 1:
-        return text.lower()
-    if pick == 2:
-        return text.title()
-    if pick == 3:  # the letters re folds onto ASCII ones from outside ASCII
-        return text.replace("k", "\u212a").replace("s", "\u017f").replace("i", "\u0131")
-    if pick == 4:
-        return text.replace("I", "\u0130").replace("i", "\u0130")
-    if pick == 5:  # digits \d matches that are not ASCII
-        return text.translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
-    if pick == 6:
-        return text.translate(str.maketrans("0123456789", "０１２３４５６７８９"))
-    if pick == 7:
-        return text.replace(" ", rng.choice(("  ", "\t", "\n", "\u00a0")))
-    return text
-
-
 def corpus(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    out = [*EXPRESSIONS, *(_variant(e, rng) for e in EXPRESSIONS for _ in range(3))]
+    out = [*EXPRESSIONS, *(variant(e, rng) for e in EXPRESSIONS for _ in range(3))]
     for _ in range(n):
         parts = [rng.choice(FILLERS) if rng.random() < 0.5 else rng.choice(EXPRESSIONS)
                  for _ in range(rng.randint(1, 6))]
-        text = " ".join(_variant(p, rng) if rng.random() < 0.3 else p for p in parts)
+        text = " ".join(variant(p, rng) if rng.random() < 0.3 else p for p in parts)
         out.append(text)
     return out
 
