@@ -65,6 +65,10 @@ class UserGraph:
         # per unknown name in a question, and rebuilding it each time cost a pass over
         # every entity. Only add_session and _drop change entities (both reset it).
         self._types: dict[str, str] | None = None
+        # The sessions anything holds evidence of, built on the first add_session and kept
+        # by add_session and _drop (the only changes): rebuilding it for every session
+        # added was a pass over the whole graph, quadratic in a user's sessions.
+        self._held: set[str] | None = None
         self._reindex()
 
     def _reindex(self) -> None:
@@ -86,7 +90,16 @@ class UserGraph:
         if (ex.app_name, ex.user_id) != (self.app_name, self.user_id):
             raise InvalidInput(f"session of {ex.app_name}/{ex.user_id} added to the graph "
                                f"of {self.app_name}/{self.user_id}", field="session")
-        if ex.session_id in self.sessions():
+        try:
+            self._merge(ex)
+        except BaseException:
+            self._held = None  # rebuilt from the graph next time: this one may be half-changed
+            raise
+
+    def _merge(self, ex: SessionExtract) -> None:
+        if self._held is None:
+            self._held = self.sessions()
+        if ex.session_id in self._held:
             self._drop(ex.session_id)
         self._types = None  # entities change below (reset first: also if this raises)
         types = {eid: e.type for eid, e in self.entities.items()}
@@ -102,6 +115,8 @@ class UserGraph:
         for st in ex.statements:
             self._state(ex, st, found, types, touched)
         self._memories(ex, keep, found, types, touched)
+        if touched:  # each touched entity holds a support of this session (none: nothing does)
+            self._held.add(ex.session_id)
         for eid in touched:  # a new entity is version 1; each later session adds one
             e = self.entities[eid]
             self.entities[eid] = replace(e, version=e.version + bool(e.changed_by),
@@ -243,6 +258,8 @@ class UserGraph:
     def _drop(self, session_id: str) -> bool:
         why = f"forget:{session_id}"
         changed = False
+        if self._held is not None:
+            self._held.discard(session_id)
         for rid, r in list(self.relations.items()):
             if session_id in r.session_ids:
                 changed = True
