@@ -9,6 +9,10 @@ sessions with the extractive summarizer into a keyword-only store (``--embedder 
 (``time.process_time``); per stage, the run report's ``stage_cpu_seconds`` where the code
 has them, else its wall ``stage_seconds``.
 
+``--heavy-user N``: instead, the entity-graph merge of ONE user's N sessions (the prepare
+step's ``merged_graph``, in time order), CPU per session at N/4, N/2 and N sessions: a
+cost per session that grows with the user's graph is quadratic in a long-lived user.
+
 Runs are appended to ``benchmarks/results/backfill_cpu.json`` under ``--label``, so an
 older checkout can run beside it, interleaved (``PYTHONPATH=<worktree> python
 benchmarks/backfill_cpu.py --label before``).
@@ -49,6 +53,28 @@ def one_run(archive: Path, store: Path) -> dict[str, Any]:
             "stages": {k: round(v, 3) for k, v in (stages or report.stage_seconds).items()}}
 
 
+def heavy_user(sessions: int) -> list[dict[str, Any]]:
+    from benchmarks.datagen import DatasetConfig, generate
+    from mnemoray.graph.extract import extract_session
+    from mnemoray.memory.distill import distill_session
+    from mnemoray.memory.graph_commit import merged_graph
+    from mnemoray.summarizers import get_summarizer
+
+    data = generate(DatasetConfig(users=1, sessions_per_user=sessions)).sessions
+    summarizer = get_summarizer(SUMMARIZER)
+    extracts = [extract_session(s, distill_session(s, summarizer)) for s in data]
+    app, user = data[0].app_name, data[0].user_id
+    out = []
+    for n in (sessions // 4, sessions // 2, sessions):
+        cpu0 = time.process_time()
+        graph = merged_graph(app, user, None, extracts[:n])
+        cpu = time.process_time() - cpu0
+        out.append({"sessions": n, "cpu_s": round(cpu, 4),
+                    "cpu_ms_per_session": round(1000 * cpu / n, 4),
+                    "relations": len(graph.relations), "entities": len(graph.entities)})
+    return out
+
+
 def table(label: str, runs: list[dict[str, Any]]) -> str:
     lines = ["| label | memories | wall s | CPU s | CPU ms / memory | per stage (s) |",
              "|---|---|---|---|---|---|"]
@@ -66,24 +92,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--label", default="")
     p.add_argument("--machine-note", default="")
+    p.add_argument("--heavy-user", type=int, default=0, metavar="N",
+                   help="the graph merge of one user's N sessions instead")
     p.add_argument("--out", type=Path, default=RESULTS / "backfill_cpu.json")
     args = p.parse_args(argv)
-    archive, meta = dataset(args.sessions, args.sessions_per_file, CACHE)
     load_start = os.getloadavg()
-    runs = []
-    for _ in range(args.repeats):
-        with tempfile.TemporaryDirectory(prefix="backfill-cpu-") as tmp:
-            runs.append(one_run(archive, Path(tmp) / "store"))
-    best = min(r["cpu_ms_per_memory"] for r in runs)
-    result = {"label": args.label, "dataset": meta,
-              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                          "python": platform.python_version(), "note": args.machine_note,
-                          "load_average_start": load_start,
-                          "load_average_end": os.getloadavg()},
-              "runs": runs, "best_cpu_ms_per_memory": best}
-    print(table(args.label, runs))
-    print(f"best {best:.3f} CPU ms / memory; load average start {load_start}, "
-          f"end {result['machine']['load_average_end']}")
+    result: dict[str, Any] = {"label": args.label}
+    if args.heavy_user:
+        merges = heavy_user(args.heavy_user)
+        result["heavy_user"] = merges
+        print("| label | sessions | CPU s | CPU ms / session | relations |\n|---|---|---|---|---|")
+        for r in merges:
+            print(f"| {args.label} | {r['sessions']} | {r['cpu_s']:.3f} | "
+                  f"{r['cpu_ms_per_session']:.2f} | {r['relations']} |")
+    else:
+        archive, meta = dataset(args.sessions, args.sessions_per_file, CACHE)
+        runs = []
+        for _ in range(args.repeats):
+            with tempfile.TemporaryDirectory(prefix="backfill-cpu-") as tmp:
+                runs.append(one_run(archive, Path(tmp) / "store"))
+        best = min(r["cpu_ms_per_memory"] for r in runs)
+        result.update({"dataset": meta, "runs": runs, "best_cpu_ms_per_memory": best})
+        print(table(args.label, runs))
+        print(f"best {best:.3f} CPU ms / memory")
+    result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                         "python": platform.python_version(), "note": args.machine_note,
+                         "load_average_start": load_start, "load_average_end": os.getloadavg()}
+    print(f"load average start {load_start}, end {result['machine']['load_average_end']}")
     stored = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
     stored["results"].append(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
