@@ -146,11 +146,12 @@ def test_backfill_quarantines_a_lone_surrogate_row_and_commits_the_rest(tmp_path
 
 
 def test_ray_engine_validate_step_quarantines_it_too(tmp_path: Path) -> None:
+    from mnemoray.backfill.busy import Busy
     from mnemoray.pipeline.read import _table
     from mnemoray.pipeline.validate import validate_batch
 
     rows = iter_archive_from([session_row("s1"), {**session_row("s2"), "note": LONE}])
-    table = _table([pickle.dumps(r) for r in rows], 0.0)
+    table = _table([pickle.dumps(r) for r in rows], Busy())
     validate_batch(table, str(tmp_path / "store"), 1)
     (q,) = MemoryStore(tmp_path / "store", 1).read_quarantine()
     assert q["location"] == "mem.jsonl:2"
