@@ -9,8 +9,8 @@ characters it was read from and a label (``2023-05-07``, ``2023-W18``, ``2023-05
 Relative expressions ("yesterday", "last Saturday", "two months ago", "the week
 before") are resolved against the reference (the session's date); vague ones
 ("recently", "a while ago") resolve to nothing. A date that names no year (and "on
-Saturday", "in the summer") follows the tense of its sentence: "I started in June" is the
-last June, "we will fly out in June" the next (``mnemoray.temporal.tense``); a sentence
+Saturday", "in the summer") follows the tense of its clause: "I started in June" is the
+last June, "we will fly out in June" the next (``mnemoray.temporal.tense``); a clause
 that says neither takes the year nearest the reference, the past preferred
 (conversations recount more than they plan). Deterministic and stdlib only: the same
 text and reference give the same spans.
@@ -122,7 +122,7 @@ def _h_month(m: re.Match[str], ref: date) -> Period | None:
 
 
 def _lean(m: re.Match[str]) -> Lean:
-    """The way the sentence around the match leans in time (``mnemoray.temporal.tense``)."""
+    """The way the clause around the match leans in time (``mnemoray.temporal.tense``)."""
     return lean_at(m.string, m.start(), m.end())
 
 
@@ -180,7 +180,7 @@ def _h_weekday(m: re.Match[str], ref: date) -> Period:
         return day(ref + timedelta(days=(target - ref.weekday() - 1) % 7 + 1))
     if qual == "this":
         return day(ref - timedelta(days=ref.weekday()) + timedelta(days=target))
-    if qual != "last" and _lean(m) == "future":  # "we're flying out on Saturday"
+    if qual not in ("last", "past") and _lean(m) == "future":  # "we're flying out on Saturday"
         return day(ref + timedelta(days=(target - ref.weekday() - 1) % 7 + 1))
     # "last Saturday", "on Saturday", "Saturday": the most recent one before the reference.
     return day(ref - timedelta(days=(ref.weekday() - target - 1) % 7 + 1))

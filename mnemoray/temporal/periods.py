@@ -89,7 +89,7 @@ def shift(d: date, unit: str, n: int) -> date:
 def nearest_year(ref: date, make: Callable[[int], Period], lean: str | None = None) -> Period:
     """The period of the year nearest ``ref``; a future one counts twice as far.
     ``lean`` "past": the latest one begun by ``ref``; "future": the earliest one not over
-    by then (``mnemoray.temporal.tense``: what the sentence says of it)."""
+    by then (``mnemoray.temporal.tense``: what its clause says of it)."""
     periods = [make(y) for y in (ref.year - 1, ref.year, ref.year + 1)]
     if lean == "past":
         begun = [p for p in periods if p[0] <= ref]
