@@ -65,7 +65,7 @@ def heavy_user(sessions: int) -> list[dict[str, Any]]:
     extracts = [extract_session(s, distill_session(s, summarizer)) for s in data]
     app, user = data[0].app_name, data[0].user_id
     out = []
-    for n in (sessions // 4, sessions // 2, sessions):
+    for n in sorted({max(1, sessions // 4), max(1, sessions // 2), sessions}):
         cpu0 = time.process_time()
         graph = merged_graph(app, user, None, extracts[:n])
         cpu = time.process_time() - cpu0

@@ -81,6 +81,7 @@ def test_one_report_type_and_run_record(tmp_path: Path, archive: Path) -> None:
     assert out["stage_cpu_seconds"]["distill"] > 0 and out["stage_cpu_seconds"]["write"] > 0
     (record,) = read_run_reports(store)
     assert record["stage_cpu_seconds"] == out["stage_cpu_seconds"]
+    assert out["resolved"] == {}  # the in-process engine leaves nothing open
     assert record["run_id"] == out["run_id"] and record["status"] == "succeeded"
     assert record["engine"] == "in_process" and Path(out["report_path"]).is_file()
     for key in ("sessions_read", "skipped", "quarantined", "memories_written", "commits"):

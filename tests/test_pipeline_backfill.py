@@ -107,6 +107,8 @@ def test_ray_backfill_matches_in_process_and_reruns_to_nothing(
     assert set(report["stage_cpu_seconds"]) == set(report["stage_seconds"]) \
         == set(run.stage_cpu_seconds)
     assert run.stage_cpu_seconds["distill"] > 0 and run.stage_cpu_seconds["embed"] > 0
+    # --workers not given: sized from the test cluster's 2 CPUs, and the report says so.
+    assert run.resolved == report["resolved"] == {"workers": 1}
     assert report["config"]["commit_every"] == 5 and Path(run.report_path).is_file()
 
     # Re-run: everything is in the ledger; nothing is added, bad rows counted once.

@@ -65,9 +65,10 @@ def test_a_year_less_date_follows_its_sentence(text: str, start: date) -> None:
     "I'll never forget our trip to Rome in March.", "I won't forget the concert in March.",
     "I'm slowly recovering from the surgery in April.",
     "I'm feeling better after the surgery in April.",
-    "She's amazing, her recital in March blew me away.", "I'm thinking about the concert in March.",
-    "We kept going to the beach in March.", "I registered for the course in September.",
-    "Anna mentioned the deadline is in July.", "I'll send you the photos from our hike on Saturday.",
+    "She's amazing, her recital in March blew me away.",
+    "I'm thinking about the concert in March.", "We kept going to the beach in March.",
+    "I registered for the course in September.", "Anna mentioned the deadline is in July.",
+    "I'll send you the photos from our hike on Saturday.",
 ])
 def test_cues_outside_the_clause_change_nothing(text: str) -> None:
     (span,) = resolve_times(text, SAID)

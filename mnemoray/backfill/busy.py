@@ -10,6 +10,7 @@ core looks as busy as one using it. The CPU seconds are those of the whole proce
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,14 +19,20 @@ WALL, CPU = "seconds", "cpu_seconds"
 
 @dataclass
 class Busy:
-    """A started clock: ``Busy()`` when the stage begins, ``tally(stage)`` when it ends."""
+    """A started clock: ``Busy()`` when the stage begins, ``tally(stage)`` when it ends.
+    ``cpu_clock``: the process's (default) or ``time.thread_time`` for work that runs on
+    the calling thread alone while other threads of the process do other work."""
 
+    cpu_clock: Callable[[], float] = time.process_time
     wall0: float = field(default_factory=time.perf_counter)
-    cpu0: float = field(default_factory=time.process_time)
+    cpu0: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cpu0 = self.cpu_clock()
 
     def elapsed(self) -> tuple[float, float]:
         """(wall, CPU) seconds since the start."""
-        return time.perf_counter() - self.wall0, time.process_time() - self.cpu0
+        return time.perf_counter() - self.wall0, self.cpu_clock() - self.cpu0
 
     def tally(self, stage: str) -> dict[str, Any]:
         """The stats entry of ``stage``: its wall and CPU seconds since the start."""

@@ -82,6 +82,8 @@ class BackfillReport:
     # Commit points (``CommitPoint.to_dict``), thinned to TIMELINE_POINTS.
     commit_timeline: list[dict[str, Any]] = field(default_factory=list)
     commit_share_by_wall: dict[str, float] = field(default_factory=dict)
+    # Settings the config left open, as the engine chose them (Ray Data: ``workers``).
+    resolved: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,6 +104,7 @@ class Tally:
         self.counts: dict[str, int] = dict.fromkeys(COUNTS, 0)
         self.stages: dict[str, float] = {}
         self.cpu_stages: dict[str, float] = {}
+        self.resolved: dict[str, Any] = {}
         self.summarizer: str | None = None
         self.done = 0  # sessions accounted for (what progress shows)
         self.points: list[CommitPoint] = []
@@ -111,6 +114,7 @@ class Tally:
         into the run."""
         stats = chunk.stats
         self.summarizer = stats.get("summarizer") or self.summarizer
+        self.resolved.update(stats.get("resolved") or {})
         commit_s, commit_cpu = commit.elapsed()
         for totals, key, secs_commit in ((self.stages, WALL, commit_s),
                                          (self.cpu_stages, CPU, commit_cpu)):
@@ -167,7 +171,7 @@ class Tally:
             segments_written=c["segments_written"], seconds=round(seconds, 3),
             sessions_per_s=round(c["sessions_read"] / seconds, 3) if seconds else 0.0,
             stage_seconds={k: round(v, 3) for k, v in self.stages.items()},
-            stage_cpu_seconds=self.cpu_seconds(),
+            stage_cpu_seconds=self.cpu_seconds(), resolved=dict(self.resolved),
             report_path=report_path, ledger_hits=c["ledger_hits"], **self.timeline(seconds))
 
 

@@ -8,6 +8,7 @@ progress line, and returns the one :class:`BackfillReport`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Protocol, TextIO
 
@@ -60,7 +61,8 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
     recorder.update(tally.counts, force=True, **tally.timeline(0.0))
     try:
         for chunk in chunks:
-            busy = Busy()
+            # This thread's clock: on Ray, Ray Data's executor thread runs in this process.
+            busy = Busy(time.thread_time)
             # Looked up on the module, so a test can make the commit fail.
             result = commit.commit_chunk(store, chunk, run_id=recorder.run_id,
                                          summarizer=chunk.stats.get("summarizer")
@@ -69,7 +71,7 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
             # Written at every commit: a killed run's record names all it committed.
             recorder.update(tally.counts, tally.stages, force=True,
                             manifest_version=result.version,
-                            stage_cpu_seconds=tally.cpu_seconds(),
+                            stage_cpu_seconds=tally.cpu_seconds(), resolved=tally.resolved,
                             **tally.timeline(recorder.seconds))
             progress.update(tally.progress, tally.line())
     except KeyboardInterrupt:
@@ -88,7 +90,7 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
     progress.close(tally.line())
     seconds = recorder.seconds
     recorder.update(tally.counts, tally.stages, stage_cpu_seconds=tally.cpu_seconds(),
-                    **tally.timeline(seconds))
+                    resolved=tally.resolved, **tally.timeline(seconds))
     path = recorder.finish("succeeded")
     return tally.report(run_id=recorder.run_id, engine=engine.name, seconds=seconds,
                         report_path=str(path))

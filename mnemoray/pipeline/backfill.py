@@ -264,7 +264,9 @@ class RayDataEngine:
             for batch in build_dataset(cfg, opts, store, spec, files).iter_batches(
                     batch_size=None, prefetch_batches=0, batch_format="pyarrow"):
                 for blob in batch.column(CHUNK).to_pylist():
-                    yield pickle.loads(blob)
+                    chunk = pickle.loads(blob)
+                    chunk.stats["resolved"] = {"workers": opts.workers}  # in the run report
+                    yield chunk
         finally:  # this process may run other Ray Data work afterwards
             ctx, order, bars, block = restore
             ctx.execution_options.preserve_order, ctx.enable_progress_bars = order, bars
