@@ -54,7 +54,6 @@ default config (ONNX), printed and stored under ``commit_timeline`` in the resul
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import io
 import json
 import os
@@ -306,12 +305,9 @@ def pipeline_run(archive: Path, store_dir: Path, runtime: str, *, threads: int |
     cfg = BackfillConfig(archive=str(archive), store=str(store_dir), progress_interval_s=1e9,
                          embedder=spec, ray=RayOptions(**ray_options))
     opts = cfg.ray.resolved()
-    if opts.workers is None:  # what the engine sizes from this cluster
-        import ray
+    import ray
 
-        from mnemoray.backfill.config import default_workers
-
-        opts = dataclasses.replace(opts, workers=default_workers(ray.cluster_resources()))
+    opts = opts.for_cluster(ray.cluster_resources())  # what the engine sizes for it
     with ActorCounter() as actors:
         run, wall = timed(lambda: backfill(cfg, RayDataEngine(), stream=io.StringIO(),
                                            tty=False))

@@ -154,6 +154,8 @@ def test_embed_layout_fills_the_cores_or_the_gpus() -> None:
 
 def test_workers_default_to_half_the_cluster() -> None:
     assert RayOptions().resolved().workers is None  # sized when the job starts
+    assert RayOptions().resolved().for_cluster({"CPU": 16.0}).workers == 8
+    assert RayOptions(workers=3).resolved().for_cluster({"CPU": 16.0}).workers == 3
     assert [default_workers({"CPU": c}) for c in (0.0, 1.0, 2.0, 3.0, 16.0, 64.0)] == [
         1, 1, 1, 1, 8, 32]
     spec = EmbedderSpec.parse("default")

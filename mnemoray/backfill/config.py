@@ -68,6 +68,13 @@ class RayOptions:
         """Every option with a value: the given ones, else ``RAY_DEFAULTS``."""
         return replace(RAY_DEFAULTS, **self.given())
 
+    def for_cluster(self, resources: Mapping[str, float]) -> RayOptions:
+        """These options with ``workers``, where not given, sized from the cluster's
+        ``resources`` (``default_workers``)."""
+        if self.workers is not None:
+            return self
+        return replace(self, workers=default_workers(resources))
+
     def check(self) -> None:
         opts = self.resolved()
         for name in ("batch_size", "llm_concurrency", "llm_batch_size"):

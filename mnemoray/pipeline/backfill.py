@@ -47,12 +47,11 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 from mnemoray.backfill import BackfillConfig, Engine, InProcessEngine
 from mnemoray.backfill.commit import Chunk
-from mnemoray.backfill.config import GPU_EMBED_BATCH, RayOptions, default_workers, on_gpus
+from mnemoray.backfill.config import GPU_EMBED_BATCH, RayOptions, on_gpus
 from mnemoray.embedders import Embedder, EmbedderSpec, resolve_spec
 from mnemoray.errors import InvalidInput
 from mnemoray.memory.backend import MemoryBackend
@@ -174,7 +173,7 @@ def embed_layout(opts: RayOptions, spec: EmbedderSpec | Embedder,
                                f"({reserved_gpus:g} held by the vLLM engines); each embed "
                                f"actor asks for {gpus:g}", field="--gpus-per-embedder")
         return max(1, int(total // gpus)), spec
-    actors = opts.workers or default_workers(resources)
+    actors = opts.for_cluster(resources).workers
     if isinstance(spec, EmbedderSpec) and spec.threads is None and not spec.remote:
         cpus = int(resources.get("CPU", 1))
         spec = spec.override(threads=max(1, cpus // actors))
@@ -245,8 +244,7 @@ class RayDataEngine:
         started_ray = connect(opts.address)
         import ray
 
-        if opts.workers is None:  # sized from the cluster this job runs on
-            opts = replace(opts, workers=default_workers(ray.cluster_resources()))
+        opts = opts.for_cluster(ray.cluster_resources())  # workers sized for this cluster
 
         ctx = ray.data.DataContext.get_current()
         restore: tuple[Any, bool, bool, Any] = (ctx, ctx.execution_options.preserve_order,
