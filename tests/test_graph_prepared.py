@@ -20,7 +20,7 @@ from mnemoray.graph import extract as extract_module
 from mnemoray.graph import extract_session
 from mnemoray.graph.tables import TABLES
 from mnemoray.memory import graph_parts, graph_prepared
-from mnemoray.memory import store as store_module
+from mnemoray.memory import store_commit as store_module
 from mnemoray.memory.graph_parts import GRAPH_DIR, MAX_PARTS, listed_files, read_shard
 from mnemoray.memory.store import MemoryStore
 from mnemoray.session import Session
