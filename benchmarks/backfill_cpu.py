@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import platform
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.backfill_bench import CACHE, SUMMARIZER, dataset
+from benchmarks.records_bench import append_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -119,11 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                          "python": platform.python_version(), "note": args.machine_note,
                          "load_average_start": load_start, "load_average_end": os.getloadavg()}
     print(f"load average start {load_start}, end {result['machine']['load_average_end']}")
-    stored = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
-    stored["results"].append(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(stored, indent=1) + "\n")
-    print(f"appended to {args.out}")
+    append_result(args.out, result)
     return 0
 
 

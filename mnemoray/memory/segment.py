@@ -23,25 +23,26 @@ from mnemoray.memory.files import atomic_write
 from mnemoray.memory.index import IndexKind, build_index, flat_vectors, read_index, write_index
 from mnemoray.memory.layout import faiss_path, parquet_path
 from mnemoray.memory.manifest import SegmentEntry
-from mnemoray.memory.record import Memory, MemoryVersion
 
-STRING_FIELDS = ("memory_id", "app_name", "user_id", "session_id", "kind", "text", "key_text",
-                 "content_hash")
-LIST_FIELDS = ("topics", "key_facts", "entities", "source_event_ids", "open_threads",
-               "decisions", "commitments")
-FLOAT_FIELDS = ("event_time_start", "event_time_end", "created_at", "expires_at",
-                "session_updated_at", "edited_at")
-INT_FIELDS = ("session_events",)
-NULLABLE_STRING_FIELDS = ("edited_by", "agent_name")  # agent_name null = ""
-VERSIONS = "previous_versions"
-VERSION_TYPE = pa.struct([pa.field("memory_id", pa.string()), pa.field("text", pa.string()),
-                          pa.field("written_at", pa.float64()),
-                          pa.field("written_by", pa.string())])
-# Columns added after the first stores were written: a segment without them loads
-# with nulls (version unknown, nothing open, never edited), see ``with_optional_columns``.
-OPTIONAL_FIELDS = ("session_events", "session_updated_at", "open_threads", "decisions",
-                   "commitments", "edited_at", "edited_by", VERSIONS, "agent_name")
-EMBEDDING = "embedding"
+# The table's columns and the conversions of rows to records and back are memory_rows';
+# they are still imported from here.
+from mnemoray.memory.memory_rows import (  # noqa: F401
+    EMBEDDING,
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    LIST_FIELDS,
+    NULLABLE_STRING_FIELDS,
+    OPTIONAL_FIELDS,
+    STRING_FIELDS,
+    VERSION_TYPE,
+    VERSIONS,
+    memories_to_table,
+    memory_schema,
+    rows_to_memories,
+    with_optional_columns,
+)
+from mnemoray.memory.record import Memory
+
 # Small row groups let polars skip groups by their (sorted) app/user statistics.
 ROW_GROUP_SIZE = 65_536
 
@@ -49,63 +50,8 @@ Tenant = tuple[str, str]
 Range = tuple[int, int]
 
 
-def memory_schema(dim: int) -> pa.Schema:
-    fields = [pa.field(name, pa.string(), nullable=False) for name in STRING_FIELDS]
-    fields += [pa.field(name, pa.list_(pa.string())) for name in LIST_FIELDS]
-    fields += [pa.field(name, pa.float64(), nullable=name != "created_at") for name in FLOAT_FIELDS]
-    fields += [pa.field(name, pa.int64()) for name in INT_FIELDS]
-    fields += [pa.field(name, pa.string()) for name in NULLABLE_STRING_FIELDS]
-    fields.append(pa.field(VERSIONS, pa.list_(VERSION_TYPE)))
-    fields.append(pa.field("shard", pa.int32(), nullable=False))
-    if dim:
-        fields.append(pa.field(EMBEDDING, pa.list_(pa.float32(), dim), nullable=False))
-    return pa.schema(fields)
-
-
 def sort_key(memory: Memory) -> tuple[str, str, float, str]:
     return (memory.app_name, memory.user_id, memory.created_at, memory.memory_id)
-
-
-def memories_to_table(memories: Sequence[Memory], dim: int) -> pa.Table:
-    columns: dict[str, pa.Array] = {}
-    for name in STRING_FIELDS + FLOAT_FIELDS + INT_FIELDS + NULLABLE_STRING_FIELDS:
-        columns[name] = [getattr(m, name) for m in memories]
-    for name in LIST_FIELDS:
-        columns[name] = [list(getattr(m, name)) for m in memories]
-    columns[VERSIONS] = [[v.to_dict() for v in m.previous_versions] for m in memories]
-    columns["shard"] = [m.shard for m in memories]
-    if dim:
-        flat = np.concatenate([np.asarray(m.embedding, dtype=np.float32).reshape(dim)
-                               for m in memories]) if memories else np.zeros(0, np.float32)
-        columns[EMBEDDING] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
-    return pa.table(columns, schema=memory_schema(dim))
-
-
-def with_optional_columns(table: pa.Table) -> pa.Table:
-    """``table`` with null ``OPTIONAL_FIELDS`` it lacks (a segment written before them)."""
-    schema = memory_schema(0)
-    for name in OPTIONAL_FIELDS:
-        if name not in table.column_names:
-            table = table.append_column(schema.field(name),
-                                        pa.nulls(table.num_rows, schema.field(name).type))
-    return table
-
-
-def rows_to_memories(table: pa.Table, rows: Sequence[int] | np.ndarray,
-                     vectors: np.ndarray | None) -> list[Memory]:
-    """Memories for the given row numbers; embeddings are copied out of the segment."""
-    rows = np.asarray(rows, dtype=np.int64)
-    if not len(rows):
-        return []
-    out = []
-    for row, raw in zip(rows, table.take(rows).to_pylist(), strict=True):
-        for name in LIST_FIELDS:
-            raw[name] = tuple(raw[name] or ())
-        raw[VERSIONS] = tuple(MemoryVersion.from_dict(v) for v in raw[VERSIONS] or ())
-        raw["agent_name"] = raw["agent_name"] or ""  # null: written before scopes, shared
-        embedding = None if vectors is None else np.array(vectors[row], dtype=np.float32)
-        out.append(Memory.stored(raw, embedding))
-    return out
 
 
 def index_kind_of(index: faiss.Index) -> str:
