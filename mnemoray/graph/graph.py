@@ -36,6 +36,7 @@ from mnemoray.graph.model import (
     stated_validity,
     strength_of,
 )
+from mnemoray.graph.relations import Relations, matching
 from mnemoray.graph.resolve import AliasIndex
 from mnemoray.graph.validity import STATED, close_superseded, derive, history, superseded
 from mnemoray.temporal.periods import month, to_date
@@ -50,6 +51,12 @@ def _evidence(supports: tuple[Support, ...]) -> dict[str, object]:
             "valid_from": valid_from, "valid_to": valid_to if ended else None,
             "ended_by": STATED if ended else ""}
 _SPECIFIC = ("person", "org", "place")
+# A graph's relations log their changes, so that the validity passes redo only what a
+# session changed (mnemoray.graph.relations), once FULL_PASSES sessions were merged into
+# the object and it holds INDEXED_RELATIONS: building the indexes costs about as much as
+# that many full passes, and below that size a full pass costs no more than the logging.
+FULL_PASSES = 20
+INDEXED_RELATIONS = 1000
 
 
 class UserGraph:
@@ -69,6 +76,7 @@ class UserGraph:
         # by add_session and _drop (the only changes): rebuilding it for every session
         # added was a pass over the whole graph, quadratic in a user's sessions.
         self._held: set[str] | None = None
+        self._merged = 0  # sessions merged into this object (FULL_PASSES)
         self._reindex()
 
     def _reindex(self) -> None:
@@ -121,6 +129,10 @@ class UserGraph:
             e = self.entities[eid]
             self.entities[eid] = replace(e, version=e.version + bool(e.changed_by),
                                          changed_by=f"session:{ex.session_id}")
+        self._merged += 1
+        if self._merged > FULL_PASSES and len(self.relations) >= INDEXED_RELATIONS \
+                and not isinstance(self.relations, Relations):
+            self.relations = Relations(self.relations)  # each change logged from now on
         close_superseded(self.relations)
         derive(self.relations, self.app_name, self.user_id)
 
@@ -186,8 +198,7 @@ class UserGraph:
         memories = tuple(m.memory_id for m in ex.memories if st.event_id in m.event_ids)
         support = Support(ex.session_id, (st.event_id,), memories, st.valid_from,
                           st.valid_to, st.ended)
-        same = [r for r in self.relations.values()
-                if (r.src, r.type, r.dst) == (src, st.type, dst)]
+        same = matching(self.relations, src, st.type, dst)
         for r in sorted(same, key=lambda r: r.valid_from or 0.0, reverse=True):
             if st.valid_from is not None and r.valid_to is not None \
                     and st.valid_from >= r.valid_to:
