@@ -106,7 +106,7 @@ def rows_to_memories(table: pa.Table, rows: Sequence[int] | np.ndarray,
 
 
 # A table's column arrays, kept while it lives (a segment's, as long as its snapshot):
-# making them again costs about a fifth of reading a recall's five records.
+# making them again is a good part of reading a recall's few records.
 _COLUMNS: dict[int, tuple[weakref.ref[pa.Table], list[str], list[Any]]] = {}
 
 
@@ -165,7 +165,7 @@ def _versions(raw: list[dict[str, Any]] | None) -> tuple[MemoryVersion, ...]:
 
 def _column_values(name: str, column: pa.Array) -> list[Any]:
     """One column's values as ``_fixed`` leaves them, converted in C where the type allows
-    (``as_py`` value by value costs about a microsecond each)."""
+    (``as_py`` value by value makes a scalar object for each)."""
     if name in LIST_FIELDS:  # null: ()
         offsets = (column.offsets.to_numpy() - column.offsets[0].as_py()).tolist()
         flat = column.flatten().to_numpy(zero_copy_only=False).tolist()
