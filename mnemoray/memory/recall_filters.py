@@ -13,7 +13,7 @@ import pyarrow as pa
 from mnemoray.errors import InvalidInput
 from mnemoray.events import EventError, parse_timestamp
 from mnemoray.memory.agent_names import check_agent_name
-from mnemoray.memory.record import MEMORY_KINDS
+from mnemoray.memory.record import MEMORY_KINDS, Memory
 
 
 class RetrievalError(InvalidInput):
@@ -38,8 +38,8 @@ class RecallFilters:
     ``session_id``: only that session's records. ``kinds``: only these
     record kinds. ``after`` / ``before`` (epoch seconds or ISO-8601,
     inclusive): only records whose event time span
-    [event_time_start, event_time_end] overlaps [after, before]; a record
-    with one end missing uses the other, one with neither uses created_at.
+    [event_time_start, event_time_end] overlaps [after, before], the span as
+    :func:`event_times` reads it (one end missing: the other; both: created_at).
     ``reference_time`` (epoch seconds or ISO-8601): not a filter but the "now" a query's
     relative times ("last May") are read against (default: the time of the recall).
     """
@@ -131,8 +131,11 @@ class RecallFilters:
         return self.mask(sessions, kinds, start, end)
 
 
+# A record's event span, in both shapes (tests/test_event_span.py pins they agree): the
+# remembered events' [event_time_start, event_time_end]; a missing end uses the other;
+# both missing, created_at (the time it was stored).
 def event_times(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) event times per row: a missing end uses the other, both missing created_at."""
+    """(start, end) event times per row of ``table`` (the span rule above, vectorised)."""
     def floats(name: str) -> np.ndarray:
         return table[name].to_numpy(zero_copy_only=False).astype(np.float64)
 
@@ -140,3 +143,12 @@ def event_times(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     start = np.where(np.isnan(start), end, start)
     end = np.where(np.isnan(end), start, end)
     return np.where(np.isnan(start), created, start), np.where(np.isnan(end), created, end)
+
+
+def event_span(m: Memory) -> tuple[float, float]:
+    """(start, end) event times of one record (the span rule above)."""
+    start = m.event_time_start if m.event_time_start is not None else m.event_time_end
+    end = m.event_time_end if m.event_time_end is not None else start
+    if start is None or end is None:
+        return m.created_at, m.created_at
+    return start, end

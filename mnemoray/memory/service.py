@@ -34,6 +34,7 @@ from mnemoray.memory.layout import shard_of
 from mnemoray.memory.lifecycle import MemoryLifecycle
 from mnemoray.memory.manifest import StoreError
 from mnemoray.memory.query_cache import QueryVectorCache
+from mnemoray.memory.recall_filters import event_span
 from mnemoray.memory.record import Memory
 from mnemoray.memory.reload import SnapshotReloader
 from mnemoray.memory.retrieval import (
@@ -441,16 +442,6 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
                 else sorted(self.store.load_shards),
                 "embedding_model": m.embedding_model, "dim": m.dim, **self.reloader.stats(),
                 **self.hooks.stats()}
-
-
-def event_span(m: Memory) -> tuple[float, float]:
-    """When the remembered events happened (start, end); the time it was stored where a
-    record has no event times."""
-    start = m.event_time_start if m.event_time_start is not None else m.event_time_end
-    end = m.event_time_end if m.event_time_end is not None else start
-    if start is None or end is None:
-        return m.created_at, m.created_at
-    return start, end
 
 
 def check_query_vector(snap: StoreSnapshot, model: tuple[str, int] | None,
