@@ -42,8 +42,10 @@ class LocalBackend:
         self.io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mnemoray-io")
         # One thread for the query encoder: encodes never block the event loop.
         self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
-        # build_parts stops what it started if it fails; past it, close() does.
-        self.parts: ReplicaParts = build_parts(s, local_embedder(s), local_summarizer(s))
+        # build_parts stops what it started if it fails; past it, close() does. Queries
+        # are embedded by the write embedder when the specs agree: one model loaded.
+        self.parts: ReplicaParts = build_parts(s, local_embedder(s), local_summarizer(s),
+                                               share_write=True)
         self.memory, self.ops = self.parts.memory, self.parts.ops
         self.sessions = self.parts.sessions
         self.artifacts = self.parts.artifacts

@@ -23,7 +23,7 @@ from mnemoray.artifact_files import FileArtifactStore
 from mnemoray.auto_compaction import AutoCompactor
 from mnemoray.compiler import AgentSpec, Callee, Compiler, MemorySnippet, Services
 from mnemoray.compiler.services import MemorySearch
-from mnemoray.embedders import Embedder, EmbedderError, EmbedderSpec, check_model, open_embedder
+from mnemoray.embedders import Embedder
 from mnemoray.errors import Unsupported
 from mnemoray.memory.agent_names import memory_view
 from mnemoray.memory.backend import MemoryBackend, open_backend
@@ -41,45 +41,15 @@ from mnemoray.serve.compaction import start_auto_compaction
 from mnemoray.serve.ingestion import IngestionJobs
 from mnemoray.serve.memory import attach_webhook
 from mnemoray.serve.metrics import Metrics
+from mnemoray.serve.replica_models import local_embedder, local_summarizer, open_query_embedder
 from mnemoray.serve.settings import ServeSettings
 from mnemoray.session_replay import replay
 from mnemoray.sqlite_store import SQLiteSessionStore
-from mnemoray.summarizers import get_summarizer
 from mnemoray.summarizers.base import Summarizer
 
 MemoryOpSync = Callable[..., Any]
 EmbedQuery = Callable[[str], Awaitable[np.ndarray]]
 RunIo = Callable[..., Awaitable[Any]]
-
-
-def local_embedder(s: ServeSettings) -> Embedder | None:
-    """The write embedder loaded in this process, as ``models.embedder`` names it (as the
-    ``Embedder`` deployment opens it)."""
-    return open_embedder(s.models.embedder, open_backend(s.store), "write")
-
-
-def local_summarizer(s: ServeSettings) -> Summarizer:
-    return get_summarizer(s.models.summarizer, **s.models.summarizer_options)
-
-
-def open_query_embedder(s: ServeSettings, store: MemoryBackend,
-                        write_embedder: Embedder | None) -> Embedder | None:
-    """The in-process query embedder ("auto": the write spec, same model and runtime),
-    checked to be the write embedder's model: a store searched with another model's
-    vectors would answer nonsense."""
-    auto = s.models.query_embedder.strip().lower() == "auto"
-    spec = EmbedderSpec.parse(
-        s.models.embedder if auto else s.models.query_embedder,
-        field="models.embedder" if auto else "models.query_embedder",
-    ).override(threads=s.models.query_threads)
-    q, w = open_embedder(spec, store, "query"), write_embedder
-    if (q is None) != (w is None):
-        raise EmbedderError(f"writes would embed with {getattr(w, 'model_id', None)!r} "
-                            f"and queries with {getattr(q, 'model_id', None)!r}; they "
-                            f"must be one model", field="models.query_embedder")
-    if q is not None and w is not None:
-        check_model(q, w.model_id, w.dim, where="the write embedder")
-    return q
 
 
 @dataclass
@@ -269,13 +239,14 @@ def recall_hook(recall: Callable[..., Awaitable[dict[str, Any]]],
 
 
 def build_parts(s: ServeSettings, write_embedder: Embedder | None, summarizer: Summarizer,
-                *, sharded: bool = False) -> ReplicaParts:
+                *, sharded: bool = False, share_write: bool = False) -> ReplicaParts:
     """Every part but the background jobs (:meth:`ReplicaParts.start_jobs`). ``sharded``:
-    an ``Index`` deployment serves the shards, this server loads none."""
+    an ``Index`` deployment serves the shards, this server loads none. ``share_write``:
+    queries may be embedded by ``write_embedder`` (:func:`open_query_embedder`)."""
     # A path, parquet://DIR or lancedb://DIR; index_mode sharded (an Index deployment
     # serving shards) needs a Parquet store: Unsupported names it otherwise.
     store = open_backend(s.store, s.shards, load_shards=[] if sharded else None)
-    query_embedder = open_query_embedder(s, store, write_embedder)
+    query_embedder = open_query_embedder(s, store, write_embedder, share_write=share_write)
     query_cache = QueryVectorCache()
     memory: MemoryService | None = None
     attached: tuple[Any, ...] = (None,)
