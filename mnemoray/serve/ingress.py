@@ -24,6 +24,7 @@ artifacts) runs in a thread pool so the event loop keeps answering recalls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -34,8 +35,6 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from mnemoray.embedders.base import Embedder
-from mnemoray.embedders.onnx import OnnxEmbedder
 from mnemoray.memory import app_recall
 from mnemoray.memory.json_ops import MemoryOps
 from mnemoray.memory.layout import shard_of
@@ -52,57 +51,20 @@ from mnemoray.serve.ingress_mode import (
     shutdown_budget_s,
 )
 from mnemoray.serve.memory import call_on_loop
+from mnemoray.serve.query_batching import (
+    BATCH_MAX_SIZE,
+    BATCH_WAIT_S,
+    MAX_BATCH_WAIT_S,
+    query_run_rows,
+)
 from mnemoray.serve.replica_http import ReplicaHttp, bind, instance_id
 from mnemoray.serve.replica_parts import build_parts, recall_hook
 from mnemoray.serve.settings import parse_settings
 
 log = logging.getLogger("ray.serve")
 
-# Query micro-batching (``@serve.batch`` on ``embed_queries``): a batch costs less
-# per query than single encodes, so batching pays under concurrency, while a fixed
-# wait is pure latency for a lone client (figures: benchmarks/README.md, "Design
-# measurements"). Serve forms the next batch while the
-# previous one is still encoding (with max_concurrent_batches=1 it then waits), so a
-# fixed window would cut the queue into many small batches. The wait therefore
-# tracks the encoder (``_batch_wait``):
-# - encoder idle, no other query in flight: 0 (a lone client never waits);
-# - encoder idle, others in flight: BATCH_WAIT_S, about one single-query encode:
-#   enough to gather a burst, small against the latency budget;
-# - encoder busy: until it is expected to be free (EMA of batch encode time minus
-#   the time it has run, at least BATCH_WAIT_S, at most MAX_BATCH_WAIT_S), so the
-#   queries that arrive meanwhile leave together as one batch.
-# BATCH_MAX_SIZE 16: past it the per-query cost barely falls while a batch's latency
-# keeps growing (padding to the longest query). Settings: batch_max_size,
-# batch_wait_timeout_s.
-#
-# Inside a batch the encoder runs at most ``query_run_rows`` (6) queries at a time, the
-# batch sorted by length: one run pads every query to the batch's longest (4-14 word
-# queries: ~1.6x the tokens), several runs of similar lengths pad less, and on a CPU
-# runtime a run of 5-6 short queries costs about what it costs per query in a run of 16
-# (ONNX MiniLM: 8-16% less CPU per query for batches of 8-16; benchmarks/README.md,
-# "Serve"). A vector differs from the one-run vector only by float rounding (~3e-8),
-# as it already does with the batch's make-up.
-#
-# Where a batch is encoded (``encode_in_loop``, default on): on the event loop. While
-# it encodes, arriving requests queue in front of the loop and then join the next
-# batch together: larger batches than on the encoder thread at the same throughput,
-# i.e. less CPU per query on a saturated machine, and a lone query costs the same
-# either way. The thread
-# variant keeps the loop free for other routes while a batch encodes (shorter tails
-# for non-recall requests on a machine with spare cores).
-BATCH_MAX_SIZE = 16
-BATCH_WAIT_S = 0.002
-MAX_BATCH_WAIT_S = 0.05
-
-
-def query_run_rows(embedder: Embedder, batch: int, most: int) -> int:
-    """Rows per encoder run for a micro-batch of ``batch`` queries (see top): at most
-    ``most``, evened out (10 -> 5 + 5, not 6 + 4), for ONNX Runtime on CPU (where it was
-    measured); any other embedder (torch, a GPU, a remote server: one call per run)
-    takes the batch whole."""
-    if not isinstance(embedder, OnnxEmbedder) or batch <= most:
-        return batch
-    return -(-batch // -(-batch // most))
+# Seconds a replica whose construction failed gives its HTTP server to stop.
+FAILED_START_STOP_S = 5.0
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=128,
@@ -112,6 +74,21 @@ class MemoryIngress:
     async def __init__(self, settings: Mapping[str, Any], embedder_handle: Any = None,
                        summarizer_handle: Any = None, index_handle: Any = None, *,
                        ingress_chosen: bool = True) -> None:
+        try:
+            await self._construct(settings, embedder_handle, summarizer_handle, index_handle,
+                              ingress_chosen)
+        except BaseException:
+            # Serve never calls __del__ on a replica whose constructor failed: what was
+            # started (the job worker, compaction, the reloader, the HTTP server) stops
+            # here. The budget lets the HTTP server stop itself (it closes its socket);
+            # cancelled at once, it could leave the port bound.
+            with contextlib.suppress(Exception):  # the failure that got here is the news
+                await self._shut_down(FAILED_START_STOP_S)
+            raise
+
+    async def _construct(self, settings: Mapping[str, Any], embedder_handle: Any,
+                     summarizer_handle: Any, index_handle: Any, ingress_chosen: bool) -> None:
+        """The construction; each part it starts is stopped by :meth:`_shut_down`."""
         s = self.settings = parse_settings(settings)
         self.loop = asyncio.get_running_loop()  # the loop requests run on
         self.keys = ApiKeys.from_digests(s.server.api_key_digests)
@@ -188,12 +165,23 @@ class MemoryIngress:
         # Serve awaits an async __del__ (and kills the replica once it returns). It
         # counts no direct-ingress request as ongoing, so this waits for them itself,
         # within what is left of the deployment's graceful_shutdown_timeout_s.
-        http = getattr(self, "http", None)
-        if http is not None:
-            await http.stop(shutdown_budget_s(replica_deployment_config()))
-        parts = getattr(self, "parts", None)
-        if parts is not None:
-            parts.stop()
+        await self._shut_down(shutdown_budget_s(replica_deployment_config()))
+
+    async def _shut_down(self, http_timeout_s: float) -> None:
+        """Stop what was started, whatever construction reached: the HTTP server (its
+        open requests get ``http_timeout_s``), the pools' queued work, then every part
+        (:meth:`ReplicaParts.stop`), even when a step before failed; the first error is
+        raised at the end."""
+        http, parts = getattr(self, "http", None), getattr(self, "parts", None)
+        try:
+            if http is not None:
+                await http.stop(http_timeout_s)
+        finally:
+            for pool in (getattr(self, "io_pool", None), getattr(self, "encode_pool", None)):
+                if pool is not None:  # not waited for: a thread still running keeps on
+                    pool.shutdown(wait=False, cancel_futures=True)
+            if parts is not None:
+                parts.stop()
 
     # -- query embedding: in-process, micro-batched ----------------------------------
     @serve.batch(max_batch_size=BATCH_MAX_SIZE, batch_wait_timeout_s=BATCH_WAIT_S)
