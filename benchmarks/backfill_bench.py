@@ -78,11 +78,11 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from benchmarks.backfill_timeline import render, timeline  # noqa: E402
 from benchmarks.datagen import DatasetConfig, generate  # noqa: E402
-from mnemoray.archive import iter_archive, write_archive  # noqa: E402
+from mnemoray.backfill.archive import iter_archive, write_archive  # noqa: E402
 from mnemoray.embedders import Embedder, OnnxEmbedder, open_embedder  # noqa: E402
-from mnemoray.memory.distill import distill_session  # noqa: E402
-from mnemoray.memory.service import embed_memories  # noqa: E402
-from mnemoray.memory.store import MemoryStore  # noqa: E402
+from mnemoray.memory.records.distill import distill_session  # noqa: E402
+from mnemoray.memory.service.service import embed_memories  # noqa: E402
+from mnemoray.memory.store.parquet.store import MemoryStore  # noqa: E402
 from mnemoray.summarizers import get_summarizer  # noqa: E402
 
 RESULTS = HERE / "results"

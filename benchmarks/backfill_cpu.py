@@ -56,8 +56,8 @@ def one_run(archive: Path, store: Path) -> dict[str, Any]:
 def heavy_user(sessions: int) -> list[dict[str, Any]]:
     from benchmarks.datagen import DatasetConfig, generate
     from mnemoray.graph.extract import extract_session
-    from mnemoray.memory.distill import distill_session
-    from mnemoray.memory.graph_commit import merged_graph
+    from mnemoray.memory.records.distill import distill_session
+    from mnemoray.memory.store.graph.commit import merged_graph
     from mnemoray.summarizers import get_summarizer
 
     data = generate(DatasetConfig(users=1, sessions_per_user=sessions)).sessions

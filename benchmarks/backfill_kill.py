@@ -1,4 +1,4 @@
-"""Kill a real backfill job part way: what ``tests/test_backfill_kills.py`` and
+"""Kill a real backfill job part way: what ``tests/backfill/test_kills.py`` and
 ``benchmarks/reliability.py`` share.
 
 The job is ``python -m mnemoray.jobs.backfill`` on the Ray Data engine, in its own process
@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.serve_process import group_pids
-from mnemoray.memory.store import MemoryStore
+from mnemoray.memory.store.parquet.store import MemoryStore
 
 REPO = Path(__file__).resolve().parents[1]
 Served = Counter[tuple[str, str, str, str, str]]

@@ -7,7 +7,7 @@ runtime), over every dataset query:
 
 - **raw encode**: ``embedder.encode(all queries)`` alone, the rate to approach;
 - **one at a time**: ``service.search`` per query, embedding inside (the old batch path);
-- **batch**: ``BatchRecall`` (mnemoray.memory.batch_recall) at the given batch sizes and
+- **batch**: ``BatchRecall`` (mnemoray.memory.service.batch_recall) at the given batch sizes and
   ranking threads: parse, embed per batch, rank, JSON answers.
 
 Each query is distinct text; the service's query-vector cache is cleared between runs.
@@ -39,10 +39,10 @@ from benchmarks.recall_quality import (  # noqa: E402
     loadavg,
     machine_info,
 )
-from mnemoray.archive import read_archive  # noqa: E402
+from mnemoray.backfill.archive import read_archive  # noqa: E402
 from mnemoray.cli.memory import open_for_recall  # noqa: E402
-from mnemoray.memory.batch_recall import BatchRecall  # noqa: E402
-from mnemoray.memory.service import MemoryService  # noqa: E402
+from mnemoray.memory.service.batch_recall import BatchRecall  # noqa: E402
+from mnemoray.memory.service.service import MemoryService  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "batch_recall.json"
 

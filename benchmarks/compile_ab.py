@@ -38,7 +38,7 @@ def worker() -> None:
     from mnemoray import tokens
     from mnemoray.compiler import AgentSpec, Compiler
     from mnemoray.compiler.history_memo import clear_caches
-    from mnemoray.events import Event
+    from mnemoray.sessions.events import Event
 
     full, _ = build_session(1000, compaction=False)
     cut = copy.copy(full)

@@ -36,14 +36,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.compile_paths import at_event_count, percentile, print_paths  # noqa: E402
 from mnemoray.compiler import AgentSpec, Compiler  # noqa: E402
-from mnemoray.events import (  # noqa: E402
+from mnemoray.sessions.events import (  # noqa: E402
     Event,
     model_message,
     tool_call,
     tool_result,
     user_message,
 )
-from mnemoray.session import Session  # noqa: E402
+from mnemoray.sessions.session import Session  # noqa: E402
 from mnemoray.summarizers.base import Summary  # noqa: E402
 from mnemoray.tokens import count_tokens  # noqa: E402
 

@@ -27,8 +27,8 @@ from benchmarks.machine import machine
 from mnemoray import tokens
 from mnemoray.compiler import AgentSpec, Compiler
 from mnemoray.compiler.history_memo import clear_caches
-from mnemoray.events import Event
-from mnemoray.session import Session
+from mnemoray.sessions.events import Event
+from mnemoray.sessions.session import Session
 
 PATHS = ("warm", "cold", "empty_cache", "memo_empty")
 LABELS = {"warm": "warm", "cold": "cold", "empty_cache": "cold, empty render cache",

@@ -38,7 +38,7 @@ answer_event_ids, answer_text, kind`` plus ``category``, ``surface``,
 
 CLI: ``python benchmarks/datagen.py --users 200 --sessions-per-user 10 --out DIR``
 writes ``DIR/archive/part-NNNN.parquet`` (or ``.jsonl`` with ``--format jsonl``,
-via ``mnemoray.archive.write_archive``), ``DIR/queries.jsonl``,
+via ``mnemoray.backfill.archive.write_archive``), ``DIR/queries.jsonl``,
 ``DIR/facts.jsonl`` (every planted statement) and ``DIR/dataset.json``.
 """
 
@@ -55,9 +55,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mnemoray.archive import write_archive
-from mnemoray.events import Event
-from mnemoray.session import Session
+from mnemoray.backfill.archive import write_archive
+from mnemoray.sessions.events import Event
+from mnemoray.sessions.session import Session
 from mnemoray.text import terms
 
 # Bump when the generated content changes: it is part of the cache key.

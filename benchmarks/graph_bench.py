@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mnemoray.graph.tables import SCHEMAS, GraphStore  # noqa: E402
+from mnemoray.memory.store.graph.tables import SCHEMAS, GraphStore  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "graph.json"
 TYPED = ("lives_in", "works_at", "owns", "adopted", "sister_of", "friend_of", "married_to")

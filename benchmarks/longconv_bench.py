@@ -38,11 +38,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # The repo root, so that `python benchmarks/longconv_bench.py` imports like `-m`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import longconv_data as data  # noqa: E402
-from mnemoray.archive import read_archive  # noqa: E402
-from mnemoray.events import iso  # noqa: E402
-from mnemoray.memory.bm25 import BM25  # noqa: E402
-from mnemoray.memory.service import MemoryService  # noqa: E402
-from mnemoray.session import Session  # noqa: E402
+from mnemoray.backfill.archive import read_archive  # noqa: E402
+from mnemoray.memory.recall.bm25 import BM25  # noqa: E402
+from mnemoray.memory.service.service import MemoryService  # noqa: E402
+from mnemoray.sessions.events import iso  # noqa: E402
+from mnemoray.sessions.session import Session  # noqa: E402
 from mnemoray.text import terms  # noqa: E402
 from mnemoray.tokens import count_tokens  # noqa: E402
 

@@ -51,9 +51,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from mnemoray.archive import write_archive
-from mnemoray.events import Event
-from mnemoray.session import Session
+from mnemoray.backfill.archive import write_archive
+from mnemoray.sessions.events import Event
+from mnemoray.sessions.session import Session
 
 # Bump when the generated content changes: it is part of the cache key.
 GENERATOR_VERSION = 1

@@ -28,10 +28,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import longconv_bench as bench  # noqa: E402
 from benchmarks import longconv_data as data  # noqa: E402
-from mnemoray.archive import read_archive  # noqa: E402
-from mnemoray.memory.recall_filters import RecallFilters  # noqa: E402
-from mnemoray.memory.retrieval import rank_candidates, user_graph  # noqa: E402
-from mnemoray.memory.service import MemoryService  # noqa: E402
+from mnemoray.backfill.archive import read_archive  # noqa: E402
+from mnemoray.memory.recall.inputs import user_graph
+from mnemoray.memory.recall.retriever import rank_candidates  # noqa: E402
+from mnemoray.memory.records.filters import RecallFilters  # noqa: E402
+from mnemoray.memory.service.service import MemoryService  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "longconv_latency.json"
 

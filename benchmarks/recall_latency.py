@@ -51,7 +51,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import serve_bench as sb  # noqa: E402
 from benchmarks.machine import machine  # noqa: E402
-from mnemoray.memory import retrieval  # noqa: E402
+from mnemoray.memory.recall import retriever as retrieval  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "recall_latency.json"
@@ -108,7 +108,7 @@ def pct(values: list[float], q: float) -> float:
 def run_scenario(store_dir: Path, users: int, queries: list[str], vecs: dict[str, np.ndarray],
                  reference: float | None, time_on: bool, seed: int,
                  clock: TimeAxisClock, app_wide: bool = False) -> dict[str, Any]:
-    from mnemoray.memory.store import MemoryStore
+    from mnemoray.memory.store.parquet.store import MemoryStore
 
     # A store opened afresh: nothing an earlier scenario resolved or built is kept.
     snap = MemoryStore(store_dir).load()

@@ -52,15 +52,15 @@ import numpy as np  # noqa: E402
 # The repo root, so that `python benchmarks/recall_quality.py` imports like `-m`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import datagen  # noqa: E402
-from mnemoray.archive import read_archive  # noqa: E402
+from mnemoray.backfill.archive import read_archive  # noqa: E402
 from mnemoray.embedders import write_model  # noqa: E402
-from mnemoray.events import iso  # noqa: E402
-from mnemoray.memory.distill import distill_session  # noqa: E402
-from mnemoray.memory.record import Memory  # noqa: E402
-from mnemoray.memory.retrieval import RetrievalConfig  # noqa: E402
-from mnemoray.memory.service import MemoryService  # noqa: E402
-from mnemoray.memory.store import MemoryStore  # noqa: E402
-from mnemoray.memory.writes import session_content_hash  # noqa: E402
+from mnemoray.memory.recall.config import RetrievalConfig  # noqa: E402
+from mnemoray.memory.records.distill import distill_session  # noqa: E402
+from mnemoray.memory.records.record import Memory  # noqa: E402
+from mnemoray.memory.service.service import MemoryService  # noqa: E402
+from mnemoray.memory.store.parquet.store import MemoryStore  # noqa: E402
+from mnemoray.memory.store.writes import session_content_hash  # noqa: E402
+from mnemoray.sessions.events import iso  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"

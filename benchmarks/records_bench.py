@@ -54,8 +54,8 @@ RowsFn = Callable[[Any, Rows, "np.ndarray | None"], list]
 def rows_to_memories_take(table: Any, rows: Rows, vectors: np.ndarray | None) -> list:
     """The code before (8f1d537), kept as the reference: one ``Table.take`` of the rows,
     ``to_pylist``, then a record per row dict."""
-    from mnemoray.memory.record import Memory, MemoryVersion
-    from mnemoray.memory.segment import LIST_FIELDS, VERSIONS
+    from mnemoray.memory.records.record import Memory, MemoryVersion
+    from mnemoray.memory.store.rows import LIST_FIELDS, VERSIONS
 
     rows = np.asarray(rows, dtype=np.int64)
     if not len(rows):
@@ -80,7 +80,7 @@ WORDS = ("moved", "Berlin", "Oslo", "parrot", "grey", "whale", "Mel", "Max", "sa
 def memories(n: int, users: int, seed: int) -> list:
     """``n`` records of ``users`` users with every column filled in some rows: lists,
     nulls, an edit history, agent scopes."""
-    from mnemoray.memory.record import Memory, MemoryVersion
+    from mnemoray.memory.records.record import Memory, MemoryVersion
 
     rng = random.Random(seed)
     out = []
@@ -107,7 +107,8 @@ def segment_tables(workdir: Path) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mnemoray.memory.segment import ROW_GROUP_SIZE, memories_to_table, memory_schema
+    from mnemoray.memory.store.rows import memories_to_table, memory_schema
+    from mnemoray.memory.store.segment import ROW_GROUP_SIZE
 
     out = {}
     for n in (100_000, 20_000):
@@ -157,7 +158,7 @@ def same(a: list, b: list) -> bool:
 
 
 def micro(repeats: int, seed: int) -> list[dict[str, Any]]:
-    from mnemoray.memory.segment import rows_to_memories
+    from mnemoray.memory.store.rows import rows_to_memories
 
     rng = np.random.default_rng(seed)
     cases = [(1, "random"), (5, "random"), (10, "random"), (20, "random"), (50, "random"),
@@ -216,10 +217,10 @@ def recall(store: Path, users: int, n: int, warm: int, seed: int) -> dict[str, A
     import mnemoray
     from benchmarks import serve_bench as sb
     from mnemoray.embedders import open_embedder
-    from mnemoray.memory import candidates
-    from mnemoray.memory.json_ops import MemoryOps
-    from mnemoray.memory.service import MemoryService
-    from mnemoray.memory.store import MemoryStore
+    from mnemoray.memory.recall import candidates
+    from mnemoray.memory.service.json_ops import MemoryOps
+    from mnemoray.memory.service.service import MemoryService
+    from mnemoray.memory.store.parquet.store import MemoryStore
     from mnemoray.summarizers import get_summarizer
 
     texts, vecs = query_vectors(warm + n, seed)

@@ -17,11 +17,17 @@ from benchmarks.backfill_kill import committed, kill_at, served, start_job
 from benchmarks.datagen import DatasetConfig, generate, write_dataset
 from mnemoray.backfill import BackfillConfig, backfill
 from mnemoray.errors import StoreCorrupt
-from mnemoray.memory import doctor
-from mnemoray.memory.layout import INDEX_DIR, LEDGER_DIR, MANIFEST, MEMORIES_DIR, TOMBSTONES_DIR
-from mnemoray.memory.runs import read_run_reports
-from mnemoray.memory.service import MemoryService
-from mnemoray.memory.store import MemoryStore
+from mnemoray.memory.service.service import MemoryService
+from mnemoray.memory.store.layout import (
+    INDEX_DIR,
+    LEDGER_DIR,
+    MANIFEST,
+    MEMORIES_DIR,
+    TOMBSTONES_DIR,
+)
+from mnemoray.memory.store.ops import doctor
+from mnemoray.memory.store.parquet.store import MemoryStore
+from mnemoray.memory.store.runs import read_run_reports
 
 SHARDS = 4
 QUERY = "what do I do for work and where do I live"

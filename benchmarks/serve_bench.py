@@ -46,7 +46,7 @@ their parameters, so a re-run starts in seconds.
 Run: ``.venv/bin/python benchmarks/serve_bench.py`` (100k and 1M; the first run
 embeds the pool and builds the stores) or ``--quick`` (100k, fewer requests) ->
 table on stdout and ``benchmarks/results/serve.json``. ``--setting group.key=value``
-passes a serving setting (``mnemoray.serve.settings``) and ``--server-env KEY=VALUE`` an
+passes a serving setting (``mnemoray.settings.serve``) and ``--server-env KEY=VALUE`` an
 environment variable of the server (e.g. ``RAY_SERVE_*``) to try a configuration
 (the query encoder's threads: ``--setting models.query_threads=N``; it never
 spin-waits in the replica).
@@ -242,8 +242,8 @@ def build_store(label: str, users: int, per_user: int, pool: list[dict[str, Any]
                 pool_vecs: np.ndarray, model_id: str, noise: float, seed: int,
                 log: Any) -> tuple[Path, dict[str, Any]]:
     """A store of users x per_user memories, cached by its parameters."""
-    from mnemoray.memory.record import Memory
-    from mnemoray.memory.store import MemoryStore
+    from mnemoray.memory.records.record import Memory
+    from mnemoray.memory.store.parquet.store import MemoryStore
 
     params = {"users": users, "per_user": per_user, "pool": len(pool), "noise": noise,
               "seed": seed, "model": model_id, "chunk_rows": CHUNK_ROWS, "index": "flat"}
@@ -318,8 +318,8 @@ def inprocess_layers(store_dir: Path, queries: list[str], users: int, n: int, fl
     import faiss
 
     from mnemoray.embedders import open_embedder
-    from mnemoray.memory.service import MemoryService
-    from mnemoray.memory.store import MemoryStore
+    from mnemoray.memory.service.service import MemoryService
+    from mnemoray.memory.store.parquet.store import MemoryStore
     from mnemoray.summarizers import get_summarizer
 
     rng = random.Random(f"inproc-{seed}")
@@ -649,7 +649,7 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
 
 
 # A time intent on a query ("last March"): a user's first one starts the background pass
-# that resolves the time named in all of the user's records (mnemoray.memory.record_times).
+# that resolves the time named in all of the user's records (mnemoray.memory.recall.record_times).
 TIME_TAIL = " since last March"  # no query template says "since": never a repeat
 SETTLE_IDLE_CORE = 0.1  # replica CPU share of one core below which it counts as idle
 SETTLE_WINDOW_S = 3.0

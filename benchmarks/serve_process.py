@@ -53,7 +53,7 @@ def _server_main(spec: dict[str, Any]) -> None:
 
 
 class Server:
-    """``settings``: dotted keys of mnemoray.serve.settings (``server.api_keys`` included);
+    """``settings``: dotted keys of mnemoray.settings.serve (``server.api_keys`` included);
     without API keys the API is open on 127.0.0.1."""
 
     def __init__(self, store_dir: Path, settings: dict[str, Any], env: dict[str, str],

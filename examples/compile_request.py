@@ -1,6 +1,6 @@
 from mnemoray.compiler import AgentSpec, Compiler, Services
-from mnemoray.events import model_message, tool_call, tool_result, user_message
-from mnemoray.session_store import InMemorySessionStore
+from mnemoray.sessions.events import model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.store import InMemorySessionStore
 
 store = InMemorySessionStore()
 s = store.create_session("shop", "ana", state={"user:name": "Ana", "tier": "gold"})

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from mnemoray.artifacts import ArtifactStore
-from mnemoray.compaction import CompactionConfig, Compactor
+from mnemoray.artifacts.store import ArtifactStore
+from mnemoray.compaction.compactor import CompactionConfig, Compactor
 from mnemoray.compiler import AgentSpec, CompiledRequest, Compiler, Services
-from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
-from mnemoray.session import Session
-from mnemoray.session_store import SessionStore
+from mnemoray.sessions.events import Event, model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.session import Session
+from mnemoray.sessions.store import SessionStore
 from mnemoray.summarizers import get_summarizer
 from mnemoray.tokens import count_tokens
 

@@ -83,6 +83,13 @@ class InvalidInput(MnemorayError, ValueError):
     status = 422
 
 
+class StoreError(InvalidInput):
+    """A memory store operation was given bad input; ``field`` names it.
+
+    A damaged store (manifest, segment or index file) raises :class:`StoreCorrupt`
+    instead: not the caller's fault."""
+
+
 class PayloadTooLarge(InvalidInput):
     status = 413
 

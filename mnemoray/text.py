@@ -1,7 +1,7 @@
 """Text normalisation shared by the extractive summarizer and compaction boundaries.
 
 The keyword index has its own Unicode tokenizer with Snowball stemming
-(:mod:`mnemoray.memory.keywords`); ``STOPWORDS`` here is its English list.
+(:mod:`mnemoray.memory.recall.keywords`); ``STOPWORDS`` here is its English list.
 """
 
 from __future__ import annotations

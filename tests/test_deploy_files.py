@@ -16,7 +16,7 @@ import typer.main
 import yaml
 from packaging.requirements import Requirement
 
-from mnemoray.serve.settings import load_settings
+from mnemoray.settings.serve import load_settings
 
 try:
     import tomllib
@@ -98,7 +98,7 @@ def test_runtime_is_offline_non_root_and_probes_healthz() -> None:
     assert only("EXPOSE") == port
     probe = only("HEALTHCHECK")
     assert f"http://127.0.0.1:{port}/healthz" in probe
-    from mnemoray.serve.routes.ops import router
+    from mnemoray.http.routes.ops import router
 
     assert "/healthz" in {route.path for route in router.routes}
 

@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
-from mnemoray.archive import ArchiveError
-from mnemoray.artifacts import ArtifactError, ArtifactNotFoundError
+from mnemoray.artifacts.store import ArtifactError, ArtifactNotFoundError
+from mnemoray.backfill.archive import ArchiveError
 from mnemoray.compiler import UnknownProcessorError
 from mnemoray.compiler.template import TemplateError, render_template
 from mnemoray.errors import (
@@ -18,18 +18,19 @@ from mnemoray.errors import (
     MnemorayError,
     NotFound,
     StoreCorrupt,
+    StoreError,
     Unauthorized,
     Unavailable,
 )
-from mnemoray.events import Event, EventError
+from mnemoray.http.auth import AuthConfigError, AuthError, NotAuthenticated, NotPermitted
 from mnemoray.jobs.scheduled_backfill import LockHeld
-from mnemoray.memory.index import VectorIndexError
-from mnemoray.memory.manifest import StoreError, read_manifest
-from mnemoray.memory.record import MemoryRecordError
-from mnemoray.memory.retrieval import RecallFilters, RetrievalError
-from mnemoray.serve.auth import AuthConfigError, AuthError, NotAuthenticated, NotPermitted
-from mnemoray.session import Session, SessionError
-from mnemoray.session_store import (
+from mnemoray.memory.records.filters import RecallFilters, RetrievalError
+from mnemoray.memory.records.record import MemoryRecordError
+from mnemoray.memory.store.index import VectorIndexError
+from mnemoray.memory.store.manifest import read_manifest
+from mnemoray.sessions.events import Event, EventError
+from mnemoray.sessions.session import Session, SessionError
+from mnemoray.sessions.types import (
     DuplicateEventError,
     SessionEndedError,
     SessionExistsError,

@@ -1,7 +1,8 @@
-"""The layers import one way: the Ray-free core <- mnemoray.pipeline, mnemoray.serve <-
-mnemoray.jobs <- mnemoray.cli (the core is every mnemoray module outside those four).
+"""The packages import one way, in the order of ``LAYERS`` (docs/architecture.md, "Layers").
 
-Read from the source (every import statement, lazy ones inside functions and
+Each module belongs to the layer of its longest listed prefix and may import only its own
+layer and those below it; ``pipeline`` and ``serve`` share a rank and never import each
+other. Read from the source (every import statement, lazy ones inside functions and
 ``TYPE_CHECKING`` blocks included), so a violation fails here before it ships.
 """
 
@@ -11,22 +12,58 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("pipeline", "serve", "jobs", "cli")  # the application subpackages of mnemoray
-# What each layer may import of the others ("core": mnemoray outside the four above).
-ALLOWED = {
-    "core": set(),
-    "pipeline": {"core"},
-    "serve": {"core"},
-    "jobs": {"core", "pipeline", "serve"},
-    "cli": {"core", "pipeline", "serve", "jobs"},
-}
+
+# Bottom to top. A tuple is one rank whose members do not import each other.
+LAYERS: list[tuple[str, ...]] = [
+    # the ground floor: errors, limits, tokens, text, crash-safe files, small utilities
+    ("mnemoray",),
+    ("mnemoray.temporal",),
+    ("mnemoray.sessions",),
+    ("mnemoray.artifacts",),
+    ("mnemoray.embedders",),
+    ("mnemoray.summarizers",),
+    ("mnemoray.compaction",),
+    # the compiler declares the ports it needs (compiler/services.py); memory implements them
+    ("mnemoray.compiler",),
+    ("mnemoray.demo",),
+    ("mnemoray.memory.records",),
+    ("mnemoray.schemas",),
+    ("mnemoray.client",),
+    # the entity graph as a model; the store persists it (memory/store/graph/)
+    ("mnemoray.graph",),
+    ("mnemoray.memory.store",),
+    ("mnemoray.memory.recall",),
+    ("mnemoray.profiles",),
+    ("mnemoray.memory.service",),
+    ("mnemoray.memory.ingest",),
+    ("mnemoray.memory.hygiene",),
+    ("mnemoray.memory",),  # the package's public face
+    ("mnemoray.settings",),
+    ("mnemoray.adk",),
+    ("mnemoray.backfill",),
+    ("mnemoray.mcp",),
+    ("mnemoray.ui",),
+    ("mnemoray.http",),
+    ("mnemoray.pipeline", "mnemoray.serve"),
+    ("mnemoray.jobs",),
+    ("mnemoray.cli",),
+]
+# Ray is imported only from these layers up (the rest runs in a notebook or a worker alike).
+RAY_FROM = "mnemoray.pipeline"
+
+RANK = {prefix: rank for rank, group in enumerate(LAYERS) for prefix in group}
 
 
-def _layer(name: str) -> str | None:
+def layer_of(name: str) -> str | None:
+    """The layer prefix a module (or a name inside one) belongs to; None outside mnemoray."""
     parts = name.split(".")
     if parts[0] != "mnemoray":
         return None
-    return parts[1] if len(parts) > 1 and parts[1] in APPS else "core"
+    for i in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:i])
+        if prefix in RANK:
+            return prefix
+    return None
 
 
 def _modules() -> dict[str, Path]:
@@ -45,8 +82,10 @@ def _imports(path: Path, module: str) -> set[str]:
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: resolve against this module's package
-                base = module.split(".")[: -node.level] if path.name != "__init__.py" \
-                    else module.split(".")[: len(module.split(".")) - node.level + 1]
+                package = module.split(".")
+                if path.name != "__init__.py":
+                    package = package[:-1]
+                base = package[: len(package) - node.level + 1]
                 name = ".".join(base + ([node.module] if node.module else []))
             else:
                 name = node.module or ""
@@ -55,16 +94,44 @@ def _imports(path: Path, module: str) -> set[str]:
     return found
 
 
+def _resolved(name: str, modules: dict[str, Path]) -> str:
+    # "a.b.c" may be module a.b.c or name c in module a.b: keep the longest module.
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in _modules() if layer_of(m) is None] == []
+
+
 def test_packages_import_only_downward() -> None:
+    modules = _modules()
+    bad = []
+    for module, path in modules.items():
+        mine = layer_of(module)
+        assert mine is not None
+        for name in _imports(path, module):
+            target = _resolved(name, modules)
+            other = layer_of(target) if target else None
+            if other is None or other == mine:
+                continue
+            if RANK[other] > RANK[mine] or (RANK[other] == RANK[mine]):
+                bad.append(f"{module} ({mine}) imports {target} ({other})")
+    assert not bad, "imports that run upward or sideways:\n" + "\n".join(sorted(set(bad)))
+
+
+def test_ray_only_at_the_edges() -> None:
     bad = []
     for module, path in _modules().items():
-        layer = _layer(module)
+        layer = layer_of(module)
         assert layer is not None
+        if RANK[layer] >= RANK[RAY_FROM]:
+            continue
         for name in _imports(path, module):
-            other = _layer(name)
-            if other is not None and other != layer and other not in ALLOWED[layer]:
+            if name == "ray" or name.startswith("ray."):
                 bad.append(f"{module} imports {name}")
-    assert not bad, "imports that run upward:\n" + "\n".join(sorted(bad))
+    assert not bad, "Ray below the edges:\n" + "\n".join(sorted(set(bad)))
 
 
 def test_no_import_cycles_between_modules() -> None:
@@ -73,9 +140,7 @@ def test_no_import_cycles_between_modules() -> None:
     for module, path in modules.items():
         deps = set()
         for name in _imports(path, module):
-            # "a.b.c" may be module a.b.c or name c in module a.b: keep the longest module.
-            while name and name not in modules:
-                name = name.rpartition(".")[0]
+            name = _resolved(name, modules)
             if name and name != module and not module.startswith(name + "."):
                 deps.add(name)
         graph[module] = deps

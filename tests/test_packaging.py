@@ -36,7 +36,7 @@ PLACES: tuple[tuple[str, str], ...] = (
     ("mnemoray/adk/", "adk"),
     ("mnemoray/adk_", "adk"),
     ("mnemoray/summarizers/vllm_backend.py", "gpu"),
-    ("mnemoray/memory/lance/", "lancedb"),
+    ("mnemoray/memory/store/lance/", "lancedb"),
     ("mnemoray/cli/ui.py", "ui"),
     ("mnemoray/ui/browser.py", "browser"),
     ("mnemoray/ui/screenshots.py", "browser"),

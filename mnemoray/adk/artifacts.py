@@ -1,4 +1,4 @@
-"""Google ADK adapter: mnemoray's :class:`~mnemoray.artifacts.ArtifactStore` behind
+"""Google ADK adapter: mnemoray's :class:`~mnemoray.artifacts.store.ArtifactStore` behind
 ADK's ``BaseArtifactService``.
 
     artifacts = MnemorayArtifactService(FileArtifactStore("STORE/artifacts"))
@@ -29,7 +29,7 @@ from google.genai import types
 from typing_extensions import override
 
 from mnemoray.adk.uri import given_or_from_uri
-from mnemoray.artifacts import (
+from mnemoray.artifacts.store import (
     DEFAULT_MIME,
     TEXT_MIME,
     USER_SCOPE_SESSION,

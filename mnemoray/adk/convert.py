@@ -10,8 +10,8 @@ from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
 from mnemoray.errors import InvalidInput
-from mnemoray.events import EventError, iso, parse_timestamp
-from mnemoray.memory.record import Memory
+from mnemoray.memory.records.record import Memory
+from mnemoray.sessions.events import EventError, iso, parse_timestamp
 
 # Who "said" a memory, as ADK's preload tool prints it ("author: text"). A
 # chunk's text already names each speaker line by line.

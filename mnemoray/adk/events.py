@@ -19,7 +19,7 @@ from google.adk.events.event_actions import EventActions, EventCompaction
 from google.genai import types
 
 from mnemoray.adk.importer import events_from_adk
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 
 ADK_KEY = "adk"  # data key of the first mapped event: the ADK event's JSON
 

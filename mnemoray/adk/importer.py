@@ -10,15 +10,10 @@ import json
 import time
 from typing import Any
 
-from mnemoray.adk.mapping import (
-    _CAMEL_SESSION_KEYS,
-    AdkImportError,
-    _Mapper,
-    looks_like_adk,
-)
-from mnemoray.events import Event, EventError, parse_timestamp
-from mnemoray.session import Session
-from mnemoray.state import without_temp
+from mnemoray.adk.mapping import _CAMEL_SESSION_KEYS, AdkImportError, _Mapper
+from mnemoray.sessions.events import Event, EventError, parse_timestamp
+from mnemoray.sessions.session import Session
+from mnemoray.sessions.state import without_temp
 
 
 def events_from_adk(raw_event: dict[str, Any], index: int = 0) -> list[Event]:
@@ -85,4 +80,4 @@ def session_from_adk(raw: dict[str, Any]) -> Session:
     )
 
 
-__all__ = ["AdkImportError", "events_from_adk", "looks_like_adk", "session_from_adk"]
+__all__ = ["events_from_adk", "session_from_adk"]

@@ -19,8 +19,8 @@ import re
 from collections import defaultdict, deque
 from typing import Any
 
-from mnemoray.events import Event, EventError, EventType, Role, parse_timestamp
-from mnemoray.session import SessionError
+from mnemoray.sessions.events import Event, EventError, EventType, Role, parse_timestamp
+from mnemoray.sessions.session import SessionError
 
 # Part fields that describe another part rather than carry content of their own.
 _PART_METADATA = {"thought", "thought_signature", "part_metadata", "media_resolution",

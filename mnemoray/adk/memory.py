@@ -12,9 +12,9 @@ mnemoray memories (session summaries, facts about the user, raw chunks)
 instead of keyword-matched raw events.
 
 The wrapped ``service`` is duck-typed: anything with ``add_session(session)``
-taking a mnemoray :class:`~mnemoray.session.Session` and ``search(app_name,
+taking a mnemoray :class:`~mnemoray.sessions.session.Session` and ``search(app_name,
 user_id, query, top_k=..., filters=None)`` returning results that carry
-``.memory`` and ``.score``: :class:`mnemoray.memory.service.MemoryService`
+``.memory`` and ``.score``: :class:`mnemoray.memory.service.service.MemoryService`
 in-process, or :class:`mnemoray.adk.remote.RemoteMemorySource` for a running
 ``mnemoray serve``. ``add_memory`` / ``add_events_to_memory`` also need
 ``add_memories(memories)`` and ``delete_memory`` needs ``forget_memory(app,
@@ -37,7 +37,7 @@ from typing_extensions import override
 from mnemoray.adk.convert import ONLINE_SESSION, memory_entry, memory_from_entry
 from mnemoray.adk.importer import session_from_adk
 from mnemoray.errors import ConfigError, InvalidInput
-from mnemoray.session import Session
+from mnemoray.sessions.session import Session
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event as AdkEvent
@@ -134,7 +134,7 @@ class MnemorayMemoryService(BaseMemoryService):
             await self._call(add, records)
 
     def _distill(self, session: Session, ttl_s: Any) -> list[Any]:
-        from mnemoray.memory.distill import distill_session
+        from mnemoray.memory.records.distill import distill_session
         from mnemoray.summarizers import ExtractiveSummarizer
 
         if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float))
@@ -156,7 +156,7 @@ class MnemorayMemoryService(BaseMemoryService):
                                   ttl_s=ttl, summarize=summarize)
         scopes = getattr(self.service, "scopes", None)  # agent-only memories, in-process
         if scopes is not None:
-            from mnemoray.memory.scopes import session_agent, stamp_agent
+            from mnemoray.memory.store.scopes import session_agent, stamp_agent
 
             records = stamp_agent(records, session_agent(
                 session, scopes.memory_scope(session.app_name)))
@@ -194,4 +194,4 @@ class MnemorayMemoryService(BaseMemoryService):
         await self._call(forget, app_name, user_id, memory_id, reason=DELETE_REASON)
 
 
-__all__ = ["DELETE_REASON", "MemorySource", "MnemorayMemoryService", "memory_entry"]
+__all__ = ["DELETE_REASON", "MemorySource", "MnemorayMemoryService"]

@@ -1,6 +1,6 @@
 """A running ``mnemoray serve`` as the memory behind :class:`MnemorayMemoryService`.
 
-The same calls as the in-process :class:`~mnemoray.memory.service.MemoryService`
+The same calls as the in-process :class:`~mnemoray.memory.service.service.MemoryService`
 (``add_session``, ``search``, ``add_memories``, ``forget_memory``), over
 :class:`mnemoray.client.MnemorayClient`: the server does the distilling, embedding
 and recall, so one rule holds wherever the agent runs.
@@ -15,8 +15,8 @@ from typing import Any
 from mnemoray.adk.convert import memory_from_recall
 from mnemoray.client import MnemorayClient
 from mnemoray.errors import NotFound
-from mnemoray.memory.record import Memory
-from mnemoray.session import Session
+from mnemoray.memory.records.record import Memory
+from mnemoray.sessions.session import Session
 
 # MemoryIn fields of the HTTP API a raw memory carries (the rest is server-side).
 _MEMORY_IN = ("text", "session_id", "kind", "memory_id", "key_text", "topics", "key_facts",
@@ -31,7 +31,7 @@ def _plain(answer: Any) -> Any:
 
 @dataclass(frozen=True)
 class RemoteResult:
-    """One recalled memory, shaped like :class:`~mnemoray.memory.retrieval.RecallResult`."""
+    """One recalled memory, shaped like :class:`~mnemoray.memory.recall.result.RecallResult`."""
 
     memory: Memory
     score: float

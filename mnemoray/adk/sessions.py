@@ -1,4 +1,4 @@
-"""Google ADK adapter: mnemoray's :class:`~mnemoray.session_store.SessionStore` behind
+"""Google ADK adapter: mnemoray's :class:`~mnemoray.sessions.store.SessionStore` behind
 ADK's ``BaseSessionService``.
 
     sessions = MnemoraySessionService(SQLiteSessionStore("STORE/sessions.db"))
@@ -32,9 +32,10 @@ from typing_extensions import override
 from mnemoray.adk.events import to_adk, to_store
 from mnemoray.adk.uri import given_or_from_uri
 from mnemoray.errors import NotFound
-from mnemoray.session import Session
-from mnemoray.session_store import SessionStore, StaleSessionError, only_compactions_since
-from mnemoray.state import USER_PREFIX
+from mnemoray.sessions.session import Session
+from mnemoray.sessions.state import USER_PREFIX
+from mnemoray.sessions.store import SessionStore
+from mnemoray.sessions.types import StaleSessionError, only_compactions_since
 
 T = TypeVar("T")
 _CACHED = 256  # sessions whose last copy is kept between appends

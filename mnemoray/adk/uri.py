@@ -54,19 +54,19 @@ class MnemorayUri:
 
             return RemoteMemorySource(MnemorayClient(self.base_url,
                                                       os.environ.get(self.api_key_env)))
-        from mnemoray.memory.service import MemoryService
+        from mnemoray.memory.service.service import MemoryService
 
         embedder = None if self.embedder == "none" else self.embedder
         return MemoryService.open(self._local("memory"), embedder=embedder,
                                   summarizer=self.summarizer)
 
     def session_store(self) -> Any:
-        from mnemoray.sqlite_store import SQLiteSessionStore
+        from mnemoray.sessions.sqlite.store import SQLiteSessionStore
 
         return SQLiteSessionStore(self._local("sessions") / "sessions.db")
 
     def artifact_store(self) -> Any:
-        from mnemoray.artifact_files import FileArtifactStore
+        from mnemoray.artifacts.files import FileArtifactStore
 
         return FileArtifactStore(self._local("artifacts") / "artifacts")
 

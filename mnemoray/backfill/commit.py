@@ -2,7 +2,7 @@
 
 A batch of distilled, embedded sessions becomes a :class:`Chunk`: its rows
 prepared by the store (``prepare_segments`` of any
-:class:`~mnemoray.memory.backend.MemoryBackend`; on the Parquet store, segment files
+:class:`~mnemoray.memory.store.protocol.MemoryBackend`; on the Parquet store, segment files
 no manifest lists yet), the ledger keys of every session in it, and what
 superseding needs. ``commit_chunk`` then drops the rows of sessions the
 store already holds a NEWER copy of (decided by the session version the records
@@ -14,14 +14,14 @@ sessions' entity graph evidence) in one ``commit`` (the
 Parquet store: one atomic manifest rename, so a job killed anywhere has committed a
 session's memories and its ledger entry together or neither, and ``gc`` removes the
 prepared files nobody committed; the LanceDB store: memories then ledger, see
-:mod:`mnemoray.memory.lance.store`). A re-run redoes exactly the unledgered sessions
+:mod:`mnemoray.memory.store.lance.store`). A re-run redoes exactly the unledgered sessions
 and never writes a memory twice.
 
 The Ray engine prepares chunks in worker tasks and commits them on the driver,
 in archive order; the in-process engine does both in one process. Preparing a chunk
 also merges its sessions into their users' entity graphs (``prepare_graph``), so the
 serial commit only lists those parts where they still hold
-(``mnemoray.memory.graph_prepared``) and merges the rest itself.
+(``mnemoray.memory.store.graph.prepared``) and merges the rest itself.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mnemoray.backfill.steps import SessionItem, older_copies, superseded_for
+from mnemoray.faults import crash_point
 from mnemoray.graph import SessionExtract
-from mnemoray.memory.backend import MemoryBackend, PreparedWrite
-from mnemoray.memory.faults import crash_point
-from mnemoray.memory.graph_prepared import PreparedPart
-from mnemoray.memory.record import Memory
-from mnemoray.memory.writes import WriteResult
+from mnemoray.memory.records.record import Memory
+from mnemoray.memory.store.graph.prepared import PreparedPart
+from mnemoray.memory.store.protocol import MemoryBackend, PreparedWrite
+from mnemoray.memory.store.writes import WriteResult
 
 SessionKey = tuple[str, str, str]
 
@@ -92,7 +92,7 @@ def graph_extracts(items: Sequence[SessionItem]) -> tuple[tuple[str, SessionExtr
 def prepare_graph(store: MemoryBackend, graph: tuple[tuple[str, SessionExtract], ...],
                   ) -> tuple[PreparedPart, ...]:
     """The entity-graph merge of ``graph``, done here (in parallel workers on Ray) so the
-    driver's serial commit only lists its parts (``mnemoray.memory.graph_prepared``)."""
+    driver's serial commit only lists its parts (``mnemoray.memory.store.graph.prepared``)."""
     if not graph:
         return ()
     return store.prepare_graph(graph)  # type: ignore[attr-defined]  # a Parquet store's

@@ -15,7 +15,7 @@ from typing import Any
 
 from mnemoray.embedders import Embedder, EmbedderSpec
 from mnemoray.errors import InvalidInput
-from mnemoray.memory.scopes import ScopePolicy
+from mnemoray.memory.store.scopes import ScopePolicy
 from mnemoray.summarizers import Summarizer, available_summarizers
 from mnemoray.summarizers import check_options as check_summarizer_options
 
@@ -180,7 +180,7 @@ class BackfillConfig:
         settings file whose ``scopes`` group says whose memories they are.
         ``embed_dtype`` / ``embed_batch_tokens`` set the embedder spec's ``dtype`` /
         ``max_batch_tokens`` (on a GPU when ``gpus_per_embedder`` gives one)."""
-        from mnemoray.scope_settings import scope_settings_from_file
+        from mnemoray.settings.scopes import scope_settings_from_file
 
         ray = {name: flags.pop(name) for name in RAY_FLAGS if name in flags}
         if embed_dtype is not None or embed_batch_tokens is not None:

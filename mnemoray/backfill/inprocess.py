@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
-from mnemoray.archive import iter_archive
+from mnemoray.backfill.archive import iter_archive
 from mnemoray.backfill.busy import Busy, add_busy
 from mnemoray.backfill.commit import Chunk, make_chunk
 from mnemoray.backfill.config import BackfillConfig, flag_of
@@ -14,7 +14,7 @@ from mnemoray.backfill.report import count_ledger_hits
 from mnemoray.backfill.steps import distill_sessions, embed_sessions, skip_processed, validate_rows
 from mnemoray.embedders import Embedder, open_embedder, write_model
 from mnemoray.errors import InvalidInput
-from mnemoray.memory.backend import MemoryBackend
+from mnemoray.memory.store.protocol import MemoryBackend
 from mnemoray.summarizers import Summarizer, get_summarizer
 
 

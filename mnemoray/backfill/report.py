@@ -8,7 +8,7 @@ from typing import Any
 
 from mnemoray.backfill.busy import CPU, WALL, Busy
 from mnemoray.backfill.commit import Chunk
-from mnemoray.memory.writes import WriteResult
+from mnemoray.memory.store.writes import WriteResult
 
 COUNTS = ("sessions_read", "skipped", "ledger_hits", "quarantined", "memories_written",
           "sessions_committed", "commits", "segments_written")

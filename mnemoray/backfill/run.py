@@ -12,14 +12,14 @@ import time
 from collections.abc import Iterator
 from typing import Protocol, TextIO
 
-from mnemoray.archive import estimate_rows
 from mnemoray.backfill import commit
+from mnemoray.backfill.archive import estimate_rows
 from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.commit import Chunk
 from mnemoray.backfill.config import BackfillConfig
 from mnemoray.backfill.report import BackfillReport, Tally
-from mnemoray.memory.backend import MemoryBackend, open_backend
-from mnemoray.memory.runs import Progress, RunRecorder
+from mnemoray.memory.store.protocol import MemoryBackend, open_backend
+from mnemoray.memory.store.runs import Progress, RunRecorder
 
 
 class Engine(Protocol):

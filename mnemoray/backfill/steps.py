@@ -26,25 +26,25 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
-from mnemoray.archive import ArchiveRow
+from mnemoray.backfill.archive import ArchiveRow
 from mnemoray.embedders import Embedder
+from mnemoray.errors import StoreError
 from mnemoray.graph.extract import SessionExtract
-from mnemoray.memory.backend import MemoryBackend
-from mnemoray.memory.graph_commit import safe_extract
-from mnemoray.memory.manifest import StoreError
-from mnemoray.memory.record import Memory
-from mnemoray.memory.scopes import ScopePolicy
-from mnemoray.memory.service import embed_memories
-from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.memory.supersede import (
+from mnemoray.memory.records.record import Memory
+from mnemoray.memory.service.service import embed_memories
+from mnemoray.memory.store.graph.commit import safe_extract
+from mnemoray.memory.store.protocol import MemoryBackend
+from mnemoray.memory.store.scopes import ScopePolicy
+from mnemoray.memory.store.snapshot import StoreSnapshot
+from mnemoray.memory.store.supersede import (
     is_older_copy,
     record_version,
     session_version,
     stamp_version,
     superseded_ids,
 )
-from mnemoray.memory.writes import session_content_hash
-from mnemoray.session import Session
+from mnemoray.memory.store.writes import session_content_hash
+from mnemoray.sessions.session import Session
 from mnemoray.summarizers import Summarizer
 
 
@@ -124,8 +124,8 @@ def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer | None
     ``summarize=False``: raw chunks only (``summarizer`` may be None, never called).
     ``scopes``: whose memories they are, per app (``memory_scope: agent``: the session's
     one agent; a session of several agents is quarantined, naming why), as online."""
-    from mnemoray.memory.distill import distill_session
-    from mnemoray.memory.scopes import NO_SHARING, session_agent, stamp_agent
+    from mnemoray.memory.records.distill import distill_session
+    from mnemoray.memory.store.scopes import NO_SHARING, session_agent, stamp_agent
 
     scopes = scopes or NO_SHARING
 

@@ -16,8 +16,8 @@ from mnemoray.extras import install_hint
 from mnemoray.summarizers import available_summarizers
 
 if TYPE_CHECKING:  # the server stack is imported by the commands that run one
-    from mnemoray.serve.auth import ApiKeys
-    from mnemoray.serve.settings import ServeSettings
+    from mnemoray.http.auth import ApiKeys
+    from mnemoray.settings.serve import ServeSettings
 
 # The registered summarizer names, so `--summarizer` lists them in help and refuses others.
 SummarizerName = Literal[tuple(available_summarizers())]  # type: ignore[valid-type]
@@ -79,7 +79,7 @@ def server_keys(settings: ServeSettings, host: str, server: str) -> ApiKeys:
     exits 2 with one line when they are malformed, or when there are none and ``host``
     is not loopback: an open ``server`` (``mnemoray serve``, ``mnemoray ui``) binds
     127.0.0.1 only."""
-    from mnemoray.serve.auth import is_loopback, resolve_keys  # no Ray: auth is plain
+    from mnemoray.http.auth import is_loopback, resolve_keys  # no Ray: auth is plain
 
     try:
         keys = resolve_keys(settings)

@@ -11,7 +11,7 @@ import typer
 from mnemoray.cli.common import print_request
 
 if TYPE_CHECKING:
-    from mnemoray.session import Session
+    from mnemoray.sessions.session import Session
 
 
 def compile_cmd(
@@ -51,7 +51,7 @@ def find_session(archive: Path, session_id: str) -> Session:
     """The session ``session_id`` of the archive. Bad rows of other sessions are skipped
     with one warning line (as `mnemoray backfill` quarantines them); the session's own
     row being bad, or missing, is a usage error naming the row."""
-    from mnemoray.archive import iter_archive
+    from mnemoray.backfill.archive import iter_archive
 
     found: Session | None = None
     bad: list[str] = []

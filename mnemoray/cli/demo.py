@@ -21,7 +21,7 @@ def demo(
     """The main job on the embedded default: a long session compacted and compiled; then
     a generated archive backfilled on Ray Data, served by Ray Serve, recalled and
     compiled over HTTP."""
-    from mnemoray.artifact_files import FileArtifactStore
+    from mnemoray.artifacts.files import FileArtifactStore
     from mnemoray.demo import (
         BOOKING_AGENT,
         TRAVEL_AGENT,
@@ -30,7 +30,7 @@ def demo(
         demo_compactor,
         naive_tokens,
     )
-    from mnemoray.sqlite_store import SQLiteSessionStore
+    from mnemoray.sessions.sqlite.store import SQLiteSessionStore
 
     root = workdir or Path(tempfile.mkdtemp(prefix="mnemoray-demo-"))
     root.mkdir(parents=True, exist_ok=True)

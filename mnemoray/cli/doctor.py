@@ -22,9 +22,9 @@ def doctor(
 ) -> None:
     """Check the manifest, every segment, index, ledger and tombstone file; one line per
     problem. Exit code 0: healthy (after --repair: repaired); 1: problems are left."""
-    from mnemoray.memory.backend import open_backend, parse_location, require_parquet
-    from mnemoray.memory.doctor import diagnose
-    from mnemoray.memory.doctor import repair as repair_store
+    from mnemoray.memory.store.ops.doctor import diagnose
+    from mnemoray.memory.store.ops.doctor import repair as repair_store
+    from mnemoray.memory.store.protocol import open_backend, parse_location, require_parquet
 
     kind, root = parse_location(store)
     if kind != "parquet":  # checks manifest, segments, FAISS indexes: the Parquet layout

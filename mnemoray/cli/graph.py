@@ -39,7 +39,7 @@ def graph_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
 ) -> None:
     """The entity, its facts and what is within --depth hops of it in a user's graph."""
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.service.service import MemoryService
 
     require_store(store)
     service = MemoryService.open(store, embedder=None)

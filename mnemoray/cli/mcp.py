@@ -46,8 +46,8 @@ def mcp_cmd(
     The app and user are fixed here, not tool arguments, so a model (or text it read)
     cannot reach another user's memories.
     """
+    from mnemoray.http.auth import is_loopback
     from mnemoray.mcp import RemoteBackend, Tenant, build_server
-    from mnemoray.serve.auth import is_loopback
 
     if (store is None) == (url is None):
         raise typer.BadParameter("pass exactly one of --store (a local store) or --url (a "

@@ -10,22 +10,22 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from mnemoray.cli.common import table_id, table_text
-from mnemoray.memory.modes import Mode
-from mnemoray.memory.record import MEMORY_KINDS
+from mnemoray.memory.recall.modes import Mode
+from mnemoray.memory.records.kinds import MEMORY_KINDS
 
 # typer lists an Enum's values in help (a list of Literal it cannot take).
 MemoryKindChoice = enum.Enum("MemoryKindChoice", {k: k for k in MEMORY_KINDS}, type=str)
 
 if TYPE_CHECKING:
-    from mnemoray.memory.retrieval import RecallResult
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.recall.result import RecallResult
+    from mnemoray.memory.service.service import MemoryService
 
 
 def require_store(store: str | Path) -> None:
     """Exit 2 unless ``store`` (a path, parquet:// or lancedb:// URI) holds a store; a
     Parquet directory with data but no manifest raises StoreCorrupt (one line naming
     `mnemoray doctor --repair`)."""
-    from mnemoray.memory.backend import missing_store
+    from mnemoray.memory.store.protocol import missing_store
 
     why = missing_store(store)
     if why is not None:
@@ -46,8 +46,8 @@ def compact(
     """Merge each shard's small segments into one (dead rows dropped), in one atomic commit
     (LanceDB: rewrite each table's files without deleted rows; `mnemoray gc` then erases
     the older versions)."""
-    from mnemoray.memory.backend import open_backend
-    from mnemoray.memory.compact import compact_store
+    from mnemoray.memory.store.ops.merge import compact_store
+    from mnemoray.memory.store.protocol import open_backend
 
     require_store(store)
     backend = open_backend(store)
@@ -84,7 +84,7 @@ def gc(
 ) -> None:
     """Delete files no committed manifest lists (a killed job's uncommitted segments, the
     segments a compaction replaced); LanceDB: table versions older than --grace-s."""
-    from mnemoray.memory.backend import open_backend
+    from mnemoray.memory.store.protocol import open_backend
 
     require_store(store)
     backend = open_backend(store)
@@ -150,11 +150,11 @@ def recall(
     """
     import time
 
-    from mnemoray.config import recall_settings_from_file
     from mnemoray.errors import InvalidInput
-    from mnemoray.memory.agent_names import check_agent_name
-    from mnemoray.memory.retrieval import RecallFilters
-    from mnemoray.scope_settings import scope_settings_from_file
+    from mnemoray.memory.records.agent_names import check_agent_name
+    from mnemoray.memory.records.filters import RecallFilters
+    from mnemoray.settings.base import recall_settings_from_file
+    from mnemoray.settings.scopes import scope_settings_from_file
 
     try:
         ranking = recall_settings_from_file(config) if config is not None else None
@@ -227,8 +227,8 @@ def open_for_recall(store: str | Path, embedder: str | None, config: Any = None,
     the "query" purpose (the packaged model on the parity-gated ONNX runtime, as the
     pipeline and Serve use it; ONNX threads do not spin-wait between queries)."""
     from mnemoray.embedders.resolve import open_embedder
-    from mnemoray.memory.backend import open_backend
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.service.service import MemoryService
+    from mnemoray.memory.store.protocol import open_backend
     from mnemoray.summarizers import get_summarizer
 
     root = open_backend(store)
@@ -254,12 +254,12 @@ def no_memories_at_all(service: MemoryService, app_name: str, user_id: str) -> s
 
 def _recall_batch(service: MemoryService, queries: Path, out: Path | None, default_top_k: int,
                   mode: str | None) -> int:
-    """Answer every line of ``queries`` (mnemoray.memory.batch_recall): returns how many
+    """Answer every line of ``queries`` (mnemoray.memory.service.batch_recall): returns how many
     lines failed."""
     import contextlib
     import sys
 
-    from mnemoray.memory.batch_recall import BatchRecall
+    from mnemoray.memory.service.batch_recall import BatchRecall
 
     # One ranking thread: ranking is mostly Python, more threads measured slower
     # (benchmarks/README.md, "Batch recall").

@@ -24,8 +24,8 @@ import typer
 from mnemoray.cli.memory import require_store
 
 if TYPE_CHECKING:
-    from mnemoray.memory.record import Memory
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.records.record import Memory
+    from mnemoray.memory.service.service import MemoryService
 
 STORE = typer.Option(..., "--store", help="Memory store: a directory, parquet://DIR or "
                      "lancedb://DIR.")
@@ -48,8 +48,8 @@ def _actor(actor: str | None) -> str:
 
 def _open(store: str | Path, embedder: str | None = "default", *,
           changes: bool = True) -> MemoryService:
-    from mnemoray.memory.hygiene import attach_forget_effects
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.hygiene.attach import attach_forget_effects
+    from mnemoray.memory.service.service import MemoryService
 
     require_store(store)
     service = MemoryService.open(store, embedder=embedder)
@@ -84,7 +84,7 @@ def versions(memory_id: str = typer.Argument(..., help="The memory (current or e
     if as_json:
         _echo(out)
         return
-    from mnemoray.events import iso
+    from mnemoray.sessions.events import iso
 
     for v in out["versions"]:
         mark = "*" if v["current"] else " "
@@ -181,7 +181,7 @@ def forgotten(store: str = STORE, app_name: str = APP, user_id: str = USER,
     if as_json:
         _echo({"records": records})
         return
-    from mnemoray.events import iso
+    from mnemoray.sessions.events import iso
 
     for r in records:
         what = r["memory_id"] or r["session_id"] or "(all)"

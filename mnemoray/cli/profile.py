@@ -22,7 +22,7 @@ def _day(ts: float | None) -> str:
 
 
 def _read(store: str, read: str, *args: str) -> dict:
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.service.service import MemoryService
 
     require_store(store)
     service = MemoryService.open(store, embedder=None)

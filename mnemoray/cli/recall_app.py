@@ -16,8 +16,9 @@ import typer
 from mnemoray.cli.common import table_id, table_text
 
 if TYPE_CHECKING:
-    from mnemoray.memory.retrieval import RecallFilters, RecallResult
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.recall.result import RecallResult
+    from mnemoray.memory.records.filters import RecallFilters
+    from mnemoray.memory.service.service import MemoryService
 
 
 def recall_all_users(service: MemoryService, app_name: str, query: str, top_k: int,

@@ -16,7 +16,7 @@ Ingress = Literal["direct", "proxy"]
 def serve_cmd(
     config: Path | None = typer.Option(None, "--config", exists=True, dir_okay=False,
                                        help="Settings file (YAML/JSON, the grouped layout of "
-                                       "mnemoray.serve.settings; also $MNEMORAY_CONFIG)."),
+                                       "mnemoray.settings.serve; also $MNEMORAY_CONFIG)."),
     store: str | None = typer.Option(None, "--store", help="Memory store directory, or "
                                      "parquet://DIR / lancedb://DIR (created on first write); "
                                      "sessions.db and artifacts/ live in it too. Setting: "
@@ -55,9 +55,9 @@ def serve_cmd(
 
     Settings: flags > MNEMORAY_<GROUP>__<FIELD> environment > --config file > defaults.
     """
-    # mnemoray.serve.settings imports no Ray: the settings are known before Ray loads.
+    # mnemoray.settings.serve imports no Ray: the settings are known before Ray loads.
     from mnemoray.errors import MnemorayError
-    from mnemoray.serve.settings import load_settings, local_ray_options
+    from mnemoray.settings.serve import load_settings, local_ray_options
 
     try:
         flags = parse_options(settings)

@@ -17,7 +17,7 @@ def export_cmd(out: Path = typer.Argument(..., dir_okay=False, help="JSONL file 
                                           "(a header line, then one memory per line)."),
                store: str = STORE) -> None:
     """Write every live memory, embeddings included, as JSON lines (lossless)."""
-    from mnemoray.memory.backend import open_backend
+    from mnemoray.memory.store.protocol import open_backend
 
     require_store(store)
     count = open_backend(store).export_jsonl(out)
@@ -34,8 +34,8 @@ def import_cmd(source: Path = typer.Argument(..., exists=True, dir_okay=False,
                ) -> None:
     """Load an export into a store; memories it already holds are skipped (idempotent).
     The store must embed with the export's model (or be new)."""
-    from mnemoray.memory.backend import open_backend, parse_location
-    from mnemoray.memory.transfer import read_export
+    from mnemoray.memory.store.ops.transfer import read_export
+    from mnemoray.memory.store.protocol import open_backend, parse_location
 
     kind, root = parse_location(store)
     try:
@@ -61,9 +61,9 @@ def stats(store: str = typer.Argument(..., help="Memory store directory, parquet
           ) -> None:
     """What the store holds: memories per kind and app, users, shards, segments, bytes,
     the embedding model and the last batch run."""
-    from mnemoray.events import iso
-    from mnemoray.memory.backend import open_backend
-    from mnemoray.memory.stats import store_stats
+    from mnemoray.memory.store.ops.stats import store_stats
+    from mnemoray.memory.store.protocol import open_backend
+    from mnemoray.sessions.events import iso
 
     require_store(store)
     s = store_stats(open_backend(store))

@@ -1,7 +1,7 @@
 """`mnemoray ui --store DIR`: the memory inspector over a local store, without Ray.
 
-The same FastAPI app as ``mnemoray serve`` (:func:`mnemoray.serve.api.build_api`: the
-JSON API and the page at ``/ui/``), over :class:`mnemoray.serve.local_backend.LocalBackend`
+The same FastAPI app as ``mnemoray serve`` (:func:`mnemoray.http.app.build_api`: the
+JSON API and the page at ``/ui/``), over :class:`mnemoray.http.local_backend.LocalBackend`
 in this process, served by uvicorn. Keys work as for ``mnemoray serve``; without keys
 it binds 127.0.0.1 only and answers loopback clients only.
 """
@@ -21,8 +21,8 @@ def missing_store(store_dir: Path, sessions_db: str) -> str | None:
     """Why ``mnemoray ui`` refuses the store, or None: a directory with no store head (a
     Parquet manifest or a LanceDB head) and no session database is a mistyped path, or a
     new empty folder, and opening it would silently create an empty store there."""
-    from mnemoray.memory.backend import LANCE_HEAD
-    from mnemoray.memory.layout import MANIFEST
+    from mnemoray.memory.store.layout import MANIFEST
+    from mnemoray.memory.store.protocol import LANCE_HEAD
 
     if any((store_dir / name).is_file() for name in (MANIFEST, LANCE_HEAD)):
         return None
@@ -64,9 +64,9 @@ def ui_cmd(
     import uvicorn
 
     from mnemoray.errors import MnemorayError
-    from mnemoray.serve.api import build_api, http_config
-    from mnemoray.serve.local_backend import LocalBackend
-    from mnemoray.serve.settings import load_settings
+    from mnemoray.http.app import build_api, http_config
+    from mnemoray.http.local_backend import LocalBackend
+    from mnemoray.settings.serve import load_settings
 
     try:
         flags = parse_options(settings)

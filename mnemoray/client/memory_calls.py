@@ -1,4 +1,4 @@
-"""The calls of liveness, recall and a user's memories (``mnemoray/serve/routes/memories.py``)."""
+"""The calls of liveness, recall and a user's memories (``mnemoray/http/routes/memories.py``)."""
 
 from __future__ import annotations
 

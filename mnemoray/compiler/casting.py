@@ -22,7 +22,7 @@ from typing import Any
 
 from mnemoray.compiler.context import text_content
 from mnemoray.compiler.request import Content, FunctionCall, FunctionResponse, one_part_content
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 from mnemoray.tokens import count_tokens
 
 SUMMARY_PREFIX = "[Summary of earlier conversation]: "

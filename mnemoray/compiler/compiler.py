@@ -13,7 +13,7 @@ from mnemoray.compiler.processors import default_processors
 from mnemoray.compiler.request import CompiledRequest, TraceStep
 from mnemoray.compiler.services import Services
 from mnemoray.errors import InvalidInput, NotFound
-from mnemoray.session import Session
+from mnemoray.sessions.session import Session
 
 
 class UnknownProcessorError(NotFound, KeyError):

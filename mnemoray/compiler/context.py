@@ -22,7 +22,7 @@ from mnemoray.compiler.request import (
     one_part_content,
 )
 from mnemoray.compiler.services import Services
-from mnemoray.session import Session
+from mnemoray.sessions.session import Session
 from mnemoray.tokens import count_tokens
 
 # Blocks of the system instruction are joined with a blank line; whitespace

@@ -30,7 +30,7 @@ WITHHELD = "details withheld; the server logged them"
 def _dependency_refusals() -> tuple[type[MnemorayError], ...]:
     # Imported on a failure only: the compiler itself never loads numpy or the stores.
     from mnemoray.embedders.base import EmbedderError
-    from mnemoray.memory.manifest import StoreError
+    from mnemoray.errors import StoreError
     return EmbedderError, StoreError
 
 

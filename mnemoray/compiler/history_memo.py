@@ -31,8 +31,8 @@ from operator import attrgetter
 from mnemoray.compiler.casting import CACHE, owners, render_each
 from mnemoray.compiler.request import Content
 from mnemoray.compiler.selection import History, Selection, select, sort_history
-from mnemoray.events import Event
-from mnemoray.session import Session
+from mnemoray.sessions.events import Event
+from mnemoray.sessions.session import Session
 
 Key = tuple[str, str, str, str, str]  # app, user, session, agent, include_contents
 _tokens = attrgetter("tokens")
@@ -198,7 +198,7 @@ def _render(selection: Selection, agent_name: str, cached: bool) -> tuple[Histor
     contents = CACHE.render_all(events, agent_name, by) if cached \
         else render_each(events, agent_name, by)
     # Raw tokens the shown summaries replace, per summary token (where compactions
-    # recorded both: mnemoray.compaction).
+    # recorded both: mnemoray.compaction.compactor).
     used = [e.data for e in selection.events if e.type == "compaction"]
     raw = sum(d.get("raw_tokens", 0) for d in used)
     summary = sum(d.get("summary_tokens", 0) for d in used)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
 from operator import attrgetter, ne, not_
 
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 
 NOISE_TYPES = frozenset({"control", "error"})
 _id = attrgetter("id")

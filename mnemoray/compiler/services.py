@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mnemoray.artifacts import ArtifactStore
+from mnemoray.artifacts.store import ArtifactStore
 
 
 @dataclass(frozen=True)

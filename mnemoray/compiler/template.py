@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mnemoray.errors import InvalidInput
-from mnemoray.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
+from mnemoray.sessions.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 
 # A run of opening braces, a brace-free middle, a run of closing braces. The
 # look-behind makes a match start at the first brace of a run and skips

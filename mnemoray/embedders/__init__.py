@@ -14,12 +14,7 @@
   caller (service, backfill, Serve) uses.
 """
 
-from mnemoray.embedders.base import (
-    PACKAGED_MODEL_ID,
-    Embedder,
-    EmbedderError,
-    ModelMismatch,
-)
+from mnemoray.embedders.base import PACKAGED_MODEL_ID, Embedder, EmbedderError, ModelMismatch
 from mnemoray.embedders.cuda import CudaEmbedder
 from mnemoray.embedders.onnx import (
     MAX_BATCH_TOKENS,
@@ -32,15 +27,13 @@ from mnemoray.embedders.onnx import (
 )
 from mnemoray.embedders.openai_compat import OpenAIEmbedder, RemoteEmbedderError
 from mnemoray.embedders.resolve import (
-    DEFAULT_MODEL,
     PURPOSES,
-    RUNTIMES,
-    EmbedderSpec,
     check_model,
     open_embedder,
     resolve_spec,
     write_model,
 )
+from mnemoray.embedders.spec import DEFAULT_MODEL, RUNTIMES, EmbedderSpec
 from mnemoray.embedders.torch import SentenceTransformerEmbedder
 
 __all__ = ["CudaEmbedder", "DEFAULT_MODEL", "Embedder", "EmbedderError", "EmbedderSpec",

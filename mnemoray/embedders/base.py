@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mnemoray.errors import InvalidInput
-from mnemoray.memory.manifest import StoreError
+from mnemoray.errors import InvalidInput, StoreError
 
 PACKAGED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # Rows per batch of a backend that batches by rows, when the caller names none.
 DEFAULT_BATCH_ROWS = 64
+# The embedding model a keyword-only store declares (it holds no vectors).
+KEYWORD_ONLY_MODEL = "none"
 
 
 class EmbedderError(InvalidInput):

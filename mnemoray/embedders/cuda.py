@@ -40,12 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from mnemoray.embedders.base import Embedder, EmbedderError
-from mnemoray.embedders.onnx import (
-    PARITY_MIN_COSINE,
-    PARITY_TEXTS,
-    token_batches,
-    verify_parity,
-)
+from mnemoray.embedders.onnx import PARITY_MIN_COSINE, PARITY_TEXTS, token_batches, verify_parity
 from mnemoray.embedders.spec import DTYPES
 from mnemoray.embedders.st_folder import StLayout, resolve_st_folder
 
@@ -439,5 +434,4 @@ class CudaEmbedder(Embedder):
             packer.join(timeout=5.0)
 
 
-__all__ = ["DEFAULT_BATCH_TOKENS", "DTYPES", "CudaEmbedder", "EncodeStats", "check_device",
-           "torch_dtype"]
+__all__ = ["DEFAULT_BATCH_TOKENS", "CudaEmbedder", "EncodeStats", "check_device", "torch_dtype"]

@@ -18,12 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mnemoray.embedders.base import (
-    Embedder,
-    EmbedderError,
-)
+from mnemoray.embedders.base import Embedder, EmbedderError
 from mnemoray.embedders.st_folder import StLayout, read_json, resolve_st_folder
-from mnemoray.memory.files import file_lock
+from mnemoray.files import file_lock
 
 # Bump when the exported graph, the tokenisation or the quantisation recipe changes:
 # it is part of the cache key, so old exports are never reused for new code.

@@ -34,25 +34,45 @@ import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from mnemoray.embedders.base import PACKAGED_MODEL_ID, Embedder, EmbedderError, ModelMismatch
+from mnemoray.embedders.base import (
+    KEYWORD_ONLY_MODEL,
+    PACKAGED_MODEL_ID,
+    Embedder,
+    EmbedderError,
+    ModelMismatch,
+)
 from mnemoray.embedders.spec import (
     DEFAULT_MODEL,
     REMOTE_ID_PREFIX,
     REMOTE_RUNTIME,
-    RUNTIMES,
     EmbedderSpec,
 )
 from mnemoray.errors import InvalidInput
-from mnemoray.memory.manifest import KEYWORD_ONLY_MODEL
-
-if TYPE_CHECKING:
-    from mnemoray.memory.store import MemoryStore
 
 log = logging.getLogger(__name__)
 
 PURPOSES = ("write", "query", "batch")
+
+
+class StoredModel(Protocol):
+    """What the resolver reads of a store's manifest: the model its vectors come from."""
+
+    @property
+    def embedding_model(self) -> str | None: ...
+    @property
+    def dim(self) -> int | None: ...
+    @property
+    def keyword_only(self) -> bool: ...
+
+
+class MemoryStore(Protocol):
+    """What the resolver needs of a memory store (any backend): its root and manifest."""
+
+    @property
+    def root(self) -> Path: ...
+    def manifest(self) -> StoredModel: ...
 
 
 # -- the store's side -------------------------------------------------------------------
@@ -217,5 +237,4 @@ def _load_remote(spec: EmbedderSpec) -> Embedder:
         raise exc.within("embedder") from None
 
 
-__all__ = ["DEFAULT_MODEL", "PURPOSES", "RUNTIMES", "EmbedderSpec", "check_model",
-           "open_embedder", "resolve_spec", "write_model"]
+__all__ = ["PURPOSES", "check_model", "open_embedder", "resolve_spec", "write_model"]

@@ -1,6 +1,7 @@
-"""The entity graph of a user's sessions (issue 11; docs/graph.md).
+"""The entity graph of a user's sessions (docs/graph.md): the model, without storage.
 
-    from mnemoray.graph import GraphStore, UserGraph, extract_session
+    from mnemoray.graph import UserGraph, extract_session
+    from mnemoray.memory.store.graph import GraphStore     # where a store keeps graphs
 
     store = GraphStore(root, shards)
     graph = store.load(app, user)
@@ -29,8 +30,7 @@ from mnemoray.graph.model import (
     Relation,
     Support,
 )
-from mnemoray.graph.tables import GraphStore, graph_from_tables, shard_tables
 
 __all__ = ["FUNCTIONAL", "RELATION_TYPES", "STRUCTURAL", "TYPED", "Alias", "Entity",
-           "GraphIndex", "GraphStore", "Neighbourhood", "Relation", "SessionExtract", "Support",
-           "UserGraph", "extract_session", "graph_from_tables", "shard_tables"]
+           "GraphIndex", "Neighbourhood", "Relation", "SessionExtract", "Support", "UserGraph",
+           "extract_session"]

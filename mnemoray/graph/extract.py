@@ -16,11 +16,11 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from mnemoray.events import Event
 from mnemoray.graph.names import find_names, is_name_like
 from mnemoray.graph.patterns import read_relations
-from mnemoray.memory.record import Memory
-from mnemoray.session import Session
+from mnemoray.memory.records.record import Memory
+from mnemoray.sessions.events import Event
+from mnemoray.sessions.session import Session
 from mnemoray.temporal import resolve_times
 from mnemoray.text import split_sentences
 

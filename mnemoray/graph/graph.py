@@ -36,9 +36,9 @@ from mnemoray.graph.model import (
     stated_validity,
     strength_of,
 )
-from mnemoray.graph.relations import Relations, matching
+from mnemoray.graph.relations import STATED, Relations, matching
 from mnemoray.graph.resolve import AliasIndex
-from mnemoray.graph.validity import STATED, close_superseded, derive, history, superseded
+from mnemoray.graph.validity import close_superseded, derive, history, superseded
 from mnemoray.temporal.periods import month, to_date
 
 _DATES = frozenset({"date", "period"})

@@ -59,7 +59,7 @@ class Reading:
 # which every match holds at least one, in lower case: a sentence with none of them skips
 # the rule's scan, since most sentences state no relation and the 35 scans cost more than
 # the rest of the graph's reading (pinned against the ungated scan in
-# tests/test_graph_pattern_gates.py).
+# tests/graph/test_pattern_gates.py).
 _RULES: tuple[tuple[re.Pattern[str], str, str, bool, bool, float, tuple[str, ...]], ...] = tuple(
     (re.compile(p), t, o, s, e, c, n) for p, t, o, s, e, c, n in (
         (rf"{_SUBJ}\s+used\s+to\s+live\s+in\s+{_OBJ}", "lives_in", "place", False, True, 0.85,

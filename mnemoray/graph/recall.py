@@ -7,7 +7,7 @@ from the best hits to the memories of their entities in other sessions.
     gr.entity_signal(gq)                                   # the entity axis
     gr.graph_signal(gq, past=True, present=False, seeds=top_positions)
 
-Two signals over a candidate set's positions (:mod:`mnemoray.memory.fusion` weighs them):
+Two signals over a candidate set's positions (:mod:`mnemoray.memory.recall.fusion` weighs them):
 
 - ``entity``: memories that ``mention`` an entity the question names, by any of its
   aliases ("Liz" finds what was said of Elizabeth), each entity counted by how

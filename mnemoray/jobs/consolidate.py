@@ -5,7 +5,7 @@
         [--enforce-limits] [--dry-run] [--json] [--lock-file PATH]
 
 Each run merges every user's old memories into ``consolidated_summary`` records and
-forgets the originals whose expiry came (``mnemoray.memory.consolidate``), then exits.
+forgets the originals whose expiry came (``mnemoray.memory.hygiene.consolidate``), then exits.
 The policy per app is the ``hygiene.consolidation`` group of the settings file (the
 one Serve reads; defaults without it); the summarizer and embedder are its
 ``models`` group unless a flag names them, instructed by the app's
@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mnemoray.errors import InvalidInput, MnemorayError
 from mnemoray.jobs.scheduled_backfill import SCHEDULE_DIR, LockHeld, schedule_lock
-from mnemoray.memory.backend import missing_store, parse_location
+from mnemoray.memory.store.protocol import missing_store, parse_location
 
 if TYPE_CHECKING:  # imported when run: `--help` stays fast
-    from mnemoray.hygiene_settings import HygieneSettings
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.service.service import MemoryService
+    from mnemoray.settings.hygiene import HygieneSettings
 
 PROG = "python -m mnemoray.jobs.consolidate"
 LOCK_NAME = "consolidate.lock"
@@ -86,8 +86,8 @@ def _options(pairs: Sequence[str]) -> dict[str, Any]:
 
 def enforce_limits(service: MemoryService, hygiene: HygieneSettings) -> int:
     """One eviction pass over every user with a limit; how many memories were evicted."""
-    from mnemoray.memory.usage import RecallUsage
-    from mnemoray.memory.user_limits import UserLimits
+    from mnemoray.memory.hygiene.limits import UserLimits
+    from mnemoray.memory.hygiene.usage import RecallUsage
 
     usage = RecallUsage.of_store(service.store.root) if hygiene.usage_needed else None
     try:
@@ -104,8 +104,8 @@ def memory_prompts(group: Mapping[str, Any] | None) -> Callable[[str], str | Non
     instructions an LLM summarizer gets for memories, consolidated ones included."""
     from pydantic import ValidationError
 
-    from mnemoray.config import errors_to_config_error
-    from mnemoray.serve.compaction_settings import CompactionSettings
+    from mnemoray.settings.base import errors_to_config_error
+    from mnemoray.settings.compaction import CompactionSettings
 
     try:
         return CompactionSettings.model_validate(dict(group or {})).memory_prompt_for
@@ -115,11 +115,11 @@ def memory_prompts(group: Mapping[str, Any] | None) -> Callable[[str], str | Non
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """One consolidation run as the flags say; its report (also written to the store)."""
-    from mnemoray.config import load_settings_file
-    from mnemoray.hygiene_settings import hygiene_settings
-    from mnemoray.memory.consolidate import consolidate
-    from mnemoray.memory.runs import new_run_id, write_run_report
-    from mnemoray.memory.service import MemoryService
+    from mnemoray.memory.hygiene.consolidate import consolidate
+    from mnemoray.memory.service.service import MemoryService
+    from mnemoray.memory.store.runs import new_run_id, write_run_report
+    from mnemoray.settings.base import load_settings_file
+    from mnemoray.settings.hygiene import hygiene_settings
     from mnemoray.summarizers import get_summarizer
 
     data = load_settings_file(args.config) if args.config is not None else {}

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mnemoray.archive import write_archive
-from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.artifacts.store import InMemoryArtifactStore
+from mnemoray.backfill.archive import write_archive
 from mnemoray.client import MnemorayClient
 from mnemoray.demo import TRAVEL_AGENT, build_demo_session
-from mnemoray.session import Session
-from mnemoray.session_store import InMemorySessionStore
+from mnemoray.sessions.session import Session
+from mnemoray.sessions.store import InMemorySessionStore
 
 # The repository's example archive (the demo runs from a checkout).
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "archive.jsonl"

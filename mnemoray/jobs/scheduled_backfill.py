@@ -19,7 +19,7 @@ SUCCESSFUL backfill of the same archive into the same store, then exits:
   retries, or re-exports last month would land sessions whose ``updated_at``
   is older than the last run, and a filter on session time would drop them
   for good. Only the file's arrival time is safe. ``st_ctime`` is included
-  because writers publish files by rename (``mnemoray.archive.write_archive``
+  because writers publish files by rename (``mnemoray.backfill.archive.write_archive``
   does), and ``rsync -t`` / ``cp -p`` keep an old mtime: a file renamed into
   the archive after the last scan can carry an mtime from before it, but its
   ctime (which nobody can set back) moves on rename. The slack absorbs clock
@@ -69,13 +69,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from mnemoray.archive import archive_files
 from mnemoray.backfill import BackfillReport
+from mnemoray.backfill.archive import archive_files
 from mnemoray.errors import Conflict, MnemorayError
 from mnemoray.jobs.backfill import parse
 from mnemoray.jobs.backfill import run as run_backfill
-from mnemoray.memory.backend import absolute_location, parse_location
-from mnemoray.memory.runs import new_run_id, read_run_reports, run_report_path, write_run_report
+from mnemoray.memory.store.protocol import absolute_location, parse_location
+from mnemoray.memory.store.runs import (
+    new_run_id,
+    read_run_reports,
+    run_report_path,
+    write_run_report,
+)
 from mnemoray.summarizers.errors import BackendUnavailableError
 
 SCHEDULE_DIR = "schedule"  # STORE/schedule/: the lock file and staging directories

@@ -1,7 +1,7 @@
 """The MCP server's embedded backend: the one ``MemoryService`` over a store directory.
 
 No Ray and no server process: recall, add and forget run in this process through
-the same JSON layer the HTTP API uses (``mnemoray.memory.json_ops.MemoryOps``), so a tool's
+the same JSON layer the HTTP API uses (``mnemoray.memory.service.json_ops.MemoryOps``), so a tool's
 answer has the HTTP answer's shape. Sessions and artifacts for ``compile_context``
 live where ``mnemoray serve`` keeps them by default (``STORE/sessions.db``,
 ``STORE/artifacts``), so a store a server wrote is compiled the same way here.
@@ -14,15 +14,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemoray.artifact_files import FileArtifactStore
+from mnemoray.artifacts.files import FileArtifactStore
 from mnemoray.compiler import AgentSpec, Compiler, Services, TemplateError
 from mnemoray.embedders import write_model
 from mnemoray.errors import InvalidInput, MnemorayError
 from mnemoray.mcp.backend import ACTOR
-from mnemoray.memory.agent_names import memory_view
-from mnemoray.memory.json_ops import MemoryOps
-from mnemoray.memory.service import MemoryService
-from mnemoray.sqlite_store import SQLiteSessionStore
+from mnemoray.memory.records.agent_names import memory_view
+from mnemoray.memory.service.json_ops import MemoryOps
+from mnemoray.memory.service.service import MemoryService
+from mnemoray.sessions.sqlite.store import SQLiteSessionStore
 
 
 class LocalBackend:
@@ -43,7 +43,7 @@ class LocalBackend:
     def open(cls, store: str | Path, embedder: str | None = "default",
              summarizer: str = "extractive") -> LocalBackend:
         """A backend over the store at ``store`` (created on first write)."""
-        # A path, parquet://DIR or lancedb://DIR (mnemoray.memory.backend.open_backend).
+        # A path, parquet://DIR or lancedb://DIR (mnemoray.memory.store.protocol.open_backend).
         service = MemoryService.open(store, embedder=embedder, summarizer=summarizer)
         root = service.store.root
         try:  # `remember` writes: refuse at start what every write would refuse later

@@ -27,7 +27,7 @@ from mnemoray.limits import MAX_FORGET_PREVIEW
 from mnemoray.mcp.backend import Backend
 from mnemoray.mcp.errors import MnemorayMCP, resource_errors, tool_errors
 from mnemoray.mcp.profile import build_profile
-from mnemoray.memory.agent_names import check_agent_name
+from mnemoray.memory.records.agent_names import check_agent_name
 from mnemoray.schemas.common import (
     MAX_MEMORIES_PER_ADD,
     MAX_MESSAGE_CHARS,
@@ -54,7 +54,7 @@ PROFILE_MAX_ROWS = 50_000  # a profile reads at most this many memories (then co
 @dataclass(frozen=True)
 class Tenant:
     """The one (app, user) a server answers for; ``agent_name``: the agent it recalls as
-    (it also sees that agent's agent-only memories: mnemoray.memory.scopes), fixed like
+    (it also sees that agent's agent-only memories: mnemoray.memory.store.scopes), fixed like
     the user, so a prompt cannot read another agent's memories."""
 
     app_name: str

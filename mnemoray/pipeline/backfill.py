@@ -53,9 +53,9 @@ from mnemoray.backfill import BackfillConfig, Engine, InProcessEngine
 from mnemoray.backfill.commit import Chunk
 from mnemoray.backfill.config import GPU_EMBED_BATCH, RayOptions, on_gpus
 from mnemoray.embedders import Embedder, EmbedderSpec, resolve_spec
+from mnemoray.embedders.base import KEYWORD_ONLY_MODEL
 from mnemoray.errors import InvalidInput
-from mnemoray.memory.backend import MemoryBackend
-from mnemoray.memory.manifest import KEYWORD_ONLY_MODEL
+from mnemoray.memory.store.protocol import MemoryBackend
 
 ENGINES = ("in_process", "ray_data")
 # Most bytes per block of the flow (Ray Data's default is 128 MiB): see RayDataEngine.

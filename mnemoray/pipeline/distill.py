@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.steps import distill_sessions
-from mnemoray.memory.backend import open_backend
-from mnemoray.memory.scopes import ScopePolicy
+from mnemoray.memory.store.protocol import open_backend
+from mnemoray.memory.store.scopes import ScopePolicy
 from mnemoray.pipeline.rows import lighten, pack, unpack
 from mnemoray.summarizers import get_summarizer
 

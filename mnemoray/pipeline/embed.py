@@ -17,7 +17,7 @@ import pyarrow as pa
 from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.steps import embed_sessions
 from mnemoray.embedders import Embedder, EmbedderError, EmbedderSpec, open_embedder
-from mnemoray.memory.backend import open_backend
+from mnemoray.memory.store.protocol import open_backend
 from mnemoray.pipeline.rows import pack, unpack
 
 

@@ -37,9 +37,9 @@ import pyarrow as pa
 from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.steps import distill_sessions, mark_current
 from mnemoray.errors import ConfigError
-from mnemoray.memory.backend import open_backend
-from mnemoray.memory.distill import summary_inputs
-from mnemoray.memory.scopes import ScopePolicy
+from mnemoray.memory.records.distill import summary_inputs
+from mnemoray.memory.store.protocol import open_backend
+from mnemoray.memory.store.scopes import ScopePolicy
 from mnemoray.pipeline.rows import ITEM, STATS, lighten, pack, unpack
 from mnemoray.summarizers import Summarizer, get_summarizer
 from mnemoray.summarizers.errors import BackendUnavailableError

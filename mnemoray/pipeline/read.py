@@ -1,6 +1,6 @@
 """Read the archive: one task per file, through the core reader.
 
-``mnemoray.archive.iter_archive_file`` is the ONE reader and parser: Parquet
+``mnemoray.backfill.archive.iter_archive_file`` is the ONE reader and parser: Parquet
 (projected to the columns the parser reads, so unrelated columns are never
 decoded), JSONL and ADK JSON. It never raises on a bad row: a row that is
 not JSON, not UTF-8, or not a valid session comes back with its location
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from mnemoray.archive import archive_files, iter_archive_file
+from mnemoray.backfill.archive import archive_files, iter_archive_file
 from mnemoray.backfill.busy import Busy
 
 ROW, READ_S, READ_CPU = "row", "read_s", "read_cpu_s"

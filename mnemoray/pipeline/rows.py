@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from mnemoray.backfill.busy import CPU, WALL
 from mnemoray.backfill.steps import SessionItem
-from mnemoray.session import Session
+from mnemoray.sessions.session import Session
 
 ITEM, STATS, MODEL, DIM = "item", "stats", "model", "dim"
 SCHEMA = pa.schema([(ITEM, pa.binary()), (STATS, pa.string()), (MODEL, pa.string()),

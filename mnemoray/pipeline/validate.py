@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from mnemoray.backfill.busy import Busy, add_busy
 from mnemoray.backfill.report import count_ledger_hits
 from mnemoray.backfill.steps import skip_processed, validate_rows
-from mnemoray.memory.backend import open_backend
+from mnemoray.memory.store.protocol import open_backend
 from mnemoray.pipeline.read import READ_CPU, READ_S, ROW
 from mnemoray.pipeline.rows import pack
 

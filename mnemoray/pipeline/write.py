@@ -5,7 +5,7 @@ sessions and calls the core ``make_chunk`` (``mnemoray.backfill.commit``) on the
 store reopened by its location (``open_backend``): on a Parquet store one sorted
 segment + one FAISS index per shard touched, and the chunk's sessions merged into
 their users' entity graphs (one graph part per shard: the driver's commit lists it
-rather than merging, ``mnemoray.memory.graph_prepared``); on a LanceDB store the
+rather than merging, ``mnemoray.memory.store.graph.prepared``); on a LanceDB store the
 checked rows themselves; invisible until committed. It returns the picklable
 ``Chunk``; the driver commits chunks in input order with the core ``commit_chunk``,
 the same commit step the in-process engine uses.
@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from mnemoray.backfill.busy import Busy, add_busy
 from mnemoray.backfill.commit import make_chunk
-from mnemoray.memory.backend import open_backend
+from mnemoray.memory.store.protocol import open_backend
 from mnemoray.pipeline.rows import merge_stats, unpack
 
 CHUNK = "chunk"

@@ -6,9 +6,10 @@ with that snapshot, so every commit (a backfill on either engine, an online inge
 a forget) changes them and nothing forgotten lingers.
 """
 
+from mnemoray.compiler.services import ProfileSource
 from mnemoray.profiles.domain import DomainIndex, PeriodCoverage, TopicCoverage
 from mnemoray.profiles.profile import ExpertiseArea, UserProfile, UserTopics
-from mnemoray.profiles.reads import ProfileReads, ProfileSource
+from mnemoray.profiles.reads import ProfileReads
 from mnemoray.profiles.style import CommunicationStyle, DeclinedTopic
 
 __all__ = ["CommunicationStyle", "DeclinedTopic", "DomainIndex", "ExpertiseArea",

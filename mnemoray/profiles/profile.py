@@ -22,19 +22,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mnemoray.events import iso
 from mnemoray.graph.model import MENTIONS
-from mnemoray.memory.record import Memory
-from mnemoray.memory.retrieval import user_graph
-from mnemoray.memory.snapshot import StoreSnapshot
-from mnemoray.profiles.style import (
-    CommunicationStyle,
-    DeclinedTopic,
-    gives_specifics,
-    read_style,
-)
+from mnemoray.memory.recall.inputs import user_graph
+from mnemoray.memory.records.record import Memory
+from mnemoray.memory.store.snapshot import StoreSnapshot
+from mnemoray.profiles.style import CommunicationStyle, DeclinedTopic, gives_specifics, read_style
 from mnemoray.profiles.terms import language_of, topic_terms
 from mnemoray.profiles.turns import read_turns
+from mnemoray.sessions.events import iso
 
 MIN_MENTIONS = 2  # a word said once is no area of expertise
 MAX_AREAS = 12

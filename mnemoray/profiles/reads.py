@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 
 from mnemoray.compiler.services import ProfileSource
 from mnemoray.errors import NotFound, Unavailable
-from mnemoray.memory.retrieval import user_graph
-from mnemoray.memory.snapshot import StoreSnapshot
+from mnemoray.memory.recall.inputs import user_graph
+from mnemoray.memory.store.snapshot import StoreSnapshot
 from mnemoray.profiles.domain import DomainIndex, DomainPart, domain_index, with_memories
 from mnemoray.profiles.profile import UserProfile, UserTopics, build_profile, shared_rows
 
@@ -143,7 +143,7 @@ def profile_over(memory_op: Callable[..., Any]) -> ProfileSource:
 
 
 class ProfileReads:
-    """The profile and domain reads of :class:`~mnemoray.memory.service.MemoryService`
+    """The profile and domain reads of :class:`~mnemoray.memory.service.service.MemoryService`
     (a mixin: it needs ``snapshot()`` and ``store``)."""
 
     def profile(self, app_name: str, user_id: str) -> UserProfile:
@@ -177,5 +177,4 @@ class ProfileReads:
         return source
 
 
-__all__ = ["ProfileReads", "ProfileSource", "app_domain", "profile_over", "user_view",
-           "users_of"]
+__all__ = ["ProfileReads", "app_domain", "profile_over", "user_view", "users_of"]

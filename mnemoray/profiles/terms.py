@@ -1,6 +1,6 @@
 """Topic terms of a text: the keyword index's terms, with a word to show for each.
 
-A topic is a term of the keyword index (:class:`~mnemoray.memory.keywords.
+A topic is a term of the keyword index (:class:`~mnemoray.memory.recall.keywords.
 KeywordTokenizer`: Snowball stems in the text's language, its stopwords dropped), so
 "parrots" and "parrot" are one topic; it is shown as the word the user used most for
 it. Words the summarizer never takes for a topic (chat filler, bare modifiers such as
@@ -13,7 +13,7 @@ import threading
 from collections.abc import Collection, Iterable
 from functools import lru_cache
 
-from mnemoray.memory.keywords import KeywordTokenizer, detect_language
+from mnemoray.memory.recall.keywords import KeywordTokenizer, detect_language
 from mnemoray.summarizers.extractive import _MODIFIERS, _is_topic_word
 from mnemoray.text import words
 

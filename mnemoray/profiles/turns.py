@@ -1,7 +1,7 @@
 """What the user said, read back from the stored memories.
 
 Chunk records hold the raw turns as ``[date] speaker: words`` lines
-(:func:`mnemoray.memory.distill._render`), one line start per source event, in
+(:func:`mnemoray.memory.records.distill._render`), one line start per source event, in
 windows that overlap. Each turn is taken once (by its event id), with the ids of
 every chunk that holds it (its evidence) and its place in the session, so a reply
 can be read against the question before it. A memory that is no chunk, of a session
@@ -18,10 +18,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mnemoray.events import iso
 from mnemoray.graph.extract import USER_AUTHORS
 from mnemoray.graph.names import is_name_like
-from mnemoray.memory.record import Memory
+from mnemoray.memory.records.record import Memory
+from mnemoray.sessions.events import iso
 
 _LINE_START = re.compile(r"^\[(\d{4}-\d{2}-\d{2})\] ", re.MULTILINE)
 

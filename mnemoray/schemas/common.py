@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from mnemoray import limits
-from mnemoray.memory.kinds import MEMORY_KINDS
+from mnemoray.memory.records.kinds import MEMORY_KINDS
 
 MAX_ID_CHARS = 256
 MAX_QUERY_CHARS = 2_000

@@ -8,18 +8,8 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StringConstraints
 
 from mnemoray.limits import MAX_FORGET_PREVIEW
-from mnemoray.schemas.common import (
-    MAX_MEMORY_TEXT_CHARS,
-    MAX_QUERY_CHARS,
-    Id,
-    Mode,
-    RequestModel,
-)
-from mnemoray.schemas.memories import (
-    MemoryOut,
-    RecalledMemory,
-    RecallFiltersIn,
-)
+from mnemoray.schemas.common import MAX_MEMORY_TEXT_CHARS, MAX_QUERY_CHARS, Id, Mode, RequestModel
+from mnemoray.schemas.memories import MemoryOut, RecalledMemory, RecallFiltersIn
 
 MAX_REASON_CHARS = 500
 Reason = Annotated[str, StringConstraints(max_length=MAX_REASON_CHARS)]

@@ -14,8 +14,8 @@ from pydantic import (
 )
 
 from mnemoray.errors import InvalidInput
-from mnemoray.memory.agent_names import check_agent_name
-from mnemoray.memory.kinds import MEMORY_KINDS
+from mnemoray.memory.records.agent_names import check_agent_name
+from mnemoray.memory.records.kinds import MEMORY_KINDS
 from mnemoray.schemas.common import (
     MAX_LIST_ITEMS,
     MAX_MEMORIES_PER_ADD,
@@ -33,7 +33,7 @@ from mnemoray.schemas.common import (
     Timestamp,
 )
 
-CONSOLIDATED_KIND = "consolidated_summary"  # mnemoray.memory.consolidate's (kept light here)
+CONSOLIDATED_KIND = "consolidated_summary"  # hygiene.consolidate's (kept light here)
 
 
 def _agent_name(value: str) -> str:
@@ -43,7 +43,7 @@ def _agent_name(value: str) -> str:
         raise ValueError(exc.reason) from None
 
 
-# Who owns an agent-only memory, or whose view a recall is (mnemoray.memory.scopes).
+# Who owns an agent-only memory, or whose view a recall is (mnemoray.memory.store.scopes).
 AgentName = Annotated[str, StringConstraints(max_length=128), AfterValidator(_agent_name)]
 AGENT_NAME_DOC = ("the agent whose view this is: the shared memories plus its own "
                   "agent-only ones (default: the shared ones only)")

@@ -6,13 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mnemoray.compaction_fields import BOUNDARY_KINDS, POLICY_FIELDS, BoundaryKind, model_field
-from mnemoray.schemas.common import (
-    MAX_EVENTS_PER_APPEND,
-    Id,
-    JsonObject,
-    RequestModel,
-)
+from mnemoray.compaction.fields import BOUNDARY_KINDS, POLICY_FIELDS, BoundaryKind, model_field
+from mnemoray.schemas.common import MAX_EVENTS_PER_APPEND, Id, JsonObject, RequestModel
 
 Boundary = BoundaryKind
 
@@ -20,7 +15,7 @@ Boundary = BoundaryKind
 class SessionCompactionIn(RequestModel):
     """``POST /v1/sessions``'s ``compaction``: this session's policy over its app's. Only
     the fields given apply; ``interval`` / ``token_threshold`` null turn that trigger off.
-    Defaults and bounds: mnemoray.compaction_fields."""
+    Defaults and bounds: mnemoray.compaction.fields."""
 
     interval: int | None = model_field("interval")
     overlap: int = model_field("overlap")

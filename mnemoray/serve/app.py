@@ -10,7 +10,7 @@
 the replicas then use it (``ingress_mode``); ``server.ingress=direct`` needs another
 ``server.port`` for the replicas' own servers.
 
-Settings: ``mnemoray.serve.settings`` (flags > MNEMORAY_* environment > file > defaults).
+Settings: ``mnemoray.settings.serve`` (flags > MNEMORAY_* environment > file > defaults).
 
 Graph (default ``index_mode: ingress``, ``ingress: direct``)::
 
@@ -35,15 +35,10 @@ from typing import Any
 from ray.serve import Application
 
 from mnemoray.embedders import EmbedderSpec
-from mnemoray.serve.auth import resolve_keys
+from mnemoray.http.auth import resolve_keys
 from mnemoray.serve.deployments import Embedder, Index, Summarizer
 from mnemoray.serve.ingress import MemoryIngress
-from mnemoray.serve.settings import (
-    ServeSettings,
-    SettingsError,
-    load_settings,
-    local_ray_options,
-)
+from mnemoray.settings.serve import ServeSettings, SettingsError, load_settings, local_ray_options
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +53,7 @@ def settings_of(args: Mapping[str, Any] | ServeSettings | None) -> ServeSettings
 
 
 def build_app(args: Mapping[str, Any] | ServeSettings | None = None) -> Application:
-    """The application for ``args`` (see ``mnemoray.serve.settings``)."""
+    """The application for ``args`` (see ``mnemoray.settings.serve``)."""
     s = settings_of(args)
     keys = resolve_keys(s)
     # Replicas get the resolved settings and digests only: plain keys never leave

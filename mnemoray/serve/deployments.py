@@ -31,17 +31,18 @@ from ray import serve
 
 from mnemoray.embedders import Embedder as CoreEmbedder
 from mnemoray.embedders import EmbedderError, open_embedder
-from mnemoray.events import Event
-from mnemoray.memory.backend import open_backend, require_parquet
-from mnemoray.memory.hygiene import close_service
-from mnemoray.memory.job_guard import guard_jobs
-from mnemoray.memory.jobs import JobQueue
-from mnemoray.memory.json_ops import MemoryOps
-from mnemoray.memory.service import MemoryService
-from mnemoray.serve.ingestion import jobs_path
-from mnemoray.serve.memory import RemoteEmbedder, RemoteSummarizer
-from mnemoray.serve.replica_parts import local_embedder, local_summarizer, open_service
-from mnemoray.serve.settings import ServeSettings, parse_settings
+from mnemoray.http.ingestion import jobs_path
+from mnemoray.http.memory import RemoteEmbedder, RemoteSummarizer
+from mnemoray.http.models import local_embedder, local_summarizer
+from mnemoray.http.parts import open_service
+from mnemoray.memory.hygiene.attach import close_service
+from mnemoray.memory.ingest.guard import guard_jobs
+from mnemoray.memory.ingest.queue import JobQueue
+from mnemoray.memory.service.json_ops import MemoryOps
+from mnemoray.memory.service.service import MemoryService
+from mnemoray.memory.store.protocol import open_backend, require_parquet
+from mnemoray.sessions.events import Event
+from mnemoray.settings.serve import ServeSettings, parse_settings
 from mnemoray.summarizers import get_summarizer
 from mnemoray.summarizers.base import Summary
 

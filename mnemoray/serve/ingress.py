@@ -35,14 +35,17 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from mnemoray.memory import app_recall
-from mnemoray.memory.json_ops import MemoryOps
-from mnemoray.memory.layout import shard_of
-from mnemoray.memory.retrieval import RecallFilters, check_mode
-from mnemoray.memory.service import MemoryService
+from mnemoray.http.app import build_api, http_config
+from mnemoray.http.auth import ApiKeys
+from mnemoray.http.memory import call_on_loop
+from mnemoray.http.parts import build_parts, recall_hook
+from mnemoray.memory.recall.config import check_mode
+from mnemoray.memory.records.filters import RecallFilters
+from mnemoray.memory.service import app_recall
+from mnemoray.memory.service.json_ops import MemoryOps
+from mnemoray.memory.service.service import MemoryService
+from mnemoray.memory.store.layout import shard_of
 from mnemoray.profiles.domain import merged_index
-from mnemoray.serve.api import build_api, http_config
-from mnemoray.serve.auth import ApiKeys
 from mnemoray.serve.deployments import remote_models
 from mnemoray.serve.ingress_mode import (
     ingress_to_use,
@@ -50,7 +53,7 @@ from mnemoray.serve.ingress_mode import (
     serve_proxy_runs,
     shutdown_budget_s,
 )
-from mnemoray.serve.memory import call_on_loop
+from mnemoray.serve.metrics_hub import attach_hub
 from mnemoray.serve.query_batching import (
     BATCH_MAX_SIZE,
     BATCH_WAIT_S,
@@ -58,8 +61,7 @@ from mnemoray.serve.query_batching import (
     query_run_rows,
 )
 from mnemoray.serve.replica_http import ReplicaHttp, bind, instance_id
-from mnemoray.serve.replica_parts import build_parts, recall_hook
-from mnemoray.serve.settings import parse_settings
+from mnemoray.settings.serve import parse_settings
 
 log = logging.getLogger("ray.serve")
 
@@ -104,9 +106,10 @@ class MemoryIngress:
         write_embedder, summarizer = await remote_models(s, embedder_handle,
                                                          summarizer_handle)
         # Store, service, query embedder, sessions, artifacts, compiler: built as the
-        # local backend builds them (mnemoray.serve.replica_parts).
+        # local backend builds them (mnemoray.http.parts).
         parts = self.parts = build_parts(s, write_embedder, summarizer,
                                          sharded=index_handle is not None)
+        parts.metrics.hub = attach_hub(parts.metrics.registry)
         store = parts.store
         self.shards = store.shards
         self.store_root = store.root
@@ -249,7 +252,7 @@ class MemoryIngress:
     async def recall_app(self, app_name: str, query: str, top_k: int,
                          filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
         """Across an app's users. Sharded, no replica holds them all: every shard's
-        replica proposes candidates, this one ranks them (mnemoray.memory.app_recall)."""
+        replica proposes candidates, this one ranks them (mnemoray.memory.service.app_recall)."""
         kwargs = {"query": query, "top_k": top_k, "filters": filters, "mode": mode}
         if self.memory is not None:
             return await self.memory_op("recall_app", app_name, "", **kwargs)
@@ -326,7 +329,7 @@ class MemoryIngress:
     def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
         return self.ingestion.retry_job(app_name, user_id, job_id)
 
-    # -- the inspector's reads (mnemoray.serve.inspector) --------------------------------
+    # -- the inspector's reads (mnemoray.http.inspector) --------------------------------
     def tenants(self, apps: Collection[str] | None = None) -> dict[str, Any]:
         return self.parts.tenants(apps)
 

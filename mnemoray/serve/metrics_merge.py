@@ -1,6 +1,6 @@
 """One Prometheus exposition for the whole app, merged from every replica's registry.
 
-Each ingress replica keeps its own ``CollectorRegistry`` (``mnemoray.serve.metrics``). A replica
+Each ingress replica keeps its own ``CollectorRegistry`` (``mnemoray.http.metrics``). A replica
 takes a :func:`snapshot` of it (plain tuples, cheap to pickle) and pushes it to the
 app's metrics hub (``mnemoray.serve.metrics_hub``); ``/metrics`` answers :func:`merge` of all
 snapshots, whichever replica serves the scrape. The rules, per metric type:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mnemoray.errors import InvalidInput
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Fact, Summarizer, Summary
 from mnemoray.summarizers.outcomes import outcomes
 from mnemoray.text import STOPWORDS, split_sentences, stem, terms, words

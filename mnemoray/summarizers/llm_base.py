@@ -8,7 +8,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Summarizer, Summary
 from mnemoray.summarizers.errors import SummaryParseError
 from mnemoray.summarizers.llm_prompt import parse_summary

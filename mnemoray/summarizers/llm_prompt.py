@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Fact, Summary
 from mnemoray.summarizers.errors import SummaryParseError
 

@@ -12,13 +12,10 @@ from typing import Any
 import httpx
 
 from mnemoray.errors import InvalidInput
-from mnemoray.events import Event
-from mnemoray.http_retry import (
-    MAX_RETRY_AFTER_S,  # noqa: F401 - re-exported
-    retryable,
-)
 from mnemoray.http_retry import retry_delay as _retry_delay
+from mnemoray.http_retry import retryable
 from mnemoray.http_retry import server_message as _server_message
+from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Summarizer
 from mnemoray.summarizers.errors import BackendRequestError
 from mnemoray.summarizers.llm_base import Completion, LLMSummarizer

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 from mnemoray.text import split_sentences
 
 _FILLER = re.compile(r"^(?:(?:ok|okay|great|perfect|sure|yes|yeah|alright|so|then|and|"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mnemoray.errors import InvalidInput
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Summarizer
 from mnemoray.summarizers.errors import BackendUnavailableError, PromptTooLongError
 from mnemoray.summarizers.llm_base import Completion, LLMSummarizer

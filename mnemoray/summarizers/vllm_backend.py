@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Summarizer
 from mnemoray.summarizers.errors import BackendUnavailableError
 from mnemoray.summarizers.llm_base import Completion, LLMSummarizer

@@ -213,7 +213,7 @@ _I = "(?i:"
 # the folded text (see _folded). Scanning is most of what resolving costs, and most texts
 # name no time, or only some kinds of time: a gate that fails skips its pattern's scan.
 # Each gate is a word every match of its pattern contains, so skipping changes nothing
-# (tests/test_temporal_gates.py checks it against the ungated scan).
+# (tests/temporal/test_gates.py checks it against the ungated scan).
 _Gate = tuple[tuple[str, ...], tuple[str, ...]]
 _ANY: tuple[str, ...] = ()
 _MONTH_WORDS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",

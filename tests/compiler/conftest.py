@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from service_backend import ServiceBackend
 
-from mnemoray.events import Event
-from mnemoray.memory.service import MemoryService
-from mnemoray.serve.api import build_api
-from mnemoray.serve.auth import ApiKeys
-from mnemoray.serve.backend import HttpConfig
-from mnemoray.session import Session
+from mnemoray.http.app import build_api
+from mnemoray.http.auth import ApiKeys
+from mnemoray.http.backend import HttpConfig
+from mnemoray.memory.service.service import MemoryService
+from mnemoray.sessions.events import Event
+from mnemoray.sessions.session import Session
+from tests.support.service_backend import ServiceBackend
 
 
 @pytest.fixture

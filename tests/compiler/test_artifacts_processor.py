@@ -4,9 +4,9 @@ import copy
 
 import pytest
 
-from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.artifacts.store import InMemoryArtifactStore
 from mnemoray.compiler import LOAD_ARTIFACTS_TOOL, AgentSpec, Compiler, Services
-from mnemoray.events import model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.events import model_message, tool_call, tool_result, user_message
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 import pytest
 
-from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.artifacts.store import InMemoryArtifactStore
 from mnemoray.client import MnemorayClient
 from mnemoray.compiler import AgentSpec, Callee, Compiler, MemorySnippet, Services
 from mnemoray.errors import InvalidInput, NotFound
-from mnemoray.events import model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.events import model_message, tool_call, tool_result, user_message
 
 CALLER_HISTORY = [user_message("My budget is 3000 euros, plan a trip to Lisbon."),
                   model_message("planner", "Let me check flights."),

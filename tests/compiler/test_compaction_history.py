@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mnemoray.compiler import AgentSpec, Compiler
-from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.events import Event, model_message, tool_call, tool_result, user_message
 from mnemoray.summarizers.base import Summary
 
 PREFIX = "[Summary of earlier conversation]: "

@@ -14,13 +14,13 @@ import itertools
 import uuid
 
 import pytest
-from test_compile_pinned import digest
 
 from benchmarks.compile_bench import INSTRUCTION, STATIC, TOOLS, build_session
 from mnemoray.compiler import AgentSpec, Compiler
 from mnemoray.compiler.history_memo import clear_caches
-from mnemoray.events import Event
-from mnemoray.session import Session
+from mnemoray.sessions.events import Event
+from mnemoray.sessions.session import Session
+from tests.compiler.test_compile_pinned import digest
 
 AGENTS = {
     "atlas": AgentSpec(name="atlas", description="Customer-operations assistant",

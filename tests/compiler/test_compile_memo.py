@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from mnemoray.compiler.history_memo import HistoryMemo
-from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.events import Event, model_message, tool_call, tool_result, user_message
 
 
 def reloaded(events: list[Event]) -> list[Event]:
@@ -111,7 +111,7 @@ def test_a_snapshot_over_the_entry_cap_is_not_kept(make_session):
 
 
 def test_events_behind_a_compaction_count_with_the_snapshot(make_session):
-    from test_compaction_history import compaction, turns
+    from tests.compiler.test_compaction_history import compaction, turns
 
     events = turns(3)
     summary = compaction("asked about 0 and 1", events[:4], event_id="c")

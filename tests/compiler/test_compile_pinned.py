@@ -16,8 +16,8 @@ import pytest
 
 from mnemoray.compiler import AgentSpec, Compiler, default_processors
 from mnemoray.compiler.history_memo import clear_caches
-from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
-from mnemoray.session import Session
+from mnemoray.sessions.events import Event, model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.session import Session
 from mnemoray.summarizers.base import Summary
 
 TOOLS = [{"name": "lookup", "description": "Look an order up.",

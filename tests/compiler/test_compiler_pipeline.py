@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.artifacts.store import InMemoryArtifactStore
 from mnemoray.compiler import (
     AgentSpec,
     CompileContext,
@@ -15,7 +15,7 @@ from mnemoray.compiler import (
     UnknownProcessorError,
 )
 from mnemoray.compiler.context import text_content
-from mnemoray.events import model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.events import model_message, tool_call, tool_result, user_message
 
 DEFAULT_ORDER = ["static_instruction", "instruction", "identity", "user_profile", "history",
                  "tool_results", "memory_preload", "artifacts", "token_budget"]

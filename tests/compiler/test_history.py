@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from mnemoray.compiler import AgentSpec, Compiler, FunctionCall, FunctionResponse
 from mnemoray.compiler.casting import RenderCache
-from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.events import Event, model_message, tool_call, tool_result, user_message
 
 
 def compile_for(session, name="alpha", **kw):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.artifacts.store import InMemoryArtifactStore
 from mnemoray.compiler import AgentSpec, Compiler, Services, TemplateError, render_template
 
 STATE = {"name": "Dana", "count": 3, "nothing": None, "prefs": {"lang": "en"},

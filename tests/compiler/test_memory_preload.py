@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from mnemoray.compiler import LOAD_MEMORY_TOOL, AgentSpec, Compiler, MemorySnippet, Services
-from mnemoray.events import user_message
+from mnemoray.sessions.events import user_message
 
 STATIC = "You are a travel assistant."
 

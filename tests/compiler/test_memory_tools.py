@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.artifacts.store import InMemoryArtifactStore
 from mnemoray.compiler import LOAD_ARTIFACTS_TOOL, LOAD_MEMORY_TOOL, AgentSpec, Compiler, Services
 from mnemoray.compiler.tools import DEFAULT_MEMORY_LIMIT, MAX_MEMORY_LIMIT
 from mnemoray.errors import InvalidInput
-from mnemoray.memory.record import Memory
-from mnemoray.memory.service import MemoryService
+from mnemoray.memory.records.record import Memory
+from mnemoray.memory.service.service import MemoryService
 
 
 def no_memories(app_name: str, user_id: str, query: str, top_k: int) -> list:

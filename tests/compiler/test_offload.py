@@ -10,11 +10,8 @@ from typing import Any
 
 import pytest
 
-from mnemoray.artifact_files import FileArtifactStore
-from mnemoray.artifacts import InMemoryArtifactStore
-from mnemoray.compiler import AgentSpec, Compiler, Services
-from mnemoray.events import Event, tool_call, tool_result, user_message
-from mnemoray.offload import (
+from mnemoray.artifacts.files import FileArtifactStore
+from mnemoray.artifacts.offload import (
     DEFAULT_THRESHOLD_BYTES,
     OFFLOADED_KEY,
     OffloadPolicy,
@@ -23,8 +20,12 @@ from mnemoray.offload import (
     discard,
     offload_events,
 )
-from mnemoray.serve.settings import parse_settings
-from mnemoray.session_store import InMemorySessionStore, SessionEndedError, StaleSessionError
+from mnemoray.artifacts.store import InMemoryArtifactStore
+from mnemoray.compiler import AgentSpec, Compiler, Services
+from mnemoray.sessions.events import Event, tool_call, tool_result, user_message
+from mnemoray.sessions.store import InMemorySessionStore
+from mnemoray.sessions.types import SessionEndedError, StaleSessionError
+from mnemoray.settings.serve import parse_settings
 from mnemoray.tokens import count_tokens
 
 BIG = {"rows": [{"id": i, "city": "Lisbon", "note": "x" * 40} for i in range(4000)]}

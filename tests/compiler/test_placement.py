@@ -12,8 +12,8 @@ import pytest
 
 from mnemoray.compiler import LOAD_MEMORY_TOOL, AgentSpec, Compiler, MemorySnippet, Services
 from mnemoray.compiler.processors.memory_preload import MEMORY_OPEN
-from mnemoray.events import model_message, user_message
-from mnemoray.memory.record import Memory
+from mnemoray.memory.records.record import Memory
+from mnemoray.sessions.events import model_message, user_message
 from mnemoray.tokens import count_tokens
 
 HISTORY = [user_message("I grow tulips on my balcony."),

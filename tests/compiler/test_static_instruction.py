@@ -3,7 +3,7 @@ from __future__ import annotations
 import hashlib
 
 from mnemoray.compiler import AgentSpec, Compiler
-from mnemoray.events import model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.events import model_message, tool_call, tool_result, user_message
 from mnemoray.tokens import count_tokens
 
 STATIC = "You are a careful assistant. Literal braces stay: {user:name} {not_a_key}."

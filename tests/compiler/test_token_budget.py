@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from mnemoray.compiler import AgentSpec, Compiler
-from mnemoray.events import model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.events import model_message, tool_call, tool_result, user_message
 
 LONG = "word " * 50  # 50 tokens
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from mnemoray.artifacts import InMemoryArtifactStore
+from mnemoray.artifacts.offload import append_events
+from mnemoray.artifacts.store import InMemoryArtifactStore
 from mnemoray.compiler import AgentSpec, Compiler, Services
 from mnemoray.compiler.processors.tool_results import invocation_index
-from mnemoray.events import Event, model_message, tool_call, tool_result, user_message
-from mnemoray.offload import append_events
-from mnemoray.session_store import InMemorySessionStore
+from mnemoray.sessions.events import Event, model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.store import InMemorySessionStore
 
 PAYLOAD = {"rows": [f"row {i}: " + "data " * 20 for i in range(40)]}
 

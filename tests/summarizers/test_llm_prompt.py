@@ -6,13 +6,7 @@ import json
 
 import pytest
 
-from mnemoray.events import (
-    Event,
-    model_message,
-    tool_call,
-    tool_result,
-    user_message,
-)
+from mnemoray.sessions.events import Event, model_message, tool_call, tool_result, user_message
 from mnemoray.summarizers.base import Fact
 from mnemoray.summarizers.errors import SummaryParseError
 from mnemoray.summarizers.llm_prompt import (

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mnemoray.events import Event, model_message, user_message
+from mnemoray.sessions.events import Event, model_message, user_message
 from mnemoray.summarizers.base import Fact, Summarizer, Summary
 from mnemoray.summarizers.errors import BackendRequestError, SummaryParseError
 from mnemoray.summarizers.llm_prompt import build_prompt

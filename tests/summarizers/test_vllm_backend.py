@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from mnemoray.events import Event, model_message, user_message
+from mnemoray.sessions.events import Event, model_message, user_message
 from mnemoray.summarizers.errors import BackendUnavailableError, SummaryParseError
 from mnemoray.summarizers.llm_prompt import SUMMARY_JSON_SCHEMA, build_prompt
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mnemoray.artifacts import (
+from mnemoray.artifacts.store import (
     USER_SCOPE_SESSION,
     Artifact,
     ArtifactError,
@@ -28,8 +28,8 @@ from mnemoray.compiler.processors.offers import not_offered, offer_tool
 from mnemoray.compiler.request import Content, Part
 from mnemoray.compiler.selection import NOISE_TYPES
 from mnemoray.compiler.tools import LOAD_ARTIFACTS, LOAD_ARTIFACTS_TOOL
-from mnemoray.events import Event
-from mnemoray.session import Session
+from mnemoray.sessions.events import Event
+from mnemoray.sessions.session import Session
 from mnemoray.tokens import count_tokens
 
 HANDLE_PREFIX = "artifact://"

@@ -23,7 +23,7 @@ from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.processors.offers import offer_tool
 from mnemoray.compiler.services import MemorySnippet
 from mnemoray.compiler.tools import LOAD_MEMORY_TOOL
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mnemoray.compiler.context import CompileContext
 from mnemoray.compiler.request import Content
-from mnemoray.events import Event
+from mnemoray.sessions.events import Event
 
 
 class TokenBudgetProcessor:

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from mnemoray.artifacts.offload import OFFLOADED_KEY
 from mnemoray.compiler.casting import render, to_json
 from mnemoray.compiler.context import CompileContext
-from mnemoray.events import Event
-from mnemoray.offload import OFFLOADED_KEY
+from mnemoray.sessions.events import Event
 
 SUMMARY_CHARS = 120
 

@@ -1,0 +1,267 @@
+"""Compaction: merge a shard's small segments into one, dropping dead rows for good.
+
+Backfill chunks and online adds leave many small segments per shard; every
+search pays per segment. ``compact_store`` rewrites, per shard, the segments
+below ``max_segment_rows`` as ONE segment: rows re-sorted by tenant
+(``segment.sort_key``), forgotten (tombstoned) and expired rows dropped
+physically, a fresh FAISS index built ("auto": flat or HNSW by size). The
+ledger's many small files are merged into one as well.
+
+Crash safety is the store's two-phase write: the merged files are written
+first, under new names no manifest lists (invisible; ``gc`` removes them if
+the process dies here), then ONE manifest rename swaps the old segments for
+the new one. Old files are deleted only after that commit. The store lock is
+held throughout, so no commit or forget interleaves (readers are never
+blocked: they read the committed manifest).
+
+A tombstone hides rows of segments committed before it. The merged segment
+is committed after every existing tombstone and no longer holds the rows
+they hid, so a tombstone is retired once no older segment is left anywhere.
+Note: a forgotten memory whose row is dropped here is gone; adding the very
+same content again later stores it anew (before compaction the dead row
+would have made that add a no-op).
+
+Table work is Arrow end to end (concat, filter, sort), so a shard of
+millions of rows is never turned into Python objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mnemoray.errors import StoreCorrupt, StoreError
+from mnemoray.faults import crash_point
+from mnemoray.files import atomic_write
+from mnemoray.memory.store.layout import (
+    INDEX_DIR,
+    LEDGER_DIR,
+    MEMORIES_DIR,
+    TOMBSTONES_DIR,
+    faiss_path,
+    new_name,
+    parquet_path,
+)
+from mnemoray.memory.store.manifest import Manifest, SegmentEntry, write_manifest
+from mnemoray.memory.store.parquet.store import MemoryStore
+from mnemoray.memory.store.rows import memory_schema, with_optional_columns
+from mnemoray.memory.store.segment import write_segment_table
+from mnemoray.memory.store.snapshot import StoreSnapshot
+from mnemoray.memory.store.tombstones import archive_retired, read_tombstones
+
+log = logging.getLogger(__name__)
+
+# Segments at least this big are left alone (rewriting them costs more than it saves).
+DEFAULT_MAX_SEGMENT_ROWS = 1_000_000
+SORT_KEYS = [("app_name", "ascending"), ("user_id", "ascending"), ("created_at", "ascending"),
+             ("memory_id", "ascending")]
+
+
+@dataclass(frozen=True)
+class ShardCompaction:
+    shard: int
+    merged: tuple[str, ...]  # segment names replaced
+    new_segment: str | None  # None: every row was dead
+    rows_before: int
+    rows_after: int
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    version_before: int
+    version: int  # manifest version after (== before when nothing was done)
+    shards: tuple[ShardCompaction, ...] = ()
+    segments_before: int = 0
+    segments_after: int = 0
+    rows_dropped: int = 0  # forgotten + expired rows removed physically
+    ledger_files_before: int = 0
+    ledger_files_after: int = 0
+    tombstones_retired: int = 0
+    files_removed: tuple[str, ...] = field(default=())
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return self.version != self.version_before
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["changed"] = self.changed
+        return out
+
+
+def _live_mask(snap: StoreSnapshot, shard: int, name: str, now: float) -> np.ndarray | None:
+    """Keep-mask of a committed segment's rows (None: all live)."""
+    seg = next(s for s in snap.segments[shard] if s.name == name)
+    keep = None
+    dead = snap.forgotten(seg)
+    if dead is not None:
+        keep = ~dead
+    if seg.min_expiry <= now:
+        alive = ~(seg.expires <= now)  # NaN (no TTL) compares False
+        keep = alive if keep is None else keep & alive
+    return keep
+
+
+def _merge_shard(store: MemoryStore, snap: StoreSnapshot, shard: int,
+                 entries: list[SegmentEntry], dim: int, now: float,
+                 ) -> tuple[SegmentEntry | None, int, int]:
+    """Write the merged segment of ``entries`` (uncommitted); (entry, rows before, after)."""
+    tables = []
+    before = 0
+    for entry in entries:
+        table = pq.read_table(parquet_path(store.root, shard, entry.name))
+        if table.num_rows != entry.rows:
+            raise StoreCorrupt(f"compact: segment {entry.name} has {table.num_rows} rows, "
+                               f"manifest says {entry.rows}")
+        before += table.num_rows
+        keep = _live_mask(snap, shard, entry.name, now)
+        if keep is not None:
+            table = table.filter(pa.array(keep))
+        tables.append(with_optional_columns(table).select(memory_schema(dim).names)
+                      .cast(memory_schema(dim)))
+    merged = pa.concat_tables(tables).combine_chunks() if tables else None
+    if merged is None or merged.num_rows == 0:
+        return None, before, 0
+    merged = merged.sort_by(SORT_KEYS)
+    entry = write_segment_table(store.root, shard, new_name("seg"), merged, dim, "auto")
+    return entry, before, merged.num_rows
+
+
+def _merge_ledger(store: MemoryStore, m: Manifest) -> str | None:
+    """One ledger file holding every entry of the current ones (uncommitted)."""
+    if len(m.ledger) < 2:
+        return None
+    frame = (pl.scan_parquet([store.root / LEDGER_DIR / n for n in m.ledger])
+             .unique(subset=["session_hash"], keep="first", maintain_order=True).collect())
+    name = f"{new_name('ledger')}.parquet"
+    atomic_write(store.root / LEDGER_DIR / name, frame.write_parquet)
+    return name
+
+
+def compact_store(store: MemoryStore, *, max_segment_rows: int = DEFAULT_MAX_SEGMENT_ROWS,
+                  now: float | None = None, delete_old: bool = True) -> CompactReport:
+    """Merge each shard's segments smaller than ``max_segment_rows`` into one.
+
+    A shard is rewritten when it has two or more such segments, or one that
+    holds dead (forgotten or expired) rows. ``delete_old=False`` leaves the
+    replaced files for a later ``store.gc(grace_s)`` (e.g. while readers that
+    loaded the previous manifest may still open them).
+    """
+    if not isinstance(max_segment_rows, int) or max_segment_rows < 1:
+        raise StoreError("must be a positive integer, got "
+                         f"{max_segment_rows!r}", field="max_segment_rows")
+    started = time.perf_counter()
+    if getattr(store, "load_shards", None) is not None:
+        store = MemoryStore(store.root)  # every shard must be visible to merge it
+    with store._locked():
+        m = store.manifest()
+        before_version = m.version
+        segments_before = sum(len(s) for s in m.segments)
+        ledger_before = len(m.ledger)
+        if m.version == 0:
+            return CompactReport(before_version, before_version)
+        snap = store.load()
+        snap.check_healthy()  # merging needs every shard's rows; a damaged one is repaired first
+        now = time.time() if now is None else float(now)
+        dim = m.dim or 0
+        written: list[tuple[int, list[SegmentEntry], SegmentEntry | None, int, int]] = []
+        new_files: list[Path] = []
+        try:
+            for shard, entries in enumerate(m.segments):
+                small = [e for e in entries if e.rows < max_segment_rows]
+                if not small:
+                    continue
+                if len(small) == 1 and _live_mask(snap, shard, small[0].name, now) is None:
+                    continue  # nothing to merge, nothing dead
+                entry, rows_before, rows_after = _merge_shard(store, snap, shard, small, dim, now)
+                if entry is not None:
+                    new_files.append(parquet_path(store.root, shard, entry.name))
+                    if entry.index:
+                        new_files.append(faiss_path(store.root, shard, entry.name))
+                written.append((shard, small, entry, rows_before, rows_after))
+            ledger = _merge_ledger(store, m)
+            if ledger is not None:
+                new_files.append(store.root / LEDGER_DIR / ledger)
+            if not written and ledger is None:
+                return CompactReport(before_version, before_version,
+                                     segments_before=segments_before,
+                                     segments_after=segments_before,
+                                     ledger_files_before=ledger_before,
+                                     ledger_files_after=ledger_before,
+                                     seconds=round(time.perf_counter() - started, 3))
+            crash_point("compact-prepare")  # new files written, manifest not yet replaced
+
+            m.version += 1
+            old_files: list[Path] = []
+            for shard, small, entry, _, _ in written:
+                gone = {e.name for e in small}
+                kept = [e for e in m.segments[shard] if e.name not in gone]
+                if entry is not None:
+                    kept.append(replace(entry, version=m.version))
+                m.segments[shard] = kept
+                for e in small:
+                    old_files.append(parquet_path(store.root, shard, e.name))
+                    if e.index:
+                        old_files.append(faiss_path(store.root, shard, e.name))
+            if ledger is not None:
+                old_files += [store.root / LEDGER_DIR / n for n in m.ledger]
+                m.ledger = [ledger]
+            # A tombstone file is retired once no segment older than its tombstones is left.
+            oldest = min((e.version for segs in m.segments for e in segs), default=m.version + 1)
+            kept_tombstones, retired, history = [], 0, []
+            for fname in m.tombstones:
+                path = store.root / TOMBSTONES_DIR / fname
+                stones = read_tombstones([path])
+                if any(t.version > oldest for t in stones):
+                    kept_tombstones.append(fname)
+                else:
+                    old_files.append(path)
+                    retired += len(stones)
+                    history += stones
+            archive_retired(store.root, history)  # their reasons stay inspectable
+            m.tombstones = kept_tombstones
+            m.tombstone_count = max(m.tombstone_count - retired, 0)
+            write_manifest(store.root, m)
+        except BaseException:
+            # Not committed: the new files are orphans; remove what we can now.
+            for path in new_files:
+                path.unlink(missing_ok=True)
+            raise
+        removed: list[str] = []
+        if delete_old:
+            for path in old_files:
+                if path.exists():
+                    path.unlink()
+                    removed.append(str(path.relative_to(store.root)))
+    shards = tuple(ShardCompaction(shard, tuple(e.name for e in small),
+                                   entry.name if entry is not None else None, rb, ra)
+                   for shard, small, entry, rb, ra in written)
+    report = CompactReport(
+        version_before=before_version, version=m.version, shards=shards,
+        segments_before=segments_before, segments_after=sum(len(s) for s in m.segments),
+        rows_dropped=sum(s.rows_before - s.rows_after for s in shards),
+        ledger_files_before=ledger_before, ledger_files_after=len(m.ledger),
+        tombstones_retired=retired, files_removed=tuple(removed),
+        seconds=round(time.perf_counter() - started, 3))
+    log.info("compacted %s: %d -> %d segments, %d dead rows dropped", store.root,
+             report.segments_before, report.segments_after, report.rows_dropped)
+    return report
+
+
+def segment_files(store: MemoryStore) -> int:
+    """Parquet + FAISS files under the store (committed or not): what compaction reduces."""
+    return sum(1 for sub in (MEMORIES_DIR, INDEX_DIR) for p in (store.root / sub).rglob("*")
+               if p.is_file() and not p.name.startswith("."))
+
+
+__all__ = ["DEFAULT_MAX_SEGMENT_ROWS", "CompactReport", "ShardCompaction", "compact_store",
+           "segment_files"]

@@ -1,0 +1,142 @@
+"""The Parquet + FAISS store's directory and its committed state: the lock, the manifest,
+the snapshots loaded from it (unchanged segments reused across versions, a damaged shard
+refused on its own) and the lookups of committed rows. The base every part of
+:class:`~mnemoray.memory.store.parquet.store.MemoryStore` (writes, forgets, gc) builds on."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+
+from mnemoray.errors import StoreCorrupt, StoreError
+from mnemoray.files import file_lock
+from mnemoray.memory.store.graph.view import GraphCache, GraphView
+from mnemoray.memory.store.layout import LOCK, TOMBSTONES_DIR, faiss_path, parquet_path, repair_hint
+from mnemoray.memory.store.manifest import Manifest, load_manifest, read_manifest, write_manifest
+from mnemoray.memory.store.parquet.lookup import StoredLookup
+from mnemoray.memory.store.segment import LoadedSegment
+from mnemoray.memory.store.snapshot import StoreSnapshot
+from mnemoray.memory.store.tombstones import read_tombstones
+from mnemoray.memory.store.writes import OwnedId
+
+# The store's log keeps the name it had before the store was split into modules.
+log = logging.getLogger("mnemoray.memory.store.parquet.store")
+
+DEFAULT_SHARDS = 8
+
+
+class StoreBase:
+    """A store directory's committed state (``MemoryStore`` documents the arguments)."""
+
+    def __init__(self, root: str | Path, shards: int | None = None, *,
+                 load_shards: Iterable[int] | None = None) -> None:
+        self.root = Path(root)
+        if shards is not None and (not isinstance(shards, int) or shards < 1):
+            raise StoreError(f"must be a positive integer, got {shards!r}", field="shards")
+        self.load_shards: frozenset[int] | None = None
+        if load_shards is not None:
+            picked = list(load_shards)
+            if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                       for s in picked):
+                raise StoreError(f"expected shard numbers >= 0, got {picked!r}",
+                                 field="load_shards")
+            self.load_shards = frozenset(picked)
+        existing = read_manifest(self.root)
+        if existing is not None and shards is not None and shards != existing.shards:
+            # No path in the message: a server may answer it to a client.
+            raise StoreError(f"the store has {existing.shards} shards, got {shards}",
+                             field="shards")
+        self.shards = existing.shards if existing else (shards or DEFAULT_SHARDS)
+        self._segments: dict[tuple[int, str], LoadedSegment] = {}
+        self._snap: StoreSnapshot | None = None
+        self._load_lock = threading.Lock()
+        self._graph_cache = GraphCache()  # graph shards, shared across snapshots
+        # The write path's lookups: columns kept per committed file, or the snapshot's.
+        self._lookup = StoredLookup(self.root, lambda shard, name: self._segments.get(
+            (shard, name)))
+
+    # -- manifest & snapshots ---------------------------------------------
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with file_lock(self.root / LOCK):
+            yield
+
+    def manifest(self) -> Manifest:
+        """The committed manifest (version 0 and empty before the first commit)."""
+        return read_manifest(self.root) or Manifest(shards=self.shards)
+
+    def load(self) -> StoreSnapshot:
+        """A snapshot of the committed state; unchanged segments are reused across versions."""
+        return self._snapshot(self.manifest())
+
+    def _snapshot(self, m: Manifest) -> StoreSnapshot:
+        with self._load_lock:
+            snap = self._snap
+            if snap is not None and not snap.damaged and (
+                    snap.version, snap.manifest.updated_at) == (m.version, m.updated_at):
+                return snap
+            live: dict[tuple[int, str], LoadedSegment] = {}
+            damaged: dict[int, str] = {}
+            wanted = self.load_shards
+            for shard, entries in enumerate(m.segments):
+                if wanted is not None and shard not in wanted:
+                    continue
+                try:
+                    loaded = [self._segments.get((shard, e.name)) or LoadedSegment.load(
+                        self.root, shard, e, m.dim or 0) for e in entries]
+                except StoreCorrupt as exc:
+                    # One damaged shard must not take the others down: its reads refuse.
+                    damaged[shard] = (f"{exc} (shard {shard} is not served until repaired); "
+                                      f"{repair_hint(self.root)}")
+                    log.error("memory store %s: shard %d not loaded: %s", self.root, shard, exc)
+                    continue
+                live.update(((shard, seg.name), seg) for seg in loaded)
+            self._segments = live  # segments gone from the manifest are released
+            tombstones = read_tombstones(self.root / TOMBSTONES_DIR / n for n in m.tombstones)
+            segments = [[live[(s, e.name)] for e in entries]
+                        if (wanted is None or s in wanted) and s not in damaged
+                        else [] for s, entries in enumerate(m.segments)]
+            # A private copy: callers go on to mutate their manifest for the next commit.
+            mine = copy.deepcopy(m)
+            graph = GraphView(self.root, mine, self._graph_cache)
+            graph.preload(s for s in range(m.shards) if wanted is None or s in wanted)
+            self._snap = StoreSnapshot(mine, segments, tombstones, damaged, graph=graph)
+            return self._snap
+
+    def _check_shard_files(self, m: Manifest, shard: int) -> None:
+        """Refuse to write to a shard whose listed files are gone (a stat per segment):
+        it cannot be served until ``doctor --repair``, and a write would hide that."""
+        for e in m.segments[shard]:
+            for path in (parquet_path(self.root, shard, e.name),
+                         faiss_path(self.root, shard, e.name) if e.index else None):
+                if path is not None and not path.is_file():
+                    raise StoreCorrupt(f"shard {shard}: {path} listed in the manifest is "
+                                       f"missing; {repair_hint(self.root)}")
+
+    def _publish_empty_manifest(self, lock_held: bool) -> None:
+        """Version 0 before a new store's first data file: data without a manifest then
+        always means a lost one (``read_manifest`` refuses it), not a crashed first run."""
+        if lock_held:
+            if load_manifest(self.root) is None:
+                write_manifest(self.root, Manifest(shards=self.shards))
+            return
+        with self._locked():
+            self._publish_empty_manifest(True)
+
+    def _graph_read(self, m: Manifest, shard: int) -> dict[str, pa.Table]:
+        """A shard's graph rows at ``m``, from the tables snapshots loaded when unchanged."""
+        return self._graph_cache.shard(self.root, m, shard)
+
+    def _stored(self, m: Manifest, shard: int, hashes: Sequence[str] | pa.ChunkedArray,
+                ids: Sequence[str] | pa.ChunkedArray, after_version: int = 0,
+                ) -> dict[OwnedId, str]:
+        """(app, user, memory_id) -> content_hash of the rows of ``shard``'s segments
+        committed after ``after_version`` matching either list (``StoredLookup``)."""
+        return self._lookup.stored(shard, [e for e in m.segments[shard]
+                                           if e.version > after_version], hashes, ids)

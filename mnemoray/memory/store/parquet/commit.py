@@ -1,0 +1,223 @@
+"""The Parquet store's two-phase write, a part of
+:class:`~mnemoray.memory.store.parquet.store.MemoryStore`:
+``prepare_segments`` writes one segment per shard touched (invisible), ``commit`` publishes
+them with the ledger entries of their sessions and the sessions' graph extracts in one
+manifest rename (:mod:`mnemoray.memory.store.parquet.store`); and the ledger of processed
+sessions."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+
+from mnemoray.embedders.base import KEYWORD_ONLY_MODEL
+from mnemoray.errors import StoreCorrupt, StoreError
+from mnemoray.faults import crash_point
+from mnemoray.files import atomic_write
+from mnemoray.memory.records.record import Memory
+from mnemoray.memory.store.graph.commit import GraphWrite, merge_extracts
+from mnemoray.memory.store.graph.parts import drop_unlisted
+from mnemoray.memory.store.graph.prepared import PreparedPart, prepare_parts, take_prepared
+from mnemoray.memory.store.graph.prepared import discard as discard_prepared
+from mnemoray.memory.store.index import INDEX_KINDS, IndexKind
+from mnemoray.memory.store.layout import LEDGER_DIR, new_name, shard_of
+from mnemoray.memory.store.manifest import Manifest, SegmentEntry, write_manifest
+from mnemoray.memory.store.parquet.pending import PendingRewrites, PendingSegments
+from mnemoray.memory.store.segment import sort_key, write_segment_files
+from mnemoray.memory.store.writes import (
+    WriteResult,
+    check_memories,
+    check_model,
+    dedupe_batch,
+    str_list,
+)
+
+
+class StoreCommits(PendingRewrites):
+    """Prepare, commit, write and add memories; the session ledger (a part of
+    ``MemoryStore``)."""
+
+    # -- writing ------------------------------------------------------------
+    def _check_model(self, m: Manifest, embedding_model: str, dim: int) -> None:
+        check_model(m, embedding_model, dim)
+
+    def _check_memories(self, memories: Sequence[Memory], embedding_model: str,
+                        dim: int) -> None:
+        check_memories(memories, embedding_model, dim)
+
+    def prepare_segments(self, memories: Sequence[Memory], embedding_model: str, dim: int,
+                         index_kind: IndexKind = "auto") -> PendingSegments:
+        """Write one segment per shard touched; nothing is visible until ``commit``."""
+        m = self.manifest()
+        try:
+            return self._prepare(m, memories, embedding_model, dim, index_kind, lock_held=False)
+        except StoreCorrupt:
+            # Unlocked: a compaction may have replaced the files of ``m`` meanwhile.
+            fresh = self.manifest()
+            if fresh.version == m.version:
+                raise
+            return self._prepare(fresh, memories, embedding_model, dim, index_kind,
+                                 lock_held=False)
+
+    def _prepare(self, m: Manifest, memories: Sequence[Memory], embedding_model: str, dim: int,
+                 index_kind: IndexKind, *, lock_held: bool) -> PendingSegments:
+        self._check_model(m, embedding_model, dim)
+        if index_kind not in INDEX_KINDS:
+            raise StoreError(f"{index_kind!r} is not one of {', '.join(INDEX_KINDS)}",
+                             field="index_kind")
+        memories = list(memories)
+        self._check_memories(memories, embedding_model, dim)
+        by_shard: dict[int, list[Memory]] = defaultdict(list)
+        unique, skipped = dedupe_batch(memories)
+        for mem in unique:
+            shard = shard_of(mem.app_name, mem.user_id, m.shards)
+            by_shard[shard].append(mem.with_derived(shard=shard) if mem.shard != shard else mem)
+        name = new_name("seg")
+        entries = []
+        for shard in sorted(by_shard):
+            group = by_shard[shard]
+            self._check_shard_files(m, shard)
+            stored = self._stored(m, shard, [g.content_hash for g in group],
+                                  [g.memory_id for g in group])
+            stored_hashes = set(stored.values())
+            for mem in group:
+                key = (mem.app_name, mem.user_id, mem.memory_id)
+                if stored.get(key, mem.content_hash) != mem.content_hash:
+                    raise StoreError(f"{mem.memory_id!r} is already one of this user's "
+                                     f"memories, with different content", field="memory_id")
+            fresh = sorted((g for g in group if g.content_hash not in stored_hashes), key=sort_key)
+            skipped += len(group) - len(fresh)
+            if fresh and m.version == 0 and not entries:
+                self._publish_empty_manifest(lock_held)
+            if fresh:
+                entries.append((shard, write_segment_files(self.root, shard, name, fresh, dim,
+                                                           index_kind)))
+        return PendingSegments(m.shards, embedding_model, dim, m.version, tuple(entries), skipped)
+
+    def commit(self, pending: PendingSegments | None = None, *,
+               session_hashes: Iterable[str] = (), run_id: str | None = None,
+               summarizer: str | None = None, graph: GraphWrite = (),
+               prepared_graph: Sequence[PreparedPart] = ()) -> WriteResult:
+        """Publish prepared segments and ledger entries in one manifest rename.
+        ``graph``: (session hash, graph extract) of the sessions committed; those whose
+        hash is newly ledgered are merged into their users' graphs in the same rename.
+        ``prepared_graph``: that merge already done (``prepare_graph``), listed as is
+        where it still holds (``mnemoray.memory.store.graph.prepared``)."""
+        with self._locked():
+            return self._commit(self.manifest(), pending, session_hashes, run_id, summarizer,
+                                graph, prepared_graph)
+
+    def prepare_graph(self, graph: GraphWrite) -> tuple[PreparedPart, ...]:
+        """Merge ``graph`` into its users' graphs now, unlocked (a backfill's worker):
+        uncommitted parts for ``commit(..., prepared_graph=)``."""
+        if not graph:
+            return ()
+        m = self.manifest()
+        if m.version == 0:
+            self._publish_empty_manifest(False)
+        return prepare_parts(self.root, m, graph)
+
+    def write_segment(self, memories: Sequence[Memory], embedding_model: str, dim: int, *,
+                      index_kind: IndexKind = "auto", session_hashes: Iterable[str] = (),
+                      run_id: str | None = None, summarizer: str | None = None,
+                      graph: GraphWrite = ()) -> WriteResult:
+        """Write and commit memories (skipping ones already stored) in one step."""
+        with self._locked():
+            m = self.manifest()
+            pending = self._prepare(m, memories, embedding_model, dim, index_kind,
+                                    lock_held=True)
+            return self._commit(m, pending, session_hashes, run_id, summarizer, graph)
+
+    def add(self, memories: Sequence[Memory], embedding_model: str | None = None) -> WriteResult:
+        """Online add: a small flat-indexed segment that a later compaction merges."""
+        memories = list(memories)
+        m = self.manifest()
+        model = embedding_model or m.embedding_model
+        first = next((mem.embedding for mem in memories
+                      if isinstance(mem, Memory) and mem.embedding is not None), None)
+        if model is None:
+            if first is not None:
+                raise StoreError("the store has none yet; pass the model id",
+                                 field="embedding_model")
+            model = KEYWORD_ONLY_MODEL
+        if model == m.embedding_model:
+            dim = m.dim or 0
+        else:
+            dim = 0 if model == KEYWORD_ONLY_MODEL or first is None else int(np.size(first))
+        return self.write_segment(memories, model, dim, index_kind="flat")
+
+    def _new_ledger_hashes(self, m: Manifest, hashes: list[str]) -> list[str]:
+        unique = list(dict.fromkeys(hashes))
+        known = self._ledger_lookup(m, unique)
+        return [h for h in unique if h not in known]
+
+    def _commit(self, m: Manifest, pending: PendingSegments | None,
+                session_hashes: Iterable[str], run_id: str | None,
+                summarizer: str | None, graph: GraphWrite = (),
+                prepared_graph: Sequence[PreparedPart] = ()) -> WriteResult:
+        hashes = self._new_ledger_hashes(m, str_list(session_hashes, "session_hashes"))
+        new = set(hashes)  # a session ledgered before (a rerun) changes no graph
+        graph = [(h, ex) for h, ex in graph if h in new]
+        entries: list[tuple[int, SegmentEntry]] = []
+        skipped = 0
+        if pending is not None:
+            if pending.shards != m.shards:
+                raise StoreError(f"commit: segments were prepared for {pending.shards} shards, "
+                                 f"the store has {m.shards}")
+            if pending.entries:
+                self._check_model(m, pending.embedding_model, pending.dim)
+            entries, skipped = self._drop_stored(m, pending)
+            skipped += pending.skipped
+        if not entries and not hashes and (summarizer is None or summarizer == m.summarizer):
+            discard_prepared(self.root, prepared_graph)
+            return WriteResult(m.version, 0, skipped, (), 0)
+        parts_before = [list(parts) for parts in m.graph]
+        if graph:
+            if m.version == 0:
+                self._publish_empty_manifest(True)
+            # Parts listed at m.version + 1, in this manifest: a backfill chunk's were
+            # merged where it was prepared (the shards they do not cover: here).
+            if prepared_graph:
+                take_prepared(self.root, m, prepared_graph, graph, self._graph_read)
+            else:
+                merge_extracts(self.root, m, graph, self._graph_read)
+            crash_point("graph-commit")  # graph parts written, the manifest not yet
+        else:
+            discard_prepared(self.root, prepared_graph)
+        m.version += 1
+        for shard, entry in entries:
+            m.segments[shard].append(replace(entry, version=m.version))
+        if entries and pending is not None and m.embedding_model is None:
+            m.embedding_model, m.dim = pending.embedding_model, pending.dim
+        if hashes:
+            name = f"{new_name('ledger')}.parquet"
+            frame = pl.DataFrame({"session_hash": hashes, "run_id": [run_id] * len(hashes),
+                                  "added_at": [time.time()] * len(hashes)},
+                                 schema={"session_hash": pl.String, "run_id": pl.String,
+                                         "added_at": pl.Float64})
+            atomic_write(self.root / LEDGER_DIR / name, frame.write_parquet)
+            m.ledger.append(name)
+            m.ledger_sessions += len(hashes)
+        if summarizer is not None:
+            m.summarizer = summarizer
+        write_manifest(self.root, m)
+        drop_unlisted(self.root, parts_before, m)
+        return WriteResult(m.version, sum(e.rows for _, e in entries), skipped,
+                           tuple(dict.fromkeys(e.name for _, e in entries)), len(hashes))
+
+    # -- ledger -------------------------------------------------------------
+    def _ledger_lookup(self, m: Manifest, hashes: list[str]) -> set[str]:
+        return self._lookup.ledger_hashes(m.ledger, hashes)
+
+    def ledger_contains(self, session_hashes: Iterable[str]) -> set[str]:
+        """The given session hashes that committed ledger entries already hold."""
+        return self._ledger_lookup(self.manifest(), str_list(session_hashes, "session_hashes"))
+
+    def ledger_add(self, session_hashes: Iterable[str], run_id: str | None = None) -> int:
+        """Record sessions as processed (e.g. ones that yielded no memories)."""
+        return self.commit(None, session_hashes=session_hashes, run_id=run_id).ledger_added

@@ -1,0 +1,390 @@
+"""The durable ingestion queue without Ray: order, restart, failure, retry, tenants,
+automatic retries with backoff, and pruning of finished jobs."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mnemoray.errors import Conflict, InvalidInput, NotFound, Unavailable
+from mnemoray.memory.ingest.job import Job, RetentionPolicy, RetryPolicy
+from mnemoray.memory.ingest.queue import JobQueue
+from mnemoray.memory.ingest.worker import JobWorker
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "store" / "jobs.db"
+
+
+def test_jobs_survive_reopen_in_order(path: Path) -> None:
+    q = JobQueue(path)
+    a = q.enqueue("app", "ana", "s1", kind="session_end")
+    b = q.enqueue("app", "ana", "s2", kind="add_session", payload={"events": [], "x": "é"})
+    q.close()
+    q2 = JobQueue(path)
+    assert q2.get("app", "ana", a.job_id).status == "queued"
+    assert q2.depth() == 2
+    first, second = q2.claim(), q2.claim()
+    assert first and second and (first.job_id, second.job_id) == (a.job_id, b.job_id)
+    assert second.payload == {"events": [], "x": "é"} and second.attempts == 1
+    assert q2.claim() is None
+
+
+def test_running_jobs_go_back_to_queued_on_restart(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="session_end")
+    assert q.claim() is not None  # then the process is killed mid-ingestion
+    q.close()
+    ran: list[str] = []
+    worker = JobWorker(JobQueue(path), lambda j: ran.append(j.session_id) or 3)
+    worker.queue.recover()
+    done = worker.run_once()
+    assert done and done.job_id == job.job_id and done.status == "done"
+    assert done.memories_added == 3 and done.attempts == 2 and ran == ["s1"]
+
+
+def test_a_failed_job_keeps_its_input_and_can_be_retried(path: Path) -> None:
+    q = JobQueue(path)
+    calls: list[Job] = []
+
+    def run(job: Job) -> int:
+        calls.append(job)
+        if len(calls) == 1:
+            raise InvalidInput("not a session", field="session.events")
+        return 2
+
+    worker = JobWorker(q, run)
+    job = q.enqueue("app", "ana", "s1", kind="add_session", payload={"k": 1})
+    failed = worker.run_once()
+    assert failed and failed.status == "failed"
+    assert failed.error == "session.events: not a session" and failed.payload == {"k": 1}
+    with pytest.raises(Conflict):
+        q.retry("app", "ana", q.enqueue("app", "ana", "s2", kind="trigger").job_id)
+    assert q.retry("app", "ana", job.job_id).status == "queued"
+    done = worker.run_once()
+    assert done and done.job_id == job.job_id and done.status == "done"
+    assert calls[1].payload == {"k": 1} and done.error is None
+
+
+def test_internal_errors_are_not_shown(path: Path) -> None:
+    q = JobQueue(path)
+    q.enqueue("app", "ana", "s1", kind="trigger")
+
+    def boom(job: Job) -> int:
+        raise RuntimeError("/srv/secret/path exploded")
+
+    failed = JobWorker(q, boom).run_once()
+    assert failed and failed.error and "secret" not in failed.error
+    assert "RuntimeError" in failed.error
+
+
+def test_jobs_are_scoped_to_their_tenant(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="session_end")
+    for app, user in (("app", "bob"), ("other", "ana")):
+        with pytest.raises(NotFound):
+            q.get(app, user, job.job_id)
+        with pytest.raises(NotFound):
+            q.retry(app, user, job.job_id)
+    assert q.get("app", "ana", job.job_id).public() == {
+        "job_id": job.job_id, "status": "queued", "memories_added": 0, "error": None}
+
+
+def test_the_background_worker_drains_and_wait_returns(path: Path) -> None:
+    q = JobQueue(path)
+    finished: list[str] = []
+    worker = JobWorker(q, lambda j: 1, poll_s=0.05,
+                       on_finish=lambda j: finished.append(j.job_id)).start()
+    try:
+        jobs = [q.enqueue("app", "ana", f"s{i}", kind="trigger") for i in range(3)]
+        worker.notify()
+        last = q.wait("app", "ana", jobs[-1].job_id, timeout_s=5)
+        assert last.status == "done"
+        assert all(q.wait("app", "ana", j.job_id, timeout_s=5).status == "done" for j in jobs)
+        assert q.depth() == 0
+    finally:
+        worker.stop()
+    assert finished == [j.job_id for j in jobs]  # on_finish runs after the commit
+    assert not any(t.name == "mnemoray-ingestion-jobs" and t.is_alive()
+                   for t in threading.enumerate())
+
+
+def test_an_inline_job_is_never_claimed_by_the_worker(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)
+    assert job.status == "running" and q.claim() is None
+
+
+# -- automatic retries ---------------------------------------------------------------------
+def test_a_failed_run_is_retried_with_backoff_then_fails_for_good(path: Path) -> None:
+    q = JobQueue(path)
+    calls: list[int] = []
+
+    def flaky(job: Job) -> int:
+        calls.append(job.tries)
+        raise Unavailable("summarizer backend down")
+
+    worker = JobWorker(q, flaky, retry=RetryPolicy(max_attempts=3, backoff_s=10, jitter=0))
+    job = q.enqueue("app", "ana", "s1", kind="add_session", payload={"k": 1})
+    first = worker.run_once()
+    assert first and first.status == "queued" and first.error == "summarizer backend down"
+    assert first.not_before is not None and 9 <= first.not_before - time.time() <= 10
+    assert q.claim() is None  # not due yet: the backoff holds it
+    assert q.depth() == 1
+    second = worker.run_once(now=time.time() + 11)
+    assert second and second.status == "queued" and second.tries == 2
+    assert second.not_before is not None and 19 <= second.not_before - time.time() <= 20
+    final = worker.run_once(now=time.time() + 60)
+    assert final and final.status == "failed" and final.attempts == 3 and calls == [1, 2, 3]
+    assert final.error == "summarizer backend down" and final.payload == {"k": 1}
+    # Failed for good, still retryable by hand, with a fresh round of automatic retries.
+    again = q.retry("app", "ana", job.job_id)
+    assert again.status == "queued" and again.tries == 0 and again.error is None
+    done = JobWorker(q, lambda j: 5).run_once()
+    assert done and done.status == "done" and done.attempts == 4 and done.memories_added == 5
+
+
+def test_a_callers_error_is_not_retried(path: Path) -> None:
+    q = JobQueue(path)
+    q.enqueue("app", "ana", "s1", kind="add_session", payload={})
+
+    def bad(job: Job) -> int:
+        raise InvalidInput("not a session", field="session.events")
+
+    failed = JobWorker(q, bad, retry=RetryPolicy(max_attempts=5)).run_once()
+    assert failed and failed.status == "failed" and failed.attempts == 1
+
+
+def test_an_inline_run_fails_at_once(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)
+
+    def down(job: Job) -> int:
+        raise Unavailable("down")
+
+    out = JobWorker(q, down).run_job(job, auto_retry=False)
+    assert out.status == "failed" and out.error == "down"
+
+
+def test_backoff_doubles_up_to_its_cap() -> None:
+    policy = RetryPolicy(max_attempts=9, backoff_s=1, max_backoff_s=5, jitter=0)
+    assert [policy.delay(n) for n in range(1, 6)] == [1, 2, 4, 5, 5]
+    spread = RetryPolicy(backoff_s=10, jitter=0.1)
+    assert all(9 <= spread.delay(1) <= 11 for _ in range(50))
+    for bad, name in (({"max_attempts": 0}, "max_attempts"), ({"jitter": 2}, "jitter"),
+                      ({"backoff_s": -1}, "backoff_s")):
+        with pytest.raises(InvalidInput) as exc:
+            RetryPolicy(**bad)
+        assert exc.value.field == name
+
+
+def test_the_background_worker_retries_until_done(path: Path) -> None:
+    q = JobQueue(path)
+    finished: list[Job] = []
+    failures = [Unavailable("busy"), RuntimeError("flaky")]
+
+    def run(job: Job) -> int:
+        if failures:
+            raise failures.pop(0)
+        return 7
+
+    retried: list[Job] = []
+    worker = JobWorker(q, run, poll_s=0.05, on_finish=finished.append, on_retry=retried.append,
+                       retry=RetryPolicy(max_attempts=5, backoff_s=0.05)).start()
+    try:
+        job = q.enqueue("app", "ana", "s1", kind="trigger")
+        worker.notify()
+        done = q.wait("app", "ana", job.job_id, timeout_s=10)
+    finally:
+        worker.stop()
+    assert done.status == "done" and done.attempts == 3 and done.memories_added == 7
+    assert done.error is None
+    assert [j.status for j in finished] == ["done"]  # on_finish: only the final outcome
+    assert [(j.status, j.error) for j in retried] == [
+        ("queued", "busy"), ("queued", "internal error (RuntimeError); the server logged it")]
+
+
+def test_a_job_that_keeps_stopping_its_process_fails_on_recovery(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)  # run 1 of 1
+    assert q.recover(max_tries=1) == 0
+    failed = q.get("app", "ana", job.job_id)
+    assert failed.status == "failed" and failed.error and "stopped" in failed.error
+
+
+# -- pruning -------------------------------------------------------------------------------
+def _age(q: JobQueue, job_id: str, seconds: float) -> None:
+    q._conn().execute("UPDATE jobs SET updated_at = updated_at - ? WHERE job_id = ?",
+                      (seconds, job_id))
+
+
+def test_prune_removes_only_old_finished_jobs(path: Path) -> None:
+    q = JobQueue(path)
+    worker = JobWorker(q, lambda j: 1, retry=RetryPolicy(max_attempts=1))
+    old_done, new_done = (q.enqueue("app", "ana", f"d{i}", kind="trigger") for i in range(2))
+    for _ in range(2):
+        assert worker.run_once() is not None
+    failed = q.enqueue("app", "ana", "f", kind="trigger")
+    JobWorker(q, lambda j: 1 / 0, retry=RetryPolicy(max_attempts=1)).run_once()
+    queued = q.enqueue("app", "ana", "q", kind="trigger")
+    running = q.enqueue("app", "ana", "r", kind="trigger", running=True)
+    for job in (old_done, failed, queued, running):
+        _age(q, job.job_id, 3600)
+    assert q.prune(600) == 1
+    with pytest.raises(NotFound):
+        q.get("app", "ana", old_done.job_id)
+    kept = [q.get("app", "ana", j.job_id).status for j in (new_done, failed, queued, running)]
+    assert kept == ["done", "failed", "queued", "running"]
+    assert q.prune(600, statuses=("done", "failed")) == 1  # asked: failed ones go too
+    assert q.depth() == 2
+    with pytest.raises(InvalidInput) as exc:
+        q.prune(0, statuses=("queued",))
+    assert exc.value.field == "statuses"
+
+
+def test_the_worker_prunes_after_the_retention(path: Path) -> None:
+    q = JobQueue(path)
+    worker = JobWorker(q, lambda j: 1, poll_s=0.05,
+                       retention=RetentionPolicy(retention_s=0, interval_s=0.05)).start()
+    try:
+        job = q.enqueue("app", "ana", "s1", kind="trigger")
+        worker.notify()
+        assert q.wait("app", "ana", job.job_id, timeout_s=5).status == "done"
+        deadline = time.monotonic() + 5
+        while q._conn().execute("SELECT COUNT(*) FROM jobs WHERE status = 'done'"
+                                ).fetchone()[0] and time.monotonic() < deadline:
+            with q.changed:
+                q.changed.wait(0.05)
+    finally:
+        worker.stop()
+    with pytest.raises(NotFound):
+        q.get("app", "ana", job.job_id)
+
+
+def test_a_queue_file_of_the_first_schema_gains_the_new_columns(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE jobs (job_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+                    "app_name TEXT NOT NULL, user_id TEXT NOT NULL, kind TEXT NOT NULL, "
+                    "session_id TEXT NOT NULL, payload TEXT, status TEXT NOT NULL, "
+                    "memories_added INTEGER NOT NULL DEFAULT 0, error TEXT, "
+                    "attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, "
+                    "updated_at REAL NOT NULL)")
+        old.execute("INSERT INTO jobs (job_id, seq, app_name, user_id, kind, session_id, "
+                    "status, created_at, updated_at) VALUES ('j1', 1, 'app', 'ana', "
+                    "'trigger', 's1', 'queued', 0, 0)")
+    q = JobQueue(path)
+    job = q.claim()
+    assert job and job.job_id == "j1" and job.tries == 1 and job.not_before is None
+
+
+# -- a forget reaches the queue (a job queued before an erase writes nothing) ----------
+def _service_worker(tmp_path: Path, q: JobQueue):
+    from mnemoray.memory.ingest.guard import guard_jobs
+    from mnemoray.memory.service.json_ops import MemoryOps
+    from mnemoray.memory.service.service import MemoryService
+    from tests.support.factories import parrot  # noqa: F401  (the session below)
+
+    svc = MemoryService.open(tmp_path / "svc", embedder=None)
+    guard_jobs(svc, q)
+    ops = MemoryOps(svc)
+    ran: list[str] = []
+
+    def run(job: Job) -> int:
+        ran.append(job.job_id)
+        return ops.call("add_session", job.app_name, job.user_id,
+                        {"session": job.payload})["added"]
+    return svc, JobWorker(q, run), ran
+
+
+def test_forgetting_a_user_cancels_their_queued_jobs_and_drops_their_input(
+        tmp_path: Path, path: Path) -> None:
+    from mnemoray.memory.ingest.job import FORGOTTEN
+    from tests.support.factories import parrot
+    q = JobQueue(path)
+    svc, worker, ran = _service_worker(tmp_path, q)
+    queued = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
+    failed = q.enqueue("app", "alice", "s0", kind="add_session", payload={"secret": 1})
+    q.fail(failed.job_id, "boom")
+    other = q.enqueue("app", "bob", "b1", kind="add_session", payload={"k": 1})
+    svc.forget_user("app", "alice", reason="GDPR erase")
+    for job in (queued, failed):
+        now = q.get("app", "alice", job.job_id)
+        assert (now.status, now.error, now.payload) == ("failed", FORGOTTEN, None)
+    assert q.get("app", "bob", other.job_id).payload == {"k": 1}  # another user's: untouched
+    with pytest.raises(Conflict):
+        q.retry("app", "alice", queued.job_id)
+    assert worker.run_once().job_id == other.job_id  # alice's jobs are not due any more
+    assert ran == [other.job_id] and svc.snapshot().rows_for_user("app", "alice") == []
+    # A session ingested after the erase is stored as usual.
+    later = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
+    assert worker.run_once().job_id == later.job_id
+    assert svc.snapshot().rows_for_user("app", "alice")
+    svc.close()
+
+
+def test_a_job_claimed_before_an_erase_writes_nothing(tmp_path: Path, path: Path) -> None:
+    from mnemoray.memory.ingest.job import FORGOTTEN
+    from tests.support.factories import parrot
+    q = JobQueue(path)
+    svc, worker, ran = _service_worker(tmp_path, q)
+    mine = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
+    kept = q.enqueue("app", "alice", "s2", kind="add_session", payload={"k": 1})
+    claimed = q.claim()  # running on another replica when the session is forgotten
+    assert claimed is not None and claimed.job_id == mine.job_id
+    svc.forget_session("app", "alice", "parrot", reason="asked")
+    assert q.get("app", "alice", kept.job_id).status == "queued"  # another session
+    done = worker.run_job(claimed)
+    assert (done.status, done.error, done.payload) == ("failed", FORGOTTEN, None)
+    assert ran == [] and svc.snapshot().rows_for_user("app", "alice") == []
+    svc.close()
+
+
+def test_done_jobs_drop_their_input(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="add_session", payload={"k": 1})
+    done = JobWorker(q, lambda j: 1).run_once()
+    assert done is not None and done.job_id == job.job_id
+    assert (done.status, done.payload) == ("done", None)
+
+
+# -- replicas sharing a queue: only a dead runner's jobs are taken over ----------------
+def test_a_starting_replica_leaves_another_replicas_running_job_alone(path: Path) -> None:
+    live, starting = JobQueue(path), JobQueue(path)
+    job = live.enqueue("app", "ana", "s1", kind="session_end")
+    assert live.claim() is not None  # the live replica runs it
+    worker = JobWorker(starting, lambda j: 1, poll_s=0.05, stale_after_s=60).start()
+    try:
+        time.sleep(0.2)
+        assert starting.get("app", "ana", job.job_id).status == "running"  # not requeued
+        assert starting.recover(max_tries=1, stale_after_s=60) == 0  # nor failed
+        assert starting.get("app", "ana", job.job_id).status == "running"
+        # The runner dies: no heartbeat for longer than the limit, then it is taken over.
+        assert worker.recover_stale(now=time.time() + 120) == 1
+        assert starting.wait("app", "ana", job.job_id, timeout_s=5).status == "done"
+    finally:
+        worker.stop()
+
+
+def test_the_worker_beats_for_the_jobs_it_runs(path: Path) -> None:
+    q = JobQueue(path)
+    job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)  # run inline
+
+    def heartbeat() -> float:
+        return q._conn().execute("SELECT heartbeat FROM jobs WHERE job_id = ?",
+                                 (job.job_id,)).fetchone()[0]
+
+    first = heartbeat()
+    worker = JobWorker(q, lambda j: 1, heartbeat_s=0.05).start()
+    try:
+        deadline = time.monotonic() + 5
+        while heartbeat() == first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert heartbeat() > first and q.get("app", "ana", job.job_id).status == "running"
+    finally:
+        worker.stop()
