@@ -113,11 +113,15 @@ def dataset(sessions: int, per_file: int, cache: Path) -> tuple[Path, dict[str, 
     if archive.exists():
         shutil.rmtree(archive)
     for i in range(0, len(data), per_file):
-        write_archive(data[i:i + per_file], archive / f"part-{i // per_file:04d}.parquet")
-    meta = {"sessions": len(data), "events": sum(len(s.events) for s in data),
-            "users": users, "files": -(-len(data) // per_file), "fingerprint":
-            cfg.fingerprint(), "events_per_session": round(
-                sum(len(s.events) for s in data) / len(data), 2)}
+        write_archive(data[i : i + per_file], archive / f"part-{i // per_file:04d}.parquet")
+    meta = {
+        "sessions": len(data),
+        "events": sum(len(s.events) for s in data),
+        "users": users,
+        "files": -(-len(data) // per_file),
+        "fingerprint": cfg.fingerprint(),
+        "events_per_session": round(sum(len(s.events) for s in data) / len(data), 2),
+    }
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     return archive, meta
 
@@ -143,16 +147,21 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - t0
 
 
-def raw_encode(embedder: Embedder, texts: Sequence[str],
-               calls: Sequence[Sequence[str]] | None = None) -> dict[str, Any]:
+def raw_encode(
+    embedder: Embedder, texts: Sequence[str], calls: Sequence[Sequence[str]] | None = None
+) -> dict[str, Any]:
     embedder.encode(list(texts[:ENCODE_BATCH]), batch_size=ENCODE_BATCH)  # warm
     if calls is None:
         _, secs = timed(lambda: embedder.encode(list(texts), batch_size=ENCODE_BATCH))
     else:
-        _, secs = timed(lambda: [embedder.encode(list(c), batch_size=ENCODE_BATCH)
-                                 for c in calls if c])
-    return {"texts": len(texts), "seconds": round(secs, 3),
-            "texts_per_s": round(len(texts) / secs, 2)}
+        _, secs = timed(
+            lambda: [embedder.encode(list(c), batch_size=ENCODE_BATCH) for c in calls if c]
+        )
+    return {
+        "texts": len(texts),
+        "seconds": round(secs, 3),
+        "texts_per_s": round(len(texts) / secs, 2),
+    }
 
 
 def torch_threads() -> int:
@@ -177,8 +186,9 @@ def _batches(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def naive_loop(archive: Path, store_dir: Path, spec: str, batch_sessions: int,
-               commit_every: int = 256) -> dict[str, Any]:
+def naive_loop(
+    archive: Path, store_dir: Path, spec: str, batch_sessions: int, commit_every: int = 256
+) -> dict[str, Any]:
     """Read, distill each session, embed per batch, write a segment per commit."""
     t0 = time.perf_counter()
     summarizer = get_summarizer(SUMMARIZER)
@@ -209,18 +219,27 @@ def naive_loop(archive: Path, store_dir: Path, spec: str, batch_sessions: int,
     if pending:
         commit()
     wall = time.perf_counter() - t0
-    return {"seconds": round(wall, 3), "sessions": sessions, "memories": written,
-            "stage_seconds": {k: round(v, 3) for k, v in busy.items()}}
+    return {
+        "seconds": round(wall, 3),
+        "sessions": sessions,
+        "memories": written,
+        "stage_seconds": {k: round(v, 3) for k, v in busy.items()},
+    }
 
 
 def in_process(archive: Path, store_dir: Path, spec: str) -> dict[str, Any]:
     from mnemoray.backfill import BackfillConfig, backfill
 
-    cfg = BackfillConfig(archive, store_dir, summarizer=SUMMARIZER, embedder=spec,
-                         progress_interval_s=1e9)
+    cfg = BackfillConfig(
+        archive, store_dir, summarizer=SUMMARIZER, embedder=spec, progress_interval_s=1e9
+    )
     report, wall = timed(lambda: backfill(cfg, stream=io.StringIO(), tty=False))
-    return {"seconds": round(wall, 3), "sessions": report.sessions_read,
-            "memories": report.memories_written, "commit_timeline": timeline(report)}
+    return {
+        "seconds": round(wall, 3),
+        "sessions": report.sessions_read,
+        "memories": report.memories_written,
+        "commit_timeline": timeline(report),
+    }
 
 
 def start_ray(cpus: int | None = None) -> float:
@@ -230,9 +249,14 @@ def start_ray(cpus: int | None = None) -> float:
     from mnemoray.pipeline.backfill import LOCAL_ENV
 
     env = dict(LOCAL_ENV)
-    _, secs = timed(lambda: ray.init(num_cpus=cpus or os.cpu_count() or 2,
-                                     include_dashboard=False,
-                                     log_to_driver=False, runtime_env={"env_vars": env}))
+    _, secs = timed(
+        lambda: ray.init(
+            num_cpus=cpus or os.cpu_count() or 2,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": env},
+        )
+    )
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
@@ -252,8 +276,11 @@ def actor_threads() -> dict[str, Any]:
         def threads(self) -> dict[str, Any]:
             import torch
 
-            return {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-                    "torch_threads": torch.get_num_threads(), "num_cpus": actor_cpus}
+            return {
+                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                "torch_threads": torch.get_num_threads(),
+                "num_cpus": actor_cpus,
+            }
 
     probe = Probe.remote()
     try:
@@ -278,8 +305,11 @@ class ActorCounter:
 
         while not self._stop.wait(self.every_s):
             try:
-                alive = [a.get("ActorClassName", "") for a in state.actors().values()
-                         if a.get("State") == "ALIVE"]
+                alive = [
+                    a.get("ActorClassName", "")
+                    for a in state.actors().values()
+                    if a.get("State") == "ALIVE"
+                ]
             except Exception:  # a private API: a sample lost is no failure
                 continue
             for stage in ("Distill", "Embed"):
@@ -295,39 +325,57 @@ class ActorCounter:
         self._thread.join()
 
 
-def pipeline_run(archive: Path, store_dir: Path, runtime: str, *, threads: int | None = None,
-                 **ray_options: Any) -> dict[str, Any]:
+def pipeline_run(
+    archive: Path, store_dir: Path, runtime: str, *, threads: int | None = None, **ray_options: Any
+) -> dict[str, Any]:
     from mnemoray.backfill import BackfillConfig, RayOptions, backfill
     from mnemoray.embedders import EmbedderSpec
     from mnemoray.pipeline.backfill import RayDataEngine
 
     spec = EmbedderSpec.parse(RUNTIMES[runtime][1]).override(threads=threads)
-    cfg = BackfillConfig(archive=str(archive), store=str(store_dir), progress_interval_s=1e9,
-                         embedder=spec, ray=RayOptions(**ray_options))
+    cfg = BackfillConfig(
+        archive=str(archive),
+        store=str(store_dir),
+        progress_interval_s=1e9,
+        embedder=spec,
+        ray=RayOptions(**ray_options),
+    )
     opts = cfg.ray.resolved()
     import ray
 
     opts = opts.for_cluster(ray.cluster_resources())  # what the engine sizes for it
     with ActorCounter() as actors:
-        run, wall = timed(lambda: backfill(cfg, RayDataEngine(), stream=io.StringIO(),
-                                           tty=False))
-    return {"seconds": run.seconds, "driver_seconds": round(wall, 3),
-            "max_alive_actors": actors.peak,
-            "sessions": run.sessions_read, "memories": run.memories_written,
-            "commits": run.commits, "stage_seconds": run.stage_seconds,
-            "commit_timeline": timeline(run),
-            "config": {"embedder": str(spec), "embed_runtime": spec.runtime,
-                       "embed_threads": spec.threads, "workers": opts.workers,
-                       "batch_size": opts.batch_size, "commit_every": cfg.commit_every,
-                       "actor_cpus": opts.actor_cpus, "task_cpus": opts.task_cpus}}
+        run, wall = timed(lambda: backfill(cfg, RayDataEngine(), stream=io.StringIO(), tty=False))
+    return {
+        "seconds": run.seconds,
+        "driver_seconds": round(wall, 3),
+        "max_alive_actors": actors.peak,
+        "sessions": run.sessions_read,
+        "memories": run.memories_written,
+        "commits": run.commits,
+        "stage_seconds": run.stage_seconds,
+        "commit_timeline": timeline(run),
+        "config": {
+            "embedder": str(spec),
+            "embed_runtime": spec.runtime,
+            "embed_threads": spec.threads,
+            "workers": opts.workers,
+            "batch_size": opts.batch_size,
+            "commit_every": cfg.commit_every,
+            "actor_cpus": opts.actor_cpus,
+            "task_cpus": opts.task_cpus,
+        },
+    }
 
 
 # -- analysis -----------------------------------------------------------------------------
 def rates(r: dict[str, Any], events: int) -> dict[str, Any]:
     secs = r["seconds"]
-    return {"sessions_per_s": round(r["sessions"] / secs, 2),
-            "events_per_s": round(events / secs, 1),
-            "memories_per_s": round(r["memories"] / secs, 2)}
+    return {
+        "sessions_per_s": round(r["sessions"] / secs, 2),
+        "events_per_s": round(events / secs, 1),
+        "memories_per_s": round(r["memories"] / secs, 2),
+    }
 
 
 def decompose(r: dict[str, Any], raw_tps: float) -> dict[str, Any]:
@@ -360,24 +408,40 @@ SWEEP: list[tuple[str, dict[str, Any]]] = [
 QUICK_SWEEP = [SWEEP[0]]
 
 
-def bench_runtime(runtime: str, archive: Path, meta: dict[str, Any], texts: list[list[str]],
-                  sweep: list[tuple[str, dict[str, Any]]], work: Path,
-                  batch_size: int, diagnostics: bool) -> dict[str, Any]:
+def bench_runtime(
+    runtime: str,
+    archive: Path,
+    meta: dict[str, Any],
+    texts: list[list[str]],
+    sweep: list[tuple[str, dict[str, Any]]],
+    work: Path,
+    batch_size: int,
+    diagnostics: bool,
+) -> dict[str, Any]:
     import ray
 
     spec = RUNTIMES[runtime][0]
     flat = [t for per in texts for t in per]
     events = meta["events"]
     embedder, load_s = timed(lambda: open_embedder(spec))
-    out: dict[str, Any] = {"embedder": runtime, "spec": spec, "model_id": embedder.model_id,
-                           "load_seconds": round(load_s, 2),
-                           "driver_threads": None if spec == "onnx" else torch_threads()}
+    out: dict[str, Any] = {
+        "embedder": runtime,
+        "spec": spec,
+        "model_id": embedder.model_id,
+        "load_seconds": round(load_s, 2),
+        "driver_threads": None if spec == "onnx" else torch_threads(),
+    }
     print(f"[{runtime}] raw encode of {len(flat)} key_texts ...", flush=True)
     out["raw_before"] = raw_encode(embedder, flat)
     if diagnostics:
-        out["raw_chunked"] = raw_encode(embedder, flat, calls=[
-            [t for per in texts[i:i + batch_size] for t in per]
-            for i in range(0, len(texts), batch_size)])
+        out["raw_chunked"] = raw_encode(
+            embedder,
+            flat,
+            calls=[
+                [t for per in texts[i : i + batch_size] for t in per]
+                for i in range(0, len(texts), batch_size)
+            ],
+        )
         single, undo = one_thread(spec)
         try:
             out["raw_1_thread"] = raw_encode(single, flat)
@@ -392,7 +456,7 @@ def bench_runtime(runtime: str, archive: Path, meta: dict[str, Any], texts: list
 
     # Paired reference: raw encode of a fixed sample right before and after each run,
     # so a run is compared with the raw speed under the same machine load.
-    sample = flat[::max(1, len(flat) // PAIRED_SAMPLE)][:PAIRED_SAMPLE]  # lengths as in flat
+    sample = flat[:: max(1, len(flat) // PAIRED_SAMPLE)][:PAIRED_SAMPLE]  # lengths as in flat
     runs = []
     try:
         start_s = start_ray()
@@ -404,16 +468,23 @@ def bench_runtime(runtime: str, archive: Path, meta: dict[str, Any], texts: list
         first = sorted(archive.glob("*.parquet"))[0]
         print(f"[{runtime}] pipeline warm-up on {first.name} ...", flush=True)
         warm = pipeline_run(first, work / f"ray-{runtime}-warmup", runtime)
-        out["warmup"] = {**warm, "archive_file": first.name,
-                         "memories_per_s": round(warm["memories"] / warm["seconds"], 2)}
+        out["warmup"] = {
+            **warm,
+            "archive_file": first.name,
+            "memories_per_s": round(warm["memories"] / warm["seconds"], 2),
+        }
         for label, overrides in sweep:
             print(f"[{runtime}] pipeline: {label} ...", flush=True)
             before = raw_encode(embedder, sample)["texts_per_s"]
             r = pipeline_run(archive, work / f"ray-{runtime}-{len(runs)}", runtime, **overrides)
             after = raw_encode(embedder, sample)["texts_per_s"]
-            r.update(label=label, ray_start_seconds=round(start_s, 2),
-                     actor_threads=probe, raw_paired_texts_per_s=round((before + after) / 2, 2),
-                     **rates(r, events))
+            r.update(
+                label=label,
+                ray_start_seconds=round(start_s, 2),
+                actor_threads=probe,
+                raw_paired_texts_per_s=round((before + after) / 2, 2),
+                **rates(r, events),
+            )
             runs.append(r)
     finally:
         if ray.is_initialized():
@@ -426,12 +497,14 @@ def bench_runtime(runtime: str, archive: Path, meta: dict[str, Any], texts: list
     out["paired_calibration"] = round(calib, 3)
     raw_tps = (out["raw_before"]["texts_per_s"] + out["raw_after"]["texts_per_s"]) / 2
     out["raw_texts_per_s"] = round(raw_tps, 2)
-    out["raw_drift"] = round(out["raw_after"]["texts_per_s"] / out["raw_before"]["texts_per_s"]
-                             - 1, 3)
+    out["raw_drift"] = round(
+        out["raw_after"]["texts_per_s"] / out["raw_before"]["texts_per_s"] - 1, 3
+    )
     for r in runs:
         r["analysis"] = decompose(r, raw_tps)
         r["analysis"]["vs_raw_paired"] = round(
-            r["memories_per_s"] / (r["raw_paired_texts_per_s"] * calib), 3)
+            r["memories_per_s"] / (r["raw_paired_texts_per_s"] * calib), 3
+        )
     out["naive"]["analysis"] = decompose(out["naive"], raw_tps)
     out["in_process"]["vs_raw"] = round(out["in_process"]["memories_per_s"] / raw_tps, 3)
     out["pipeline"] = runs
@@ -449,37 +522,49 @@ def _actors(r: dict[str, Any]) -> str:
 
 def table(results: dict[str, Any]) -> str:
     lines = []
-    head = (f"{'runtime':<8} {'run':<26} {'wall s':>7} {'sess/s':>7} {'events/s':>8} "
-            f"{'mem/s':>7} {'vs raw':>6}  " + " ".join(f"{s[:6]:>6}" for s in STAGES)
-            + f" {'emb spd':>7} {'emb util':>8} {'vs paired':>9} {'actors':>6}")
+    head = (
+        f"{'runtime':<8} {'run':<26} {'wall s':>7} {'sess/s':>7} {'events/s':>8} "
+        f"{'mem/s':>7} {'vs raw':>6}  "
+        + " ".join(f"{s[:6]:>6}" for s in STAGES)
+        + f" {'emb spd':>7} {'emb util':>8} {'vs paired':>9} {'actors':>6}"
+    )
     lines += [head, "-" * len(head)]
     for e in results["embedders"]:
         raw = e["raw_texts_per_s"]
-        lines.append(f"{e['embedder']:<8} {'raw encode (texts/s)':<26} "
-                     f"{e['raw_before']['seconds']:>7.1f} {'':>7} {'':>8} {raw:>7.1f} "
-                     f"{1.0:>6.2f}  (before {e['raw_before']['texts_per_s']:.1f}, after "
-                     f"{e['raw_after']['texts_per_s']:.1f}, drift {e['raw_drift']:+.0%})")
-        for key, extra in (("raw_chunked", "calls of one pipeline batch"),
-                           ("raw_1_thread", "1 intra-op thread")):
+        lines.append(
+            f"{e['embedder']:<8} {'raw encode (texts/s)':<26} "
+            f"{e['raw_before']['seconds']:>7.1f} {'':>7} {'':>8} {raw:>7.1f} "
+            f"{1.0:>6.2f}  (before {e['raw_before']['texts_per_s']:.1f}, after "
+            f"{e['raw_after']['texts_per_s']:.1f}, drift {e['raw_drift']:+.0%})"
+        )
+        for key, extra in (
+            ("raw_chunked", "calls of one pipeline batch"),
+            ("raw_1_thread", "1 intra-op thread"),
+        ):
             if key in e:
-                lines.append(f"{'':<8} {'  raw, ' + extra:<26} {e[key]['seconds']:>7.1f} "
-                             f"{'':>7} {'':>8} {e[key]['texts_per_s']:>7.1f} "
-                             f"{e[key]['texts_per_s'] / raw:>6.2f}")
+                lines.append(
+                    f"{'':<8} {'  raw, ' + extra:<26} {e[key]['seconds']:>7.1f} "
+                    f"{'':>7} {'':>8} {e[key]['texts_per_s']:>7.1f} "
+                    f"{e[key]['texts_per_s'] / raw:>6.2f}"
+                )
         rows = [("naive loop", e["naive"]), ("in-process backfill", e["in_process"])]
         rows += [(f"ray: {r['label']}", r) for r in e["pipeline"]]
         for label, r in rows:
             a = r.get("analysis") or {}
             shares = a.get("share_of_wall") or {}
             vs = a.get("vs_raw", r.get("vs_raw", 0.0))
-            stage_cols = " ".join(f"{shares[s]:>6.0%}" if s in shares else f"{'':>6}"
-                                  for s in STAGES)
+            stage_cols = " ".join(
+                f"{shares[s]:>6.0%}" if s in shares else f"{'':>6}" for s in STAGES
+            )
             spd = a.get("embed_speed_vs_raw")
             util = a.get("embed_utilisation")
-            lines.append(f"{'':<8} {label:<26} {r['seconds']:>7.1f} {r['sessions_per_s']:>7.1f} "
-                         f"{r['events_per_s']:>8.0f} {r['memories_per_s']:>7.1f} {vs:>6.2f}  "
-                         f"{stage_cols} {'' if spd is None else f'{spd:.2f}':>7} "
-                         f"{'' if util is None else f'{util:.2f}':>8} "
-                         f"{a.get('vs_raw_paired', ''):>9} {_actors(r):>6}")
+            lines.append(
+                f"{'':<8} {label:<26} {r['seconds']:>7.1f} {r['sessions_per_s']:>7.1f} "
+                f"{r['events_per_s']:>8.0f} {r['memories_per_s']:>7.1f} {vs:>6.2f}  "
+                f"{stage_cols} {'' if spd is None else f'{spd:.2f}':>7} "
+                f"{'' if util is None else f'{util:.2f}':>8} "
+                f"{a.get('vs_raw_paired', ''):>9} {_actors(r):>6}"
+            )
     return "\n".join(lines)
 
 
@@ -489,8 +574,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True,
-                             gridspec_kw={"width_ratios": [1, 1.6]})
+    fig, axes = plt.subplots(
+        1, 2, figsize=(13, 4.8), sharey=True, gridspec_kw={"width_ratios": [1, 1.6]}
+    )
     colors = {"onnx": "tab:orange", "torch": "tab:blue"}
     groups = results["embedders"]
     width = 0.8 / max(1, len(groups))
@@ -500,18 +586,29 @@ def plot(results: dict[str, Any], path: Path) -> None:
         for ax in axes:
             ax.axhline(raw, color=color, ls="--", lw=1)
             ax.axhline(GOAL * raw, color=color, ls=":", lw=1)
-            ax.text(0.01, raw, f"raw {name} {raw:.0f}/s", color=color, va="bottom",
-                    fontsize=8, transform=ax.get_yaxis_transform())
-        pts = sorted({r["config"]["batch_size"]: r["memories_per_s"] for r in runs
-                      if r["config"]["workers"] == 1
-                      and r["config"]["embed_threads"] is None}.items())
+            ax.text(
+                0.01,
+                raw,
+                f"raw {name} {raw:.0f}/s",
+                color=color,
+                va="bottom",
+                fontsize=8,
+                transform=ax.get_yaxis_transform(),
+            )
+        pts = sorted(
+            {
+                r["config"]["batch_size"]: r["memories_per_s"]
+                for r in runs
+                if r["config"]["workers"] == 1 and r["config"]["embed_threads"] is None
+            }.items()
+        )
         if pts:
             axes[0].plot(*zip(*pts, strict=True), marker="o", color=color, label=name)
         xs = [i + (g - (len(groups) - 1) / 2) * width for i in range(len(runs))]
-        axes[1].bar(xs, [r["memories_per_s"] for r in runs], width=width, color=color,
-                    label=name)
-        axes[1].set_xticks(range(len(runs)), [r["label"] for r in runs], rotation=30,
-                           ha="right", fontsize=8)
+        axes[1].bar(xs, [r["memories_per_s"] for r in runs], width=width, color=color, label=name)
+        axes[1].set_xticks(
+            range(len(runs)), [r["label"] for r in runs], rotation=30, ha="right", fontsize=8
+        )
     axes[0].set_xscale("log", base=2)
     axes[0].set_xlabel("--batch-size (sessions per distill/embed batch), workers 1")
     axes[0].set_ylabel("memories / s (pipeline)")
@@ -522,10 +619,13 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8, loc="lower right")
     load = results["machine"]["load_average_start"][0]
-    fig.suptitle(f"Backfill on Ray Data, {results['dataset']['sessions']} sessions, "
-                 f"{results['dataset']['memories']} memories, {os.cpu_count()} cores "
-                 f"(dashed: raw encode, dotted: {GOAL:.0%} goal; load avg at start "
-                 f"{load:.1f})", fontsize=10)
+    fig.suptitle(
+        f"Backfill on Ray Data, {results['dataset']['sessions']} sessions, "
+        f"{results['dataset']['memories']} memories, {os.cpu_count()} cores "
+        f"(dashed: raw encode, dotted: {GOAL:.0%} goal; load avg at start "
+        f"{load:.1f})",
+        fontsize=10,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -536,41 +636,75 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=2000)
     p.add_argument("--sessions-per-file", type=int, default=250)
-    p.add_argument("--runtimes", default="onnx,torch",
-                   help=f"comma-separated, of: {', '.join(RUNTIMES)}")
-    p.add_argument("--quick", action="store_true",
-                   help="60 sessions, default config only, results in benchmarks/.cache/")
-    p.add_argument("--sweep", default=None,
-                   help="comma-separated labels of the configurations to run (default: all; "
-                   "the first run is always the default config)")
-    p.add_argument("--no-diagnostics", action="store_true",
-                   help="skip the chunked and 1-thread raw encodes")
-    p.add_argument("--timeline", action="store_true",
-                   help="only the commit timelines (in-process and the pipeline's default "
-                   "config); merged into the results file under 'commit_timeline'")
+    p.add_argument(
+        "--runtimes", default="onnx,torch", help=f"comma-separated, of: {', '.join(RUNTIMES)}"
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="60 sessions, default config only, results in benchmarks/.cache/",
+    )
+    p.add_argument(
+        "--sweep",
+        default=None,
+        help="comma-separated labels of the configurations to run (default: all; "
+        "the first run is always the default config)",
+    )
+    p.add_argument(
+        "--no-diagnostics", action="store_true", help="skip the chunked and 1-thread raw encodes"
+    )
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="only the commit timelines (in-process and the pipeline's default "
+        "config); merged into the results file under 'commit_timeline'",
+    )
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                   help="cuda: the GPU pipeline beside the GPU's limit "
-                   "(benchmarks/backfill_scale.py)")
-    p.add_argument("--cores", default=None, help="comma-separated core counts: the CPU "
-                   "scaling curve (taskset, one local Ray per count)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="cuda: distill actors (default: cores - 2)")
-    p.add_argument("--gpus-per-embedder", default="1",
-                   help="cuda: comma-separated GPU shares per embed actor, one pipeline run "
-                   "each (0.25: four embed actors on one GPU, each tokenising on its own)")
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda: the GPU pipeline beside the GPU's limit (benchmarks/backfill_scale.py)",
+    )
+    p.add_argument(
+        "--cores",
+        default=None,
+        help="comma-separated core counts: the CPU "
+        "scaling curve (taskset, one local Ray per count)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=None, help="cuda: distill actors (default: cores - 2)"
+    )
+    p.add_argument(
+        "--gpus-per-embedder",
+        default="1",
+        help="cuda: comma-separated GPU shares per embed actor, one pipeline run "
+        "each (0.25: four embed actors on one GPU, each tokenising on its own)",
+    )
     p.add_argument("--one-cores-run", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--commit", action="store_true",
-                   help="only the driver's commit step: in-process and the pipeline's default "
-                   "config, commit busy seconds (benchmarks/backfill_commit.py)")
-    p.add_argument("--commit-embedder", default="none",
-                   help="--commit: the embedder spec (none: keyword-only, so embedding "
-                   "does not hide the commit step)")
-    p.add_argument("--commit-label", default="",
-                   help="--commit: names the run in the results file (runs are appended)")
-    p.add_argument("--machine-note", default="",
-                   help="--commit: what the machine is and how loaded (stored with the results)")
+    p.add_argument(
+        "--commit",
+        action="store_true",
+        help="only the driver's commit step: in-process and the pipeline's default "
+        "config, commit busy seconds (benchmarks/backfill_commit.py)",
+    )
+    p.add_argument(
+        "--commit-embedder",
+        default="none",
+        help="--commit: the embedder spec (none: keyword-only, so embedding "
+        "does not hide the commit step)",
+    )
+    p.add_argument(
+        "--commit-label",
+        default="",
+        help="--commit: names the run in the results file (runs are appended)",
+    )
+    p.add_argument(
+        "--machine-note",
+        default="",
+        help="--commit: what the machine is and how loaded (stored with the results)",
+    )
     args = p.parse_args(argv)
     if args.commit:
         from benchmarks import backfill_commit
@@ -585,16 +719,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.quick:
         args.sessions, args.sessions_per_file = 60, 20
-    out = args.out or (CACHE / "backfill-quick.json" if args.quick
-                       else RESULTS / "backfill.json")
+    out = args.out or (CACHE / "backfill-quick.json" if args.quick else RESULTS / "backfill.json")
     png = args.plot or out.with_suffix(".png")
     sweep = QUICK_SWEEP if args.quick else SWEEP
     if args.sweep:
         wanted = {w.strip() for w in args.sweep.split(",") if w.strip()}
         unknown = wanted - {label for label, _ in SWEEP}
         if unknown:
-            p.error(f"--sweep: unknown {', '.join(sorted(unknown))}; known: "
-                    f"{', '.join(label for label, _ in SWEEP)}")
+            p.error(
+                f"--sweep: unknown {', '.join(sorted(unknown))}; known: "
+                f"{', '.join(label for label, _ in SWEEP)}"
+            )
         sweep = [SWEEP[0]] + [s for s in SWEEP[1:] if s[0] in wanted]
 
     load_start = os.getloadavg()
@@ -604,9 +739,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return timeline_only(archive, meta, out, load_start)
     texts, distill_s = key_texts(archive)
     flat = sum(len(t) for t in texts)
-    print(f"{meta['sessions']} sessions, {meta['events']} events, {meta['files']} files, "
-          f"{flat} memories ({flat / meta['sessions']:.1f}/session); single-process distill "
-          f"{meta['sessions'] / distill_s:.0f} sessions/s", flush=True)
+    print(
+        f"{meta['sessions']} sessions, {meta['events']} events, {meta['files']} files, "
+        f"{flat} memories ({flat / meta['sessions']:.1f}/session); single-process distill "
+        f"{meta['sessions'] / distill_s:.0f} sessions/s",
+        flush=True,
+    )
     from mnemoray.backfill.config import RAY_DEFAULTS
 
     batch_size = RAY_DEFAULTS.batch_size  # the naive loop's batches: the pipeline's
@@ -615,13 +753,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         p.error(f"--runtimes: unknown {', '.join(unknown)}; known: {', '.join(RUNTIMES)}")
     results: dict[str, Any] = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "load_average_start": load_start},
-        "versions": {d: version(d) for d in ("ray", "torch", "onnxruntime",
-                                              "sentence-transformers")},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_average_start": load_start,
+        },
+        "versions": {
+            d: version(d) for d in ("ray", "torch", "onnxruntime", "sentence-transformers")
+        },
         "dataset": {**meta, "memories": flat, "archive": str(archive)},
-        "settings": {"summarizer": SUMMARIZER, "encode_batch": ENCODE_BATCH, "goal": GOAL,
-                     "quick": args.quick, "sweep": [s[0] for s in sweep]},
+        "settings": {
+            "summarizer": SUMMARIZER,
+            "encode_batch": ENCODE_BATCH,
+            "goal": GOAL,
+            "quick": args.quick,
+            "sweep": [s[0] for s in sweep],
+        },
         "distill_only_sessions_per_s": round(meta["sessions"] / distill_s, 1),
         "embedders": [],
     }
@@ -629,30 +777,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, runtime in enumerate(runtimes):
             # The sweep runs on the first runtime (the default, ONNX); the others run
             # the default config only, for comparison (torch is ~2x slower to sweep).
-            results["embedders"].append(bench_runtime(
-                runtime, archive, meta, texts, sweep if i == 0 else sweep[:1], Path(tmp),
-                batch_size,
-                diagnostics=not args.no_diagnostics and not args.quick))
+            results["embedders"].append(
+                bench_runtime(
+                    runtime,
+                    archive,
+                    meta,
+                    texts,
+                    sweep if i == 0 else sweep[:1],
+                    Path(tmp),
+                    batch_size,
+                    diagnostics=not args.no_diagnostics and not args.quick,
+                )
+            )
             out.parent.mkdir(parents=True, exist_ok=True)  # partial results survive a kill
             out.with_suffix(".partial.json").write_text(json.dumps(results, indent=1))
     results["machine"]["load_average_end"] = os.getloadavg()
-    best = {e["embedder"]: max(e["pipeline"], key=lambda r: r["memories_per_s"])
-            for e in results["embedders"]}
+    best = {
+        e["embedder"]: max(e["pipeline"], key=lambda r: r["memories_per_s"])
+        for e in results["embedders"]
+    }
     results["summary"] = {
-        spec: {"default_config_vs_raw": e["pipeline"][0]["analysis"]["vs_raw"],
-               "default_config_memories_per_s": e["pipeline"][0]["memories_per_s"],
-               "best_config": best[spec]["label"],
-               "best_memories_per_s": best[spec]["memories_per_s"],
-               "best_vs_raw": best[spec]["analysis"]["vs_raw"],
-               "best_vs_raw_paired": best[spec]["analysis"]["vs_raw_paired"],
-               "default_config_vs_raw_paired": e["pipeline"][0]["analysis"]["vs_raw_paired"],
-               "goal_met_default": e["pipeline"][0]["analysis"]["vs_raw"] >= GOAL,
-               "goal_met_best": best[spec]["analysis"]["vs_raw"] >= GOAL}
-        for spec, e in ((e["embedder"], e) for e in results["embedders"])}
+        spec: {
+            "default_config_vs_raw": e["pipeline"][0]["analysis"]["vs_raw"],
+            "default_config_memories_per_s": e["pipeline"][0]["memories_per_s"],
+            "best_config": best[spec]["label"],
+            "best_memories_per_s": best[spec]["memories_per_s"],
+            "best_vs_raw": best[spec]["analysis"]["vs_raw"],
+            "best_vs_raw_paired": best[spec]["analysis"]["vs_raw_paired"],
+            "default_config_vs_raw_paired": e["pipeline"][0]["analysis"]["vs_raw_paired"],
+            "goal_met_default": e["pipeline"][0]["analysis"]["vs_raw"] >= GOAL,
+            "goal_met_best": best[spec]["analysis"]["vs_raw"] >= GOAL,
+        }
+        for spec, e in ((e["embedder"], e) for e in results["embedders"])
+    }
     results["commit_timeline"] = {
-        e["embedder"]: {"in_process": e["in_process"]["commit_timeline"],
-                        "ray_data_default": e["pipeline"][0]["commit_timeline"]}
-        for e in results["embedders"]}
+        e["embedder"]: {
+            "in_process": e["in_process"]["commit_timeline"],
+            "ray_data_default": e["pipeline"][0]["commit_timeline"],
+        }
+        for e in results["embedders"]
+    }
     print()
     print(table(results))
     for e in results["embedders"]:
@@ -661,13 +825,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     for e in results["embedders"]:
         w = e.get("warmup")
         if w:
-            print(f"{e['embedder']}: warm-up (first job on the fresh Ray instance, "
-                  f"{w['archive_file']}, default config, not in the table): "
-                  f"{w['memories']} memories in {w['seconds']:.1f} s = "
-                  f"{w['memories_per_s']:.1f}/s")
-    print(f"\nshares: a stage's busy seconds (summed over its workers) / wall; 'emb spd': "
-          f"embed stage memories per busy second / raw; 'emb util': embed busy / wall.\n"
-          f"load average start {load_start}, end {results['machine']['load_average_end']}")
+            print(
+                f"{e['embedder']}: warm-up (first job on the fresh Ray instance, "
+                f"{w['archive_file']}, default config, not in the table): "
+                f"{w['memories']} memories in {w['seconds']:.1f} s = "
+                f"{w['memories_per_s']:.1f}/s"
+            )
+    print(
+        f"\nshares: a stage's busy seconds (summed over its workers) / wall; 'emb spd': "
+        f"embed stage memories per busy second / raw; 'emb util': embed busy / wall.\n"
+        f"load average start {load_start}, end {results['machine']['load_average_end']}"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
     out.with_suffix(".partial.json").unlink(missing_ok=True)
@@ -676,18 +844,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def timeline_only(archive: Path, meta: dict[str, Any], out: Path,
-                  load_start: tuple[float, float, float]) -> int:
+def timeline_only(
+    archive: Path, meta: dict[str, Any], out: Path, load_start: tuple[float, float, float]
+) -> int:
     """The commit timelines of the in-process backfill and the pipeline's default config."""
     import ray
 
-    section: dict[str, Any] = {"dataset": {k: meta[k] for k in ("sessions", "files", "events")},
-                               "machine": {"cpus": os.cpu_count(),
-                                           "load_average_start": load_start}}
+    section: dict[str, Any] = {
+        "dataset": {k: meta[k] for k in ("sessions", "files", "events")},
+        "machine": {"cpus": os.cpu_count(), "load_average_start": load_start},
+    }
     with tempfile.TemporaryDirectory(prefix="backfill-timeline-") as tmp:
         print("in-process backfill ...", flush=True)
-        section["in_process"] = in_process(archive, Path(tmp) / "inproc",
-                                           RUNTIMES["onnx"][0])["commit_timeline"]
+        section["in_process"] = in_process(archive, Path(tmp) / "inproc", RUNTIMES["onnx"][0])[
+            "commit_timeline"
+        ]
         try:
             section["ray_start_seconds"] = round(start_ray(), 2)
             print("pipeline, default config ...", flush=True)

@@ -31,19 +31,28 @@ from benchmarks.backfill_bench import CACHE, RESULTS, SUMMARIZER, dataset, start
 def _row(engine: str, report: Any, wall: float) -> dict[str, Any]:
     stages = dict(report.stage_seconds)
     commit_s = float(stages.get("commit", 0.0))
-    return {"engine": engine, "seconds": round(float(report.seconds), 3),
-            "driver_seconds": round(wall, 3), "sessions": report.sessions_read,
-            "memories": report.memories_written, "commits": report.commits,
-            "memories_per_s": round(report.memories_written / float(report.seconds), 1),
-            "commit_busy_s": round(commit_s, 3),
-            "commit_s_per_commit": round(commit_s / max(1, report.commits), 4),
-            "commit_share_of_wall": round(commit_s / float(report.seconds), 3),
-            "stage_seconds": stages,
-            "stage_cpu_seconds": dict(report.stage_cpu_seconds)}
+    return {
+        "engine": engine,
+        "seconds": round(float(report.seconds), 3),
+        "driver_seconds": round(wall, 3),
+        "sessions": report.sessions_read,
+        "memories": report.memories_written,
+        "commits": report.commits,
+        "memories_per_s": round(report.memories_written / float(report.seconds), 1),
+        "commit_busy_s": round(commit_s, 3),
+        "commit_s_per_commit": round(commit_s / max(1, report.commits), 4),
+        "commit_share_of_wall": round(commit_s / float(report.seconds), 3),
+        "stage_seconds": stages,
+        "stage_cpu_seconds": dict(report.stage_cpu_seconds),
+    }
 
 
-def run_engines(archive: Path, tmp: Path, embedder: str, workers: int | None,
-                ) -> list[dict[str, Any]]:
+def run_engines(
+    archive: Path,
+    tmp: Path,
+    embedder: str,
+    workers: int | None,
+) -> list[dict[str, Any]]:
     """The in-process backfill, then the Ray Data pipeline, each into a fresh store."""
     import ray
 
@@ -60,8 +69,9 @@ def run_engines(archive: Path, tmp: Path, embedder: str, workers: int | None,
         start_ray()
         opts = RayOptions(workers=workers) if workers else None
         cfg = BackfillConfig(archive=str(archive), store=str(tmp / "ray"), ray=opts, **base)
-        report, wall = timed(lambda: backfill(cfg, RayDataEngine(), stream=io.StringIO(),
-                                              tty=False))
+        report, wall = timed(
+            lambda: backfill(cfg, RayDataEngine(), stream=io.StringIO(), tty=False)
+        )
         rows.append(_row("ray_data", report, wall))
     finally:
         if ray.is_initialized():
@@ -74,16 +84,20 @@ def _cpu(stages: dict[str, float]) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| engine | sessions | memories | commits | wall s | memories/s | driver commit "
-            "busy s | per commit s | commit / wall | prepare (write) busy s | CPU s by stage |")
+    head = (
+        "| engine | sessions | memories | commits | wall s | memories/s | driver commit "
+        "busy s | per commit s | commit / wall | prepare (write) busy s | CPU s by stage |"
+    )
     lines = [head, "|" + "---|" * 11]
     for r in rows:
-        lines.append(f"| {r['engine']} | {r['sessions']} | {r['memories']} | {r['commits']} | "
-                     f"{r['seconds']:.1f} | {r['memories_per_s']:.0f} | "
-                     f"{r['commit_busy_s']:.2f} | {r['commit_s_per_commit']:.3f} | "
-                     f"{r['commit_share_of_wall']:.0%} | "
-                     f"{r['stage_seconds'].get('write', 0.0):.2f} | "
-                     f"{_cpu(r.get('stage_cpu_seconds') or {})} |")
+        lines.append(
+            f"| {r['engine']} | {r['sessions']} | {r['memories']} | {r['commits']} | "
+            f"{r['seconds']:.1f} | {r['memories_per_s']:.0f} | "
+            f"{r['commit_busy_s']:.2f} | {r['commit_s_per_commit']:.3f} | "
+            f"{r['commit_share_of_wall']:.0%} | "
+            f"{r['stage_seconds'].get('write', 0.0):.2f} | "
+            f"{_cpu(r.get('stage_cpu_seconds') or {})} |"
+        )
     return "\n".join(lines)
 
 
@@ -92,15 +106,24 @@ def run(args: Any) -> None:
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="backfill-commit-") as tmp:
         rows = run_engines(archive, Path(tmp), args.commit_embedder, args.workers)
-    result = {"label": args.commit_label,
-              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                          "python": platform.python_version(), "note": args.machine_note,
-                          "load_average_start": load_start,
-                          "load_average_end": os.getloadavg()},
-              "dataset": meta, "settings": {"summarizer": SUMMARIZER,
-                                            "embedder": args.commit_embedder,
-                                            "workers": args.workers},
-              "runs": rows}
+    result = {
+        "label": args.commit_label,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "note": args.machine_note,
+            "load_average_start": load_start,
+            "load_average_end": os.getloadavg(),
+        },
+        "dataset": meta,
+        "settings": {
+            "summarizer": SUMMARIZER,
+            "embedder": args.commit_embedder,
+            "workers": args.workers,
+        },
+        "runs": rows,
+    }
     print(table(rows))
     print(f"load average start {load_start}, end {result['machine']['load_average_end']}")
     # Appended: runs of two versions of the code (``--commit-label``), interleaved on a

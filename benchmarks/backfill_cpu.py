@@ -40,17 +40,26 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def one_run(archive: Path, store: Path) -> dict[str, Any]:
     from mnemoray.backfill import BackfillConfig, backfill
 
-    cfg = BackfillConfig(archive=str(archive), store=str(store), summarizer=SUMMARIZER,
-                         embedder=None, progress_interval_s=1e9)
+    cfg = BackfillConfig(
+        archive=str(archive),
+        store=str(store),
+        summarizer=SUMMARIZER,
+        embedder=None,
+        progress_interval_s=1e9,
+    )
     wall0, cpu0 = time.perf_counter(), time.process_time()
     report = backfill(cfg, stream=io.StringIO(), tty=False)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     stages = getattr(report, "stage_cpu_seconds", None) or {}
-    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-            "memories": report.memories_written, "sessions": report.sessions_read,
-            "cpu_ms_per_memory": round(1000 * cpu / report.memories_written, 4),
-            "stage_clock": "cpu" if stages else "wall",
-            "stages": {k: round(v, 3) for k, v in (stages or report.stage_seconds).items()}}
+    return {
+        "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
+        "memories": report.memories_written,
+        "sessions": report.sessions_read,
+        "cpu_ms_per_memory": round(1000 * cpu / report.memories_written, 4),
+        "stage_clock": "cpu" if stages else "wall",
+        "stages": {k: round(v, 3) for k, v in (stages or report.stage_seconds).items()},
+    }
 
 
 def heavy_user(sessions: int) -> list[dict[str, Any]]:
@@ -69,19 +78,29 @@ def heavy_user(sessions: int) -> list[dict[str, Any]]:
         cpu0 = time.process_time()
         graph = merged_graph(app, user, None, extracts[:n])
         cpu = time.process_time() - cpu0
-        out.append({"sessions": n, "cpu_s": round(cpu, 4),
-                    "cpu_ms_per_session": round(1000 * cpu / n, 4),
-                    "relations": len(graph.relations), "entities": len(graph.entities)})
+        out.append(
+            {
+                "sessions": n,
+                "cpu_s": round(cpu, 4),
+                "cpu_ms_per_session": round(1000 * cpu / n, 4),
+                "relations": len(graph.relations),
+                "entities": len(graph.entities),
+            }
+        )
     return out
 
 
 def table(label: str, runs: list[dict[str, Any]]) -> str:
-    lines = ["| label | memories | wall s | CPU s | CPU ms / memory | per stage (s) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| label | memories | wall s | CPU s | CPU ms / memory | per stage (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in runs:
         stages = ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items())
-        lines.append(f"| {label} | {r['memories']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
-                     f"{r['cpu_ms_per_memory']:.3f} | {r['stage_clock']}: {stages} |")
+        lines.append(
+            f"| {label} | {r['memories']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
+            f"{r['cpu_ms_per_memory']:.3f} | {r['stage_clock']}: {stages} |"
+        )
     return "\n".join(lines)
 
 
@@ -92,8 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--label", default="")
     p.add_argument("--machine-note", default="")
-    p.add_argument("--heavy-user", type=int, default=0, metavar="N",
-                   help="the graph merge of one user's N sessions instead")
+    p.add_argument(
+        "--heavy-user",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the graph merge of one user's N sessions instead",
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "backfill_cpu.json")
     args = p.parse_args(argv)
     load_start = os.getloadavg()
@@ -103,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         result["heavy_user"] = merges
         print("| label | sessions | CPU s | CPU ms / session | relations |\n|---|---|---|---|---|")
         for r in merges:
-            print(f"| {args.label} | {r['sessions']} | {r['cpu_s']:.3f} | "
-                  f"{r['cpu_ms_per_session']:.2f} | {r['relations']} |")
+            print(
+                f"| {args.label} | {r['sessions']} | {r['cpu_s']:.3f} | "
+                f"{r['cpu_ms_per_session']:.2f} | {r['relations']} |"
+            )
     else:
         archive, meta = dataset(args.sessions, args.sessions_per_file, CACHE)
         runs = []
@@ -115,9 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         result.update({"dataset": meta, "runs": runs, "best_cpu_ms_per_memory": best})
         print(table(args.label, runs))
         print(f"best {best:.3f} CPU ms / memory")
-    result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
-                         "python": platform.python_version(), "note": args.machine_note,
-                         "load_average_start": load_start, "load_average_end": os.getloadavg()}
+    result["machine"] = {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "note": args.machine_note,
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
+    }
     print(f"load average start {load_start}, end {result['machine']['load_average_end']}")
     append_result(args.out, result)
     return 0

@@ -31,11 +31,26 @@ def start_job(archive: Path, store: Path, *args: str) -> subprocess.Popen:
     environ = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     environ.update(HF_HUB_OFFLINE="1", RAY_USAGE_STATS_ENABLED="0")
     return subprocess.Popen(
-        [sys.executable, "-m", "mnemoray.jobs.backfill", "--archive", str(archive),
-         "--store", str(store),
-         "--progress-every", "0", "--json", *args],
-        cwd=REPO, env=environ, start_new_session=True, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "mnemoray.jobs.backfill",
+            "--archive",
+            str(archive),
+            "--store",
+            str(store),
+            "--progress-every",
+            "0",
+            "--json",
+            *args,
+        ],
+        cwd=REPO,
+        env=environ,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def committed(store: Path) -> int:
@@ -55,12 +70,15 @@ def names(pids: set[int]) -> set[str]:
 
 def served(store: Path) -> Served:
     """Every live memory as (app, user, memory id, session, content hash), counted."""
-    return Counter((m.app_name, m.user_id, m.memory_id, m.session_id, m.content_hash)
-                   for m in MemoryStore(store).load().iter_memories())
+    return Counter(
+        (m.app_name, m.user_id, m.memory_id, m.session_id, m.content_hash)
+        for m in MemoryStore(store).load().iter_memories()
+    )
 
 
-def kill_at(proc: subprocess.Popen, store: Path, target: int, kill: str,
-            timeout_s: float = 240) -> None:
+def kill_at(
+    proc: subprocess.Popen, store: Path, target: int, kill: str, timeout_s: float = 240
+) -> None:
     """SIGKILL the job (``kill``: its driver, or its whole process group) once the ledger
     holds ``target`` sessions."""
     deadline = time.monotonic() + timeout_s

@@ -39,18 +39,26 @@ def _backfill(archive: Path, store: Path, **ray_options: Any) -> dict[str, Any]:
     from mnemoray.backfill import BackfillConfig, RayOptions, backfill
     from mnemoray.pipeline.backfill import RayDataEngine
 
-    cfg = BackfillConfig(archive=str(archive), store=str(store), progress_interval_s=1e9,
-                         ray=RayOptions(**ray_options))
+    cfg = BackfillConfig(
+        archive=str(archive),
+        store=str(store),
+        progress_interval_s=1e9,
+        ray=RayOptions(**ray_options),
+    )
     t0 = time.perf_counter()
     report = backfill(cfg, RayDataEngine(), stream=io.StringIO(), tty=False)
     wall = time.perf_counter() - t0
-    return {"seconds": round(report.seconds, 3), "driver_seconds": round(wall, 3),
-            "sessions": report.sessions_read, "memories": report.memories_written,
-            "memories_per_s": round(report.memories_written / report.seconds, 1),
-            "sessions_per_s": round(report.sessions_read / report.seconds, 1),
-            "stage_seconds": {k: round(v, 3) for k, v in report.stage_seconds.items()},
-            "stage_cpu_seconds": dict(report.stage_cpu_seconds),
-            "ray": cfg.ray.given()}
+    return {
+        "seconds": round(report.seconds, 3),
+        "driver_seconds": round(wall, 3),
+        "sessions": report.sessions_read,
+        "memories": report.memories_written,
+        "memories_per_s": round(report.memories_written / report.seconds, 1),
+        "sessions_per_s": round(report.sessions_read / report.seconds, 1),
+        "stage_seconds": {k: round(v, 3) for k, v in report.stage_seconds.items()},
+        "stage_cpu_seconds": dict(report.stage_cpu_seconds),
+        "ray": cfg.ray.given(),
+    }
 
 
 def gpu(args) -> dict[str, Any]:
@@ -74,26 +82,37 @@ def gpu(args) -> dict[str, Any]:
     runs = []
     for share in (float(g) for g in str(args.gpus_per_embedder).split(",")):
         with tempfile.TemporaryDirectory() as tmp:
-            runs.append(_backfill(archive, Path(tmp) / "store", gpus_per_embedder=share,
-                                  workers=workers))
+            runs.append(
+                _backfill(archive, Path(tmp) / "store", gpus_per_embedder=share, workers=workers)
+            )
     run = max(runs, key=lambda r: r["memories_per_s"])
     busy = run["stage_seconds"].get("embed_device", 0.0) / run["seconds"]
-    result = {"machine": machine(), "dataset": meta, "texts": len(texts),
-              "limit_fp16_texts_per_s": round(limit, 1),
-              "cuda_embedder_texts_per_s": round(library, 1),
-              "cuda_embedder_of_limit": round(library / limit, 3),
-              "pipeline": run, "pipelines": runs, "gpu_busy": round(busy, 3),
-              "pipeline_of_limit": round(run["memories_per_s"] / limit, 3)}
+    result = {
+        "machine": machine(),
+        "dataset": meta,
+        "texts": len(texts),
+        "limit_fp16_texts_per_s": round(limit, 1),
+        "cuda_embedder_texts_per_s": round(library, 1),
+        "cuda_embedder_of_limit": round(library / limit, 3),
+        "pipeline": run,
+        "pipelines": runs,
+        "gpu_busy": round(busy, 3),
+        "pipeline_of_limit": round(run["memories_per_s"] / limit, 3),
+    }
     print(f"\nGPU backfill, {meta['sessions']} sessions, {len(texts)} memories")
     print(f"{'what':<44} {'memories/s':>12}")
     print(f"{'limit probe fp16 (forward only)':<44} {limit:>12,.0f}")
     print(f"{'CudaEmbedder auto (encode)':<44} {library:>12,.0f}")
     for r in runs:
         share = r["ray"]["gpus_per_embedder"]
-        print(f"{f'Ray Data backfill, {share:g} GPU per embed actor, {workers} distill':<44} "
-              f"{r['memories_per_s']:>12,.0f}")
-    print(f"best: GPU busy {busy:.0%} of the job; stage busy seconds {run['stage_seconds']}; "
-          f"CPU seconds {run['stage_cpu_seconds']}")
+        print(
+            f"{f'Ray Data backfill, {share:g} GPU per embed actor, {workers} distill':<44} "
+            f"{r['memories_per_s']:>12,.0f}"
+        )
+    print(
+        f"best: GPU busy {busy:.0%} of the job; stage busy seconds {run['stage_seconds']}; "
+        f"CPU seconds {run['stage_cpu_seconds']}"
+    )
     return result
 
 
@@ -111,23 +130,42 @@ def cores(args) -> dict[str, Any]:
     dataset(args.sessions, args.sessions_per_file, CACHE)  # generated once, not per child
     runs = []
     for n in args.cores:
-        cmd = ["taskset", "-c", f"0-{n - 1}", sys.executable, "-m", "benchmarks.backfill_bench",
-               "--one-cores-run", str(n), "--sessions", str(args.sessions),
-               "--sessions-per-file", str(args.sessions_per_file)]
+        cmd = [
+            "taskset",
+            "-c",
+            f"0-{n - 1}",
+            sys.executable,
+            "-m",
+            "benchmarks.backfill_bench",
+            "--one-cores-run",
+            str(n),
+            "--sessions",
+            str(args.sessions),
+            "--sessions-per-file",
+            str(args.sessions_per_file),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
         if out.returncode or not lines:
             raise SystemExit(f"{n} cores failed ({out.returncode}):\n{out.stderr[-3000:]}")
-        runs.append(json.loads(lines[-1][len("RESULT "):]))
-        print(f"  {n:>3} cores: {runs[-1]['memories_per_s']:>8,.0f} memories/s "
-              f"({runs[-1]['seconds']:.1f} s)", flush=True)
+        runs.append(json.loads(lines[-1][len("RESULT ") :]))
+        print(
+            f"  {n:>3} cores: {runs[-1]['memories_per_s']:>8,.0f} memories/s "
+            f"({runs[-1]['seconds']:.1f} s)",
+            flush=True,
+        )
     base = runs[0]["memories_per_s"]
     print(f"\n{'cores':>5} {'workers':>8} {'memories/s':>11} {'x first':>8}")
     for r in runs:
-        print(f"{r['cores']:>5} {r['ray']['workers']:>8} {r['memories_per_s']:>11,.0f} "
-              f"{r['memories_per_s'] / base:>8.2f}")
-    return {"machine": machine(), "runs": runs,
-            "scaling": round(runs[-1]["memories_per_s"] / base, 2)}
+        print(
+            f"{r['cores']:>5} {r['ray']['workers']:>8} {r['memories_per_s']:>11,.0f} "
+            f"{r['memories_per_s'] / base:>8.2f}"
+        )
+    return {
+        "machine": machine(),
+        "runs": runs,
+        "scaling": round(runs[-1]["memories_per_s"] / base, 2),
+    }
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

@@ -64,8 +64,12 @@ def timed(label: str, n: int, fn: Any) -> dict[str, Any]:
     start = time.perf_counter()
     fn()
     took = time.perf_counter() - start
-    row = {"run": label, "queries": n, "seconds": round(took, 3),
-           "queries_per_s": round(n / took, 1)}
+    row = {
+        "run": label,
+        "queries": n,
+        "seconds": round(took, 3),
+        "queries_per_s": round(n / took, 1),
+    }
     print(f"  {label:34s} {row['seconds']:8.2f} s {row['queries_per_s']:9.1f} q/s", flush=True)
     return row
 
@@ -81,13 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     seen: set[str] = set()
     queries = [q for q in every if not (q["query"] in seen or seen.add(q["query"]))]
     service = open_for_recall(store, "default")
-    lines = [json.dumps({"qid": i, "app_name": q["app_name"], "user_id": q["user_id"],
-                         "query": q["query"], "top_k": 10}).encode()
-             for i, q in enumerate(queries)]
+    lines = [
+        json.dumps(
+            {
+                "qid": i,
+                "app_name": q["app_name"],
+                "user_id": q["user_id"],
+                "query": q["query"],
+                "top_k": 10,
+            }
+        ).encode()
+        for i, q in enumerate(queries)
+    ]
     texts = [q["query"] for q in queries]
     n = len(lines)
-    print(f"{n} distinct queries, store {store.name}, "
-          f"embedder {type(service.embedder).__name__}")
+    print(f"{n} distinct queries, store {store.name}, embedder {type(service.embedder).__name__}")
     service.embedder.encode(["warm up"])
     la_start = loadavg()
     rows = [timed("raw encode (one call)", n, lambda: service.embedder.encode(texts))]
@@ -103,16 +115,28 @@ def main(argv: list[str] | None = None) -> int:
         for size in (int(b) for b in args.batch_sizes.split(",")):
             service.query_cache.clear()
             batch = BatchRecall(service, default_top_k=10, batch_size=size, workers=workers)
-            rows.append(timed(f"batch {size}, {workers} ranking thread(s)", n,
-                              lambda b=batch: [json.dumps(a) for a in b.answers(lines)]))
+            rows.append(
+                timed(
+                    f"batch {size}, {workers} ranking thread(s)",
+                    n,
+                    lambda b=batch: [json.dumps(a) for a in b.answers(lines)],
+                )
+            )
             rows[-1].update(batch_size=size, workers=workers, failed=batch.failed)
     best = max(r["queries_per_s"] for r in rows[2:])
-    result = {"machine": machine_info(), "loadavg": {"start": la_start, "end": loadavg()},
-              "store": store.name, "queries": n, "runs": rows,
-              "batch_vs_raw_encode": round(best / raw, 3),
-              "batch_vs_one_at_a_time": round(best / rows[1]["queries_per_s"], 2)}
-    print(f"best batch = {result['batch_vs_raw_encode']:.2f} x raw encode, "
-          f"{result['batch_vs_one_at_a_time']:.1f} x one at a time")
+    result = {
+        "machine": machine_info(),
+        "loadavg": {"start": la_start, "end": loadavg()},
+        "store": store.name,
+        "queries": n,
+        "runs": rows,
+        "batch_vs_raw_encode": round(best / raw, 3),
+        "batch_vs_one_at_a_time": round(best / rows[1]["queries_per_s"], 2),
+    }
+    print(
+        f"best batch = {result['batch_vs_raw_encode']:.2f} x raw encode, "
+        f"{result['batch_vs_one_at_a_time']:.1f} x one at a time"
+    )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {RESULTS}")

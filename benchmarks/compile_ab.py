@@ -44,8 +44,13 @@ def worker() -> None:
     cut = copy.copy(full)
     cut.events = full.events[:1000]
     compiler = Compiler.default()
-    agent = AgentSpec(name="atlas", description="Customer-operations assistant",
-                      static_instruction=STATIC, instruction=INSTRUCTION, tools=TOOLS)
+    agent = AgentSpec(
+        name="atlas",
+        description="Customer-operations assistant",
+        static_instruction=STATIC,
+        instruction=INSTRUCTION,
+        tools=TOOLS,
+    )
     raw = [e.to_dict() for e in cut.events]
     message = "Where is my order?"
     print("ready", flush=True)
@@ -63,8 +68,7 @@ def worker() -> None:
                 tokens._count_memoised.cache_clear()
             cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
             compiler.compile(target, agent, new_message=message)
-            out.append(((time.thread_time_ns() - cpu) / 1e6,
-                        (time.perf_counter_ns() - wall) / 1e6))
+            out.append(((time.thread_time_ns() - cpu) / 1e6, (time.perf_counter_ns() - wall) / 1e6))
         if path != "warm":  # the next warm batch finds the kept session object's snapshot
             clear_caches()
             compiler.compile(cut, agent, new_message=message)
@@ -77,9 +81,14 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def start(checkout: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"],
-                            cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout)},
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--worker"],
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     if ask(proc, None) != "ready":
         raise RuntimeError(f"the worker in {checkout} did not start")
     return proc
@@ -94,13 +103,15 @@ def ask(proc: subprocess.Popen[str], line: str | None) -> str:
     return proc.stdout.readline().strip()
 
 
-def compare(checkouts: dict[str, Path], paths: list[str], rounds: int,
-            batch: int) -> dict[str, Any]:
+def compare(
+    checkouts: dict[str, Path], paths: list[str], rounds: int, batch: int
+) -> dict[str, Any]:
     from benchmarks.machine import machine
 
     procs = {label: start(path) for label, path in checkouts.items()}
     times: dict[tuple[str, str], list[tuple[float, float]]] = {
-        (label, path): [] for label in checkouts for path in paths}
+        (label, path): [] for label in checkouts for path in paths
+    }
     before = machine()
     try:
         for r in range(rounds):
@@ -115,28 +126,45 @@ def compare(checkouts: dict[str, Path], paths: list[str], rounds: int,
     for (label, path), pairs in times.items():
         cpu, wall = [c for c, _ in pairs], [w for _, w in pairs]
         summary.setdefault(path, {})[label] = {
-            "n": len(pairs), "cpu_p50_ms": percentile(cpu, 50), "cpu_p95_ms": percentile(cpu, 95),
-            "wall_p50_ms": percentile(wall, 50), "wall_p95_ms": percentile(wall, 95)}
-    return {"machine": before, "loadavg_end": machine()["loadavg"], "rounds": rounds,
-            "batch": batch, "checkouts": {k: str(v) for k, v in checkouts.items()},
-            "paths": summary}
+            "n": len(pairs),
+            "cpu_p50_ms": percentile(cpu, 50),
+            "cpu_p95_ms": percentile(cpu, 95),
+            "wall_p50_ms": percentile(wall, 50),
+            "wall_p95_ms": percentile(wall, 95),
+        }
+    return {
+        "machine": before,
+        "loadavg_end": machine()["loadavg"],
+        "rounds": rounds,
+        "batch": batch,
+        "checkouts": {k: str(v) for k, v in checkouts.items()},
+        "paths": summary,
+    }
 
 
 def print_table(result: dict[str, Any]) -> None:
     m = result["machine"]
-    print(f"{m['cpu_model']} ({m['cpus']} cores), load {m['loadavg'][0]:.1f} -> "
-          f"{result['loadavg_end'][0]:.1f}; {result['rounds']} rounds x {result['batch']} "
-          f"compiles per checkout and path")
-    print(f"  {'path':<12} {'checkout':<8} {'cpu p50':>8} {'cpu p95':>8} {'wall p50':>9} "
-          f"{'wall p95':>9}")
+    print(
+        f"{m['cpu_model']} ({m['cpus']} cores), load {m['loadavg'][0]:.1f} -> "
+        f"{result['loadavg_end'][0]:.1f}; {result['rounds']} rounds x {result['batch']} "
+        f"compiles per checkout and path"
+    )
+    print(
+        f"  {'path':<12} {'checkout':<8} {'cpu p50':>8} {'cpu p95':>8} {'wall p50':>9} "
+        f"{'wall p95':>9}"
+    )
     for path, by in result["paths"].items():
         for label, r in by.items():
-            print(f"  {path:<12} {label:<8} {r['cpu_p50_ms']:8.2f} {r['cpu_p95_ms']:8.2f} "
-                  f"{r['wall_p50_ms']:9.2f} {r['wall_p95_ms']:9.2f}")
+            print(
+                f"  {path:<12} {label:<8} {r['cpu_p50_ms']:8.2f} {r['cpu_p95_ms']:8.2f} "
+                f"{r['wall_p50_ms']:9.2f} {r['wall_p95_ms']:9.2f}"
+            )
         if {"before", "after"} <= by.keys():
             b, a = by["before"], by["after"]
-            print(f"  {'':<12} {'ratio':<8} {b['cpu_p50_ms'] / a['cpu_p50_ms']:7.2f}x "
-                  f"{b['cpu_p95_ms'] / a['cpu_p95_ms']:7.2f}x")
+            print(
+                f"  {'':<12} {'ratio':<8} {b['cpu_p50_ms'] / a['cpu_p50_ms']:7.2f}x "
+                f"{b['cpu_p95_ms'] / a['cpu_p95_ms']:7.2f}x"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -155,8 +183,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.before is None:
         parser.error("--before is required")
     sys.path.insert(0, str(ROOT))
-    result = compare({"before": args.before.resolve(), "after": args.after.resolve()},
-                     args.paths.split(","), args.rounds, args.batch)
+    result = compare(
+        {"before": args.before.resolve(), "after": args.after.resolve()},
+        args.paths.split(","),
+        args.rounds,
+        args.batch,
+    )
     print_table(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

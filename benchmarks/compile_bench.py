@@ -66,18 +66,34 @@ FUNCTION_WORDS = "the a to of and for with on in my your this that is was will c
 WORDS = tuple(VOCABULARY.split())
 GLUE = tuple(FUNCTION_WORDS.split())
 
-STATIC = ("You are Atlas, a customer-operations assistant for Northwind Traders. "
-          "Answer precisely, cite order ids, never invent data, and use tools to look "
-          "things up. Keep replies short unless the user asks for detail. " * 3).strip()
-INSTRUCTION = ("The user's name is {user:name}. Preferred language: {user:language?}. "
-               "Current plan: {plan?}. Open ticket: {ticket?}.")
+STATIC = (
+    "You are Atlas, a customer-operations assistant for Northwind Traders. "
+    "Answer precisely, cite order ids, never invent data, and use tools to look "
+    "things up. Keep replies short unless the user asks for detail. " * 3
+).strip()
+INSTRUCTION = (
+    "The user's name is {user:name}. Preferred language: {user:language?}. "
+    "Current plan: {plan?}. Open ticket: {ticket?}."
+)
 TOOLS = [
-    {"name": "lookup_order", "description": "Look an order up by id.",
-     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}},
-                    "required": ["order_id"]}},
-    {"name": "search_kb", "description": "Search the knowledge base.",
-     "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
-                    "required": ["query"]}},
+    {
+        "name": "lookup_order",
+        "description": "Look an order up by id.",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    },
+    {
+        "name": "search_kb",
+        "description": "Search the knowledge base.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}},
+            "required": ["query"],
+        },
+    },
 ]
 
 
@@ -94,11 +110,19 @@ def order_json(rng: random.Random) -> dict:
     return {
         "order_id": f"NW-{rng.randint(10000, 99999)}",
         "status": rng.choice(["shipped", "pending", "delivered", "returned"]),
-        "items": [{"sku": f"SKU-{rng.randint(100, 999)}", "name": rng.choice(WORDS),
-                   "qty": rng.randint(1, 4), "price": round(rng.uniform(5, 900), 2)}
-                  for _ in range(rng.randint(2, 6))],
-        "shipping": {"carrier": rng.choice(["UPS", "DHL", "FedEx"]),
-                     "eta": f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}"},
+        "items": [
+            {
+                "sku": f"SKU-{rng.randint(100, 999)}",
+                "name": rng.choice(WORDS),
+                "qty": rng.randint(1, 4),
+                "price": round(rng.uniform(5, 900), 2),
+            }
+            for _ in range(rng.randint(2, 6))
+        ],
+        "shipping": {
+            "carrier": rng.choice(["UPS", "DHL", "FedEx"]),
+            "eta": f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}",
+        },
         "notes": sentence(rng, rng.randint(8, 20)),
     }
 
@@ -113,23 +137,53 @@ def turn_events(rng: random.Random, turn: int, clock: list[float]) -> list[Event
     delta = {"plan": rng.choice(["basic", "pro", "team"])} if rng.random() < 0.1 else {}
     if rng.random() < 0.05:
         delta["ticket"] = f"T-{turn}"
-    events = [user_message(paragraph(rng, rng.randint(1, 3)), state_delta=delta,
-                           invocation_id=f"inv{turn}", timestamp=at())]
+    events = [
+        user_message(
+            paragraph(rng, rng.randint(1, 3)),
+            state_delta=delta,
+            invocation_id=f"inv{turn}",
+            timestamp=at(),
+        )
+    ]
     if rng.random() < 0.35:
         call_id = f"call-{turn}"
-        events.append(tool_call("atlas", "lookup_order", {"order_id": f"NW-{turn}"},
-                                call_id=call_id, timestamp=at()))
-        events.append(tool_result("atlas", "lookup_order", order_json(rng), call_id,
-                                  timestamp=at()))
+        events.append(
+            tool_call(
+                "atlas", "lookup_order", {"order_id": f"NW-{turn}"}, call_id=call_id, timestamp=at()
+            )
+        )
+        events.append(
+            tool_result("atlas", "lookup_order", order_json(rng), call_id, timestamp=at())
+        )
     if rng.random() < 0.15:
         call_id = f"rcall-{turn}"
-        events.append(Event(author="atlas", role="system", type="control",
-                            text="transfer_to_agent: researcher", timestamp=at()))
-        events.append(tool_call("researcher", "search_kb", {"query": sentence(rng, 5)},
-                                call_id=call_id, timestamp=at()))
-        events.append(tool_result("researcher", "search_kb",
-                                  {"hits": [paragraph(rng, 1) for _ in range(3)]}, call_id,
-                                  timestamp=at()))
+        events.append(
+            Event(
+                author="atlas",
+                role="system",
+                type="control",
+                text="transfer_to_agent: researcher",
+                timestamp=at(),
+            )
+        )
+        events.append(
+            tool_call(
+                "researcher",
+                "search_kb",
+                {"query": sentence(rng, 5)},
+                call_id=call_id,
+                timestamp=at(),
+            )
+        )
+        events.append(
+            tool_result(
+                "researcher",
+                "search_kb",
+                {"hits": [paragraph(rng, 1) for _ in range(3)]},
+                call_id,
+                timestamp=at(),
+            )
+        )
         events.append(model_message("researcher", paragraph(rng, 2), timestamp=at()))
     events.append(model_message("atlas", paragraph(rng, rng.randint(2, 5)), timestamp=at()))
     return events
@@ -138,13 +192,23 @@ def turn_events(rng: random.Random, turn: int, clock: list[float]) -> list[Event
 def compaction_event(events: list[Event], rng: random.Random) -> Event:
     """A compaction over ``events`` (what the Compactor would append)."""
     ids = tuple(e.id for e in events)
-    summary = Summary(summary=paragraph(rng, 4), topics=tuple(rng.sample(WORDS, 3)),
-                      source_event_ids=ids)
+    summary = Summary(
+        summary=paragraph(rng, 4), topics=tuple(rng.sample(WORDS, 3)), source_event_ids=ids
+    )
     end = events[-1].timestamp
-    return Event(author="compactor", role="system", type="compaction", text=summary.summary,
-                 data={"start_ts": events[0].timestamp, "end_ts": end,
-                       "summary": summary.to_dict(), "source_event_ids": list(ids)},
-                 timestamp=end + 0.001)
+    return Event(
+        author="compactor",
+        role="system",
+        type="compaction",
+        text=summary.summary,
+        data={
+            "start_ts": events[0].timestamp,
+            "end_ts": end,
+            "summary": summary.to_dict(),
+            "source_event_ids": list(ids),
+        },
+        timestamp=end + 0.001,
+    )
 
 
 def naive_tokens(session: Session, new_message: str) -> int:
@@ -175,8 +239,12 @@ class Run:
 
 
 def new_session(turns: int) -> Session:
-    return Session(app_name="bench", user_id="u1", session_id=f"s{turns}",
-                   state={"user:name": "Dana", "user:language": "en"})
+    return Session(
+        app_name="bench",
+        user_id="u1",
+        session_id=f"s{turns}",
+        state={"user:name": "Dana", "user:language": "en"},
+    )
 
 
 def build_session(turns: int, compaction: bool) -> tuple[Session, list[int]]:
@@ -198,8 +266,9 @@ def build_session(turns: int, compaction: bool) -> tuple[Session, list[int]]:
     return session, starts
 
 
-def cold_latencies(compiler: Compiler, agent: AgentSpec, session: Session,
-                   new_message: str) -> list[float]:
+def cold_latencies(
+    compiler: Compiler, agent: AgentSpec, session: Session, new_message: str
+) -> list[float]:
     """Compile over fresh copies of every event (a server loading the session)."""
     raw = [e.to_dict() for e in session.events]
     times = []
@@ -220,7 +289,7 @@ def run(turns: int, compaction: bool, compiler: Compiler, agent: AgentSpec) -> R
     hashes: list[str] = []
     for start_at in starts:
         # History is everything before this turn's user message, state included.
-        for event in full.events[len(session.events):start_at]:
+        for event in full.events[len(session.events) : start_at]:
             session.apply(event)
         message = full.events[start_at].text
         start = time.perf_counter_ns()
@@ -231,37 +300,70 @@ def run(turns: int, compaction: bool, compiler: Compiler, agent: AgentSpec) -> R
     final = compiler.compile(full, agent, new_message=last)
     cold = cold_latencies(compiler, agent, full, last)
     stable = sum(a == b for a, b in zip(hashes, hashes[1:], strict=False)) / (len(hashes) - 1)
-    return Run(turns, compaction, len(full.events), naive_tokens(full, last),
-               final.total_tokens, percentile(warm, 50), percentile(warm, 95),
-               percentile(cold, 50), percentile(cold, 95), stable)
+    return Run(
+        turns,
+        compaction,
+        len(full.events),
+        naive_tokens(full, last),
+        final.total_tokens,
+        percentile(warm, 50),
+        percentile(warm, 95),
+        percentile(cold, 50),
+        percentile(cold, 95),
+        stable,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=TARGET_EVENTS,
-                        help="the latency target's session size (default %(default)s)")
-    parser.add_argument("--target-only", action="store_true",
-                        help="measure only that setting (no 50/200/1000-turn replays)")
-    parser.add_argument("--before", type=Path,
-                        help="an earlier results JSON whose target figures go beside these")
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=TARGET_EVENTS,
+        help="the latency target's session size (default %(default)s)",
+    )
+    parser.add_argument(
+        "--target-only",
+        action="store_true",
+        help="measure only that setting (no 50/200/1000-turn replays)",
+    )
+    parser.add_argument(
+        "--before", type=Path, help="an earlier results JSON whose target figures go beside these"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     compiler = Compiler.default()
-    agent = AgentSpec(name="atlas", description="Customer-operations assistant",
-                      static_instruction=STATIC, instruction=INSTRUCTION, tools=TOOLS)
-    runs = [] if args.target_only else \
-        [run(t, c, compiler, agent) for t in TURN_COUNTS for c in (False, True)]
+    agent = AgentSpec(
+        name="atlas",
+        description="Customer-operations assistant",
+        static_instruction=STATIC,
+        instruction=INSTRUCTION,
+        tools=TOOLS,
+    )
+    runs = (
+        []
+        if args.target_only
+        else [run(t, c, compiler, agent) for t in TURN_COUNTS for c in (False, True)]
+    )
     full, _ = build_session(1000, compaction=False)
-    repeats = {"warm": WARM_REPEATS, "cold": COLD_REPEATS * 4, "empty_cache": COLD_REPEATS * 2,
-               "memo_empty": COLD_REPEATS}
+    repeats = {
+        "warm": WARM_REPEATS,
+        "cold": COLD_REPEATS * 4,
+        "empty_cache": COLD_REPEATS * 2,
+        "memo_empty": COLD_REPEATS,
+    }
     target = at_event_count(full, args.events, compiler, agent, repeats)
     before = json.loads(args.before.read_text())["at_target_events"] if args.before else None
     if runs:
         print_runs(runs)
     print_paths(target, before)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    out = {"machine": target["machine"], "compact_every_turns": COMPACT_EVERY, "runs":
-           [vars(r) for r in runs], "at_target_events": target}
+    out = {
+        "machine": target["machine"],
+        "compact_every_turns": COMPACT_EVERY,
+        "runs": [vars(r) for r in runs],
+        "at_target_events": target,
+    }
     if before:
         out["before"] = before
     args.out.write_text(json.dumps(out, indent=2) + "\n")
@@ -269,20 +371,26 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def print_runs(runs: list[Run]) -> None:
-    header = (f"{'turns':>5} {'compact':>7} {'events':>6} {'naive tok':>9} {'compiled':>9} "
-              f"{'ratio':>6} {'p50 ms':>7} {'p95 ms':>7} {'cold p50':>8} {'cold p95':>8} "
-              f"{'same prefix':>11}")
+    header = (
+        f"{'turns':>5} {'compact':>7} {'events':>6} {'naive tok':>9} {'compiled':>9} "
+        f"{'ratio':>6} {'p50 ms':>7} {'p95 ms':>7} {'cold p50':>8} {'cold p95':>8} "
+        f"{'same prefix':>11}"
+    )
     print(header)
     print("-" * len(header))
     for r in runs:
-        print(f"{r.turns:>5} {'yes' if r.compaction else 'no':>7} {r.events:>6} "
-              f"{r.naive_tokens:>9} {r.compiled_tokens:>9} "
-              f"{r.compiled_tokens / r.naive_tokens:>6.2f} {r.warm_p50_ms:>7.2f} "
-              f"{r.warm_p95_ms:>7.2f} {r.cold_p50_ms:>8.2f} {r.cold_p95_ms:>8.2f} "
-              f"{r.prefix_stable:>11.0%}")
-    print(f"p50/p95: every turn's compile as the session grows (session object kept, as an "
-          f"in-process agent does); cold: {COLD_REPEATS} compiles of the final session over "
-          f"fresh event objects (as after loading from a store). Tokens at the last turn.")
+        print(
+            f"{r.turns:>5} {'yes' if r.compaction else 'no':>7} {r.events:>6} "
+            f"{r.naive_tokens:>9} {r.compiled_tokens:>9} "
+            f"{r.compiled_tokens / r.naive_tokens:>6.2f} {r.warm_p50_ms:>7.2f} "
+            f"{r.warm_p95_ms:>7.2f} {r.cold_p50_ms:>8.2f} {r.cold_p95_ms:>8.2f} "
+            f"{r.prefix_stable:>11.0%}"
+        )
+    print(
+        f"p50/p95: every turn's compile as the session grows (session object kept, as an "
+        f"in-process agent does); cold: {COLD_REPEATS} compiles of the final session over "
+        f"fresh event objects (as after loading from a store). Tokens at the last turn."
+    )
 
 
 if __name__ == "__main__":

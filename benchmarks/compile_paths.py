@@ -31,8 +31,12 @@ from mnemoray.sessions.events import Event
 from mnemoray.sessions.session import Session
 
 PATHS = ("warm", "cold", "empty_cache", "memo_empty")
-LABELS = {"warm": "warm", "cold": "cold", "empty_cache": "cold, empty render cache",
-          "memo_empty": "  and token memo emptied"}
+LABELS = {
+    "warm": "warm",
+    "cold": "cold",
+    "empty_cache": "cold, empty render cache",
+    "memo_empty": "  and token memo emptied",
+}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -55,8 +59,9 @@ class GcTimer:
             self.ns += time.perf_counter_ns() - self._start
 
 
-def measure_path(path: str, compiler: Compiler, agent: AgentSpec, session: Session,
-                 message: str, repeats: int) -> dict[str, Any]:
+def measure_path(
+    path: str, compiler: Compiler, agent: AgentSpec, session: Session, message: str, repeats: int
+) -> dict[str, Any]:
     raw = [e.to_dict() for e in session.events]
     wall: list[float] = []
     cpu: list[float] = []
@@ -87,36 +92,48 @@ def measure_path(path: str, compiler: Compiler, agent: AgentSpec, session: Sessi
             steps["build"] += max(0, elapsed // 1000 - in_steps)
     finally:
         gc.callbacks.remove(timer)
-    return {"p50_ms": percentile(wall, 50), "p95_ms": percentile(wall, 95),
-            "cpu_p50_ms": percentile(cpu, 50), "cpu_p95_ms": percentile(cpu, 95),
-            "gc_ms_per_compile": timer.ns / 1e6 / repeats,
-            "steps_us": {k: round(v / repeats, 1) for k, v in steps.items()}}
+    return {
+        "p50_ms": percentile(wall, 50),
+        "p95_ms": percentile(wall, 95),
+        "cpu_p50_ms": percentile(cpu, 50),
+        "cpu_p95_ms": percentile(cpu, 95),
+        "gc_ms_per_compile": timer.ns / 1e6 / repeats,
+        "steps_us": {k: round(v / repeats, 1) for k, v in steps.items()},
+    }
 
 
-def at_event_count(session: Session, count: int, compiler: Compiler, agent: AgentSpec,
-                   repeats: dict[str, int]) -> dict[str, Any]:
+def at_event_count(
+    session: Session, count: int, compiler: Compiler, agent: AgentSpec, repeats: dict[str, int]
+) -> dict[str, Any]:
     """``session`` cut at exactly ``count`` events, measured on every path."""
     cut = copy.copy(session)
     cut.events = session.events[:count]
     message = "Where is my order?"
     compiler.compile(cut, agent, new_message=message)  # the warm path starts warm
-    return {"events": count, "machine": machine(),
-            **{path: measure_path(path, compiler, agent, cut, message, repeats[path])
-               for path in PATHS}}
+    return {
+        "events": count,
+        "machine": machine(),
+        **{
+            path: measure_path(path, compiler, agent, cut, message, repeats[path]) for path in PATHS
+        },
+    }
 
 
 def print_paths(result: dict[str, Any], before: dict[str, Any] | None = None) -> None:
     """The table: one row per path; ``before`` (an earlier result) adds its p95s."""
     m = result["machine"]
-    print(f"at exactly {result['events']} events on {m['cpu_model']} ({m['cpus']} cores, "
-          f"load {m['loadavg'][0]:.1f}):")
-    head = (f"  {'path':<25} {'p50 ms':>7} {'p95 ms':>7} {'cpu p50':>7} {'cpu p95':>7} "
-            f"{'gc ms':>6}")
+    print(
+        f"at exactly {result['events']} events on {m['cpu_model']} ({m['cpus']} cores, "
+        f"load {m['loadavg'][0]:.1f}):"
+    )
+    head = f"  {'path':<25} {'p50 ms':>7} {'p95 ms':>7} {'cpu p50':>7} {'cpu p95':>7} {'gc ms':>6}"
     print(head + ("  before p95" if before else ""))
     for path in PATHS:
         r = result[path]
-        row = (f"  {LABELS[path]:<25} {r['p50_ms']:7.2f} {r['p95_ms']:7.2f} "
-               f"{r['cpu_p50_ms']:7.2f} {r['cpu_p95_ms']:7.2f} {r['gc_ms_per_compile']:6.2f}")
+        row = (
+            f"  {LABELS[path]:<25} {r['p50_ms']:7.2f} {r['p95_ms']:7.2f} "
+            f"{r['cpu_p50_ms']:7.2f} {r['cpu_p95_ms']:7.2f} {r['gc_ms_per_compile']:6.2f}"
+        )
         if before and path in before:
             row += f"  {before[path]['p95_ms']:10.2f}"
         print(row)

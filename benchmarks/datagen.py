@@ -106,28 +106,105 @@ def _v(text: str, cls: str = "", aliases: tuple[str, ...] = (), **slots: str) ->
     return Value(text, cls, aliases, tuple(sorted(slots.items())))
 
 
-PET_NAMES = ("Kiko", "Biscuit", "Mango", "Pepper", "Luna", "Ziggy", "Olive", "Noodle",
-             "Archie", "Pixel", "Mochi", "Rufus", "Clementine", "Bowie", "Juniper", "Waffles")
-FEMALE = ("Maya", "Sofia", "Amelia", "Ingrid", "Priya", "Chloe", "Hannah", "Lucia", "Nadia",
-          "Greta", "Yuki", "Esme", "Rosa", "Talia", "Imogen", "Freya")
-MALE = ("Leo", "Mateo", "Jonas", "Ravi", "Elliot", "Tomas", "Hugo", "Felix", "Omar", "Kenji",
-        "Callum", "Dmitri", "Arlo", "Nico", "Bram", "Silas")
-WHO = ("coworker", "neighbour", "cousin", "best friend", "boss", "roommate", "brother-in-law",
-       "colleague")
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December")
+PET_NAMES = (
+    "Kiko",
+    "Biscuit",
+    "Mango",
+    "Pepper",
+    "Luna",
+    "Ziggy",
+    "Olive",
+    "Noodle",
+    "Archie",
+    "Pixel",
+    "Mochi",
+    "Rufus",
+    "Clementine",
+    "Bowie",
+    "Juniper",
+    "Waffles",
+)
+FEMALE = (
+    "Maya",
+    "Sofia",
+    "Amelia",
+    "Ingrid",
+    "Priya",
+    "Chloe",
+    "Hannah",
+    "Lucia",
+    "Nadia",
+    "Greta",
+    "Yuki",
+    "Esme",
+    "Rosa",
+    "Talia",
+    "Imogen",
+    "Freya",
+)
+MALE = (
+    "Leo",
+    "Mateo",
+    "Jonas",
+    "Ravi",
+    "Elliot",
+    "Tomas",
+    "Hugo",
+    "Felix",
+    "Omar",
+    "Kenji",
+    "Callum",
+    "Dmitri",
+    "Arlo",
+    "Nico",
+    "Bram",
+    "Silas",
+)
+WHO = (
+    "coworker",
+    "neighbour",
+    "cousin",
+    "best friend",
+    "boss",
+    "roommate",
+    "brother-in-law",
+    "colleague",
+)
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 CATEGORIES: tuple[Category, ...] = (
     Category(
         name="pet",
         values=(
-            _v("African Grey", "bird", ("African Gray",)), _v("cockatiel", "bird"),
-            _v("budgie", "bird", ("budgerigar",)), _v("scarlet macaw", "bird"),
-            _v("golden retriever", "dog"), _v("beagle", "dog"), _v("border collie", "dog"),
-            _v("dachshund", "dog"), _v("Maine Coon", "cat"), _v("Siamese", "cat"),
-            _v("ragdoll", "cat"), _v("bearded dragon", "reptile"),
-            _v("leopard gecko", "reptile"), _v("corn snake", "reptile"),
-            _v("guinea pig", "small"), _v("dwarf rabbit", "small"),
+            _v("African Grey", "bird", ("African Gray",)),
+            _v("cockatiel", "bird"),
+            _v("budgie", "bird", ("budgerigar",)),
+            _v("scarlet macaw", "bird"),
+            _v("golden retriever", "dog"),
+            _v("beagle", "dog"),
+            _v("border collie", "dog"),
+            _v("dachshund", "dog"),
+            _v("Maine Coon", "cat"),
+            _v("Siamese", "cat"),
+            _v("ragdoll", "cat"),
+            _v("bearded dragon", "reptile"),
+            _v("leopard gecko", "reptile"),
+            _v("corn snake", "reptile"),
+            _v("guinea pig", "small"),
+            _v("dwarf rabbit", "small"),
         ),
         statements=(
             "My {v} {name} has started chewing through every cable in the flat.",
@@ -140,33 +217,62 @@ CATEGORIES: tuple[Category, ...] = (
             "My {v} {name} needs a vet check-up next week.",
         ),
         paraphrases={
-            "bird": ("What kind of bird do I have?", "Remind me about that flying animal of mine.",
-                     "Which feathered companion lives with me?",
-                     "What species is my winged friend?"),
-            "dog": ("What breed is my dog?", "Which canine do I look after?",
-                    "What sort of pup do I walk every morning?"),
-            "cat": ("What breed is my cat?", "Which feline shares my place?",
-                    "What kind of kitty do I own?"),
-            "reptile": ("What scaly creature do I keep in a terrarium?",
-                        "Which cold-blooded animal do I own?"),
-            "small": ("What small furry animal do I keep in a hutch?",
-                      "Which little critter do I look after?"),
-            "": ("What animal do I take care of at home?", "Which creature lives with me?",
-                 "Tell me about the animal I own."),
+            "bird": (
+                "What kind of bird do I have?",
+                "Remind me about that flying animal of mine.",
+                "Which feathered companion lives with me?",
+                "What species is my winged friend?",
+            ),
+            "dog": (
+                "What breed is my dog?",
+                "Which canine do I look after?",
+                "What sort of pup do I walk every morning?",
+            ),
+            "cat": (
+                "What breed is my cat?",
+                "Which feline shares my place?",
+                "What kind of kitty do I own?",
+            ),
+            "reptile": (
+                "What scaly creature do I keep in a terrarium?",
+                "Which cold-blooded animal do I own?",
+            ),
+            "small": (
+                "What small furry animal do I keep in a hutch?",
+                "Which little critter do I look after?",
+            ),
+            "": (
+                "What animal do I take care of at home?",
+                "Which creature lives with me?",
+                "Tell me about the animal I own.",
+            ),
         },
-        keywords=("What did I tell you about {name}?", "What breed did I say {name} is?",
-                  "What's the name of my {v}?", "Anything I said about my {v} {name}?"),
-        near_misses=("My {who} just adopted {a_v}, which sounds exhausting.",
-                     "My {who}'s {v} barked at me all evening.",
-                     "My {who} keeps sending me videos of their {v}."),
+        keywords=(
+            "What did I tell you about {name}?",
+            "What breed did I say {name} is?",
+            "What's the name of my {v}?",
+            "Anything I said about my {v} {name}?",
+        ),
+        near_misses=(
+            "My {who} just adopted {a_v}, which sounds exhausting.",
+            "My {who}'s {v} barked at me all evening.",
+            "My {who} keeps sending me videos of their {v}.",
+        ),
         extra={"name": PET_NAMES},
         alias_slots=("name",),
     ),
     Category(
         name="allergy",
-        values=(_v("peanuts", aliases=("peanut",)), _v("shellfish"), _v("sesame"),
-                _v("kiwi"), _v("strawberries", aliases=("strawberry",)),
-                _v("cashews", aliases=("cashew",)), _v("soy"), _v("mustard")),
+        values=(
+            _v("peanuts", aliases=("peanut",)),
+            _v("shellfish"),
+            _v("sesame"),
+            _v("kiwi"),
+            _v("strawberries", aliases=("strawberry",)),
+            _v("cashews", aliases=("cashew",)),
+            _v("soy"),
+            _v("mustard"),
+        ),
         statements=(
             "I'm allergic to {v}, so please keep that in mind for any recipes.",
             "{V} give me hives, I carry an EpiPen everywhere.",
@@ -175,20 +281,35 @@ CATEGORIES: tuple[Category, ...] = (
             "Last time I ate {v} I ended up in the ER.",
             "Even a trace of {v} sends me to the hospital.",
         ),
-        paraphrases={"": ("Which food makes me sick?", "What ingredient is dangerous for me?",
-                          "Is there something I must never eat?",
-                          "What should restaurants leave out of my dish for medical reasons?",
-                          "What triggers a bad reaction when I eat?")},
-        keywords=("What am I allergic to?", "Which food allergy do I have?",
-                  "What happens when I eat {v}?", "What did I say about {v}?"),
-        near_misses=("My {who} is allergic to {v}, so the party menu is tricky.",
-                     "My {who} reacted badly to {v} at dinner last night."),
+        paraphrases={
+            "": (
+                "Which food makes me sick?",
+                "What ingredient is dangerous for me?",
+                "Is there something I must never eat?",
+                "What should restaurants leave out of my dish for medical reasons?",
+                "What triggers a bad reaction when I eat?",
+            )
+        },
+        keywords=(
+            "What am I allergic to?",
+            "Which food allergy do I have?",
+            "What happens when I eat {v}?",
+            "What did I say about {v}?",
+        ),
+        near_misses=(
+            "My {who} is allergic to {v}, so the party menu is tricky.",
+            "My {who} reacted badly to {v} at dinner last night.",
+        ),
     ),
     Category(
         name="diet",
-        values=(_v("vegetarian", avoid="meat"), _v("vegan", avoid="anything from animals"),
-                _v("pescatarian", avoid="red meat or chicken"),
-                _v("keto", avoid="bread, pasta or sugar"), _v("paleo", avoid="grains or dairy")),
+        values=(
+            _v("vegetarian", avoid="meat"),
+            _v("vegan", avoid="anything from animals"),
+            _v("pescatarian", avoid="red meat or chicken"),
+            _v("keto", avoid="bread, pasta or sugar"),
+            _v("paleo", avoid="grains or dairy"),
+        ),
         statements=(
             "I've been {v} for about five years now.",
             "I'm {v}, so no recipes with {avoid} please.",
@@ -196,23 +317,35 @@ CATEGORIES: tuple[Category, ...] = (
             "I went {v} after college and never looked back.",
             "Being {v}, I skip {avoid} completely.",
         ),
-        paraphrases={"": ("What are my eating habits?", "What food restrictions do I follow?",
-                          "Which way of eating have I chosen?",
-                          "What meals are off the table for me by choice?")},
+        paraphrases={
+            "": (
+                "What are my eating habits?",
+                "What food restrictions do I follow?",
+                "Which way of eating have I chosen?",
+                "What meals are off the table for me by choice?",
+            )
+        },
         keywords=("What diet am I on?", "Am I still {v}?", "What did I say about my diet?"),
-        near_misses=("My {who} went {v} last month and won't stop talking about it.",
-                     "My {who} is {v}, so I'm cooking differently this weekend."),
-        changes=("I stopped being {old}, I'm {new} now.",
-                 "Quick update: I switched to a {new} diet last month, the {old} thing didn't "
-                 "stick.",
-                 "These days I'm {new}.", "I've gone {new} since the new year."),
+        near_misses=(
+            "My {who} went {v} last month and won't stop talking about it.",
+            "My {who} is {v}, so I'm cooking differently this weekend.",
+        ),
+        changes=(
+            "I stopped being {old}, I'm {new} now.",
+            "Quick update: I switched to a {new} diet last month, the {old} thing didn't stick.",
+            "These days I'm {new}.",
+            "I've gone {new} since the new year.",
+        ),
     ),
     Category(
         name="family",
         values=(
-            *(_v(n, "daughter") for n in FEMALE[:6]), *(_v(n, "son") for n in MALE[:6]),
-            *(_v(n, "wife") for n in FEMALE[6:11]), *(_v(n, "husband") for n in MALE[6:11]),
-            *(_v(n, "sister") for n in FEMALE[11:]), *(_v(n, "brother") for n in MALE[11:]),
+            *(_v(n, "daughter") for n in FEMALE[:6]),
+            *(_v(n, "son") for n in MALE[:6]),
+            *(_v(n, "wife") for n in FEMALE[6:11]),
+            *(_v(n, "husband") for n in MALE[6:11]),
+            *(_v(n, "sister") for n in FEMALE[11:]),
+            *(_v(n, "brother") for n in MALE[11:]),
         ),
         statements=(
             "My {cls} {v} just started a new evening class.",
@@ -230,223 +363,429 @@ CATEGORIES: tuple[Category, ...] = (
             "brother": ("What's my sibling called?", "Who is my sibling?"),
             "": ("Which relative did I mention by name?",),
         },
-        keywords=("What's my {cls}'s name?", "Who is my {cls}?",
-                  "What did I say about my {cls}?"),
-        near_misses=("My {who}'s kid {v} is staying with us for a night.",
-                     "My {who} is dating someone called {v}."),
+        keywords=("What's my {cls}'s name?", "Who is my {cls}?", "What did I say about my {cls}?"),
+        near_misses=(
+            "My {who}'s kid {v} is staying with us for a night.",
+            "My {who} is dating someone called {v}.",
+        ),
     ),
     Category(
         name="job",
-        values=(_v("nurse", place="St. Mary's hospital"),
-                _v("software engineer", place="a fintech startup"),
-                _v("high-school teacher", aliases=("teacher",), place="Lincoln High"),
-                _v("accountant", place="a mid-size audit firm"),
-                _v("architect", place="a small design studio"),
-                _v("pastry chef", place="a bakery downtown"),
-                _v("airline pilot", aliases=("pilot",), place="a regional carrier"),
-                _v("veterinarian", place="an animal clinic"),
-                _v("electrician", place="a building contractor"),
-                _v("journalist", place="the local newspaper"),
-                _v("pharmacist", place="a chain drugstore"),
-                _v("data analyst", place="an insurance company")),
+        values=(
+            _v("nurse", place="St. Mary's hospital"),
+            _v("software engineer", place="a fintech startup"),
+            _v("high-school teacher", aliases=("teacher",), place="Lincoln High"),
+            _v("accountant", place="a mid-size audit firm"),
+            _v("architect", place="a small design studio"),
+            _v("pastry chef", place="a bakery downtown"),
+            _v("airline pilot", aliases=("pilot",), place="a regional carrier"),
+            _v("veterinarian", place="an animal clinic"),
+            _v("electrician", place="a building contractor"),
+            _v("journalist", place="the local newspaper"),
+            _v("pharmacist", place="a chain drugstore"),
+            _v("data analyst", place="an insurance company"),
+        ),
         statements=(
             "I work as {a_v} at {place}, mostly long shifts.",
             "I'm {a_v}, so my schedule is all over the place.",
             "Being {a_v} means I'm exhausted by Friday.",
             "I've been {a_v} at {place} for eight years.",
         ),
-        paraphrases={"": ("What do I do for a living?", "What's my profession?",
-                          "How do I earn my income?", "What's my occupation?")},
+        paraphrases={
+            "": (
+                "What do I do for a living?",
+                "What's my profession?",
+                "How do I earn my income?",
+                "What's my occupation?",
+            )
+        },
         keywords=("What is my job?", "Where do I work?", "What did I say about work?"),
-        near_misses=("My {who} works as {a_v} and loves it.",
-                     "My {who} is retraining to become {a_v}."),
-        changes=("I quit my job as {a_old} and started as {a_new} this month.",
-                 "Big news: I'm now {a_new}!",
-                 "I changed careers, I'm working as {a_new} since March."),
+        near_misses=(
+            "My {who} works as {a_v} and loves it.",
+            "My {who} is retraining to become {a_v}.",
+        ),
+        changes=(
+            "I quit my job as {a_old} and started as {a_new} this month.",
+            "Big news: I'm now {a_new}!",
+            "I changed careers, I'm working as {a_new} since March.",
+        ),
     ),
     Category(
         name="residence",
-        values=tuple(_v(c) for c in (
-            "Berlin", "Madrid", "Lisbon", "Toronto", "Seattle", "Melbourne", "Dublin",
-            "Prague", "Austin", "Osaka", "Vienna", "Copenhagen", "Denver", "Edinburgh")),
+        values=tuple(
+            _v(c)
+            for c in (
+                "Berlin",
+                "Madrid",
+                "Lisbon",
+                "Toronto",
+                "Seattle",
+                "Melbourne",
+                "Dublin",
+                "Prague",
+                "Austin",
+                "Osaka",
+                "Vienna",
+                "Copenhagen",
+                "Denver",
+                "Edinburgh",
+            )
+        ),
         statements=(
             "I live in {v}, so the weather's been grim lately.",
             "Here in {v} rent is getting ridiculous.",
             "I'm based in {v} at the moment.",
             "My apartment in {v} is tiny but I love the neighbourhood.",
         ),
-        paraphrases={"": ("Which city is home for me?", "What town do I reside in?",
-                          "Where's my current address, city-wise?",
-                          "Which place do I call home right now?")},
-        keywords=("Where do I live?", "Which city do I live in?",
-                  "Where is my apartment?"),
-        near_misses=("My {who} lives in {v} and keeps inviting me over.",
-                     "My {who} just moved to {v} for work."),
-        changes=("We just moved from {old} to {new}!",
-                 "I relocated to {new} last month, the {old} chapter is over.",
-                 "Now that I live in {new}, I need to find a new dentist.",
-                 "I moved to {new} in the spring."),
+        paraphrases={
+            "": (
+                "Which city is home for me?",
+                "What town do I reside in?",
+                "Where's my current address, city-wise?",
+                "Which place do I call home right now?",
+            )
+        },
+        keywords=("Where do I live?", "Which city do I live in?", "Where is my apartment?"),
+        near_misses=(
+            "My {who} lives in {v} and keeps inviting me over.",
+            "My {who} just moved to {v} for work.",
+        ),
+        changes=(
+            "We just moved from {old} to {new}!",
+            "I relocated to {new} last month, the {old} chapter is over.",
+            "Now that I live in {new}, I need to find a new dentist.",
+            "I moved to {new} in the spring.",
+        ),
     ),
     Category(
         name="hometown",
-        values=tuple(_v(c) for c in (
-            "Porto", "Cork", "Krakow", "Bologna", "Tucson", "Halifax", "Gdansk", "Ghent",
-            "Leeds", "Valparaiso", "Nagoya", "Adelaide")),
+        values=tuple(
+            _v(c)
+            for c in (
+                "Porto",
+                "Cork",
+                "Krakow",
+                "Bologna",
+                "Tucson",
+                "Halifax",
+                "Gdansk",
+                "Ghent",
+                "Leeds",
+                "Valparaiso",
+                "Nagoya",
+                "Adelaide",
+            )
+        ),
         statements=(
             "I grew up in {v}.",
             "I was born in {v} and lived there until I was eighteen.",
             "Back in {v}, where I'm from, we had the best street food.",
             "My childhood was spent in {v}, right by the harbour.",
         ),
-        paraphrases={"": ("Where was I raised?", "What town did I spend my early years in?",
-                          "Where are my roots?", "Which place am I originally from?")},
-        keywords=("Where did I grow up?", "Where was I born?",
-                  "What did I say about my childhood?"),
-        near_misses=("My {who} grew up in {v} too, small world.",
-                     "My {who} was born in {v}."),
+        paraphrases={
+            "": (
+                "Where was I raised?",
+                "What town did I spend my early years in?",
+                "Where are my roots?",
+                "Which place am I originally from?",
+            )
+        },
+        keywords=(
+            "Where did I grow up?",
+            "Where was I born?",
+            "What did I say about my childhood?",
+        ),
+        near_misses=("My {who} grew up in {v} too, small world.", "My {who} was born in {v}."),
     ),
     Category(
         name="hobby",
-        values=tuple(_v(h) for h in (
-            "rock climbing", "watercolor painting", "chess", "sourdough baking",
-            "birdwatching", "marathon running", "knitting", "the cello", "surfing",
-            "woodworking", "pottery", "salsa dancing")),
+        values=tuple(
+            _v(h)
+            for h in (
+                "rock climbing",
+                "watercolor painting",
+                "chess",
+                "sourdough baking",
+                "birdwatching",
+                "marathon running",
+                "knitting",
+                "the cello",
+                "surfing",
+                "woodworking",
+                "pottery",
+                "salsa dancing",
+            )
+        ),
         statements=(
             "I'm completely obsessed with {v} lately.",
             "My favourite way to unwind is {v}.",
             "I spend most Saturdays on {v}.",
             "{V} keeps me sane after work.",
         ),
-        paraphrases={"": ("What do I do in my free time?", "What's my favourite pastime?",
-                          "How do I relax on weekends?", "What leisure activity am I into?")},
-        keywords=("What hobby did I mention?", "What do I do to unwind?",
-                  "What did I say about {v}?"),
-        near_misses=("My {who} got really into {v} this year.",
-                     "My {who} tried to get me into {v}, not for me."),
+        paraphrases={
+            "": (
+                "What do I do in my free time?",
+                "What's my favourite pastime?",
+                "How do I relax on weekends?",
+                "What leisure activity am I into?",
+            )
+        },
+        keywords=(
+            "What hobby did I mention?",
+            "What do I do to unwind?",
+            "What did I say about {v}?",
+        ),
+        near_misses=(
+            "My {who} got really into {v} this year.",
+            "My {who} tried to get me into {v}, not for me.",
+        ),
     ),
     Category(
         name="travel",
-        values=tuple(_v(c) for c in (
-            "Tokyo", "Reykjavik", "Marrakech", "Buenos Aires", "Hanoi", "Cape Town", "Lima",
-            "Oslo", "Bali", "Santorini", "Montreal", "Istanbul")),
+        values=tuple(
+            _v(c)
+            for c in (
+                "Tokyo",
+                "Reykjavik",
+                "Marrakech",
+                "Buenos Aires",
+                "Hanoi",
+                "Cape Town",
+                "Lima",
+                "Oslo",
+                "Bali",
+                "Santorini",
+                "Montreal",
+                "Istanbul",
+            )
+        ),
         statements=(
             "I'm flying to {v} in {month} for a friend's wedding.",
             "I booked my trip to {v} for {month}!",
             "In {month} I'll be in {v} for two weeks.",
             "I'm planning a holiday in {v} this {month}.",
         ),
-        paraphrases={"": ("Where am I heading on my upcoming vacation?",
-                          "Which destination will I visit later this year?",
-                          "Where is my next journey abroad?",
-                          "What place am I going to see soon?")},
-        keywords=("Where am I flying in {month}?", "What trip did I book?",
-                  "When am I going to {v}?"),
-        near_misses=("My {who} just got back from {v} and loved it.",
-                     "My {who} is flying to {v} next week."),
+        paraphrases={
+            "": (
+                "Where am I heading on my upcoming vacation?",
+                "Which destination will I visit later this year?",
+                "Where is my next journey abroad?",
+                "What place am I going to see soon?",
+            )
+        },
+        keywords=(
+            "Where am I flying in {month}?",
+            "What trip did I book?",
+            "When am I going to {v}?",
+        ),
+        near_misses=(
+            "My {who} just got back from {v} and loved it.",
+            "My {who} is flying to {v} next week.",
+        ),
         extra={"month": MONTHS},
     ),
     Category(
         name="drink",
-        values=tuple(_v(d) for d in (
-            "oat milk flat white", "black coffee with no sugar", "double espresso",
-            "chai latte", "matcha latte", "cold brew", "cortado", "flat white")),
+        values=tuple(
+            _v(d)
+            for d in (
+                "oat milk flat white",
+                "black coffee with no sugar",
+                "double espresso",
+                "chai latte",
+                "matcha latte",
+                "cold brew",
+                "cortado",
+                "flat white",
+            )
+        ),
         statements=(
             "I always order {a_v} in the morning.",
             "My go-to drink is {a_v}.",
             "Nothing beats {a_v} to start the day.",
             "I can't function before my {v}.",
         ),
-        paraphrases={"": ("How do I like my morning caffeine?",
-                          "What beverage do I start the day with?",
-                          "What should a barista make for me?")},
-        keywords=("What's my go-to drink?", "What do I order in the morning?",
-                  "What did I say about my {v}?"),
+        paraphrases={
+            "": (
+                "How do I like my morning caffeine?",
+                "What beverage do I start the day with?",
+                "What should a barista make for me?",
+            )
+        },
+        keywords=(
+            "What's my go-to drink?",
+            "What do I order in the morning?",
+            "What did I say about my {v}?",
+        ),
         near_misses=("My {who} orders {a_v} every single time.",),
     ),
     Category(
         name="music",
-        values=tuple(_v(m) for m in (
-            "jazz", "heavy metal", "K-pop", "classical piano", "country", "reggae", "techno",
-            "bluegrass", "opera", "synthwave")),
+        values=tuple(
+            _v(m)
+            for m in (
+                "jazz",
+                "heavy metal",
+                "K-pop",
+                "classical piano",
+                "country",
+                "reggae",
+                "techno",
+                "bluegrass",
+                "opera",
+                "synthwave",
+            )
+        ),
         statements=(
             "I listen to {v} pretty much all day.",
             "I'm a huge {v} fan.",
             "{V} is the only thing I play while I work.",
             "I've been going to {v} concerts since I was a teenager.",
         ),
-        paraphrases={"": ("What kind of tunes do I enjoy?",
-                          "What genre is always playing in my headphones?",
-                          "Which style of songs do I prefer?")},
-        keywords=("What music do I listen to?", "What kind of concerts do I go to?",
-                  "What did I say about {v}?"),
+        paraphrases={
+            "": (
+                "What kind of tunes do I enjoy?",
+                "What genre is always playing in my headphones?",
+                "Which style of songs do I prefer?",
+            )
+        },
+        keywords=(
+            "What music do I listen to?",
+            "What kind of concerts do I go to?",
+            "What did I say about {v}?",
+        ),
         near_misses=("My {who} only listens to {v}, it drives me mad.",),
     ),
     Category(
         name="vehicle",
-        values=tuple(_v(c) for c in (
-            "Subaru Outback", "Tesla Model 3", "Honda Civic", "Volvo XC60", "Toyota Prius",
-            "Ford F-150", "Vespa scooter", "Mini Cooper", "VW Golf", "Kia Niro")),
+        values=tuple(
+            _v(c)
+            for c in (
+                "Subaru Outback",
+                "Tesla Model 3",
+                "Honda Civic",
+                "Volvo XC60",
+                "Toyota Prius",
+                "Ford F-150",
+                "Vespa scooter",
+                "Mini Cooper",
+                "VW Golf",
+                "Kia Niro",
+            )
+        ),
         statements=(
             "I drive {a_v}.",
             "My {v} needs new tyres before winter.",
             "I bought a used {v} last year.",
             "The {v} I drive has been super reliable.",
         ),
-        paraphrases={"": ("What car do I have?", "What vehicle is parked in my garage?",
-                          "What do I use to get around town on wheels?")},
+        paraphrases={
+            "": (
+                "What car do I have?",
+                "What vehicle is parked in my garage?",
+                "What do I use to get around town on wheels?",
+            )
+        },
         keywords=("What do I drive?", "What car did I buy?", "What did I say about my {v}?"),
         near_misses=("My {who} just bought {a_v}.", "My {who} lent me their {v} yesterday."),
-        changes=("I sold the {old} and got {a_new}.",
-                 "Just traded in my {old} for {a_new}.",
-                 "I drive {a_new} now.", "I finally bought {a_new}, so long {old}."),
+        changes=(
+            "I sold the {old} and got {a_new}.",
+            "Just traded in my {old} for {a_new}.",
+            "I drive {a_new} now.",
+            "I finally bought {a_new}, so long {old}.",
+        ),
     ),
     Category(
         name="language",
-        values=tuple(_v(x) for x in (
-            "Portuguese", "Japanese", "Korean", "Italian", "Swahili", "Mandarin", "Greek",
-            "Dutch", "Turkish", "Polish")),
+        values=tuple(
+            _v(x)
+            for x in (
+                "Portuguese",
+                "Japanese",
+                "Korean",
+                "Italian",
+                "Swahili",
+                "Mandarin",
+                "Greek",
+                "Dutch",
+                "Turkish",
+                "Polish",
+            )
+        ),
         statements=(
             "I'm learning {v} on Duolingo.",
             "I take {v} classes twice a week.",
             "I've been studying {v} for about a year.",
             "My {v} teacher says my accent is improving.",
         ),
-        paraphrases={"": ("Which foreign tongue am I studying?",
-                          "What am I trying to become fluent in?")},
-        keywords=("What language am I learning?", "What classes do I take?",
-                  "How is my {v} going?"),
+        paraphrases={
+            "": ("Which foreign tongue am I studying?", "What am I trying to become fluent in?")
+        },
+        keywords=(
+            "What language am I learning?",
+            "What classes do I take?",
+            "How is my {v} going?",
+        ),
         near_misses=("My {who} speaks fluent {v}.",),
     ),
     Category(
         name="health",
-        values=(_v("type 1 diabetes", aliases=("diabetes",)), _v("asthma"),
-                _v("migraines", aliases=("migraine",)), _v("a bad knee", aliases=("knee",)),
-                _v("celiac disease", aliases=("celiac",)), _v("high blood pressure")),
+        values=(
+            _v("type 1 diabetes", aliases=("diabetes",)),
+            _v("asthma"),
+            _v("migraines", aliases=("migraine",)),
+            _v("a bad knee", aliases=("knee",)),
+            _v("celiac disease", aliases=("celiac",)),
+            _v("high blood pressure"),
+        ),
         statements=(
             "I have {v}, so I have to be careful when I exercise.",
             "My doctor keeps an eye on my {v_bare}.",
             "I've dealt with {v} since I was a kid.",
         ),
-        paraphrases={"": ("Do I have any chronic medical condition?",
-                          "What health issue do I deal with?",
-                          "What illness should a trainer know about for me?")},
-        keywords=("What condition do I have?", "What did my doctor say?",
-                  "What did I say about {v_bare}?"),
+        paraphrases={
+            "": (
+                "Do I have any chronic medical condition?",
+                "What health issue do I deal with?",
+                "What illness should a trainer know about for me?",
+            )
+        },
+        keywords=(
+            "What condition do I have?",
+            "What did my doctor say?",
+            "What did I say about {v_bare}?",
+        ),
         near_misses=("My {who} was just diagnosed with {v}.",),
     ),
     Category(
         name="birthday",
-        values=tuple(_v(d) for d in (
-            "March 3rd", "July 19th", "November 28th", "January 11th", "May 6th",
-            "September 22nd", "August 14th", "December 2nd", "April 30th", "June 17th")),
+        values=tuple(
+            _v(d)
+            for d in (
+                "March 3rd",
+                "July 19th",
+                "November 28th",
+                "January 11th",
+                "May 6th",
+                "September 22nd",
+                "August 14th",
+                "December 2nd",
+                "April 30th",
+                "June 17th",
+            )
+        ),
         statements=(
             "My birthday is on {v}.",
             "I turn thirty-five on {v}.",
             "{v} is my birthday, so keep that day free.",
         ),
-        paraphrases={"": ("When do I get a year older?",
-                          "On what date should you wish me many happy returns?",
-                          "When's my special day each year?")},
+        paraphrases={
+            "": (
+                "When do I get a year older?",
+                "On what date should you wish me many happy returns?",
+                "When's my special day each year?",
+            )
+        },
         keywords=("When is my birthday?", "What day is my birthday?"),
         near_misses=("My {who}'s birthday is on {v}.",),
     ),
@@ -455,11 +794,23 @@ CATEGORY_BY_NAME = {c.name: c for c in CATEGORIES}
 # Keyword queries when none of a category's shares an index term with the statement.
 FALLBACK_KEYWORDS = ("What did I tell you about {v}?", "Anything I mentioned about {v}?")
 QUERY_PREFIXES = ("", "", "", "Quick question: ", "Remind me, ", "Hey, ", "Do you remember? ")
-STANDALONE_LEADS = ("", "", "By the way, ", "Oh, and ", "Also, ", "Just so you know, ",
-                    "Random thing, but ")
-ACKS = ("Thanks for telling me, I'll keep that in mind.", "Good to know, noted.",
-        "Got it, I'll remember that.", "Noted! Anything else I can help with?",
-        "Understood, thanks for sharing.", "That's helpful context, thank you.")
+STANDALONE_LEADS = (
+    "",
+    "",
+    "By the way, ",
+    "Oh, and ",
+    "Also, ",
+    "Just so you know, ",
+    "Random thing, but ",
+)
+ACKS = (
+    "Thanks for telling me, I'll keep that in mind.",
+    "Good to know, noted.",
+    "Got it, I'll remember that.",
+    "Noted! Anything else I can help with?",
+    "Understood, thanks for sharing.",
+    "That's helpful context, thank you.",
+)
 
 
 # ---------------------------------------------------------------------------
@@ -474,201 +825,433 @@ class Step:
     tool: str | None = None  # key into TOOLS
 
 
-INGREDIENTS = ("chickpeas", "salmon", "spinach", "mushrooms", "tofu", "sweet potatoes",
-               "aubergine", "lentils", "chicken thighs", "halloumi", "broccoli", "rice noodles")
-DISHES = ("traybake", "curry", "stir-fry", "risotto", "frittata", "grain bowl", "stew",
-          "pasta bake", "salad", "soup")
-CITIES = ("Rome", "Amsterdam", "Chicago", "Barcelona", "Singapore", "Zurich", "Boston",
-          "Sydney", "Athens", "Stockholm", "Nairobi", "Seoul")
-BOOKS = (("The Remains of the Day", "Kazuo Ishiguro"), ("Station Eleven", "Emily St. John Mandel"),
-         ("The Goldfinch", "Donna Tartt"), ("Project Hail Mary", "Andy Weir"),
-         ("Normal People", "Sally Rooney"), ("The Name of the Wind", "Patrick Rothfuss"),
-         ("Pachinko", "Min Jin Lee"), ("Circe", "Madeline Miller"))
+INGREDIENTS = (
+    "chickpeas",
+    "salmon",
+    "spinach",
+    "mushrooms",
+    "tofu",
+    "sweet potatoes",
+    "aubergine",
+    "lentils",
+    "chicken thighs",
+    "halloumi",
+    "broccoli",
+    "rice noodles",
+)
+DISHES = (
+    "traybake",
+    "curry",
+    "stir-fry",
+    "risotto",
+    "frittata",
+    "grain bowl",
+    "stew",
+    "pasta bake",
+    "salad",
+    "soup",
+)
+CITIES = (
+    "Rome",
+    "Amsterdam",
+    "Chicago",
+    "Barcelona",
+    "Singapore",
+    "Zurich",
+    "Boston",
+    "Sydney",
+    "Athens",
+    "Stockholm",
+    "Nairobi",
+    "Seoul",
+)
+BOOKS = (
+    ("The Remains of the Day", "Kazuo Ishiguro"),
+    ("Station Eleven", "Emily St. John Mandel"),
+    ("The Goldfinch", "Donna Tartt"),
+    ("Project Hail Mary", "Andy Weir"),
+    ("Normal People", "Sally Rooney"),
+    ("The Name of the Wind", "Patrick Rothfuss"),
+    ("Pachinko", "Min Jin Lee"),
+    ("Circe", "Madeline Miller"),
+)
 APPLIANCES = ("boiler", "washing machine", "fridge", "heating", "front door lock", "shower")
 PLANTS = ("tomatoes", "basil", "courgettes", "chillies", "strawberry plants", "lavender")
-EVENTS = ("dentist appointment", "team offsite", "parents' evening", "car service",
-          "quarterly review", "book club")
-MOVIES = ("Arrival", "Paddington 2", "Spirited Away", "The Grand Budapest Hotel", "Heat",
-          "Knives Out", "Amelie", "Mad Max: Fury Road")
+EVENTS = (
+    "dentist appointment",
+    "team offsite",
+    "parents' evening",
+    "car service",
+    "quarterly review",
+    "book club",
+)
+MOVIES = (
+    "Arrival",
+    "Paddington 2",
+    "Spirited Away",
+    "The Grand Budapest Hotel",
+    "Heat",
+    "Knives Out",
+    "Amelie",
+    "Mad Max: Fury Road",
+)
 CONDITIONS = ("light rain", "sunny spells", "overcast", "thunderstorms", "clear skies", "fog")
 
 TOPICS: dict[str, tuple[Step, ...]] = {
     "cooking": (
-        Step(("Can you give me a quick dinner idea with {ingredient}?",
-              "I have {ingredient} and {ingredient2} in the fridge, what can I make tonight?"),
-             ("How about a {dish}? Sear the {ingredient}, add garlic and {ingredient2}, and "
-              "finish with lemon.", "A {dish} would work well with {ingredient} and "
-              "{ingredient2}; it takes about {n} minutes."), tool="recipes"),
-        Step(("How long does it need in the oven?", "What temperature should the oven be?"),
-             ("About {n} minutes at 200 degrees, until golden at the edges.",
-              "Go for 190 degrees fan for roughly {n} minutes.")),
-        Step(("Can I prep it the night before?", "Will it keep for lunch tomorrow?"),
-             ("Yes, keep it covered in the fridge and add the sauce just before serving.",
-              "It keeps two days in the fridge; reheat it gently.")),
-        Step(("What side would go with it?", "Any idea for a side dish?"),
-             ("A simple green salad with a mustard dressing works well.",
-              "Some crusty bread or rice would round it off.")),
-        Step(("Could you scale it for six people?",),
-             ("Multiply everything by one and a half and use a bigger tray; cooking time "
-              "barely changes.",)),
+        Step(
+            (
+                "Can you give me a quick dinner idea with {ingredient}?",
+                "I have {ingredient} and {ingredient2} in the fridge, what can I make tonight?",
+            ),
+            (
+                "How about a {dish}? Sear the {ingredient}, add garlic and {ingredient2}, and "
+                "finish with lemon.",
+                "A {dish} would work well with {ingredient} and "
+                "{ingredient2}; it takes about {n} minutes.",
+            ),
+            tool="recipes",
+        ),
+        Step(
+            ("How long does it need in the oven?", "What temperature should the oven be?"),
+            (
+                "About {n} minutes at 200 degrees, until golden at the edges.",
+                "Go for 190 degrees fan for roughly {n} minutes.",
+            ),
+        ),
+        Step(
+            ("Can I prep it the night before?", "Will it keep for lunch tomorrow?"),
+            (
+                "Yes, keep it covered in the fridge and add the sauce just before serving.",
+                "It keeps two days in the fridge; reheat it gently.",
+            ),
+        ),
+        Step(
+            ("What side would go with it?", "Any idea for a side dish?"),
+            (
+                "A simple green salad with a mustard dressing works well.",
+                "Some crusty bread or rice would round it off.",
+            ),
+        ),
+        Step(
+            ("Could you scale it for six people?",),
+            (
+                "Multiply everything by one and a half and use a bigger tray; cooking time "
+                "barely changes.",
+            ),
+        ),
     ),
     "coding": (
-        Step(("My Python script throws a KeyError on '{key}' when I parse the JSON.",
-              "Why do I get KeyError: '{key}' in my parser?"),
-             ("That usually means some records lack '{key}'. Use record.get('{key}') or "
-              "check with 'in' before reading it.",)),
-        Step(("How do I read a CSV with pandas but skip the first {n} rows?",),
-             ("Use pd.read_csv(path, skiprows={n}); pass header=None if the file has no "
-              "header after that.",)),
-        Step(("The loop over {n}000 rows is really slow, any idea?",
-              "How can I speed up this for loop over a dataframe?"),
-             ("Vectorise it with column operations instead of iterrows; that is usually "
-              "10-100x faster.",)),
-        Step(("How do I write unit tests for this function?",),
-             ("Use pytest: create test_{key}.py, call the function with a few inputs and "
-              "assert on the outputs.",)),
-        Step(("Can you look up the docs for functools.lru_cache?",),
-             ("It memoises a function's results; maxsize bounds the cache and typed=True "
-              "separates 1 and 1.0.",), tool="search"),
+        Step(
+            (
+                "My Python script throws a KeyError on '{key}' when I parse the JSON.",
+                "Why do I get KeyError: '{key}' in my parser?",
+            ),
+            (
+                "That usually means some records lack '{key}'. Use record.get('{key}') or "
+                "check with 'in' before reading it.",
+            ),
+        ),
+        Step(
+            ("How do I read a CSV with pandas but skip the first {n} rows?",),
+            (
+                "Use pd.read_csv(path, skiprows={n}); pass header=None if the file has no "
+                "header after that.",
+            ),
+        ),
+        Step(
+            (
+                "The loop over {n}000 rows is really slow, any idea?",
+                "How can I speed up this for loop over a dataframe?",
+            ),
+            (
+                "Vectorise it with column operations instead of iterrows; that is usually "
+                "10-100x faster.",
+            ),
+        ),
+        Step(
+            ("How do I write unit tests for this function?",),
+            (
+                "Use pytest: create test_{key}.py, call the function with a few inputs and "
+                "assert on the outputs.",
+            ),
+        ),
+        Step(
+            ("Can you look up the docs for functools.lru_cache?",),
+            (
+                "It memoises a function's results; maxsize bounds the cache and typed=True "
+                "separates 1 and 1.0.",
+            ),
+            tool="search",
+        ),
     ),
     "weather": (
-        Step(("What's the weather going to be like in {city} this weekend?",
-              "Is it going to rain in {city} on Saturday?"),
-             ("Expect around {temp} degrees with {condition} on Saturday, a bit cooler on "
-              "Sunday.",), tool="weather"),
-        Step(("Should I pack an umbrella?", "Do I need a warm jacket?"),
-             ("I'd bring a light waterproof, just in case.",
-              "A light jacket should be enough during the day.")),
-        Step(("Any museums worth visiting in {city}?", "What should I see in {city} in a day?"),
-             ("The old town and the main art museum are worth half a day each.",
-              "Start with a walking tour, then the central market for lunch.")),
-        Step(("How do I get from the airport to the centre of {city}?",),
-             ("The airport train is the fastest, roughly {n} minutes to the centre.",)),
+        Step(
+            (
+                "What's the weather going to be like in {city} this weekend?",
+                "Is it going to rain in {city} on Saturday?",
+            ),
+            ("Expect around {temp} degrees with {condition} on Saturday, a bit cooler on Sunday.",),
+            tool="weather",
+        ),
+        Step(
+            ("Should I pack an umbrella?", "Do I need a warm jacket?"),
+            (
+                "I'd bring a light waterproof, just in case.",
+                "A light jacket should be enough during the day.",
+            ),
+        ),
+        Step(
+            ("Any museums worth visiting in {city}?", "What should I see in {city} in a day?"),
+            (
+                "The old town and the main art museum are worth half a day each.",
+                "Start with a walking tour, then the central market for lunch.",
+            ),
+        ),
+        Step(
+            ("How do I get from the airport to the centre of {city}?",),
+            ("The airport train is the fastest, roughly {n} minutes to the centre.",),
+        ),
     ),
     "email": (
-        Step(("Help me write a polite email to my landlord about the broken {appliance}.",
-              "Can you draft an email to my landlord, the {appliance} stopped working?"),
-             ("Sure: 'Dear landlord, I wanted to let you know the {appliance} stopped working "
-              "on Monday. Could you arrange a repair this week? Thank you.'",)),
-        Step(("Make it a bit firmer.", "Can you make it sound more urgent?"),
-             ("Here's a firmer version: 'This is the second time I'm raising the "
-              "{appliance}; please confirm a repair date by Friday.'",)),
-        Step(("Shorten it to three sentences.",),
-             ("Done, it now fits in three sentences and keeps the deadline.",)),
-        Step(("What subject line should I use?",),
-             ("'Repair needed: {appliance}, please confirm a date'.",)),
+        Step(
+            (
+                "Help me write a polite email to my landlord about the broken {appliance}.",
+                "Can you draft an email to my landlord, the {appliance} stopped working?",
+            ),
+            (
+                "Sure: 'Dear landlord, I wanted to let you know the {appliance} stopped working "
+                "on Monday. Could you arrange a repair this week? Thank you.'",
+            ),
+        ),
+        Step(
+            ("Make it a bit firmer.", "Can you make it sound more urgent?"),
+            (
+                "Here's a firmer version: 'This is the second time I'm raising the "
+                "{appliance}; please confirm a repair date by Friday.'",
+            ),
+        ),
+        Step(
+            ("Shorten it to three sentences.",),
+            ("Done, it now fits in three sentences and keeps the deadline.",),
+        ),
+        Step(
+            ("What subject line should I use?",),
+            ("'Repair needed: {appliance}, please confirm a date'.",),
+        ),
     ),
     "fitness": (
-        Step(("Can you make me a {n}-week plan to run my first 5k?",
-              "I want to get fitter, where do I start?"),
-             ("Start with three sessions a week: run one minute, walk two, and add a minute of "
-              "running each week.",)),
-        Step(("How many rest days should I take?",),
-             ("At least two per week; your tendons adapt slower than your lungs.",)),
-        Step(("My calves hurt after yesterday's session.", "My legs are sore, is that normal?"),
-             ("Some soreness is normal. Stretch gently, and take an easy day before the next "
-              "run.",)),
-        Step(("Should I do strength training too?",),
-             ("Yes, two short sessions of squats, lunges and planks help prevent injuries.",)),
+        Step(
+            (
+                "Can you make me a {n}-week plan to run my first 5k?",
+                "I want to get fitter, where do I start?",
+            ),
+            (
+                "Start with three sessions a week: run one minute, walk two, and add a minute of "
+                "running each week.",
+            ),
+        ),
+        Step(
+            ("How many rest days should I take?",),
+            ("At least two per week; your tendons adapt slower than your lungs.",),
+        ),
+        Step(
+            ("My calves hurt after yesterday's session.", "My legs are sore, is that normal?"),
+            ("Some soreness is normal. Stretch gently, and take an easy day before the next run.",),
+        ),
+        Step(
+            ("Should I do strength training too?",),
+            ("Yes, two short sessions of squats, lunges and planks help prevent injuries.",),
+        ),
     ),
     "budget": (
-        Step(("If I save {amount} euros a month, how much will I have in {n} months?",),
-             ("That comes to {total} euros, before any interest.",), tool="calculator"),
-        Step(("What's a good split between needs, wants and savings?",),
-             ("The 50/30/20 rule is a good start: half on needs, 30% wants, 20% savings.",)),
-        Step(("Should I pay off my credit card first or save?",),
-             ("Pay off the high-interest card first; its interest beats any savings rate.",)),
-        Step(("Can you help me set up a spreadsheet for monthly expenses?",),
-             ("Make columns for date, category, amount and note, then a pivot by category.",)),
+        Step(
+            ("If I save {amount} euros a month, how much will I have in {n} months?",),
+            ("That comes to {total} euros, before any interest.",),
+            tool="calculator",
+        ),
+        Step(
+            ("What's a good split between needs, wants and savings?",),
+            ("The 50/30/20 rule is a good start: half on needs, 30% wants, 20% savings.",),
+        ),
+        Step(
+            ("Should I pay off my credit card first or save?",),
+            ("Pay off the high-interest card first; its interest beats any savings rate.",),
+        ),
+        Step(
+            ("Can you help me set up a spreadsheet for monthly expenses?",),
+            ("Make columns for date, category, amount and note, then a pivot by category.",),
+        ),
     ),
     "books": (
-        Step(("Can you recommend a novel similar to {book}?",),
-             ("You might enjoy {book2} by {author2}, it has a similar mood.",)),
-        Step(("Something shorter, under 300 pages?",),
-             ("Try a novella; many of the best ones read in a weekend.",)),
-        Step(("Is {book2} available as an audiobook?",),
-             ("Yes, and the narration is very well reviewed.",), tool="search"),
-        Step(("What should I read after that?",),
-             ("{book} if you haven't yet, it's a classic of the genre.",)),
+        Step(
+            ("Can you recommend a novel similar to {book}?",),
+            ("You might enjoy {book2} by {author2}, it has a similar mood.",),
+        ),
+        Step(
+            ("Something shorter, under 300 pages?",),
+            ("Try a novella; many of the best ones read in a weekend.",),
+        ),
+        Step(
+            ("Is {book2} available as an audiobook?",),
+            ("Yes, and the narration is very well reviewed.",),
+            tool="search",
+        ),
+        Step(
+            ("What should I read after that?",),
+            ("{book} if you haven't yet, it's a classic of the genre.",),
+        ),
     ),
     "movies": (
-        Step(("Suggest a film for tonight, something like {movie}.",
-              "What should I watch tonight?"),
-             ("How about {movie2}? It has a similar tone and is easy to get into.",)),
-        Step(("Is it suitable for a twelve-year-old?",),
-             ("Mostly, there are a couple of tense scenes but nothing graphic.",)),
-        Step(("Where can I stream it?",),
-             ("It's on a couple of the big streaming services this month.",), tool="search"),
+        Step(
+            ("Suggest a film for tonight, something like {movie}.", "What should I watch tonight?"),
+            ("How about {movie2}? It has a similar tone and is easy to get into.",),
+        ),
+        Step(
+            ("Is it suitable for a twelve-year-old?",),
+            ("Mostly, there are a couple of tense scenes but nothing graphic.",),
+        ),
+        Step(
+            ("Where can I stream it?",),
+            ("It's on a couple of the big streaming services this month.",),
+            tool="search",
+        ),
     ),
     "tech": (
-        Step(("My wifi keeps dropping every evening.", "My laptop has become really slow."),
-             ("Try changing the router channel, evenings are busy on the default one.",
-              "Check which apps start at login, that's the usual culprit.")),
-        Step(("How do I check which program is using all the memory?",),
-             ("Open the task manager and sort by memory.",)),
-        Step(("Can you search for a fix for error code 0x{code}?",),
-             ("That error usually means a driver update failed; reinstall the driver.",),
-             tool="search"),
-        Step(("Should I just buy a new router?",),
-             ("Only if it's more than five years old; otherwise a firmware update is worth a "
-              "try first.",)),
+        Step(
+            ("My wifi keeps dropping every evening.", "My laptop has become really slow."),
+            (
+                "Try changing the router channel, evenings are busy on the default one.",
+                "Check which apps start at login, that's the usual culprit.",
+            ),
+        ),
+        Step(
+            ("How do I check which program is using all the memory?",),
+            ("Open the task manager and sort by memory.",),
+        ),
+        Step(
+            ("Can you search for a fix for error code 0x{code}?",),
+            ("That error usually means a driver update failed; reinstall the driver.",),
+            tool="search",
+        ),
+        Step(
+            ("Should I just buy a new router?",),
+            (
+                "Only if it's more than five years old; otherwise a firmware update is worth a "
+                "try first.",
+            ),
+        ),
     ),
     "garden": (
-        Step(("When should I plant {plant} outside?", "My {plant} look a bit sad, why?"),
-             ("After the last frost, usually mid-May, in a sunny spot.",
-              "Probably too much water; let the soil dry out between waterings.")),
-        Step(("How often should I water them?",),
-             ("Every two or three days in summer, less when it's cool.",)),
-        Step(("Do they need fertiliser?",),
-             ("A liquid feed every two weeks once they start flowering.",)),
+        Step(
+            ("When should I plant {plant} outside?", "My {plant} look a bit sad, why?"),
+            (
+                "After the last frost, usually mid-May, in a sunny spot.",
+                "Probably too much water; let the soil dry out between waterings.",
+            ),
+        ),
+        Step(
+            ("How often should I water them?",),
+            ("Every two or three days in summer, less when it's cool.",),
+        ),
+        Step(
+            ("Do they need fertiliser?",),
+            ("A liquid feed every two weeks once they start flowering.",),
+        ),
     ),
     "calendar": (
-        Step(("Put the {event} in my calendar for {month} {day}.",
-              "Add a reminder for my {event} on {month} {day}."),
-             ("Done, the {event} is in your calendar for {month} {day}.",), tool="calendar"),
-        Step(("Can you also remind me the day before?",),
-             ("Sure, I've added a reminder for the day before at 9am.",)),
-        Step(("What else do I have that week?",),
-             ("Nothing else is scheduled that week so far.",)),
+        Step(
+            (
+                "Put the {event} in my calendar for {month} {day}.",
+                "Add a reminder for my {event} on {month} {day}.",
+            ),
+            ("Done, the {event} is in your calendar for {month} {day}.",),
+            tool="calendar",
+        ),
+        Step(
+            ("Can you also remind me the day before?",),
+            ("Sure, I've added a reminder for the day before at 9am.",),
+        ),
+        Step(("What else do I have that week?",), ("Nothing else is scheduled that week so far.",)),
     ),
     "currency": (
-        Step(("How much is {amount} euros in US dollars?",
-              "Convert {amount} pounds to euros please."),
-             ("That's roughly {converted} at today's rate.",), tool="currency"),
-        Step(("Is it better to pay in local currency abroad?",),
-             ("Yes, always pay in local currency; dynamic conversion adds a markup.",)),
-        Step(("Any card with no foreign transaction fees?",),
-             ("Several online banks offer free foreign payments; compare their ATM limits.",)),
+        Step(
+            (
+                "How much is {amount} euros in US dollars?",
+                "Convert {amount} pounds to euros please.",
+            ),
+            ("That's roughly {converted} at today's rate.",),
+            tool="currency",
+        ),
+        Step(
+            ("Is it better to pay in local currency abroad?",),
+            ("Yes, always pay in local currency; dynamic conversion adds a markup.",),
+        ),
+        Step(
+            ("Any card with no foreign transaction fees?",),
+            ("Several online banks offer free foreign payments; compare their ATM limits.",),
+        ),
     ),
 }
 
 
-def _tool_events(tool: str, slots: dict[str, str], call_id: str, rng: random.Random,
-                 ) -> tuple[dict[str, Any], Any]:
+def _tool_events(
+    tool: str,
+    slots: dict[str, str],
+    call_id: str,
+    rng: random.Random,
+) -> tuple[dict[str, Any], Any]:
     """(tool call args, tool response) for one tool use."""
     if tool == "weather":
-        return ({"city": slots["city"], "days": 2},
-                {"city": slots["city"], "forecast": [
+        return (
+            {"city": slots["city"], "days": 2},
+            {
+                "city": slots["city"],
+                "forecast": [
                     {"day": "Sat", "temp_c": int(slots["temp"]), "conditions": slots["condition"]},
-                    {"day": "Sun", "temp_c": int(slots["temp"]) - rng.randint(1, 4),
-                     "conditions": rng.choice(CONDITIONS)}]})
+                    {
+                        "day": "Sun",
+                        "temp_c": int(slots["temp"]) - rng.randint(1, 4),
+                        "conditions": rng.choice(CONDITIONS),
+                    },
+                ],
+            },
+        )
     if tool == "recipes":
-        return ({"query": slots["ingredient"], "max_minutes": 45},
-                {"results": [{"title": f"{slots['ingredient'].title()} {slots['dish']}",
-                              "minutes": int(slots["n"])},
-                             {"title": f"Quick {slots['ingredient2']} {rng.choice(DISHES)}",
-                              "minutes": rng.randint(15, 40)}]})
+        return (
+            {"query": slots["ingredient"], "max_minutes": 45},
+            {
+                "results": [
+                    {
+                        "title": f"{slots['ingredient'].title()} {slots['dish']}",
+                        "minutes": int(slots["n"]),
+                    },
+                    {
+                        "title": f"Quick {slots['ingredient2']} {rng.choice(DISHES)}",
+                        "minutes": rng.randint(15, 40),
+                    },
+                ]
+            },
+        )
     if tool == "calculator":
-        return ({"expression": f"{slots['amount']} * {slots['n']}"},
-                {"result": int(slots["total"].replace(",", ""))})
+        return (
+            {"expression": f"{slots['amount']} * {slots['n']}"},
+            {"result": int(slots["total"].replace(",", ""))},
+        )
     if tool == "currency":
-        return ({"amount": int(slots["amount"]), "from": "EUR", "to": "USD"},
-                {"converted": float(slots["converted"].replace(",", "")), "rate": 1.08})
+        return (
+            {"amount": int(slots["amount"]), "from": "EUR", "to": "USD"},
+            {"converted": float(slots["converted"].replace(",", "")), "rate": 1.08},
+        )
     if tool == "calendar":
-        return ({"title": slots["event"], "date": f"{slots['month']} {slots['day']}"},
-                {"status": "created", "event_id": f"evt-{call_id[-6:]}"})
-    return ({"query": slots.get("query", "docs")},
-            {"results": [{"title": "Top result", "snippet": "See the official documentation."}]})
+        return (
+            {"title": slots["event"], "date": f"{slots['month']} {slots['day']}"},
+            {"status": "created", "event_id": f"evt-{call_id[-6:]}"},
+        )
+    return (
+        {"query": slots.get("query", "docs")},
+        {"results": [{"title": "Top result", "snippet": "See the official documentation."}]},
+    )
 
 
 def _slots(rng: random.Random) -> dict[str, str]:
@@ -678,15 +1261,28 @@ def _slots(rng: random.Random) -> dict[str, str]:
     amount = rng.choice((50, 100, 150, 200, 250, 300, 400, 500))
     n = rng.randint(3, 12)
     return {
-        "ingredient": ing, "ingredient2": ing2, "dish": rng.choice(DISHES), "n": str(n * 5),
+        "ingredient": ing,
+        "ingredient2": ing2,
+        "dish": rng.choice(DISHES),
+        "n": str(n * 5),
         "key": rng.choice(("user_id", "timestamp", "price", "items", "status", "email")),
-        "city": rng.choice(CITIES), "temp": str(rng.randint(4, 29)),
-        "condition": rng.choice(CONDITIONS), "appliance": rng.choice(APPLIANCES),
-        "amount": str(amount), "total": f"{amount * n * 5:,}",
-        "converted": f"{amount * 1.08:,.2f}", "book": book, "book2": book2,
-        "author2": author2, "movie": movie, "movie2": movie2,
-        "code": f"{rng.randint(0x1000, 0xFFFF):X}", "plant": rng.choice(PLANTS),
-        "event": rng.choice(EVENTS), "month": rng.choice(MONTHS), "day": str(rng.randint(1, 28)),
+        "city": rng.choice(CITIES),
+        "temp": str(rng.randint(4, 29)),
+        "condition": rng.choice(CONDITIONS),
+        "appliance": rng.choice(APPLIANCES),
+        "amount": str(amount),
+        "total": f"{amount * n * 5:,}",
+        "converted": f"{amount * 1.08:,.2f}",
+        "book": book,
+        "book2": book2,
+        "author2": author2,
+        "movie": movie,
+        "movie2": movie2,
+        "code": f"{rng.randint(0x1000, 0xFFFF):X}",
+        "plant": rng.choice(PLANTS),
+        "event": rng.choice(EVENTS),
+        "month": rng.choice(MONTHS),
+        "day": str(rng.randint(1, 28)),
     }
 
 
@@ -733,9 +1329,13 @@ def _fill(template: str, slots: dict[str, str]) -> str:
 
 
 def _value_slots(cat: Category, value: Value, rng: random.Random) -> dict[str, str]:
-    slots = {"v": value.text, "V": value.text[0].upper() + value.text[1:], "cls": value.cls,
-             "a_v": _article(value.text),
-             "v_bare": value.text.removeprefix("a ").removeprefix("an ")}
+    slots = {
+        "v": value.text,
+        "V": value.text[0].upper() + value.text[1:],
+        "cls": value.cls,
+        "a_v": _article(value.text),
+        "v_bare": value.text.removeprefix("a ").removeprefix("an "),
+    }
     slots.update(dict(value.slots))
     for name, choices in cat.extra.items():
         slots[name] = rng.choice(choices)
@@ -750,8 +1350,9 @@ def _shared_terms(a: str, b: str) -> list[str]:
     return sorted(set(terms(a)) & set(terms(b)))
 
 
-def _pick_query(rng: random.Random, candidates: list[str], stating_text: str,
-                want_overlap: bool) -> tuple[str, list[str]]:
+def _pick_query(
+    rng: random.Random, candidates: list[str], stating_text: str, want_overlap: bool
+) -> tuple[str, list[str]]:
     """A paraphrase with no shared index term (or the fewest), or a keyword query
     with at least one; ties broken at random (seeded)."""
     scored = [(q, _shared_terms(q, stating_text)) for q in candidates]
@@ -765,10 +1366,10 @@ def _pick_query(rng: random.Random, candidates: list[str], stating_text: str,
 
 
 class _SessionBuilder:
-    def __init__(self, app: str, user: str, session_id: str, start: float,
-                 rng: random.Random) -> None:
-        self.session = Session(app_name=app, user_id=user, session_id=session_id,
-                               created_at=start)
+    def __init__(
+        self, app: str, user: str, session_id: str, start: float, rng: random.Random
+    ) -> None:
+        self.session = Session(app_name=app, user_id=user, session_id=session_id, created_at=start)
         self.rng = rng
         self.clock = start
         self.invocation = 0
@@ -779,8 +1380,13 @@ class _SessionBuilder:
 
     def _add(self, **kw: Any) -> Event:
         sid = self.session.session_id
-        event = Event(id=f"{sid}-e{len(self.session.events):03d}", session_id=sid,
-                      invocation_id=f"{sid}-i{self.invocation:02d}", timestamp=self._tick(), **kw)
+        event = Event(
+            id=f"{sid}-e{len(self.session.events):03d}",
+            session_id=sid,
+            invocation_id=f"{sid}-i{self.invocation:02d}",
+            timestamp=self._tick(),
+            **kw,
+        )
         self.session.apply(event)
         return event
 
@@ -793,19 +1399,32 @@ class _SessionBuilder:
 
     def tool(self, name: str, args: dict[str, Any], response: Any) -> None:
         call_id = f"call-{self.session.session_id}-{len(self.session.events):03d}"
-        self._add(author=ASSISTANT, role="model", type="tool_call",
-                  data={"name": name, "args": args, "call_id": call_id})
-        self._add(author=name, role="tool", type="tool_result",
-                  data={"name": name, "response": response, "call_id": call_id})
+        self._add(
+            author=ASSISTANT,
+            role="model",
+            type="tool_call",
+            data={"name": name, "args": args, "call_id": call_id},
+        )
+        self._add(
+            author=name,
+            role="tool",
+            type="tool_result",
+            data={"name": name, "response": response, "call_id": call_id},
+        )
 
     def finish(self) -> Session:
         self.session.ended_at = round(self.clock + 60.0, 3)
         return self.session
 
 
-TOOL_NAMES = {"weather": "get_weather", "recipes": "search_recipes", "calculator": "calculate",
-              "currency": "convert_currency", "calendar": "create_calendar_event",
-              "search": "web_search"}
+TOOL_NAMES = {
+    "weather": "get_weather",
+    "recipes": "search_recipes",
+    "calculator": "calculate",
+    "currency": "convert_currency",
+    "calendar": "create_calendar_event",
+    "search": "web_search",
+}
 
 
 @dataclass
@@ -821,8 +1440,9 @@ class _Plant:
     session_id: str = ""
 
 
-def _user_plan(cfg: DatasetConfig, rng: random.Random) -> tuple[list[tuple[int, _Plant]],
-                                                                list[dict[str, Any]]]:
+def _user_plan(
+    cfg: DatasetConfig, rng: random.Random
+) -> tuple[list[tuple[int, _Plant]], list[dict[str, Any]]]:
     """Which statement goes to which session, and the query specs to write later."""
     m = cfg.sessions_per_user
     placed: list[tuple[int, _Plant]] = []
@@ -842,20 +1462,34 @@ def _user_plan(cfg: DatasetConfig, rng: random.Random) -> tuple[list[tuple[int, 
     for cat in changed:
         old, new = rng.sample(cat.values, 2)
         old_slots = _value_slots(cat, old, rng)
-        new_slots = {**_value_slots(cat, new, rng), "old": old.text, "new": new.text,
-                     "a_old": _article(old.text), "a_new": _article(new.text)}
+        new_slots = {
+            **_value_slots(cat, new, rng),
+            "old": old.text,
+            "new": new.text,
+            "a_old": _article(old.text),
+            "a_new": _article(new.text),
+        }
         i = rng.randrange(m - 1)
         j = rng.randrange(i + 1, m)
-        old_plant = _Plant(_fill(rng.choice(cat.statements), old_slots), "old", cat.name,
-                           old.text, len(specs))
-        new_plant = _Plant(_fill(rng.choice(cat.changes), new_slots), "new", cat.name,
-                           new.text, len(specs))
+        old_plant = _Plant(
+            _fill(rng.choice(cat.statements), old_slots), "old", cat.name, old.text, len(specs)
+        )
+        new_plant = _Plant(
+            _fill(rng.choice(cat.changes), new_slots), "new", cat.name, new.text, len(specs)
+        )
         placed += [(i, old_plant), (j, new_plant)]
-        specs.append({"category": cat, "value": new, "slots": new_slots, "plant": new_plant,
-                      "stale": old_plant, "stale_value": old})
+        specs.append(
+            {
+                "category": cat,
+                "value": new,
+                "slots": new_slots,
+                "plant": new_plant,
+                "stale": old_plant,
+                "stale_value": old,
+            }
+        )
     planted_values = {(s["category"].name, s["value"].text) for s in specs}
-    planted_values |= {(s["category"].name, s["stale_value"].text) for s in specs
-                       if "stale" in s}
+    planted_values |= {(s["category"].name, s["stale_value"].text) for s in specs if "stale" in s}
     for _ in range(cfg.near_misses_per_user):
         cat = rng.choice([s["category"] for s in specs] or list(CATEGORIES))
         others = [v for v in cat.values if (cat.name, v.text) not in planted_values]
@@ -866,8 +1500,25 @@ def _user_plan(cfg: DatasetConfig, rng: random.Random) -> tuple[list[tuple[int, 
     return placed, specs
 
 
-_LOWER_AFTER_LEAD = frozenset({"My", "Here", "Being", "Last", "Even", "Nothing", "Back", "We",
-                               "The", "These", "Quick", "Big", "Now", "In", "Just"})
+_LOWER_AFTER_LEAD = frozenset(
+    {
+        "My",
+        "Here",
+        "Being",
+        "Last",
+        "Even",
+        "Nothing",
+        "Back",
+        "We",
+        "The",
+        "These",
+        "Quick",
+        "Big",
+        "Now",
+        "In",
+        "Just",
+    }
+)
 
 
 def _with_lead(lead: str, text: str) -> str:
@@ -891,8 +1542,11 @@ def _build_session(b: _SessionBuilder, topic: str, plants: list[_Plant]) -> None
         inline = [p for pos, own, p in where if pos == k and not own and k < len(chosen)]
         for pos, own, p in where:
             if pos == k and (own or k == len(chosen)):
-                ev = b.user(_with_lead(rng.choice(STANDALONE_LEADS), p.text)
-                            if rng.random() < 0.6 else p.text)
+                ev = b.user(
+                    _with_lead(rng.choice(STANDALONE_LEADS), p.text)
+                    if rng.random() < 0.6
+                    else p.text
+                )
                 p.event_id, p.session_id = ev.id, b.session.session_id
                 b.reply(rng.choice(ACKS))
         if k == len(chosen):
@@ -906,8 +1560,7 @@ def _build_session(b: _SessionBuilder, topic: str, plants: list[_Plant]) -> None
             p.event_id, p.session_id = ev.id, b.session.session_id
         if step.tool:
             name = TOOL_NAMES[step.tool]
-            args, response = _tool_events(step.tool, {**slots, "query": text[:60]},
-                                          f"{ev.id}", rng)
+            args, response = _tool_events(step.tool, {**slots, "query": text[:60]}, f"{ev.id}", rng)
             b.tool(name, args, response)
         b.reply(_fill(rng.choice(step.reply), slots))
 
@@ -924,8 +1577,9 @@ def _aliases(cat: Category, value: Value, slots: dict[str, str]) -> list[str]:
     return list(dict.fromkeys([value.text, *value.aliases, *extra]))
 
 
-def _queries_for_user(cfg: DatasetConfig, user: str, specs: list[dict[str, Any]],
-                      rng: random.Random) -> list[dict[str, Any]]:
+def _queries_for_user(
+    cfg: DatasetConfig, user: str, specs: list[dict[str, Any]], rng: random.Random
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     def emit(kind: str, surface: str, spec: dict[str, Any]) -> None:
@@ -957,8 +1611,11 @@ def _queries_for_user(cfg: DatasetConfig, user: str, specs: list[dict[str, Any]]
         }
         if "stale" in spec:
             stale: _Plant = spec["stale"]
-            row.update(stale_session_id=stale.session_id, stale_event_ids=[stale.event_id],
-                       stale_text=spec["stale_value"].text)
+            row.update(
+                stale_session_id=stale.session_id,
+                stale_event_ids=[stale.event_id],
+                stale_text=spec["stale_value"].text,
+            )
         out.append(row)
 
     for spec in specs:
@@ -971,8 +1628,9 @@ def _queries_for_user(cfg: DatasetConfig, user: str, specs: list[dict[str, Any]]
     return out
 
 
-def generate_user(cfg: DatasetConfig, u: int) -> tuple[list[Session], list[dict[str, Any]],
-                                                       list[dict[str, Any]]]:
+def generate_user(
+    cfg: DatasetConfig, u: int
+) -> tuple[list[Session], list[dict[str, Any]], list[dict[str, Any]]]:
     """One user's sessions, queries and planted statements (independent of other users)."""
     rng = random.Random(f"mnemoray-datagen:{GENERATOR_VERSION}:{cfg.seed}:{u}")
     user = f"u{u:05d}"
@@ -988,9 +1646,18 @@ def generate_user(cfg: DatasetConfig, u: int) -> tuple[list[Session], list[dict[
         _build_session(b, rng.choice(topics), plants)
         sessions.append(b.finish())
     queries = _queries_for_user(cfg, user, specs, rng)
-    facts = [{"user_id": user, "session_id": p.session_id, "event_id": p.event_id,
-              "role": p.role, "category": p.category, "value": p.value, "text": p.text}
-             for _, p in sorted(placed, key=lambda sp: (sp[1].session_id, sp[1].event_id))]
+    facts = [
+        {
+            "user_id": user,
+            "session_id": p.session_id,
+            "event_id": p.event_id,
+            "role": p.role,
+            "category": p.category,
+            "value": p.value,
+            "text": p.text,
+        }
+        for _, p in sorted(placed, key=lambda sp: (sp[1].session_id, sp[1].event_id))
+    ]
     return sessions, queries, facts
 
 
@@ -1032,14 +1699,20 @@ def write_dataset(ds: Dataset, out: str | Path, fmt: str = "parquet") -> dict[st
     per_part = USERS_PER_PART * ds.config.sessions_per_user
     parts = []
     for i in range(0, len(ds.sessions), per_part):
-        path = write_archive(ds.sessions[i:i + per_part],
-                             archive / f"part-{i // per_part:04d}{suffix}")
+        path = write_archive(
+            ds.sessions[i : i + per_part], archive / f"part-{i // per_part:04d}{suffix}"
+        )
         parts.append(path.name)
     _write_jsonl(ds.queries, out / "queries.jsonl")
     _write_jsonl(ds.facts, out / "facts.jsonl")
-    meta = {"generator_version": GENERATOR_VERSION, "fingerprint": ds.config.fingerprint(),
-            "config": asdict(ds.config), "format": fmt, "archive_parts": parts,
-            **ds.stats()}
+    meta = {
+        "generator_version": GENERATOR_VERSION,
+        "fingerprint": ds.config.fingerprint(),
+        "config": asdict(ds.config),
+        "format": fmt,
+        "archive_parts": parts,
+        **ds.stats(),
+    }
     # Written last: its presence means the directory is complete (a cache check).
     (out / "dataset.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
@@ -1050,8 +1723,11 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def load_or_generate(cfg: DatasetConfig, cache_root: str | Path, fmt: str = "parquet",
-                     ) -> tuple[Path, dict[str, Any]]:
+def load_or_generate(
+    cfg: DatasetConfig,
+    cache_root: str | Path,
+    fmt: str = "parquet",
+) -> tuple[Path, dict[str, Any]]:
     """The dataset directory for ``cfg`` under ``cache_root`` (generated on a miss)."""
     out = Path(cache_root) / f"dataset-{cfg.fingerprint()}"
     meta_path = out / "dataset.json"
@@ -1064,8 +1740,9 @@ def load_or_generate(cfg: DatasetConfig, cache_root: str | Path, fmt: str = "par
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--users", type=int, default=200)
     p.add_argument("--sessions-per-user", type=int, default=10)
     p.add_argument("--seed", type=int, default=7)
@@ -1073,12 +1750,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     p.add_argument("--out", required=True, help="output directory")
     args = p.parse_args(argv)
-    cfg = DatasetConfig(users=args.users, sessions_per_user=args.sessions_per_user,
-                        seed=args.seed, app_name=args.app_name)
+    cfg = DatasetConfig(
+        users=args.users,
+        sessions_per_user=args.sessions_per_user,
+        seed=args.seed,
+        app_name=args.app_name,
+    )
     t0 = time.perf_counter()
     meta = write_dataset(generate(cfg), args.out, args.format)
-    print(json.dumps({k: meta[k] for k in ("fingerprint", "users", "sessions", "events",
-                                           "queries", "queries_by_kind", "facts_by_role")}))
+    print(
+        json.dumps(
+            {
+                k: meta[k]
+                for k in (
+                    "fingerprint",
+                    "users",
+                    "sessions",
+                    "events",
+                    "queries",
+                    "queries_by_kind",
+                    "facts_by_role",
+                )
+            }
+        )
+    )
     print(f"wrote {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
 

@@ -80,15 +80,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--singles-per-round", type=int, default=25)
-    parser.add_argument("--cache-dir", default=None, help="ONNX export cache (default: "
-                        "$MNEMORAY_ONNX_CACHE or ~/.cache/mnemoray/onnx)")
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="ONNX export cache (default: $MNEMORAY_ONNX_CACHE or ~/.cache/mnemoray/onnx)",
+    )
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                        help="cuda: the GPU benchmark (benchmarks/embed_gpu.py)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="cuda: the GPU benchmark (benchmarks/embed_gpu.py)",
+    )
     parser.add_argument("--texts", type=int, default=100_000, help="cuda: turns to embed")
     parser.add_argument("--users", type=int, default=1000, help="cuda: datagen users")
-    parser.add_argument("--batch-tokens", type=int, default=65536,
-                        help="cuda: padded tokens per forward pass")
+    parser.add_argument(
+        "--batch-tokens", type=int, default=65536, help="cuda: padded tokens per forward pass"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="cuda: timed runs each")
     args = parser.parse_args()
     if args.device == "cuda":
@@ -107,14 +115,26 @@ def main() -> None:
     for threads in THREADS:
         configs.append(Config(f"torch t{threads}", "torch", threads, torch_embedder))
     for threads in THREADS:
-        configs.append(Config(f"onnx fp32 t{threads}", "onnx-fp32", threads,
-                              OnnxEmbedder(threads=threads, cache_dir=args.cache_dir,
-                                           reference=torch_embedder)))
+        configs.append(
+            Config(
+                f"onnx fp32 t{threads}",
+                "onnx-fp32",
+                threads,
+                OnnxEmbedder(threads=threads, cache_dir=args.cache_dir, reference=torch_embedder),
+            )
+        )
     for threads in THREADS:
         # verify=False: the int8 export fails the parity gate, measured below anyway.
-        configs.append(Config(f"onnx int8 t{threads}", "onnx-int8", threads,
-                              OnnxEmbedder(quantize=True, threads=threads,
-                                           cache_dir=args.cache_dir, verify=False)))
+        configs.append(
+            Config(
+                f"onnx int8 t{threads}",
+                "onnx-int8",
+                threads,
+                OnnxEmbedder(
+                    quantize=True, threads=threads, cache_dir=args.cache_dir, verify=False
+                ),
+            )
+        )
     print(f"loaded in {time.perf_counter() - started:.1f} s; load average {load_start}")
 
     # Parity on this benchmark's own texts (the library's gate uses its built-in set).
@@ -147,53 +167,91 @@ def main() -> None:
             cfg.batch.append(time.perf_counter() - t0)
 
     rows = []
-    torch_p50 = {c.threads: float(np.percentile(c.single, 50)) for c in configs
-                 if c.backend == "torch"}
-    torch_tps = {c.threads: BATCH / float(np.median(c.batch)) for c in configs
-                 if c.backend == "torch"}
+    torch_p50 = {
+        c.threads: float(np.percentile(c.single, 50)) for c in configs if c.backend == "torch"
+    }
+    torch_tps = {
+        c.threads: BATCH / float(np.median(c.batch)) for c in configs if c.backend == "torch"
+    }
     for cfg in configs:
         p50 = float(np.percentile(cfg.single, 50)) * 1e3
         p95 = float(np.percentile(cfg.single, 95)) * 1e3
         tps = BATCH / float(np.median(cfg.batch))
         min_cos = parity.get(cfg.backend, 1.0)
         gate = getattr(cfg.embedder, "verified", True)
-        rows.append({
-            "config": cfg.name, "backend": cfg.backend, "threads": cfg.threads,
-            "single_p50_ms": round(p50, 3), "single_p95_ms": round(p95, 3),
-            "single_speedup_vs_torch": round(torch_p50[cfg.threads] * 1e3 / p50, 2),
-            "batch64_texts_per_s": round(tps, 1),
-            "batch_speedup_vs_torch": round(tps / torch_tps[cfg.threads], 2),
-            "bench_min_cosine_vs_torch": round(min_cos, 6),
-            "gate_min_cosine": getattr(cfg.embedder, "parity_min_cosine", None),
-            "passes_parity_gate": bool(gate), "model_id": cfg.embedder.model_id,
-            "single_samples": len(cfg.single), "batch_samples": len(cfg.batch),
-        })
+        rows.append(
+            {
+                "config": cfg.name,
+                "backend": cfg.backend,
+                "threads": cfg.threads,
+                "single_p50_ms": round(p50, 3),
+                "single_p95_ms": round(p95, 3),
+                "single_speedup_vs_torch": round(torch_p50[cfg.threads] * 1e3 / p50, 2),
+                "batch64_texts_per_s": round(tps, 1),
+                "batch_speedup_vs_torch": round(tps / torch_tps[cfg.threads], 2),
+                "bench_min_cosine_vs_torch": round(min_cos, 6),
+                "gate_min_cosine": getattr(cfg.embedder, "parity_min_cosine", None),
+                "passes_parity_gate": bool(gate),
+                "model_id": cfg.embedder.model_id,
+                "single_samples": len(cfg.single),
+                "batch_samples": len(cfg.batch),
+            }
+        )
 
-    header = (f"{'config':<14} {'p50 ms':>7} {'p95 ms':>7} {'x torch':>7} {'batch64 t/s':>11} "
-              f"{'x torch':>7} {'min cos':>9} {'gate':>5}")
+    header = (
+        f"{'config':<14} {'p50 ms':>7} {'p95 ms':>7} {'x torch':>7} {'batch64 t/s':>11} "
+        f"{'x torch':>7} {'min cos':>9} {'gate':>5}"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['config']:<14} {r['single_p50_ms']:>7.2f} {r['single_p95_ms']:>7.2f} "
-              f"{r['single_speedup_vs_torch']:>7.2f} {r['batch64_texts_per_s']:>11.1f} "
-              f"{r['batch_speedup_vs_torch']:>7.2f} {r['bench_min_cosine_vs_torch']:>9.5f} "
-              f"{'ok' if r['passes_parity_gate'] else 'FAIL':>5}")
-    print(f"single: batch 1, {len(queries)} short queries cycled; batch: {BATCH} texts of "
-          f"~{BATCH_WORDS} words; parity gate: min cosine >= {PARITY_MIN_COSINE}")
+        print(
+            f"{r['config']:<14} {r['single_p50_ms']:>7.2f} {r['single_p95_ms']:>7.2f} "
+            f"{r['single_speedup_vs_torch']:>7.2f} {r['batch64_texts_per_s']:>11.1f} "
+            f"{r['batch_speedup_vs_torch']:>7.2f} {r['bench_min_cosine_vs_torch']:>9.5f} "
+            f"{'ok' if r['passes_parity_gate'] else 'FAIL':>5}"
+        )
+    print(
+        f"single: batch 1, {len(queries)} short queries cycled; batch: {BATCH} texts of "
+        f"~{BATCH_WORDS} words; parity gate: min cosine >= {PARITY_MIN_COSINE}"
+    )
 
     load_end = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+    args.out.write_text(
+        json.dumps(
+            {
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "platform": platform.platform(),
                     "python": platform.python_version(),
-                    "load_average_start": load_start, "load_average_end": load_end},
-        "versions": {d: version(d) for d in ("torch", "onnxruntime", "onnx", "tokenizers",
-                                              "transformers", "sentence-transformers")},
-        "settings": {"rounds": args.rounds, "singles_per_round": args.singles_per_round,
-                     "batch": BATCH, "batch_words": BATCH_WORDS,
-                     "parity_min_cosine": PARITY_MIN_COSINE},
-        "results": rows,
-    }, indent=2) + "\n")
+                    "load_average_start": load_start,
+                    "load_average_end": load_end,
+                },
+                "versions": {
+                    d: version(d)
+                    for d in (
+                        "torch",
+                        "onnxruntime",
+                        "onnx",
+                        "tokenizers",
+                        "transformers",
+                        "sentence-transformers",
+                    )
+                },
+                "settings": {
+                    "rounds": args.rounds,
+                    "singles_per_round": args.singles_per_round,
+                    "batch": BATCH,
+                    "batch_words": BATCH_WORDS,
+                    "parity_min_cosine": PARITY_MIN_COSINE,
+                },
+                "results": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {args.out}; load average at end {load_end}")
 
 

@@ -42,7 +42,7 @@ def conversation_texts(users: int) -> tuple[list[str], list[str]]:
     for session in data.sessions:
         texts = [e.text for e in session.events if getattr(e, "text", None)]
         turns.extend(texts)
-        chunks.extend(" ".join(texts[i:i + 3]) for i in range(0, len(texts), 3))
+        chunks.extend(" ".join(texts[i : i + 3]) for i in range(0, len(texts), 3))
     return turns, chunks
 
 
@@ -66,8 +66,7 @@ def tokenized(embedder, texts: list[str]) -> tuple[list[list[int]], np.ndarray]:
     return ids, lengths
 
 
-def limit_probe(embedder, texts: list[str], dtype: str, batch_tokens: int,
-                repeats: int) -> float:
+def limit_probe(embedder, texts: list[str], dtype: str, batch_tokens: int, repeats: int) -> float:
     """texts/s of forward + pooling + normalisation only, inputs already on the GPU."""
     import copy
 
@@ -84,11 +83,12 @@ def limit_probe(embedder, texts: list[str], dtype: str, batch_tokens: int,
         width = int(lengths[rows[0]])
         ids = np.zeros((len(rows), width), dtype=np.int64)
         for r, i in enumerate(rows):
-            ids[r, :lengths[i]] = token_ids[i][:lengths[i]]
+            ids[r, : lengths[i]] = token_ids[i][: lengths[i]]
         batches.append((torch.from_numpy(ids).cuda(), torch.from_numpy(lengths[rows]).cuda()))
     saved = embedder._module
     embedder._module = module
     try:
+
         def run() -> None:
             with torch.inference_mode():
                 for ids, lens in batches:
@@ -106,10 +106,16 @@ def limit_probe(embedder, texts: list[str], dtype: str, batch_tokens: int,
 def tokenizer_rate(embedder, texts: list[str], repeats: int) -> dict[str, float]:
     pool = embedder._pool
     single = _median_rate(lambda: embedder._encode_batch(texts), len(texts), repeats)
-    pooled = _median_rate(lambda: list(embedder._slices(texts)), len(texts), repeats) \
-        if pool is not None else single
-    return {"one_call": round(single, 1), "pool": round(pooled, 1),
-            "pool_threads": pool._max_workers if pool is not None else 1}
+    pooled = (
+        _median_rate(lambda: list(embedder._slices(texts)), len(texts), repeats)
+        if pool is not None
+        else single
+    )
+    return {
+        "one_call": round(single, 1),
+        "pool": round(pooled, 1),
+        "pool_threads": pool._max_workers if pool is not None else 1,
+    }
 
 
 def run(args) -> None:
@@ -118,11 +124,14 @@ def run(args) -> None:
     from mnemoray.embedders import CudaEmbedder, SentenceTransformerEmbedder
 
     turns, chunks = conversation_texts(args.users)
-    turns = turns[:args.texts]
-    chunks = chunks[:max(1, args.texts // 3)]
+    turns = turns[: args.texts]
+    chunks = chunks[: max(1, args.texts // 3)]
     reference = SentenceTransformerEmbedder(device="cuda")
-    print(f"{len(turns)} turns, {len(chunks)} chunks; GPU {torch.cuda.get_device_name(0)}; "
-          f"{os.cpu_count()} CPUs", flush=True)
+    print(
+        f"{len(turns)} turns, {len(chunks)} chunks; GPU {torch.cuda.get_device_name(0)}; "
+        f"{os.cpu_count()} CPUs",
+        flush=True,
+    )
     ref_sample = reference.encode(turns[:4096], batch_size=512)
     rows: list[dict] = []
 
@@ -134,13 +143,16 @@ def run(args) -> None:
         got = emb.encode(turns[:4096])
         return round(float(np.min(np.sum(got * ref_sample, axis=1))), 6)
 
-    add("sentence-transformers fp32 b512",
-        _median_rate(lambda: reference.encode(turns, batch_size=512), len(turns), args.repeats))
+    add(
+        "sentence-transformers fp32 b512",
+        _median_rate(lambda: reference.encode(turns, batch_size=512), len(turns), args.repeats),
+    )
     embedders = {}
     for dtype in ("float32", "float16", "bfloat16"):
         try:
-            embedders[dtype] = CudaEmbedder(device="cuda", dtype=dtype, reference=reference,
-                                            max_batch_tokens=args.batch_tokens)
+            embedders[dtype] = CudaEmbedder(
+                device="cuda", dtype=dtype, reference=reference, max_batch_tokens=args.batch_tokens
+            )
         except Exception as exc:  # noqa: BLE001 - a failed gate is a result too
             rows.append({"config": f"CudaEmbedder {dtype}", "error": str(exc)})
             print(f"  CudaEmbedder {dtype}: {exc}")
@@ -156,26 +168,41 @@ def run(args) -> None:
         emb.stats = type(emb.stats)()
         rate = _median_rate(lambda emb=emb: emb.encode(turns), len(turns), args.repeats)
         busy = emb.stats.device_s / emb.stats.wall_s
-        add(f"CudaEmbedder {dtype}", rate, gpu_busy=round(busy, 3),
-            of_limit=round(rate / limits[dtype], 3), gate_min_cosine=emb.parity_min_cosine,
+        add(
+            f"CudaEmbedder {dtype}",
+            rate,
+            gpu_busy=round(busy, 3),
+            of_limit=round(rate / limits[dtype], 3),
+            gate_min_cosine=emb.parity_min_cosine,
             bench_min_cosine=parity(emb),
-            padding=round(emb.stats.padded_tokens / max(1, emb.stats.tokens), 3))
-    auto = CudaEmbedder(device="cuda", dtype="auto", reference=reference,
-                        max_batch_tokens=args.batch_tokens)
-    add("CudaEmbedder auto", _median_rate(lambda: auto.encode(turns), len(turns), args.repeats),
-        chose=auto.dtype, parity=auto.parity)
-    add("CudaEmbedder auto, 3-turn chunks",
-        _median_rate(lambda: auto.encode(chunks), len(chunks), args.repeats))
-    add("sentence-transformers, 3-turn chunks",
-        _median_rate(lambda: reference.encode(chunks, batch_size=512), len(chunks),
-                     args.repeats))
+            padding=round(emb.stats.padded_tokens / max(1, emb.stats.tokens), 3),
+        )
+    auto = CudaEmbedder(
+        device="cuda", dtype="auto", reference=reference, max_batch_tokens=args.batch_tokens
+    )
+    add(
+        "CudaEmbedder auto",
+        _median_rate(lambda: auto.encode(turns), len(turns), args.repeats),
+        chose=auto.dtype,
+        parity=auto.parity,
+    )
+    add(
+        "CudaEmbedder auto, 3-turn chunks",
+        _median_rate(lambda: auto.encode(chunks), len(chunks), args.repeats),
+    )
+    add(
+        "sentence-transformers, 3-turn chunks",
+        _median_rate(lambda: reference.encode(chunks, batch_size=512), len(chunks), args.repeats),
+    )
     if "float16" in embedders:
         fp16 = embedders["float16"]
         for budget in (16384, 32768, 131072):
             fp16.max_batch_tokens = budget
             fp16._spare = None  # pinned buffers of the new budget's size
-            add(f"CudaEmbedder float16 @{budget}",
-                _median_rate(lambda: fp16.encode(turns), len(turns), args.repeats))
+            add(
+                f"CudaEmbedder float16 @{budget}",
+                _median_rate(lambda: fp16.encode(turns), len(turns), args.repeats),
+            )
         fp16.max_batch_tokens = args.batch_tokens
     latency = {}
     for name, emb in (("sentence-transformers", reference), ("CudaEmbedder auto", auto)):
@@ -184,30 +211,62 @@ def run(args) -> None:
             t0 = time.perf_counter()
             emb.encode([q])
             samples.append(time.perf_counter() - t0)
-        latency[name] = {"p50_ms": round(float(np.percentile(samples[20:], 50)) * 1e3, 3),
-                         "p95_ms": round(float(np.percentile(samples[20:], 95)) * 1e3, 3)}
+        latency[name] = {
+            "p50_ms": round(float(np.percentile(samples[20:], 50)) * 1e3, 3),
+            "p95_ms": round(float(np.percentile(samples[20:], 95)) * 1e3, 3),
+        }
     print(f"  one query: {latency}")
 
-    best = max((r["texts_per_s"] for r in rows if r["config"].startswith("CudaEmbedder")
-                and "texts_per_s" in r), default=0.0)
-    summary = {"fp16_limit": round(limits["float16"], 1), "best_library": best,
-               "best_of_fp16_limit": round(best / limits["float16"], 3),
-               "mean_tokens_per_turn": round(float(np.mean(
-                   tokenized(base, turns[:20000])[1])), 1)}
+    best = max(
+        (
+            r["texts_per_s"]
+            for r in rows
+            if r["config"].startswith("CudaEmbedder") and "texts_per_s" in r
+        ),
+        default=0.0,
+    )
+    summary = {
+        "fp16_limit": round(limits["float16"], 1),
+        "best_library": best,
+        "best_of_fp16_limit": round(best / limits["float16"], 3),
+        "mean_tokens_per_turn": round(float(np.mean(tokenized(base, turns[:20000])[1])), 1),
+    }
     print(f"\n{'config':<36} {'texts/s':>10}")
     for r in rows:
         if "texts_per_s" in r:
             print(f"{r['config']:<36} {r['texts_per_s']:>10,.0f}")
-    print(f"best library / fp16 limit: {summary['best_of_fp16_limit']:.2f}; "
-          f"tokenizer {tok}; one query {latency}")
+    print(
+        f"best library / fp16 limit: {summary['best_of_fp16_limit']:.2f}; "
+        f"tokenizer {tok}; one query {latency}"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "machine": {"gpu": torch.cuda.get_device_name(0), "cpus": os.cpu_count(),
-                    "platform": platform.platform(), "python": platform.python_version()},
-        "versions": {d: version(d) for d in ("torch", "transformers", "tokenizers",
-                                              "sentence-transformers")},
-        "settings": {"texts": len(turns), "chunks": len(chunks), "users": args.users,
-                     "batch_tokens": args.batch_tokens, "repeats": args.repeats},
-        "results": rows, "tokenizer": tok, "latency": latency, "summary": summary,
-    }, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "machine": {
+                    "gpu": torch.cuda.get_device_name(0),
+                    "cpus": os.cpu_count(),
+                    "platform": platform.platform(),
+                    "python": platform.python_version(),
+                },
+                "versions": {
+                    d: version(d)
+                    for d in ("torch", "transformers", "tokenizers", "sentence-transformers")
+                },
+                "settings": {
+                    "texts": len(turns),
+                    "chunks": len(chunks),
+                    "users": args.users,
+                    "batch_tokens": args.batch_tokens,
+                    "repeats": args.repeats,
+                },
+                "results": rows,
+                "tokenizer": tok,
+                "latency": latency,
+                "summary": summary,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {args.out}")

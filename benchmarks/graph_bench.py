@@ -59,7 +59,7 @@ def synthetic(n: int, seed: int = 7) -> dict[str, pa.Table]:
     per = 1 + rng.poisson(2.0, n)
     m_src = np.concatenate([mem[rng.integers(0, n, n)], np.repeat(mem, per)])
     m_dst = np.concatenate([ent, ent[rng.choice(n, size=int(per.sum()), p=weights)]])
-    months = ent[n - 60:]  # the last 60 entities stand for months
+    months = ent[n - 60 :]  # the last 60 entities stand for months
     p_src, p_dst = mem, months[rng.integers(0, 60, n)]
     k = n // 2
     f_src, f_dst = ent[rng.choice(n, k, p=weights)], ent[rng.choice(n, k, p=weights)]
@@ -70,36 +70,61 @@ def synthetic(n: int, seed: int = 7) -> dict[str, pa.Table]:
     src = np.concatenate([m_src, p_src, f_src])
     dst = np.concatenate([m_dst, p_dst, f_dst])
     m = src.size
-    types = np.concatenate([np.full(m_src.size, "mentions", dtype=object),
-                            np.full(n, "same_period", dtype=object), f_type])
+    types = np.concatenate(
+        [
+            np.full(m_src.size, "mentions", dtype=object),
+            np.full(n, "same_period", dtype=object),
+            f_type,
+        ]
+    )
     nan = np.full(m - k, np.nan)
     vf, vt = np.concatenate([nan, start]), np.concatenate([nan, end])
     kinds = np.where(np.char.startswith(src.astype(str), "mem-"), "memory", "entity")
     common = {"app_name": pa.array(["bench"] * m), "user_id": pa.array(["u"] * m)}
-    relations = pa.table({
-        "relation_id": pa.array([f"rel-{i:08d}" for i in range(m)]), **common,
-        "src": pa.array(src.tolist()), "src_kind": pa.array(kinds.tolist()),
-        "type": pa.array(types.tolist()), "dst": pa.array(dst.tolist()),
-        "dst_kind": pa.array(["entity"] * m), "strength": pa.array(np.ones(m)),
-        "confidence": pa.array(np.ones(m)),
-        "valid_from": pa.array(vf, from_pandas=True), "valid_to": pa.array(vt, from_pandas=True),
-        "ended_by": pa.array([""] * m), "recorded_at": pa.array(np.full(m, T0)),
-        "supports": pa.nulls(m, SCHEMAS["relations"].field("supports").type),
-        "evidence": pa.array([""] * m), "version": pa.array(np.ones(m, dtype=np.int64)),
-        "changed_by": pa.array([""] * m)}, schema=SCHEMAS["relations"])
-    entities = pa.table({
-        "entity_id": pa.array(ent.tolist()), "app_name": pa.array(["bench"] * n),
-        "user_id": pa.array(["u"] * n), "name": pa.array([f"Name {i}" for i in range(n)]),
-        "type": pa.array(["thing"] * n)}).select(["entity_id", "app_name", "user_id", "name",
-                                                   "type"])
+    relations = pa.table(
+        {
+            "relation_id": pa.array([f"rel-{i:08d}" for i in range(m)]),
+            **common,
+            "src": pa.array(src.tolist()),
+            "src_kind": pa.array(kinds.tolist()),
+            "type": pa.array(types.tolist()),
+            "dst": pa.array(dst.tolist()),
+            "dst_kind": pa.array(["entity"] * m),
+            "strength": pa.array(np.ones(m)),
+            "confidence": pa.array(np.ones(m)),
+            "valid_from": pa.array(vf, from_pandas=True),
+            "valid_to": pa.array(vt, from_pandas=True),
+            "ended_by": pa.array([""] * m),
+            "recorded_at": pa.array(np.full(m, T0)),
+            "supports": pa.nulls(m, SCHEMAS["relations"].field("supports").type),
+            "evidence": pa.array([""] * m),
+            "version": pa.array(np.ones(m, dtype=np.int64)),
+            "changed_by": pa.array([""] * m),
+        },
+        schema=SCHEMAS["relations"],
+    )
+    entities = pa.table(
+        {
+            "entity_id": pa.array(ent.tolist()),
+            "app_name": pa.array(["bench"] * n),
+            "user_id": pa.array(["u"] * n),
+            "name": pa.array([f"Name {i}" for i in range(n)]),
+            "type": pa.array(["thing"] * n),
+        }
+    ).select(["entity_id", "app_name", "user_id", "name", "type"])
     entities = _fill(entities, SCHEMAS["entities"])
-    return {"entities": entities, "aliases": SCHEMAS["aliases"].empty_table(),
-            "relations": relations}
+    return {
+        "entities": entities,
+        "aliases": SCHEMAS["aliases"].empty_table(),
+        "relations": relations,
+    }
 
 
 def _fill(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    cols = {f.name: table[f.name] if f.name in table.column_names else pa.nulls(len(table), f.type)
-            for f in schema}
+    cols = {
+        f.name: table[f.name] if f.name in table.column_names else pa.nulls(len(table), f.type)
+        for f in schema
+    }
     return pa.table(cols, schema=schema)
 
 
@@ -119,11 +144,17 @@ def run_size(n: int, queries: int, seed: int = 11) -> dict[str, Any]:
         load_s = time.perf_counter() - t
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, n + 1) ** 1.1
-    drawn = {"any": rng.integers(0, n, queries),
-             "popular": rng.choice(n, queries, p=weights / weights.sum())}
+    drawn = {
+        "any": rng.integers(0, n, queries),
+        "popular": rng.choice(n, queries, p=weights / weights.sum()),
+    }
     instants = T0 + rng.random(queries) * SPAN
-    filters = {"none": (None, False), "type": ((*TYPED, "mentions"), False),
-               "time": (None, True), "type+time": ((*TYPED, "mentions"), True)}
+    filters = {
+        "none": (None, False),
+        "type": ((*TYPED, "mentions"), False),
+        "time": (None, True),
+        "type+time": ((*TYPED, "mentions"), True),
+    }
     rows = []
     for kind, picks in drawn.items():
         starts = [f"ent-{i:07d}" for i in picks]
@@ -136,15 +167,29 @@ def run_size(n: int, queries: int, seed: int = 11) -> dict[str, Any]:
                 near = index.neighbours(start, depth=depth, types=types, at=at)
                 took.append(time.perf_counter() - t)
                 reached.append(len(near))
-            rows.append({"entities": n, "start": kind, "depth": depth, "filter": name,
-                         "queries": queries,
-                         "p50_ms": _pct(took, 50), "p95_ms": _pct(took, 95),
-                         "max_ms": _pct(took, 100),
-                         "reached_median": int(np.median(reached)),
-                         "reached_p95": int(np.percentile(reached, 95))})
-    return {"entities": n, "memories": n, "nodes": index.node_count,
-            "relations": index.relation_count, "write_s": round(write_s, 3),
-            "load_index_s": round(load_s, 3), "rows": rows}
+            rows.append(
+                {
+                    "entities": n,
+                    "start": kind,
+                    "depth": depth,
+                    "filter": name,
+                    "queries": queries,
+                    "p50_ms": _pct(took, 50),
+                    "p95_ms": _pct(took, 95),
+                    "max_ms": _pct(took, 100),
+                    "reached_median": int(np.median(reached)),
+                    "reached_p95": int(np.percentile(reached, 95)),
+                }
+            )
+    return {
+        "entities": n,
+        "memories": n,
+        "nodes": index.node_count,
+        "relations": index.relation_count,
+        "write_s": round(write_s, 3),
+        "load_index_s": round(load_s, 3),
+        "rows": rows,
+    }
 
 
 def main() -> None:
@@ -156,21 +201,38 @@ def main() -> None:
     sizes = [10_000] if args.quick else [int(x) for x in args.sizes.split(",")]
     queries = 100 if args.quick else args.queries
     results = [run_size(n, queries) for n in sizes]
-    print(f"{'entities':>9} {'start':>8} {'depth':>5} {'filter':>10} {'p50 ms':>8} "
-          f"{'p95 ms':>8} {'max ms':>8} {'reached p50':>11}")
+    print(
+        f"{'entities':>9} {'start':>8} {'depth':>5} {'filter':>10} {'p50 ms':>8} "
+        f"{'p95 ms':>8} {'max ms':>8} {'reached p50':>11}"
+    )
     for size in results:
-        print(f"# {size['entities']} entities, {size['nodes']} nodes, {size['relations']} "
-              f"relations; write {size['write_s']} s, load_index {size['load_index_s']} s")
+        print(
+            f"# {size['entities']} entities, {size['nodes']} nodes, {size['relations']} "
+            f"relations; write {size['write_s']} s, load_index {size['load_index_s']} s"
+        )
         for r in size["rows"]:
-            print(f"{r['entities']:>9} {r['start']:>8} {r['depth']:>5} {r['filter']:>10} "
-                  f"{r['p50_ms']:>8} "
-                  f"{r['p95_ms']:>8} {r['max_ms']:>8} {r['reached_median']:>11}")
+            print(
+                f"{r['entities']:>9} {r['start']:>8} {r['depth']:>5} {r['filter']:>10} "
+                f"{r['p50_ms']:>8} "
+                f"{r['p95_ms']:>8} {r['max_ms']:>8} {r['reached_median']:>11}"
+            )
     if not args.quick and sizes == [10_000, 100_000]:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps({
-            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                        "platform": platform.platform()},
-            "queries_per_row": queries, "sizes": results}, indent=1) + "\n")
+        RESULTS.write_text(
+            json.dumps(
+                {
+                    "machine": {
+                        "python": platform.python_version(),
+                        "cpus": os.cpu_count(),
+                        "platform": platform.platform(),
+                    },
+                    "queries_per_row": queries,
+                    "sizes": results,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         print(f"wrote {RESULTS}")
 
 

@@ -21,21 +21,44 @@ INF = float("inf")
 
 # Values that replace a field of a valid body (JSON-encodable by ``encode``).
 HOSTILE_VALUES: dict[str, Any] = {
-    "null": None, "empty": "", "zero": 0, "negative": -1, "true": True, "list": [],
-    "object": {}, "nan": NAN, "infinity": INF, "-infinity": -INF, "huge": 1e300,
-    "-1e12": -1e12, "big_int": 10**40, "lone_surrogate": "\ud800", "nul": "a\x00b",
-    "newline": "a\nb", "path": "../../../etc/passwd", "url_path": "%2e%2e%2f%2e%2e",
-    "long": "x" * 70_000, "operator": {"$gt": ""}, "list_of_nan": [NAN],
+    "null": None,
+    "empty": "",
+    "zero": 0,
+    "negative": -1,
+    "true": True,
+    "list": [],
+    "object": {},
+    "nan": NAN,
+    "infinity": INF,
+    "-infinity": -INF,
+    "huge": 1e300,
+    "-1e12": -1e12,
+    "big_int": 10**40,
+    "lone_surrogate": "\ud800",
+    "nul": "a\x00b",
+    "newline": "a\nb",
+    "path": "../../../etc/passwd",
+    "url_path": "%2e%2e%2f%2e%2e",
+    "long": "x" * 70_000,
+    "operator": {"$gt": ""},
+    "list_of_nan": [NAN],
     "nested_nan": {"t": NAN, "deep": [{"x": INF}]},
 }
 # Bodies that are not a valid JSON object.
 RAW_BODIES: dict[str, bytes] = {
-    "not_json": b"hello", "empty_body": b"", "truncated": b'{"app_name": "a", ',
-    "array": b"[1, 2, 3]", "string": b'"x"', "number": b"42", "null_body": b"null",
-    "bad_utf8": b'{"app_name": "\xff\xfe"}', "bom": b"\xef\xbb\xbf{}",
+    "not_json": b"hello",
+    "empty_body": b"",
+    "truncated": b'{"app_name": "a", ',
+    "array": b"[1, 2, 3]",
+    "string": b'"x"',
+    "number": b"42",
+    "null_body": b"null",
+    "bad_utf8": b'{"app_name": "\xff\xfe"}',
+    "bom": b"\xef\xbb\xbf{}",
     "deep_nesting": b"[" * 100_000 + b"]" * 100_000,
     "deep_object": b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
-    "nan_literal": b'{"app_name": NaN}', "dup_keys": b'{"app_name": "a", "app_name": 1}',
+    "nan_literal": b'{"app_name": NaN}',
+    "dup_keys": b'{"app_name": "a", "app_name": 1}',
 }
 
 
@@ -73,52 +96,93 @@ def _mutations(body: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, di
 def valid_bodies(app: str, user: str, session_id: str) -> dict[tuple[str, str], dict[str, Any]]:
     """One valid JSON body per route that takes one."""
     who = {"app_name": app, "user_id": user}
-    event = {"author": "user", "role": "user", "text": "I moved to Madrid.",
-             "timestamp": 1_700_000_000.0, "state_delta": {"user:city": "Madrid"}}
+    event = {
+        "author": "user",
+        "role": "user",
+        "text": "I moved to Madrid.",
+        "timestamp": 1_700_000_000.0,
+        "state_delta": {"user:city": "Madrid"},
+    }
     return {
-        ("POST", "/v1/recall"): {**who, "query": "where do I live", "top_k": 3,
-                                 "filters": {"after": 0, "kinds": ["fact"]}},
-        ("POST", f"/v1/apps/{app}/recall"): {"query": "where do I live", "top_k": 3,
-                                             "filters": {"kinds": ["fact"]}},
-        ("POST", "/v1/memories"): {**who, "memories": [
-            {"text": "The user lives in Madrid.", "event_time_start": 1_700_000_000.0,
-             "topics": ["home"], "expires_at": 1_900_000_000.0}]},
-        ("PATCH", "/v1/memories/m1"): {**who, "text": "The user lives in Lisbon.",
-                                       "actor": "ana"},
+        ("POST", "/v1/recall"): {
+            **who,
+            "query": "where do I live",
+            "top_k": 3,
+            "filters": {"after": 0, "kinds": ["fact"]},
+        },
+        ("POST", f"/v1/apps/{app}/recall"): {
+            "query": "where do I live",
+            "top_k": 3,
+            "filters": {"kinds": ["fact"]},
+        },
+        ("POST", "/v1/memories"): {
+            **who,
+            "memories": [
+                {
+                    "text": "The user lives in Madrid.",
+                    "event_time_start": 1_700_000_000.0,
+                    "topics": ["home"],
+                    "expires_at": 1_900_000_000.0,
+                }
+            ],
+        },
+        ("PATCH", "/v1/memories/m1"): {**who, "text": "The user lives in Lisbon.", "actor": "ana"},
         ("POST", "/v1/memories:forget"): {**who, "query": "where do I live", "dry_run": True},
-        ("POST", "/v1/sessions"): {**who, "session_id": f"{session_id}-new",
-                                   "state": {"user:lang": "es"}},
+        ("POST", "/v1/sessions"): {
+            **who,
+            "session_id": f"{session_id}-new",
+            "state": {"user:lang": "es"},
+        },
         ("POST", f"/v1/sessions/{session_id}/events"): {**who, "events": [event]},
         ("POST", f"/v1/sessions/{session_id}:end"): dict(who),
         ("POST", "/v1/jobs/j1:retry"): dict(who),
-        ("POST", "/v1/context:compile"): {**who, "session_id": session_id,
-                                          "agent": {"name": "helper", "instruction": "Help.",
-                                                    "memory_preload": True},
-                                          "new_message": "where do I live?",
-                                          "temp_state": {"temp:x": 1}},
+        ("POST", "/v1/context:compile"): {
+            **who,
+            "session_id": session_id,
+            "agent": {"name": "helper", "instruction": "Help.", "memory_preload": True},
+            "new_message": "where do I live?",
+            "temp_state": {"temp:x": 1},
+        },
     }
 
 
 def _query_cases(app: str, user: str, session_id: str) -> Iterator[Request]:
     who = {"app_name": app, "user_id": user}
-    bad_params = {"top_k": ["abc", "-1", "0", "101", "1e300", "NaN"],
-                  "limit": ["-1", "0", "x", "100000"], "cursor": ["garbage", "\x00", "e30="],
-                  "after": ["NaN", "inf", "1e300", "-1e12", "yesterday"],
-                  "kinds": ["bogus"], "mode": ["fuzzy"], "query": ["", "x" * 5000]}
-    base = {"recall": ("/v1/recall", {**who, "query": "where"}),
-            "list": ("/v1/memories", dict(who))}
+    bad_params = {
+        "top_k": ["abc", "-1", "0", "101", "1e300", "NaN"],
+        "limit": ["-1", "0", "x", "100000"],
+        "cursor": ["garbage", "\x00", "e30="],
+        "after": ["NaN", "inf", "1e300", "-1e12", "yesterday"],
+        "kinds": ["bogus"],
+        "mode": ["fuzzy"],
+        "query": ["", "x" * 5000],
+    }
+    base = {
+        "recall": ("/v1/recall", {**who, "query": "where"}),
+        "list": ("/v1/memories", dict(who)),
+    }
     for route, (path, params) in base.items():
         for key, values in bad_params.items():
             for i, v in enumerate(values):
                 yield Request(f"GET {route} ?{key}#{i}", "GET", path, params={**params, key: v})
         yield Request(f"GET {route} no user", "GET", path, params={"app_name": app})
-    for name, sid in {"dotdot": "..", "traversal": "../../x", "long": "s" * 5000,
-                      "nul": "a\x00b", "encoded": "%2e%2e", "unicode": "\u202e\ud7ff"}.items():
+    for name, sid in {
+        "dotdot": "..",
+        "traversal": "../../x",
+        "long": "s" * 5000,
+        "nul": "a\x00b",
+        "encoded": "%2e%2e",
+        "unicode": "\u202e\ud7ff",
+    }.items():
         sid = quote(sid, safe="/.%")  # as sent on the wire (a client cannot send a raw NUL)
         yield Request(f"GET session {name}", "GET", f"/v1/sessions/{sid}", params=who)
         yield Request(f"DELETE memory {name}", "DELETE", f"/v1/memories/{sid}", params=who)
-        yield Request(f"PUT artifact {name}", "PUT",
-                      f"/v1/artifacts/{app}/{user}/{session_id}/{sid}", body=b"data")
+        yield Request(
+            f"PUT artifact {name}",
+            "PUT",
+            f"/v1/artifacts/{app}/{user}/{session_id}/{sid}",
+            body=b"data",
+        )
     yield Request("GET sessions missing user", "GET", "/v1/sessions", params={"app_name": app})
     yield Request("DELETE user traversal", "DELETE", f"/v1/users/{app}/..%2f../memories")
 
@@ -132,14 +196,23 @@ def hostile_requests(app: str, user: str, session_id: str) -> list[Request]:
             out.append(Request(f"{method} {path} {label}", method, path, encode(mutated)))
         for label, raw in RAW_BODIES.items():
             out.append(Request(f"{method} {path} {label}", method, path, raw))
-        out.append(Request(f"{method} {path} text/plain", method, path, encode(body),
-                           headers={"content-type": "text/plain"}))
+        out.append(
+            Request(
+                f"{method} {path} text/plain",
+                method,
+                path,
+                encode(body),
+                headers={"content-type": "text/plain"},
+            )
+        )
     events_path = f"/v1/sessions/{session_id}/events"
     who = {"app_name": app, "user_id": user}
     for label, events in {
         "101 events": [{"author": "user", "text": "x"}] * 101,
-        "repeated id": [{"id": "e1", "author": "user", "text": "a"},
-                        {"id": "e1", "author": "user", "text": "b"}],
+        "repeated id": [
+            {"id": "e1", "author": "user", "text": "a"},
+            {"id": "e1", "author": "user", "text": "b"},
+        ],
         "bad role": [{"author": "user", "role": "root", "text": "x"}],
         "state nan": [{"author": "user", "state_delta": {"user:x": NAN}}],
         "timestamp nan": [{"author": "user", "text": "x", "timestamp": NAN}],
@@ -147,11 +220,11 @@ def hostile_requests(app: str, user: str, session_id: str) -> list[Request]:
         "timestamp -1e12": [{"author": "user", "text": "x", "timestamp": -1e12}],
         "event text 5MB": [{"author": "user", "text": "y" * 5_000_000}],
     }.items():
-        out.append(Request(f"POST events {label}", "POST", events_path,
-                           encode({**who, "events": events})))
+        out.append(
+            Request(f"POST events {label}", "POST", events_path, encode({**who, "events": events}))
+        )
     out.extend(_query_cases(app, user, session_id))
     return out
 
 
-__all__ = ["HOSTILE_VALUES", "RAW_BODIES", "Request", "encode", "hostile_requests",
-           "valid_bodies"]
+__all__ = ["HOSTILE_VALUES", "RAW_BODIES", "Request", "encode", "hostile_requests", "valid_bodies"]

@@ -41,8 +41,23 @@ RESULTS = HERE / "results" / "live_loop.json"
 STABLE_S = 1.0  # no new compaction for this long: the session has settled
 APP = "live"
 WHO = {"app_name": APP, "user_id": "u1"}
-HOBBIES = ("parrot", "Madrid", "marathon", "sourdough", "violin", "Kyoto", "chess", "tulips",
-           "kayak", "espresso", "lighthouse", "origami", "glacier", "saxophone", "cactus")
+HOBBIES = (
+    "parrot",
+    "Madrid",
+    "marathon",
+    "sourdough",
+    "violin",
+    "Kyoto",
+    "chess",
+    "tulips",
+    "kayak",
+    "espresso",
+    "lighthouse",
+    "origami",
+    "glacier",
+    "saxophone",
+    "cactus",
+)
 
 
 def log(msg: str) -> None:
@@ -51,21 +66,34 @@ def log(msg: str) -> None:
 
 def stats_ms(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
-    return {"n": len(values), "p50_ms": round(1000 * statistics.median(ordered), 1),
-            # Nearest rank: never below the median, also for a handful of samples.
-            "p95_ms": round(1000 * ordered[math.ceil(0.95 * len(ordered)) - 1], 1),
-            "max_ms": round(1000 * ordered[-1], 1)}
+    return {
+        "n": len(values),
+        "p50_ms": round(1000 * statistics.median(ordered), 1),
+        # Nearest rank: never below the median, also for a handful of samples.
+        "p95_ms": round(1000 * ordered[math.ceil(0.95 * len(ordered)) - 1], 1),
+        "max_ms": round(1000 * ordered[-1], 1),
+    }
 
 
 def conversation(i: int, n: int) -> list[dict[str, Any]]:
     hobby = HOBBIES[i % len(HOBBIES)]
-    events = [{"author": "user", "role": "user",
-               "text": f"My favourite hobby is {hobby} and my code word is kw{i}."},
-              {"author": "agent", "role": "model", "text": f"Noted: {hobby}, kw{i}."}]
+    events = [
+        {
+            "author": "user",
+            "role": "user",
+            "text": f"My favourite hobby is {hobby} and my code word is kw{i}.",
+        },
+        {"author": "agent", "role": "model", "text": f"Noted: {hobby}, kw{i}."},
+    ]
     for k in range(len(events), n):
         role = "user" if k % 2 == 0 else "model"
-        events.append({"author": "user" if role == "user" else "agent", "role": role,
-                       "text": f"turn {k} of session {i}: small talk about the weather"})
+        events.append(
+            {
+                "author": "user" if role == "user" else "agent",
+                "role": role,
+                "text": f"turn {k} of session {i}: small talk about the weather",
+            }
+        )
     return events
 
 
@@ -81,8 +109,9 @@ def wait_for(what: Callable[[], bool], timeout_s: float) -> float | None:
 def run_ingestion(c: httpx.Client, sessions: int, events: int) -> dict[str, Any]:
     def create(sid: str, i: int) -> None:
         c.post("/v1/sessions", json={**WHO, "session_id": sid}).raise_for_status()
-        c.post(f"/v1/sessions/{sid}/events",
-               json={**WHO, "events": conversation(i, events)}).raise_for_status()
+        c.post(
+            f"/v1/sessions/{sid}/events", json={**WHO, "events": conversation(i, events)}
+        ).raise_for_status()
 
     accepted, done_after, sync = [], [], []
     for i in range(sessions):
@@ -121,32 +150,46 @@ def run_ingestion(c: httpx.Client, sessions: int, events: int) -> dict[str, Any]
         found += hit
         if not hit:
             missing.append(i)
-    out = {"sessions": sessions, "events_per_session": events,
-           "end_202": stats_ms(accepted), "end_to_job_done": stats_ms(done_after),
-           "end_wait_true_200": stats_ms(sync), "recallable": f"{found}/{2 * sessions}",
-           "not_recalled": missing}
-    log(f"ingestion: 202 p50 {out['end_202']['p50_ms']} ms, job done p50 "
+    out = {
+        "sessions": sessions,
+        "events_per_session": events,
+        "end_202": stats_ms(accepted),
+        "end_to_job_done": stats_ms(done_after),
+        "end_wait_true_200": stats_ms(sync),
+        "recallable": f"{found}/{2 * sessions}",
+        "not_recalled": missing,
+    }
+    log(
+        f"ingestion: 202 p50 {out['end_202']['p50_ms']} ms, job done p50 "
         f"{out['end_to_job_done']['p50_ms']} ms, ?wait=true p50 "
-        f"{out['end_wait_true_200']['p50_ms']} ms, recallable {out['recallable']}")
+        f"{out['end_wait_true_200']['p50_ms']} ms, recallable {out['recallable']}"
+    )
     return out
 
 
-def run_compaction(c: httpx.Client, sessions: int, turns: int, threshold: int,
-                   keep_last: int, batch: int = 50) -> dict[str, Any]:
+def run_compaction(
+    c: httpx.Client, sessions: int, turns: int, threshold: int, keep_last: int, batch: int = 50
+) -> dict[str, Any]:
     policy = {"token_threshold": threshold, "keep_last": keep_last}
     appends, settle, compiled, covered, events_total = [], [], [], [], []
     for i in range(sessions):
         sid = f"cmp{i}"
-        c.post("/v1/sessions", json={**WHO, "session_id": sid, "compaction": policy}
-               ).raise_for_status()
-        msgs = [{"author": "user" if k % 2 == 0 else "agent",
-                 "role": "user" if k % 2 == 0 else "model",
-                 "text": f"message {k}: {HOBBIES[k % len(HOBBIES)]} plans for day {k // 2}"}
-                for k in range(turns)]
+        c.post(
+            "/v1/sessions", json={**WHO, "session_id": sid, "compaction": policy}
+        ).raise_for_status()
+        msgs = [
+            {
+                "author": "user" if k % 2 == 0 else "agent",
+                "role": "user" if k % 2 == 0 else "model",
+                "text": f"message {k}: {HOBBIES[k % len(HOBBIES)]} plans for day {k // 2}",
+            }
+            for k in range(turns)
+        ]
         for start in range(0, turns, batch):
             t0 = time.perf_counter()
-            c.post(f"/v1/sessions/{sid}/events",
-                   json={**WHO, "events": msgs[start:start + batch]}).raise_for_status()
+            c.post(
+                f"/v1/sessions/{sid}/events", json={**WHO, "events": msgs[start : start + batch]}
+            ).raise_for_status()
             appends.append(time.perf_counter() - t0)
         last = time.perf_counter()
         # Settled: compactions exist and none has landed for STABLE_S; the settle time
@@ -167,22 +210,36 @@ def run_compaction(c: httpx.Client, sessions: int, turns: int, threshold: int,
         settle.append(seen[-1][1] - last)
         covered.append(len(ids))
         events_total.append(len(got))
-        r = c.post("/v1/context:compile", json={**WHO, "session_id": sid,
-                                                 "agent": {"name": "planner"},
-                                                 "new_message": "What did we plan?"})
+        r = c.post(
+            "/v1/context:compile",
+            json={
+                **WHO,
+                "session_id": sid,
+                "agent": {"name": "planner"},
+                "new_message": "What did we plan?",
+            },
+        )
         r.raise_for_status()
         compiled.append(r.json()["total_tokens"])
-    out = {"sessions": sessions, "turns": turns, "policy": policy, "append_batch": batch,
-           "append": stats_ms(appends), "last_append_to_settled": stats_ms(settle),
-           "events_covered_median": statistics.median(covered),
-           "events_listed_median": statistics.median(events_total),
-           # The same history uncompacted: every message's text (mnemoray.tokens).
-           "raw_history_tokens": sum(count_tokens(m["text"]) for m in msgs),
-           "compiled_total_tokens_max": max(compiled),
-           "compiled_total_tokens_median": statistics.median(compiled)}
-    log(f"compaction: append p50 {out['append']['p50_ms']} ms, settled p50 "
+    out = {
+        "sessions": sessions,
+        "turns": turns,
+        "policy": policy,
+        "append_batch": batch,
+        "append": stats_ms(appends),
+        "last_append_to_settled": stats_ms(settle),
+        "events_covered_median": statistics.median(covered),
+        "events_listed_median": statistics.median(events_total),
+        # The same history uncompacted: every message's text (mnemoray.tokens).
+        "raw_history_tokens": sum(count_tokens(m["text"]) for m in msgs),
+        "compiled_total_tokens_max": max(compiled),
+        "compiled_total_tokens_median": statistics.median(compiled),
+    }
+    log(
+        f"compaction: append p50 {out['append']['p50_ms']} ms, settled p50 "
         f"{out['last_append_to_settled']['p50_ms']} ms after the last append, compiled "
-        f"tokens max {out['compiled_total_tokens_max']} (threshold {threshold})")
+        f"tokens max {out['compiled_total_tokens_max']} (threshold {threshold})"
+    )
     return out
 
 
@@ -192,17 +249,22 @@ def table(results: dict[str, Any]) -> str:
     if ing:
         for name in ("end_202", "end_to_job_done", "end_wait_true_200"):
             s = ing[name]
-            rows.append((name, str(s["n"]), str(s["p50_ms"]), str(s["p95_ms"]),
-                         str(s["max_ms"])))
+            rows.append((name, str(s["n"]), str(s["p50_ms"]), str(s["p95_ms"]), str(s["max_ms"])))
     cmp = results.get("compaction")
     if cmp:
         for name in ("append", "last_append_to_settled"):
             s = cmp[name]
-            rows.append((f"compaction {name}", str(s["n"]), str(s["p50_ms"]),
-                         str(s["p95_ms"]), str(s["max_ms"])))
+            rows.append(
+                (
+                    f"compaction {name}",
+                    str(s["n"]),
+                    str(s["p50_ms"]),
+                    str(s["p95_ms"]),
+                    str(s["max_ms"]),
+                )
+            )
     width = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, width, strict=True))
-                     for r in rows)
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, width, strict=True)) for r in rows)
 
 
 def main() -> None:
@@ -215,8 +277,7 @@ def main() -> None:
     p.add_argument("--keep-last", type=int, default=10)
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
-    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
-                                           "platform": platform.platform()}}
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}
     with tempfile.TemporaryDirectory(prefix="live-loop-") as tmp:
         work = Path(tmp)
         server = Server(work / "store", {}, {}, work / "server.log")
@@ -224,9 +285,9 @@ def main() -> None:
         try:
             with httpx.Client(base_url=server.base, timeout=120) as c:
                 results["ingestion"] = run_ingestion(c, args.sessions, args.events)
-                results["compaction"] = run_compaction(c, args.compaction_sessions,
-                                                       args.turns, args.threshold,
-                                                       args.keep_last)
+                results["compaction"] = run_compaction(
+                    c, args.compaction_sessions, args.turns, args.threshold, args.keep_last
+                )
         finally:
             server.stop()
     print(table(results))

@@ -70,7 +70,8 @@ SCORING = (
     "item's evidence counted where the stating sentence ends, else where the item ends). "
     "Figures are means over questions. stale@1 (changed_now): the top item recalls the "
     "superseded turn and not the current one; stale-first: the superseded turn is "
-    "recalled at a better rank than the current one (or the current one not at all).")
+    "recalled at a better rank than the current one (or the current one not at all)."
+)
 
 
 def log(msg: str) -> None:
@@ -120,27 +121,36 @@ def judge(question: dict[str, Any], items: Sequence[Item]) -> dict[str, Any]:
                 continue
             rank = rank or r
             pos = it.text.find(ev["key"])
-            upto = it.text if pos < 0 else it.text[:pos + len(ev["key"])]
+            upto = it.text if pos < 0 else it.text[: pos + len(ev["key"])]
             within = within or starts[r - 1] + count_tokens(upto) <= TOKEN_BUDGET
         ranks.append(rank)
         in_budget.append(within)
     n = len(evidence)
     out: dict[str, Any] = {
-        "qid": question["qid"], "kind": question["kind"], "ranks": ranks,
+        "qid": question["qid"],
+        "kind": question["kind"],
+        "ranks": ranks,
         "R@5": sum(1 for r in ranks if r and r <= 5) / n,
         "R@10": sum(1 for r in ranks if r and r <= TOP_K) / n,
         f"tok@{TOKEN_BUDGET}": sum(in_budget) / n,
         "tokens_top10": starts[-1],
     }
     if question.get("stale"):
-        stale_ranks = [next((r for r, (it, have) in enumerate(
-            zip(items, item_terms, strict=True), start=1)
-            if recalls(it, ev, have)), None) for ev in question["stale"]]
+        stale_ranks = [
+            next(
+                (
+                    r
+                    for r, (it, have) in enumerate(zip(items, item_terms, strict=True), start=1)
+                    if recalls(it, ev, have)
+                ),
+                None,
+            )
+            for ev in question["stale"]
+        ]
         best_stale = min((r for r in stale_ranks if r), default=None)
         best_now = min((r for r in ranks if r), default=None)
         out["stale@1"] = best_stale == 1 and best_now != 1
-        out["stale_first"] = best_stale is not None and (best_now is None
-                                                         or best_stale < best_now)
+        out["stale_first"] = best_stale is not None and (best_now is None or best_stale < best_now)
     return out
 
 
@@ -155,8 +165,7 @@ def summarize(judged: Sequence[dict[str, Any]]) -> dict[str, Any]:
     with_stale = [j for j in judged if "stale@1" in j]
     if with_stale:
         out["stale@1"] = round(sum(j["stale@1"] for j in with_stale) / len(with_stale), 4)
-        out["stale_first"] = round(sum(j["stale_first"] for j in with_stale)
-                                   / len(with_stale), 4)
+        out["stale_first"] = round(sum(j["stale_first"] for j in with_stale) / len(with_stale), 4)
     return out
 
 
@@ -183,38 +192,50 @@ def ingest(service: MemoryService, sessions: Sequence[Session]) -> dict[str, Any
         if i % 48 == 0 or i == len(sessions):
             log(f"  ingested {i}/{len(sessions)} sessions ({time.perf_counter() - t0:.0f}s)")
     times.sort()
-    return {"path": "MemoryService.add_session, one commit per session",
-            "sessions": len(sessions), "memories": sum(kinds.values()),
-            "memories_by_kind": dict(sorted(kinds.items())),
-            "total_s": round(time.perf_counter() - t0, 1),
-            "ms_per_session_p50": round(times[len(times) // 2] * 1000, 1)}
+    return {
+        "path": "MemoryService.add_session, one commit per session",
+        "sessions": len(sessions),
+        "memories": sum(kinds.values()),
+        "memories_by_kind": dict(sorted(kinds.items())),
+        "total_s": round(time.perf_counter() - t0, 1),
+        "ms_per_session_p50": round(times[len(times) // 2] * 1000, 1),
+    }
 
 
-def run_mode(service: MemoryService, app: str, questions: Sequence[dict[str, Any]],
-             mode: str) -> dict[str, Any]:
+def run_mode(
+    service: MemoryService, app: str, questions: Sequence[dict[str, Any]], mode: str
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     judged = []
     for q in questions:
         results = service.search(app, q["user_id"], q["question"], top_k=TOP_K, mode=mode)
-        items = [Item(r.memory.text, frozenset(r.memory.source_event_ids), r.memory.kind)
-                 for r in results]
+        items = [
+            Item(r.memory.text, frozenset(r.memory.source_event_ids), r.memory.kind)
+            for r in results
+        ]
         judged.append(judge(q, items))
-    return {"by_kind": by_kind(judged), "eval_s": round(time.perf_counter() - t0, 1),
-            "judged": judged}
+    return {
+        "by_kind": by_kind(judged),
+        "eval_s": round(time.perf_counter() - t0, 1),
+        "judged": judged,
+    }
 
 
 def render_turn(event: Any) -> str:
     return f"[{iso(event.timestamp)[:10]}] {event.author}: {event.text}"
 
 
-def run_turn_bm25(sessions: Iterable[Session], questions: Sequence[dict[str, Any]],
-                  ) -> dict[str, Any]:
+def run_turn_bm25(
+    sessions: Iterable[Session],
+    questions: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
     """The baseline: one BM25 index over a pair's single turns, top 10 turns."""
     t0 = time.perf_counter()
     turns: dict[str, list[Item]] = {}
     for s in sessions:
         turns.setdefault(s.user_id, []).extend(
-            Item(render_turn(e), frozenset({e.id}), "turn") for e in s.events)
+            Item(render_turn(e), frozenset({e.id}), "turn") for e in s.events
+        )
     indexes = {user: BM25([it.text for it in items]) for user, items in turns.items()}
     judged = []
     for q in questions:
@@ -222,8 +243,11 @@ def run_turn_bm25(sessions: Iterable[Session], questions: Sequence[dict[str, Any
         scores = indexes[q["user_id"]].scores(q["question"])
         order = sorted(range(len(items)), key=lambda i: (-scores[i], i))[:TOP_K]
         judged.append(judge(q, [items[i] for i in order if scores[i] > 0]))
-    return {"by_kind": by_kind(judged), "eval_s": round(time.perf_counter() - t0, 1),
-            "judged": judged}
+    return {
+        "by_kind": by_kind(judged),
+        "eval_s": round(time.perf_counter() - t0, 1),
+        "judged": judged,
+    }
 
 
 def windows(sessions: Iterable[Session]) -> dict[str, list[Item]]:
@@ -232,15 +256,18 @@ def windows(sessions: Iterable[Session]) -> dict[str, list[Item]]:
     for s in sessions:
         ev = s.events
         for start in range(0, max(1, len(ev) - WINDOW + STRIDE), STRIDE):
-            part = ev[start:start + WINDOW]
-            out.setdefault(s.user_id, []).append(Item(
-                "\n".join(render_turn(e) for e in part), frozenset(e.id for e in part),
-                "window"))
+            part = ev[start : start + WINDOW]
+            out.setdefault(s.user_id, []).append(
+                Item(
+                    "\n".join(render_turn(e) for e in part), frozenset(e.id for e in part), "window"
+                )
+            )
     return out
 
 
-def run_window_probe(sessions: Iterable[Session], questions: Sequence[dict[str, Any]],
-                     embedder: Any) -> dict[str, Any]:
+def run_window_probe(
+    sessions: Iterable[Session], questions: Sequence[dict[str, Any]], embedder: Any
+) -> dict[str, Any]:
     """The issue's probe: 3-turn windows ranked by reciprocal rank fusion of BM25 and
     MiniLM cosine (not the library's recall; a pointer for what granularity does)."""
     import numpy as np
@@ -260,8 +287,12 @@ def run_window_probe(sessions: Iterable[Session], questions: Sequence[dict[str, 
             fused[order] += 1.0 / (RRF_K + np.arange(1, len(items) + 1))
         top = np.argsort(-fused, kind="stable")[:TOP_K]
         judged.append(judge(q, [items[i] for i in top]))
-    return {"by_kind": by_kind(judged), "eval_s": round(time.perf_counter() - t0, 1),
-            "embed_windows_s": round(t_embed, 1), "judged": judged}
+    return {
+        "by_kind": by_kind(judged),
+        "eval_s": round(time.perf_counter() - t0, 1),
+        "embed_windows_s": round(t_embed, 1),
+        "judged": judged,
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -269,14 +300,18 @@ def run_window_probe(sessions: Iterable[Session], questions: Sequence[dict[str, 
 # ---------------------------------------------------------------------------
 def table(quality: dict[str, Any]) -> str:
     tok = f"tok@{TOKEN_BUDGET // 1000}K"
-    lines = [f"{'run':20s} {'questions':15s} {'n':>4s} {'R@5':>6s} {'R@10':>6s} {tok:>7s} "
-             f"{'tokens':>6s} {'stale@1':>7s}"]
+    lines = [
+        f"{'run':20s} {'questions':15s} {'n':>4s} {'R@5':>6s} {'R@10':>6s} {tok:>7s} "
+        f"{'tokens':>6s} {'stale@1':>7s}"
+    ]
     for label, block in quality.items():
         for name, m in block["by_kind"].items():
             stale = f"{m['stale@1']:7.3f}" if "stale@1" in m else f"{'':7s}"
-            lines.append(f"{label:20s} {name:15s} {m['n']:4d} {m['R@5']:6.3f} "
-                         f"{m['R@10']:6.3f} {m[f'tok@{TOKEN_BUDGET}']:7.3f} "
-                         f"{m['tokens_top10_mean']:6.0f} {stale}")
+            lines.append(
+                f"{label:20s} {name:15s} {m['n']:4d} {m['R@5']:6.3f} "
+                f"{m['R@10']:6.3f} {m[f'tok@{TOKEN_BUDGET}']:7.3f} "
+                f"{m['tokens_top10_mean']:6.0f} {stale}"
+            )
     return "\n".join(lines)
 
 
@@ -285,40 +320,46 @@ def readme_section(result: dict[str, Any], tbl: str) -> str:
     cfg = ds["config"]
     qk = ", ".join(f"{v} {k}" for k, v in ds["questions_by_kind"].items())
     kinds = ", ".join(f"{v} {k}" for k, v in ing["memories_by_kind"].items())
-    return "\n".join([
-        "## Long conversations (`benchmarks/longconv_bench.py`, issue 11)",
-        "",
-        f"Generated set (`benchmarks/longconv_data.py`, seed {cfg['seed']}) shaped like "
-        f"issue 11's held-out set: {ds['pairs']} pairs of named speakers (nicknames used "
-        f"too), {cfg['sessions']} dated sessions per pair over about ten months, "
-        f"{cfg['min_turns']}-{cfg['max_turns']} turns per session ({ds['turns']} turns in "
-        "all): chit-chat, recurring people, places, pets and workplaces, other people's "
-        "facts, facts that change (a move, a new job) and events told with a relative "
-        "date (\"last Saturday\"). Both speakers write `role=\"user\"` events with their "
-        f"name as author; a pair is one user scope. Questions: {qk}; `all` = the first "
-        "four kinds.",
-        "",
-        f"Ingested with `MemoryService.add_session` (extractive summarizer, "
-        f"{result['config']['embedder']}): {ing['memories']} memories ({kinds}) in "
-        f"{ing['total_s']:.0f} s. Every question goes through `MemoryService.search"
-        f"(top_k={TOP_K}, mode=...)`; `{BASELINE}` ranks single turns with mnemoray's "
-        "BM25 and is scored the same way" + (
-            f"; `{PROBE}` is issue 11's probe outside the library (3-turn windows, overlap "
-            "1, each line `[date] Speaker: text`, reciprocal rank fusion of BM25 and MiniLM "
-            "cosine)" if PROBE in result["quality"] else "") +
-        ". tokens = mean tokens of the top 10 items.",
-        "",
-        f"*{SCORING}*",
-        "",
-        "```",
-        tbl,
-        "```",
-        "",
-        f"Machine: {m['cpus']} cores ({m['cpu_model']}), shared; commit "
-        f"{result['commit']['sha'][:10]}{' (dirty tree)' if result['commit']['dirty'] else ''}"
-        f". Full run took {result['run_s'] / 60:.1f} min.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Long conversations (`benchmarks/longconv_bench.py`, issue 11)",
+            "",
+            f"Generated set (`benchmarks/longconv_data.py`, seed {cfg['seed']}) shaped like "
+            f"issue 11's held-out set: {ds['pairs']} pairs of named speakers (nicknames used "
+            f"too), {cfg['sessions']} dated sessions per pair over about ten months, "
+            f"{cfg['min_turns']}-{cfg['max_turns']} turns per session ({ds['turns']} turns in "
+            "all): chit-chat, recurring people, places, pets and workplaces, other people's "
+            "facts, facts that change (a move, a new job) and events told with a relative "
+            'date ("last Saturday"). Both speakers write `role="user"` events with their '
+            f"name as author; a pair is one user scope. Questions: {qk}; `all` = the first "
+            "four kinds.",
+            "",
+            f"Ingested with `MemoryService.add_session` (extractive summarizer, "
+            f"{result['config']['embedder']}): {ing['memories']} memories ({kinds}) in "
+            f"{ing['total_s']:.0f} s. Every question goes through `MemoryService.search"
+            f"(top_k={TOP_K}, mode=...)`; `{BASELINE}` ranks single turns with mnemoray's "
+            "BM25 and is scored the same way"
+            + (
+                f"; `{PROBE}` is issue 11's probe outside the library (3-turn windows, overlap "
+                "1, each line `[date] Speaker: text`, reciprocal rank fusion of BM25 and MiniLM "
+                "cosine)"
+                if PROBE in result["quality"]
+                else ""
+            )
+            + ". tokens = mean tokens of the top 10 items.",
+            "",
+            f"*{SCORING}*",
+            "",
+            "```",
+            tbl,
+            "```",
+            "",
+            f"Machine: {m['cpus']} cores ({m['cpu_model']}), shared; commit "
+            f"{result['commit']['sha'][:10]}{' (dirty tree)' if result['commit']['dirty'] else ''}"
+            f". Full run took {result['run_s'] / 60:.1f} min.",
+            "",
+        ]
+    )
 
 
 def update_readme(section: str, path: Path = README) -> None:
@@ -340,12 +381,16 @@ def commit_info() -> dict[str, Any]:
 
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                                  timeout=30).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=30
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
-    return {"sha": git("rev-parse", "HEAD") or "unknown",
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+    return {
+        "sha": git("rev-parse", "HEAD") or "unknown",
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
 
 
 def machine_info() -> dict[str, Any]:
@@ -361,12 +406,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pairs", type=int)
     p.add_argument("--sessions", type=int, help="sessions per pair (default 24, quick 20)")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--modes", default=",".join(MODES),
-                   help="comma-separated search modes (keyword only: no embedder is loaded)")
+    p.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help="comma-separated search modes (keyword only: no embedder is loaded)",
+    )
     p.add_argument("--no-baseline", action="store_true", help="skip BM25 over single turns")
-    p.add_argument("--probe", action="store_true",
-                   help="also the issue's probe: 3-turn windows, RRF of BM25 and MiniLM "
-                        "(embeds every window: about a minute per 1,000 windows on 2 cores)")
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="also the issue's probe: 3-turn windows, RRF of BM25 and MiniLM "
+        "(embeds every window: about a minute per 1,000 windows on 2 cores)",
+    )
     p.add_argument("--cache", type=Path, default=CACHE, help="dataset cache and store root")
     p.add_argument("--out", type=Path, default=RESULTS, help="results JSON")
     p.add_argument("--readme", type=Path, default=README)
@@ -386,15 +437,19 @@ def main(argv: list[str] | None = None) -> int:
     ds_dir, meta = data.load_or_generate(cfg, args.cache)
     sessions = read_archive(ds_dir / "archive")
     questions = data.read_questions(ds_dir / "questions.jsonl")
-    log(f"dataset {ds_dir.name}: {meta['sessions']} sessions, {meta['turns']} turns, "
-        f"{meta['questions']} questions {meta['questions_by_kind']}")
+    log(
+        f"dataset {ds_dir.name}: {meta['sessions']} sessions, {meta['turns']} turns, "
+        f"{meta['questions']} questions {meta['questions_by_kind']}"
+    )
 
     store_dir = args.cache / f"store-longconv-{meta['fingerprint']}"
     shutil.rmtree(store_dir, ignore_errors=True)
     embedder = "default" if set(modes) - {"keyword"} else None
     service = MemoryService.open(store_dir, embedder=embedder, summarizer="extractive")
-    log(f"ingesting into {store_dir} (embedder: "
-        f"{service.embedder.model_id if service.embedder else 'none'})")
+    log(
+        f"ingesting into {store_dir} (embedder: "
+        f"{service.embedder.model_id if service.embedder else 'none'})"
+    )
     ing = ingest(service, sessions)
     log(f"ingested {ing['memories']} memories {ing['memories_by_kind']} in {ing['total_s']}s")
 
@@ -402,8 +457,10 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         quality[mode] = run_mode(service, cfg.app_name, questions, mode)
         a = quality[mode]["by_kind"]["all"]
-        log(f"  {mode:8s} R@5 {a['R@5']:.3f} R@10 {a['R@10']:.3f} "
-            f"tok@1K {a[f'tok@{TOKEN_BUDGET}']:.3f} ({quality[mode]['eval_s']}s)")
+        log(
+            f"  {mode:8s} R@5 {a['R@5']:.3f} R@10 {a['R@10']:.3f} "
+            f"tok@1K {a[f'tok@{TOKEN_BUDGET}']:.3f} ({quality[mode]['eval_s']}s)"
+        )
     if not args.no_baseline:
         quality[BASELINE] = run_turn_bm25(sessions, questions)
     if args.probe:
@@ -418,16 +475,35 @@ def main(argv: list[str] | None = None) -> int:
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "commit": commit_info(),
         "machine": machine_info(),
-        "config": {"quick": args.quick, "top_k": TOP_K, "token_budget": TOKEN_BUDGET,
-                   "hold_share": HOLD_SHARE, "modes": modes,
-                   "embedder": service.embedder.model_id if service.embedder else None,
-                   "summarizer": service.summarizer.name, "chunk_turns": service.chunk_turns,
-                   "retrieval": {"weights": dict(service.config.weights),
-                                 "recency_window": service.config.recency_window}},
+        "config": {
+            "quick": args.quick,
+            "top_k": TOP_K,
+            "token_budget": TOKEN_BUDGET,
+            "hold_share": HOLD_SHARE,
+            "modes": modes,
+            "embedder": service.embedder.model_id if service.embedder else None,
+            "summarizer": service.summarizer.name,
+            "chunk_turns": service.chunk_turns,
+            "retrieval": {
+                "weights": dict(service.config.weights),
+                "recency_window": service.config.recency_window,
+            },
+        },
         "scoring": SCORING,
-        "dataset": {**{k: meta[k] for k in ("fingerprint", "pairs", "sessions", "turns",
-                                            "questions", "questions_by_kind")},
-                    "config": meta["config"]},
+        "dataset": {
+            **{
+                k: meta[k]
+                for k in (
+                    "fingerprint",
+                    "pairs",
+                    "sessions",
+                    "turns",
+                    "questions",
+                    "questions_by_kind",
+                )
+            },
+            "config": meta["config"],
+        },
         "ingest": ing,
         "quality": quality,
         "per_question_file": questions_path(args.out).name,
@@ -439,9 +515,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     # Per question and run: the rank that recalled each evidence turn (null: none in the
     # top 10), for before/after comparisons question by question.
-    questions_path(args.out).write_text(json.dumps(
-        {label: {j["qid"]: j["ranks"] for j in js} for label, js in judged.items()},
-        separators=(",", ":")) + "\n")
+    questions_path(args.out).write_text(
+        json.dumps(
+            {label: {j["qid"]: j["ranks"] for j in js} for label, js in judged.items()},
+            separators=(",", ":"),
+        )
+        + "\n"
+    )
 
     tbl = table(quality)
     print()

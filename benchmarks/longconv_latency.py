@@ -67,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def once(q: dict, vec: object, g: object) -> float:
             t = time.perf_counter()
-            rank_candidates(cands, q["question"], vec, bench.TOP_K, flt, config, "hybrid",
-                            graph=g)  # type: ignore[arg-type]
+            rank_candidates(cands, q["question"], vec, bench.TOP_K, flt, config, "hybrid", graph=g)  # type: ignore[arg-type]
             return (time.perf_counter() - t) * 1000
 
         for q, vec in zip(questions, vectors, strict=True):  # warm: indexes built once
@@ -82,23 +81,37 @@ def main(argv: list[str] | None = None) -> int:
                 runs["with graph"].append(b)
                 diffs.append(b - a)
         result = {
-            "benchmark": "longconv_latency", "memories": cands.size,
+            "benchmark": "longconv_latency",
+            "memories": cands.size,
             "graph": {"entities": len(graph.entities), "relations": len(graph.relations)},
-            "questions": len(questions), "repeat": args.repeat,
-            "ms": {k: {"p50": round(pct(v, 50), 3), "p95": round(pct(v, 95), 3),
-                       "mean": round(statistics.mean(v), 3)} for k, v in runs.items()},
-            "added_ms": {"p50": round(pct(diffs, 50), 3), "p95": round(pct(diffs, 95), 3),
-                         "mean": round(statistics.mean(diffs), 3)},
-            "machine": bench.machine_info(), "load_avg": list(os.getloadavg()),
+            "questions": len(questions),
+            "repeat": args.repeat,
+            "ms": {
+                k: {
+                    "p50": round(pct(v, 50), 3),
+                    "p95": round(pct(v, 95), 3),
+                    "mean": round(statistics.mean(v), 3),
+                }
+                for k, v in runs.items()
+            },
+            "added_ms": {
+                "p50": round(pct(diffs, 50), 3),
+                "p95": round(pct(diffs, 95), 3),
+                "mean": round(statistics.mean(diffs), 3),
+            },
+            "machine": bench.machine_info(),
+            "load_avg": list(os.getloadavg()),
         }
         service.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{result['memories']} memories, {result['graph']['entities']} entities, "
-          f"{result['graph']['relations']} relations; {result['questions']} questions "
-          f"x {args.repeat}")
+    print(
+        f"{result['memories']} memories, {result['graph']['entities']} entities, "
+        f"{result['graph']['relations']} relations; {result['questions']} questions "
+        f"x {args.repeat}"
+    )
     for k, v in {**result["ms"], "added by the graph": result["added_ms"]}.items():
         print(f"{k:20s} p50 {v['p50']:7.3f} ms  p95 {v['p95']:7.3f} ms  mean {v['mean']:7.3f} ms")
     print(f"wrote {args.out}")

@@ -21,10 +21,13 @@ def cpu_model() -> str:
 
 def machine() -> dict[str, Any]:
     """CPU model and count, Python, platform, the load average now, and the GPU if any."""
-    info: dict[str, Any] = {"cpu_model": cpu_model(), "cpus": os.cpu_count(),
-                            "python": platform.python_version(),
-                            "platform": platform.platform(),
-                            "loadavg": [round(x, 2) for x in os.getloadavg()]}
+    info: dict[str, Any] = {
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
     try:
         import torch
 

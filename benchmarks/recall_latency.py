@@ -58,12 +58,20 @@ RESULTS = HERE / "results" / "recall_latency.json"
 SIZES = {"100k": (10, 10_000), "1m": (100, 10_000)}
 IN_HISTORY = sb.BASE_TS + 400 * 86_400.0  # 2025-02-04: "last March" is inside the history
 TEMPLATES = {
-    "period": ("what did I do last {month}", "did I cancel the {thing} in {month}",
-               "who did I meet in {month}", "what happened with the {thing} last {month}",
-               "my {thing} in {month}"),
-    "when": ("when is my {thing} in {city}", "when did I book the {thing}",
-             "when did {name} visit {city}", "when is the {thing} with my {rel}",
-             "what day is the {thing}"),
+    "period": (
+        "what did I do last {month}",
+        "did I cancel the {thing} in {month}",
+        "who did I meet in {month}",
+        "what happened with the {thing} last {month}",
+        "my {thing} in {month}",
+    ),
+    "when": (
+        "when is my {thing} in {city}",
+        "when did I book the {thing}",
+        "when did {name} visit {city}",
+        "when is the {thing} with my {rel}",
+        "what day is the {thing}",
+    ),
 }
 
 
@@ -105,9 +113,17 @@ def pct(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)), 3) if values else float("nan")
 
 
-def run_scenario(store_dir: Path, users: int, queries: list[str], vecs: dict[str, np.ndarray],
-                 reference: float | None, time_on: bool, seed: int,
-                 clock: TimeAxisClock, app_wide: bool = False) -> dict[str, Any]:
+def run_scenario(
+    store_dir: Path,
+    users: int,
+    queries: list[str],
+    vecs: dict[str, np.ndarray],
+    reference: float | None,
+    time_on: bool,
+    seed: int,
+    clock: TimeAxisClock,
+    app_wide: bool = False,
+) -> dict[str, Any]:
     from mnemoray.memory.store.parquet.store import MemoryStore
 
     # A store opened afresh: nothing an earlier scenario resolved or built is kept.
@@ -116,8 +132,7 @@ def run_scenario(store_dir: Path, users: int, queries: list[str], vecs: dict[str
     retriever = retrieval.Retriever(retrieval.RetrievalConfig(weights=weights))
     names = [f"u{u:04d}" for u in range(users)]
     for user in names:  # build each user's candidate set (no time intent)
-        retriever.search_user(snap, sb.APP, user, "sourdough baking club", vecs["warm"],
-                              sb.TOP_K)
+        retriever.search_user(snap, sb.APP, user, "sourdough baking club", vecs["warm"], sb.TOP_K)
     clock.take()
     rng = random.Random(f"users-{seed}")
     flt = {"reference_time": reference} if reference is not None else None
@@ -147,27 +162,36 @@ def run_scenario(store_dir: Path, users: int, queries: list[str], vecs: dict[str
             looked.append(n)
         seen.add(user)
     per_cand = [a / n * 1e3 for a, n in zip(axis_ms, looked, strict=True)]
-    return {"n": len(queries), "first_per_user": {"n": len(first), "p50_ms": pct(first, 50),
-                                                  "max_ms": pct(first, 100)},
-            "later": {"n": len(later), "p50_ms": pct(later, 50), "p95_ms": pct(later, 95)},
-            "time_axis": {"recalls": len(axis_ms), "p50_ms": pct(axis_ms, 50),
-                          "p95_ms": pct(axis_ms, 95),
-                          "looked_mean": round(float(np.mean(looked)), 1) if looked else 0,
-                          "us_per_candidate_p50": pct(per_cand, 50)}}
+    return {
+        "n": len(queries),
+        "first_per_user": {"n": len(first), "p50_ms": pct(first, 50), "max_ms": pct(first, 100)},
+        "later": {"n": len(later), "p50_ms": pct(later, 50), "p95_ms": pct(later, 95)},
+        "time_axis": {
+            "recalls": len(axis_ms),
+            "p50_ms": pct(axis_ms, 50),
+            "p95_ms": pct(axis_ms, 95),
+            "looked_mean": round(float(np.mean(looked)), 1) if looked else 0,
+            "us_per_candidate_p50": pct(per_cand, 50),
+        },
+    }
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = ["| scenario | time axis | first recall per user p50 / max | later recalls p50 / "
-             "p95 | time axis per later recall p50 / p95 | records looked (mean) | per record |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| scenario | time axis | first recall per user p50 / max | later recalls p50 / "
+        "p95 | time axis per later recall p50 / p95 | records looked (mean) | per record |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, runs in results.items():
         for label, r in runs.items():
             f, lt, t = r["first_per_user"], r["later"], r["time_axis"]
-            axis = (f"{t['p50_ms']:.2f} / {t['p95_ms']:.2f} ms" if t["recalls"] else "-")
+            axis = f"{t['p50_ms']:.2f} / {t['p95_ms']:.2f} ms" if t["recalls"] else "-"
             per = f"{t['us_per_candidate_p50']:.1f} us" if t["recalls"] else "-"
-            lines.append(f"| {name} | {label} | {f['p50_ms']:.1f} / {f['max_ms']:.1f} ms | "
-                         f"{lt['p50_ms']:.2f} / {lt['p95_ms']:.2f} ms | {axis} | "
-                         f"{t['looked_mean'] if t['recalls'] else '-'} | {per} |")
+            lines.append(
+                f"| {name} | {label} | {f['p50_ms']:.1f} / {f['max_ms']:.1f} ms | "
+                f"{lt['p50_ms']:.2f} / {lt['p95_ms']:.2f} ms | {axis} | "
+                f"{t['looked_mean'] if t['recalls'] else '-'} | {per} |"
+            )
     return "\n".join(lines)
 
 
@@ -187,8 +211,9 @@ def main() -> int:
 
     users, per_user = SIZES[args.size]
     pool, pool_vecs, model_id = sb.load_pool(4000, args.seed, log)
-    store_dir, info = sb.build_store(args.size, users, per_user, pool, pool_vecs, model_id,
-                                     0.2, args.seed, log)
+    store_dir, info = sb.build_store(
+        args.size, users, per_user, pool, pool_vecs, model_id, 0.2, args.seed, log
+    )
     embedder = open_embedder("onnx")
     assert embedder is not None
     scenarios = args.scenarios.split(",")
@@ -204,17 +229,26 @@ def main() -> int:
         results[s] = {}
         for label, on in (("on", True), ("off", False)):
             log(f"{s}, time axis {label}: {len(qs[s])} recalls")
-            results[s][label] = run_scenario(store_dir, users, qs[s], vecs, reference, on,
-                                             args.seed, clock, app_wide=s == "app")
-    out = {"benchmark": "recall_latency", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                    time.gmtime()),
-           "note": args.note, "machine": machine(),
-           "loadavg_start": [round(x, 2) for x in load_start],
-           "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-           "store": info, "config": {"size": args.size, "queries": args.queries,
-                                     "top_k": sb.TOP_K, "seed": args.seed,
-                                     "reference_period": IN_HISTORY},
-           "results": results}
+            results[s][label] = run_scenario(
+                store_dir, users, qs[s], vecs, reference, on, args.seed, clock, app_wide=s == "app"
+            )
+    out = {
+        "benchmark": "recall_latency",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "note": args.note,
+        "machine": machine(),
+        "loadavg_start": [round(x, 2) for x in load_start],
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "store": info,
+        "config": {
+            "size": args.size,
+            "queries": args.queries,
+            "top_k": sb.TOP_K,
+            "seed": args.seed,
+            "reference_period": IN_HISTORY,
+        },
+        "results": results,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(table(results))

@@ -72,9 +72,28 @@ def rows_to_memories_take(table: Any, rows: Rows, vectors: np.ndarray | None) ->
 
 
 # -- micro ---------------------------------------------------------------------------------
-WORDS = ("moved", "Berlin", "Oslo", "parrot", "grey", "whale", "Mel", "Max", "said", "booked",
-         "dentist", "sourdough", "club", "Tuesday", "marathon", "sister", "flat", "rent",
-         "piano", "lesson")
+WORDS = (
+    "moved",
+    "Berlin",
+    "Oslo",
+    "parrot",
+    "grey",
+    "whale",
+    "Mel",
+    "Max",
+    "said",
+    "booked",
+    "dentist",
+    "sourdough",
+    "club",
+    "Tuesday",
+    "marathon",
+    "sister",
+    "flat",
+    "rent",
+    "piano",
+    "lesson",
+)
 
 
 def memories(n: int, users: int, seed: int) -> list:
@@ -86,19 +105,32 @@ def memories(n: int, users: int, seed: int) -> list:
     out = []
     for i in range(n):
         text = " ".join(rng.choices(WORDS, k=rng.randint(6, 40)))
-        out.append(Memory(
-            "bench", f"u{i * users // n:04d}", f"s{i // 5}",
-            "session_summary" if i % 3 else "chunk", text,
-            source_event_ids=tuple(f"e{i}-{j}" for j in range(rng.randint(1, 4))),
-            topics=tuple(rng.sample(WORDS, 2)), key_facts=(text[:30],) if i % 2 else (),
-            entities=tuple(rng.sample(WORDS, rng.randint(0, 3))),
-            event_time_start=1.7e9 + 3600 * i, event_time_end=1.7e9 + 3600 * i + 600,
-            created_at=1.7e9 + 3600 * i, expires_at=None if i % 7 else 2e9 + i,
-            session_events=i % 9 or None, session_updated_at=1.7e9 + i if i % 2 else None,
-            open_threads=("call back",) if i % 11 == 0 else (),
-            edited_at=1.8e9 if i % 50 == 0 else None, edited_by="ops" if i % 50 == 0 else None,
-            previous_versions=(MemoryVersion("old", "the old words", 1.7e9, "ops"),)
-            if i % 50 == 0 else (), agent_name="planner" if i % 13 == 0 else ""))
+        out.append(
+            Memory(
+                "bench",
+                f"u{i * users // n:04d}",
+                f"s{i // 5}",
+                "session_summary" if i % 3 else "chunk",
+                text,
+                source_event_ids=tuple(f"e{i}-{j}" for j in range(rng.randint(1, 4))),
+                topics=tuple(rng.sample(WORDS, 2)),
+                key_facts=(text[:30],) if i % 2 else (),
+                entities=tuple(rng.sample(WORDS, rng.randint(0, 3))),
+                event_time_start=1.7e9 + 3600 * i,
+                event_time_end=1.7e9 + 3600 * i + 600,
+                created_at=1.7e9 + 3600 * i,
+                expires_at=None if i % 7 else 2e9 + i,
+                session_events=i % 9 or None,
+                session_updated_at=1.7e9 + i if i % 2 else None,
+                open_threads=("call back",) if i % 11 == 0 else (),
+                edited_at=1.8e9 if i % 50 == 0 else None,
+                edited_by="ops" if i % 50 == 0 else None,
+                previous_versions=(MemoryVersion("old", "the old words", 1.7e9, "ops"),)
+                if i % 50 == 0
+                else (),
+                agent_name="planner" if i % 13 == 0 else "",
+            )
+        )
     return out
 
 
@@ -118,10 +150,13 @@ def segment_tables(workdir: Path) -> dict[str, Any]:
         columns = [f.name for f in memory_schema(0)]
         out[n] = pq.read_table(path, memory_map=True, columns=columns)
     big, small = out[100_000], out[20_000]
-    return {f"100k rows, {big['memory_id'].num_chunks} chunks": big,
-            "20k rows, 1 chunk": small,
-            "20k rows, 40 chunks": pa.concat_tables([small.slice(i, 500)
-                                                     for i in range(0, 20_000, 500)])}
+    return {
+        f"100k rows, {big['memory_id'].num_chunks} chunks": big,
+        "20k rows, 1 chunk": small,
+        "20k rows, 40 chunks": pa.concat_tables(
+            [small.slice(i, 500) for i in range(0, 20_000, 500)]
+        ),
+    }
 
 
 def row_sets(n_rows: int, k: int, rng: np.random.Generator, kind: str) -> list[np.ndarray]:
@@ -149,8 +184,13 @@ def same(a: list, b: list) -> bool:
         for name, value in x.__dict__.items():
             other = y.__dict__[name]
             if name == "embedding" and (value is not None or other is not None):
-                if value is None or other is None or value.dtype != other.dtype \
-                        or value.shape != other.shape or value.tobytes() != other.tobytes():
+                if (
+                    value is None
+                    or other is None
+                    or value.dtype != other.dtype
+                    or value.shape != other.shape
+                    or value.tobytes() != other.tobytes()
+                ):
                     return False
             elif type(value) is not type(other) or value != other:
                 return False
@@ -161,8 +201,15 @@ def micro(repeats: int, seed: int) -> list[dict[str, Any]]:
     from mnemoray.memory.store.rows import rows_to_memories
 
     rng = np.random.default_rng(seed)
-    cases = [(1, "random"), (5, "random"), (10, "random"), (20, "random"), (50, "random"),
-             (1000, "random"), (10_000, "contiguous")]
+    cases = [
+        (1, "random"),
+        (5, "random"),
+        (10, "random"),
+        (20, "random"),
+        (50, "random"),
+        (1000, "random"),
+        (10_000, "contiguous"),
+    ]
     out = []
     with tempfile.TemporaryDirectory(prefix="records-bench-") as tmp:
         tables = segment_tables(Path(tmp))
@@ -170,19 +217,32 @@ def micro(repeats: int, seed: int) -> list[dict[str, Any]]:
         for k, kind in cases:
             for name, table in tables.items():
                 sets = row_sets(table.num_rows, k, rng, kind)
-                assert all(same(rows_to_memories(table, s, vectors),
-                                rows_to_memories_take(table, s, vectors)) for s in sets[:3])
+                assert all(
+                    same(
+                        rows_to_memories(table, s, vectors),
+                        rows_to_memories_take(table, s, vectors),
+                    )
+                    for s in sets[:3]
+                )
                 before, after = [], []
                 for _ in range(repeats):  # interleaved
                     before.append(cpu_us(rows_to_memories_take, table, sets, vectors))
                     after.append(cpu_us(rows_to_memories, table, sets, vectors))
-                row = {"rows": k, "kind": kind, "table": name, "calls": len(sets) * repeats,
-                       "before_us": round(float(np.median(before)), 1),
-                       "after_us": round(float(np.median(after)), 1)}
+                row = {
+                    "rows": k,
+                    "kind": kind,
+                    "table": name,
+                    "calls": len(sets) * repeats,
+                    "before_us": round(float(np.median(before)), 1),
+                    "after_us": round(float(np.median(after)), 1),
+                }
                 row["ratio"] = round(row["before_us"] / row["after_us"], 2)
                 out.append(row)
-                print(f"| {k} ({kind}) | {name} | {row['before_us']:.1f} | "
-                      f"{row['after_us']:.1f} | {row['ratio']:.2f}x |", flush=True)
+                print(
+                    f"| {k} ({kind}) | {name} | {row['before_us']:.1f} | "
+                    f"{row['after_us']:.1f} | {row['ratio']:.2f}x |",
+                    flush=True,
+                )
     return out
 
 
@@ -238,8 +298,7 @@ def recall(store: Path, users: int, n: int, warm: int, seed: int) -> dict[str, A
             spent["rows"] += len(rows)
 
     candidates.rows_to_memories = timed  # type: ignore[assignment]
-    service = MemoryService(MemoryStore(store), open_embedder("onnx"),
-                            get_summarizer("extractive"))
+    service = MemoryService(MemoryStore(store), open_embedder("onnx"), get_summarizer("extractive"))
     ops = MemoryOps(service)
     names = [f"u{u:04d}" for u in range(users)]
     snap = service.snapshot()
@@ -256,14 +315,20 @@ def recall(store: Path, users: int, n: int, warm: int, seed: int) -> dict[str, A
         digest.update(json.dumps(out, sort_keys=True).encode())
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     thread = time.thread_time() - thread0
-    return {"mnemoray": str(Path(mnemoray.__file__).parent), "store": str(store),
-            "users": users, "recalls": n, "cpu_ms_per_recall": round(1e3 * cpu / n, 3),
-            "thread_cpu_ms_per_recall": round(1e3 * thread / n, 3),
-            "wall_ms_per_recall": round(1e3 * wall / n, 3),
-            "materialise_ms_per_recall": round(1e3 * spent["cpu_s"] / n, 4),
-            "materialise_calls": spent["calls"], "materialised_rows": spent["rows"],
-            "materialise_us_per_call": round(1e6 * spent["cpu_s"] / max(1, spent["calls"]), 1),
-            "digest": digest.hexdigest()[:16]}
+    return {
+        "mnemoray": str(Path(mnemoray.__file__).parent),
+        "store": str(store),
+        "users": users,
+        "recalls": n,
+        "cpu_ms_per_recall": round(1e3 * cpu / n, 3),
+        "thread_cpu_ms_per_recall": round(1e3 * thread / n, 3),
+        "wall_ms_per_recall": round(1e3 * wall / n, 3),
+        "materialise_ms_per_recall": round(1e3 * spent["cpu_s"] / n, 4),
+        "materialise_calls": spent["calls"],
+        "materialised_rows": spent["rows"],
+        "materialise_us_per_call": round(1e6 * spent["cpu_s"] / max(1, spent["calls"]), 1),
+        "digest": digest.hexdigest()[:16],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,20 +344,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--note", default="", help="recorded with the results (the machine's state)")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
-    result: dict[str, Any] = {"label": args.label, "note": args.note,
-                              "machine_start": machine()}
+    result: dict[str, Any] = {"label": args.label, "note": args.note, "machine_start": machine()}
     if args.recall:
-        result["recall"] = recall(args.store or default_store(), args.users, args.recalls,
-                                  args.warm, args.seed)
+        result["recall"] = recall(
+            args.store or default_store(), args.users, args.recalls, args.warm, args.seed
+        )
         print(json.dumps(result["recall"], indent=1))
     else:
-        print("| rows | table | before us / call (CPU) | after | before / after |\n"
-              "|---|---|---|---|---|")
+        print(
+            "| rows | table | before us / call (CPU) | after | before / after |\n"
+            "|---|---|---|---|---|"
+        )
         result["micro"] = micro(args.repeats, args.seed)
     result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"machine {result['machine_start']['cpu_model']}, {result['machine_start']['cpus']} "
-          f"CPUs; load average start {result['machine_start']['loadavg']}, end "
-          f"{result['load_average_end']}")
+    print(
+        f"machine {result['machine_start']['cpu_model']}, {result['machine_start']['cpus']} "
+        f"CPUs; load average start {result['machine_start']['loadavg']}, end "
+        f"{result['load_average_end']}"
+    )
     append_result(args.out, result)
     return 0
 

@@ -44,12 +44,11 @@ def log(msg: str) -> None:
 
 def run_serve(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     acked, server = reliability_serve.acked_writes(
-        work / "store", work, log, writers=args.writers, write_s=args.write_s,
-        rounds=args.rounds)
+        work / "store", work, log, writers=args.writers, write_s=args.write_s, rounds=args.rounds
+    )
     try:
         hostile = reliability_serve.hostile_input(server, log)
-        load = reliability_serve.load_held(server, log, clients=args.clients,
-                                           seconds=args.load_s)
+        load = reliability_serve.load_held(server, log, clients=args.clients, seconds=args.load_s)
     finally:
         server.stop()
     return {"acked_writes": acked, "hostile_input": hostile, "load": load}
@@ -73,27 +72,44 @@ def table(results: dict[str, Any]) -> str:
     if serve:
         a, h, ld = serve["acked_writes"], serve["hostile_input"], serve["load"]
         rows += [
-            ("SIGKILL whole server mid-write", f"{a['rounds']} rounds x {a['writers']} writers",
-             f"{a['memories_acked_served']}/{a['memories_acked']} memories, "
-             f"{a['events_acked_served']}/{a['events_acked']} events acked served "
-             f"({a['acked_served_pct']}%)"),
-            ("  duplicates / out of order", "", f"{a['memory_duplicates']} + "
-             f"{a['event_duplicates']} / {a['events_out_of_order']}"),
-            ("  unacknowledged served", "", f"{a['memories_unacked_served']}/"
-             f"{a['memories_unacked']} (in flight at the kill)"),
-            ("hostile requests", f"{h['requests']}",
-             f"{h['by_class']}, 5xx: {h['five_xx']}, after: "
-             f"{'all 200' if h['after_ok'] else h['after']}"),
-            ("load held", f"{ld['clients']} clients x {ld['seconds']:.0f} s",
-             f"{ld['requests']} requests, {ld['errors']} errors, RSS {ld['rss_start_mib']} -> "
-             f"{ld['rss_end_mib']} MiB (2nd half {ld['rss_growth_second_half_mib']:+} MiB)"),
+            (
+                "SIGKILL whole server mid-write",
+                f"{a['rounds']} rounds x {a['writers']} writers",
+                f"{a['memories_acked_served']}/{a['memories_acked']} memories, "
+                f"{a['events_acked_served']}/{a['events_acked']} events acked served "
+                f"({a['acked_served_pct']}%)",
+            ),
+            (
+                "  duplicates / out of order",
+                "",
+                f"{a['memory_duplicates']} + {a['event_duplicates']} / {a['events_out_of_order']}",
+            ),
+            (
+                "  unacknowledged served",
+                "",
+                f"{a['memories_unacked_served']}/{a['memories_unacked']} (in flight at the kill)",
+            ),
+            (
+                "hostile requests",
+                f"{h['requests']}",
+                f"{h['by_class']}, 5xx: {h['five_xx']}, after: "
+                f"{'all 200' if h['after_ok'] else h['after']}",
+            ),
+            (
+                "load held",
+                f"{ld['clients']} clients x {ld['seconds']:.0f} s",
+                f"{ld['requests']} requests, {ld['errors']} errors, RSS {ld['rss_start_mib']} -> "
+                f"{ld['rss_end_mib']} MiB (2nd half {ld['rss_growth_second_half_mib']:+} MiB)",
+            ),
         ]
     for name, case in (results.get("store") or {}).get("cases", {}).items():
-        rows.append((f"corrupt store: {name}", case.get("detected_by", ""),
-                     case.get("outcome", "")))
+        rows.append(
+            (f"corrupt store: {name}", case.get("detected_by", ""), case.get("outcome", ""))
+        )
     for name, run in (results.get("backfill") or {}).get("kills", {}).items():
-        rows.append((f"backfill SIGKILL {name}", run.get("killed_after", ""),
-                     run.get("outcome", "")))
+        rows.append(
+            (f"backfill SIGKILL {name}", run.get("killed_after", ""), run.get("outcome", ""))
+        )
     width = [max(len(r[i]) for r in rows) if rows else 0 for i in range(3)]
     lines = ("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)) for r in rows)
     return "\n".join(line.rstrip() for line in lines)
@@ -122,9 +138,10 @@ def main() -> None:
     if unknown:
         p.error(f"--parts: unknown {sorted(unknown)}; choose from {', '.join(PARTS)}")
     runners = {"serve": run_serve, "store": run_store, "backfill": run_backfill}
-    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
-                                           "platform": platform.platform()},
-                               "quick": args.quick}
+    results: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "quick": args.quick,
+    }
     with tempfile.TemporaryDirectory(prefix="mnemoray-rel-") as tmp:
         for part in parts:
             work = Path(tmp) / part

@@ -22,22 +22,42 @@ from benchmarks.serve_process import Server, tree_rss
 
 APP = "rel"
 KEY = "reliability-key-0123456789abcdef"
-WORDS = ("parrot", "Madrid", "marathon", "sourdough", "violin", "Kyoto", "chess", "tulips",
-         "kayak", "espresso", "lighthouse", "origami", "glacier", "saxophone", "cactus")
+WORDS = (
+    "parrot",
+    "Madrid",
+    "marathon",
+    "sourdough",
+    "violin",
+    "Kyoto",
+    "chess",
+    "tulips",
+    "kayak",
+    "espresso",
+    "lighthouse",
+    "origami",
+    "glacier",
+    "saxophone",
+    "cactus",
+)
 
 
 def start(store: Path, work: Path, log: Callable[[str], None]) -> Server:
     keys = work / "keys.json"
     keys.write_text(json.dumps({KEY: APP}))
-    server = Server(store, {"server.api_keys": str(keys), "server.reload_interval_s": 0.25},
-                    {}, work / "server.log")
+    server = Server(
+        store,
+        {"server.api_keys": str(keys), "server.reload_interval_s": 0.25},
+        {},
+        work / "server.log",
+    )
     log(f"server ready in {server.wait_ready(600):.1f} s (port {server.port})")
     return server
 
 
 def client(server: Server, timeout: float = 30.0) -> httpx.Client:
-    return httpx.Client(base_url=server.base, timeout=timeout,
-                        headers={"Authorization": f"Bearer {KEY}"})
+    return httpx.Client(
+        base_url=server.base, timeout=timeout, headers={"Authorization": f"Bearer {KEY}"}
+    )
 
 
 # -- acknowledged writes across SIGKILL -------------------------------------------------------
@@ -53,8 +73,9 @@ class WriterLog:
     errors: int = 0
 
 
-def _writer(server: Server, wlog: WriterLog, stop: threading.Event, rnd: random.Random,
-            round_no: int) -> None:
+def _writer(
+    server: Server, wlog: WriterLog, stop: threading.Event, rnd: random.Random, round_no: int
+) -> None:
     who = {"app_name": APP, "user_id": wlog.user}
     session = f"s-{wlog.user}"
     with client(server, timeout=10) as c:
@@ -67,14 +88,17 @@ def _writer(server: Server, wlog: WriterLog, stop: threading.Event, rnd: random.
             text = f"{wlog.user} round {round_no} note {n}: " + " ".join(rnd.sample(WORDS, 4))
             wlog.sent_memories.append(mid)
             try:
-                r = c.post("/v1/memories", json={**who, "memories": [
-                    {"text": text, "memory_id": mid}]})
+                r = c.post(
+                    "/v1/memories", json={**who, "memories": [{"text": text, "memory_id": mid}]}
+                )
                 if r.status_code == 201:
                     wlog.acked_memories.append(mid)
                 eid = f"r{round_no}-e{n}"
                 wlog.sent_events.append(eid)
-                r = c.post(f"/v1/sessions/{session}/events", json={**who, "events": [
-                    {"id": eid, "author": "user", "text": text}]})
+                r = c.post(
+                    f"/v1/sessions/{session}/events",
+                    json={**who, "events": [{"id": eid, "author": "user", "text": text}]},
+                )
                 if r.status_code == 200:
                     wlog.acked_events.append(eid)
             except httpx.HTTPError:
@@ -101,8 +125,15 @@ def _stored(c: httpx.Client, user: str) -> tuple[list[str], list[str]]:
     return ids, events
 
 
-def acked_writes(store: Path, work: Path, log: Callable[[str], None], *, writers: int,
-                 write_s: float, rounds: int) -> tuple[dict[str, Any], Server]:
+def acked_writes(
+    store: Path,
+    work: Path,
+    log: Callable[[str], None],
+    *,
+    writers: int,
+    write_s: float,
+    rounds: int,
+) -> tuple[dict[str, Any], Server]:
     """``rounds`` times: ``writers`` clients write memories and events for ``write_s``
     seconds, then the whole server tree is SIGKILLed mid-write and restarted. Every
     acknowledged write must be served afterwards, once, in order. Returns the figures
@@ -112,9 +143,10 @@ def acked_writes(store: Path, work: Path, log: Callable[[str], None], *, writers
     killed: list[int] = []
     for round_no in range(rounds):
         stop = threading.Event()
-        threads = [threading.Thread(target=_writer, args=(server, wl, stop,
-                                                          random.Random(i), round_no))
-                   for i, wl in enumerate(logs)]
+        threads = [
+            threading.Thread(target=_writer, args=(server, wl, stop, random.Random(i), round_no))
+            for i, wl in enumerate(logs)
+        ]
         for t in threads:
             t.start()
         time.sleep(write_s)
@@ -122,13 +154,25 @@ def acked_writes(store: Path, work: Path, log: Callable[[str], None], *, writers
         stop.set()
         for t in threads:
             t.join()
-        log(f"round {round_no}: SIGKILLed {killed[-1]} processes; "
-            f"{sum(len(w.acked_memories) for w in logs)} memories acknowledged so far")
+        log(
+            f"round {round_no}: SIGKILLed {killed[-1]} processes; "
+            f"{sum(len(w.acked_memories) for w in logs)} memories acknowledged so far"
+        )
         server = start(store, work, log)
-    out = {"writers": writers, "rounds": rounds, "processes_killed": killed,
-           "memories_acked": 0, "memories_acked_served": 0, "memories_unacked_served": 0,
-           "memories_unacked": 0, "memory_duplicates": 0, "events_acked": 0,
-           "events_acked_served": 0, "events_out_of_order": 0, "event_duplicates": 0}
+    out = {
+        "writers": writers,
+        "rounds": rounds,
+        "processes_killed": killed,
+        "memories_acked": 0,
+        "memories_acked_served": 0,
+        "memories_unacked_served": 0,
+        "memories_unacked": 0,
+        "memory_duplicates": 0,
+        "events_acked": 0,
+        "events_acked_served": 0,
+        "events_out_of_order": 0,
+        "event_duplicates": 0,
+    }
     with client(server) as c:
         for wl in logs:
             ids, events = _stored(c, wl.user)
@@ -144,9 +188,12 @@ def acked_writes(store: Path, work: Path, log: Callable[[str], None], *, writers
             order = {e: i for i, e in enumerate(wl.sent_events)}
             seq = [order[e] for e in events if e in order]
             out["events_out_of_order"] += sum(1 for a, b in pairwise(seq) if b < a)
-    out["acked_served_pct"] = round(100.0 * (out["memories_acked_served"]
-                                             + out["events_acked_served"])
-                                    / max(1, out["memories_acked"] + out["events_acked"]), 2)
+    out["acked_served_pct"] = round(
+        100.0
+        * (out["memories_acked_served"] + out["events_acked_served"])
+        / max(1, out["memories_acked"] + out["events_acked"]),
+        2,
+    )
     return out, server
 
 
@@ -161,8 +208,13 @@ def hostile_input(server: Server, log: Callable[[str], None]) -> dict[str, Any]:
         c.post("/v1/sessions", json={**who, "session_id": "fz"})
         cases = hostile_requests(APP, "fuzz", "fz")
         for case in cases:
-            r = c.request(case.method, case.path, content=case.body, params=case.params,
-                          headers={"content-type": "application/json", **case.headers})
+            r = c.request(
+                case.method,
+                case.path,
+                content=case.body,
+                params=case.params,
+                headers={"content-type": "application/json", **case.headers},
+            )
             cls = f"{r.status_code // 100}xx"
             by_class[cls] = by_class.get(cls, 0) + 1
             if r.status_code >= 500:
@@ -170,19 +222,32 @@ def hostile_input(server: Server, log: Callable[[str], None]) -> dict[str, Any]:
         after = {
             "recall": c.post("/v1/recall", json={**who, "query": "Madrid"}).status_code,
             "list": c.get("/v1/memories", params=who).status_code,
-            "compile": c.post("/v1/context:compile", json={
-                **who, "session_id": "fz", "agent": {"name": "a", "memory_preload": True},
-                "new_message": "where do I live?"}).status_code,
-            "healthz": c.get("/healthz").status_code}
+            "compile": c.post(
+                "/v1/context:compile",
+                json={
+                    **who,
+                    "session_id": "fz",
+                    "agent": {"name": "a", "memory_preload": True},
+                    "new_message": "where do I live?",
+                },
+            ).status_code,
+            "healthz": c.get("/healthz").status_code,
+        }
     log(f"hostile input: {len(cases)} requests, {by_class}, 5xx: {len(fives)}")
-    return {"requests": len(cases), "by_class": by_class, "five_xx": len(fives),
-            "five_xx_cases": fives[:20], "after": after,
-            "after_ok": all(v == 200 for v in after.values())}
+    return {
+        "requests": len(cases),
+        "by_class": by_class,
+        "five_xx": len(fives),
+        "five_xx_cases": fives[:20],
+        "after": after,
+        "after_ok": all(v == 200 for v in after.values()),
+    }
 
 
 # -- load held ------------------------------------------------------------------------------------
-def load_held(server: Server, log: Callable[[str], None], *, clients: int,
-              seconds: float) -> dict[str, Any]:
+def load_held(
+    server: Server, log: Callable[[str], None], *, clients: int, seconds: float
+) -> dict[str, Any]:
     """``clients`` threads for ``seconds``: recall (70%), add (15%), append (15%). Errors
     and the server tree's resident memory every few seconds."""
     stop = threading.Event()
@@ -209,8 +274,10 @@ def load_held(server: Server, log: Callable[[str], None], *, clients: int,
                     elif op == "add":
                         r = c.post("/v1/memories", json={**who, "memories": [{"text": text}]})
                     else:
-                        r = c.post(f"/v1/sessions/l{i}/events", json={
-                            **who, "events": [{"author": "user", "text": text}]})
+                        r = c.post(
+                            f"/v1/sessions/l{i}/events",
+                            json={**who, "events": [{"author": "user", "text": text}]},
+                        )
                     ok = r.status_code < 300
                     what = f"{op} {r.status_code}"
                 except httpx.HTTPError as exc:
@@ -234,18 +301,31 @@ def load_held(server: Server, log: Callable[[str], None], *, clients: int,
     rss.append((round(time.perf_counter() - t0, 1), tree_rss([server.proc.pid])))
     mib = [r / 2**20 for _, r in rss]
     # Growth over the second half: warm-up allocations (caches, pools) come first.
-    half = mib[len(mib) // 2:]
-    out = {"clients": clients, "seconds": seconds,
-           "requests": sum(len(v) for v in lat.values()), "errors": len(errors),
-           "error_kinds": sorted(set(errors))[:10],
-           "ops": {op: {"n": len(v), "p50_ms": round(1000 * statistics.median(v), 1),
-                        "p99_ms": round(1000 * sorted(v)[int(0.99 * (len(v) - 1))], 1)}
-                   for op, v in lat.items() if v},
-           "rss_mib": [[t, round(m, 1)] for (t, _), m in zip(rss, mib, strict=True)],
-           "rss_start_mib": round(mib[0], 1), "rss_end_mib": round(mib[-1], 1),
-           "rss_growth_second_half_mib": round(half[-1] - half[0], 1)}
-    log(f"load: {out['requests']} requests, {out['errors']} errors, RSS "
-        f"{out['rss_start_mib']} -> {out['rss_end_mib']} MiB")
+    half = mib[len(mib) // 2 :]
+    out = {
+        "clients": clients,
+        "seconds": seconds,
+        "requests": sum(len(v) for v in lat.values()),
+        "errors": len(errors),
+        "error_kinds": sorted(set(errors))[:10],
+        "ops": {
+            op: {
+                "n": len(v),
+                "p50_ms": round(1000 * statistics.median(v), 1),
+                "p99_ms": round(1000 * sorted(v)[int(0.99 * (len(v) - 1))], 1),
+            }
+            for op, v in lat.items()
+            if v
+        },
+        "rss_mib": [[t, round(m, 1)] for (t, _), m in zip(rss, mib, strict=True)],
+        "rss_start_mib": round(mib[0], 1),
+        "rss_end_mib": round(mib[-1], 1),
+        "rss_growth_second_half_mib": round(half[-1] - half[0], 1),
+    }
+    log(
+        f"load: {out['requests']} requests, {out['errors']} errors, RSS "
+        f"{out['rss_start_mib']} -> {out['rss_end_mib']} MiB"
+    )
     return out
 
 

@@ -83,8 +83,15 @@ def _verdict(before: Answers, clean: Answers) -> dict[str, int]:
     n = {"served_as_clean": 0, "refused": 0, "wrong": 0, "other_error": 0}
     for t, want in clean.items():
         got = before[t]
-        key = ("served_as_clean" if got == want else "refused" if got == "StoreCorrupt"
-               else "other_error" if isinstance(got, str) else "wrong")
+        key = (
+            "served_as_clean"
+            if got == want
+            else "refused"
+            if got == "StoreCorrupt"
+            else "other_error"
+            if isinstance(got, str)
+            else "wrong"
+        )
         n[key] += 1
     return n
 
@@ -92,13 +99,17 @@ def _verdict(before: Answers, clean: Answers) -> dict[str, int]:
 def corrupt_cases(work: Path, log: Callable[[str], None], *, sessions: int) -> dict[str, Any]:
     data = work / "data"
     users = 8
-    write_dataset(generate(DatasetConfig(users=users, sessions_per_user=max(
-        1, sessions // users))), data)
+    write_dataset(
+        generate(DatasetConfig(users=users, sessions_per_user=max(1, sessions // users))), data
+    )
     archive = data / "archive"
 
     def run(store: Path) -> Any:
-        return backfill(BackfillConfig(archive=archive, store=store, shards=SHARDS,
-                                       commit_every=8, progress_interval_s=0))
+        return backfill(
+            BackfillConfig(
+                archive=archive, store=store, shards=SHARDS, commit_every=8, progress_interval_s=0
+            )
+        )
 
     clean = work / "clean"
     run(clean)
@@ -110,8 +121,10 @@ def corrupt_cases(work: Path, log: Callable[[str], None], *, sessions: int) -> d
     service.close()
     model = MemoryStore(clean).manifest().embedding_model
     want = _answers(clean, tenants)
-    log(f"clean store: {len(tenants)} tenants over {SHARDS} shards, "
-        f"{MemoryStore(clean).manifest().rows} rows")
+    log(
+        f"clean store: {len(tenants)} tenants over {SHARDS} shards, "
+        f"{MemoryStore(clean).manifest().rows} rows"
+    )
     cases: dict[str, Any] = {}
     for name, damage in DAMAGE.items():
         root = work / name.replace(" ", "-")
@@ -131,21 +144,32 @@ def corrupt_cases(work: Path, log: Callable[[str], None], *, sessions: int) -> d
         after = _verdict(_answers(root, tenants), want)
         restored = after["served_as_clean"] == len(tenants)
         if name == "tombstones lost":  # not repairable by design: restore from a backup
-            outcome = (f"{verdict['served_as_clean']} served, {verdict['refused']} refused, "
-                       f"{verdict['wrong']} wrong; not repaired by design (restore the "
-                       f"file from a backup)")
+            outcome = (
+                f"{verdict['served_as_clean']} served, {verdict['refused']} refused, "
+                f"{verdict['wrong']} wrong; not repaired by design (restore the "
+                f"file from a backup)"
+            )
         else:
-            outcome = (f"{verdict['served_as_clean']} served, {verdict['refused']} refused, "
-                       f"{verdict['wrong']} wrong; repair + re-run: "
-                       f"{'restored' if restored else 'NOT restored'}"
-                       + (f" ({rerun.ledger_hits} ledger hits)" if rerun else ""))
+            outcome = (
+                f"{verdict['served_as_clean']} served, {verdict['refused']} refused, "
+                f"{verdict['wrong']} wrong; repair + re-run: "
+                f"{'restored' if restored else 'NOT restored'}"
+                + (f" ({rerun.ledger_hits} ledger hits)" if rerun else "")
+            )
         cases[name] = {
             "detected_by": f"doctor: {len(found.problems)} problem(s)",
-            "outcome": outcome, "before_repair": verdict, "gc": gc,
-            "segment_files_kept": kept, "problems": found.problems,
-            "repaired": fixed.repaired, "left": fixed.left, "reingest": len(fixed.reingest),
-            "after_repair": after, "restored": restored,
-            "rerun_ledger_hits": rerun.ledger_hits if rerun else None}
+            "outcome": outcome,
+            "before_repair": verdict,
+            "gc": gc,
+            "segment_files_kept": kept,
+            "problems": found.problems,
+            "repaired": fixed.repaired,
+            "left": fixed.left,
+            "reingest": len(fixed.reingest),
+            "after_repair": after,
+            "restored": restored,
+            "rerun_ledger_hits": rerun.ledger_hits if rerun else None,
+        }
         log(f"{name}: {outcome}")
     return {"tenants": len(tenants), "shards": SHARDS, "cases": cases}
 
@@ -167,8 +191,15 @@ def backfill_kills(work: Path, log: Callable[[str], None], *, sessions: int) -> 
     every = max(4, sessions // 20)
     flags = ("--shards", str(SHARDS), "--commit-every", str(every), "--batch-size", str(every))
     clean_store = work / "clean"
-    backfill(BackfillConfig(archive=archive, store=clean_store, shards=SHARDS,
-                            commit_every=every, progress_interval_s=0))
+    backfill(
+        BackfillConfig(
+            archive=archive,
+            store=clean_store,
+            shards=SHARDS,
+            commit_every=every,
+            progress_interval_s=0,
+        )
+    )
     clean = served(clean_store)
     total = users * 10
     out: dict[str, Any] = {"sessions": total, "commit_every": every, "kills": {}}
@@ -180,10 +211,16 @@ def backfill_kills(work: Path, log: Callable[[str], None], *, sessions: int) -> 
             now = committed(store)
             counts = _new_record(store, seen)["counts"]
             partial = served(store)
-            points.append({"share": share, "committed": now, "ledger_hits": counts["ledger_hits"],
-                           "redone": counts["ledger_hits"] != before,
-                           "duplicates": sum(partial.values()) - len(partial),
-                           "subset_of_clean": set(partial) <= set(clean)})
+            points.append(
+                {
+                    "share": share,
+                    "committed": now,
+                    "ledger_hits": counts["ledger_hits"],
+                    "redone": counts["ledger_hits"] != before,
+                    "duplicates": sum(partial.values()) - len(partial),
+                    "subset_of_clean": set(partial) <= set(clean),
+                }
+            )
             log(f"backfill kill ({kill}) at {share:.0%}: {now}/{total} sessions committed")
             before = now
         job = start_job(archive, store, *flags)
@@ -191,14 +228,21 @@ def backfill_kills(work: Path, log: Callable[[str], None], *, sessions: int) -> 
         report = json.loads(stdout.strip().splitlines()[-1]) if job.returncode == 0 else {}
         final = served(store)
         same = final == clean
-        run = {"killed_after": "10%, 30%, 60% of commits", "kills": points,
-               "rerun_rc": job.returncode, "rerun_ledger_hits": report.get("ledger_hits"),
-               "committed_before_rerun": before, "served_as_clean": same,
-               "duplicates": sum(final.values()) - len(final)}
-        run["outcome"] = (f"re-run: {run['rerun_ledger_hits']} ledger hits of {before} committed, "
-                          f"{'0 redone' if not any(p['redone'] for p in points) else 'REDONE'}; "
-                          f"store {'== clean run' if same else 'DIFFERS from a clean run'}, "
-                          f"{run['duplicates']} duplicates")
+        run = {
+            "killed_after": "10%, 30%, 60% of commits",
+            "kills": points,
+            "rerun_rc": job.returncode,
+            "rerun_ledger_hits": report.get("ledger_hits"),
+            "committed_before_rerun": before,
+            "served_as_clean": same,
+            "duplicates": sum(final.values()) - len(final),
+        }
+        run["outcome"] = (
+            f"re-run: {run['rerun_ledger_hits']} ledger hits of {before} committed, "
+            f"{'0 redone' if not any(p['redone'] for p in points) else 'REDONE'}; "
+            f"store {'== clean run' if same else 'DIFFERS from a clean run'}, "
+            f"{run['duplicates']} duplicates"
+        )
         if job.returncode != 0:
             run["error"] = stderr[-2000:]
         out["kills"][kill] = run

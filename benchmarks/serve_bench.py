@@ -94,31 +94,160 @@ SIZES = {"100k": (10, 10_000), "1m": (100, 10_000)}  # users x memories per user
 TOP_K = 5
 
 # -- text generation ----------------------------------------------------------------
-NAMES = ("Maya", "Sofia", "Amelia", "Ingrid", "Priya", "Chloe", "Hannah", "Lucia", "Nadia",
-         "Greta", "Yuki", "Esme", "Rosa", "Talia", "Leo", "Mateo", "Jonas", "Ravi", "Elliot",
-         "Tomas", "Hugo", "Felix", "Omar", "Kenji", "Callum", "Dmitri", "Arlo", "Nico",
-         "Bram", "Silas", "Freya", "Imogen")
-RELATIONS = ("sister", "brother", "coworker", "neighbour", "cousin", "best friend", "boss",
-             "roommate", "dentist", "landlord", "manager", "mother", "father", "partner")
-CITIES = ("Berlin", "Madrid", "Lisbon", "Paris", "Oslo", "Vienna", "Prague", "Kyoto",
-          "Toronto", "Chicago", "Austin", "Denver", "Seattle", "Dublin", "Porto", "Milan",
-          "Zurich", "Krakow", "Athens", "Boston", "Lyon", "Seville", "Bergen", "Nairobi")
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December")
+NAMES = (
+    "Maya",
+    "Sofia",
+    "Amelia",
+    "Ingrid",
+    "Priya",
+    "Chloe",
+    "Hannah",
+    "Lucia",
+    "Nadia",
+    "Greta",
+    "Yuki",
+    "Esme",
+    "Rosa",
+    "Talia",
+    "Leo",
+    "Mateo",
+    "Jonas",
+    "Ravi",
+    "Elliot",
+    "Tomas",
+    "Hugo",
+    "Felix",
+    "Omar",
+    "Kenji",
+    "Callum",
+    "Dmitri",
+    "Arlo",
+    "Nico",
+    "Bram",
+    "Silas",
+    "Freya",
+    "Imogen",
+)
+RELATIONS = (
+    "sister",
+    "brother",
+    "coworker",
+    "neighbour",
+    "cousin",
+    "best friend",
+    "boss",
+    "roommate",
+    "dentist",
+    "landlord",
+    "manager",
+    "mother",
+    "father",
+    "partner",
+)
+CITIES = (
+    "Berlin",
+    "Madrid",
+    "Lisbon",
+    "Paris",
+    "Oslo",
+    "Vienna",
+    "Prague",
+    "Kyoto",
+    "Toronto",
+    "Chicago",
+    "Austin",
+    "Denver",
+    "Seattle",
+    "Dublin",
+    "Porto",
+    "Milan",
+    "Zurich",
+    "Krakow",
+    "Athens",
+    "Boston",
+    "Lyon",
+    "Seville",
+    "Bergen",
+    "Nairobi",
+)
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-THINGS = ("flight", "hotel", "train ticket", "dinner reservation", "car rental", "concert",
-          "dentist appointment", "budget report", "tax return", "insurance claim",
-          "birthday gift", "gym membership", "guitar lesson", "vet visit", "job interview",
-          "apartment viewing", "lease renewal", "marathon training plan", "invoice",
-          "conference talk", "code review", "database migration", "garden project",
-          "piano recital", "cooking class", "passport renewal", "wedding speech")
-PETS = ("parrot", "beagle", "cockatiel", "Maine Coon", "border collie", "corn snake",
-        "guinea pig", "golden retriever", "leopard gecko", "dwarf rabbit")
+THINGS = (
+    "flight",
+    "hotel",
+    "train ticket",
+    "dinner reservation",
+    "car rental",
+    "concert",
+    "dentist appointment",
+    "budget report",
+    "tax return",
+    "insurance claim",
+    "birthday gift",
+    "gym membership",
+    "guitar lesson",
+    "vet visit",
+    "job interview",
+    "apartment viewing",
+    "lease renewal",
+    "marathon training plan",
+    "invoice",
+    "conference talk",
+    "code review",
+    "database migration",
+    "garden project",
+    "piano recital",
+    "cooking class",
+    "passport renewal",
+    "wedding speech",
+)
+PETS = (
+    "parrot",
+    "beagle",
+    "cockatiel",
+    "Maine Coon",
+    "border collie",
+    "corn snake",
+    "guinea pig",
+    "golden retriever",
+    "leopard gecko",
+    "dwarf rabbit",
+)
 FOODS = ("peanuts", "shellfish", "gluten", "dairy", "sesame", "eggs", "soy", "strawberries")
-HOBBIES = ("bouldering", "sourdough baking", "chess", "birdwatching", "salsa dancing",
-           "woodworking", "photography", "trail running", "pottery", "sailing")
-FEELINGS = ("stressed about", "excited about", "worried about", "happy with", "unsure about",
-            "annoyed by", "relieved about")
+HOBBIES = (
+    "bouldering",
+    "sourdough baking",
+    "chess",
+    "birdwatching",
+    "salsa dancing",
+    "woodworking",
+    "photography",
+    "trail running",
+    "pottery",
+    "sailing",
+)
+FEELINGS = (
+    "stressed about",
+    "excited about",
+    "worried about",
+    "happy with",
+    "unsure about",
+    "annoyed by",
+    "relieved about",
+)
 SENTENCES = (
     "{name} said the {thing} in {city} has to be sorted out before {month}.",
     "The user's {rel} {name} is visiting {city} in {month} and needs a {thing}.",
@@ -157,11 +286,21 @@ QUERIES = (
 
 
 def _fill(template: str, rng: random.Random) -> tuple[str, list[str], list[str]]:
-    slots = {"name": rng.choice(NAMES), "name2": rng.choice(NAMES), "rel": rng.choice(RELATIONS),
-             "city": rng.choice(CITIES), "month": rng.choice(MONTHS), "day": rng.choice(DAYS),
-             "thing": rng.choice(THINGS), "pet": rng.choice(PETS), "food": rng.choice(FOODS),
-             "hobby": rng.choice(HOBBIES), "feel": rng.choice(FEELINGS),
-             "n": str(rng.randint(20, 2000)), "hour": str(rng.randint(7, 19))}
+    slots = {
+        "name": rng.choice(NAMES),
+        "name2": rng.choice(NAMES),
+        "rel": rng.choice(RELATIONS),
+        "city": rng.choice(CITIES),
+        "month": rng.choice(MONTHS),
+        "day": rng.choice(DAYS),
+        "thing": rng.choice(THINGS),
+        "pet": rng.choice(PETS),
+        "food": rng.choice(FOODS),
+        "hobby": rng.choice(HOBBIES),
+        "feel": rng.choice(FEELINGS),
+        "n": str(rng.randint(20, 2000)),
+        "hour": str(rng.randint(7, 19)),
+    }
     text = template.format(**slots)
     entities = [slots[k] for k in ("name", "name2", "city") if "{" + k + "}" in template]
     topics = [slots[k] for k in ("thing", "hobby", "pet") if "{" + k + "}" in template]
@@ -179,14 +318,26 @@ def make_pool(n: int, seed: int) -> list[dict[str, Any]]:
         if text in seen:
             continue
         seen.add(text)
-        out.append({"text": text,
-                    "entities": sorted({e for p in parts for e in p[1]}),
-                    "topics": sorted({t for p in parts for t in p[2]})})
+        out.append(
+            {
+                "text": text,
+                "entities": sorted({e for p in parts for e in p[1]}),
+                "topics": sorted({t for p in parts for t in p[2]}),
+            }
+        )
     return out
 
 
-QUERY_TAILS = ("", "", " before {month}", " with {name}", " in {city}", " on {day}",
-               " for my {rel}", " last {month}")
+QUERY_TAILS = (
+    "",
+    "",
+    " before {month}",
+    " with {name}",
+    " in {city}",
+    " on {day}",
+    " for my {rel}",
+    " last {month}",
+)
 
 
 def make_queries(n: int, seed: int) -> list[str]:
@@ -202,8 +353,7 @@ def make_queries(n: int, seed: int) -> list[str]:
             seen.add(q)
             out.append(q)
     if len(out) < n:
-        raise ValueError(f"queries: only {len(out)} unique ones from the templates, "
-                         f"{n} wanted")
+        raise ValueError(f"queries: only {len(out)} unique ones from the templates, {n} wanted")
     return out
 
 
@@ -222,15 +372,18 @@ def load_pool(size: int, seed: int, log: Any) -> tuple[list[dict[str, Any]], np.
     texts_path = CACHE / f"pool-{key}.json"
     vec_path = CACHE / f"pool-{key}.npy"
     pool = make_pool(size, seed)
-    if vec_path.is_file() and texts_path.is_file() \
-            and json.loads(texts_path.read_text()) == [p["text"] for p in pool]:
+    if (
+        vec_path.is_file()
+        and texts_path.is_file()
+        and json.loads(texts_path.read_text()) == [p["text"] for p in pool]
+    ):
         return pool, np.load(vec_path), embedder.model_id
     log(f"embedding the pool: {size} texts with {embedder.model_id} (ONNX), once ...")
     start = time.perf_counter()
     vecs = np.empty((size, embedder.dim), dtype=np.float32)
     step = 2048
     for i in range(0, size, step):
-        vecs[i:i + step] = embedder.encode([p["text"] for p in pool[i:i + step]], batch_size=64)
+        vecs[i : i + step] = embedder.encode([p["text"] for p in pool[i : i + step]], batch_size=64)
         log(f"  {min(i + step, size)}/{size} ({time.perf_counter() - start:.0f} s)")
     CACHE.mkdir(parents=True, exist_ok=True)
     np.save(vec_path, vecs)
@@ -238,15 +391,31 @@ def load_pool(size: int, seed: int, log: Any) -> tuple[list[dict[str, Any]], np.
     return pool, vecs, embedder.model_id
 
 
-def build_store(label: str, users: int, per_user: int, pool: list[dict[str, Any]],
-                pool_vecs: np.ndarray, model_id: str, noise: float, seed: int,
-                log: Any) -> tuple[Path, dict[str, Any]]:
+def build_store(
+    label: str,
+    users: int,
+    per_user: int,
+    pool: list[dict[str, Any]],
+    pool_vecs: np.ndarray,
+    model_id: str,
+    noise: float,
+    seed: int,
+    log: Any,
+) -> tuple[Path, dict[str, Any]]:
     """A store of users x per_user memories, cached by its parameters."""
     from mnemoray.memory.records.record import Memory
     from mnemoray.memory.store.parquet.store import MemoryStore
 
-    params = {"users": users, "per_user": per_user, "pool": len(pool), "noise": noise,
-              "seed": seed, "model": model_id, "chunk_rows": CHUNK_ROWS, "index": "flat"}
+    params = {
+        "users": users,
+        "per_user": per_user,
+        "pool": len(pool),
+        "noise": noise,
+        "seed": seed,
+        "model": model_id,
+        "chunk_rows": CHUNK_ROWS,
+        "index": "flat",
+    }
     root = CACHE / "stores" / label / _key(kind="store", **params)
     done = root / "BUILD.json"
     if done.is_file():
@@ -265,27 +434,44 @@ def build_store(label: str, users: int, per_user: int, pool: list[dict[str, Any]
             rng = np.random.default_rng([seed, u])
             picks = rng.integers(0, n_pool, per_user)
             vecs = pool_vecs[picks] + (noise / math.sqrt(DIM)) * rng.standard_normal(
-                (per_user, DIM), dtype=np.float32)
+                (per_user, DIM), dtype=np.float32
+            )
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
             kind = kinds[rng.choice(len(KINDS), per_user, p=KIND_P)]
             user = f"u{u:04d}"
             for i in range(per_user):
                 p = pool[picks[i]]
                 t = BASE_TS + i * 3600.0  # one memory an hour: ~14 months of history
-                memories.append(Memory(
-                    app_name=APP, user_id=user, session_id=f"s{i // 8:05d}", kind=str(kind[i]),
-                    text=p["text"], source_event_ids=(f"e{i:06d}",),
-                    topics=tuple(p["topics"]), entities=tuple(p["entities"]),
-                    key_facts=(p["text"].split(". ")[0][:120],) if kind[i] == "fact" else (),
-                    event_time_start=t, event_time_end=t + 300.0, created_at=t + 600.0,
-                    embedding=vecs[i]))
+                memories.append(
+                    Memory(
+                        app_name=APP,
+                        user_id=user,
+                        session_id=f"s{i // 8:05d}",
+                        kind=str(kind[i]),
+                        text=p["text"],
+                        source_event_ids=(f"e{i:06d}",),
+                        topics=tuple(p["topics"]),
+                        entities=tuple(p["entities"]),
+                        key_facts=(p["text"].split(". ")[0][:120],) if kind[i] == "fact" else (),
+                        event_time_start=t,
+                        event_time_end=t + 300.0,
+                        created_at=t + 600.0,
+                        embedding=vecs[i],
+                    )
+                )
         result = store.write_segment(memories, model_id, DIM, index_kind="flat")
-        log(f"  users {u0}-{min(users, u0 + per_chunk) - 1}: {result.written} rows, "
-            f"version {result.version} ({time.perf_counter() - start:.0f} s)")
-    info = {"params": params, "rows": users * per_user,
-            "segments": sum(len(s) for s in store.manifest().segments),
-            "shards": store.shards, "build_s": round(time.perf_counter() - start, 1),
-            "bytes": sum(f.stat().st_size for f in (root / "store").rglob("*") if f.is_file())}
+        log(
+            f"  users {u0}-{min(users, u0 + per_chunk) - 1}: {result.written} rows, "
+            f"version {result.version} ({time.perf_counter() - start:.0f} s)"
+        )
+    info = {
+        "params": params,
+        "rows": users * per_user,
+        "segments": sum(len(s) for s in store.manifest().segments),
+        "shards": store.shards,
+        "build_s": round(time.perf_counter() - start, 1),
+        "bytes": sum(f.stat().st_size for f in (root / "store").rglob("*") if f.is_file()),
+    }
     done.write_text(json.dumps(info, indent=1))
     return root / "store", info
 
@@ -295,10 +481,14 @@ def summarize(lat_s: list[float], wall_s: float | None = None) -> dict[str, Any]
     if not lat_s:
         return {"n": 0}
     a = np.asarray(lat_s) * 1e3
-    out = {"n": len(a), "p50_ms": round(float(np.percentile(a, 50)), 3),
-           "p95_ms": round(float(np.percentile(a, 95)), 3),
-           "p99_ms": round(float(np.percentile(a, 99)), 3),
-           "mean_ms": round(float(a.mean()), 3), "max_ms": round(float(a.max()), 3)}
+    out = {
+        "n": len(a),
+        "p50_ms": round(float(np.percentile(a, 50)), 3),
+        "p95_ms": round(float(np.percentile(a, 95)), 3),
+        "p99_ms": round(float(np.percentile(a, 99)), 3),
+        "mean_ms": round(float(a.mean()), 3),
+        "max_ms": round(float(a.max()), 3),
+    }
     out["rps"] = round(len(a) / wall_s, 1) if wall_s else round(1e3 / float(a.mean()), 1)
     return out
 
@@ -313,8 +503,9 @@ def timed(fn: Any, items: list[Any]) -> dict[str, Any]:
 
 
 # -- in-process layers ---------------------------------------------------------------------
-def inprocess_layers(store_dir: Path, queries: list[str], users: int, n: int, flat_n: int,
-                     seed: int, log: Any) -> list[dict[str, Any]]:
+def inprocess_layers(
+    store_dir: Path, queries: list[str], users: int, n: int, flat_n: int, seed: int, log: Any
+) -> list[dict[str, Any]]:
     import faiss
 
     from mnemoray.embedders import open_embedder
@@ -338,8 +529,7 @@ def inprocess_layers(store_dir: Path, queries: list[str], users: int, n: int, fl
     for q in queries[:20]:  # first-call allocations
         embedder.encode([q])
     # Cold: the first recall of each user builds its candidate set (BM25, entities).
-    cold = timed(lambda u: svc.search(APP, u, next(qs), TOP_K),
-                 [f"u{u:04d}" for u in range(users)])
+    cold = timed(lambda u: svc.search(APP, u, next(qs), TOP_K), [f"u{u:04d}" for u in range(users)])
     rows.append({"layer": "MemoryService.search, first per user (cold)", **cold})
     emb_q = [next(qs) for _ in range(n)]
     vecs: dict[str, np.ndarray] = {}
@@ -349,12 +539,24 @@ def inprocess_layers(store_dir: Path, queries: list[str], users: int, n: int, fl
 
     rows.append({"layer": "embed query (ONNX, 1 query)", **timed(embed, emb_q)})
     items = [(user(), q) for q in emb_q]
-    rows.append({"layer": "search, vector given (hybrid, 1 user)",
-                 **timed(lambda it: svc.retriever.search_user(snap, APP, it[0], it[1],
-                                                              vecs[it[1]], TOP_K), items)})
-    rows.append({"layer": "MemoryService.search (embed + search)",
-                 **timed(lambda it: svc.search(APP, it[0], it[1], TOP_K),
-                         [(user(), next(qs)) for _ in range(n)])})
+    rows.append(
+        {
+            "layer": "search, vector given (hybrid, 1 user)",
+            **timed(
+                lambda it: svc.retriever.search_user(snap, APP, it[0], it[1], vecs[it[1]], TOP_K),
+                items,
+            ),
+        }
+    )
+    rows.append(
+        {
+            "layer": "MemoryService.search (embed + search)",
+            **timed(
+                lambda it: svc.search(APP, it[0], it[1], TOP_K),
+                [(user(), next(qs)) for _ in range(n)],
+            ),
+        }
+    )
     # A plain exact index over every memory of every user (what one unpartitioned
     # flat index costs per query).
     index = faiss.IndexFlatIP(DIM)
@@ -364,11 +566,17 @@ def inprocess_layers(store_dir: Path, queries: list[str], users: int, n: int, fl
     total = index.ntotal
     qv = np.stack([vecs[q] for q in emb_q[:flat_n]])
     index.search(qv[:1], TOP_K)
-    rows.append({"layer": f"faiss IndexFlatIP over all {total:,} (1 query)",
-                 **timed(lambda i: index.search(qv[i:i + 1], TOP_K), list(range(len(qv)))),
-                 "faiss_threads": faiss.omp_get_max_threads()})
-    log(f"  in-process: snapshot load {load_s:.1f} s; " + "; ".join(
-        f"{r['layer']}: p50 {r['p50_ms']:.2f} ms" for r in rows))
+    rows.append(
+        {
+            "layer": f"faiss IndexFlatIP over all {total:,} (1 query)",
+            **timed(lambda i: index.search(qv[i : i + 1], TOP_K), list(range(len(qv)))),
+            "faiss_threads": faiss.omp_get_max_threads(),
+        }
+    )
+    log(
+        f"  in-process: snapshot load {load_s:.1f} s; "
+        + "; ".join(f"{r['layer']}: p50 {r['p50_ms']:.2f} ms" for r in rows)
+    )
     return rows
 
 
@@ -385,7 +593,7 @@ def replica_metrics(server: Server) -> dict[str, float]:
     return out
 
 
-_METRIC = re.compile(r'^(mnemoray_\w+?)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$')
+_METRIC = re.compile(r"^(mnemoray_\w+?)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$")
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -397,12 +605,17 @@ def parse_metrics(text: str) -> dict[str, float]:
             continue
         name, labels, value = m.groups()
         labels = labels or ""
-        if name.startswith("mnemoray_http_request_duration_seconds_") \
-                and 'route="/v1/recall"' in labels:
+        if (
+            name.startswith("mnemoray_http_request_duration_seconds_")
+            and 'route="/v1/recall"' in labels
+        ):
             out["recall_" + name.rsplit("_", 1)[1]] = out.get(
-                "recall_" + name.rsplit("_", 1)[1], 0.0) + float(value)
-        elif name in ("mnemoray_query_embed_batch_size_sum",
-                      "mnemoray_query_embed_batch_size_count"):
+                "recall_" + name.rsplit("_", 1)[1], 0.0
+            ) + float(value)
+        elif name in (
+            "mnemoray_query_embed_batch_size_sum",
+            "mnemoray_query_embed_batch_size_count",
+        ):
             out["batch_" + name.rsplit("_", 1)[1]] = float(value)
     return out
 
@@ -472,8 +685,9 @@ async def _drive(spec: dict[str, Any]) -> dict[str, Any]:
                     target, body = url + "?" + body.decode(), None
                 t0 = time.perf_counter()
                 try:
-                    async with session.request(method, target, data=body,
-                                               headers=headers if body else None) as r:
+                    async with session.request(
+                        method, target, data=body, headers=headers if body else None
+                    ) as r:
                         data = await r.read()
                         status = r.status
                 except Exception as exc:  # noqa: BLE001 - counted, reported
@@ -493,12 +707,27 @@ async def _drive(spec: dict[str, Any]) -> dict[str, Any]:
         await asyncio.gather(*(worker(k) for k in range(conc)))
         wall = (max(ends) if ends else time.perf_counter()) - start
         cpu = time.process_time() - cpu0
-    return {"lat": lat, "took_ms": took, "errors": errors, "wall_s": wall, "cpu_s": cpu,
-            "attempted": next_i}
+    return {
+        "lat": lat,
+        "took_ms": took,
+        "errors": errors,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "attempted": next_i,
+    }
 
 
-def drive(base: str, method: str, path: str, bodies: list[str], n: int, conc: int,
-          procs: int, time_limit_s: float, server_pid: int) -> dict[str, Any]:
+def drive(
+    base: str,
+    method: str,
+    path: str,
+    bodies: list[str],
+    n: int,
+    conc: int,
+    procs: int,
+    time_limit_s: float,
+    server_pid: int,
+) -> dict[str, Any]:
     """Run ``n`` requests from ``procs`` load-generator processes; merged results."""
     procs = max(1, min(procs, conc))
     start_at = time.time() + 1.5 + 0.5 * procs  # all processes start together
@@ -508,15 +737,26 @@ def drive(base: str, method: str, path: str, bodies: list[str], n: int, conc: in
         share = conc // procs + (1 if k < conc % procs else 0)
         count = n // procs + (1 if k < n % procs else 0)
         mine = bodies[k::procs] if bodies else []
-        spec = {"bases": base.split(","), "path": path, "method": method, "bodies": mine,
-                "n": count,
-                "concurrency": share, "start_at": start_at, "time_limit_s": time_limit_s,
-                "request_timeout_s": max(30.0, time_limit_s)}
+        spec = {
+            "bases": base.split(","),
+            "path": path,
+            "method": method,
+            "bodies": mine,
+            "n": count,
+            "concurrency": share,
+            "start_at": start_at,
+            "time_limit_s": time_limit_s,
+            "request_timeout_s": max(30.0, time_limit_s),
+        }
         p = tmp / f"spec{k}.json"
         p.write_text(json.dumps(spec))
-        children.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()),
-                                          "--_loadgen", str(p)], cwd=REPO,
-                                         stdout=subprocess.PIPE))
+        children.append(
+            subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--_loadgen", str(p)],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+            )
+        )
     # CPU counters around the measured window (the children wait for start_at).
     while time.time() < start_at - 0.2:
         time.sleep(0.05)
@@ -544,8 +784,7 @@ def drive(base: str, method: str, path: str, bodies: list[str], n: int, conc: in
     done = max(1, len(lat))
     cpu = {role: cpu1.get(role, 0.0) - cpu0.get(role, 0.0) for role in cpu1}
     cpu["load generator"] = sum(o["cpu_s"] for o in outs)
-    res["cpu_ms_per_req"] = {k: round(v * 1e3 / done, 3) for k, v in sorted(cpu.items())
-                             if v > 0}
+    res["cpu_ms_per_req"] = {k: round(v * 1e3 / done, 3) for k, v in sorted(cpu.items()) if v > 0}
     res["machine_busy"] = round((m1[0] - m0[0]) / max(1.0, m1[1] - m0[1]), 3)
     res["client_procs"] = procs
     return res
@@ -561,36 +800,64 @@ def make_variants(args: argparse.Namespace) -> list[dict[str, Any]]:
     settings = dict(s.split("=", 1) for s in args.setting)
     env = dict(s.split("=", 1) for s in args.server_env)
     base = {"name": "default", "settings": settings, "env": env}
-    chosen = {"default": base,
-              "proxy": {**base, "name": "proxy",
-                        "settings": {**settings, "server.ingress": "proxy"}},
-              "default2": {**base, "name": "default2",
-                           "settings": {**settings, "server.replicas": 2}}}
+    chosen = {
+        "default": base,
+        "proxy": {**base, "name": "proxy", "settings": {**settings, "server.ingress": "proxy"}},
+        "default2": {**base, "name": "default2", "settings": {**settings, "server.replicas": 2}},
+    }
     return [chosen[name] for name in args.variants.split(",")]
 
 
-def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], levels: list[
-        tuple[int, int]], args: argparse.Namespace, variant: dict[str, Any],
-        log: Any) -> dict[str, Any]:
+def serve_runs(
+    label: str,
+    store_dir: Path,
+    users: int,
+    queries: list[str],
+    levels: list[tuple[int, int]],
+    args: argparse.Namespace,
+    variant: dict[str, Any],
+    log: Any,
+) -> dict[str, Any]:
     settings = dict(variant["settings"])
     env = dict(variant["env"])
     log_path = CACHE / f"server-{label}-{variant['name']}.log"
     CACHE.mkdir(parents=True, exist_ok=True)
     log(f"{label} / {variant['name']}: settings {settings}, env {env}")
     server = Server(store_dir, settings, env, log_path)
-    out: dict[str, Any] = {"variant": variant["name"], "settings": settings,
-                           "server_env": env, "rows": []}
+    out: dict[str, Any] = {
+        "variant": variant["name"],
+        "settings": settings,
+        "server_env": env,
+        "rows": [],
+    }
     rng = random.Random(f"serve-{args.seed}-{label}")
     qi = iter(queries)
 
     def bodies(n: int) -> list[str]:
-        return [json.dumps({"app_name": APP, "user_id": f"u{rng.randrange(users):04d}",
-                            "query": next(qi), "top_k": TOP_K}) for _ in range(n)]
+        return [
+            json.dumps(
+                {
+                    "app_name": APP,
+                    "user_id": f"u{rng.randrange(users):04d}",
+                    "query": next(qi),
+                    "top_k": TOP_K,
+                }
+            )
+            for _ in range(n)
+        ]
 
     def query_strings(n: int) -> list[str]:
-        return [urllib.parse.urlencode({"app_name": APP,
-                                        "user_id": f"u{rng.randrange(users):04d}",
-                                        "query": next(qi), "top_k": TOP_K}) for _ in range(n)]
+        return [
+            urllib.parse.urlencode(
+                {
+                    "app_name": APP,
+                    "user_id": f"u{rng.randrange(users):04d}",
+                    "query": next(qi),
+                    "top_k": TOP_K,
+                }
+            )
+            for _ in range(n)
+        ]
 
     try:
         out["startup_s"] = round(server.wait_ready(args.startup_timeout), 1)
@@ -598,29 +865,74 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
         pid = server.proc.pid
         out["target"] = server.base  # one URL, whatever answers there (proxy or replicas)
         # Cold: each user's first recall builds its candidate set in the replica.
-        cold_bodies = [json.dumps({"app_name": APP, "user_id": f"u{u:04d}", "query": next(qi),
-                                   "top_k": TOP_K}) for u in range(users)]
-        cold = drive(server.base.split(",")[0], "POST", "/v1/recall", cold_bodies,
-                     len(cold_bodies), 1, 1, args.time_limit * 4, pid)
+        cold_bodies = [
+            json.dumps({"app_name": APP, "user_id": f"u{u:04d}", "query": next(qi), "top_k": TOP_K})
+            for u in range(users)
+        ]
+        cold = drive(
+            server.base.split(",")[0],
+            "POST",
+            "/v1/recall",
+            cold_bodies,
+            len(cold_bodies),
+            1,
+            1,
+            args.time_limit * 4,
+            pid,
+        )
         for other in server.base.split(",")[1:]:  # every replica warms its own caches
-            drive(other, "POST", "/v1/recall", [json.dumps({**json.loads(b), "query": next(qi)})
-                                                for b in cold_bodies],
-                  len(cold_bodies), 1, 1, args.time_limit * 4, pid)
+            drive(
+                other,
+                "POST",
+                "/v1/recall",
+                [json.dumps({**json.loads(b), "query": next(qi)}) for b in cold_bodies],
+                len(cold_bodies),
+                1,
+                1,
+                args.time_limit * 4,
+                pid,
+            )
         out["cold"] = cold
-        log(f"  cold (first recall of each of {users} users): p50 {cold.get('p50_ms')} ms, "
-            f"max {cold.get('max_ms')} ms, errors {cold['errors']}")
+        log(
+            f"  cold (first recall of each of {users} users): p50 {cold.get('p50_ms')} ms, "
+            f"max {cold.get('max_ms')} ms, errors {cold['errors']}"
+        )
         if args.settle > 0:
-            out["settle"] = settle(server, [json.dumps(
-                {"app_name": APP, "user_id": f"u{u:04d}", "query": next(qi) + TIME_TAIL,
-                 "top_k": TOP_K}) for u in range(users)], args.settle, pid)
+            out["settle"] = settle(
+                server,
+                [
+                    json.dumps(
+                        {
+                            "app_name": APP,
+                            "user_id": f"u{u:04d}",
+                            "query": next(qi) + TIME_TAIL,
+                            "top_k": TOP_K,
+                        }
+                    )
+                    for u in range(users)
+                ],
+                args.settle,
+                pid,
+            )
             log(f"  settled: {out['settle']}")
         drive(server.base, "GET", "/healthz", [], args.warmup, 8, 1, args.time_limit, pid)
-        drive(server.base, "POST", "/v1/recall", bodies(args.warmup), args.warmup, 8, 1,
-              args.time_limit, pid)
+        drive(
+            server.base,
+            "POST",
+            "/v1/recall",
+            bodies(args.warmup),
+            args.warmup,
+            8,
+            1,
+            args.time_limit,
+            pid,
+        )
         for conc, n in levels:
             procs = args.client_procs if conc > 1 else 1
-            runs = [("GET /healthz", "GET", "/healthz", []),
-                    ("POST /v1/recall", "POST", "/v1/recall", bodies(n))]
+            runs = [
+                ("GET /healthz", "GET", "/healthz", []),
+                ("POST /v1/recall", "POST", "/v1/recall", bodies(n)),
+            ]
             if args.recall_get:
                 runs.append(("GET /v1/recall", "GET", "/v1/recall", query_strings(n)))
             for name, method, path, bs in runs:
@@ -631,18 +943,20 @@ def serve_runs(label: str, store_dir: Path, users: int, queries: list[str], leve
                 if m0 and m1 and m1.get("recall_count", 0) > m0.get("recall_count", 0):
                     dn = m1["recall_count"] - m0["recall_count"]
                     res["replica_mean_ms"] = round(
-                        (m1["recall_sum"] - m0["recall_sum"]) * 1e3 / dn, 3)
+                        (m1["recall_sum"] - m0["recall_sum"]) * 1e3 / dn, 3
+                    )
                     db = m1.get("batch_count", 0) - m0.get("batch_count", 0)
                     if db > 0:
-                        res["embed_batch_mean"] = round(
-                            (m1["batch_sum"] - m0["batch_sum"]) / db, 2)
+                        res["embed_batch_mean"] = round((m1["batch_sum"] - m0["batch_sum"]) / db, 2)
                 res.update({"layer": name, "concurrency": conc, "load_1m_before": load0})
                 out["rows"].append(res)
-                log(f"  C={conc:<3} {name:<16} {res.get('rps', 0):>7.1f} req/s  p50 "
+                log(
+                    f"  C={conc:<3} {name:<16} {res.get('rps', 0):>7.1f} req/s  p50 "
                     f"{res.get('p50_ms', float('nan')):7.2f}  p95 "
                     f"{res.get('p95_ms', float('nan')):7.2f}  p99 "
                     f"{res.get('p99_ms', float('nan')):7.2f} ms  errors {res['errors']}  "
-                    f"busy {res['machine_busy']:.0%}  cpu ms/req {res['cpu_ms_per_req']}")
+                    f"busy {res['machine_busy']:.0%}  cpu ms/req {res['cpu_ms_per_req']}"
+                )
     finally:
         server.stop()
     return out
@@ -655,19 +969,18 @@ SETTLE_IDLE_CORE = 0.1  # replica CPU share of one core below which it counts as
 SETTLE_WINDOW_S = 3.0
 
 
-def settle(server: Server, time_bodies: list[str], timeout_s: float,
-           pid: int) -> dict[str, Any]:
+def settle(server: Server, time_bodies: list[str], timeout_s: float, pid: int) -> dict[str, Any]:
     """Start every user's background time pass (one recall with a time intent each), then
     wait until the replicas are idle, at most ``timeout_s``: the runs after measure the
     steady state a server reaches once the passes are done (each user's costs once per
     server start), not the one-off. Returns what the passes cost: seconds waited and the
     replicas' CPU seconds, from the first of these recalls to idle."""
+
     def replica_cpu() -> float:
         return tree_cpu([pid]).get("replica", 0.0)
 
     cpu0, start = replica_cpu(), time.perf_counter()
-    drive(server.base, "POST", "/v1/recall", time_bodies, len(time_bodies), 1, 1, timeout_s,
-          pid)
+    drive(server.base, "POST", "/v1/recall", time_bodies, len(time_bodies), 1, 1, timeout_s, pid)
     idle = False
     while time.perf_counter() - start < timeout_s:
         a = replica_cpu()
@@ -675,18 +988,26 @@ def settle(server: Server, time_bodies: list[str], timeout_s: float,
         if replica_cpu() - a < SETTLE_IDLE_CORE * SETTLE_WINDOW_S:
             idle = True
             break
-    return {"idle": idle, "waited_s": round(time.perf_counter() - start, 1),
-            "replica_cpu_s": round(replica_cpu() - cpu0, 1), "recalls": len(time_bodies)}
+    return {
+        "idle": idle,
+        "waited_s": round(time.perf_counter() - start, 1),
+        "replica_cpu_s": round(replica_cpu() - cpu0, 1),
+        "recalls": len(time_bodies),
+    }
 
 
 # -- report --------------------------------------------------------------------------------------
 def _line(label: str, layer: str, conc: int, r: dict[str, Any]) -> str:
     if not r.get("n"):
-        return (f"{label:<5} {layer:<48} {conc:>3}     0 {'-':>7} {'-':>7} {'-':>7} {'-':>7} "
-                f"{r.get('errors', 0):>4}")
-    return (f"{label:<5} {layer:<48} {conc:>3} {r['n']:>5} {r['rps']:>7.1f} "
-            f"{r['p50_ms']:>7.2f} {r['p95_ms']:>7.2f} {r['p99_ms']:>7.2f} "
-            f"{r.get('errors', 0):>4}")
+        return (
+            f"{label:<5} {layer:<48} {conc:>3}     0 {'-':>7} {'-':>7} {'-':>7} {'-':>7} "
+            f"{r.get('errors', 0):>4}"
+        )
+    return (
+        f"{label:<5} {layer:<48} {conc:>3} {r['n']:>5} {r['rps']:>7.1f} "
+        f"{r['p50_ms']:>7.2f} {r['p95_ms']:>7.2f} {r['p99_ms']:>7.2f} "
+        f"{r.get('errors', 0):>4}"
+    )
 
 
 def _tag(variant: str) -> str:
@@ -694,8 +1015,10 @@ def _tag(variant: str) -> str:
 
 
 def table(results: dict[str, Any]) -> str:
-    head = (f"{'size':<5} {'layer':<48} {'C':>3} {'n':>5} {'req/s':>7} {'p50 ms':>7} "
-            f"{'p95 ms':>7} {'p99 ms':>7} {'err':>4}")
+    head = (
+        f"{'size':<5} {'layer':<48} {'C':>3} {'n':>5} {'req/s':>7} {'p50 ms':>7} "
+        f"{'p95 ms':>7} {'p99 ms':>7} {'err':>4}"
+    )
     lines = [head, "-" * len(head)]
     for label, r in results["sizes"].items():
         for row in r["inprocess"]:
@@ -703,8 +1026,9 @@ def table(results: dict[str, Any]) -> str:
         for variant, v in r["serve"].items():
             cold = v.get("cold")
             if cold:
-                lines.append(_line(label, "POST /v1/recall, first per user (cold)" + _tag(variant),
-                                   1, cold))
+                lines.append(
+                    _line(label, "POST /v1/recall, first per user (cold)" + _tag(variant), 1, cold)
+                )
             for row in v["rows"]:
                 lines.append(_line(label, row["layer"] + _tag(variant), row["concurrency"], row))
     return "\n".join(lines)
@@ -714,19 +1038,23 @@ CPU_ROLES = ("proxy", "replica", "controller", "other replicas", "ray + other", 
 
 
 def cpu_table(results: dict[str, Any]) -> str:
-    head = (f"{'size':<5} {'variant':<8} {'endpoint':<16} {'C':>3} {'busy':>5} "
-            + " ".join(f"{r[:10]:>10}" for r in CPU_ROLES)
-            + f" {'in-replica':>10} {'batch':>5}")
+    head = (
+        f"{'size':<5} {'variant':<8} {'endpoint':<16} {'C':>3} {'busy':>5} "
+        + " ".join(f"{r[:10]:>10}" for r in CPU_ROLES)
+        + f" {'in-replica':>10} {'batch':>5}"
+    )
     lines = [head, "-" * len(head)]
     for label, r in results["sizes"].items():
         for variant, v in r["serve"].items():
             for row in v["rows"]:
                 c = row.get("cpu_ms_per_req", {})
-                lines.append(f"{label:<5} {variant:<8} {row['layer']:<16} {row['concurrency']:>3} "
-                             f"{row['machine_busy']:>5.0%} "
-                             + " ".join(f"{c.get(k, 0):>10.2f}" for k in CPU_ROLES)
-                             + f" {row.get('replica_mean_ms', float('nan')):>10.2f}"
-                             + f" {row.get('embed_batch_mean', float('nan')):>5.1f}")
+                lines.append(
+                    f"{label:<5} {variant:<8} {row['layer']:<16} {row['concurrency']:>3} "
+                    f"{row['machine_busy']:>5.0%} "
+                    + " ".join(f"{c.get(k, 0):>10.2f}" for k in CPU_ROLES)
+                    + f" {row.get('replica_mean_ms', float('nan')):>10.2f}"
+                    + f" {row.get('embed_batch_mean', float('nan')):>5.1f}"
+                )
     return "\n".join(lines)
 
 
@@ -739,8 +1067,11 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     serve = results["sizes"][label]["serve"]
     # The issue's floor is Serve's app as deployed through its HTTP proxy ("proxy"; the
     # default before direct ingress), for every variant; without it, the variant's own.
-    floor = {(r["layer"], r["concurrency"]): r for r in serve["proxy"]["rows"]} \
-        if "proxy" in serve else None
+    floor = (
+        {(r["layer"], r["concurrency"]): r for r in serve["proxy"]["rows"]}
+        if "proxy" in serve
+        else None
+    )
     for variant, v in serve.items():
         rows = {(r["layer"], r["concurrency"]): r for r in v["rows"]}
         base = floor or rows
@@ -748,68 +1079,121 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         where = f"{label}{_tag(variant)}"
         h1, r1 = base.get(("GET /healthz", 1)), rows.get(("POST /v1/recall", 1))
         if h1 and r1 and h1.get("n") and r1.get("n"):
-            out.append({"variant": variant,
-                        "goal": f"{where}: C=1 recall p50 <= 2x healthz p50 ({which})",
-                        "value": f"{r1['p50_ms']:.2f} ms vs 2 x {h1['p50_ms']:.2f} = "
-                                 f"{2 * h1['p50_ms']:.2f} ms",
-                        "met": r1["p50_ms"] <= 2 * h1["p50_ms"]})
-            out.append({"variant": variant,
-                        "goal": f"{where}: C=1 recall p50 <= {P50_BUDGET_MS:.0f} ms",
-                        "value": f"{r1['p50_ms']:.2f} ms", "met": r1["p50_ms"] <= P50_BUDGET_MS})
+            out.append(
+                {
+                    "variant": variant,
+                    "goal": f"{where}: C=1 recall p50 <= 2x healthz p50 ({which})",
+                    "value": f"{r1['p50_ms']:.2f} ms vs 2 x {h1['p50_ms']:.2f} = "
+                    f"{2 * h1['p50_ms']:.2f} ms",
+                    "met": r1["p50_ms"] <= 2 * h1["p50_ms"],
+                }
+            )
+            out.append(
+                {
+                    "variant": variant,
+                    "goal": f"{where}: C=1 recall p50 <= {P50_BUDGET_MS:.0f} ms",
+                    "value": f"{r1['p50_ms']:.2f} ms",
+                    "met": r1["p50_ms"] <= P50_BUDGET_MS,
+                }
+            )
         top = max(c for _, c in rows)
         h, r = base.get(("GET /healthz", top)), rows.get(("POST /v1/recall", top))
         if h and r and h.get("n") and r.get("n"):
-            out.append({"variant": variant,
-                        "goal": f"{where}: C={top} recall req/s >= 50% of healthz req/s "
-                                f"({which})",
-                        "value": f"{r['rps']:.1f} vs 0.5 x {h['rps']:.1f} = "
-                                 f"{0.5 * h['rps']:.1f} ({r['rps'] / h['rps']:.0%})",
-                        "met": r["rps"] >= 0.5 * h["rps"]})
+            out.append(
+                {
+                    "variant": variant,
+                    "goal": f"{where}: C={top} recall req/s >= 50% of healthz req/s ({which})",
+                    "value": f"{r['rps']:.1f} vs 0.5 x {h['rps']:.1f} = "
+                    f"{0.5 * h['rps']:.1f} ({r['rps'] / h['rps']:.0%})",
+                    "met": r["rps"] >= 0.5 * h["rps"],
+                }
+            )
         errs = sum(x["errors"] for x in rows.values())
-        out.append({"variant": variant, "goal": f"{where}: zero errors", "value": str(errs),
-                    "met": errs == 0})
+        out.append(
+            {
+                "variant": variant,
+                "goal": f"{where}: zero errors",
+                "value": str(errs),
+                "met": errs == 0,
+            }
+        )
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="100k only, fewer requests (a fast check)")
+    parser.add_argument(
+        "--quick", action="store_true", help="100k only, fewer requests (a fast check)"
+    )
     parser.add_argument("--sizes", default=None, help="comma-separated: 100k, 1m")
     parser.add_argument("--concurrency", default="1,8,32")
-    parser.add_argument("--requests", default=None,
-                        help="requests per run for each concurrency (default 300,1000,2000)")
-    parser.add_argument("--time-limit", type=float, default=90.0,
-                        help="seconds per run at most (a run stops early, counted)")
+    parser.add_argument(
+        "--requests",
+        default=None,
+        help="requests per run for each concurrency (default 300,1000,2000)",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=90.0,
+        help="seconds per run at most (a run stops early, counted)",
+    )
     parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--client-procs", type=int, default=1,
-                        help="load-generator processes for C > 1 (each one asyncio loop)")
+    parser.add_argument(
+        "--client-procs",
+        type=int,
+        default=1,
+        help="load-generator processes for C > 1 (each one asyncio loop)",
+    )
     parser.add_argument("--inprocess-n", type=int, default=300)
     parser.add_argument("--pool", type=int, default=20_000, help="unique embedded texts")
     parser.add_argument("--noise", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--users", type=int, default=None,
-                        help="override users of every size (development)")
-    parser.add_argument("--per-user", type=int, default=None,
-                        help="override memories per user of every size (development)")
-    parser.add_argument("--setting", action="append", default=[],
-                        help="serving setting key=value (repeatable)")
-    parser.add_argument("--server-env", action="append", default=[],
-                        help="server environment KEY=VALUE (repeatable)")
+    parser.add_argument(
+        "--users", type=int, default=None, help="override users of every size (development)"
+    )
+    parser.add_argument(
+        "--per-user",
+        type=int,
+        default=None,
+        help="override memories per user of every size (development)",
+    )
+    parser.add_argument(
+        "--setting", action="append", default=[], help="serving setting key=value (repeatable)"
+    )
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        help="server environment KEY=VALUE (repeatable)",
+    )
     parser.add_argument("--skip-inprocess", action="store_true")
-    parser.add_argument("--variants", default=None,
-                        help="server configurations: default (mnemoray serve: direct "
-                        "ingress), proxy (--ingress proxy), default2 (2 replicas on the "
-                        "port); default: proxy,default (--quick: default)")
-    parser.add_argument("--recall-get", action="store_true",
-                        help="also drive GET /v1/recall (query string, no request body)")
-    parser.add_argument("--build-only", action="store_true",
-                        help="embed the pool and build (cache) the stores, then stop")
+    parser.add_argument(
+        "--variants",
+        default=None,
+        help="server configurations: default (mnemoray serve: direct "
+        "ingress), proxy (--ingress proxy), default2 (2 replicas on the "
+        "port); default: proxy,default (--quick: default)",
+    )
+    parser.add_argument(
+        "--recall-get",
+        action="store_true",
+        help="also drive GET /v1/recall (query string, no request body)",
+    )
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="embed the pool and build (cache) the stores, then stop",
+    )
     parser.add_argument("--startup-timeout", type=float, default=600.0)
-    parser.add_argument("--settle", type=float, default=0.0,
-                        help="after the cold recalls, start every user's background time "
-                        "pass and wait up to this many seconds for the replicas to go idle "
-                        "(measure the steady state; 0: do not wait, as before)")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="after the cold recalls, start every user's background time "
+        "pass and wait up to this many seconds for the replicas to go idle "
+        "(measure the steady state; 0: do not wait, as before)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--_loadgen", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -821,8 +1205,10 @@ def main() -> None:
     sizes = (args.sizes or ("100k" if args.quick else "100k,1m")).split(",")
     args.variants = args.variants or ("default" if args.quick else "proxy,default")
     concs = [int(c) for c in args.concurrency.split(",")]
-    reqs = [int(n) for n in (args.requests or ("100,300,600" if args.quick
-                                               else "300,1000,2000")).split(",")]
+    reqs = [
+        int(n)
+        for n in (args.requests or ("100,300,600" if args.quick else "300,1000,2000")).split(",")
+    ]
     if len(reqs) != len(concs):
         parser.error("--requests needs one count per --concurrency level")
     levels = list(zip(concs, reqs, strict=True))
@@ -836,26 +1222,47 @@ def main() -> None:
     pool, pool_vecs, model_id = load_pool(args.pool, args.seed, log)
     # Every request gets a query never sent before (per server / in-process service).
     max_users = args.users or max(SIZES[s][0] for s in sizes)
-    queries = make_queries(3 * max_users + 3 * args.inprocess_n + args.warmup
-                           + sum(reqs) * (2 if args.recall_get else 1) + 500, args.seed)
+    queries = make_queries(
+        3 * max_users
+        + 3 * args.inprocess_n
+        + args.warmup
+        + sum(reqs) * (2 if args.recall_get else 1)
+        + 500,
+        args.seed,
+    )
     variants = make_variants(args)
     results: dict[str, Any] = {"sizes": {}}
     for label in sizes:
         users, per_user = SIZES[label]
         users = args.users or users
         per_user = args.per_user or per_user
-        store_dir, info = build_store(label, users, per_user, pool, pool_vecs, model_id,
-                                      args.noise, args.seed, log)
-        log(f"{label}: {info['rows']:,} memories, {info['segments']} segments, "
-            f"{info['bytes'] / 2**20:.0f} MiB at {store_dir}")
+        store_dir, info = build_store(
+            label, users, per_user, pool, pool_vecs, model_id, args.noise, args.seed, log
+        )
+        log(
+            f"{label}: {info['rows']:,} memories, {info['segments']} segments, "
+            f"{info['bytes'] / 2**20:.0f} MiB at {store_dir}"
+        )
         if args.build_only:
             continue
         entry: dict[str, Any] = {"store": info, "load_before": os.getloadavg()}
-        entry["inprocess"] = [] if args.skip_inprocess else inprocess_layers(
-            store_dir, queries, users, args.inprocess_n, 50 if info["rows"] > 200_000 else 200,
-            args.seed, log)
-        entry["serve"] = {v["name"]: serve_runs(label, store_dir, users, queries, levels, args,
-                                                v, log) for v in variants}
+        entry["inprocess"] = (
+            []
+            if args.skip_inprocess
+            else inprocess_layers(
+                store_dir,
+                queries,
+                users,
+                args.inprocess_n,
+                50 if info["rows"] > 200_000 else 200,
+                args.seed,
+                log,
+            )
+        )
+        entry["serve"] = {
+            v["name"]: serve_runs(label, store_dir, users, queries, levels, args, v, log)
+            for v in variants
+        }
         entry["load_after"] = os.getloadavg()
         results["sizes"][label] = entry
     if args.build_only:
@@ -866,30 +1273,56 @@ def main() -> None:
     from importlib.metadata import version
 
     report = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "load_average_start": load_start,
-                    "load_average_end": load_end},
-        "versions": {d: version(d) for d in ("ray", "fastapi", "starlette", "uvicorn",
-                                              "onnxruntime", "faiss-cpu", "aiohttp")
-                     if _has(d)},
-        "config": {"sizes": {s: SIZES[s] for s in sizes}, "levels": levels,
-                   "time_limit_s": args.time_limit, "warmup": args.warmup,
-                   "client_procs": args.client_procs, "pool": args.pool,
-                   "settle_s": args.settle,
-                   "noise": args.noise, "seed": args.seed, "top_k": TOP_K,
-                   "chunk_rows": CHUNK_ROWS, "index_kind": "flat",
-                   "settings": args.setting, "server_env": args.server_env,
-                   "variants": variants,
-                   "quick": args.quick, "users_override": args.users,
-                   "per_user_override": args.per_user},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_average_start": load_start,
+            "load_average_end": load_end,
+        },
+        "versions": {
+            d: version(d)
+            for d in (
+                "ray",
+                "fastapi",
+                "starlette",
+                "uvicorn",
+                "onnxruntime",
+                "faiss-cpu",
+                "aiohttp",
+            )
+            if _has(d)
+        },
+        "config": {
+            "sizes": {s: SIZES[s] for s in sizes},
+            "levels": levels,
+            "time_limit_s": args.time_limit,
+            "warmup": args.warmup,
+            "client_procs": args.client_procs,
+            "pool": args.pool,
+            "settle_s": args.settle,
+            "noise": args.noise,
+            "seed": args.seed,
+            "top_k": TOP_K,
+            "chunk_rows": CHUNK_ROWS,
+            "index_kind": "flat",
+            "settings": args.setting,
+            "server_env": args.server_env,
+            "variants": variants,
+            "quick": args.quick,
+            "users_override": args.users,
+            "per_user_override": args.per_user,
+        },
         **results,
         "seconds": round(time.perf_counter() - started, 1),
     }
     print()
     print(table(results))
     print()
-    print("CPU ms per request by process (from /proc; 'busy' = the whole machine's busy "
-          "share), the replica's own mean /v1/recall time and mean query-embedding batch:")
+    print(
+        "CPU ms per request by process (from /proc; 'busy' = the whole machine's busy "
+        "share), the replica's own mean /v1/recall time and mean query-embedding batch:"
+    )
     print(cpu_table(results))
     print()
     for g in results["goals"]:

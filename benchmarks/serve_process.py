@@ -32,10 +32,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def http(method: str, url: str, body: bytes | None = None, timeout: float = 10.0,
-         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body, method=method,
-                                 headers={"content-type": "application/json", **(headers or {})})
+def http(
+    method: str,
+    url: str,
+    body: bytes | None = None,
+    timeout: float = 10.0,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes]:
+    req = urllib.request.Request(
+        url,
+        data=body,
+        method=method,
+        headers={"content-type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read()
@@ -48,30 +57,43 @@ def _server_main(spec: dict[str, Any]) -> None:
     from mnemoray.serve.app import run_local
 
     # Always a new local Ray instance: other Ray clusters may run on this machine.
-    run_local({**spec["settings"], "server.host": "127.0.0.1", "server.port": spec["port"]},
-              address="local")
+    run_local(
+        {**spec["settings"], "server.host": "127.0.0.1", "server.port": spec["port"]},
+        address="local",
+    )
 
 
 class Server:
     """``settings``: dotted keys of mnemoray.settings.serve (``server.api_keys`` included);
     without API keys the API is open on 127.0.0.1."""
 
-    def __init__(self, store_dir: Path, settings: dict[str, Any], env: dict[str, str],
-                 log_path: Path) -> None:
+    def __init__(
+        self, store_dir: Path, settings: dict[str, Any], env: dict[str, str], log_path: Path
+    ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         spec = {"settings": {"store": str(store_dir), **settings}, "port": self.port}
-        child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])),
-            "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", **env}
+        child_env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+            ),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "HF_HUB_OFFLINE": "1",
+            **env,
+        }
         child_env.pop("MNEMORAY_SERVER__API_KEYS", None)  # keys only from ``settings``
         child_env.pop("RAY_ADDRESS", None)
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed by stop()/kill()
-        self.proc = subprocess.Popen([sys.executable, "-m", "benchmarks.serve_process",
-                                      json.dumps(spec)], cwd=REPO, env=child_env,
-                                     stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.serve_process", json.dumps(spec)],
+            cwd=REPO,
+            env=child_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def wait_ready(self, timeout_s: float) -> float:
         start = time.perf_counter()
@@ -141,9 +163,15 @@ def proc_table() -> dict[int, ProcRow]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        rest = stat[stat.rfind(")") + 2:].split()
-        out[int(d)] = ProcRow(int(rest[1]), int(rest[2]), rest[0], cmd,
-                              (int(rest[11]) + int(rest[12])) / CLK, int(rest[21]) * PAGE)
+        rest = stat[stat.rfind(")") + 2 :].split()
+        out[int(d)] = ProcRow(
+            int(rest[1]),
+            int(rest[2]),
+            rest[0],
+            cmd,
+            (int(rest[11]) + int(rest[12])) / CLK,
+            int(rest[21]) * PAGE,
+        )
     return out
 
 

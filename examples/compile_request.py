@@ -5,20 +5,30 @@ from mnemoray.sessions.store import InMemorySessionStore
 store = InMemorySessionStore()
 s = store.create_session("shop", "ana", state={"user:name": "Ana", "tier": "gold"})
 store.append_event(s, user_message("Where is my order 1234?", invocation_id="i1"))
-call = tool_call("support", "order_status", {"order_id": "1234"}, call_id="call-1",
-                 invocation_id="i1")
+call = tool_call(
+    "support", "order_status", {"order_id": "1234"}, call_id="call-1", invocation_id="i1"
+)
 store.append_event(s, call)
-store.append_event(s, tool_result("support", "order_status", {"status": "shipped"},
-                                  call.data["call_id"], invocation_id="i1"))
+store.append_event(
+    s,
+    tool_result(
+        "support", "order_status", {"status": "shipped"}, call.data["call_id"], invocation_id="i1"
+    ),
+)
 store.append_event(s, model_message("support", "It shipped yesterday.", invocation_id="i1"))
-store.append_event(s, model_message("billing", "Your refund of 12 EUR was issued.",
-                                    invocation_id="i1"))
+store.append_event(
+    s, model_message("billing", "Your refund of 12 EUR was issued.", invocation_id="i1")
+)
 
-agent = AgentSpec(name="support", description="Answers order questions.",
-                  static_instruction="You are Acme's support agent. Be brief.",
-                  instruction="Customer: {user:name} ({tier} tier). Locale: {locale?}")
-req = Compiler.default().compile(s, agent, new_message="And when will it arrive?",
-                                 services=Services())
+agent = AgentSpec(
+    name="support",
+    description="Answers order questions.",
+    static_instruction="You are Acme's support agent. Be brief.",
+    instruction="Customer: {user:name} ({tier} tier). Locale: {locale?}",
+)
+req = Compiler.default().compile(
+    s, agent, new_message="And when will it arrive?", services=Services()
+)
 
 print(req.system_instruction)
 for content in req.contents:

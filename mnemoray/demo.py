@@ -50,10 +50,21 @@ TRAVEL_AGENT = AgentSpec(
         "Traveller: {user:name} (home city {user:home_city}). Current leg: {trip_leg?}. "
         "Itinerary so far: {artifact.itinerary.md}"
     ),
-    tools=[{"name": "search_flights", "description": "Search flights between two cities",
-            "parameters": {"type": "object", "properties": {
-                "origin": {"type": "string"}, "destination": {"type": "string"},
-                "date": {"type": "string"}}, "required": ["origin", "destination"]}}],
+    tools=[
+        {
+            "name": "search_flights",
+            "description": "Search flights between two cities",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "origin": {"type": "string"},
+                    "destination": {"type": "string"},
+                    "date": {"type": "string"},
+                },
+                "required": ["origin", "destination"],
+            },
+        }
+    ],
     token_budget=1500,
 )
 
@@ -73,22 +84,34 @@ class DemoSession:
     compactions: int
 
 
-def build_demo_session(store: SessionStore, artifacts: ArtifactStore, turns: int = 52,
-                       compactor: Compactor | None = None,
-                       start_ts: float = 1_767_225_600.0, user_id: str = USER) -> DemoSession:
+def build_demo_session(
+    store: SessionStore,
+    artifacts: ArtifactStore,
+    turns: int = 52,
+    compactor: Compactor | None = None,
+    start_ts: float = 1_767_225_600.0,
+    user_id: str = USER,
+) -> DemoSession:
     """Append ``turns`` user turns (each an invocation) with replies and tool use.
 
     With a ``compactor``, it runs after every invocation, as an agent runner
     would: a sliding window of summaries grows while the raw events stay.
     """
     compactions = 0
-    session = store.create_session(APP, user_id,
-                                   state={"user:name": user_id.capitalize(),
-                                          "user:home_city": "Berlin"})
+    session = store.create_session(
+        APP, user_id, state={"user:name": user_id.capitalize(), "user:home_city": "Berlin"}
+    )
     ts = start_ts
     legs: list[str] = []
-    artifacts.save(APP, user_id, session.session_id, "itinerary.md", "# Itinerary\n",
-                   mime_type="text/markdown", summary="The trip itinerary, one line per leg")
+    artifacts.save(
+        APP,
+        user_id,
+        session.session_id,
+        "itinerary.md",
+        "# Itinerary\n",
+        mime_type="text/markdown",
+        summary="The trip itinerary, one line per leg",
+    )
 
     def add(event: Event) -> None:
         nonlocal ts
@@ -100,32 +123,75 @@ def build_demo_session(store: SessionStore, artifacts: ArtifactStore, turns: int
         city, next_city = CITIES[(i // 6) % len(CITIES)], CITIES[(i // 6 + 1) % len(CITIES)]
         day = f"May {3 + i % 25}"
         text = USER_TURNS[i % len(USER_TURNS)].format(city=city, next_city=next_city, day=day[4:])
-        add(user_message(text, invocation_id=inv, timestamp=ts,
-                         state_delta={"trip_leg": f"{city} -> {next_city}"}))
+        add(
+            user_message(
+                text,
+                invocation_id=inv,
+                timestamp=ts,
+                state_delta={"trip_leg": f"{city} -> {next_city}"},
+            )
+        )
         if "flight" in text:
-            call = tool_call("travel_agent", "search_flights",
-                             {"origin": city, "destination": next_city, "date": day},
-                             invocation_id=inv, timestamp=ts)
+            call = tool_call(
+                "travel_agent",
+                "search_flights",
+                {"origin": city, "destination": next_city, "date": day},
+                invocation_id=inv,
+                timestamp=ts,
+            )
             add(call)
-            options = [{"carrier": "TAP", "price_eur": 89 + i},
-                       {"carrier": "Iberia", "price_eur": 112 + i}]
-            add(tool_result("travel_agent", "search_flights", {"options": options},
-                            call.data["call_id"], invocation_id=inv, timestamp=ts))
-            add(model_message("travel_agent", f"I found two flights {city} to {next_city}: TAP at "
-                              f"{89 + i} EUR and Iberia at {112 + i} EUR. Shall I book TAP?",
-                              invocation_id=inv, timestamp=ts))
+            options = [
+                {"carrier": "TAP", "price_eur": 89 + i},
+                {"carrier": "Iberia", "price_eur": 112 + i},
+            ]
+            add(
+                tool_result(
+                    "travel_agent",
+                    "search_flights",
+                    {"options": options},
+                    call.data["call_id"],
+                    invocation_id=inv,
+                    timestamp=ts,
+                )
+            )
+            add(
+                model_message(
+                    "travel_agent",
+                    f"I found two flights {city} to {next_city}: TAP at "
+                    f"{89 + i} EUR and Iberia at {112 + i} EUR. Shall I book TAP?",
+                    invocation_id=inv,
+                    timestamp=ts,
+                )
+            )
         elif text.startswith("Book"):
             # Hand-off: the booking agent acts, the travel agent later sees it as narrative.
-            add(model_message("booking_agent", f"Booked TAP {city} to {next_city} for "
-                              f"{89 + i} EUR, confirmation TP-{i:05d}.", invocation_id=inv,
-                              timestamp=ts))
+            add(
+                model_message(
+                    "booking_agent",
+                    f"Booked TAP {city} to {next_city} for {89 + i} EUR, confirmation TP-{i:05d}.",
+                    invocation_id=inv,
+                    timestamp=ts,
+                )
+            )
             legs.append(f"- {city} -> {next_city}: TAP, {89 + i} EUR")
             version = artifacts.save(
-                APP, user_id, session.session_id, "itinerary.md",
+                APP,
+                user_id,
+                session.session_id,
+                "itinerary.md",
                 "# Itinerary\n" + "\n".join(legs) + "\n",
-                mime_type="text/markdown", summary="The trip itinerary, one line per leg")
-            add(model_message("booking_agent", "Itinerary updated.", invocation_id=inv,
-                              timestamp=ts, artifact_delta={"itinerary.md": version}))
+                mime_type="text/markdown",
+                summary="The trip itinerary, one line per leg",
+            )
+            add(
+                model_message(
+                    "booking_agent",
+                    "Itinerary updated.",
+                    invocation_id=inv,
+                    timestamp=ts,
+                    artifact_delta={"itinerary.md": version},
+                )
+            )
         else:
             add(model_message("travel_agent", _reply(text, city), invocation_id=inv, timestamp=ts))
         if compactor is not None and compactor.maybe_compact(store, session) is not None:
@@ -168,6 +234,7 @@ def demo_compactor() -> Compactor:
     return Compactor(get_summarizer("extractive"), CompactionConfig(interval=8, overlap=1))
 
 
-def compile_turn(session: Session, agent: AgentSpec, artifacts: ArtifactStore,
-                 message: str) -> CompiledRequest:
+def compile_turn(
+    session: Session, agent: AgentSpec, artifacts: ArtifactStore, message: str
+) -> CompiledRequest:
     return Compiler.default().compile(session, agent, message, Services(artifacts=artifacts))

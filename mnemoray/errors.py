@@ -53,8 +53,9 @@ class MnemorayError(Exception):
         """The same error for a value nested under ``prefix`` (field ``prefix.field``)."""
         err = type(self).__new__(type(self))
         MnemorayError.__init__(err, self.reason, field=nested_field(prefix, self.field))
-        err.__dict__.update({k: v for k, v in self.__dict__.items()
-                             if k not in ("reason", "field")})
+        err.__dict__.update(
+            {k: v for k, v in self.__dict__.items() if k not in ("reason", "field")}
+        )
         return err
 
     @classmethod
@@ -144,5 +145,16 @@ class Unsupported(ConfigError):
     ...): the message names the feature and the backend; ``field`` the setting (store)."""
 
 
-__all__ = ["Conflict", "ConfigError", "Forbidden", "InvalidInput", "MnemorayError", "NotFound",
-           "PayloadTooLarge", "StoreCorrupt", "Unauthorized", "Unavailable", "Unsupported"]
+__all__ = [
+    "Conflict",
+    "ConfigError",
+    "Forbidden",
+    "InvalidInput",
+    "MnemorayError",
+    "NotFound",
+    "PayloadTooLarge",
+    "StoreCorrupt",
+    "Unauthorized",
+    "Unavailable",
+    "Unsupported",
+]

@@ -21,7 +21,7 @@ def retry_delay(response: httpx.Response | None, attempt: int, backoff_s: float)
             return min(max(float(header), 0.0), MAX_RETRY_AFTER_S)
     except ValueError:
         pass  # an HTTP-date: fall back to our own schedule
-    return backoff_s * 2 ** attempt
+    return backoff_s * 2**attempt
 
 
 def server_message(response: httpx.Response) -> str:

@@ -48,20 +48,26 @@ def check_time(value: Any, field: str, error: type[InvalidInput] = InvalidInput)
     if not math.isfinite(value):
         raise error(f"must be a finite number of epoch seconds, got {value!r}", field=field)
     if not TIME_MIN <= value < TIME_MAX:
-        raise error(f"{value!r} is out of range: epoch seconds from {TIME_MIN:g} to "
-                    f"{TIME_MAX:.0f} (year 10000) are valid", field=field)
+        raise error(
+            f"{value!r} is out of range: epoch seconds from {TIME_MIN:g} to "
+            f"{TIME_MAX:.0f} (year 10000) are valid",
+            field=field,
+        )
     return float(value)
 
 
-def check_optional_time(value: Any, field: str,
-                        error: type[InvalidInput] = InvalidInput) -> float | None:
+def check_optional_time(
+    value: Any, field: str, error: type[InvalidInput] = InvalidInput
+) -> float | None:
     return None if value is None else check_time(value, field, error)
 
 
 def _surrogate_message(exc: UnicodeEncodeError) -> str:
-    bad = exc.object[exc.start:exc.end]
-    return (f"not valid Unicode: lone surrogate {ascii(bad)} at position {exc.start} "
-            f"(it cannot be encoded as UTF-8)")
+    bad = exc.object[exc.start : exc.end]
+    return (
+        f"not valid Unicode: lone surrogate {ascii(bad)} at position {exc.start} "
+        f"(it cannot be encoded as UTF-8)"
+    )
 
 
 def text_bytes(value: str, field: str, error: type[InvalidInput] = InvalidInput) -> int:
@@ -79,15 +85,15 @@ def json_bytes(value: Any, field: str, error: type[InvalidInput] = InvalidInput)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=repr)
     except ValueError as exc:  # NaN / Infinity, or a circular reference
-        raise error(f"not valid JSON ({exc}): NaN and Infinity are not JSON",
-                    field=field) from None
+        raise error(f"not valid JSON ({exc}): NaN and Infinity are not JSON", field=field) from None
     except RecursionError:
         raise error("nested too deeply", field=field) from None
     return text_bytes(text, field, error)
 
 
-def json_object_bytes(value: Mapping[str, Any], field: str,
-                      error: type[InvalidInput] = InvalidInput) -> int:
+def json_object_bytes(
+    value: Mapping[str, Any], field: str, error: type[InvalidInput] = InvalidInput
+) -> int:
     """:func:`json_bytes` key by key, so the error names the key (``state.score``)."""
     total = 2
     for key, item in value.items():
@@ -96,16 +102,35 @@ def json_object_bytes(value: Mapping[str, Any], field: str,
     return total
 
 
-def check_size(nbytes: int, limit: str, what: str, field: str | None,
-               error: type[InvalidInput] = PayloadTooLarge) -> None:
+def check_size(
+    nbytes: int,
+    limit: str,
+    what: str,
+    field: str | None,
+    error: type[InvalidInput] = PayloadTooLarge,
+) -> None:
     """``error`` naming the limit (``limit``: a name in this module, ``MAX_ROW_BYTES``)
     when ``nbytes`` exceeds it."""
     value = globals()[limit]
     if nbytes > value:
-        raise error(f"{what} is {nbytes} bytes, over the limit of {value} bytes "
-                    f"(mnemoray.limits.{limit})", field=field)
+        raise error(
+            f"{what} is {nbytes} bytes, over the limit of {value} bytes (mnemoray.limits.{limit})",
+            field=field,
+        )
 
 
-__all__ = ["MAX_EVENT_BYTES", "MAX_MEMORY_TEXT_CHARS", "MAX_MESSAGE_CHARS", "MAX_ROW_BYTES",
-           "MAX_SESSION_EVENTS", "TIME_MAX", "TIME_MIN", "check_optional_time", "check_size",
-           "check_time", "json_bytes", "json_object_bytes", "text_bytes"]
+__all__ = [
+    "MAX_EVENT_BYTES",
+    "MAX_MEMORY_TEXT_CHARS",
+    "MAX_MESSAGE_CHARS",
+    "MAX_ROW_BYTES",
+    "MAX_SESSION_EVENTS",
+    "TIME_MAX",
+    "TIME_MIN",
+    "check_optional_time",
+    "check_size",
+    "check_time",
+    "json_bytes",
+    "json_object_bytes",
+    "text_bytes",
+]

@@ -20,8 +20,14 @@ log = logging.getLogger(__name__)
 class Periodic:
     """``fn()`` every ``interval_s`` seconds (the first call one interval after start)."""
 
-    def __init__(self, fn: Callable[[], object], interval_s: float, name: str, *,
-                 on_error: Callable[[Exception], None] | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[[], object],
+        interval_s: float,
+        name: str,
+        *,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
         if not interval_s > 0:
             raise InvalidInput(f"must be > 0, got {interval_s!r}", field="interval_s")
         self.fn = fn
@@ -43,8 +49,9 @@ class Periodic:
                 # An event per thread: a loop still finishing a long tick after stop()
                 # timed out stays stopped when a new one starts.
                 self._stop = threading.Event()
-                self._thread = threading.Thread(target=self._loop, args=(self._stop,),
-                                                name=self.name, daemon=True)
+                self._thread = threading.Thread(
+                    target=self._loop, args=(self._stop,), name=self.name, daemon=True
+                )
                 self._thread.start()
         return self
 

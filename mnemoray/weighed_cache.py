@@ -17,8 +17,12 @@ class WeighedCache(Generic[K, V]):
     recently used first (the newest always stays). A value heavier than ``max_item`` is
     not kept: reading it again is cheaper than evicting everything else for it."""
 
-    def __init__(self, budget: float, weigh: Callable[[V], float] = lambda value: 1,
-                 max_item: float | None = None) -> None:
+    def __init__(
+        self,
+        budget: float,
+        weigh: Callable[[V], float] = lambda value: 1,
+        max_item: float | None = None,
+    ) -> None:
         self.budget = budget
         self.max_item = max_item
         self._weigh = weigh

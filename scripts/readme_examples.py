@@ -56,8 +56,7 @@ VOLATILE: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(\d{8}T\d{6})-[0-9a-f]{8}\b"), "<run-id>"),
     (re.compile(r" +\d+( ?us)$"), r" <t>\1"),  # padding varies with the width too
     # uuid-based session / event ids (a prefix hash is content-derived: kept).
-    (re.compile(r"(?<!prefix_hash )\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{16}\b"),
-     "<id>"),
+    (re.compile(r"(?<!prefix_hash )\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{16}\b"), "<id>"),
     # The demo's naive count includes those random ids.
     (re.compile(r"naive append-everything: \d+, [0-9.]+x"), "naive append-everything: <n>"),
     (re.compile(r"\b\d+(\.\d+)? ms\b"), "<ms>"),
@@ -67,12 +66,17 @@ VOLATILE: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\((\d+\.\d+) s\b"), "(<elapsed> s"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<job-id>"),
     # Background compaction: how many windows land depends on when the worker runs.
-    (re.compile(r"^\d+ compaction events landed in the background, covering \d+ of"),
-     "<n> compaction events landed in the background, covering <n> of"),
-    (re.compile(r"total_tokens \d+, of which history \d+: \d+ summaries \(compression "
-                r"[0-9.]+x\) \+ \d+ raw events"),
-     "total_tokens <n>, of which history <n>: <n> summaries (compression <r>x) + <n> raw "
-     "events"),
+    (
+        re.compile(r"^\d+ compaction events landed in the background, covering \d+ of"),
+        "<n> compaction events landed in the background, covering <n> of",
+    ),
+    (
+        re.compile(
+            r"total_tokens \d+, of which history \d+: \d+ summaries \(compression "
+            r"[0-9.]+x\) \+ \d+ raw events"
+        ),
+        "total_tokens <n>, of which history <n>: <n> summaries (compression <r>x) + <n> raw events",
+    ),
     (re.compile(r"memories_added \d+"), "memories_added <n>"),
 ]
 
@@ -109,15 +113,17 @@ def parse(lines: Sequence[str]) -> list[Block]:
         commands: list[tuple[str, frozenset[str]]] = []
         while i < len(lines) and (m := MARKER.match(lines[i])):
             if m.group(1) != kind or (kind == "source" and commands):
-                raise ExampleError(f"README.md:{i + 1}: one source, or examples only, "
-                                   "per block")
+                raise ExampleError(f"README.md:{i + 1}: one source, or examples only, per block")
             commands.append((m.group(3).strip(), frozenset(m.group(2).split())))
             i += 1
         if i >= len(lines) or not (fence := FENCE.match(lines[i])):
-            raise ExampleError(f"README.md:{first + 1}: an {kind} comment must be "
-                               "followed directly by a fenced block")
-        close = next((j for j in range(i + 1, len(lines))
-                      if lines[j].strip() == fence.group(1)), None)
+            raise ExampleError(
+                f"README.md:{first + 1}: an {kind} comment must be "
+                "followed directly by a fenced block"
+            )
+        close = next(
+            (j for j in range(i + 1, len(lines)) if lines[j].strip() == fence.group(1)), None
+        )
         if close is None:
             raise ExampleError(f"README.md:{i + 1}: unclosed fenced block")
         blocks.append(Block(kind, i + 1, close, commands))
@@ -137,8 +143,11 @@ def split_filter(command: str) -> str:
             quote = None if ch == quote else quote
         elif ch in "'\"":
             quote = ch
-        elif ch == "|" and command[pos - 1:pos + 2] == " | " \
-                and command[pos + 2:].split(maxsplit=1)[0] in ABRIDGING:
+        elif (
+            ch == "|"
+            and command[pos - 1 : pos + 2] == " | "
+            and command[pos + 2 :].split(maxsplit=1)[0] in ABRIDGING
+        ):
             return command[:pos].rstrip()
     return command
 
@@ -158,16 +167,28 @@ def normalise(text: str, workdir: Path) -> str:
 
 def run_command(command: str, workdir: Path, timeout: float) -> str:
     venv_bin = ROOT / ".venv" / "bin"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false",
-           "COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1",
-           "PATH": os.pathsep.join([str(venv_bin), os.environ.get("PATH", "")])}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "TOKENIZERS_PARALLELISM": "false",
+        "COLUMNS": "100",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "PATH": os.pathsep.join([str(venv_bin), os.environ.get("PATH", "")]),
+    }
     env.pop("FORCE_COLOR", None)
-    proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
-        raise ExampleError(f"`{command}` exited {proc.returncode}:\n{proc.stdout}\n"
-                           f"{proc.stderr}")
+        raise ExampleError(f"`{command}` exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc.stdout
 
 
@@ -189,9 +210,13 @@ def key_of(block: Block) -> Key:
     return block.kind, tuple(command for command, _ in block.commands)
 
 
-def render_all(text: str, skip: frozenset[str] = frozenset(),
-               only: frozenset[str] = frozenset(), timeout: float = 600.0,
-               log: Callable[[str], None] = lambda _: None) -> dict[Key, list[str]]:
+def render_all(
+    text: str,
+    skip: frozenset[str] = frozenset(),
+    only: frozenset[str] = frozenset(),
+    timeout: float = 600.0,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[Key, list[str]]:
     """The fresh content of every block of ``text`` (a README), run in README order,
     but of those with a tag in ``skip`` or (when ``only`` is given) none in ``only``."""
     rendered: dict[Key, list[str]] = {}
@@ -216,15 +241,19 @@ def apply(text: str, rendered: dict[Key, list[str]]) -> str:
     for block in parse(lines):
         fresh = rendered.get(key_of(block))
         if fresh is not None:
-            out += lines[pos:block.start] + fresh
+            out += lines[pos : block.start] + fresh
             pos = block.end
     out += lines[pos:]
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
-def regenerate(text: str, skip: frozenset[str] = frozenset(),
-               only: frozenset[str] = frozenset(), timeout: float = 600.0,
-               log: Callable[[str], None] = lambda _: None) -> str:
+def regenerate(
+    text: str,
+    skip: frozenset[str] = frozenset(),
+    only: frozenset[str] = frozenset(),
+    timeout: float = 600.0,
+    log: Callable[[str], None] = lambda _: None,
+) -> str:
     """``text`` with its blocks re-rendered from real runs (see ``render_all``)."""
     return apply(text, render_all(text, skip, only, timeout, log))
 
@@ -232,24 +261,35 @@ def regenerate(text: str, skip: frozenset[str] = frozenset(),
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true",
-                      help="exit 1 with a diff if README.md differs from fresh runs")
+    mode.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 with a diff if README.md differs from fresh runs",
+    )
     mode.add_argument("--write", action="store_true", help="rewrite README.md")
-    parser.add_argument("--skip", action="append", default=[], metavar="TAG",
-                        help="leave out examples with this tag (ray, slow); repeatable")
-    parser.add_argument("--only", action="append", default=[], metavar="TAG",
-                        help="run only examples with this tag; repeatable")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="leave out examples with this tag (ray, slow); repeatable",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="run only examples with this tag; repeatable",
+    )
     parser.add_argument("--readme", type=Path, default=README)
-    parser.add_argument("--timeout", type=float, default=600.0,
-                        help="seconds per command")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per command")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
 
     text = args.readme.read_text()
     log = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else (lambda _: None)
     try:
-        rendered = render_all(text, frozenset(args.skip), frozenset(args.only), args.timeout,
-                              log)
+        rendered = render_all(text, frozenset(args.skip), frozenset(args.only), args.timeout, log)
     except (ExampleError, subprocess.TimeoutExpired) as exc:
         print(f"readme_examples: {exc}", file=sys.stderr)
         return 2
@@ -264,11 +304,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     fresh = apply(text, rendered)
     if fresh == text:
         return 0
-    sys.stdout.writelines(difflib.unified_diff(
-        text.splitlines(keepends=True), fresh.splitlines(keepends=True),
-        f"{args.readme.name} (committed)", f"{args.readme.name} (fresh run)"))
-    print(f"\n{args.readme.name} drifted from real runs: run `make readme`.",
-          file=sys.stderr)
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            text.splitlines(keepends=True),
+            fresh.splitlines(keepends=True),
+            f"{args.readme.name} (committed)",
+            f"{args.readme.name} (fresh run)",
+        )
+    )
+    print(f"\n{args.readme.name} drifted from real runs: run `make readme`.", file=sys.stderr)
     return 1
 
 

@@ -31,10 +31,13 @@ def ray_cluster() -> Iterator[None]:
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 namespace="mnemoray-tests",
-                 runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1",
-                                           "TOKENIZERS_PARALLELISM": "false"}})
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            namespace="mnemoray-tests",
+            runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
+        )
     yield
     try:
         from ray import serve
@@ -54,6 +57,7 @@ def any_session_store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Sess
         yield InMemorySessionStore()
         return
     sqlite_store = SQLiteSessionStore(
-        tmp_path / "sessions.db" if request.param == "sqlite-file" else ":memory:")
+        tmp_path / "sessions.db" if request.param == "sqlite-file" else ":memory:"
+    )
     yield sqlite_store
     sqlite_store.close()

@@ -45,7 +45,7 @@ def instructions(path: Path) -> list[tuple[str, str]]:
 
 
 DOCKER = instructions(ROOT / "Dockerfile")
-FINAL = DOCKER[max(i for i, (k, _) in enumerate(DOCKER) if k == "FROM"):]
+FINAL = DOCKER[max(i for i, (k, _) in enumerate(DOCKER) if k == "FROM") :]
 
 
 def only(keyword: str, stage: list[tuple[str, str]] = FINAL) -> str:
@@ -62,8 +62,11 @@ def docker_env() -> dict[str, str]:
 
 
 def test_copy_sources_exist_and_are_not_dockerignored() -> None:
-    ignored = [p.strip() for p in (ROOT / ".dockerignore").read_text().splitlines()
-               if p.strip() and not p.startswith("#")]
+    ignored = [
+        p.strip()
+        for p in (ROOT / ".dockerignore").read_text().splitlines()
+        if p.strip() and not p.startswith("#")
+    ]
     copies = [shlex.split(a) for k, a in DOCKER if k == "COPY"]
     sources = [s for parts in copies if not parts[0].startswith("--") for s in parts[:-1]]
     assert {"pyproject.toml", "README.md", "mnemoray"} <= set(sources)
@@ -106,8 +109,10 @@ def test_runtime_is_offline_non_root_and_probes_healthz() -> None:
 def test_image_settings_parse_and_name_api_keys() -> None:
     """The image's MNEMORAY_* variables and CMD flags through the one settings loader."""
     cmd = json.loads(only("CMD"))
-    flags = {"server.host": cmd[cmd.index("--host") + 1],
-             "server.port": cmd[cmd.index("--port") + 1]}
+    flags = {
+        "server.host": cmd[cmd.index("--host") + 1],
+        "server.port": cmd[cmd.index("--port") + 1],
+    }
     s = load_settings(flags, env=docker_env())
     assert s.server.host == "0.0.0.0" and s.server.port == 8000
     assert s.store == "/var/lib/mnemoray/store"
@@ -147,8 +152,7 @@ def test_rayservice_runs_the_app_of_serve_config() -> None:
     (reference,) = yaml.safe_load(config.read_text())["applications"]
     for key in ("name", "route_prefix", "import_path"):
         assert APP[key] == reference[key], key
-    assert [d["name"] for d in APP["deployments"]] == \
-        [d["name"] for d in reference["deployments"]]
+    assert [d["name"] for d in APP["deployments"]] == [d["name"] for d in reference["deployments"]]
     module, _, attr = APP["import_path"].partition(":")
     assert callable(getattr(importlib.import_module(module), attr))
 
@@ -167,8 +171,10 @@ def test_rayservice_settings_come_from_env_and_parse() -> None:
 
 def pod_specs() -> list[dict]:
     cluster = SERVICE["spec"]["rayClusterConfig"]
-    return [cluster["headGroupSpec"]["template"]["spec"],
-            *[g["template"]["spec"] for g in cluster["workerGroupSpecs"]]]
+    return [
+        cluster["headGroupSpec"]["template"]["spec"],
+        *[g["template"]["spec"] for g in cluster["workerGroupSpecs"]],
+    ]
 
 
 @pytest.mark.parametrize("pod", pod_specs(), ids=["head", "workers"])
@@ -190,5 +196,6 @@ def test_rayservice_shares_store_claim_and_ray_version_with_the_cronjob() -> Non
     claims = {d["metadata"]["name"] for d in cron if d["kind"] == "PersistentVolumeClaim"}
     assert "mnemoray-store" in claims
     cron_version = of_kind(cron, "RayCronJob")["spec"]["jobTemplate"]["rayClusterSpec"][
-        "rayVersion"]
+        "rayVersion"
+    ]
     assert SERVICE["spec"]["rayClusterConfig"]["rayVersion"] == cron_version

@@ -45,21 +45,34 @@ from mnemoray.summarizers.errors import (
 )
 
 
-@pytest.mark.parametrize("cls, root, status", [
-    (EventError, InvalidInput, 422), (SessionError, InvalidInput, 422),
-    (ArchiveError, InvalidInput, 422), (ArtifactError, InvalidInput, 422),
-    (MemoryRecordError, InvalidInput, 422), (VectorIndexError, InvalidInput, 422),
-    (RetrievalError, InvalidInput, 422), (StoreError, InvalidInput, 422),
-    (TemplateError, InvalidInput, 422), (PromptTooLongError, InvalidInput, 422),
-    (AuthConfigError, ConfigError, 422),
-    (SessionNotFoundError, NotFound, 404), (ArtifactNotFoundError, NotFound, 404),
-    (UnknownProcessorError, NotFound, 404),
-    (SessionExistsError, Conflict, 409), (StaleSessionError, Conflict, 409),
-    (SessionEndedError, Conflict, 409), (DuplicateEventError, Conflict, 409),
-    (LockHeld, Conflict, 409),
-    (NotAuthenticated, Unauthorized, 401), (NotPermitted, Forbidden, 403),
-    (BackendUnavailableError, Unavailable, 503), (BackendRequestError, Unavailable, 503),
-])
+@pytest.mark.parametrize(
+    "cls, root, status",
+    [
+        (EventError, InvalidInput, 422),
+        (SessionError, InvalidInput, 422),
+        (ArchiveError, InvalidInput, 422),
+        (ArtifactError, InvalidInput, 422),
+        (MemoryRecordError, InvalidInput, 422),
+        (VectorIndexError, InvalidInput, 422),
+        (RetrievalError, InvalidInput, 422),
+        (StoreError, InvalidInput, 422),
+        (TemplateError, InvalidInput, 422),
+        (PromptTooLongError, InvalidInput, 422),
+        (AuthConfigError, ConfigError, 422),
+        (SessionNotFoundError, NotFound, 404),
+        (ArtifactNotFoundError, NotFound, 404),
+        (UnknownProcessorError, NotFound, 404),
+        (SessionExistsError, Conflict, 409),
+        (StaleSessionError, Conflict, 409),
+        (SessionEndedError, Conflict, 409),
+        (DuplicateEventError, Conflict, 409),
+        (LockHeld, Conflict, 409),
+        (NotAuthenticated, Unauthorized, 401),
+        (NotPermitted, Forbidden, 403),
+        (BackendUnavailableError, Unavailable, 503),
+        (BackendRequestError, Unavailable, 503),
+    ],
+)
 def test_every_library_error_has_one_root_and_a_status(cls, root, status) -> None:
     assert issubclass(cls, root) and issubclass(cls, MnemorayError)
     assert cls.status == status
@@ -100,8 +113,14 @@ def test_nested_errors_carry_the_path() -> None:
         Event.from_dict({"author": "user", "role": "robot"})
     assert ev.value.field == "role"
     with pytest.raises(SessionError) as sess:
-        Session.from_dict({"app_name": "a", "user_id": "u", "session_id": "s",
-                           "events": [{"author": "user"}, {"author": "u", "role": "bot"}]})
+        Session.from_dict(
+            {
+                "app_name": "a",
+                "user_id": "u",
+                "session_id": "s",
+                "events": [{"author": "user"}, {"author": "u", "role": "bot"}],
+            }
+        )
     assert sess.value.field == "events[1].role"
     assert str(sess.value).startswith("events[1].role: ")
     with pytest.raises(RetrievalError) as flt:
@@ -122,9 +141,14 @@ def test_template_error_names_the_instruction_and_the_key() -> None:
 
 def test_errors_survive_pickling_across_processes() -> None:
     # Ray ships a replica's exception to the caller; custom __init__s must not break it.
-    for err in (SessionNotFoundError("a", "u", "s"), TemplateError("k", "missing"),
-                ArchiveError("f.jsonl:3", "bad row"), InvalidInput("x", field="f"),
-                BackendRequestError("down", status=502), NotPermitted("no", field="app_name")):
+    for err in (
+        SessionNotFoundError("a", "u", "s"),
+        TemplateError("k", "missing"),
+        ArchiveError("f.jsonl:3", "bad row"),
+        InvalidInput("x", field="f"),
+        BackendRequestError("down", status=502),
+        NotPermitted("no", field="app_name"),
+    ):
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and str(back) == str(err)
         assert back.field == err.field

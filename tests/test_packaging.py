@@ -66,8 +66,7 @@ def third_party_imports(path: Path) -> set[str]:
             continue
         for mod in mods:
             top = mod.split(".")[0]
-            if top not in sys.stdlib_module_names and top not in PACKAGES \
-                    and top != "__future__":
+            if top not in sys.stdlib_module_names and top not in PACKAGES and top != "__future__":
                 found.add(top)
     return found
 
@@ -110,8 +109,9 @@ def test_extras_exist_and_dev_pulls_every_server_part() -> None:
     assert self_ref[0].extras == {"client", "ray", "mcp", "adk", "lancedb", "ui", "browser"}
 
 
-@pytest.mark.parametrize("group", ["base", "client", "ray", "mcp", "adk", "lancedb", "ui",
-                                   "browser", "dev"])
+@pytest.mark.parametrize(
+    "group", ["base", "client", "ray", "mcp", "adk", "lancedb", "ui", "browser", "dev"]
+)
 def test_each_declared_requirement_is_installed_and_satisfied(group: str) -> None:
     reqs = PROJECT["dependencies"] if group == "base" else EXTRAS[group]
     bad = []
@@ -130,8 +130,9 @@ def test_each_declared_requirement_is_installed_and_satisfied(group: str) -> Non
 
 
 def test_torch_pin_names_a_release_the_installed_build_satisfies() -> None:
-    (torch_req,) = [Requirement(r) for r in PROJECT["dependencies"]
-                    if Requirement(r).name == "torch"]
+    (torch_req,) = [
+        Requirement(r) for r in PROJECT["dependencies"] if Requirement(r).name == "torch"
+    ]
     assert str(torch_req.specifier) == "==2.13.0"
     # The local label (+cpu, +cu130, ...) is the build: the pin accepts any of them.
     installed = md.version("torch")
@@ -188,13 +189,25 @@ print(json.dumps(loaded))
 
 
 def test_client_imports_nothing_but_httpx_and_pydantic() -> None:
-    out = subprocess.run([sys.executable, "-c", CLIENT_ONLY], cwd=ROOT, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", CLIENT_ONLY], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert {"httpx", "pydantic"} <= loaded
-    heavy = {"numpy", "torch", "ray", "scipy", "pyarrow", "polars", "faiss", "fastapi",
-             "transformers", "yaml", "typer"}
+    heavy = {
+        "numpy",
+        "torch",
+        "ray",
+        "scipy",
+        "pyarrow",
+        "polars",
+        "faiss",
+        "fastapi",
+        "transformers",
+        "yaml",
+        "typer",
+    }
     assert not loaded & heavy, sorted(loaded & heavy)
 
 
@@ -216,8 +229,14 @@ run()
 
 
 def base_only(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", BASE_ONLY, *args], cwd=ROOT, timeout=240,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-c", BASE_ONLY, *args],
+        cwd=ROOT,
+        timeout=240,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_extra_of_names_the_extra_that_declares_each_module() -> None:
@@ -234,29 +253,50 @@ def test_base_only_runs_the_compile_demo(tmp_path: Path) -> None:
     assert "--- system_instruction ---" in out.stdout
 
 
-@pytest.mark.parametrize(("args", "extra"), [
-    (["serve", "--store", "STORE"], "ray"),
-    (["backfill", "--archive", "examples/archive.jsonl", "--store", "STORE"], "ray"),
-    (["mcp", "--store", "STORE", "--app", "a", "--user", "u"], "mcp"),
-])
-def test_base_only_names_the_missing_extra_in_one_line(tmp_path: Path, args: list[str],
-                                                       extra: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "extra"),
+    [
+        (["serve", "--store", "STORE"], "ray"),
+        (["backfill", "--archive", "examples/archive.jsonl", "--store", "STORE"], "ray"),
+        (["mcp", "--store", "STORE", "--app", "a", "--user", "u"], "mcp"),
+    ],
+)
+def test_base_only_names_the_missing_extra_in_one_line(
+    tmp_path: Path, args: list[str], extra: str
+) -> None:
     out = base_only(*[str(tmp_path) if a == "STORE" else a for a in args])
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [
-        f"error: {extra} is not installed: pip install 'mnemoray[{extra}]'"]
+        f"error: {extra} is not installed: pip install 'mnemoray[{extra}]'"
+    ]
 
 
 def test_the_backfill_job_without_ray_names_the_extra(tmp_path: Path) -> None:
     # `python -m mnemoray.jobs.backfill` (what `ray job submit` runs) says the same as the CLI.
-    job = BASE_ONLY.replace("from mnemoray.cli.main import run\nrun()",
-                            "from mnemoray.jobs.backfill import main\nsys.exit(main())")
-    out = subprocess.run([sys.executable, "-c", job, "--archive", "examples/archive.jsonl",
-                          "--store", str(tmp_path)], cwd=ROOT, timeout=240,
-                         capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    job = BASE_ONLY.replace(
+        "from mnemoray.cli.main import run\nrun()",
+        "from mnemoray.jobs.backfill import main\nsys.exit(main())",
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            job,
+            "--archive",
+            "examples/archive.jsonl",
+            "--store",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        timeout=240,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().splitlines() == [
-        "error: ray is not installed: pip install 'mnemoray[ray]'"]
+        "error: ray is not installed: pip install 'mnemoray[ray]'"
+    ]
 
 
 def test_only_the_mnemoray_namespace_is_installed() -> None:

@@ -36,12 +36,14 @@ left alone
 def test_regenerate_renders_commands_sources_and_normalises(tmp_path: Path) -> None:
     fresh = rx.regenerate(FAKE, skip=frozenset({"ray"}))
     source = (rx.ROOT / "examples" / "compile_request.py").read_text().rstrip("\n")
-    assert fresh == FAKE.replace("$ echo one; echo 'two  '\nstale", "$ echo one; echo 'two  '\n"
-                                 "one\ntwo").replace("old code", source).replace(
+    assert fresh == FAKE.replace(
+        "$ echo one; echo 'two  '\nstale", "$ echo one; echo 'two  '\none\ntwo"
+    ).replace("old code", source).replace(
         "<!-- example: pwd | sed -n 1p -->\n```\n```",
         "<!-- example: pwd | sed -n 1p -->\n```\n"
         "$ printf 'seconds: 1.50\\nrun report: runs/20261122T001919-64446377.json\\n'\n"
-        "seconds: <elapsed>\nrun report: runs/<run-id>.json\n\n$ pwd\n.\n```")
+        "seconds: <elapsed>\nrun report: runs/<run-id>.json\n\n$ pwd\n.\n```",
+    )
     assert rx.regenerate(fresh, skip=frozenset({"ray"})) == fresh  # a fixed point
     only = rx.regenerate(FAKE, only=frozenset({"ray"}))
     assert "$ echo needs ray\nneeds ray" in only and "stale" in only

@@ -47,10 +47,16 @@ def test_total_within_tolerance_on_english_sentences(tokenizer):
 
 def test_close_on_json_tool_payloads(tokenizer):
     rng = random.Random(1)
-    payloads = [json.dumps({"order_id": f"NW-{rng.randint(10000, 99999)}",
-                            "status": rng.choice(["shipped", "pending"]),
-                            "items": [{"sku": f"SKU-{i}", "qty": i, "price": i * 9.99}
-                                      for i in range(3)]}) for _ in range(100)]
+    payloads = [
+        json.dumps(
+            {
+                "order_id": f"NW-{rng.randint(10000, 99999)}",
+                "status": rng.choice(["shipped", "pending"]),
+                "items": [{"sku": f"SKU-{i}", "qty": i, "price": i * 9.99} for i in range(3)],
+            }
+        )
+        for _ in range(100)
+    ]
     real = real_count(tokenizer, payloads)
     estimate = sum(count_tokens(p) for p in payloads)
     assert abs(estimate - real) / real <= TOLERANCE, (estimate, real)
@@ -77,13 +83,25 @@ def test_the_ascii_path_counts_what_the_regex_counts():
     from mnemoray.tokens import _PIECE, _count
 
     rng = random.Random(3)
-    chunks = [chr(c) for c in range(128)] + ["a" * n for n in range(1, 70)] + \
-        ["7" * n for n in range(1, 26)] + [" ", "\n", "\x1c", "_", "é", "東京"]
-    texts = ["".join(rng.choice(chunks) for _ in range(rng.randrange(0, 16)))
-             for _ in range(20_000)]
-    texts += [json.dumps({"order_id": f"NW-{i:05d}", "price": i * 9.99, "note": "a_b c" * i})
-              for i in range(200)]
-    texts += ["x" * 200, "1" * 200, "word " * 500, "".join(map(chr, range(128))) * 3,
-              json.dumps({"ts": 1_700_000_000_123, "x": 0.1 + 0.2, "big": 2**63})]
+    chunks = (
+        [chr(c) for c in range(128)]
+        + ["a" * n for n in range(1, 70)]
+        + ["7" * n for n in range(1, 26)]
+        + [" ", "\n", "\x1c", "_", "é", "東京"]
+    )
+    texts = [
+        "".join(rng.choice(chunks) for _ in range(rng.randrange(0, 16))) for _ in range(20_000)
+    ]
+    texts += [
+        json.dumps({"order_id": f"NW-{i:05d}", "price": i * 9.99, "note": "a_b c" * i})
+        for i in range(200)
+    ]
+    texts += [
+        "x" * 200,
+        "1" * 200,
+        "word " * 500,
+        "".join(map(chr, range(128))) * 3,
+        json.dumps({"ts": 1_700_000_000_123, "x": 0.1 + 0.2, "big": 2**63}),
+    ]
     for text in texts:
         assert _count(text) == len(_PIECE.findall(text)), repr(text)

@@ -39,28 +39,48 @@ def _content(role: str, part: types.Part) -> types.Content:
 def _native(e: Event) -> AdkEvent:
     """An ADK event for a mnemoray event that was not appended through ADK."""
     content: types.Content | None = None
-    actions = EventActions(state_delta=dict(e.state_delta),
-                           artifact_delta=dict(e.artifact_delta))
+    actions = EventActions(state_delta=dict(e.state_delta), artifact_delta=dict(e.artifact_delta))
     extra: dict[str, Any] = {}
     if e.type == "message" and e.text:
         content = _content("user" if e.role == "user" else "model", types.Part(text=e.text))
     elif e.type == "tool_call":
-        content = _content("model", types.Part(function_call=types.FunctionCall(
-            id=e.data["call_id"], name=e.data["name"], args=e.data.get("args") or {})))
+        content = _content(
+            "model",
+            types.Part(
+                function_call=types.FunctionCall(
+                    id=e.data["call_id"], name=e.data["name"], args=e.data.get("args") or {}
+                )
+            ),
+        )
     elif e.type == "tool_result":
         response = e.data.get("response")
-        content = _content("user", types.Part(function_response=types.FunctionResponse(
-            id=e.data["call_id"], name=e.data["name"],
-            response=response if isinstance(response, dict) else {"result": response})))
+        content = _content(
+            "user",
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id=e.data["call_id"],
+                    name=e.data["name"],
+                    response=response if isinstance(response, dict) else {"result": response},
+                )
+            ),
+        )
     elif e.type == "compaction":
         actions.compaction = EventCompaction(
-            start_timestamp=e.data["start_ts"], end_timestamp=e.data["end_ts"],
-            compacted_content=_content("model", types.Part(
-                text=e.data.get("summary") or e.text)))
+            start_timestamp=e.data["start_ts"],
+            end_timestamp=e.data["end_ts"],
+            compacted_content=_content("model", types.Part(text=e.data.get("summary") or e.text)),
+        )
     elif e.type == "error":
         extra = {"error_code": str(e.data.get("code") or "ERROR"), "error_message": e.text}
-    return AdkEvent(id=e.id, invocation_id=e.invocation_id, author=e.author,
-                    timestamp=e.timestamp, content=content, actions=actions, **extra)
+    return AdkEvent(
+        id=e.id,
+        invocation_id=e.invocation_id,
+        author=e.author,
+        timestamp=e.timestamp,
+        content=content,
+        actions=actions,
+        **extra,
+    )
 
 
 def to_adk(events: Iterable[Event]) -> list[AdkEvent]:

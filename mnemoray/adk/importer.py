@@ -19,8 +19,7 @@ from mnemoray.sessions.state import without_temp
 def events_from_adk(raw_event: dict[str, Any], index: int = 0) -> list[Event]:
     """The mnemoray events of one ADK event (its JSON, either spelling); errors name
     the field as ``events[<index>]...``."""
-    mapper = _Mapper(camel=any(k[:1].islower() and any(c.isupper() for c in k)
-                               for k in raw_event))
+    mapper = _Mapper(camel=any(k[:1].islower() and any(c.isupper() for c in k) for k in raw_event))
     mapper.map_event(index, raw_event)
     return mapper.events
 
@@ -62,8 +61,9 @@ def session_from_adk(raw: dict[str, Any]) -> Session:
 
     last_update = mapper.get(raw, "last_update_time")
     try:
-        updated = parse_timestamp(last_update, mapper.spell("last_update_time")) \
-            if last_update else 0.0
+        updated = (
+            parse_timestamp(last_update, mapper.spell("last_update_time")) if last_update else 0.0
+        )
     except EventError as exc:
         raise AdkImportError.nested(exc) from exc
     created = events[0].timestamp if events else (updated or time.time())

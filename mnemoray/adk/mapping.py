@@ -23,8 +23,13 @@ from mnemoray.sessions.events import Event, EventError, EventType, Role, parse_t
 from mnemoray.sessions.session import SessionError
 
 # Part fields that describe another part rather than carry content of their own.
-_PART_METADATA = {"thought", "thought_signature", "part_metadata", "media_resolution",
-                  "video_metadata"}
+_PART_METADATA = {
+    "thought",
+    "thought_signature",
+    "part_metadata",
+    "media_resolution",
+    "video_metadata",
+}
 # Action fields mapped onto Event fields (the rest is kept verbatim in data["actions"]).
 _MAPPED_ACTIONS = {"state_delta", "artifact_delta", "compaction"}
 _CAMEL_SESSION_KEYS = ("appName", "userId", "lastUpdateTime")
@@ -62,7 +67,8 @@ def looks_like_adk(raw: Any) -> bool:
         return True
     events = raw.get("events")
     return isinstance(events, list) and any(
-        isinstance(e, dict) and ("content" in e or "actions" in e) for e in events)
+        isinstance(e, dict) and ("content" in e or "actions" in e) for e in events
+    )
 
 
 class _Mapper:
@@ -90,8 +96,10 @@ class _Mapper:
         if value is None:
             return {}
         if not isinstance(value, dict):
-            raise AdkImportError("expected an object, "
-                                 f"got {type(value).__name__}", field=f"{where}.{self.spell(name)}")
+            raise AdkImportError(
+                f"expected an object, got {type(value).__name__}",
+                field=f"{where}.{self.spell(name)}",
+            )
         return value
 
     # -- events ------------------------------------------------------------
@@ -118,28 +126,43 @@ class _Mapper:
         artifact_delta = self.obj(actions, "artifact_delta", actions_where)
         for name, version in artifact_delta.items():
             if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-                raise AdkImportError(f"{actions_where}.{self.spell('artifact_delta')}.{name}: "
-                                     f"version must be a non-negative int, got {version!r}")
+                raise AdkImportError(
+                    f"{actions_where}.{self.spell('artifact_delta')}.{name}: "
+                    f"version must be a non-negative int, got {version!r}"
+                )
 
         specs: list[_Spec] = []
         compaction = self.obj(actions, "compaction", actions_where)
         if compaction:
-            specs.append(self.compaction_spec(compaction, f"{actions_where}."
-                                              f"{self.spell('compaction')}", role))
+            specs.append(
+                self.compaction_spec(
+                    compaction, f"{actions_where}.{self.spell('compaction')}", role
+                )
+            )
         content = self.obj(raw, "content", where)
-        unmapped = self.map_parts(content, f"{where}.{self.spell('content')}", event_id, role,
-                                  specs)
+        unmapped = self.map_parts(
+            content, f"{where}.{self.spell('content')}", event_id, role, specs
+        )
         error_code = self.get(raw, "error_code")
         error_message = self.get(raw, "error_message")
         if error_code is not None or error_message is not None:
-            specs.append(("error", role, str(error_message or error_code),
-                          {"code": error_code} if error_code is not None else {}))
+            specs.append(
+                (
+                    "error",
+                    role,
+                    str(error_message or error_code),
+                    {"code": error_code} if error_code is not None else {},
+                )
+            )
         if not specs:
             # No content: an actions-only event (state update, transfer, end of agent).
             specs.append(("control", role, "", {}))
 
-        extra_actions = {_snake(k): v for k, v in actions.items()
-                         if _snake(k) not in _MAPPED_ACTIONS and v not in (None, {}, [], "")}
+        extra_actions = {
+            _snake(k): v
+            for k, v in actions.items()
+            if _snake(k) not in _MAPPED_ACTIONS and v not in (None, {}, [], "")
+        }
         first_data = dict(specs[0][3])
         if extra_actions:
             first_data["actions"] = extra_actions
@@ -153,23 +176,34 @@ class _Mapper:
                 raise AdkImportError(f"duplicate event id {new_id!r}", field=f"{where}.id")
             self.seen_ids.add(new_id)
             try:
-                self.events.append(Event(
-                    id=new_id, author=author, role=erole, type=etype, text=text, data=data,
-                    state_delta=dict(state_delta) if k == 0 else {},
-                    artifact_delta=dict(artifact_delta) if k == 0 else {},
-                    partial=bool(raw.get("partial")), invocation_id=invocation_id,
-                    timestamp=ts))
+                self.events.append(
+                    Event(
+                        id=new_id,
+                        author=author,
+                        role=erole,
+                        type=etype,
+                        text=text,
+                        data=data,
+                        state_delta=dict(state_delta) if k == 0 else {},
+                        artifact_delta=dict(artifact_delta) if k == 0 else {},
+                        partial=bool(raw.get("partial")),
+                        invocation_id=invocation_id,
+                        timestamp=ts,
+                    )
+                )
             except EventError as exc:
                 raise AdkImportError.nested(exc, where) from exc
 
-    def map_parts(self, content: dict[str, Any], where: str, event_id: str, role: Role,
-                  specs: list[_Spec]) -> list[str]:
+    def map_parts(
+        self, content: dict[str, Any], where: str, event_id: str, role: Role, specs: list[_Spec]
+    ) -> list[str]:
         """Append message/tool specs for ``content``; return kinds of parts not mapped."""
         parts = self.get(content, "parts")
         parts = [] if parts is None else parts
         if not isinstance(parts, list):
-            raise AdkImportError(f"expected a list, got {type(parts).__name__}",
-                                 field=f"{where}.parts")
+            raise AdkImportError(
+                f"expected a list, got {type(parts).__name__}", field=f"{where}.parts"
+            )
         texts: list[str] = []
         tools: list[_Spec] = []
         unmapped: list[str] = []
@@ -181,22 +215,33 @@ class _Mapper:
             response = self.obj(part, "function_response", pwhere)
             text = part.get("text")
             if call:
-                tools.append(self.call_spec(call, f"{pwhere}.{self.spell('function_call')}",
-                                            f"{event_id}.call{j}"))
+                tools.append(
+                    self.call_spec(
+                        call, f"{pwhere}.{self.spell('function_call')}", f"{event_id}.call{j}"
+                    )
+                )
             elif response:
-                tools.append(self.result_spec(
-                    response, f"{pwhere}.{self.spell('function_response')}",
-                    f"{event_id}.result{j}"))
+                tools.append(
+                    self.result_spec(
+                        response,
+                        f"{pwhere}.{self.spell('function_response')}",
+                        f"{event_id}.result{j}",
+                    )
+                )
             elif text is not None:
                 if not isinstance(text, str):
-                    raise AdkImportError("expected a string, "
-                                         f"got {type(text).__name__}", field=f"{pwhere}.text")
+                    raise AdkImportError(
+                        f"expected a string, got {type(text).__name__}", field=f"{pwhere}.text"
+                    )
                 # Thoughts are the model's scratchpad, not conversation: not remembered.
                 if not part.get("thought"):
                     texts.append(text)
             else:
-                unmapped.extend(_snake(k) for k, v in part.items()
-                                if v is not None and _snake(k) not in _PART_METADATA)
+                unmapped.extend(
+                    _snake(k)
+                    for k, v in part.items()
+                    if v is not None and _snake(k) not in _PART_METADATA
+                )
         if texts:
             # ADK streams one message as several text parts; genai joins them with "".
             specs.append(("message", role, "".join(texts), {}))
@@ -209,19 +254,18 @@ class _Mapper:
             raise AdkImportError("missing or not a non-empty string", field=f"{where}.name")
         return name
 
-    def call_spec(self, call: dict[str, Any], where: str,
-                  fallback_id: str) -> _Spec:
+    def call_spec(self, call: dict[str, Any], where: str, fallback_id: str) -> _Spec:
         name = self.tool_name(call, where)
         args = call.get("args")
         if args is not None and not isinstance(args, dict):
-            raise AdkImportError(f"expected an object, got {type(args).__name__}",
-                                 field=f"{where}.args")
+            raise AdkImportError(
+                f"expected an object, got {type(args).__name__}", field=f"{where}.args"
+            )
         call_id = str(call.get("id") or fallback_id)
         self.pending[name].append(call_id)
         return ("tool_call", "model", "", {"name": name, "args": args or {}, "call_id": call_id})
 
-    def result_spec(self, response: dict[str, Any], where: str,
-                    fallback_id: str) -> _Spec:
+    def result_spec(self, response: dict[str, Any], where: str, fallback_id: str) -> _Spec:
         name = self.tool_name(response, where)
         pending = self.pending[name]
         if response.get("id"):
@@ -234,8 +278,7 @@ class _Mapper:
         data = {"name": name, "response": response.get("response"), "call_id": call_id}
         return ("tool_result", "tool", "", data)
 
-    def compaction_spec(self, compaction: dict[str, Any], where: str,
-                        role: Role) -> _Spec:
+    def compaction_spec(self, compaction: dict[str, Any], where: str, role: Role) -> _Spec:
         bounds: dict[str, float] = {}
         for name, key in (("start_timestamp", "start_ts"), ("end_timestamp", "end_ts")):
             value = self.get(compaction, name)
@@ -247,9 +290,11 @@ class _Mapper:
                 raise AdkImportError.nested(exc) from exc
         summary_content = self.obj(compaction, "compacted_content", where)
         parts = self.get(summary_content, "parts") or []
-        summary = "".join(p["text"] for p in parts
-                          if isinstance(p, dict) and isinstance(p.get("text"), str))
-        sources = [e.id for e in self.events
-                   if bounds["start_ts"] <= e.timestamp <= bounds["end_ts"]]
+        summary = "".join(
+            p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+        sources = [
+            e.id for e in self.events if bounds["start_ts"] <= e.timestamp <= bounds["end_ts"]
+        ]
         data = {**bounds, "summary": summary, "source_event_ids": sources}
         return ("compaction", role, summary, data)

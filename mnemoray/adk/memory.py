@@ -52,8 +52,9 @@ class MemorySource(Protocol):
 
     def add_session(self, session: Session) -> Any: ...
 
-    def search(self, app_name: str, user_id: str, query: str, top_k: int = ...,
-               filters: Any = None) -> Any: ...
+    def search(
+        self, app_name: str, user_id: str, query: str, top_k: int = ..., filters: Any = None
+    ) -> Any: ...
 
 
 class MnemorayMemoryService(BaseMemoryService):
@@ -66,9 +67,16 @@ class MnemorayMemoryService(BaseMemoryService):
     run synchronous service calls in a worker thread.
     """
 
-    def __init__(self, service: MemorySource | None = None, *, uri: str | None = None,
-                 agents_dir: str | None = None, top_k: int = 5, filters: Any = None,
-                 offload: bool = True) -> None:
+    def __init__(
+        self,
+        service: MemorySource | None = None,
+        *,
+        uri: str | None = None,
+        agents_dir: str | None = None,
+        top_k: int = 5,
+        filters: Any = None,
+        offload: bool = True,
+    ) -> None:
         if (service is None) == (uri is None):
             raise TypeError("pass either a mnemoray memory service or uri=...")
         if uri is not None:
@@ -90,15 +98,18 @@ class MnemorayMemoryService(BaseMemoryService):
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if inspect.iscoroutinefunction(fn):
             return await fn(*args, **kwargs)
-        result = await asyncio.to_thread(fn, *args, **kwargs) if self.offload \
-            else fn(*args, **kwargs)
+        result = (
+            await asyncio.to_thread(fn, *args, **kwargs) if self.offload else fn(*args, **kwargs)
+        )
         return await result if inspect.isawaitable(result) else result
 
     def _method(self, name: str, adk_method: str) -> Callable[..., Any]:
         fn = getattr(self.service, name, None)
         if not callable(fn):
-            raise ConfigError(f"{type(self.service).__name__} has no {name}(): "
-                              f"{adk_method} needs it", field="service")
+            raise ConfigError(
+                f"{type(self.service).__name__} has no {name}(): {adk_method} needs it",
+                field="service",
+            )
         return fn
 
     @override
@@ -110,10 +121,15 @@ class MnemorayMemoryService(BaseMemoryService):
         await self._call(self.service.add_session, mapped)
 
     @override
-    async def add_events_to_memory(self, *, app_name: str, user_id: str,
-                                   events: Sequence[AdkEvent], session_id: str | None = None,
-                                   custom_metadata: Mapping[str, object] | None = None,
-                                   ) -> None:
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[AdkEvent],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
         """Distill just these events (a delta, e.g. the latest turn) into memories of
         ``session_id``. They are added as records, not as a copy of the session, so
         they never count as an older copy; a later ``add_session_to_memory`` of the
@@ -121,14 +137,17 @@ class MnemorayMemoryService(BaseMemoryService):
         add = self._method("add_memories", "add_events_to_memory")
         unknown = sorted(set(custom_metadata or {}) - {"ttl_s"})
         if unknown:
-            raise InvalidInput(f"unknown key {unknown[0]!r}; known: ttl_s",
-                               field="custom_metadata")
+            raise InvalidInput(f"unknown key {unknown[0]!r}; known: ttl_s", field="custom_metadata")
         if not events:
             return
-        mapped = session_from_adk({
-            "app_name": app_name, "user_id": user_id,
-            "id": session_id or ONLINE_SESSION,
-            "events": [e.model_dump(mode="json", by_alias=True) for e in events]})
+        mapped = session_from_adk(
+            {
+                "app_name": app_name,
+                "user_id": user_id,
+                "id": session_id or ONLINE_SESSION,
+                "events": [e.model_dump(mode="json", by_alias=True) for e in events],
+            }
+        )
         records = await self._call(self._distill, mapped, (custom_metadata or {}).get("ttl_s"))
         if records:
             await self._call(add, records)
@@ -137,10 +156,13 @@ class MnemorayMemoryService(BaseMemoryService):
         from mnemoray.memory.records.distill import distill_session
         from mnemoray.summarizers import ExtractiveSummarizer
 
-        if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float))
-                                  or ttl_s <= 0):
-            raise InvalidInput(f"must be a positive number of seconds, got {ttl_s!r}",
-                               field="custom_metadata.ttl_s")
+        if ttl_s is not None and (
+            isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or ttl_s <= 0
+        ):
+            raise InvalidInput(
+                f"must be a positive number of seconds, got {ttl_s!r}",
+                field="custom_metadata.ttl_s",
+            )
         # The wrapped service's own summarizer, app prompt and chunking when it has them
         # (in-process); a server's are out of reach, so its deltas are distilled here.
         summarizer = getattr(self.service, "summarizer", None) or ExtractiveSummarizer()
@@ -151,41 +173,58 @@ class MnemorayMemoryService(BaseMemoryService):
         ttl = float(ttl_s) if ttl_s is not None else getattr(self.service, "ttl_s", None)
         summarize_for = getattr(self.service, "summarize_for", None)  # raw chunks only?
         summarize = summarize_for(session.app_name) if callable(summarize_for) else True
-        records = distill_session(session, summarizer,
-                                  chunk_turns=getattr(self.service, "chunk_turns", 4),
-                                  ttl_s=ttl, summarize=summarize)
+        records = distill_session(
+            session,
+            summarizer,
+            chunk_turns=getattr(self.service, "chunk_turns", 4),
+            ttl_s=ttl,
+            summarize=summarize,
+        )
         scopes = getattr(self.service, "scopes", None)  # agent-only memories, in-process
         if scopes is not None:
             from mnemoray.memory.store.scopes import session_agent, stamp_agent
 
-            records = stamp_agent(records, session_agent(
-                session, scopes.memory_scope(session.app_name)))
+            records = stamp_agent(
+                records, session_agent(session, scopes.memory_scope(session.app_name))
+            )
         return records
 
     @override
-    async def add_memory(self, *, app_name: str, user_id: str, memories: Sequence[MemoryEntry],
-                         custom_metadata: Mapping[str, object] | None = None) -> None:
+    async def add_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[MemoryEntry],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
         """Store these entries as raw memories (kind "fact" unless an entry's
         ``custom_metadata`` says ``kind``; also ``session_id``, ``topics``,
         ``key_facts``, ``entities``, ``source_event_ids``, ``ttl_s``, ``expires_at``).
         An entry's ``id`` becomes its memory id; adding it again adds nothing."""
         add = self._method("add_memories", "add_memory")
-        records = [memory_from_entry(entry, app_name, user_id, f"memories[{i}]", custom_metadata)
-                   for i, entry in enumerate(memories)]
+        records = [
+            memory_from_entry(entry, app_name, user_id, f"memories[{i}]", custom_metadata)
+            for i, entry in enumerate(memories)
+        ]
         if records:
             await self._call(add, records)
 
     @override
-    async def search_memory(self, *, app_name: str, user_id: str,
-                            query: str) -> SearchMemoryResponse:
-        results = await self._call(self.service.search, app_name, user_id, query,
-                                   top_k=self.top_k, filters=self.filters)
-        return SearchMemoryResponse(memories=[memory_entry(r.memory, r.score)
-                                              for r in results or ()])
+    async def search_memory(
+        self, *, app_name: str, user_id: str, query: str
+    ) -> SearchMemoryResponse:
+        results = await self._call(
+            self.service.search, app_name, user_id, query, top_k=self.top_k, filters=self.filters
+        )
+        return SearchMemoryResponse(
+            memories=[memory_entry(r.memory, r.score) for r in results or ()]
+        )
 
     @override
-    async def delete_memory(self, *, app_name: str, user_id: str,
-                            memory_id: str | None = None) -> None:
+    async def delete_memory(
+        self, *, app_name: str, user_id: str, memory_id: str | None = None
+    ) -> None:
         """Forget one memory (the ``MemoryEntry.id`` search answered). An id this
         user has no live memory under changes nothing, as deleting twice does."""
         if not memory_id:

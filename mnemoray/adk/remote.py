@@ -19,9 +19,20 @@ from mnemoray.memory.records.record import Memory
 from mnemoray.sessions.session import Session
 
 # MemoryIn fields of the HTTP API a raw memory carries (the rest is server-side).
-_MEMORY_IN = ("text", "session_id", "kind", "memory_id", "key_text", "topics", "key_facts",
-              "entities", "source_event_ids", "event_time_start", "event_time_end",
-              "expires_at")
+_MEMORY_IN = (
+    "text",
+    "session_id",
+    "kind",
+    "memory_id",
+    "key_text",
+    "topics",
+    "key_facts",
+    "entities",
+    "source_event_ids",
+    "event_time_start",
+    "event_time_end",
+    "expires_at",
+)
 
 
 def _plain(answer: Any) -> Any:
@@ -46,12 +57,23 @@ class RemoteMemorySource:
     def add_session(self, session: Session) -> dict[str, Any]:
         return _plain(self.client.add_session(session.to_dict(), wait=True))
 
-    def search(self, app_name: str, user_id: str, query: str, top_k: int = 5,
-               filters: Mapping[str, Any] | None = None) -> list[RemoteResult]:
-        answer = _plain(self.client.recall(app_name, user_id, query, top_k=top_k,
-                                           filters=dict(filters) if filters else None))
-        return [RemoteResult(memory_from_recall(m, app_name, user_id), float(m["score"]))
-                for m in answer["memories"]]
+    def search(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int = 5,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[RemoteResult]:
+        answer = _plain(
+            self.client.recall(
+                app_name, user_id, query, top_k=top_k, filters=dict(filters) if filters else None
+            )
+        )
+        return [
+            RemoteResult(memory_from_recall(m, app_name, user_id), float(m["score"]))
+            for m in answer["memories"]
+        ]
 
     def add_memories(self, memories: Sequence[Memory]) -> dict[str, Any] | None:
         """Raw memories, grouped per (app, user) as the API takes them."""
@@ -65,8 +87,9 @@ class RemoteMemorySource:
             answer = _plain(self.client.add_memories(app_name, user_id, items))
         return answer
 
-    def forget_memory(self, app_name: str, user_id: str, memory_id: str, *,
-                      reason: str = "", actor: str = "") -> int:
+    def forget_memory(
+        self, app_name: str, user_id: str, memory_id: str, *, reason: str = "", actor: str = ""
+    ) -> int:
         """How many rows went; 0 when the user has no such live memory (as in-process).
         The server records the actor itself (the API key)."""
         try:

@@ -54,10 +54,17 @@ class MnemoraySessionService(BaseSessionService):
     thread so a SQLite write does not block the agent's event loop.
     """
 
-    def __init__(self, store: SessionStore | None = None, *, uri: str | None = None,
-                 agents_dir: str | None = None, offload: bool = True) -> None:
-        store = given_or_from_uri(store, uri, agents_dir, "SessionStore",
-                                  lambda target: target.session_store())
+    def __init__(
+        self,
+        store: SessionStore | None = None,
+        *,
+        uri: str | None = None,
+        agents_dir: str | None = None,
+        offload: bool = True,
+    ) -> None:
+        store = given_or_from_uri(
+            store, uri, agents_dir, "SessionStore", lambda target: target.session_store()
+        )
         if not isinstance(store, SessionStore):
             raise TypeError(f"store: expected a SessionStore, got {type(store).__name__}")
         self.store = store
@@ -90,24 +97,39 @@ class MnemoraySessionService(BaseSessionService):
         if config is not None and config.num_recent_events is not None:
             n = config.num_recent_events
             adk_events = adk_events[-n:] if n else []
-        out = AdkSession(id=session.session_id, app_name=session.app_name,
-                         user_id=session.user_id, state=dict(session.state), events=adk_events,
-                         last_update_time=session.updated_at)
+        out = AdkSession(
+            id=session.session_id,
+            app_name=session.app_name,
+            user_id=session.user_id,
+            state=dict(session.state),
+            events=adk_events,
+            last_update_time=session.updated_at,
+        )
         # The store version this copy was read at: what the next append is checked against.
         out._storage_update_marker = str(session.version)
         return out
 
     @override
-    async def create_session(self, *, app_name: str, user_id: str,
-                             state: dict[str, Any] | None = None,
-                             session_id: str | None = None) -> AdkSession:
-        created = await self._run(self.store.create_session, app_name, user_id,
-                                  session_id, state)
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> AdkSession:
+        created = await self._run(self.store.create_session, app_name, user_id, session_id, state)
         return self._to_adk(created)
 
     @override
-    async def get_session(self, *, app_name: str, user_id: str, session_id: str,
-                          config: GetSessionConfig | None = None) -> AdkSession | None:
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> AdkSession | None:
         try:
             stored = await self._run(self.store.get_session, app_name, user_id, session_id)
         except NotFound:
@@ -115,14 +137,23 @@ class MnemoraySessionService(BaseSessionService):
         return self._to_adk(stored, config)
 
     @override
-    async def list_sessions(self, *, app_name: str,
-                            user_id: str | None = None) -> ListSessionsResponse:
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
         """Sessions without events or state (as ADK lists them), oldest update first."""
         infos = await self._run(self.store.list_sessions, app_name, user_id)
         infos = sorted(infos, key=lambda i: (i.updated_at, i.session_id))
-        return ListSessionsResponse(sessions=[
-            AdkSession(id=i.session_id, app_name=i.app_name, user_id=i.user_id,
-                       last_update_time=i.updated_at) for i in infos])
+        return ListSessionsResponse(
+            sessions=[
+                AdkSession(
+                    id=i.session_id,
+                    app_name=i.app_name,
+                    user_id=i.user_id,
+                    last_update_time=i.updated_at,
+                )
+                for i in infos
+            ]
+        )
 
     @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
@@ -142,12 +173,12 @@ class MnemoraySessionService(BaseSessionService):
             return {}
         latest = max(infos, key=lambda i: i.updated_at)
         try:
-            session = await self._run(self.store.get_session, app_name, user_id,
-                                      latest.session_id)
+            session = await self._run(self.store.get_session, app_name, user_id, latest.session_id)
         except NotFound:  # deleted meanwhile
             return {}
-        return {k[len(USER_PREFIX):]: v for k, v in session.state.items()
-                if k.startswith(USER_PREFIX)}
+        return {
+            k[len(USER_PREFIX) :]: v for k, v in session.state.items() if k.startswith(USER_PREFIX)
+        }
 
     def _stored_copy(self, adk: AdkSession) -> Session:
         """The store's copy at the version ``adk`` was read at (blocking)."""
@@ -165,7 +196,8 @@ class MnemoraySessionService(BaseSessionService):
         if version >= 0 and not only_compactions_since(fresh, version):
             raise StaleAdkSessionError(
                 f"session {adk.id!r} changed since this copy was read (store version "
-                f"{fresh.version}, copy at {version}): reload it with get_session")
+                f"{fresh.version}, copy at {version}): reload it with get_session"
+            )
         return fresh
 
     def _append(self, adk: AdkSession, event: AdkEvent) -> int:

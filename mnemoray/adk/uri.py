@@ -52,13 +52,15 @@ class MnemorayUri:
             from mnemoray.adk.remote import RemoteMemorySource
             from mnemoray.client import MnemorayClient
 
-            return RemoteMemorySource(MnemorayClient(self.base_url,
-                                                      os.environ.get(self.api_key_env)))
+            return RemoteMemorySource(
+                MnemorayClient(self.base_url, os.environ.get(self.api_key_env))
+            )
         from mnemoray.memory.service.service import MemoryService
 
         embedder = None if self.embedder == "none" else self.embedder
-        return MemoryService.open(self._local("memory"), embedder=embedder,
-                                  summarizer=self.summarizer)
+        return MemoryService.open(
+            self._local("memory"), embedder=embedder, summarizer=self.summarizer
+        )
 
     def session_store(self) -> Any:
         from mnemoray.sessions.sqlite.store import SQLiteSessionStore
@@ -72,9 +74,11 @@ class MnemorayUri:
 
     def _local(self, what: str) -> Path:
         if self.store is None:
-            raise ConfigError(f"{self.uri}: a server URI serves memory only; for {what} name "
-                              "the store directory the server uses (mnemoray:///path/to/store)",
-                              field="uri")
+            raise ConfigError(
+                f"{self.uri}: a server URI serves memory only; for {what} name "
+                "the store directory the server uses (mnemoray:///path/to/store)",
+                field="uri",
+            )
         self.store.mkdir(parents=True, exist_ok=True)
         return self.store
 
@@ -91,40 +95,51 @@ def parse_uri(uri: str, agents_dir: str | None = None) -> MnemorayUri:
     options: dict[str, Any] = {}
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name not in OPTIONS:
-            raise InvalidInput(f"{uri!r}: unknown option {name!r}; known: {', '.join(OPTIONS)}",
-                               field="uri")
+            raise InvalidInput(
+                f"{uri!r}: unknown option {name!r}; known: {', '.join(OPTIONS)}", field="uri"
+            )
         options[name] = value
     if "top_k" in options:
         if not options["top_k"].isdigit() or int(options["top_k"]) < 1:
-            raise InvalidInput(f"{uri!r}: top_k must be a positive int, got "
-                               f"{options['top_k']!r}", field="uri")
+            raise InvalidInput(
+                f"{uri!r}: top_k must be a positive int, got {options['top_k']!r}", field="uri"
+            )
         options["top_k"] = int(options["top_k"])
     if parts.netloc:
         if "@" in parts.netloc:
-            raise InvalidInput(f"{scheme}://...: no credentials in the URI; put the API key "
-                               f"in ${options.get('api_key_env', DEFAULT_KEY_ENV)}", field="uri")
+            raise InvalidInput(
+                f"{scheme}://...: no credentials in the URI; put the API key "
+                f"in ${options.get('api_key_env', DEFAULT_KEY_ENV)}",
+                field="uri",
+            )
         base = f"{SCHEMES[scheme]}://{parts.netloc}{parts.path.rstrip('/')}"
         return MnemorayUri(uri, base_url=base, **options)
     if scheme != "mnemoray":
-        raise InvalidInput(f"{uri!r}: {scheme} names a server: {scheme}://host[:port]",
-                           field="uri")
+        raise InvalidInput(f"{uri!r}: {scheme} names a server: {scheme}://host[:port]", field="uri")
     path = unquote(parts.path)
     if not path:
-        raise InvalidInput(f"{uri!r}: name a store directory (mnemoray:///path/to/store) or "
-                           "a server (mnemoray://host:port)", field="uri")
+        raise InvalidInput(
+            f"{uri!r}: name a store directory (mnemoray:///path/to/store) or "
+            "a server (mnemoray://host:port)",
+            field="uri",
+        )
     return MnemorayUri(uri, store=Path(path).expanduser().absolute(), **options)
 
 
 T = TypeVar("T")
 
 
-def given_or_from_uri(given: T | None, uri: str | None, agents_dir: str | None, what: str,
-                      build: Callable[[MnemorayUri], T]) -> T:
+def given_or_from_uri(
+    given: T | None,
+    uri: str | None,
+    agents_dir: str | None,
+    what: str,
+    build: Callable[[MnemorayUri], T],
+) -> T:
     """What an ADK service was handed: ``given``, or what ``uri`` names (exactly one)."""
     if (given is None) == (uri is None):
         raise TypeError(f"pass either a mnemoray {what} or uri=...")
     return given if uri is None else build(parse_uri(uri, agents_dir=agents_dir))
 
 
-__all__ = ["DEFAULT_KEY_ENV", "MnemorayUri", "OPTIONS", "SCHEMES", "given_or_from_uri",
-           "parse_uri"]
+__all__ = ["DEFAULT_KEY_ENV", "MnemorayUri", "OPTIONS", "SCHEMES", "given_or_from_uri", "parse_uri"]

@@ -67,8 +67,16 @@ class FileArtifactStore(ArtifactStore):
         return sorted(int(m.group(1)) for e in entries if (m := self._VERSION_RE.fullmatch(e)))
 
     # -- API -----------------------------------------------------------------
-    def save(self, app_name: str, user_id: str, session_id: str, name: str,
-             data: bytes | str, mime_type: str = DEFAULT_MIME, summary: str = "") -> int:
+    def save(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        name: str,
+        data: bytes | str,
+        mime_type: str = DEFAULT_MIME,
+        summary: str = "",
+    ) -> int:
         key = _scope(app_name, user_id, session_id, name)
         self._check_meta(mime_type, summary)
         payload, mime_type = _as_bytes(data, mime_type)
@@ -81,9 +89,17 @@ class FileArtifactStore(ArtifactStore):
         except BaseException:
             data_tmp.unlink(missing_ok=True)
             raise
-        meta = {"app_name": app_name, "user_id": user_id, "session_id": session_id,
-                "name": name, "version": version, "mime_type": mime_type,
-                "summary": summary, "created_at": time.time(), "size": len(payload)}
+        meta = {
+            "app_name": app_name,
+            "user_id": user_id,
+            "session_id": session_id,
+            "name": name,
+            "version": version,
+            "mime_type": mime_type,
+            "summary": summary,
+            "created_at": time.time(),
+            "size": len(payload),
+        }
         meta_tmp = _write_temp(directory, json.dumps(meta, ensure_ascii=False).encode("utf-8"))
         os.replace(meta_tmp, directory / f"{version:010d}.json")
         _fsync_dir(directory)
@@ -91,13 +107,13 @@ class FileArtifactStore(ArtifactStore):
 
     def _claim_version(self, directory: Path) -> int:
         """Create ``N.bin`` exclusively for the next free N; O_EXCL decides races."""
-        taken = [int(e[:10]) for e in os.listdir(directory)
-                 if re.fullmatch(r"\d{10}\.bin", e)]
+        taken = [int(e[:10]) for e in os.listdir(directory) if re.fullmatch(r"\d{10}\.bin", e)]
         version = max(taken) + 1 if taken else 0
         while True:
             try:
-                fd = os.open(directory / f"{version:010d}.bin",
-                             os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(
+                    directory / f"{version:010d}.bin", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644
+                )
             except FileExistsError:
                 version += 1
                 continue
@@ -118,25 +134,43 @@ class FileArtifactStore(ArtifactStore):
         except FileNotFoundError:
             raise self._not_found(*key, version) from None
 
-    def load(self, app_name: str, user_id: str, session_id: str, name: str,
-             version: int | None = None) -> Artifact:
+    def load(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int | None = None
+    ) -> Artifact:
         key = _scope(app_name, user_id, session_id, name)
         meta = self._meta(key, version)
         try:
             payload = (self._dir(key) / f"{meta['version']:010d}.bin").read_bytes()
         except FileNotFoundError:  # deleted since its metadata was read
             raise self._not_found(*key, meta["version"]) from None
-        return Artifact(meta["app_name"], meta["user_id"], meta["session_id"], meta["name"],
-                        meta["version"], payload, meta["mime_type"], meta["summary"],
-                        meta["created_at"])
+        return Artifact(
+            meta["app_name"],
+            meta["user_id"],
+            meta["session_id"],
+            meta["name"],
+            meta["version"],
+            payload,
+            meta["mime_type"],
+            meta["summary"],
+            meta["created_at"],
+        )
 
-    def describe(self, app_name: str, user_id: str, session_id: str, name: str,
-                 version: int | None = None) -> ArtifactInfo:
+    def describe(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int | None = None
+    ) -> ArtifactInfo:
         """From the metadata file alone: the payload is not read."""
         meta = self._meta(_scope(app_name, user_id, session_id, name), version)
-        return ArtifactInfo(meta["app_name"], meta["user_id"], meta["session_id"],
-                            meta["name"], meta["version"], meta["mime_type"], meta["summary"],
-                            meta["size"], meta["created_at"])
+        return ArtifactInfo(
+            meta["app_name"],
+            meta["user_id"],
+            meta["session_id"],
+            meta["name"],
+            meta["version"],
+            meta["mime_type"],
+            meta["summary"],
+            meta["size"],
+            meta["created_at"],
+        )
 
     def list_names(self, app_name: str, user_id: str, session_id: str) -> list[str]:
         _check_segment("app_name", app_name)
@@ -150,13 +184,13 @@ class FileArtifactStore(ArtifactStore):
                 continue
             for entry in os.listdir(parent):
                 name = unquote(entry)
-                if is_user_scoped(name) == (scope == USER_SCOPE_SESSION) \
-                        and self._versions_in(parent / entry):
+                if is_user_scoped(name) == (scope == USER_SCOPE_SESSION) and self._versions_in(
+                    parent / entry
+                ):
                     names.append(name)
         return sorted(names)
 
-    def list_versions(self, app_name: str, user_id: str, session_id: str,
-                      name: str) -> list[int]:
+    def list_versions(self, app_name: str, user_id: str, session_id: str, name: str) -> list[int]:
         return self._versions_in(self._dir(_scope(app_name, user_id, session_id, name)))
 
     def delete(self, app_name: str, user_id: str, session_id: str, name: str) -> None:
@@ -171,8 +205,9 @@ class FileArtifactStore(ArtifactStore):
             raise self._not_found(app_name, user_id, session_id, name) from None
         shutil.rmtree(doomed)
 
-    def delete_version(self, app_name: str, user_id: str, session_id: str, name: str,
-                       version: int) -> None:
+    def delete_version(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int
+    ) -> None:
         key = _scope(app_name, user_id, session_id, name)
         _check_version(version)
         directory = self._dir(key)

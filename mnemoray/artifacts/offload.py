@@ -44,8 +44,11 @@ class OffloadPolicy:
     summary_chars: int = SUMMARY_CHARS
 
     def __post_init__(self) -> None:
-        if isinstance(self.threshold_bytes, bool) or not isinstance(self.threshold_bytes, int) \
-                or self.threshold_bytes < 0:
+        if (
+            isinstance(self.threshold_bytes, bool)
+            or not isinstance(self.threshold_bytes, int)
+            or self.threshold_bytes < 0
+        ):
             raise InvalidInput("must be a non-negative int (0: off)", field="threshold_bytes")
         if self.summary_chars < 20:
             raise InvalidInput("must be at least 20", field="summary_chars")
@@ -80,8 +83,7 @@ def artifact_name(event: Event) -> str:
     event id: the readable part replaces unsafe characters and is cut, so a hash of the
     full id keeps two ids apart (else "load by name" could return the other's payload)."""
     tool = _UNSAFE.sub("_", str(event.data.get("name", "tool")))[:64].strip("._") or "tool"
-    digest = hashlib.blake2b(event.id.encode("utf-8", "surrogatepass"),
-                             digest_size=6).hexdigest()
+    digest = hashlib.blake2b(event.id.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
     return f"{tool}-result-{_UNSAFE.sub('_', event.id)[:48]}-{digest}"
 
 
@@ -90,8 +92,9 @@ def summarize(response: Any, payload: bytes, tool: str, limit: int = SUMMARY_CHA
     shape = ""
     if isinstance(response, dict):
         keys = [str(k) for k in list(response)[:8]]
-        shape = "object with keys " + ", ".join(keys) + (", ..." if len(response) > 8
-                                                         else "") + "; "
+        shape = (
+            "object with keys " + ", ".join(keys) + (", ..." if len(response) > 8 else "") + "; "
+        )
     elif isinstance(response, list):
         shape = f"list of {len(response)} items; "
     head = " ".join(payload[: limit * 8].decode("utf-8", "ignore").split())
@@ -99,8 +102,12 @@ def summarize(response: Any, payload: bytes, tool: str, limit: int = SUMMARY_CHA
     return (line[: limit - 2] + "…)") if len(line) >= limit else line + ")"
 
 
-def offload_events(artifacts: ArtifactStore, session: Session, events: Sequence[Event],
-                   policy: OffloadPolicy = OffloadPolicy()) -> Offloaded:
+def offload_events(
+    artifacts: ArtifactStore,
+    session: Session,
+    events: Sequence[Event],
+    policy: OffloadPolicy = OffloadPolicy(),
+) -> Offloaded:
     """Save each payload over the threshold as an artifact of ``session`` (durable
     when this returns: the stores write through) and return the events to append
     in place of the originals: handle + summary instead of the payload."""
@@ -116,17 +123,28 @@ def offload_events(artifacts: ArtifactStore, session: Session, events: Sequence[
             tool = str(event.data["name"])
             name = artifact_name(event)
             summary = summarize(event.data["response"], data, tool, policy.summary_chars)
-            version = artifacts.save(session.app_name, session.user_id, session.session_id,
-                                     name, data, mime, summary)
+            version = artifacts.save(
+                session.app_name, session.user_id, session.session_id, name, data, mime, summary
+            )
             out.saved.append((name, version))
-            handle = artifacts.load(session.app_name, session.user_id, session.session_id,
-                                    name, version).handle
-            response = {OFFLOADED_KEY: True, "artifact": name, "handle": handle,
-                        "bytes": len(data), "mime_type": mime, "summary": summary,
-                        "note": "The full result is stored as an artifact; call "
-                                f"load_artifacts with {handle} to read it."}
-            out.events[i] = replace(event, data={**event.data, "response": response},
-                                    artifact_delta={**event.artifact_delta, name: version})
+            handle = artifacts.load(
+                session.app_name, session.user_id, session.session_id, name, version
+            ).handle
+            response = {
+                OFFLOADED_KEY: True,
+                "artifact": name,
+                "handle": handle,
+                "bytes": len(data),
+                "mime_type": mime,
+                "summary": summary,
+                "note": "The full result is stored as an artifact; call "
+                f"load_artifacts with {handle} to read it.",
+            }
+            out.events[i] = replace(
+                event,
+                data={**event.data, "response": response},
+                artifact_delta={**event.artifact_delta, name: version},
+            )
     except BaseException:
         discard(artifacts, session, out.saved)
         raise
@@ -139,13 +157,19 @@ def discard(artifacts: ArtifactStore, session: Session, saved: list[tuple[str, i
     version of the same name that a stored event points to."""
     for name, version in saved:
         with contextlib.suppress(ArtifactNotFoundError):
-            artifacts.delete_version(session.app_name, session.user_id, session.session_id,
-                                     name, version)
+            artifacts.delete_version(
+                session.app_name, session.user_id, session.session_id, name, version
+            )
 
 
-def append_events(sessions: SessionStore, artifacts: ArtifactStore | None, session: Session,
-                  events: Sequence[Event], policy: OffloadPolicy = OffloadPolicy(),
-                  check: Callable[[list[Event]], Any] | None = None) -> list[Event]:
+def append_events(
+    sessions: SessionStore,
+    artifacts: ArtifactStore | None,
+    session: Session,
+    events: Sequence[Event],
+    policy: OffloadPolicy = OffloadPolicy(),
+    check: Callable[[list[Event]], Any] | None = None,
+) -> list[Event]:
     """Offload large payloads, then append (all or nothing, see
     :meth:`SessionStore.append_events`). ``check`` sees the events as they will be
     stored (after offloading) and may raise to refuse them. If the append fails, the

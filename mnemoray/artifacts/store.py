@@ -60,7 +60,7 @@ def _check_segment(kind: str, value: Any) -> str:
 def validate_name(name: Any) -> str:
     _check_segment("name", name)
     if is_user_scoped(name):
-        _check_segment("name", name[len(USER_SCOPE_PREFIX):] or "")
+        _check_segment("name", name[len(USER_SCOPE_PREFIX) :] or "")
     return name
 
 
@@ -73,9 +73,11 @@ def _scope(app_name: str, user_id: str, session_id: str, name: str) -> tuple[str
         _check_segment("session_id", session_id)
         return app_name, user_id, USER_SCOPE_SESSION, name
     if session_id == USER_SCOPE_SESSION:
-        raise ArtifactError(f"{USER_SCOPE_SESSION!r} is reserved for user-scoped "
-                            f"names (starting with {USER_SCOPE_PREFIX!r}), got name {name!r}",
-                            field="session_id")
+        raise ArtifactError(
+            f"{USER_SCOPE_SESSION!r} is reserved for user-scoped "
+            f"names (starting with {USER_SCOPE_PREFIX!r}), got name {name!r}",
+            field="session_id",
+        )
     return app_name, user_id, _check_segment("session_id", session_id), name
 
 
@@ -94,21 +96,27 @@ def parse_handle(handle: str) -> tuple[str, str, str, str, int]:
     accepts together with a ``user:`` name.
     """
     if not isinstance(handle, str) or not handle.startswith(HANDLE_SCHEME):
-        raise ArtifactError(f"malformed artifact handle {handle!r}: must start with "
-                            f"{HANDLE_SCHEME!r}")
-    parts = handle[len(HANDLE_SCHEME):].split("/")
+        raise ArtifactError(
+            f"malformed artifact handle {handle!r}: must start with {HANDLE_SCHEME!r}"
+        )
+    parts = handle[len(HANDLE_SCHEME) :].split("/")
     if len(parts) != 4:
-        raise ArtifactError(f"malformed artifact handle {handle!r}: expected "
-                            f"{HANDLE_SCHEME}app/user/session/name@version")
+        raise ArtifactError(
+            f"malformed artifact handle {handle!r}: expected "
+            f"{HANDLE_SCHEME}app/user/session/name@version"
+        )
     name_part, sep, version_part = parts[3].rpartition("@")
     if not sep or not re.fullmatch(r"\d+", version_part):
-        raise ArtifactError(f"malformed artifact handle {handle!r}: missing '@<version>' "
-                            "after the name")
+        raise ArtifactError(
+            f"malformed artifact handle {handle!r}: missing '@<version>' after the name"
+        )
     app_name, user_id, session_id, name = (unquote(p) for p in (*parts[:3], name_part))
     if is_user_scoped(name) != (session_id == USER_SCOPE_SESSION):
-        raise ArtifactError(f"malformed artifact handle {handle!r}: session segment "
-                            f"{USER_SCOPE_SESSION!r} goes with (and only with) a "
-                            f"{USER_SCOPE_PREFIX!r} name")
+        raise ArtifactError(
+            f"malformed artifact handle {handle!r}: session segment "
+            f"{USER_SCOPE_SESSION!r} goes with (and only with) a "
+            f"{USER_SCOPE_PREFIX!r} name"
+        )
     try:
         _scope(app_name, user_id, session_id, name)
     except ArtifactError as exc:
@@ -145,8 +153,7 @@ class Artifact:
 
     @property
     def handle(self) -> str:
-        return format_handle(self.app_name, self.user_id, self.session_id, self.name,
-                             self.version)
+        return format_handle(self.app_name, self.user_id, self.session_id, self.name, self.version)
 
     @property
     def size(self) -> int:
@@ -156,9 +163,11 @@ class Artifact:
         try:
             return self.data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ArtifactError(f"artifact {self.handle} ({self.mime_type}, {self.size} bytes) "
-                                f"is binary, not utf-8 text: {exc.reason} at byte "
-                                f"{exc.start}") from exc
+            raise ArtifactError(
+                f"artifact {self.handle} ({self.mime_type}, {self.size} bytes) "
+                f"is binary, not utf-8 text: {exc.reason} at byte "
+                f"{exc.start}"
+            ) from exc
 
 
 @dataclass(frozen=True)
@@ -177,26 +186,43 @@ class ArtifactInfo:
 
     @property
     def handle(self) -> str:
-        return format_handle(self.app_name, self.user_id, self.session_id, self.name,
-                             self.version)
+        return format_handle(self.app_name, self.user_id, self.session_id, self.name, self.version)
 
     @classmethod
     def of(cls, a: Artifact) -> ArtifactInfo:
-        return cls(a.app_name, a.user_id, a.session_id, a.name, a.version, a.mime_type,
-                   a.summary, a.size, a.created_at)
+        return cls(
+            a.app_name,
+            a.user_id,
+            a.session_id,
+            a.name,
+            a.version,
+            a.mime_type,
+            a.summary,
+            a.size,
+            a.created_at,
+        )
 
 
 class ArtifactStore(ABC):
     """Named, versioned payloads per session (or per user for ``user:`` names)."""
 
     @abstractmethod
-    def save(self, app_name: str, user_id: str, session_id: str, name: str,
-             data: bytes | str, mime_type: str = DEFAULT_MIME, summary: str = "") -> int:
+    def save(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        name: str,
+        data: bytes | str,
+        mime_type: str = DEFAULT_MIME,
+        summary: str = "",
+    ) -> int:
         """Store a new version and return its number (0 for the first)."""
 
     @abstractmethod
-    def load(self, app_name: str, user_id: str, session_id: str, name: str,
-             version: int | None = None) -> Artifact:
+    def load(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int | None = None
+    ) -> Artifact:
         """The given version, or the latest when ``version`` is None."""
 
     @abstractmethod
@@ -204,22 +230,25 @@ class ArtifactStore(ABC):
         """This session's names plus the user's ``user:`` names, sorted."""
 
     @abstractmethod
-    def list_versions(self, app_name: str, user_id: str, session_id: str,
-                      name: str) -> list[int]: ...
+    def list_versions(
+        self, app_name: str, user_id: str, session_id: str, name: str
+    ) -> list[int]: ...
 
     @abstractmethod
     def delete(self, app_name: str, user_id: str, session_id: str, name: str) -> None:
         """Remove every version; raises ArtifactNotFoundError if there is none."""
 
     @abstractmethod
-    def delete_version(self, app_name: str, user_id: str, session_id: str, name: str,
-                       version: int) -> None:
+    def delete_version(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int
+    ) -> None:
         """Remove one version, atomically (readers see it whole or not at all); the others
         stay. Raises ArtifactNotFoundError if it does not exist. The next save numbers after
         the latest version left, so only a deleted latest version's number is given again."""
 
-    def describe(self, app_name: str, user_id: str, session_id: str, name: str,
-                 version: int | None = None) -> ArtifactInfo:
+    def describe(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int | None = None
+    ) -> ArtifactInfo:
         """As :meth:`load` without the payload (a store that can, skips reading it:
         compiles list every artifact of a session on every call)."""
         return ArtifactInfo.of(self.load(app_name, user_id, session_id, name, version))
@@ -228,11 +257,14 @@ class ArtifactStore(ABC):
         return self.load(*parse_handle(handle))
 
     @staticmethod
-    def _not_found(app_name: str, user_id: str, session_id: str, name: str,
-                   version: int | None = None) -> ArtifactNotFoundError:
+    def _not_found(
+        app_name: str, user_id: str, session_id: str, name: str, version: int | None = None
+    ) -> ArtifactNotFoundError:
         what = "any version" if version is None else f"version {version}"
-        return ArtifactNotFoundError(f"artifact not found: {name!r} ({what}) for app="
-                                     f"{app_name!r} user={user_id!r} session={session_id!r}")
+        return ArtifactNotFoundError(
+            f"artifact not found: {name!r} ({what}) for app="
+            f"{app_name!r} user={user_id!r} session={session_id!r}"
+        )
 
     @staticmethod
     def _check_meta(mime_type: Any, summary: Any) -> None:
@@ -250,20 +282,38 @@ class InMemoryArtifactStore(ArtifactStore):
         # version -> artifact, in version order (a deleted version leaves a gap)
         self._versions: dict[tuple[str, str, str, str], dict[int, Artifact]] = {}
 
-    def save(self, app_name: str, user_id: str, session_id: str, name: str,
-             data: bytes | str, mime_type: str = DEFAULT_MIME, summary: str = "") -> int:
+    def save(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        name: str,
+        data: bytes | str,
+        mime_type: str = DEFAULT_MIME,
+        summary: str = "",
+    ) -> int:
         key = _scope(app_name, user_id, session_id, name)
         self._check_meta(mime_type, summary)
         payload, mime_type = _as_bytes(data, mime_type)
         with self._lock:
             versions = self._versions.setdefault(key, {})
             version = max(versions) + 1 if versions else 0
-            versions[version] = Artifact(app_name, user_id, session_id, name, version, payload,
-                                         mime_type, summary, time.time())
+            versions[version] = Artifact(
+                app_name,
+                user_id,
+                session_id,
+                name,
+                version,
+                payload,
+                mime_type,
+                summary,
+                time.time(),
+            )
             return version
 
-    def load(self, app_name: str, user_id: str, session_id: str, name: str,
-             version: int | None = None) -> Artifact:
+    def load(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int | None = None
+    ) -> Artifact:
         key = _scope(app_name, user_id, session_id, name)
         if version is not None:
             _check_version(version)
@@ -279,12 +329,13 @@ class InMemoryArtifactStore(ArtifactStore):
         _check_segment("user_id", user_id)
         _check_segment("session_id", session_id)
         with self._lock:
-            return sorted(name for (a, u, s, name) in self._versions
-                          if a == app_name and u == user_id
-                          and s in (session_id, USER_SCOPE_SESSION))
+            return sorted(
+                name
+                for (a, u, s, name) in self._versions
+                if a == app_name and u == user_id and s in (session_id, USER_SCOPE_SESSION)
+            )
 
-    def list_versions(self, app_name: str, user_id: str, session_id: str,
-                      name: str) -> list[int]:
+    def list_versions(self, app_name: str, user_id: str, session_id: str, name: str) -> list[int]:
         key = _scope(app_name, user_id, session_id, name)
         with self._lock:
             return sorted(self._versions.get(key, {}))
@@ -295,8 +346,9 @@ class InMemoryArtifactStore(ArtifactStore):
             if self._versions.pop(key, None) is None:
                 raise self._not_found(app_name, user_id, session_id, name)
 
-    def delete_version(self, app_name: str, user_id: str, session_id: str, name: str,
-                       version: int) -> None:
+    def delete_version(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int
+    ) -> None:
         key = _scope(app_name, user_id, session_id, name)
         _check_version(version)
         with self._lock:

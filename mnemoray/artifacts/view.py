@@ -44,8 +44,14 @@ class ArtifactsAt(ArtifactStore):
     the ``versions`` (name -> highest version) it had then. Reads of another session, user
     or app find nothing; every write raises :class:`ReadOnlyArtifacts`."""
 
-    def __init__(self, store: ArtifactStore, app_name: str, user_id: str, session_id: str,
-                 versions: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        store: ArtifactStore,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        versions: Mapping[str, int],
+    ) -> None:
         self._store = store
         self._scope = (app_name, user_id, session_id)
         self._versions = dict(versions)
@@ -54,14 +60,18 @@ class ArtifactsAt(ArtifactStore):
         """The stored versions of ``name`` the view shows, oldest first."""
         validate_name(name)
         top = self._versions.get(name)
-        if top is None or (app_name, user_id) != self._scope[:2] \
-                or session_id not in (self._scope[2], USER_SCOPE_SESSION):
+        if (
+            top is None
+            or (app_name, user_id) != self._scope[:2]
+            or session_id not in (self._scope[2], USER_SCOPE_SESSION)
+        ):
             return []
         stored = self._store.list_versions(app_name, user_id, session_id, name)
         return [v for v in stored if v <= top]
 
-    def _version(self, app_name: str, user_id: str, session_id: str, name: str,
-                 version: int | None) -> int:
+    def _version(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int | None
+    ) -> int:
         visible = self._visible(app_name, user_id, session_id, name)
         if version is None and visible:
             return visible[-1]
@@ -70,40 +80,60 @@ class ArtifactsAt(ArtifactStore):
         raise self._not_found(app_name, user_id, session_id, name, version)
 
     # -- reads ------------------------------------------------------------------------------
-    def load(self, app_name: str, user_id: str, session_id: str, name: str,
-             version: int | None = None) -> Artifact:
-        return self._store.load(app_name, user_id, session_id, name,
-                                self._version(app_name, user_id, session_id, name, version))
+    def load(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int | None = None
+    ) -> Artifact:
+        return self._store.load(
+            app_name,
+            user_id,
+            session_id,
+            name,
+            self._version(app_name, user_id, session_id, name, version),
+        )
 
-    def describe(self, app_name: str, user_id: str, session_id: str, name: str,
-                 version: int | None = None) -> ArtifactInfo:
-        return self._store.describe(app_name, user_id, session_id, name,
-                                    self._version(app_name, user_id, session_id, name, version))
+    def describe(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int | None = None
+    ) -> ArtifactInfo:
+        return self._store.describe(
+            app_name,
+            user_id,
+            session_id,
+            name,
+            self._version(app_name, user_id, session_id, name, version),
+        )
 
     def list_names(self, app_name: str, user_id: str, session_id: str) -> list[str]:
-        return sorted(n for n in self._versions
-                      if self._visible(app_name, user_id, session_id, n))
+        return sorted(n for n in self._versions if self._visible(app_name, user_id, session_id, n))
 
-    def list_versions(self, app_name: str, user_id: str, session_id: str,
-                      name: str) -> list[int]:
+    def list_versions(self, app_name: str, user_id: str, session_id: str, name: str) -> list[int]:
         return self._visible(app_name, user_id, session_id, name)
 
     # -- writes: refused ----------------------------------------------------------------------
-    def save(self, app_name: str, user_id: str, session_id: str, name: str,
-             data: bytes | str, mime_type: str = DEFAULT_MIME, summary: str = "") -> int:
+    def save(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        name: str,
+        data: bytes | str,
+        mime_type: str = DEFAULT_MIME,
+        summary: str = "",
+    ) -> int:
         self._refuse()
 
     def delete(self, app_name: str, user_id: str, session_id: str, name: str) -> None:
         self._refuse()
 
-    def delete_version(self, app_name: str, user_id: str, session_id: str, name: str,
-                       version: int) -> None:
+    def delete_version(
+        self, app_name: str, user_id: str, session_id: str, name: str, version: int
+    ) -> None:
         self._refuse()
 
     def _refuse(self) -> NoReturn:
         raise ReadOnlyArtifacts(
             f"the artifacts of session {self._scope[2]!r} as they were at an earlier event "
-            f"are read-only")
+            f"are read-only"
+        )
 
 
 __all__ = ["ArtifactsAt", "ReadOnlyArtifacts", "recorded_versions"]

@@ -15,5 +15,11 @@ from mnemoray.backfill.inprocess import InProcessEngine
 from mnemoray.backfill.report import BackfillReport
 from mnemoray.backfill.run import Engine, backfill
 
-__all__ = ["BackfillConfig", "BackfillReport", "Engine", "InProcessEngine", "RayOptions",
-           "backfill"]
+__all__ = [
+    "BackfillConfig",
+    "BackfillReport",
+    "Engine",
+    "InProcessEngine",
+    "RayOptions",
+    "backfill",
+]

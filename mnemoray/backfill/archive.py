@@ -46,33 +46,38 @@ BATCH_ROWS = 256
 OVERSIZE_HEAD_CHARS = 1_000
 
 # Event payload fields are JSON strings in Parquet: their shape is free-form.
-EVENT_TYPE = pa.struct([
-    ("id", pa.string()),
-    ("invocation_id", pa.string()),
-    ("author", pa.string()),
-    ("role", pa.string()),
-    ("type", pa.string()),
-    ("timestamp", pa.float64()),
-    ("text", pa.string()),
-    ("data", pa.string()),
-    ("state_delta", pa.string()),
-    ("artifact_delta", pa.string()),
-    ("partial", pa.bool_()),
-])
-SCHEMA = pa.schema([
-    ("app_name", pa.string()),
-    ("user_id", pa.string()),
-    ("session_id", pa.string()),
-    ("state", pa.string()),
-    ("created_at", pa.float64()),
-    ("updated_at", pa.float64()),
-    ("ended_at", pa.float64()),
-    ("events", pa.list_(EVENT_TYPE)),
-])
+EVENT_TYPE = pa.struct(
+    [
+        ("id", pa.string()),
+        ("invocation_id", pa.string()),
+        ("author", pa.string()),
+        ("role", pa.string()),
+        ("type", pa.string()),
+        ("timestamp", pa.float64()),
+        ("text", pa.string()),
+        ("data", pa.string()),
+        ("state_delta", pa.string()),
+        ("artifact_delta", pa.string()),
+        ("partial", pa.bool_()),
+    ]
+)
+SCHEMA = pa.schema(
+    [
+        ("app_name", pa.string()),
+        ("user_id", pa.string()),
+        ("session_id", pa.string()),
+        ("state", pa.string()),
+        ("created_at", pa.float64()),
+        ("updated_at", pa.float64()),
+        ("ended_at", pa.float64()),
+        ("events", pa.list_(EVENT_TYPE)),
+    ]
+)
 ID_COLUMNS = ("app_name", "user_id", "session_id", "id", "appName", "userId")
 # Top-level fields the parser reads, in the mnemoray and the ADK spellings.
-SESSION_COLUMNS = frozenset({*SCHEMA.names, "id", "appName", "userId", "lastUpdateTime",
-                             "last_update_time"})
+SESSION_COLUMNS = frozenset(
+    {*SCHEMA.names, "id", "appName", "userId", "lastUpdateTime", "last_update_time"}
+)
 
 
 class ArchiveError(InvalidInput):
@@ -147,8 +152,10 @@ def archive_files(path: str | Path) -> list[tuple[Path, str]]:
     root = Path(path)
     if not root.exists():
         raise ArchiveError(str(root), "no such file or directory")
-    return [(file, file.name if file == root else file.relative_to(root).as_posix())
-            for file in _archive_files(root)]
+    return [
+        (file, file.name if file == root else file.relative_to(root).as_posix())
+        for file in _archive_files(root)
+    ]
 
 
 def _archive_files(root: Path) -> list[Path]:
@@ -158,23 +165,32 @@ def _archive_files(root: Path) -> list[Path]:
         return [root]
     # Hidden and "_" files are writers' temp files and markers (_SUCCESS), not data.
     return sorted(
-        p for p in root.rglob("*")
-        if p.is_file() and p.suffix in SUFFIXES
-        and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts))
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.suffix in SUFFIXES
+        and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)
+    )
 
 
 def _iter_lines(lines: Iterable[bytes], name: str) -> Iterator[ArchiveRow]:
     for lineno, line in enumerate(lines, start=1):
         location = f"{name}:{lineno}"
         if len(line) > limits.MAX_ROW_BYTES:
-            yield oversize_row(location, len(line), line[:OVERSIZE_HEAD_CHARS * 4].decode(
-                "utf-8", errors="replace"))
+            yield oversize_row(
+                location,
+                len(line),
+                line[: OVERSIZE_HEAD_CHARS * 4].decode("utf-8", errors="replace"),
+            )
             continue
         try:
             text = line.decode("utf-8").strip()
         except UnicodeDecodeError as exc:
-            yield ArchiveRow(location, line.decode("utf-8", errors="replace"),
-                             error=f"not UTF-8 ({exc.reason} at byte {exc.start})")
+            yield ArchiveRow(
+                location,
+                line.decode("utf-8", errors="replace"),
+                error=f"not UTF-8 ({exc.reason} at byte {exc.start})",
+            )
             continue
         if not text:
             continue  # blank lines separate nothing and hold no row
@@ -205,9 +221,11 @@ def _iter_json(path: Path, name: str) -> Iterator[ArchiveRow]:
         if exc.msg == "Extra data":  # JSON Lines saved under a .json name
             yield from _iter_lines(data.splitlines(), name)
         else:
-            yield ArchiveRow(name, data.decode("utf-8", errors="replace"),
-                             error=f"invalid JSON: {exc.msg} (line {exc.lineno}, "
-                                   f"column {exc.colno})")
+            yield ArchiveRow(
+                name,
+                data.decode("utf-8", errors="replace"),
+                error=f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            )
         return
     if isinstance(raw, list):  # an array of sessions
         for i, item in enumerate(raw):
@@ -234,8 +252,11 @@ def _iter_parquet(path: Path, name: str) -> Iterator[ArchiveRow]:
             except StopIteration:
                 return
             except (pa.ArrowException, OSError) as exc:
-                yield ArchiveRow(f"{name}:row {index}", None,
-                                 error=f"unreadable Parquet data from this row on: {exc}")
+                yield ArchiveRow(
+                    f"{name}:row {index}",
+                    None,
+                    error=f"unreadable Parquet data from this row on: {exc}",
+                )
                 return
             sizes = row_bytes(batch)
             if int(sizes.max(initial=0)) <= limits.MAX_ROW_BYTES:
@@ -248,8 +269,9 @@ def _iter_parquet(path: Path, name: str) -> Iterator[ArchiveRow]:
                 if size > limits.MAX_ROW_BYTES:  # only its ids are decoded, for the reason
                     ids = batch.select([c for c in batch.schema.names if c in ID_COLUMNS])
                     head = ids.slice(i, 1).to_pylist()[0] if ids.num_columns else {}
-                    yield oversize_row(location, size, json.dumps(head, ensure_ascii=False,
-                                                                  default=str))
+                    yield oversize_row(
+                        location, size, json.dumps(head, ensure_ascii=False, default=str)
+                    )
                 else:
                     yield parse_row(location, batch.slice(i, 1).to_pylist()[0])
                 index += 1
@@ -266,17 +288,23 @@ def row_bytes(batch: pa.RecordBatch) -> np.ndarray:
 
 def _array_bytes(array: pa.Array) -> np.ndarray:
     kind = array.type
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or \
-            pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False) \
-            .astype(np.int64)
+    if (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    ):
+        return (
+            pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        )
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         values = array.flatten()
         if not len(values):
             return np.zeros(len(array), dtype=np.int64)
         parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
-        return np.bincount(parents, weights=_array_bytes(values),
-                           minlength=len(array)).astype(np.int64)
+        return np.bincount(parents, weights=_array_bytes(values), minlength=len(array)).astype(
+            np.int64
+        )
     if pa.types.is_struct(kind):
         out = np.zeros(len(array), dtype=np.int64)
         for child in array.flatten():
@@ -336,8 +364,11 @@ def estimate_rows(path: str | Path) -> int:
     total = 0
     for file, _ in archive_files(path):
         try:
-            total += pq.ParquetFile(file).metadata.num_rows if file.suffix == ".parquet" \
+            total += (
+                pq.ParquetFile(file).metadata.num_rows
+                if file.suffix == ".parquet"
                 else _text_rows(file)
+            )
         except (pa.ArrowException, OSError):
             total += 1  # unreadable: it yields one quarantined row
     return total
@@ -436,8 +467,11 @@ def _write_jsonl(sessions: Iterable[Session], target: Path) -> None:
 
 def _format_for(path: Path, fmt: ArchiveFormat | None) -> ArchiveFormat:
     # The reader picks the format by suffix, so the suffix decides; fmt may only agree.
-    by_suffix: dict[str, ArchiveFormat] = {".parquet": "parquet", ".jsonl": "jsonl",
-                                           ".json": "jsonl"}
+    by_suffix: dict[str, ArchiveFormat] = {
+        ".parquet": "parquet",
+        ".jsonl": "jsonl",
+        ".json": "jsonl",
+    }
     inferred = by_suffix.get(path.suffix)
     if inferred is None:
         raise InvalidInput(f"an archive file ends in {', '.join(SUFFIXES)}", field=path.name)
@@ -446,8 +480,9 @@ def _format_for(path: Path, fmt: ArchiveFormat | None) -> ArchiveFormat:
     return inferred
 
 
-def write_archive(sessions: Iterable[Session], path: str | Path,
-                  fmt: ArchiveFormat | None = None) -> Path:
+def write_archive(
+    sessions: Iterable[Session], path: str | Path, fmt: ArchiveFormat | None = None
+) -> Path:
     """Write ``sessions`` to one archive file and return its path.
 
     The format follows the suffix (``.parquet``; ``.jsonl`` or ``.json`` for

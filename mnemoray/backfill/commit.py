@@ -66,8 +66,13 @@ class Chunk:
         return self.pending.segment_count if self.pending is not None else 0
 
 
-def make_chunk(store: MemoryBackend, items: Sequence[SessionItem], model: str | None, dim: int,
-               stats: Mapping[str, Any]) -> Chunk:
+def make_chunk(
+    store: MemoryBackend,
+    items: Sequence[SessionItem],
+    model: str | None,
+    dim: int,
+    stats: Mapping[str, Any],
+) -> Chunk:
     """Write the items' segments (uncommitted) and return the chunk to commit."""
     memories = [m for item in items for m in item.memories]
     pending = None
@@ -75,22 +80,34 @@ def make_chunk(store: MemoryBackend, items: Sequence[SessionItem], model: str | 
         if model is None:
             raise RuntimeError("make_chunk: memories arrived without an embedding model")
         pending = store.prepare_segments(memories, model, dim)
-    refs = tuple((item.session.key, tuple(m.with_derived(embedding=None) for m in item.memories))
-                 for item in items if item.current and item.memories)
+    refs = tuple(
+        (item.session.key, tuple(m.with_derived(embedding=None) for m in item.memories))
+        for item in items
+        if item.current and item.memories
+    )
     graph = graph_extracts(items) if store.backend == "parquet" else ()
-    return Chunk(pending, tuple(item.raw_hash for item in items), refs, dict(stats), graph,
-                 prepare_graph(store, graph))
+    return Chunk(
+        pending,
+        tuple(item.raw_hash for item in items),
+        refs,
+        dict(stats),
+        graph,
+        prepare_graph(store, graph),
+    )
 
 
 def graph_extracts(items: Sequence[SessionItem]) -> tuple[tuple[str, SessionExtract], ...]:
     """(ledger key, graph evidence) of each current session, read where it was distilled
     (``distill_sessions``, a Ray worker included: later stages drop the events)."""
-    return tuple((item.raw_hash, item.graph) for item in items
-                 if item.current and item.graph is not None)
+    return tuple(
+        (item.raw_hash, item.graph) for item in items if item.current and item.graph is not None
+    )
 
 
-def prepare_graph(store: MemoryBackend, graph: tuple[tuple[str, SessionExtract], ...],
-                  ) -> tuple[PreparedPart, ...]:
+def prepare_graph(
+    store: MemoryBackend,
+    graph: tuple[tuple[str, SessionExtract], ...],
+) -> tuple[PreparedPart, ...]:
     """The entity-graph merge of ``graph``, done here (in parallel workers on Ray) so the
     driver's serial commit only lists its parts (``mnemoray.memory.store.graph.prepared``)."""
     if not graph:
@@ -104,8 +121,9 @@ def sessions_with_rows(store: MemoryBackend, keys: set[SessionKey]) -> set[Sessi
     return store.sessions_with_rows(keys)
 
 
-def commit_chunk(store: MemoryBackend, chunk: Chunk, *, run_id: str,
-                 summarizer: str | None) -> WriteResult:
+def commit_chunk(
+    store: MemoryBackend, chunk: Chunk, *, run_id: str, summarizer: str | None
+) -> WriteResult:
     """Supersede, then commit the chunk's rows and ledger entries in one ``commit``."""
     if chunk.prepared_segments:
         crash_point("prepare")  # segment files written, nothing committed yet
@@ -117,25 +135,37 @@ def commit_chunk(store: MemoryBackend, chunk: Chunk, *, run_id: str,
         older = older_copies(snap, refs)
         if older:  # ledgered below, but their rows are not published
             pending = drop_sessions(store, pending, older)
-            graph = tuple(g for g in graph
-                          if (g[1].app_name, g[1].user_id, g[1].session_id) not in older)
+            graph = tuple(
+                g for g in graph if (g[1].app_name, g[1].user_id, g[1].session_id) not in older
+            )
         replaced = superseded_for(snap, [r for r in refs if r[0] not in older])
         if replaced:  # before the commit: a run killed in between redoes these sessions
             store.forget(owned=replaced)
     # Only a Parquet store's chunks carry a graph (prepared parts not taken are removed).
-    extra = ({"graph": graph, "prepared_graph": chunk.prepared_graph}
-             if graph or chunk.prepared_graph else {})
-    result = store.commit(pending, session_hashes=chunk.hashes, run_id=run_id,
-                          summarizer=summarizer, **extra)
+    extra = (
+        {"graph": graph, "prepared_graph": chunk.prepared_graph}
+        if graph or chunk.prepared_graph
+        else {}
+    )
+    result = store.commit(
+        pending, session_hashes=chunk.hashes, run_id=run_id, summarizer=summarizer, **extra
+    )
     crash_point("commit")
     return result
 
 
-def drop_sessions(store: MemoryBackend, pending: PreparedWrite | None,
-                  sessions: set[SessionKey]) -> PreparedWrite | None:
+def drop_sessions(
+    store: MemoryBackend, pending: PreparedWrite | None, sessions: set[SessionKey]
+) -> PreparedWrite | None:
     """``pending`` without the rows of ``sessions`` (still uncommitted)."""
     return store.drop_sessions(pending, sessions)
 
 
-__all__ = ["Chunk", "commit_chunk", "drop_sessions", "make_chunk", "prepare_graph",
-           "sessions_with_rows"]
+__all__ = [
+    "Chunk",
+    "commit_chunk",
+    "drop_sessions",
+    "make_chunk",
+    "prepare_graph",
+    "sessions_with_rows",
+]

@@ -23,16 +23,24 @@ DEFAULT_COMMIT_EVERY = 256
 
 # The command-line flag of each field, for errors that name what the user typed.
 FLAGS = {
-    "archive": "--archive", "store": "--store", "shards": "--shards",
-    "summarizer": "--summarizer", "summarizer_options": "--summarizer-option",
+    "archive": "--archive",
+    "store": "--store",
+    "shards": "--shards",
+    "summarizer": "--summarizer",
+    "summarizer_options": "--summarizer-option",
     "summarize": "--no-summarize",
-    "embedder": "--embedder", "commit_every": "--commit-every",
+    "embedder": "--embedder",
+    "commit_every": "--commit-every",
     "progress_interval_s": "--progress-every",
-    "workers": "--workers", "batch_size": "--batch-size",
-    "gpus_per_embedder": "--gpus-per-embedder", "llm_concurrency": "--llm-concurrency",
-    "embed_batch_size": "--embed-batch-size", "dtype": "--embed-dtype",
+    "workers": "--workers",
+    "batch_size": "--batch-size",
+    "gpus_per_embedder": "--gpus-per-embedder",
+    "llm_concurrency": "--llm-concurrency",
+    "embed_batch_size": "--embed-batch-size",
+    "dtype": "--embed-dtype",
     "max_batch_tokens": "--embed-batch-tokens",
-    "llm_batch_size": "--llm-batch-size", "address": "--ray-address",
+    "llm_batch_size": "--llm-batch-size",
+    "address": "--ray-address",
 }
 
 
@@ -61,8 +69,9 @@ class RayOptions:
 
     def given(self) -> dict[str, Any]:
         """The options set explicitly (not None)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if getattr(self, f.name) is not None}
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None
+        }
 
     def resolved(self) -> RayOptions:
         """Every option with a value: the given ones, else ``RAY_DEFAULTS``."""
@@ -85,23 +94,37 @@ class RayOptions:
             _positive_int(opts.embed_batch_size, "ray.embed_batch_size")
         for name in ("actor_cpus", "task_cpus"):
             if not getattr(opts, name) > 0:
-                raise InvalidInput(f"must be > 0, got {getattr(opts, name)!r}",
-                                   field=f"ray.{name}")
+                raise InvalidInput(f"must be > 0, got {getattr(opts, name)!r}", field=f"ray.{name}")
         if opts.gpus_per_embedder < 0:
-            raise InvalidInput(f"must be >= 0, got "
-                               f"{opts.gpus_per_embedder!r}", field="ray.gpus_per_embedder")
+            raise InvalidInput(
+                f"must be >= 0, got {opts.gpus_per_embedder!r}", field="ray.gpus_per_embedder"
+            )
 
 
 # RayOptions fields that are command-line flags of their own (the CPU shares are not).
-RAY_FLAGS = ("workers", "batch_size", "gpus_per_embedder", "embed_batch_size", "llm_concurrency",
-             "llm_batch_size")
+RAY_FLAGS = (
+    "workers",
+    "batch_size",
+    "gpus_per_embedder",
+    "embed_batch_size",
+    "llm_concurrency",
+    "llm_batch_size",
+)
 # Sessions per embed batch on a GPU (about 4,000 memories: a few forward passes' worth).
 GPU_EMBED_BATCH = 1024
 # Fractions, so the embedded default fits a 2-core machine: one distill actor and one
 # embed actor (0.5 CPU each) leave a core for the tasks. ``workers`` stays None: it is
 # sized from the cluster when the job starts (``default_workers``).
-RAY_DEFAULTS = RayOptions(workers=None, batch_size=64, actor_cpus=0.5, task_cpus=0.25,
-                          gpus_per_embedder=0.0, llm_concurrency=1, llm_batch_size=64, address=None)
+RAY_DEFAULTS = RayOptions(
+    workers=None,
+    batch_size=64,
+    actor_cpus=0.5,
+    task_cpus=0.25,
+    gpus_per_embedder=0.0,
+    llm_concurrency=1,
+    llm_batch_size=64,
+    address=None,
+)
 
 
 def default_workers(resources: Mapping[str, float]) -> int:
@@ -147,33 +170,43 @@ class BackfillConfig:
         for name in ("commit_every", "chunk_turns"):
             _positive_int(getattr(self, name), name)
         if not isinstance(self.summarize, bool):
-            raise InvalidInput(f"must be true or false, got {self.summarize!r}",
-                               field="summarize")
+            raise InvalidInput(f"must be true or false, got {self.summarize!r}", field="summarize")
         if not self.summarize and (self.summarizer != "extractive" or self.summarizer_options):
             # A summarizer named with --no-summarize would be silently unused.
-            raise InvalidInput("stores raw chunks only and uses no summarizer; drop "
-                               "--summarizer / --summarizer-option", field="summarize")
+            raise InvalidInput(
+                "stores raw chunks only and uses no summarizer; drop "
+                "--summarizer / --summarizer-option",
+                field="summarize",
+            )
         if isinstance(self.summarizer, str) and self.summarizer not in available_summarizers():
-            raise InvalidInput(f"unknown {self.summarizer!r}; known: "
-                               f"{', '.join(available_summarizers())}", field="summarizer")
+            raise InvalidInput(
+                f"unknown {self.summarizer!r}; known: {', '.join(available_summarizers())}",
+                field="summarizer",
+            )
         if not isinstance(self.summarizer_options, dict):
-            raise InvalidInput("must be a dict",
-                               field="summarizer_options")
+            raise InvalidInput("must be a dict", field="summarizer_options")
         if isinstance(self.summarizer, str):  # a backend's missing option fails before work
             check_summarizer_options(self.summarizer, self.summarizer_options)
         if self.progress_interval_s < 0:
-            raise InvalidInput(f"must be >= 0, got "
-                               f"{self.progress_interval_s!r}", field="progress_interval_s")
+            raise InvalidInput(
+                f"must be >= 0, got {self.progress_interval_s!r}", field="progress_interval_s"
+            )
         if not isinstance(self.embedder, Embedder):
             EmbedderSpec.parse(self.embedder)  # a bad spec fails before any work
         if self.ray is not None:
             self.ray.check()
 
     @classmethod
-    def from_flags(cls, *, summarizer_options: Sequence[str] = (),
-                   ray_address: str | None = None, config: str | Path | None = None,
-                   embed_dtype: str | None = None, embed_batch_tokens: int | None = None,
-                   **flags: Any) -> BackfillConfig:
+    def from_flags(
+        cls,
+        *,
+        summarizer_options: Sequence[str] = (),
+        ray_address: str | None = None,
+        config: str | Path | None = None,
+        embed_dtype: str | None = None,
+        embed_batch_tokens: int | None = None,
+        **flags: Any,
+    ) -> BackfillConfig:
         """The config the command-line flags name (``mnemoray backfill`` and ``python -m
         mnemoray.jobs.backfill``): flat flags, ``KEY=VALUE`` summarizer options, the Ray
         options (None: not given) split into :class:`RayOptions`, and ``config``: a
@@ -184,18 +217,24 @@ class BackfillConfig:
 
         ray = {name: flags.pop(name) for name in RAY_FLAGS if name in flags}
         if embed_dtype is not None or embed_batch_tokens is not None:
-            spec = on_gpus(EmbedderSpec.parse(flags.get("embedder", "default")),
-                           ray.get("gpus_per_embedder"))
+            spec = on_gpus(
+                EmbedderSpec.parse(flags.get("embedder", "default")), ray.get("gpus_per_embedder")
+            )
             try:
-                flags["embedder"] = spec.override(dtype=embed_dtype,
-                                                  max_batch_tokens=embed_batch_tokens)
+                flags["embedder"] = spec.override(
+                    dtype=embed_dtype, max_batch_tokens=embed_batch_tokens
+                )
             except InvalidInput as exc:  # name the flag that was typed
-                raise InvalidInput(exc.reason, field=flag_of(exc.field or "embedder")) \
-                    from None
+                raise InvalidInput(exc.reason, field=flag_of(exc.field or "embedder")) from None
         scopes = scope_settings_from_file(config).policy if config is not None else None
-        return cls(summarizer_options=parse_key_values(list(summarizer_options),
-                                                       field="--summarizer-option"),
-                   ray=RayOptions(address=ray_address, **ray), scopes=scopes, **flags)
+        return cls(
+            summarizer_options=parse_key_values(
+                list(summarizer_options), field="--summarizer-option"
+            ),
+            ray=RayOptions(address=ray_address, **ray),
+            scopes=scopes,
+            **flags,
+        )
 
     def public(self) -> dict[str, Any]:
         """The config as recorded in the run report: names for objects, option keys only
@@ -210,9 +249,12 @@ class BackfillConfig:
             out["embedder"] = str(self.embedder)
         out["summarizer_options"] = sorted(self.summarizer_options)
         out["ray"] = self.ray.given() if self.ray is not None else None
-        out["scopes"] = None if self.scopes is None else {
-            app: scope.memory_scope for app, scope in sorted(self.scopes.apps.items())
-        } | {"*": self.scopes.default.memory_scope}
+        out["scopes"] = (
+            None
+            if self.scopes is None
+            else {app: scope.memory_scope for app, scope in sorted(self.scopes.apps.items())}
+            | {"*": self.scopes.default.memory_scope}
+        )
         return out
 
 
@@ -233,8 +275,7 @@ def parse_key_values(pairs: list[str], *, field: str = "summarizer_options") -> 
 def on_gpus(spec: EmbedderSpec, gpus_per_embedder: float | None) -> EmbedderSpec:
     """``spec`` as the embed actors run it: on cuda when they hold GPUs (a remote
     server's model runs on the server's devices)."""
-    if gpus_per_embedder and spec.device == "cpu" and not spec.remote \
-            and spec.model is not None:
+    if gpus_per_embedder and spec.device == "cpu" and not spec.remote and spec.model is not None:
         return spec.override(device="cuda")
     return spec
 
@@ -244,5 +285,15 @@ def flag_of(name: str) -> str:
     return FLAGS.get(name.removeprefix("ray."), name)
 
 
-__all__ = ["DEFAULT_COMMIT_EVERY", "FLAGS", "GPU_EMBED_BATCH", "RAY_DEFAULTS", "BackfillConfig",
-           "RayOptions", "default_workers", "flag_of", "on_gpus", "parse_key_values"]
+__all__ = [
+    "DEFAULT_COMMIT_EVERY",
+    "FLAGS",
+    "GPU_EMBED_BATCH",
+    "RAY_DEFAULTS",
+    "BackfillConfig",
+    "RayOptions",
+    "default_workers",
+    "flag_of",
+    "on_gpus",
+    "parse_key_values",
+]

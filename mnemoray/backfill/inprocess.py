@@ -27,19 +27,30 @@ class InProcessEngine:
         given = config.ray.given() if config.ray is not None else {}
         if given:
             name = next(iter(given))
-            raise InvalidInput(f"the in-process engine cannot honour {flag_of(name)} (a Ray "
-                               f"Data option); drop it or run on Ray Data", field=f"ray.{name}")
+            raise InvalidInput(
+                f"the in-process engine cannot honour {flag_of(name)} (a Ray "
+                f"Data option); drop it or run on Ray Data",
+                field=f"ray.{name}",
+            )
 
     def open(self, config: BackfillConfig, store: MemoryBackend) -> Iterator[Chunk]:
         summarizer: Summarizer | None = None  # --no-summarize: none is built
         if config.summarize:
-            summarizer = (get_summarizer(config.summarizer, **config.summarizer_options)
-                          if isinstance(config.summarizer, str) else config.summarizer)
+            summarizer = (
+                get_summarizer(config.summarizer, **config.summarizer_options)
+                if isinstance(config.summarizer, str)
+                else config.summarizer
+            )
         embedder = open_embedder(config.embedder, store, "batch")
         return self._chunks(config, store, summarizer, embedder)
 
-    def _chunks(self, config: BackfillConfig, store: MemoryBackend, summarizer: Summarizer | None,
-                embedder: Embedder | None) -> Iterator[Chunk]:
+    def _chunks(
+        self,
+        config: BackfillConfig,
+        store: MemoryBackend,
+        summarizer: Summarizer | None,
+        embedder: Embedder | None,
+    ) -> Iterator[Chunk]:
         rows = iter(iter_archive(config.archive))
         name = getattr(summarizer, "name", None)
         while True:
@@ -52,9 +63,14 @@ class InProcessEngine:
             items, bad = validate_rows(batch)
             todo, skipped = skip_processed(store, items)
             busy = _next(stats, "validate", busy)
-            distilled, failed = distill_sessions(todo, summarizer, chunk_turns=config.chunk_turns,
-                                                 ttl_s=config.ttl_s, summarize=config.summarize,
-                                                 scopes=config.scopes)
+            distilled, failed = distill_sessions(
+                todo,
+                summarizer,
+                chunk_turns=config.chunk_turns,
+                ttl_s=config.ttl_s,
+                summarize=config.summarize,
+                scopes=config.scopes,
+            )
             bad += failed
             if bad:
                 store.quarantine(bad)
@@ -62,8 +78,14 @@ class InProcessEngine:
             embedded = embed_sessions(distilled, embedder)
             busy = _next(stats, "embed", busy)
             model, dim = write_model(store, embedder)
-            stats.update({"read": len(batch), "skipped": skipped,
-                          "ledger_hits": count_ledger_hits(items, todo), "quarantined": len(bad)})
+            stats.update(
+                {
+                    "read": len(batch),
+                    "skipped": skipped,
+                    "ledger_hits": count_ledger_hits(items, todo),
+                    "quarantined": len(bad),
+                }
+            )
             chunk = make_chunk(store, embedded, model, dim, stats)
             add_busy(chunk.stats, "write", *busy.elapsed())
             yield chunk

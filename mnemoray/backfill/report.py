@@ -10,8 +10,16 @@ from mnemoray.backfill.busy import CPU, WALL, Busy
 from mnemoray.backfill.commit import Chunk
 from mnemoray.memory.store.writes import WriteResult
 
-COUNTS = ("sessions_read", "skipped", "ledger_hits", "quarantined", "memories_written",
-          "sessions_committed", "commits", "segments_written")
+COUNTS = (
+    "sessions_read",
+    "skipped",
+    "ledger_hits",
+    "quarantined",
+    "memories_written",
+    "sessions_committed",
+    "commits",
+    "segments_written",
+)
 # Most commit points a report keeps: a long run's timeline is thinned evenly, its first
 # and last commit always kept, so the run record stays small.
 TIMELINE_POINTS = 64
@@ -28,8 +36,12 @@ class CommitPoint:
     version: int  # the manifest version the commit published
 
     def to_dict(self) -> dict[str, Any]:
-        return {"commit": self.commit, "seconds": round(self.seconds, 3),
-                "sessions": self.sessions, "version": self.version}
+        return {
+            "commit": self.commit,
+            "seconds": round(self.seconds, 3),
+            "sessions": self.sessions,
+            "version": self.version,
+        }
 
 
 def thin(points: Sequence[CommitPoint], most: int = TIMELINE_POINTS) -> list[CommitPoint]:
@@ -46,8 +58,10 @@ def share_by_wall(points: Sequence[CommitPoint], seconds: float) -> dict[str, fl
     run commits about evenly; one that holds everything back commits only at the end)."""
     if not points or seconds <= 0:
         return {}
-    return {f"{s:.0%}": round(sum(p.seconds <= s * seconds for p in points) / len(points), 3)
-            for s in WALL_SHARES}
+    return {
+        f"{s:.0%}": round(sum(p.seconds <= s * seconds for p in points) / len(points), 3)
+        for s in WALL_SHARES
+    }
 
 
 def count_ledger_hits(items: Sequence[Any], todo: Sequence[Any]) -> int:
@@ -90,11 +104,13 @@ class BackfillReport:
 
     def summary(self) -> str:
         """The human-readable lines the CLI and the jobs print."""
-        return (f"sessions read: {self.sessions_read}\nskipped: {self.skipped}\n"
-                f"quarantined: {self.quarantined}\nmemories written: {self.memories_written}\n"
-                f"ledger hits: {self.ledger_hits}\ncommits: {self.commits}\n"
-                f"seconds: {self.seconds:.2f}\nsessions/s: {self.sessions_per_s:.1f}\n"
-                f"run report: {self.report_path}")
+        return (
+            f"sessions read: {self.sessions_read}\nskipped: {self.skipped}\n"
+            f"quarantined: {self.quarantined}\nmemories written: {self.memories_written}\n"
+            f"ledger hits: {self.ledger_hits}\ncommits: {self.commits}\n"
+            f"seconds: {self.seconds:.2f}\nsessions/s: {self.sessions_per_s:.1f}\n"
+            f"run report: {self.report_path}"
+        )
 
 
 class Tally:
@@ -116,8 +132,10 @@ class Tally:
         self.summarizer = stats.get("summarizer") or self.summarizer
         self.resolved.update(stats.get("resolved") or {})
         commit_s, commit_cpu = commit.elapsed()
-        for totals, key, secs_commit in ((self.stages, WALL, commit_s),
-                                         (self.cpu_stages, CPU, commit_cpu)):
+        for totals, key, secs_commit in (
+            (self.stages, WALL, commit_s),
+            (self.cpu_stages, CPU, commit_cpu),
+        ):
             for stage, secs in {**stats.get(key, {}), "commit": secs_commit}.items():
                 totals[stage] = totals.get(stage, 0.0) + secs
         c = self.counts
@@ -131,8 +149,9 @@ class Tally:
         if result.written or result.ledger_added or result.segments:
             # A chunk of sessions all in the ledger already publishes nothing: no commit.
             c["commits"] += 1
-            self.points.append(CommitPoint(c["commits"], at_s, c["sessions_committed"],
-                                           result.version))
+            self.points.append(
+                CommitPoint(c["commits"], at_s, c["sessions_committed"], result.version)
+            )
         # The chunk's sessions (exact) plus the rows that left the flow (tallied by their
         # stage, which on Ray may trail its items).
         self.done += len(chunk.hashes)
@@ -145,9 +164,11 @@ class Tally:
         """The commit fields of the report and run record, ``seconds`` into the run (small
         for any number of commits)."""
         first = self.points[0].seconds if self.points else None
-        return {"first_commit_s": None if first is None else round(first, 3),
-                "commit_timeline": [p.to_dict() for p in thin(self.points)],
-                "commit_share_by_wall": share_by_wall(self.points, seconds)}
+        return {
+            "first_commit_s": None if first is None else round(first, 3),
+            "commit_timeline": [p.to_dict() for p in thin(self.points)],
+            "commit_share_by_wall": share_by_wall(self.points, seconds),
+        }
 
     def cpu_seconds(self) -> dict[str, float]:
         return {k: round(v, 3) for k, v in self.cpu_stages.items()}
@@ -155,25 +176,49 @@ class Tally:
     def line(self) -> str:
         c = self.counts
         last = self.points[-1] if self.points else None
-        committed = (f"commits {c['commits']} ({c['sessions_committed']} sessions, "
-                     f"manifest v{last.version} at {last.seconds:.0f}s)" if last
-                     else "commits 0")
-        return (f"memories {c['memories_written']}  quarantined {c['quarantined']}  "
-                f"skipped {c['skipped']} (ledger {c['ledger_hits']})  {committed}")
+        committed = (
+            f"commits {c['commits']} ({c['sessions_committed']} sessions, "
+            f"manifest v{last.version} at {last.seconds:.0f}s)"
+            if last
+            else "commits 0"
+        )
+        return (
+            f"memories {c['memories_written']}  quarantined {c['quarantined']}  "
+            f"skipped {c['skipped']} (ledger {c['ledger_hits']})  {committed}"
+        )
 
-    def report(self, *, run_id: str, engine: str, seconds: float,
-               report_path: str) -> BackfillReport:
+    def report(
+        self, *, run_id: str, engine: str, seconds: float, report_path: str
+    ) -> BackfillReport:
         c = self.counts
         return BackfillReport(
-            run_id=run_id, engine=engine, sessions_read=c["sessions_read"], skipped=c["skipped"],
-            quarantined=c["quarantined"], memories_written=c["memories_written"],
-            sessions_committed=c["sessions_committed"], commits=c["commits"],
-            segments_written=c["segments_written"], seconds=round(seconds, 3),
+            run_id=run_id,
+            engine=engine,
+            sessions_read=c["sessions_read"],
+            skipped=c["skipped"],
+            quarantined=c["quarantined"],
+            memories_written=c["memories_written"],
+            sessions_committed=c["sessions_committed"],
+            commits=c["commits"],
+            segments_written=c["segments_written"],
+            seconds=round(seconds, 3),
             sessions_per_s=round(c["sessions_read"] / seconds, 3) if seconds else 0.0,
             stage_seconds={k: round(v, 3) for k, v in self.stages.items()},
-            stage_cpu_seconds=self.cpu_seconds(), resolved=dict(self.resolved),
-            report_path=report_path, ledger_hits=c["ledger_hits"], **self.timeline(seconds))
+            stage_cpu_seconds=self.cpu_seconds(),
+            resolved=dict(self.resolved),
+            report_path=report_path,
+            ledger_hits=c["ledger_hits"],
+            **self.timeline(seconds),
+        )
 
 
-__all__ = ["COUNTS", "TIMELINE_POINTS", "BackfillReport", "CommitPoint", "Tally",
-           "count_ledger_hits", "share_by_wall", "thin"]
+__all__ = [
+    "COUNTS",
+    "TIMELINE_POINTS",
+    "BackfillReport",
+    "CommitPoint",
+    "Tally",
+    "count_ledger_hits",
+    "share_by_wall",
+    "thin",
+]

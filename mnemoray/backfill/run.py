@@ -35,8 +35,13 @@ class Engine(Protocol):
         chunks in archive order; closing the iterator releases the engine's resources."""
 
 
-def backfill(config: BackfillConfig, engine: Engine | None = None, *,
-             stream: TextIO | None = None, tty: bool | None = None) -> BackfillReport:
+def backfill(
+    config: BackfillConfig,
+    engine: Engine | None = None,
+    *,
+    stream: TextIO | None = None,
+    tty: bool | None = None,
+) -> BackfillReport:
     """Distill every session of ``config.archive`` into ``config.store``.
 
     ``engine``: ``InProcessEngine()`` (the default) or the Ray Data engine
@@ -53,10 +58,12 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
     # A path, parquet://DIR or lancedb://DIR; a shard-count mismatch fails here.
     store = open_backend(config.store, config.shards)
     chunks = engine.open(config, store)
-    progress = Progress(estimate_rows(config.archive), stream=stream, tty=tty,
-                        interval_s=config.progress_interval_s)
-    recorder = RunRecorder(store.root, engine=engine.name, config=config.public(),
-                           run_id=config.run_id)
+    progress = Progress(
+        estimate_rows(config.archive), stream=stream, tty=tty, interval_s=config.progress_interval_s
+    )
+    recorder = RunRecorder(
+        store.root, engine=engine.name, config=config.public(), run_id=config.run_id
+    )
     tally = Tally()
     recorder.update(tally.counts, force=True, **tally.timeline(0.0))
     try:
@@ -64,15 +71,23 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
             # This thread's clock: on Ray, Ray Data's executor thread runs in this process.
             busy = Busy(time.thread_time)
             # Looked up on the module, so a test can make the commit fail.
-            result = commit.commit_chunk(store, chunk, run_id=recorder.run_id,
-                                         summarizer=chunk.stats.get("summarizer")
-                                         or tally.summarizer)
+            result = commit.commit_chunk(
+                store,
+                chunk,
+                run_id=recorder.run_id,
+                summarizer=chunk.stats.get("summarizer") or tally.summarizer,
+            )
             tally.add(chunk, result, busy, recorder.seconds)
             # Written at every commit: a killed run's record names all it committed.
-            recorder.update(tally.counts, tally.stages, force=True,
-                            manifest_version=result.version,
-                            stage_cpu_seconds=tally.cpu_seconds(), resolved=tally.resolved,
-                            **tally.timeline(recorder.seconds))
+            recorder.update(
+                tally.counts,
+                tally.stages,
+                force=True,
+                manifest_version=result.version,
+                stage_cpu_seconds=tally.cpu_seconds(),
+                resolved=tally.resolved,
+                **tally.timeline(recorder.seconds),
+            )
             progress.update(tally.progress, tally.line())
     except KeyboardInterrupt:
         recorder.update(tally.counts, tally.stages, **tally.timeline(recorder.seconds))
@@ -89,11 +104,17 @@ def backfill(config: BackfillConfig, engine: Engine | None = None, *,
     progress.done = tally.counts["sessions_read"]  # the tallies that trailed the last chunk
     progress.close(tally.line())
     seconds = recorder.seconds
-    recorder.update(tally.counts, tally.stages, stage_cpu_seconds=tally.cpu_seconds(),
-                    resolved=tally.resolved, **tally.timeline(seconds))
+    recorder.update(
+        tally.counts,
+        tally.stages,
+        stage_cpu_seconds=tally.cpu_seconds(),
+        resolved=tally.resolved,
+        **tally.timeline(seconds),
+    )
     path = recorder.finish("succeeded")
-    return tally.report(run_id=recorder.run_id, engine=engine.name, seconds=seconds,
-                        report_path=str(path))
+    return tally.report(
+        run_id=recorder.run_id, engine=engine.name, seconds=seconds, report_path=str(path)
+    )
 
 
 __all__ = ["Engine", "backfill"]

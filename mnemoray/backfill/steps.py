@@ -72,8 +72,9 @@ def validate_rows(rows: Iterable[ArchiveRow]) -> tuple[list[SessionItem], list[Q
     bad: list[Quarantined] = []
     for row in rows:
         if row.session is None:
-            bad.append({"location": row.location, "reason": row.error or "unreadable row",
-                        "raw": row.raw})
+            bad.append(
+                {"location": row.location, "reason": row.error or "unreadable row", "raw": row.raw}
+            )
             continue
         try:
             raw_hash = session_content_hash(row.raw)
@@ -81,16 +82,22 @@ def validate_rows(rows: Iterable[ArchiveRow]) -> tuple[list[SessionItem], list[Q
             bad.append({"location": row.location, "reason": str(exc), "raw": row.raw})
             continue
         except Exception as exc:  # any per-row failure (a lone surrogate, ...): quarantine it
-            bad.append({"location": row.location,
-                        "reason": f"cannot hash the row: {type(exc).__name__}: {exc}",
-                        "raw": row.raw})
+            bad.append(
+                {
+                    "location": row.location,
+                    "reason": f"cannot hash the row: {type(exc).__name__}: {exc}",
+                    "raw": row.raw,
+                }
+            )
             continue
         good.append(SessionItem(row.location, raw_hash, row.session, row.raw))
     return good, bad
 
 
-def skip_processed(store: MemoryBackend, items: Sequence[SessionItem],
-                   ) -> tuple[list[SessionItem], int]:
+def skip_processed(
+    store: MemoryBackend,
+    items: Sequence[SessionItem],
+) -> tuple[list[SessionItem], int]:
     """Drop sessions the ledger already holds, and repeats of a row within ``items``."""
     done = store.ledger_contains([i.raw_hash for i in items]) if items else set()
     todo: list[SessionItem] = []
@@ -112,14 +119,21 @@ def mark_current(items: Sequence[SessionItem]) -> list[SessionItem]:
         j = best.get(s.key)
         if j is None or (session_version(s), i) >= (session_version(items[j].session), j):
             best[s.key] = i
-    return [item if best[item.session.key] == i else replace(item, current=False)
-            for i, item in enumerate(items)]
+    return [
+        item if best[item.session.key] == i else replace(item, current=False)
+        for i, item in enumerate(items)
+    ]
 
 
-def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer | None, *,
-                     chunk_turns: int = 4, ttl_s: float | None = None, summarize: bool = True,
-                     scopes: ScopePolicy | None = None,
-                     ) -> tuple[list[SessionItem], list[Quarantined]]:
+def distill_sessions(
+    items: Sequence[SessionItem],
+    summarizer: Summarizer | None,
+    *,
+    chunk_turns: int = 4,
+    ttl_s: float | None = None,
+    summarize: bool = True,
+    scopes: ScopePolicy | None = None,
+) -> tuple[list[SessionItem], list[Quarantined]]:
     """Distill each current session; one that fails goes to quarantine.
     ``summarize=False``: raw chunks only (``summarizer`` may be None, never called).
     ``scopes``: whose memories they are, per app (``memory_scope: agent``: the session's
@@ -137,40 +151,60 @@ def distill_sessions(items: Sequence[SessionItem], summarizer: Summarizer | None
             continue
         try:
             agent = session_agent(item.session, scopes.memory_scope(item.session.app_name))
-            memories = stamp_version(stamp_agent(distill_session(
-                item.session, summarizer, chunk_turns=chunk_turns, ttl_s=ttl_s,
-                summarize=summarize), agent), item.session)
+            memories = stamp_version(
+                stamp_agent(
+                    distill_session(
+                        item.session,
+                        summarizer,
+                        chunk_turns=chunk_turns,
+                        ttl_s=ttl_s,
+                        summarize=summarize,
+                    ),
+                    agent,
+                ),
+                item.session,
+            )
         except Exception as exc:  # any backend, any error: the row is kept, with why
-            bad.append({"location": item.location,
-                        "reason": f"distill failed: {type(exc).__name__}: {exc}",
-                        "raw": item.raw if item.raw is not None else item.session.to_dict()})
+            bad.append(
+                {
+                    "location": item.location,
+                    "reason": f"distill failed: {type(exc).__name__}: {exc}",
+                    "raw": item.raw if item.raw is not None else item.session.to_dict(),
+                }
+            )
             continue
-        out.append(replace(item, memories=tuple(memories),
-                           graph=safe_extract(item.session, memories)))
+        out.append(
+            replace(item, memories=tuple(memories), graph=safe_extract(item.session, memories))
+        )
     return out, bad
 
 
-def embed_sessions(items: Sequence[SessionItem], embedder: Embedder | None,
-                   batch_size: int | None = None) -> list[SessionItem]:
+def embed_sessions(
+    items: Sequence[SessionItem], embedder: Embedder | None, batch_size: int | None = None
+) -> list[SessionItem]:
     """Embed every memory of the batch in one encode call."""
     flat = [m for item in items for m in item.memories]
     embedded = iter(embed_memories(flat, embedder, batch_size=batch_size))
-    return [replace(item, memories=tuple(islice(embedded, len(item.memories))))
-            for item in items]
+    return [replace(item, memories=tuple(islice(embedded, len(item.memories)))) for item in items]
 
 
-def older_copies(snap: StoreSnapshot,
-                 sessions: Iterable[tuple[tuple[str, str, str], Sequence[Memory]]],
-                 ) -> set[tuple[str, str, str]]:
+def older_copies(
+    snap: StoreSnapshot,
+    sessions: Iterable[tuple[tuple[str, str, str], Sequence[Memory]]],
+) -> set[tuple[str, str, str]]:
     """Of (session key, new records) pairs, the sessions the snapshot holds a newer copy
     of (by the version the records carry): their records must replace nothing."""
-    return {key for key, records in sessions
-            if records and is_older_copy(snap, key, record_version(records[0]))}
+    return {
+        key
+        for key, records in sessions
+        if records and is_older_copy(snap, key, record_version(records[0]))
+    }
 
 
-def superseded_for(snap: StoreSnapshot,
-                   sessions: Iterable[tuple[tuple[str, str, str], Sequence[Memory]]],
-                   ) -> list[tuple[str, str, str]]:
+def superseded_for(
+    snap: StoreSnapshot,
+    sessions: Iterable[tuple[tuple[str, str, str], Sequence[Memory]]],
+) -> list[tuple[str, str, str]]:
     """``superseded_ids`` of each (session key, new records) pair, on one snapshot, as
     (app, user, memory_id): ids are unique per user, so each names its owner."""
     out: list[tuple[str, str, str]] = []
@@ -180,5 +214,14 @@ def superseded_for(snap: StoreSnapshot,
     return out
 
 
-__all__ = ["Quarantined", "SessionItem", "distill_sessions", "embed_sessions", "mark_current",
-           "older_copies", "skip_processed", "superseded_for", "validate_rows"]
+__all__ = [
+    "Quarantined",
+    "SessionItem",
+    "distill_sessions",
+    "embed_sessions",
+    "mark_current",
+    "older_copies",
+    "skip_processed",
+    "superseded_for",
+    "validate_rows",
+]

@@ -24,10 +24,17 @@ SummarizerName = Literal[tuple(available_summarizers())]  # type: ignore[valid-t
 
 # An error's field (its first part) -> the flag a CLI user sets it with, so a bad value
 # is reported under the flag the user typed.
-FIELD_FLAGS = {"summarizer_options": "--summarizer-option", "summarizer": "--summarizer",
-               "embedder": "--embedder", "shards": "--shards", "mode": "--mode",
-               "top_k": "--top-k", "commit_every": "--commit-every",
-               "progress_interval_s": "--progress-every", "summarize": "--no-summarize"}
+FIELD_FLAGS = {
+    "summarizer_options": "--summarizer-option",
+    "summarizer": "--summarizer",
+    "embedder": "--embedder",
+    "shards": "--shards",
+    "mode": "--mode",
+    "top_k": "--top-k",
+    "commit_every": "--commit-every",
+    "progress_interval_s": "--progress-every",
+    "summarize": "--no-summarize",
+}
 
 
 def error_line(exc: BaseException) -> str:
@@ -49,6 +56,7 @@ def error_line(exc: BaseException) -> str:
 def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Any mnemoray error a command lets through ends as one line and exit code 2, never a
     traceback (the CLI's user is the operator: non-public messages are shown too)."""
+
     @functools.wraps(command)
     def run_command(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -61,6 +69,7 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             typer.echo(error_line(exc), err=True)
             raise typer.Exit(2) from exc
+
     return run_command
 
 
@@ -87,9 +96,12 @@ def server_keys(settings: ServeSettings, host: str, server: str) -> ApiKeys:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if keys.open and not is_loopback(host):
-        typer.echo("error: --host needs API keys (--api-keys FILE or "
-                   f"MNEMORAY_SERVER__API_KEYS); without keys {server} binds 127.0.0.1 "
-                   "only", err=True)
+        typer.echo(
+            "error: --host needs API keys (--api-keys FILE or "
+            f"MNEMORAY_SERVER__API_KEYS); without keys {server} binds 127.0.0.1 "
+            "only",
+            err=True,
+        )
         raise typer.Exit(2)
     return keys
 
@@ -101,10 +113,15 @@ def print_request(req: CompiledRequest, naive: int | None = None) -> None:
     for content in req.contents:
         typer.echo(f"[{content.role}] {preview(content)}")
     typer.echo(f"--- tools: {', '.join(t['name'] for t in req.tools) or '(none)'}")
-    vs_naive = (f" (naive append-everything: {naive}, {naive / max(req.total_tokens, 1):.1f}x)"
-                if naive is not None else "")
-    typer.echo(f"--- tokens: static prefix {req.static_prefix_tokens}, total "
-               f"{req.total_tokens}{vs_naive}; prefix_hash {req.prefix_hash[:16]}")
+    vs_naive = (
+        f" (naive append-everything: {naive}, {naive / max(req.total_tokens, 1):.1f}x)"
+        if naive is not None
+        else ""
+    )
+    typer.echo(
+        f"--- tokens: static prefix {req.static_prefix_tokens}, total "
+        f"{req.total_tokens}{vs_naive}; prefix_hash {req.prefix_hash[:16]}"
+    )
     typer.echo("--- trace ---")
     typer.echo(f"{'processor':<20}{'tokens+':>9}{'us':>9}  detail")
     for step in req.trace:
@@ -131,9 +148,9 @@ def preview(content: Content, width: int = 110) -> str:
 def table_text(text: str, width: int = 100) -> str:
     """A memory's text as one table cell: its lines joined by " / ", cut to ``width``."""
     flat = " / ".join(line.strip() for line in text.splitlines() if line.strip())
-    return flat if len(flat) <= width else flat[:width - 3] + "..."
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
 def table_id(value: str, width: int = 16) -> str:
     """An id (user, session) cut to ``width`` for a table column."""
-    return value if len(value) <= width else value[:width - 1] + "…"
+    return value if len(value) <= width else value[: width - 1] + "…"

@@ -15,12 +15,16 @@ if TYPE_CHECKING:
 
 
 def compile_cmd(
-    archive: Path = typer.Argument(..., exists=True, help="Parquet/JSONL/ADK-JSON archive "
-                                   "(file or directory)."),
+    archive: Path = typer.Argument(
+        ..., exists=True, help="Parquet/JSONL/ADK-JSON archive (file or directory)."
+    ),
     session_id: str = typer.Option(..., "--session-id", help="The session to compile."),
-    agent_file: Path | None = typer.Option(None, "--agent", exists=True,
-                                              help="AgentSpec as JSON (name, "
-                                              "static_instruction, instruction, ...)."),
+    agent_file: Path | None = typer.Option(
+        None,
+        "--agent",
+        exists=True,
+        help="AgentSpec as JSON (name, static_instruction, instruction, ...).",
+    ),
     name: str = typer.Option("agent", help="Agent name (without --agent)."),
     message: str | None = typer.Option(None, help="The new user message."),
     budget: int | None = typer.Option(None, help="Token budget (without --agent)."),
@@ -31,8 +35,11 @@ def compile_cmd(
 
     session = find_session(archive, session_id)
     try:
-        spec = (AgentSpec(**json.loads(agent_file.read_text())) if agent_file
-                else AgentSpec(name=name, token_budget=budget))
+        spec = (
+            AgentSpec(**json.loads(agent_file.read_text()))
+            if agent_file
+            else AgentSpec(name=name, token_budget=budget)
+        )
     except (TypeError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--agent") from exc
     try:
@@ -44,7 +51,6 @@ def compile_cmd(
         typer.echo(json.dumps(request.to_dict(), indent=2, ensure_ascii=False))
     else:
         print_request(request)
-
 
 
 def find_session(archive: Path, session_id: str) -> Session:
@@ -62,13 +68,16 @@ def find_session(archive: Path, session_id: str) -> Session:
             continue
         raw_id = row.raw.get("session_id") if isinstance(row.raw, dict) else None
         if raw_id == session_id:
-            raise typer.BadParameter(f"session {session_id!r} is in a bad row: "
-                                     f"{row.location}: {row.error}", param_hint="--session-id")
+            raise typer.BadParameter(
+                f"session {session_id!r} is in a bad row: {row.location}: {row.error}",
+                param_hint="--session-id",
+            )
         bad.append(f"{row.location}: {row.error}")
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         typer.echo(f"warning: skipped {len(bad)} bad archive row(s): {bad[0]}{more}", err=True)
     if found is None:
-        raise typer.BadParameter(f"no session {session_id!r} in {archive}",
-                                 param_hint="--session-id")
+        raise typer.BadParameter(
+            f"no session {session_id!r} in {archive}", param_hint="--session-id"
+        )
     return found

@@ -9,15 +9,25 @@ import typer
 
 def doctor(
     store: str = typer.Argument(..., help="Memory store directory (Parquet)."),
-    repair: bool = typer.Option(False, "--repair",
-                                help="Rebuild lost indexes, quarantine unreadable segments, "
-                                "drop lost ledger files, rebuild a lost manifest."),
-    shards: int | None = typer.Option(None, "--shards", min=1,
-                                      help="Rebuilding a manifest: the store's shard count "
-                                      "(default: inferred from where tenants are)."),
+    repair: bool = typer.Option(
+        False,
+        "--repair",
+        help="Rebuild lost indexes, quarantine unreadable segments, "
+        "drop lost ledger files, rebuild a lost manifest.",
+    ),
+    shards: int | None = typer.Option(
+        None,
+        "--shards",
+        min=1,
+        help="Rebuilding a manifest: the store's shard count "
+        "(default: inferred from where tenants are).",
+    ),
     embedding_model: str | None = typer.Option(
-        None, "--embedding-model", help="Rebuilding a manifest of a store with vectors: the "
-        "model id it was built with (only the manifest names it)."),
+        None,
+        "--embedding-model",
+        help="Rebuilding a manifest of a store with vectors: the "
+        "model id it was built with (only the manifest names it).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Check the manifest, every segment, index, ledger and tombstone file; one line per
@@ -32,7 +42,7 @@ def doctor(
     if not root.is_dir():
         typer.echo(f"error: no memory store at {store} (not a directory)", err=True)
         raise typer.Exit(2)
-    report = (repair_store(root, shards, embedding_model) if repair else diagnose(root))
+    report = repair_store(root, shards, embedding_model) if repair else diagnose(root)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
@@ -43,10 +53,15 @@ def doctor(
         if repair:
             for line in report.left:
                 typer.echo(f"left: {line}")
-        state = ("healthy" if report.healthy else
-                 f"{len(report.left)} problem(s)" + ("" if repair else
-                                                     f"; run `mnemoray doctor --repair {store}`"))
-        typer.echo(f"{store}: {len(report.problems)} problem(s) found, "
-                   f"{len(report.repaired)} repair(s); {state}")
+        state = (
+            "healthy"
+            if report.healthy
+            else f"{len(report.left)} problem(s)"
+            + ("" if repair else f"; run `mnemoray doctor --repair {store}`")
+        )
+        typer.echo(
+            f"{store}: {len(report.problems)} problem(s) found, "
+            f"{len(report.repaired)} repair(s); {state}"
+        )
     if not report.healthy:
         raise typer.Exit(1)

@@ -36,23 +36,46 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-app = typer.Typer(help="mnemoray: long-term memory and compiled context for LLM agents.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="mnemoray: long-term memory and compiled context for LLM agents.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 
 @app.callback()
-def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                      help="Print the installed version and exit.")) -> None:
+def main(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print the installed version and exit.",
+    ),
+) -> None:
     """mnemoray: long-term memory and compiled context for LLM agents."""
 
 
 # `forget` is `memory forget` (the same function) at the top level.
-for name, command in (("demo", demo), ("compile", compile_cmd), ("backfill", backfill_cmd),
-                      ("compact", compact), ("gc", gc), ("recall", recall),
-                      ("forget", forget), ("export", export_cmd), ("import", import_cmd),
-                      ("stats", stats), ("doctor", doctor), ("serve", serve_cmd),
-                      ("mcp", mcp_cmd), ("graph", graph_cmd),
-                      ("profile", profile_cmd), ("domain", domain_cmd), ("ui", ui_cmd)):
+for name, command in (
+    ("demo", demo),
+    ("compile", compile_cmd),
+    ("backfill", backfill_cmd),
+    ("compact", compact),
+    ("gc", gc),
+    ("recall", recall),
+    ("forget", forget),
+    ("export", export_cmd),
+    ("import", import_cmd),
+    ("stats", stats),
+    ("doctor", doctor),
+    ("serve", serve_cmd),
+    ("mcp", mcp_cmd),
+    ("graph", graph_cmd),
+    ("profile", profile_cmd),
+    ("domain", domain_cmd),
+    ("ui", ui_cmd),
+):
     app.command(name)(one_line_errors(command))
 for name, command in MEMORY_COMMANDS:  # mnemoray memory edit | versions | forget | forgotten
     memory_app.command(name)(one_line_errors(command))

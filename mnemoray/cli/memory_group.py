@@ -15,32 +15,47 @@ import typer
 from mnemoray.cli.common import SummarizerName, error_line, parse_options
 from mnemoray.errors import MnemorayError
 
-memory_app = typer.Typer(help="Maintain users' memories: edit, forget, consolidate.",
-                         no_args_is_help=True, add_completion=False)
+memory_app = typer.Typer(
+    help="Maintain users' memories: edit, forget, consolidate.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 
 @memory_app.command("consolidate")
 def consolidate_cmd(
     store: Path = typer.Option(..., "--store", help="Memory store directory."),
-    config: Path | None = typer.Option(None, "--config", exists=True, dir_okay=False,
-                                       help="Settings file (YAML/JSON): hygiene."
-                                       "consolidation (per app under hygiene.apps.<app>) "
-                                       "and models."),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        exists=True,
+        dir_okay=False,
+        help="Settings file (YAML/JSON): hygiene."
+        "consolidation (per app under hygiene.apps.<app>) "
+        "and models.",
+    ),
     apps: list[str] | None = typer.Option(None, "--app", help="Only this app (repeatable)."),
     summarizer: SummarizerName | None = typer.Option(
-        None, "--summarizer", help="Summarizer (default: models.summarizer of --config, else "
-        "extractive)."),
+        None,
+        "--summarizer",
+        help="Summarizer (default: models.summarizer of --config, else extractive).",
+    ),
     summarizer_options: list[str] | None = typer.Option(
-        None, "--summarizer-option", metavar="KEY=VALUE", help="Summarizer option "
-        "(repeatable)."),
-    embedder: str | None = typer.Option(None, "--embedder", help="Embedder spec (default: "
-                                        "models.embedder of --config, else the store's)."),
-    enforce_limits: bool = typer.Option(False, "--enforce-limits", help="Then evict every "
-                                        "user over the hygiene.limits of --config."),
+        None, "--summarizer-option", metavar="KEY=VALUE", help="Summarizer option (repeatable)."
+    ),
+    embedder: str | None = typer.Option(
+        None,
+        "--embedder",
+        help="Embedder spec (default: models.embedder of --config, else the store's).",
+    ),
+    enforce_limits: bool = typer.Option(
+        False, "--enforce-limits", help="Then evict every user over the hygiene.limits of --config."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be merged."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    lock_file: Path | None = typer.Option(None, "--lock-file", help="Lock file (default "
-                                          "STORE/schedule/consolidate.lock)."),
+    lock_file: Path | None = typer.Option(
+        None, "--lock-file", help="Lock file (default STORE/schedule/consolidate.lock)."
+    ),
 ) -> None:
     """Merge users' old memories into summaries (with provenance); expire originals due.
 
@@ -55,8 +70,12 @@ def consolidate_cmd(
             typer.echo(error_line(exc), err=True)
             raise typer.Exit(2) from exc
     argv = ["--store", str(store)]
-    for flag, value in (("--config", config), ("--summarizer", summarizer),
-                        ("--embedder", embedder), ("--lock-file", lock_file)):
+    for flag, value in (
+        ("--config", config),
+        ("--summarizer", summarizer),
+        ("--embedder", embedder),
+        ("--lock-file", lock_file),
+    ):
         if value is not None:
             argv += [flag, str(value)]
     for app in apps or []:

@@ -27,13 +27,17 @@ if TYPE_CHECKING:
     from mnemoray.memory.records.record import Memory
     from mnemoray.memory.service.service import MemoryService
 
-STORE = typer.Option(..., "--store", help="Memory store: a directory, parquet://DIR or "
-                     "lancedb://DIR.")
+STORE = typer.Option(
+    ..., "--store", help="Memory store: a directory, parquet://DIR or lancedb://DIR."
+)
 APP = typer.Option(..., "--app", help="App of the user.")
 USER = typer.Option(..., "--user", help="User whose memories these are.")
 ACTOR = typer.Option(None, "--actor", help="Who makes the change (default cli:<login>).")
-EMBEDDER = typer.Option("default", "--embedder", help="'default' (the store's model), a "
-                        "model path or hub name, or 'none' (keyword-only store).")
+EMBEDDER = typer.Option(
+    "default",
+    "--embedder",
+    help="'default' (the store's model), a model path or hub name, or 'none' (keyword-only store).",
+)
 JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 
 
@@ -46,8 +50,9 @@ def _actor(actor: str | None) -> str:
         return "cli"
 
 
-def _open(store: str | Path, embedder: str | None = "default", *,
-          changes: bool = True) -> MemoryService:
+def _open(
+    store: str | Path, embedder: str | None = "default", *, changes: bool = True
+) -> MemoryService:
     from mnemoray.memory.hygiene.attach import attach_forget_effects
     from mnemoray.memory.service.service import MemoryService
 
@@ -62,23 +67,35 @@ def _echo(data: Any) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-def edit(memory_id: str = typer.Argument(..., help="The memory to correct."),
-         store: str = STORE, app_name: str = APP, user_id: str = USER,
-         text: str = typer.Option(..., "--text", help="The corrected text."),
-         actor: str | None = ACTOR, embedder: str = EMBEDDER, as_json: bool = JSON) -> None:
+def edit(
+    memory_id: str = typer.Argument(..., help="The memory to correct."),
+    store: str = STORE,
+    app_name: str = APP,
+    user_id: str = USER,
+    text: str = typer.Option(..., "--text", help="The corrected text."),
+    actor: str | None = ACTOR,
+    embedder: str = EMBEDDER,
+    as_json: bool = JSON,
+) -> None:
     """Replace a memory's text (re-embedded); the old text is kept as a version."""
     service = _open(store, embedder)
     new = service.edit_memory(app_name, user_id, memory_id, text, actor=_actor(actor))
     if as_json:
         _echo({"memory": new.to_dict(), "replaced": memory_id})
         return
-    typer.echo(f"memory {memory_id} -> {new.memory_id}\nedited by: {new.edited_by}\n"
-               f"versions: {len(new.previous_versions) + 1}")
+    typer.echo(
+        f"memory {memory_id} -> {new.memory_id}\nedited by: {new.edited_by}\n"
+        f"versions: {len(new.previous_versions) + 1}"
+    )
 
 
-def versions(memory_id: str = typer.Argument(..., help="The memory (current or earlier id)."),
-             store: str = STORE, app_name: str = APP, user_id: str = USER,
-             as_json: bool = JSON) -> None:
+def versions(
+    memory_id: str = typer.Argument(..., help="The memory (current or earlier id)."),
+    store: str = STORE,
+    app_name: str = APP,
+    user_id: str = USER,
+    as_json: bool = JSON,
+) -> None:
     """Every text of a memory, oldest first."""
     out = _open(store, None, changes=False).memory_versions(app_name, user_id, memory_id)
     if as_json:
@@ -88,60 +105,90 @@ def versions(memory_id: str = typer.Argument(..., help="The memory (current or e
 
     for v in out["versions"]:
         mark = "*" if v["current"] else " "
-        typer.echo(f"{mark} {v['memory_id']}  {iso(v['written_at'])}  "
-                   f"{v['written_by'] or '-'}  {v['text']}")
+        typer.echo(
+            f"{mark} {v['memory_id']}  {iso(v['written_at'])}  "
+            f"{v['written_by'] or '-'}  {v['text']}"
+        )
 
 
-def forget(store: str = STORE, app_name: str = APP, user_id: str = USER,
-           memory_id: str | None = typer.Option(None, "--id", help="Forget this memory."),
-           session_id: str | None = typer.Option(None, "--session", help="Forget every "
-                                                 "memory of this session."),
-           whole_user: bool = typer.Option(False, "--all", help="Forget every memory of the "
-                                           "user."),
-           query: str | None = typer.Option(None, "--query", help="Preview a forget by "
-                                            "query (with --dry-run)."),
-           dry_run: bool = typer.Option(False, "--dry-run", help="List what would be "
-                                        "forgotten and forget nothing (--query: also print "
-                                        "a confirm token)."),
-           top_k: int = typer.Option(10, "--top-k", min=1, max=100,
-                                     help="Memories a --query preview may list."),
-           confirm: str | None = typer.Option(None, "--confirm", help="Forget exactly what "
-                                              "the preview with this token listed."),
-           only: list[str] | None = typer.Option(None, "--only", help="With --confirm: only "
-                                                 "this previewed memory (repeatable)."),
-           reason: str = typer.Option("", "--reason", help="Why (kept on the record)."),
-           actor: str | None = ACTOR, embedder: str = EMBEDDER, as_json: bool = JSON) -> None:
+def forget(
+    store: str = STORE,
+    app_name: str = APP,
+    user_id: str = USER,
+    memory_id: str | None = typer.Option(None, "--id", help="Forget this memory."),
+    session_id: str | None = typer.Option(
+        None, "--session", help="Forget every memory of this session."
+    ),
+    whole_user: bool = typer.Option(False, "--all", help="Forget every memory of the user."),
+    query: str | None = typer.Option(
+        None, "--query", help="Preview a forget by query (with --dry-run)."
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="List what would be "
+        "forgotten and forget nothing (--query: also print "
+        "a confirm token).",
+    ),
+    top_k: int = typer.Option(
+        10, "--top-k", min=1, max=100, help="Memories a --query preview may list."
+    ),
+    confirm: str | None = typer.Option(
+        None, "--confirm", help="Forget exactly what the preview with this token listed."
+    ),
+    only: list[str] | None = typer.Option(
+        None, "--only", help="With --confirm: only this previewed memory (repeatable)."
+    ),
+    reason: str = typer.Option("", "--reason", help="Why (kept on the record)."),
+    actor: str | None = ACTOR,
+    embedder: str = EMBEDDER,
+    as_json: bool = JSON,
+) -> None:
     """Forget one memory (--id), a session (--session) or the whole user (--all), each
     previewable with --dry-run; or by query: --query Q --dry-run, then --confirm TOKEN.
     Exit code 1 when nothing matched."""
     steps = [s for s in (memory_id, session_id, query, confirm) if s is not None]
     if len(steps) + whole_user != 1:
-        raise typer.BadParameter("pass exactly one of --id, --session, --all, --query (with "
-                                 "--dry-run) or --confirm")
+        raise typer.BadParameter(
+            "pass exactly one of --id, --session, --all, --query (with --dry-run) or --confirm"
+        )
     if query is not None and not dry_run:
-        raise typer.BadParameter("preview first: --query Q --dry-run prints a confirm token, "
-                                 "then --confirm TOKEN forgets exactly that", param_hint="--query")
+        raise typer.BadParameter(
+            "preview first: --query Q --dry-run prints a confirm token, "
+            "then --confirm TOKEN forgets exactly that",
+            param_hint="--query",
+        )
     if dry_run and confirm is not None:
-        raise typer.BadParameter("--confirm forgets what a --dry-run listed; drop --dry-run",
-                                 param_hint="--dry-run")
+        raise typer.BadParameter(
+            "--confirm forgets what a --dry-run listed; drop --dry-run", param_hint="--dry-run"
+        )
     service = _open(store, embedder if query is not None else None)
     who = _actor(actor)
     if query is not None:
-        out: dict[str, Any] = service.preview_forget(app_name, user_id, query,
-                                                     top_k=top_k).to_dict()
+        out: dict[str, Any] = service.preview_forget(
+            app_name, user_id, query, top_k=top_k
+        ).to_dict()
     elif confirm is not None:
-        out = service.confirm_forget(app_name, user_id, confirm, memory_ids=only or None,
-                                     reason=reason, actor=who)
+        out = service.confirm_forget(
+            app_name, user_id, confirm, memory_ids=only or None, reason=reason, actor=who
+        )
     elif dry_run:
-        out = {"dry_run": True, "memories": [m.to_dict() for m in _covered(
-            service, app_name, user_id, memory_id, session_id)]}
+        out = {
+            "dry_run": True,
+            "memories": [
+                m.to_dict() for m in _covered(service, app_name, user_id, memory_id, session_id)
+            ],
+        }
         out["memory_ids"] = [m["memory_id"] for m in out["memories"]]
     elif memory_id is not None:
         n = service.forget_memory(app_name, user_id, memory_id, reason=reason, actor=who)
         out = {"forgotten": n, "memory_ids": [memory_id] if n else []}
     elif session_id is not None:
-        out = {"forgotten": service.forget_session(app_name, user_id, session_id,
-                                                   reason=reason, actor=who)}
+        out = {
+            "forgotten": service.forget_session(
+                app_name, user_id, session_id, reason=reason, actor=who
+            )
+        }
     else:
         out = {"forgotten": service.forget_user(app_name, user_id, reason=reason, actor=who)}
     if as_json:
@@ -150,21 +197,33 @@ def forget(store: str = STORE, app_name: str = APP, user_id: str = USER,
         for m in out["memories"]:
             typer.echo(f"{m['memory_id']}  {m['kind']:<16} {m['text'][:100]!r}")
         token = out.get("confirm_token")
-        typer.echo(f"would forget {len(out['memory_ids'])} memories" + (
-            f"; to forget exactly these:\n--confirm {token}" if token else ""))
+        typer.echo(
+            f"would forget {len(out['memory_ids'])} memories"
+            + (f"; to forget exactly these:\n--confirm {token}" if token else "")
+        )
     else:
         typer.echo(f"forgotten: {out['forgotten']}")
-    if not (out["memory_ids"] if out.get("dry_run") else out.get("forgotten")) \
-            and confirm is None:
-        what = (f"memory {memory_id!r}" if memory_id is not None else
-                f"memories of session {session_id!r}" if session_id is not None else
-                "memories matching the query" if query is not None else "memories")
+    if not (out["memory_ids"] if out.get("dry_run") else out.get("forgotten")) and confirm is None:
+        what = (
+            f"memory {memory_id!r}"
+            if memory_id is not None
+            else f"memories of session {session_id!r}"
+            if session_id is not None
+            else "memories matching the query"
+            if query is not None
+            else "memories"
+        )
         typer.echo(f"error: no {what} for user {user_id!r} in app {app_name!r}", err=True)
         raise typer.Exit(1)
 
 
-def _covered(service: MemoryService, app_name: str, user_id: str, memory_id: str | None,
-             session_id: str | None) -> list[Memory]:
+def _covered(
+    service: MemoryService,
+    app_name: str,
+    user_id: str,
+    memory_id: str | None,
+    session_id: str | None,
+) -> list[Memory]:
     """The live memories a forget by id, session or user (neither) would remove."""
     snap = service.snapshot()
     if memory_id is not None:
@@ -174,8 +233,9 @@ def _covered(service: MemoryService, app_name: str, user_id: str, memory_id: str
     return [m for m in rows if session_id is None or m.session_id == session_id]
 
 
-def forgotten(store: str = STORE, app_name: str = APP, user_id: str = USER,
-              as_json: bool = JSON) -> None:
+def forgotten(
+    store: str = STORE, app_name: str = APP, user_id: str = USER, as_json: bool = JSON
+) -> None:
     """The user's forget records: what was forgotten, when, why and by whom."""
     records = _open(store, None, changes=False).forgotten(app_name, user_id)
     if as_json:
@@ -185,11 +245,16 @@ def forgotten(store: str = STORE, app_name: str = APP, user_id: str = USER,
 
     for r in records:
         what = r["memory_id"] or r["session_id"] or "(all)"
-        typer.echo(f"{iso(r['at'])}  {r['scope']:<7} {what}  {r['actor'] or '-'}  "
-                   f"{r['reason'] or '-'}")
+        typer.echo(
+            f"{iso(r['at'])}  {r['scope']:<7} {what}  {r['actor'] or '-'}  {r['reason'] or '-'}"
+        )
 
 
 # (name, function): cli.main adds each to `mnemoray memory` (cli.memory_group), with its
 # one-line errors.
 MEMORY_COMMANDS: list[tuple[str, Callable[..., Any]]] = [
-    ("edit", edit), ("versions", versions), ("forget", forget), ("forgotten", forgotten)]
+    ("edit", edit),
+    ("versions", versions),
+    ("forget", forget),
+    ("forgotten", forgotten),
+]

@@ -48,26 +48,36 @@ def profile_cmd(
         return
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(p["memory_kinds"].items()))
     typer.echo(f"{p['app_name']}/{p['user_id']}  store version {p['store_version']}")
-    typer.echo(f"memories: {p['memories']} ({kinds})  sessions: {p['sessions']}  "
-               f"active: {_day(p['first_active'])} .. {_day(p['last_active'])}")
+    typer.echo(
+        f"memories: {p['memories']} ({kinds})  sessions: {p['sessions']}  "
+        f"active: {_day(p['first_active'])} .. {_day(p['last_active'])}"
+    )
     s = p["style"]
-    typer.echo(f"style: {s['verbosity']} ({s['words_per_turn']} words/turn over "
-               f"{s['turns']} turns), {s['formality']}, questions {s['question_ratio']:.0%}, "
-               f"specifics {s['specifics_ratio']:.0%}, follow-ups answered "
-               f"{s['follow_ups_answered']}/{s['follow_ups_asked']}")
+    typer.echo(
+        f"style: {s['verbosity']} ({s['words_per_turn']} words/turn over "
+        f"{s['turns']} turns), {s['formality']}, questions {s['question_ratio']:.0%}, "
+        f"specifics {s['specifics_ratio']:.0%}, follow-ups answered "
+        f"{s['follow_ups_answered']}/{s['follow_ups_asked']}"
+    )
     typer.echo(f"expertise: {len(p['expertise'])}")
     typer.echo(f"  {'depth':<9} {'sessions':>8} {'mentions':>8}  topic (evidence)")
     for a in p["expertise"]:
-        typer.echo(f"  {a['depth']:<9} {a['sessions']:>8} {a['mentions']:>8}  {a['topic']} "
-                   f"({', '.join(a['evidence'][:3])})")
+        typer.echo(
+            f"  {a['depth']:<9} {a['sessions']:>8} {a['mentions']:>8}  {a['topic']} "
+            f"({', '.join(a['evidence'][:3])})"
+        )
     if p["declined"]:
         typer.echo("declined:")
         for d in p["declined"]:
-            typer.echo(f"  {d['topic']}  [{d['day']}, session {d['session_id']}] "
-                       f"{table_text(d['said'], 60)}")
+            typer.echo(
+                f"  {d['topic']}  [{d['day']}, session {d['session_id']}] "
+                f"{table_text(d['said'], 60)}"
+            )
     if p["entities"]:
-        typer.echo("mentions: " + ", ".join(f"{e['name']} ({e['type']}, {e['memories']})"
-                                            for e in p["entities"]))
+        typer.echo(
+            "mentions: "
+            + ", ".join(f"{e['name']} ({e['type']}, {e['memories']})" for e in p["entities"])
+        )
 
 
 def domain_cmd(
@@ -80,19 +90,27 @@ def domain_cmd(
     if as_json:
         typer.echo(json.dumps(d, ensure_ascii=False))
         return
-    typer.echo(f"{d['app_name']}  store version {d['store_version']}  users: {d['users']}  "
-               f"sessions: {d['sessions']}  memories: {d['memories']}")
+    typer.echo(
+        f"{d['app_name']}  store version {d['store_version']}  users: {d['users']}  "
+        f"sessions: {d['sessions']}  memories: {d['memories']}"
+    )
     typer.echo("well covered: " + (", ".join(d["well_covered"]) or "-"))
     typer.echo("weakly covered: " + (", ".join(d["weakly_covered"]) or "-"))
-    typer.echo("cross-cutting: " + (", ".join(f"{c['topic']} ({c['users']} users)"
-                                              for c in d["cross_cutting"]) or "-"))
+    typer.echo(
+        "cross-cutting: "
+        + (", ".join(f"{c['topic']} ({c['users']} users)" for c in d["cross_cutting"]) or "-")
+    )
     typer.echo(f"  {'users':>5} {'sessions':>8} {'mentions':>8}  {'months':<17} topic")
     for t in d["topics"][:20]:
-        typer.echo(f"  {t['users']:>5} {t['sessions']:>8} {t['mentions']:>8}  "
-                   f"{t['first_month']}..{t['last_month']}  {t['topic']}")
+        typer.echo(
+            f"  {t['users']:>5} {t['sessions']:>8} {t['mentions']:>8}  "
+            f"{t['first_month']}..{t['last_month']}  {t['topic']}"
+        )
     typer.echo("periods: " + "  ".join(f"{p['period']} {p['memories']}" for p in d["periods"]))
-    typer.echo("eras mentioned: " + ("  ".join(f"{e['era']} {e['memories']}"
-                                               for e in d["eras_mentioned"]) or "-"))
+    typer.echo(
+        "eras mentioned: "
+        + ("  ".join(f"{e['era']} {e['memories']}" for e in d["eras_mentioned"]) or "-")
+    )
 
 
 __all__ = ["domain_cmd", "profile_cmd"]

@@ -21,16 +21,28 @@ if TYPE_CHECKING:
     from mnemoray.memory.service.service import MemoryService
 
 
-def recall_all_users(service: MemoryService, app_name: str, query: str, top_k: int,
-                     filters: RecallFilters, mode: str | None, as_json: bool) -> None:
+def recall_all_users(
+    service: MemoryService,
+    app_name: str,
+    query: str,
+    top_k: int,
+    filters: RecallFilters,
+    mode: str | None,
+    as_json: bool,
+) -> None:
     """Print the app-wide answer; exit 1 when the app has no memories at all, 2 on bad
     input (as a one-user recall does)."""
     if service.snapshot().count(app_name) == 0:
         if as_json:
-            typer.echo(json.dumps({"app_name": app_name, "query": query, "memories": [],
-                                   "took_ms": 0.0}, ensure_ascii=False))
-        typer.echo(f"no memories at all for app {app_name!r} in this store (nothing searched)",
-                   err=True)
+            typer.echo(
+                json.dumps(
+                    {"app_name": app_name, "query": query, "memories": [], "took_ms": 0.0},
+                    ensure_ascii=False,
+                )
+            )
+        typer.echo(
+            f"no memories at all for app {app_name!r} in this store (nothing searched)", err=True
+        )
         raise typer.Exit(1)
     start = time.perf_counter()
     try:
@@ -40,10 +52,17 @@ def recall_all_users(service: MemoryService, app_name: str, query: str, top_k: i
         raise typer.Exit(2) from exc
     took = round((time.perf_counter() - start) * 1000, 3)
     if as_json:
-        typer.echo(json.dumps({"app_name": app_name, "query": query,
-                               "memories": [{**r.to_dict(), "user_id": r.memory.user_id}
-                                            for r in results],
-                               "took_ms": took}, ensure_ascii=False))
+        typer.echo(
+            json.dumps(
+                {
+                    "app_name": app_name,
+                    "query": query,
+                    "memories": [{**r.to_dict(), "user_id": r.memory.user_id} for r in results],
+                    "took_ms": took,
+                },
+                ensure_ascii=False,
+            )
+        )
     else:
         print_app_recall(results)
 
@@ -55,5 +74,6 @@ def print_app_recall(results: list[RecallResult]) -> None:
     typer.echo(f"{'#':>2}  {'score':>7}  {'user':<18}{'kind':<18}text")
     for rank, r in enumerate(results, start=1):
         m = r.memory
-        typer.echo(f"{rank:>2}  {r.score:>7.4f}  {table_id(m.user_id):<18}{m.kind:<18}"
-                   f"{table_text(m.text)}")
+        typer.echo(
+            f"{rank:>2}  {r.score:>7.4f}  {table_id(m.user_id):<18}{m.kind:<18}{table_text(m.text)}"
+        )

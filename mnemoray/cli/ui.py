@@ -28,10 +28,12 @@ def missing_store(store_dir: Path, sessions_db: str) -> str | None:
         return None
     if sessions_db != ":memory:" and Path(sessions_db).is_file():
         return None
-    return (f"no memory store at {store_dir} (no {MANIFEST}, {LANCE_HEAD} or session "
-            f"database {sessions_db}); check the path, or create a store first: mnemoray "
-            f"import FILE --store {store_dir}, mnemoray backfill --store {store_dir}, or "
-            f"mnemoray serve over it")
+    return (
+        f"no memory store at {store_dir} (no {MANIFEST}, {LANCE_HEAD} or session "
+        f"database {sessions_db}); check the path, or create a store first: mnemoray "
+        f"import FILE --store {store_dir}, mnemoray backfill --store {store_dir}, or "
+        f"mnemoray serve over it"
+    )
 
 
 def page_url(host: str, port: int) -> str:
@@ -40,23 +42,39 @@ def page_url(host: str, port: int) -> str:
 
 
 def ui_cmd(
-    store: str = typer.Option(..., "--store", help="An existing memory store directory, or "
-                              "parquet://DIR / lancedb://DIR; sessions.db and artifacts/ "
-                              "are read from it unless --sessions / --artifacts say."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind; other than "
-                             "loopback only with API keys."),
+    store: str = typer.Option(
+        ...,
+        "--store",
+        help="An existing memory store directory, or "
+        "parquet://DIR / lancedb://DIR; sessions.db and artifacts/ "
+        "are read from it unless --sessions / --artifacts say.",
+    ),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface to bind; other than loopback only with API keys."
+    ),
     port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="HTTP port."),
-    sessions: Path | None = typer.Option(None, "--sessions", dir_okay=False,
-                                         help="Session database (default: STORE/sessions.db)."),
-    artifacts: Path | None = typer.Option(None, "--artifacts", file_okay=False,
-                                          help="Artifacts folder (default: STORE/artifacts)."),
-    api_keys: Path | None = typer.Option(None, "--api-keys", exists=True, dir_okay=False,
-                                         help="JSON file {\"<key>\": \"app\" or {\"apps\": "
-                                         "[...], \"app_wide\": true}}, as for mnemoray serve."),
-    embedder: str | None = typer.Option(None, "--embedder", help="Query/write embedder "
-                                        "(default: the store's model; 'none': keyword only)."),
-    settings: list[str] = typer.Option([], "--set", help="Any other setting as KEY=VALUE "
-                                       "(as for mnemoray serve)."),
+    sessions: Path | None = typer.Option(
+        None, "--sessions", dir_okay=False, help="Session database (default: STORE/sessions.db)."
+    ),
+    artifacts: Path | None = typer.Option(
+        None, "--artifacts", file_okay=False, help="Artifacts folder (default: STORE/artifacts)."
+    ),
+    api_keys: Path | None = typer.Option(
+        None,
+        "--api-keys",
+        exists=True,
+        dir_okay=False,
+        help='JSON file {"<key>": "app" or {"apps": '
+        '[...], "app_wide": true}}, as for mnemoray serve.',
+    ),
+    embedder: str | None = typer.Option(
+        None,
+        "--embedder",
+        help="Query/write embedder (default: the store's model; 'none': keyword only).",
+    ),
+    settings: list[str] = typer.Option(
+        [], "--set", help="Any other setting as KEY=VALUE (as for mnemoray serve)."
+    ),
 ) -> None:
     """Open the memory inspector (a web page) over a local store; no Ray needed. Prints
     the page's URL and serves until Ctrl-C."""
@@ -72,11 +90,16 @@ def ui_cmd(
         flags = parse_options(settings)
     except typer.BadParameter as exc:
         raise typer.BadParameter(str(exc), param_hint="--set") from exc
-    given = {"store": store, "ingestion.sessions_db": sessions,
-             "ingestion.artifacts_dir": artifacts, "server.api_keys": api_keys,
-             "models.embedder": embedder}
-    flags.update({k: str(v) if isinstance(v, Path) else v for k, v in given.items()
-                  if v is not None})
+    given = {
+        "store": store,
+        "ingestion.sessions_db": sessions,
+        "ingestion.artifacts_dir": artifacts,
+        "server.api_keys": api_keys,
+        "models.embedder": embedder,
+    }
+    flags.update(
+        {k: str(v) if isinstance(v, Path) else v for k, v in given.items() if v is not None}
+    )
     try:
         s = load_settings(flags)
     except MnemorayError as exc:  # ConfigError (a setting)
@@ -91,9 +114,14 @@ def ui_cmd(
     try:
         api = build_api(backend, http_config(s.server, keys))
         typer.echo(f"mnemoray ui: store {s.store}")
-        typer.echo(f"mnemoray ui: open {page_url(host, port)}" + (
-            "  (no API keys: open, 127.0.0.1 clients only)" if keys.open
-            else f"  ({len(keys.digests)} API key(s): the page asks for one)"))
+        typer.echo(
+            f"mnemoray ui: open {page_url(host, port)}"
+            + (
+                "  (no API keys: open, 127.0.0.1 clients only)"
+                if keys.open
+                else f"  ({len(keys.digests)} API key(s): the page asks for one)"
+            )
+        )
         uvicorn.run(api, host=host, port=port, log_level="warning", lifespan="off")
     finally:
         backend.close()

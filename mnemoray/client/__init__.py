@@ -43,8 +43,21 @@ from mnemoray.client.session_calls import ArtifactContent
 from mnemoray.client.sync import DEFAULT_URL, MnemorayClient
 
 __all__ = [
-    "DEFAULT_URL", "NO_RETRY", "ArtifactContent", "AsyncMnemorayClient", "Call",
-    "ConflictAPIError", "ForbiddenAPIError", "InvalidInputAPIError", "MnemorayAPIError",
-    "MnemorayClient", "NotFoundAPIError", "PayloadTooLargeAPIError", "RateLimitedAPIError",
-    "RetryPolicy", "UnauthorizedAPIError", "UnavailableAPIError", "api_error",
+    "DEFAULT_URL",
+    "NO_RETRY",
+    "ArtifactContent",
+    "AsyncMnemorayClient",
+    "Call",
+    "ConflictAPIError",
+    "ForbiddenAPIError",
+    "InvalidInputAPIError",
+    "MnemorayAPIError",
+    "MnemorayClient",
+    "NotFoundAPIError",
+    "PayloadTooLargeAPIError",
+    "RateLimitedAPIError",
+    "RetryPolicy",
+    "UnauthorizedAPIError",
+    "UnavailableAPIError",
+    "api_error",
 ]

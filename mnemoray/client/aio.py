@@ -22,12 +22,15 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _bound(build: Callable[P, Call[T]],
-           ) -> Callable[Concatenate[AsyncMnemorayClient, P], Awaitable[T]]:
+def _bound(
+    build: Callable[P, Call[T]],
+) -> Callable[Concatenate[AsyncMnemorayClient, P], Awaitable[T]]:
     """A coroutine method running the call that ``build`` makes (same signature, doc)."""
+
     @functools.wraps(build)
     async def method(self: AsyncMnemorayClient, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.run(build(*args, **kwargs))
+
     method.__signature__ = signature_of(build)  # type: ignore[attr-defined]
     return method
 
@@ -39,12 +42,19 @@ class AsyncMnemorayClient:
     to an app in the same process; closed with this client). ``retry``: as :class:`MnemorayClient`.
     """
 
-    def __init__(self, base_url: str = DEFAULT_URL, api_key: str | None = None, *,
-                 timeout: float = 60.0, transport: httpx.AsyncBaseTransport | None = None,
-                 retry: RetryPolicy | None = None,
-                 http: httpx.AsyncClient | None = None) -> None:
-        self._http = http or httpx.AsyncClient(base_url=base_url.rstrip("/"),
-                                               timeout=timeout, transport=transport)
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retry: RetryPolicy | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._http = http or httpx.AsyncClient(
+            base_url=base_url.rstrip("/"), timeout=timeout, transport=transport
+        )
         self._auth = auth_headers(api_key)
         self.retry = retry or RetryPolicy()
 
@@ -112,24 +122,46 @@ class AsyncMnemorayClient:
     artifact_names = _bound(sc.artifact_names)
 
     # -- helpers over several calls ---------------------------------------------------------
-    async def iter_memories(self, app_name: str, user_id: str, page_size: int = 200, *,
-                            kind: str | None = None, session_id: str | None = None,
-                            since: float | None = None,
-                            until: float | None = None) -> AsyncIterator[MemoryOut]:
+    async def iter_memories(
+        self,
+        app_name: str,
+        user_id: str,
+        page_size: int = 200,
+        *,
+        kind: str | None = None,
+        session_id: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> AsyncIterator[MemoryOut]:
         """Every memory of the user (passing the filters of ``list_memories``), oldest
         first, fetched a page at a time (``async for m in client.iter_memories(...)``)."""
         cursor: str | None = None
         while True:
-            page = await self.list_memories(app_name, user_id, cursor, page_size, kind=kind,
-                                            session_id=session_id, since=since, until=until)
+            page = await self.list_memories(
+                app_name,
+                user_id,
+                cursor,
+                page_size,
+                kind=kind,
+                session_id=session_id,
+                since=since,
+                until=until,
+            )
             for memory in page.memories:
                 yield memory
             cursor = page.next_cursor
             if not cursor:
                 return
 
-    async def wait_for_job(self, app_name: str, user_id: str, job_id: str, *,
-                           timeout_s: float = 60.0, poll_s: float = 0.1) -> JobOut:
+    async def wait_for_job(
+        self,
+        app_name: str,
+        user_id: str,
+        job_id: str,
+        *,
+        timeout_s: float = 60.0,
+        poll_s: float = 0.1,
+    ) -> JobOut:
         """Poll until the job is ``done`` or ``failed``; after ``timeout_s`` the job as
         it is then (check its ``status``)."""
         deadline = time.monotonic() + timeout_s

@@ -32,11 +32,17 @@ class Call(Generic[T]):
     #: a second copy cannot apply the change twice (see ``mnemoray.client.retry``)
     retry_safe: bool = False
 
-    def request(self, http: httpx.Client | httpx.AsyncClient,
-                auth: Mapping[str, str]) -> httpx.Request:
-        return http.build_request(self.method, self.path, params=self.params, json=self.json,
-                                  content=self.content, headers={**auth,
-                                                                 **(self.headers or {})})
+    def request(
+        self, http: httpx.Client | httpx.AsyncClient, auth: Mapping[str, str]
+    ) -> httpx.Request:
+        return http.build_request(
+            self.method,
+            self.path,
+            params=self.params,
+            json=self.json,
+            content=self.content,
+            headers={**auth, **(self.headers or {})},
+        )
 
     def result(self, resp: httpx.Response) -> T:
         """The typed answer, or the typed error for a status >= 400."""
@@ -50,10 +56,9 @@ def signature_of(build: Callable[..., Any]) -> inspect.Signature:
     sig = inspect.signature(build)
     result = sig.return_annotation
     if isinstance(result, str) and result.startswith("Call[") and result.endswith("]"):
-        result = result[len("Call["):-1]
+        result = result[len("Call[") : -1]
     this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sig.replace(parameters=[this, *sig.parameters.values()],
-                       return_annotation=result)
+    return sig.replace(parameters=[this, *sig.parameters.values()], return_annotation=result)
 
 
 def model(cls: type[M]) -> Callable[[httpx.Response], M]:

@@ -24,9 +24,16 @@ class MnemorayAPIError(MnemorayError, RuntimeError):
     """The server answered with an error: ``status``, ``message`` (naming ``field``),
     ``request_id`` (quote it to find the server's log of a 500)."""
 
-    def __init__(self, status: int, message: str, field: str | None = None,
-                 body: Any = None, request_id: str | None = None, *,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        field: str | None = None,
+        body: Any = None,
+        request_id: str | None = None,
+        *,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)  # the server's message already names the field
         self.field = field
         self.status = status  # the answer's status, whatever the class
@@ -76,17 +83,31 @@ class RateLimitedAPIError(MnemorayAPIError, Unavailable):
 
 
 _BY_STATUS: dict[int, type[MnemorayAPIError]] = {
-    400: InvalidInputAPIError, 422: InvalidInputAPIError, 413: PayloadTooLargeAPIError,
-    404: NotFoundAPIError, 409: ConflictAPIError, 401: UnauthorizedAPIError,
-    403: ForbiddenAPIError, 429: RateLimitedAPIError, 503: UnavailableAPIError}
+    400: InvalidInputAPIError,
+    422: InvalidInputAPIError,
+    413: PayloadTooLargeAPIError,
+    404: NotFoundAPIError,
+    409: ConflictAPIError,
+    401: UnauthorizedAPIError,
+    403: ForbiddenAPIError,
+    429: RateLimitedAPIError,
+    503: UnavailableAPIError,
+}
 
 
-def api_error(status: int, message: str, field: str | None = None, body: Any = None,
-              request_id: str | None = None, *,
-              retry_after: float | None = None) -> MnemorayAPIError:
+def api_error(
+    status: int,
+    message: str,
+    field: str | None = None,
+    body: Any = None,
+    request_id: str | None = None,
+    *,
+    retry_after: float | None = None,
+) -> MnemorayAPIError:
     """The typed error for an HTTP error answer (a plain MnemorayAPIError for 500s)."""
-    return _BY_STATUS.get(status, MnemorayAPIError)(status, message, field, body, request_id,
-                                                    retry_after=retry_after)
+    return _BY_STATUS.get(status, MnemorayAPIError)(
+        status, message, field, body, request_id, retry_after=retry_after
+    )
 
 
 def error_of(resp: httpx.Response) -> MnemorayAPIError:
@@ -99,7 +120,11 @@ def error_of(resp: httpx.Response) -> MnemorayAPIError:
         body, err = resp.text, {}
     if not isinstance(err, dict):
         err = {}
-    return api_error(resp.status_code, err.get("message") or resp.text or resp.reason_phrase,
-                     err.get("field"), body,
-                     err.get("request_id") or resp.headers.get("x-request-id"),
-                     retry_after=parse_retry_after(resp.headers.get("retry-after")))
+    return api_error(
+        resp.status_code,
+        err.get("message") or resp.text or resp.reason_phrase,
+        err.get("field"),
+        body,
+        err.get("request_id") or resp.headers.get("x-request-id"),
+        retry_after=parse_retry_after(resp.headers.get("retry-after")),
+    )

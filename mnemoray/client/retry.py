@@ -61,20 +61,19 @@ class RetryPolicy:
         cap = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
         return random.uniform(0.0, cap)
 
-    def after_error(self, exc: httpx.TransportError, attempt: int,
-                    retry_safe: bool) -> float | None:
+    def after_error(
+        self, exc: httpx.TransportError, attempt: int, retry_safe: bool
+    ) -> float | None:
         """Seconds to wait before try ``attempt + 1`` after ``exc``; None: give up."""
         if attempt >= self.attempts:
             return None
         never_sent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
         return self.backoff(attempt) if retry_safe or never_sent else None
 
-    def after_status(self, resp: httpx.Response, attempt: int,
-                     retry_safe: bool) -> float | None:
+    def after_status(self, resp: httpx.Response, attempt: int, retry_safe: bool) -> float | None:
         """Seconds to wait before try ``attempt + 1`` after answer ``resp``; None: it
         is the answer (a success, a final error, or no tries left)."""
-        if not retry_safe or resp.status_code not in self.statuses \
-                or attempt >= self.attempts:
+        if not retry_safe or resp.status_code not in self.statuses or attempt >= self.attempts:
             return None
         asked = parse_retry_after(resp.headers.get("retry-after"))
         if asked is None:

@@ -23,9 +23,11 @@ T = TypeVar("T")
 
 def _bound(build: Callable[P, Call[T]]) -> Callable[Concatenate[MnemorayClient, P], T]:
     """A client method running the call that ``build`` makes (same signature and doc)."""
+
     @functools.wraps(build)
     def method(self: MnemorayClient, *args: P.args, **kwargs: P.kwargs) -> T:
         return self.run(build(*args, **kwargs))
+
     method.__signature__ = signature_of(build)  # type: ignore[attr-defined]
     return method
 
@@ -42,11 +44,19 @@ class MnemorayClient:
     ``retry``: when calls that are safe to repeat are asked again (:class:`RetryPolicy`).
     """
 
-    def __init__(self, base_url: str = DEFAULT_URL, api_key: str | None = None, *,
-                 timeout: float = 60.0, transport: httpx.BaseTransport | None = None,
-                 retry: RetryPolicy | None = None, http: httpx.Client | None = None) -> None:
-        self._http = http or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout,
-                                          transport=transport)
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+        retry: RetryPolicy | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self._http = http or httpx.Client(
+            base_url=base_url.rstrip("/"), timeout=timeout, transport=transport
+        )
         self._auth = auth_headers(api_key)
         self.retry = retry or RetryPolicy()
 
@@ -114,23 +124,45 @@ class MnemorayClient:
     artifact_names = _bound(sc.artifact_names)
 
     # -- helpers over several calls ---------------------------------------------------------
-    def iter_memories(self, app_name: str, user_id: str, page_size: int = 200, *,
-                      kind: str | None = None, session_id: str | None = None,
-                      since: float | None = None,
-                      until: float | None = None) -> Iterator[MemoryOut]:
+    def iter_memories(
+        self,
+        app_name: str,
+        user_id: str,
+        page_size: int = 200,
+        *,
+        kind: str | None = None,
+        session_id: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> Iterator[MemoryOut]:
         """Every memory of the user (passing the filters of ``list_memories``), oldest
         first, fetched a page at a time."""
         cursor: str | None = None
         while True:
-            page = self.list_memories(app_name, user_id, cursor, page_size, kind=kind,
-                                      session_id=session_id, since=since, until=until)
+            page = self.list_memories(
+                app_name,
+                user_id,
+                cursor,
+                page_size,
+                kind=kind,
+                session_id=session_id,
+                since=since,
+                until=until,
+            )
             yield from page.memories
             cursor = page.next_cursor
             if not cursor:
                 return
 
-    def wait_for_job(self, app_name: str, user_id: str, job_id: str, *,
-                     timeout_s: float = 60.0, poll_s: float = 0.1) -> JobOut:
+    def wait_for_job(
+        self,
+        app_name: str,
+        user_id: str,
+        job_id: str,
+        *,
+        timeout_s: float = 60.0,
+        poll_s: float = 0.1,
+    ) -> JobOut:
         """Poll until the job is ``done`` or ``failed``; after ``timeout_s`` the job as
         it is then (check its ``status``)."""
         deadline = time.monotonic() + timeout_s

@@ -88,11 +88,18 @@ class AutoCompactor:
     default; ``policy_for(app)`` the app's. ``encode``: vectors for ``topic_shift``.
     """
 
-    def __init__(self, summarizer: Summarizer, policy: CompactionConfig | None = None, *,
-                 summarizer_for: Callable[[str], Summarizer] | None = None,
-                 policy_for: Callable[[str], CompactionConfig] | None = None,
-                 encode: Encode | None = None, on_compacted: OnCompacted | None = None,
-                 on_error: ErrorHandler | None = None, workers: int = 1) -> None:
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        policy: CompactionConfig | None = None,
+        *,
+        summarizer_for: Callable[[str], Summarizer] | None = None,
+        policy_for: Callable[[str], CompactionConfig] | None = None,
+        encode: Encode | None = None,
+        on_compacted: OnCompacted | None = None,
+        on_error: ErrorHandler | None = None,
+        workers: int = 1,
+    ) -> None:
         if not callable(getattr(summarizer, "summarize", None)):
             raise TypeError(f"summarizer: expected a Summarizer, got {type(summarizer).__name__}")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -158,8 +165,9 @@ class AutoCompactor:
         return True
 
     # -- the core, also callable inline ---------------------------------------------------
-    def compact_now(self, store: SessionStore, app_name: str, user_id: str,
-                    session_id: str) -> list[Event]:
+    def compact_now(
+        self, store: SessionStore, app_name: str, user_id: str, session_id: str
+    ) -> list[Event]:
         """Compact one session until no trigger fires; the events that landed."""
         key = (app_name, user_id, session_id)
         item = (id(store), key)
@@ -184,13 +192,13 @@ class AutoCompactor:
             if session.ended or not config.enabled:
                 break
             if carried is not None and not any(
-                    e.type == "compaction" for e in session.events[carried[0]:]):
+                e.type == "compaction" for e in session.events[carried[0] :]
+            ):
                 # Only content landed meanwhile: the window is still uncovered, and a later
                 # event cannot unsettle an earlier cut, so the same summary lands.
                 _, planned, event, started = carried
             else:
-                compactor = Compactor(self._summarizer_for(key[0]), config,
-                                      encode=self._encode)
+                compactor = Compactor(self._summarizer_for(key[0]), config, encode=self._encode)
                 plan = compactor.plan_window(session)
                 if plan is None:
                     break
@@ -206,8 +214,9 @@ class AutoCompactor:
             except (SessionEndedError, SessionNotFoundError):
                 break
             landed.append(event)
-            self._report(CompactionDone(*key, event, planned.trigger,
-                                        time.perf_counter() - started))
+            self._report(
+                CompactionDone(*key, event, planned.trigger, time.perf_counter() - started)
+            )
         return landed
 
     # -- queue and workers ----------------------------------------------------------------
@@ -235,8 +244,9 @@ class AutoCompactor:
             self._stopping = False
             alive = [t for t in self._threads if t.is_alive()]
             for n in range(len(alive), self._workers):
-                thread = threading.Thread(target=self._work, daemon=True,
-                                          name=f"mnemoray-compactor-{n}")
+                thread = threading.Thread(
+                    target=self._work, daemon=True, name=f"mnemoray-compactor-{n}"
+                )
                 thread.start()
                 alive.append(thread)
             self._threads = alive
@@ -280,8 +290,12 @@ class AutoCompactor:
             log.exception("auto compaction: on_compacted failed")
 
     def _fail(self, exc: Exception, key: SessionKey) -> None:
-        log.error("auto compaction failed for session %s/%s/%s (nothing written): %s", *key,
-                  exc, exc_info=exc)
+        log.error(
+            "auto compaction failed for session %s/%s/%s (nothing written): %s",
+            *key,
+            exc,
+            exc_info=exc,
+        )
         if self._on_error is not None:
             try:
                 self._on_error(exc, key)

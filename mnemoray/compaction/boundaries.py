@@ -54,9 +54,11 @@ _PHRASE = re.compile(
     r"something else)|\bmoving on\b|\bnew topic\b|\bchange of (?:topic|subject)\b"
     r"|\bchanging (?:the )?(?:topic|subject)\b|\bswitching gears\b|\bon another note\b"
     r"|\b(?:different|unrelated) (?:question|topic)\b",
-    re.IGNORECASE)
-_DONE_TEXT = re.compile(r"^\s*(?:task (?:is )?(?:complete|completed|done|finished)|all done)\b",
-                        re.IGNORECASE)
+    re.IGNORECASE,
+)
+_DONE_TEXT = re.compile(
+    r"^\s*(?:task (?:is )?(?:complete|completed|done|finished)|all done)\b", re.IGNORECASE
+)
 _DONE_STATUS = frozenset({"done", "complete", "completed", "finished", "succeeded"})
 
 
@@ -82,8 +84,9 @@ def marks_task_done(event: Event) -> bool:
     elif not (event.type == "message" and event.role == "model"):
         return False
     status = data.get("status")
-    if data.get("task_done") is True or (isinstance(status, str)
-                                         and status.lower() in _DONE_STATUS):
+    if data.get("task_done") is True or (
+        isinstance(status, str) and status.lower() in _DONE_STATUS
+    ):
         return True
     return event.type == "message" and bool(_DONE_TEXT.match(event.text))
 
@@ -103,8 +106,9 @@ class CachedEncoder:
     every append, and each turn should be embedded once. Bounded by entries and by the
     bytes its texts and vectors hold (long turns must not pin the memory)."""
 
-    def __init__(self, encode: Encode, max_items: int = 4096,
-                 max_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self, encode: Encode, max_items: int = 4096, max_bytes: int = 64 * 1024 * 1024
+    ) -> None:
         self._encode = encode
         self._max = max_items
         self._max_bytes = max_bytes
@@ -159,12 +163,16 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 
 def _turn_text(events: Sequence[Event], first: int, last: int) -> str:
-    return " ".join(e.text for e in events[first:last + 1]
-                    if e.type == "message" and e.role in ("user", "model") and e.text)
+    return " ".join(
+        e.text
+        for e in events[first : last + 1]
+        if e.type == "message" and e.role in ("user", "model") and e.text
+    )
 
 
-def topic_shifts(events: Sequence[Event], turns: Sequence[tuple[int, int]], threshold: float,
-                 encode: Encode) -> list[Boundary]:
+def topic_shifts(
+    events: Sequence[Event], turns: Sequence[tuple[int, int]], threshold: float, encode: Encode
+) -> list[Boundary]:
     """Where the topic shifts: between consecutive windows of turns (the last
     ``TOPIC_CONTEXT`` turns of the current segment, the next ``TOPIC_AHEAD``), the cosine
     similarity of their mean vectors drops below ``threshold`` and is a local minimum
@@ -174,14 +182,15 @@ def topic_shifts(events: Sequence[Event], turns: Sequence[tuple[int, int]], thre
     usable = [k for k, t in enumerate(texts) if len(t.split()) >= MIN_TOPIC_WORDS]
     if len(usable) < 1 + TOPIC_AHEAD:
         return []
-    vectors = np.stack([_unit(v) for v in np.asarray(encode([texts[k] for k in usable]),
-                                                       dtype=np.float32)])
+    vectors = np.stack(
+        [_unit(v) for v in np.asarray(encode([texts[k] for k in usable]), dtype=np.float32)]
+    )
     out: list[Boundary] = []
     start = 0  # the current segment's first usable turn
 
     def gap(k: int) -> float:
-        left = vectors[max(start, k - TOPIC_CONTEXT):k].mean(axis=0)
-        return float(_unit(left) @ _unit(vectors[k:k + TOPIC_AHEAD].mean(axis=0)))
+        left = vectors[max(start, k - TOPIC_CONTEXT) : k].mean(axis=0)
+        return float(_unit(left) @ _unit(vectors[k : k + TOPIC_AHEAD].mean(axis=0)))
 
     # gap(k) needs TOPIC_AHEAD turns from k and, to be a minimum, gap(k + 1) too.
     for k in range(1, len(usable) - TOPIC_AHEAD):
@@ -194,17 +203,25 @@ def topic_shifts(events: Sequence[Event], turns: Sequence[tuple[int, int]], thre
     return out
 
 
-def find_boundaries(events: Sequence[Event], turns: Sequence[tuple[int, int]],
-                    kinds: Sequence[str], *, threshold: float,
-                    encode: Encode | None) -> list[Boundary]:
+def find_boundaries(
+    events: Sequence[Event],
+    turns: Sequence[tuple[int, int]],
+    kinds: Sequence[str],
+    *,
+    threshold: float,
+    encode: Encode | None,
+) -> list[Boundary]:
     """Every boundary of the wanted ``kinds`` in ``events`` (``turns``: invocation ranges),
     sorted by position; where two coincide the first kind found stays."""
     found: dict[int, Boundary] = {}
     for k, (first, last) in enumerate(turns):
-        if "phrase" in kinds and any(says_move_on(e) for e in events[first:last + 1]):
+        if "phrase" in kinds and any(says_move_on(e) for e in events[first : last + 1]):
             found.setdefault(first, Boundary(first, "phrase"))
-        if "task_done" in kinds and k + 1 < len(turns) \
-                and any(marks_task_done(e) for e in events[first:last + 1]):
+        if (
+            "task_done" in kinds
+            and k + 1 < len(turns)
+            and any(marks_task_done(e) for e in events[first : last + 1])
+        ):
             found.setdefault(turns[k + 1][0], Boundary(turns[k + 1][0], "task_done"))
     if "topic_shift" in kinds:
         for b in topic_shifts(events, turns, threshold, encode or hashed_encode):

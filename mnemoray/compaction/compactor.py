@@ -65,29 +65,39 @@ class CompactionConfig:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < spec.ge:
                 optional = " or None" if spec.optional else ""
-                raise InvalidInput(f"must be an int >= {spec.ge:g}{optional}, got {value!r}",
-                                   field=f"{CONFIG_PREFIX}{name}")
+                raise InvalidInput(
+                    f"must be an int >= {spec.ge:g}{optional}, got {value!r}",
+                    field=f"{CONFIG_PREFIX}{name}",
+                )
         # Type first: a client's control event may hold anything (None, a number).
         b = self.boundaries
         if not isinstance(b, (list, tuple)) or not all(
-                isinstance(k, str) and k in BOUNDARY_KINDS for k in b):
-            raise InvalidInput(f"must be a list of {', '.join(BOUNDARY_KINDS)}, got {b!r}",
-                               field=f"{CONFIG_PREFIX}boundaries")
+            isinstance(k, str) and k in BOUNDARY_KINDS for k in b
+        ):
+            raise InvalidInput(
+                f"must be a list of {', '.join(BOUNDARY_KINDS)}, got {b!r}",
+                field=f"{CONFIG_PREFIX}boundaries",
+            )
         object.__setattr__(self, "boundaries", tuple(dict.fromkeys(b)))
         t, spec = self.topic_shift_threshold, FIELDS["topic_shift_threshold"]
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not spec.ge <= t <= spec.le:
-            raise InvalidInput(f"must be a number in [{spec.ge:g}, {spec.le:g}], got {t!r}",
-                               field=f"{CONFIG_PREFIX}topic_shift_threshold")
+            raise InvalidInput(
+                f"must be a number in [{spec.ge:g}, {spec.le:g}], got {t!r}",
+                field=f"{CONFIG_PREFIX}topic_shift_threshold",
+            )
 
     @property
     def enabled(self) -> bool:
         """Whether any trigger can fire."""
-        return self.interval is not None or self.token_threshold is not None \
-            or bool(self.boundaries)
+        return (
+            self.interval is not None or self.token_threshold is not None or bool(self.boundaries)
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                for f in fields(self)}
+        return {
+            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+            for f in fields(self)
+        }
 
     def with_overrides(self, overrides: Mapping[str, Any] | None) -> CompactionConfig:
         """This config with some fields replaced (a session's own policy over the app's)."""
@@ -96,8 +106,10 @@ class CompactionConfig:
         known = {f.name for f in fields(self)}
         for key in overrides:
             if key not in known:
-                raise InvalidInput(f"unknown compaction setting; known: {', '.join(sorted(known))}",
-                                   field=f"{CONFIG_PREFIX}{key}")
+                raise InvalidInput(
+                    f"unknown compaction setting; known: {', '.join(sorted(known))}",
+                    field=f"{CONFIG_PREFIX}{key}",
+                )
         values = dict(overrides)
         if isinstance(values.get("boundaries"), list):
             values["boundaries"] = tuple(values["boundaries"])
@@ -120,9 +132,14 @@ def summary_input(compaction: Event) -> Event:
     dated at the end of the events it covers (every summarizer reads messages; some skip
     compaction events). No label is added to the text: a roll-up of a roll-up would
     carry it twice."""
-    return Event(author=COMPACTOR_AUTHOR, role="system", type="message", id=compaction.id,
-                 text=compaction.text,
-                 timestamp=compaction.data.get("end_ts", compaction.timestamp))
+    return Event(
+        author=COMPACTOR_AUTHOR,
+        role="system",
+        type="message",
+        id=compaction.id,
+        text=compaction.text,
+        timestamp=compaction.data.get("end_ts", compaction.timestamp),
+    )
 
 
 class Compactor:
@@ -132,8 +149,9 @@ class Compactor:
     the ``topic_shift`` boundary; without it a deterministic lexical stand-in is used.
     """
 
-    def __init__(self, summarizer: Summarizer, config: CompactionConfig, *,
-                 encode: Encode | None = None) -> None:
+    def __init__(
+        self, summarizer: Summarizer, config: CompactionConfig, *, encode: Encode | None = None
+    ) -> None:
         if not callable(getattr(summarizer, "summarize", None)):
             raise TypeError(f"summarizer: expected a Summarizer, got {type(summarizer).__name__}")
         if not isinstance(config, CompactionConfig):
@@ -163,21 +181,27 @@ class Compactor:
     def summarize(self, session: Session, planned: Plan) -> Event:
         """The compaction event of ``planned`` (calls the summarizer; writes nothing)."""
         window = planned.events
-        summary = self.summarizer.summarize(window if planned.inputs is None
-                                            else planned.inputs)
+        summary = self.summarizer.summarize(window if planned.inputs is None else planned.inputs)
         latest = max((e.timestamp for e in session.events), default=0.0)
         return Event(
-            author=COMPACTOR_AUTHOR, role="system", type="compaction", text=summary.summary,
+            author=COMPACTOR_AUTHOR,
+            role="system",
+            type="compaction",
+            text=summary.summary,
             # JSON round trip: the stored form is what every store reads back.
-            data=json.loads(json.dumps({
-                "start_ts": window[0].timestamp,
-                "end_ts": window[-1].timestamp,
-                "summary": summary.to_dict(),
-                "source_event_ids": [e.id for e in window],
-                "trigger": planned.trigger,
-                "raw_tokens": sum(event_tokens(e) for e in window),
-                "summary_tokens": count_tokens(summary.summary),
-            })),
+            data=json.loads(
+                json.dumps(
+                    {
+                        "start_ts": window[0].timestamp,
+                        "end_ts": window[-1].timestamp,
+                        "summary": summary.to_dict(),
+                        "source_event_ids": [e.id for e in window],
+                        "trigger": planned.trigger,
+                        "raw_tokens": sum(event_tokens(e) for e in window),
+                        "summary_tokens": count_tokens(summary.summary),
+                    }
+                )
+            ),
             # Never earlier than what it summarizes, even for back-dated sessions.
             timestamp=max(time.time(), latest),
         )
@@ -196,11 +220,15 @@ class Compactor:
             return None, ""
         start = t.covered_end + 1
         turns = [g for g in t.invocations if g[0] >= start]
-        for b in find_boundaries(t.events, turns, self.config.boundaries,
-                                 threshold=self.config.topic_shift_threshold,
-                                 encode=self.encode):
+        for b in find_boundaries(
+            t.events,
+            turns,
+            self.config.boundaries,
+            threshold=self.config.topic_shift_threshold,
+            encode=self.encode,
+        ):
             cut = t.last_safe_at_or_before(b.index - 1, start)
-            if cut >= start and any(is_summarizable(e) for e in t.events[start:cut + 1]):
+            if cut >= start and any(is_summarizable(e) for e in t.events[start : cut + 1]):
                 return cut, b.kind
         return None, ""
 
@@ -208,9 +236,11 @@ class Compactor:
         interval = self.config.interval
         if interval is None:
             return None
-        new = [k for k, (first, last) in enumerate(t.invocations)
-               if first > t.covered_end and self._completed(t, k)
-               and (limit is None or last <= limit)]
+        new = [
+            k
+            for k, (first, last) in enumerate(t.invocations)
+            if first > t.covered_end and self._completed(t, k) and (limit is None or last <= limit)
+        ]
         if len(new) < interval:
             return None
         first_group = max(0, new[0] - self.config.overlap)
@@ -227,11 +257,14 @@ class Compactor:
         threshold, keep = self.config.token_threshold, self.config.keep_last
         if threshold is None:
             return None
-        uncovered = [i for i in range(t.covered_end + 1, len(t.events))
-                     if is_summarizable(t.events[i])]
+        uncovered = [
+            i for i in range(t.covered_end + 1, len(t.events)) if is_summarizable(t.events[i])
+        ]
         summaries = t.summary_tokens()
-        if summaries + sum(event_tokens(t.events[i]) for i in uncovered) <= threshold \
-                or len(uncovered) <= keep:
+        if (
+            summaries + sum(event_tokens(t.events[i]) for i in uncovered) <= threshold
+            or len(uncovered) <= keep
+        ):
             return None
         target = uncovered[-keep] - 1 if keep else len(t.events) - 1
         # Summaries that crowd the budget are rolled up into the new one.
@@ -248,7 +281,8 @@ class Compactor:
         # the summaries shown now and the events none of them covers.
         covered = t.covered()
         inputs = [summary_input(c) for c in t.live_compactions()] + [
-            e for i, e in enumerate(t.events[:end + 1]) if is_summarizable(e) and not covered[i]]
+            e for i, e in enumerate(t.events[: end + 1]) if is_summarizable(e) and not covered[i]
+        ]
         return Plan(window, "token_threshold", inputs)
 
     @staticmethod
@@ -257,7 +291,7 @@ class Compactor:
         if k < len(t.invocations) - 1:
             return True
         first, last = t.invocations[k]
-        final = [e for e in t.events[first:last + 1] if is_summarizable(e)][-1]
+        final = [e for e in t.events[first : last + 1] if is_summarizable(e)][-1]
         answered = (final.role == "model" and final.type == "message") or final.type == "error"
         return answered and t.safe_after[last]
 
@@ -265,6 +299,6 @@ class Compactor:
     def _window(t: Timeline, start: int, end: int) -> list[Event] | None:
         if end <= t.covered_end or end < start:
             return None
-        window = [e for e in t.events[start:end + 1] if is_summarizable(e)]
-        fresh = [e for e in t.events[t.covered_end + 1:end + 1] if is_summarizable(e)]
+        window = [e for e in t.events[start : end + 1] if is_summarizable(e)]
+        fresh = [e for e in t.events[t.covered_end + 1 : end + 1] if is_summarizable(e)]
         return window if fresh else None

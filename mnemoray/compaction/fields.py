@@ -31,16 +31,23 @@ class PolicyField:
 
 
 FIELDS: dict[str, PolicyField] = {
-    "interval": PolicyField(None, "compact every N new (completed) invocations; null: off",
-                            ge=1, optional=True),
+    "interval": PolicyField(
+        None, "compact every N new (completed) invocations; null: off", ge=1, optional=True
+    ),
     "overlap": PolicyField(1, "invocations re-included from the previous window", ge=0),
-    "token_threshold": PolicyField(None, "compact when a compile would show more tokens of "
-                                   "history than this; null: off", ge=1, optional=True),
+    "token_threshold": PolicyField(
+        None,
+        "compact when a compile would show more tokens of history than this; null: off",
+        ge=1,
+        optional=True,
+    ),
     "keep_last": PolicyField(10, "events kept raw by the token trigger", ge=0),
-    "boundaries": PolicyField((), "semantic boundaries that close a segment: "
-                              + ", ".join(BOUNDARY_KINDS)),
-    "topic_shift_threshold": PolicyField(0.2, "cosine similarity below which the topic "
-                                         "shifted", ge=-1, le=1),
+    "boundaries": PolicyField(
+        (), "semantic boundaries that close a segment: " + ", ".join(BOUNDARY_KINDS)
+    ),
+    "topic_shift_threshold": PolicyField(
+        0.2, "cosine similarity below which the topic shifted", ge=-1, le=1
+    ),
 }
 POLICY_FIELDS: tuple[str, ...] = tuple(FIELDS)
 SERVE_DEFAULTS: dict[str, Any] = {"token_threshold": 8000}
@@ -66,8 +73,9 @@ def model_field(name: str, value: Any = ..., **extra: Any) -> Any:
     return Field(ge=spec.ge, le=spec.le, description=spec.description, **extra)
 
 
-def renamed(exc: InvalidInput, where: str,
-            cls: type[MnemorayError] = InvalidInput) -> MnemorayError:
+def renamed(
+    exc: InvalidInput, where: str, cls: type[MnemorayError] = InvalidInput
+) -> MnemorayError:
     """``exc`` from CompactionConfig as ``cls`` naming the key under ``where``
     (``CompactionConfig.keep_last`` -> ``compaction.keep_last``)."""
     key = (exc.field or "").removeprefix(CONFIG_PREFIX)

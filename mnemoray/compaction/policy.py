@@ -48,8 +48,12 @@ def check_policy_events(events: Sequence[Event], where: str = "events") -> None:
 
 
 def policy_event(overrides: Mapping[str, Any]) -> Event:
-    return Event(author=POLICY_AUTHOR, role="system", type="control",
-                 data={"action": POLICY_ACTION, "policy": check_overrides(overrides)})
+    return Event(
+        author=POLICY_AUTHOR,
+        role="system",
+        type="control",
+        data={"action": POLICY_ACTION, "policy": check_overrides(overrides)},
+    )
 
 
 def session_overrides(session: Session) -> dict[str, Any]:
@@ -70,12 +74,18 @@ def effective_config(app_config: CompactionConfig, session: Session) -> Compacti
         return app_config
 
 
-def create_session(store: SessionStore, app_name: str, user_id: str,
-                   session_id: str | None = None, state: Mapping[str, Any] | None = None,
-                   compaction: Mapping[str, Any] | None = None) -> Session:
+def create_session(
+    store: SessionStore,
+    app_name: str,
+    user_id: str,
+    session_id: str | None = None,
+    state: Mapping[str, Any] | None = None,
+    compaction: Mapping[str, Any] | None = None,
+) -> Session:
     """Create a session; with ``compaction``, its own policy is its first event, written
     in the same transaction (checked before: a bad value creates nothing, and no crash
     leaves the session on its app's policy)."""
     events = [] if compaction is None else [policy_event(compaction)]
-    return store.create_session(app_name, user_id, session_id,
-                                dict(state) if state else None, events=events)
+    return store.create_session(
+        app_name, user_id, session_id, dict(state) if state else None, events=events
+    )

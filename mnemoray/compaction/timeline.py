@@ -48,8 +48,13 @@ class Timeline:
     def of(cls, session: Session) -> Timeline:
         events = [e for e in session.events if not e.partial and e.type != "compaction"]
         compactions = [e for e in session.events if e.type == "compaction"]
-        return cls(events, _invocations(events), _safe_cuts(events),
-                   _covered_end(events, compactions), compactions)
+        return cls(
+            events,
+            _invocations(events),
+            _safe_cuts(events),
+            _covered_end(events, compactions),
+            compactions,
+        )
 
     def last_safe_at_or_before(self, index: int, floor: int) -> int:
         while index >= floor and not self.safe_after[index]:
@@ -78,8 +83,7 @@ class Timeline:
 
         def superseded(k: int) -> bool:  # a later one holds all of it
             probe = next(iter(sets[k]), None)
-            return probe is not None and any(
-                j > k and sets[k] <= sets[j] for j in holders[probe])
+            return probe is not None and any(j > k and sets[k] <= sets[j] for j in holders[probe])
 
         return [c for k, c in enumerate(self.compactions) if not superseded(k)]
 
@@ -109,7 +113,8 @@ def _invocations(events: Sequence[Event]) -> list[tuple[int, int]]:
         if i < len(events):
             prev, cur = events[i - 1], events[i]
             opens = cur.invocation_id != prev.invocation_id or (
-                not cur.invocation_id and cur.role == "user" and cur.type == "message")
+                not cur.invocation_id and cur.role == "user" and cur.type == "message"
+            )
             if not opens:
                 continue
         if any(is_summarizable(e) for e in events[start:i]):

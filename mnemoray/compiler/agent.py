@@ -57,18 +57,23 @@ class AgentSpec:
         if not isinstance(self.name, str) or not self.name:
             raise InvalidInput("must be a non-empty string", field="name")
         if self.include_contents not in ("default", "none"):
-            raise InvalidInput(f"{self.include_contents!r} is not "
-                               "'default' or 'none'", field="include_contents")
+            raise InvalidInput(
+                f"{self.include_contents!r} is not 'default' or 'none'", field="include_contents"
+            )
         if self.token_budget is not None and self.token_budget <= 0:
             raise InvalidInput("must be a positive int or None", field="token_budget")
         if self.memory_placement not in ("system", "before_message"):
-            raise InvalidInput(f"{self.memory_placement!r} is not 'system' or "
-                               "'before_message'", field="memory_placement")
+            raise InvalidInput(
+                f"{self.memory_placement!r} is not 'system' or 'before_message'",
+                field="memory_placement",
+            )
         window = self.tool_result_window
-        if window is not None and (isinstance(window, bool) or not isinstance(window, int)
-                                   or window < 1):
-            raise InvalidInput("must be a positive int (invocations) or None",
-                               field="tool_result_window")
+        if window is not None and (
+            isinstance(window, bool) or not isinstance(window, int) or window < 1
+        ):
+            raise InvalidInput(
+                "must be a positive int (invocations) or None", field="tool_result_window"
+            )
         if self.preload_top_k <= 0:
             raise InvalidInput("must be positive", field="preload_top_k")
         if self.memory_tools is not None:
@@ -76,8 +81,10 @@ class AgentSpec:
                 raise InvalidInput("must be a list of tool names or None", field="memory_tools")
             for i, name in enumerate(self.memory_tools):
                 if name not in BUILTIN_TOOLS:
-                    raise InvalidInput(f"{name!r} is not one of {', '.join(BUILTIN_TOOLS)}",
-                                       field=f"memory_tools[{i}]")
+                    raise InvalidInput(
+                        f"{name!r} is not one of {', '.join(BUILTIN_TOOLS)}",
+                        field=f"memory_tools[{i}]",
+                    )
             self.memory_tools = list(self.memory_tools)
         for i, tool in enumerate(self.tools):
             if not isinstance(tool, dict) or not tool.get("name"):

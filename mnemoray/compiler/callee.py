@@ -31,8 +31,7 @@ class Callee:
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise InvalidInput("must be a non-empty string", field="prompt")
         if isinstance(self.artifacts, str) or not isinstance(self.artifacts, Sequence):
-            raise InvalidInput("must be a list of artifact names or handles",
-                               field="artifacts")
+            raise InvalidInput("must be a list of artifact names or handles", field="artifacts")
         if len(self.artifacts) > MAX_GIVEN_ARTIFACTS:
             raise InvalidInput(f"at most {MAX_GIVEN_ARTIFACTS}", field="artifacts")
         for i, name in enumerate(self.artifacts):

@@ -33,8 +33,11 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 # The C encoder that JSONEncoder.encode builds on every call (as long as a small
 # payload takes to encode), built once with the same options. No circular-reference
 # check: payloads come from events, which hold JSON only (checked when made).
-_C_ENCODE = None if c_make_encoder is None else c_make_encoder(
-    None, str, encode_basestring, None, ": ", ", ", True, False, True)
+_C_ENCODE = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, str, encode_basestring, None, ": ", ", ", True, False, True)
+)
 
 
 def to_json(value: Any) -> str:
@@ -70,16 +73,18 @@ def render(event: Event, agent_name: str, owner: str) -> Content:
             call = FunctionCall(name, args, event.data["call_id"])
             tokens = count_tokens(name) + count_tokens(to_json(args))
             return one_part_content("model", None, ids, tokens, call)
-        return _user_text(f"For context: [{owner}] called tool `{name}` with parameters: ",
-                          to_json(args), ids)
+        return _user_text(
+            f"For context: [{owner}] called tool `{name}` with parameters: ", to_json(args), ids
+        )
     if kind == "tool_result":
         name, response = event.data["name"], event.data.get("response")
         if own:
             result = FunctionResponse(name, response, event.data["call_id"])
             tokens = count_tokens(name) + count_tokens(to_json(response))
             return one_part_content("user", None, ids, tokens, None, result)
-        return _user_text(f"For context: [{owner}] `{name}` tool returned result: ",
-                          to_json(response), ids)
+        return _user_text(
+            f"For context: [{owner}] `{name}` tool returned result: ", to_json(response), ids
+        )
     if event.role == "user":
         return text_content("user", event.text, ids)
     if own and event.role == "model":
@@ -92,8 +97,9 @@ def owners(events: Sequence[Event], call_owner: Mapping[str, str]) -> list[str]:
     (``call_owner``; its own author when the call is not in the log), anything
     else to its author."""
     get = call_owner.get
-    return [get(e.data["call_id"], e.author) if e.type == "tool_result" else e.author
-            for e in events]
+    return [
+        get(e.data["call_id"], e.author) if e.type == "tool_result" else e.author for e in events
+    ]
 
 
 def render_each(events: Sequence[Event], agent_name: str, owners: Sequence[str]) -> list[Content]:
@@ -128,8 +134,16 @@ class RenderCache:
         self._lock = threading.Lock()  # guards insert + evict only; lookups are lock-free
 
     def render(self, event: Event, agent_name: str, owner: str) -> Content:
-        key = (event.id, event.session_id, event.type, event.role, event.author, event.text,
-               agent_name, owner)
+        key = (
+            event.id,
+            event.session_id,
+            event.type,
+            event.role,
+            event.author,
+            event.text,
+            agent_name,
+            owner,
+        )
         entry = self._entries.get(key)
         if entry is not None and (entry[0] is event.data or entry[0] == event.data):
             return entry[1]
@@ -143,8 +157,9 @@ class RenderCache:
                 del self._entries[next(iter(self._entries))]
         return content
 
-    def render_all(self, events: Sequence[Event], agent_name: str,
-                   owners: Sequence[str]) -> list[Content]:
+    def render_all(
+        self, events: Sequence[Event], agent_name: str, owners: Sequence[str]
+    ) -> list[Content]:
         """``render`` for each event with its owner (see :func:`owners`), in order.
         One loop and one lock for the batch."""
         entries = self._entries
@@ -155,8 +170,16 @@ class RenderCache:
         new_entries: list[tuple[dict[str, Any], Content]] = []
         limit = self.max_entry_tokens
         for event, owner in zip(events, owners, strict=True):
-            key = (event.id, event.session_id, event.type, event.role, event.author,
-                   event.text, agent_name, owner)
+            key = (
+                event.id,
+                event.session_id,
+                event.type,
+                event.role,
+                event.author,
+                event.text,
+                agent_name,
+                owner,
+            )
             entry = entries.get(key)
             if entry is not None and (entry[0] is event.data or entry[0] == event.data):
                 out.append(entry[1])

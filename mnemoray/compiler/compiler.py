@@ -84,23 +84,31 @@ class Compiler:
             raise InvalidInput(f"a processor named {name!r} is already in the pipeline")
 
     # -- compiling ----------------------------------------------------------------
-    def compile(self, session: Session, agent: AgentSpec, new_message: str | None = None,
-                services: Services | None = None,
-                temp_state: dict[str, Any] | None = None,
-                callee: Callee | None = None) -> CompiledRequest:
+    def compile(
+        self,
+        session: Session,
+        agent: AgentSpec,
+        new_message: str | None = None,
+        services: Services | None = None,
+        temp_state: dict[str, Any] | None = None,
+        callee: Callee | None = None,
+    ) -> CompiledRequest:
         """Run every processor in order. Pure: ``session`` is never modified.
 
         ``callee``: compile for an agent called as a tool (:meth:`compile_callee`)."""
         if callee is not None and new_message is not None:
-            raise InvalidInput("a callee's only user turn is its prompt; leave "
-                               "new_message out", field="new_message")
+            raise InvalidInput(
+                "a callee's only user turn is its prompt; leave new_message out",
+                field="new_message",
+            )
         ctx = CompileContext(
             session=session,
             agent=agent,
             new_message=callee.prompt if callee is not None else new_message,
             services=services or Services(),
             # A callee sees only the state it is handed, not the caller's session.
-            state=dict(temp_state or {}) if callee is not None
+            state=dict(temp_state or {})
+            if callee is not None
             else {**session.state, **(temp_state or {})},
             callee=callee,
         )
@@ -109,23 +117,36 @@ class Compiler:
         start = time.perf_counter_ns()
         for tool in agent.tools:
             ctx.add_tool(tool)
-        trace = [TraceStep("agent_tools", ctx.total_tokens,
-                           (time.perf_counter_ns() - start) // 1000,
-                           {"tools": [t["name"] for t in ctx.tools]})]
+        trace = [
+            TraceStep(
+                "agent_tools",
+                ctx.total_tokens,
+                (time.perf_counter_ns() - start) // 1000,
+                {"tools": [t["name"] for t in ctx.tools]},
+            )
+        ]
         for processor in self._processors:
             ctx.detail, ctx.step, ctx.error = {}, processor.name, None
             before = ctx.total_tokens
             start = time.perf_counter_ns()
             processor.process(ctx)
             micros = (time.perf_counter_ns() - start) // 1000
-            trace.append(TraceStep(processor.name, ctx.total_tokens - before, micros, ctx.detail,
-                                   ctx.error))
+            trace.append(
+                TraceStep(processor.name, ctx.total_tokens - before, micros, ctx.detail, ctx.error)
+            )
         return ctx.build(trace)
 
-    def compile_callee(self, session: Session, agent: AgentSpec, prompt: str,
-                       artifacts: Sequence[str] = (), services: Services | None = None,
-                       temp_state: dict[str, Any] | None = None) -> CompiledRequest:
+    def compile_callee(
+        self,
+        session: Session,
+        agent: AgentSpec,
+        prompt: str,
+        artifacts: Sequence[str] = (),
+        services: Services | None = None,
+        temp_state: dict[str, Any] | None = None,
+    ) -> CompiledRequest:
         """Agents as tools: ``agent`` sees ``prompt`` and the given ``artifacts`` (names
         or handles in ``session``'s scope), none of the caller's history or memory."""
-        return self.compile(session, agent, None, services, temp_state,
-                            Callee(prompt, tuple(artifacts)))
+        return self.compile(
+            session, agent, None, services, temp_state, Callee(prompt, tuple(artifacts))
+        )

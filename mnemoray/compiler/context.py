@@ -80,8 +80,9 @@ class CompileContext:
     # -- totals ----------------------------------------------------------------
     @property
     def total_tokens(self) -> int:
-        return (self.static_tokens + self._instruction_tokens + self._content_tokens
-                + self._tool_tokens)
+        return (
+            self.static_tokens + self._instruction_tokens + self._content_tokens + self._tool_tokens
+        )
 
     # -- system instruction -----------------------------------------------------
     def set_static_instruction(self, text: str) -> None:
@@ -115,8 +116,9 @@ class CompileContext:
         """``tokens``: the contents' total when the caller already knows it."""
         start = len(self.contents)
         self.contents.extend(contents)
-        self._content_tokens += sum(map(_tokens, self.contents[start:])) if tokens is None \
-            else tokens
+        self._content_tokens += (
+            sum(map(_tokens, self.contents[start:])) if tokens is None else tokens
+        )
 
     def extend_history(self, contents: list[Content], tokens: int) -> None:
         """Append contents rendered from session events (each one has event ids)
@@ -142,8 +144,9 @@ class CompileContext:
         """Where a per-call content goes to sit just before the new message."""
         contents = self.contents
         # C-level search by identity (Content's == compares every field).
-        return next(compress(count(), map(is_, contents, repeat(self.new_message_content))),
-                    len(contents))
+        return next(
+            compress(count(), map(is_, contents, repeat(self.new_message_content))), len(contents)
+        )
 
     def remove_contents(self, indices: Iterable[int]) -> list[Content]:
         """Remove the contents at ``indices``; returns them in request order."""
@@ -179,8 +182,11 @@ class CompileContext:
 
     # -- result -------------------------------------------------------------------
     def build(self, trace: list[TraceStep]) -> CompiledRequest:
-        blocks = [self.static_instruction, *self.instructions] if self.static_instruction \
+        blocks = (
+            [self.static_instruction, *self.instructions]
+            if self.static_instruction
             else self.instructions
+        )
         system = BLOCK_SEPARATOR.join(blocks)
         return CompiledRequest(
             system_instruction=system,
@@ -204,8 +210,11 @@ class CompileContext:
         if self._per_call_block:
             return tokens
         # The history's tokens are known; the walk (C-level) starts after it.
-        return tokens + self._lead_tokens + sum(
-            map(_tokens, takewhile(_event_ids, islice(self.contents, self._lead, None))))
+        return (
+            tokens
+            + self._lead_tokens
+            + sum(map(_tokens, takewhile(_event_ids, islice(self.contents, self._lead, None))))
+        )
 
 
 def prefix_hash(static_instruction: str) -> str:
@@ -213,8 +222,8 @@ def prefix_hash(static_instruction: str) -> str:
     return hashlib.sha256(static_instruction.encode("utf-8")).hexdigest()
 
 
-def text_content(role: ContentRole, text: str, event_ids: tuple[str, ...] = (),
-                 tokens: int | None = None) -> Content:
+def text_content(
+    role: ContentRole, text: str, event_ids: tuple[str, ...] = (), tokens: int | None = None
+) -> Content:
     """A one-part text content; ``tokens`` when the caller already knows them."""
-    return one_part_content(role, text, event_ids,
-                            count_tokens(text) if tokens is None else tokens)
+    return one_part_content(role, text, event_ids, count_tokens(text) if tokens is None else tokens)

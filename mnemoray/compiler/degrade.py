@@ -31,6 +31,7 @@ def _dependency_refusals() -> tuple[type[MnemorayError], ...]:
     # Imported on a failure only: the compiler itself never loads numpy or the stores.
     from mnemoray.embedders.base import EmbedderError
     from mnemoray.errors import StoreError
+
     return EmbedderError, StoreError
 
 
@@ -56,7 +57,10 @@ def step_error(step: str, exc: BaseException) -> StepError:
     public (a ``StoreCorrupt`` names the store's path; a bug's text may hold anything)."""
     err = library_error(exc)
     # An embedder's or store's message names model paths and file shapes: withheld too.
-    public = isinstance(err, MnemorayError) and type(err).public \
+    public = (
+        isinstance(err, MnemorayError)
+        and type(err).public
         and not isinstance(err, _dependency_refusals())
+    )
     message = str(err)[:MAX_MESSAGE_CHARS] if public else WITHHELD
     return StepError(step, type(err).__name__, message)

@@ -75,8 +75,12 @@ class HistoryMemo:
     history that long is past any model's context window.
     """
 
-    def __init__(self, max_events: int = 50_000, max_tokens: int = 4_000_000,
-                 max_entry_tokens: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        max_events: int = 50_000,
+        max_tokens: int = 4_000_000,
+        max_entry_tokens: int = 1_000_000,
+    ) -> None:
         self.max_events = max_events
         self.max_tokens = max_tokens
         self.max_entry_tokens = max_entry_tokens
@@ -87,8 +91,7 @@ class HistoryMemo:
 
     def view(self, session: Session, agent_name: str, include_contents: str) -> HistoryView:
         events = session.events
-        key = (session.app_name, session.user_id, session.session_id, agent_name,
-               include_contents)
+        key = (session.app_name, session.user_id, session.session_id, agent_name, include_contents)
         snapshot = self._snapshots.get(key)
         history = None
         if snapshot is not None and starts_with(events, snapshot.events):
@@ -100,7 +103,7 @@ class HistoryMemo:
                     self._store(key, grown)
                     return grown.view
             # Selected anew, but only the new events need sorting.
-            history = sort_history(events[len(snapshot.events):], snapshot.history)
+            history = sort_history(events[len(snapshot.events) :], snapshot.history)
         if history is None:
             history = sort_history(events)
         selection = select(events, include_contents, history)
@@ -113,8 +116,7 @@ class HistoryMemo:
 
     def _store(self, key: Key, snapshot: _Snapshot) -> None:
         size = len(snapshot.events)
-        if size > self.max_events or snapshot.tokens > min(self.max_entry_tokens,
-                                                           self.max_tokens):
+        if size > self.max_events or snapshot.tokens > min(self.max_entry_tokens, self.max_tokens):
             return
         with self._lock:
             old = self._snapshots.pop(key, None)
@@ -158,10 +160,15 @@ def starts_with(events: Sequence[Event], prefix: list[Event]) -> bool:
         return list(events[:n]) == prefix
     for old, new in zip(prefix, events, strict=False):  # events may be longer
         if old is not new and not (
-                old.id == new.id and old.text == new.text and old.type == new.type
-                and old.author == new.author and old.role == new.role
-                and old.partial == new.partial and old.timestamp == new.timestamp
-                and old.data == new.data):
+            old.id == new.id
+            and old.text == new.text
+            and old.type == new.type
+            and old.author == new.author
+            and old.role == new.role
+            and old.partial == new.partial
+            and old.timestamp == new.timestamp
+            and old.data == new.data
+        ):
             return False
     return True
 
@@ -169,23 +176,35 @@ def starts_with(events: Sequence[Event], prefix: list[Event]) -> bool:
 def _grow(snapshot: _Snapshot, events: Sequence[Event], agent_name: str) -> _Snapshot | None:
     """The snapshot extended by the events after it, or None when that needs a
     full selection."""
-    added = events[len(snapshot.events):]
+    added = events[len(snapshot.events) :]
     before = snapshot.history
     for event in added:
-        if event.type == "compaction" or (event.type == "tool_call" and not event.partial
-                                          and event.data["call_id"] in before.result_calls):
+        if event.type == "compaction" or (
+            event.type == "tool_call"
+            and not event.partial
+            and event.data["call_id"] in before.result_calls
+        ):
             return None
     history = sort_history(added, before)
-    new_raw = history.raw[len(before.raw):]
+    new_raw = history.raw[len(before.raw) :]
     contents = render_each(new_raw, agent_name, owners(new_raw, history.call_owner))
     view = snapshot.view
     added_tokens = sum(map(_tokens, contents))
     return _Snapshot(
-        snapshot.events + list(added), history, True,
-        HistoryView(view.contents + contents, view.tokens + added_tokens,
-                    view.event_ids + [e.id for e in new_raw], [], 0,
-                    {k: v for k, v in history.skipped.items() if v}, None),
-        snapshot.tokens + added_tokens)
+        snapshot.events + list(added),
+        history,
+        True,
+        HistoryView(
+            view.contents + contents,
+            view.tokens + added_tokens,
+            view.event_ids + [e.id for e in new_raw],
+            [],
+            0,
+            {k: v for k, v in history.skipped.items() if v},
+            None,
+        ),
+        snapshot.tokens + added_tokens,
+    )
 
 
 def _render(selection: Selection, agent_name: str, cached: bool) -> tuple[HistoryView, int]:
@@ -195,17 +214,23 @@ def _render(selection: Selection, agent_name: str, cached: bool) -> tuple[Histor
     compile; a plain one lives on in its snapshot and is only ever extended."""
     events = selection.events
     by = owners(events, selection.call_owner)
-    contents = CACHE.render_all(events, agent_name, by) if cached \
-        else render_each(events, agent_name, by)
+    contents = (
+        CACHE.render_all(events, agent_name, by) if cached else render_each(events, agent_name, by)
+    )
     # Raw tokens the shown summaries replace, per summary token (where compactions
     # recorded both: mnemoray.compaction.compactor).
     used = [e.data for e in selection.events if e.type == "compaction"]
     raw = sum(d.get("raw_tokens", 0) for d in used)
     summary = sum(d.get("summary_tokens", 0) for d in used)
-    return HistoryView(contents, sum(map(_tokens, contents)),
-                       [e.id for e in selection.events], selection.compactions_used,
-                       selection.covered, {k: v for k, v in selection.skipped.items() if v},
-                       round(raw / summary, 2) if raw and summary else None), raw
+    return HistoryView(
+        contents,
+        sum(map(_tokens, contents)),
+        [e.id for e in selection.events],
+        selection.compactions_used,
+        selection.covered,
+        {k: v for k, v in selection.skipped.items() if v},
+        round(raw / summary, 2) if raw and summary else None,
+    ), raw
 
 
 MEMO = HistoryMemo()

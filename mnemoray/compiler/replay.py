@@ -17,8 +17,9 @@ from mnemoray.sessions.store import SessionStore
 _UNSET = object()
 
 
-def replay(sessions: SessionStore, session: Session, at_event_id: str,
-           services: Services) -> tuple[Session, Services]:
+def replay(
+    sessions: SessionStore, session: Session, at_event_id: str, services: Services
+) -> tuple[Session, Services]:
     """``session`` (as ``sessions`` holds it) right after ``at_event_id``, and ``services``
     with its artifacts limited to what the session had then (a read-only
     :class:`mnemoray.artifacts.view.ArtifactsAt`): what a compile at that event reads.
@@ -33,8 +34,13 @@ def replay(sessions: SessionStore, session: Session, at_event_id: str,
     return earlier, replace(services, artifacts=view)
 
 
-def session_at(session: Session, event_id: str, field: str = "at_event_id", *,
-               created_state: dict[str, Any] | None = None) -> Session:
+def session_at(
+    session: Session,
+    event_id: str,
+    field: str = "at_event_id",
+    *,
+    created_state: dict[str, Any] | None = None,
+) -> Session:
     """A copy of ``session`` holding its events up to and including ``event_id``, with the
     state it had then. :class:`NotFound` (naming ``field``) for an unknown id.
 
@@ -50,7 +56,7 @@ def session_at(session: Session, event_id: str, field: str = "at_event_id", *,
     The copy is not ended; its ``version`` is the number of events it holds.
     """
     index = _position(session, event_id, field)
-    kept, later = session.events[:index + 1], session.events[index + 1:]
+    kept, later = session.events[: index + 1], session.events[index + 1 :]
     changed = {key for e in later for key in split_delta(e.state_delta).persisted}
     earlier: dict[str, Any] = {}
     for e in kept:
@@ -64,10 +70,17 @@ def session_at(session: Session, event_id: str, field: str = "at_event_id", *,
             state.pop(key, None)
         else:
             state[key] = copy.deepcopy(value)
-    return Session(session.app_name, session.user_id, session.session_id, state=state,
-                   events=list(kept), created_at=session.created_at,
-                   updated_at=max([session.created_at, *(e.timestamp for e in kept)]),
-                   ended_at=None, version=len(kept))
+    return Session(
+        session.app_name,
+        session.user_id,
+        session.session_id,
+        state=state,
+        events=list(kept),
+        created_at=session.created_at,
+        updated_at=max([session.created_at, *(e.timestamp for e in kept)]),
+        ended_at=None,
+        version=len(kept),
+    )
 
 
 def _position(session: Session, event_id: str, field: str) -> int:

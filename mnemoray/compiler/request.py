@@ -51,8 +51,12 @@ class Part:
     function_call: FunctionCall | None = None
     function_response: FunctionResponse | None = None
 
-    def __init__(self, text: str | None = None, function_call: FunctionCall | None = None,
-                 function_response: FunctionResponse | None = None) -> None:
+    def __init__(
+        self,
+        text: str | None = None,
+        function_call: FunctionCall | None = None,
+        function_response: FunctionResponse | None = None,
+    ) -> None:
         _set(self, "text", text)
         _set(self, "function_call", function_call)
         _set(self, "function_response", function_response)
@@ -63,8 +67,9 @@ class Part:
             return {"function_call": {"name": call.name, "args": call.args, "id": call.id}}
         if self.function_response is not None:
             resp = self.function_response
-            return {"function_response": {"name": resp.name, "response": resp.response,
-                                          "id": resp.id}}
+            return {
+                "function_response": {"name": resp.name, "response": resp.response, "id": resp.id}
+            }
         return {"text": self.text or ""}
 
 
@@ -82,8 +87,13 @@ class Content:
     event_ids: tuple[str, ...] = ()
     tokens: int = 0
 
-    def __init__(self, role: ContentRole, parts: tuple[Part, ...],
-                 event_ids: tuple[str, ...] = (), tokens: int = 0) -> None:
+    def __init__(
+        self,
+        role: ContentRole,
+        parts: tuple[Part, ...],
+        event_ids: tuple[str, ...] = (),
+        tokens: int = 0,
+    ) -> None:
         _set(self, "role", role)
         _set(self, "parts", parts)
         _set(self, "event_ids", event_ids)
@@ -95,8 +105,12 @@ class Content:
         return "\n".join(p.text for p in self.parts if p.text is not None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "parts": [p.to_dict() for p in self.parts],
-                "event_ids": list(self.event_ids), "tokens": self.tokens}
+        return {
+            "role": self.role,
+            "parts": [p.to_dict() for p in self.parts],
+            "event_ids": list(self.event_ids),
+            "tokens": self.tokens,
+        }
 
 
 _new = object.__new__
@@ -111,9 +125,14 @@ _set_ids = Content.__dict__["event_ids"].__set__
 _set_tokens = Content.__dict__["tokens"].__set__
 
 
-def one_part_content(role: ContentRole, text: str | None, event_ids: tuple[str, ...],
-                     tokens: int, call: FunctionCall | None = None,
-                     response: FunctionResponse | None = None) -> Content:
+def one_part_content(
+    role: ContentRole,
+    text: str | None,
+    event_ids: tuple[str, ...],
+    tokens: int,
+    call: FunctionCall | None = None,
+    response: FunctionResponse | None = None,
+) -> Content:
     """``Content(role, (Part(text, call, response),), event_ids, tokens)``, equal in every
     field, built in one call instead of three (a cold compile makes one per event)."""
     part = _new(Part)
@@ -156,9 +175,13 @@ class TraceStep:
     error: StepError | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "tokens_added": self.tokens_added, "micros": self.micros,
-                "detail": _json_ready(self.detail),
-                "error": None if self.error is None else self.error.to_dict()}
+        return {
+            "name": self.name,
+            "tokens_added": self.tokens_added,
+            "micros": self.micros,
+            "detail": _json_ready(self.detail),
+            "error": None if self.error is None else self.error.to_dict(),
+        }
 
 
 @dataclass(frozen=True)

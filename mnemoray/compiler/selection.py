@@ -59,10 +59,15 @@ def sort_history(events: Sequence[Event], before: History | None = None) -> Hist
         history = History()
         partial = noise = empty = 0
     else:
-        history = History(list(before.raw), list(before.compactions), dict(before.call_owner),
-                          set(before.result_calls))
-        partial, noise, empty = (before.skipped[k]
-                                 for k in ("partial", "control_or_error", "empty"))
+        history = History(
+            list(before.raw),
+            list(before.compactions),
+            dict(before.call_owner),
+            set(before.result_calls),
+        )
+        partial, noise, empty = (
+            before.skipped[k] for k in ("partial", "control_or_error", "empty")
+        )
     raw, compactions, call_owner = history.raw, history.compactions, history.call_owner
     result_calls = history.result_calls
     start = len(raw)
@@ -98,11 +103,13 @@ def call_units(history: History) -> dict[str, tuple[int, ...]]:
     return history.units
 
 
-def _add_units(units: dict[str, tuple[int, ...]], raw: list[Event],
-               start: int) -> dict[str, tuple[int, ...]]:
+def _add_units(
+    units: dict[str, tuple[int, ...]], raw: list[Event], start: int
+) -> dict[str, tuple[int, ...]]:
     # The tool events' positions found C-level: most events are messages.
-    for i in compress(range(start, len(raw)),
-                      map(ne, map(_type, islice(raw, start, None)), repeat("message"))):
+    for i in compress(
+        range(start, len(raw)), map(ne, map(_type, islice(raw, start, None)), repeat("message"))
+    ):
         call_id = raw[i].data["call_id"]
         units[call_id] = units.get(call_id, ()) + (i,)
     return units
@@ -120,13 +127,15 @@ def close_tool_units(history: History, shown: set[int]) -> None:
         if event.type == "message":
             continue
         unit = units[event.data["call_id"]]
-        if len(unit) > 1 and (not shown.isdisjoint(unit) if hidden_side
-                              else not shown.issuperset(unit)):
+        if len(unit) > 1 and (
+            not shown.isdisjoint(unit) if hidden_side else not shown.issuperset(unit)
+        ):
             shown.update(unit)
 
 
-def select(events: Sequence[Event], include_contents: str = "default",
-           history: History | None = None) -> Selection:
+def select(
+    events: Sequence[Event], include_contents: str = "default", history: History | None = None
+) -> Selection:
     """``history``: ``sort_history(events)`` when the caller already has it."""
     if history is None:
         history = sort_history(events)
@@ -186,14 +195,13 @@ def _with_compactions(history: History) -> Selection:
             next_summary += 1
         out.append(raw[i])
     out.extend(p[3] for p in placed[next_summary:])
-    skipped = {**history.skipped,
-               "superseded_compactions": len(history.compactions) - len(kept)}
-    return Selection(out, history.call_owner, [e.id for e in kept],
-                     len(raw) - len(shown), skipped)
+    skipped = {**history.skipped, "superseded_compactions": len(history.compactions) - len(kept)}
+    return Selection(out, history.call_owner, [e.id for e in kept], len(raw) - len(shown), skipped)
 
 
-def _kept_compactions(compactions: list[Event],
-                      raw: list[Event]) -> tuple[list[Event], list[frozenset[str]]]:
+def _kept_compactions(
+    compactions: list[Event], raw: list[Event]
+) -> tuple[list[Event], list[frozenset[str]]]:
     """Compactions not wholly inside a later one, with the event ids each covers.
 
     Coverage is by ``source_event_ids``; a compaction without them covers the
@@ -217,7 +225,6 @@ def _kept_compactions(compactions: list[Event],
     subsumed: set[int] = set()
     for d, ids in enumerate(sources):
         for probe in probes & ids:
-            subsumed.update(c for c in by_probe[probe]
-                            if c < d and sources[c] <= ids)
+            subsumed.update(c for c in by_probe[probe] if c < d and sources[c] <= ids)
     kept = [c for c in range(len(compactions)) if c not in subsumed]
     return [compactions[c] for c in kept], [sources[c] for c in kept]

@@ -25,9 +25,14 @@ class MemorySnippet:
         """From the one JSON form of a recalled memory (``RecallResult.to_dict``)."""
         prov = d.get("provenance") or {}
         when = prov.get("event_time_end")
-        return cls(memory_id=d["memory_id"], text=d["text"], score=float(d["score"]),
-                   session_id=prov.get("session_id", ""), kind=d.get("kind", ""),
-                   time=when if when is not None else prov.get("created_at"))
+        return cls(
+            memory_id=d["memory_id"],
+            text=d["text"],
+            score=float(d["score"]),
+            session_id=prov.get("session_id", ""),
+            kind=d.get("kind", ""),
+            time=when if when is not None else prov.get("created_at"),
+        )
 
 
 # (app_name, user_id, query, top_k) -> best snippets first.

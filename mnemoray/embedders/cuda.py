@@ -66,9 +66,14 @@ class EncodeStats:
     wall_s: float = 0.0  # time inside encode()
 
     def as_dict(self) -> dict[str, float | int]:
-        return {"texts": self.texts, "tokens": self.tokens,
-                "padded_tokens": self.padded_tokens, "batches": self.batches,
-                "device_s": round(self.device_s, 4), "wall_s": round(self.wall_s, 4)}
+        return {
+            "texts": self.texts,
+            "tokens": self.tokens,
+            "padded_tokens": self.padded_tokens,
+            "batches": self.batches,
+            "device_s": round(self.device_s, 4),
+            "wall_s": round(self.wall_s, 4),
+        }
 
 
 @dataclass
@@ -91,8 +96,7 @@ class _Batch:
 def torch_dtype(name: str):
     import torch
 
-    return {"float32": torch.float32, "float16": torch.float16,
-            "bfloat16": torch.bfloat16}[name]
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
 
 
 def check_device(device: str) -> None:
@@ -104,13 +108,19 @@ def check_device(device: str) -> None:
     if not device.startswith("cuda"):
         raise EmbedderError(f"expected cpu, cuda or cuda:N, got {device!r}", field="device")
     if not torch.cuda.is_available():
-        raise EmbedderError(f"device {device!r} is not available: torch "
-                            f"{torch.__version__} sees no CUDA GPU (a CPU-only build, or no "
-                            f"driver); embed on cpu instead", field="device")
+        raise EmbedderError(
+            f"device {device!r} is not available: torch "
+            f"{torch.__version__} sees no CUDA GPU (a CPU-only build, or no "
+            f"driver); embed on cpu instead",
+            field="device",
+        )
     index = int(device.split(":", 1)[1]) if ":" in device else 0
     if index >= torch.cuda.device_count():
-        raise EmbedderError(f"device {device!r} is not available: this machine has "
-                            f"{torch.cuda.device_count()} GPU(s)", field="device")
+        raise EmbedderError(
+            f"device {device!r} is not available: this machine has "
+            f"{torch.cuda.device_count()} GPU(s)",
+            field="device",
+        )
 
 
 class CudaEmbedder(Embedder):
@@ -126,19 +136,27 @@ class CudaEmbedder(Embedder):
 
     own_batching = True  # batch_size None: packed by max_batch_tokens alone
 
-    def __init__(self, model: str | Path | None = None, device: str = "cuda",
-                 dtype: str = "auto", max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
-                 tokenize_threads: int | None = None,
-                 reference: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        device: str = "cuda",
+        dtype: str = "auto",
+        max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        tokenize_threads: int | None = None,
+        reference: Embedder | None = None,
+    ) -> None:
         if dtype not in DTYPES:
             raise EmbedderError(f"one of {', '.join(DTYPES)}, got {dtype!r}", field="dtype")
-        if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) \
-                or max_batch_tokens < 1:
-            raise EmbedderError(f"must be a positive integer, got {max_batch_tokens!r}",
-                                field="max_batch_tokens")
+        if (
+            isinstance(max_batch_tokens, bool)
+            or not isinstance(max_batch_tokens, int)
+            or max_batch_tokens < 1
+        ):
+            raise EmbedderError(
+                f"must be a positive integer, got {max_batch_tokens!r}", field="max_batch_tokens"
+            )
         if tokenize_threads is not None and tokenize_threads < 1:
-            raise EmbedderError(f"must be >= 1, got {tokenize_threads}",
-                                field="tokenize_threads")
+            raise EmbedderError(f"must be >= 1, got {tokenize_threads}", field="tokenize_threads")
         check_device(device)
         import os
 
@@ -155,11 +173,15 @@ class CudaEmbedder(Embedder):
         self._tokenizer.no_padding()  # padded per batch here (the file may pad to 128)
         self._tokenizer.enable_truncation(max_length=layout.max_seq_length)
         # Without character offsets (tokenizers >= 0.20): a third faster, same ids.
-        self._encode_batch = getattr(self._tokenizer, "encode_batch_fast",
-                                     self._tokenizer.encode_batch)
+        self._encode_batch = getattr(
+            self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch
+        )
         threads = tokenize_threads or max(1, min(8, os.cpu_count() or 1))
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="mnemoray-tokenize") \
-            if threads > 1 else None
+        self._pool = (
+            ThreadPoolExecutor(threads, thread_name_prefix="mnemoray-tokenize")
+            if threads > 1
+            else None
+        )
         self._cuda = device.startswith("cuda")
         self._torch_device = torch.device(device)
         fp32 = self._load_module(layout)
@@ -175,20 +197,21 @@ class CudaEmbedder(Embedder):
 
             reference = SentenceTransformerEmbedder(model, device=device)
         elif reference.model_id != base_id:
-            raise EmbedderError(f"model {reference.model_id!r} is not {base_id!r}",
-                                field="reference")
+            raise EmbedderError(
+                f"model {reference.model_id!r} is not {base_id!r}", field="reference"
+            )
         if dtype == "auto":  # half precision only on a GPU: on CPU it is slower
             candidates = (*(_AUTO_ORDER if self._cuda else ()), "float32")
         else:
             candidates = (dtype,)
         self.parity: dict[str, float] = {}
         for name in candidates:
-            self._module = fp32 if name == "float32" else \
-                copy.deepcopy(fp32).to(torch_dtype(name))
+            self._module = fp32 if name == "float32" else copy.deepcopy(fp32).to(torch_dtype(name))
             self.dtype = name
             # Batch None too: the token-budget batches every caller gets by default.
-            self.parity[name] = verify_parity(self, reference, PARITY_TEXTS,
-                                              batch_sizes=(1, 16, None))
+            self.parity[name] = verify_parity(
+                self, reference, PARITY_TEXTS, batch_sizes=(1, 16, None)
+            )
             if self.parity[name] >= PARITY_MIN_COSINE:
                 break
         else:
@@ -197,7 +220,8 @@ class CudaEmbedder(Embedder):
                 f"{dtype} on {device} failed the parity check for {base_id!r}: minimum "
                 f"cosine vs the float32 model {worst:.5f} < {PARITY_MIN_COSINE}; it would "
                 f"change search results, so it is refused (use dtype=float32 or auto)",
-                field="dtype")
+                field="dtype",
+            )
         if self._module is not fp32:
             del fp32
         self.parity_min_cosine = self.parity[self.dtype]
@@ -214,11 +238,15 @@ class CudaEmbedder(Embedder):
         key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
         try:
             module = AutoModel.from_pretrained(
-                str(layout.transformer_dir), local_files_only=True,
-                attn_implementation="sdpa", **{key: torch.float32})
+                str(layout.transformer_dir),
+                local_files_only=True,
+                attn_implementation="sdpa",
+                **{key: torch.float32},
+            )
         except Exception as exc:  # many loaders, many error types: name the model
-            raise EmbedderError(f"could not load {layout.transformer_dir}: {exc}",
-                                field="model") from exc
+            raise EmbedderError(
+                f"could not load {layout.transformer_dir}: {exc}", field="model"
+            ) from exc
         return module.eval().to(self._torch_device)
 
     # -- host side ---------------------------------------------------------------------
@@ -230,7 +258,7 @@ class CudaEmbedder(Embedder):
         # Characters stand in for tokens here: slices of similar length pad little.
         chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
         order = np.argsort(-chars, kind="stable")
-        parts = [order[i:i + _TOKENIZE_SLICE] for i in range(0, len(order), _TOKENIZE_SLICE)]
+        parts = [order[i : i + _TOKENIZE_SLICE] for i in range(0, len(order), _TOKENIZE_SLICE)]
 
         def tokenize(part: np.ndarray) -> list:
             return self._encode_batch([texts[i] for i in part])
@@ -258,8 +286,7 @@ class CudaEmbedder(Embedder):
         self._spare = None
         if buffers is None:
             size = max(self.max_batch_tokens, self.max_seq_length)
-            buffers = [torch.empty(size, dtype=torch.int32).pin_memory()
-                       for _ in range(_IN_FLIGHT)]
+            buffers = [torch.empty(size, dtype=torch.int32).pin_memory() for _ in range(_IN_FLIGHT)]
         free: queue.Queue[int] = queue.Queue()
         for slot in range(_IN_FLIGHT):
             free.put(slot)
@@ -275,21 +302,27 @@ class CudaEmbedder(Embedder):
         slot = ring.free.get()  # waits until the device has copied that buffer out
         flat = ring.buffers[slot]
         if rows * width > flat.numel():  # one row longer than the budget
-            flat = ring.buffers[slot] = torch.empty(rows * width, dtype=torch.int32) \
-                .pin_memory()
-        return slot, flat[:rows * width].view(rows, width)
+            flat = ring.buffers[slot] = torch.empty(rows * width, dtype=torch.int32).pin_memory()
+        return slot, flat[: rows * width].view(rows, width)
 
-    def _batches(self, texts: list[str], batch_size: int | None,
-                 stop: threading.Event | None = None,
-                 ring: _Ring | None = None) -> Iterator[_Batch]:
+    def _batches(
+        self,
+        texts: list[str],
+        batch_size: int | None,
+        stop: threading.Event | None = None,
+        ring: _Ring | None = None,
+    ) -> Iterator[_Batch]:
         import torch
 
         max_rows = batch_size or len(texts)
         for positions, encodings in self._slices(texts):
             lengths = np.fromiter(map(len, encodings), dtype=np.int32, count=len(encodings))
             # Every id of the slice in one flat array (C-level passes, no per-row loop).
-            flat = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int32,
-                               count=int(lengths.sum()))
+            flat = np.fromiter(
+                chain.from_iterable(e.ids for e in encodings),
+                dtype=np.int32,
+                count=int(lengths.sum()),
+            )
             starts = np.cumsum(lengths) - lengths
             self.stats.tokens += len(flat)
             order = np.argsort(-lengths, kind="stable")
@@ -304,8 +337,12 @@ class CudaEmbedder(Embedder):
                 padded = buffer.numpy()
                 padded[:] = 0
                 padded[valid] = flat[(starts[rows][:, None] + columns[None, :])[valid]]
-                yield _Batch(rows=positions[rows], ids=buffer,
-                             lengths=torch.from_numpy(row_lengths), slot=slot)
+                yield _Batch(
+                    rows=positions[rows],
+                    ids=buffer,
+                    lengths=torch.from_numpy(row_lengths),
+                    slot=slot,
+                )
 
     # -- device side -------------------------------------------------------------------
     def _forward(self, ids, lengths):
@@ -394,8 +431,9 @@ class CudaEmbedder(Embedder):
             ring.free.put(batch.slot)
         return ids.long(), lengths
 
-    def _produce(self, texts: list[str], batch_size: int | None,
-                 ring: _Ring | None) -> Iterator[_Batch]:
+    def _produce(
+        self, texts: list[str], batch_size: int | None, ring: _Ring | None
+    ) -> Iterator[_Batch]:
         """The packed batches, built on a thread while the caller runs the device."""
         if ring is None:
             yield from self._batches(texts, batch_size)

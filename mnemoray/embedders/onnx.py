@@ -33,9 +33,29 @@ _PARITY_BATCH_SIZES = (1, 16)  # batch 1: no padding; 16: mixed lengths, padded
 
 # Built-in verification set: short queries, long paragraphs (> 256 tokens, so they are
 # truncated), unicode and near-empty strings, in an order that mixes lengths in a batch.
-_LONG_WORDS = ("memory", "agent", "session", "user", "preference", "travel", "window", "seat",
-               "invoice", "refund", "cluster", "replica", "latency", "budget", "parrot",
-               "apartment", "lease", "doctor", "appointment", "quarterly", "report")
+_LONG_WORDS = (
+    "memory",
+    "agent",
+    "session",
+    "user",
+    "preference",
+    "travel",
+    "window",
+    "seat",
+    "invoice",
+    "refund",
+    "cluster",
+    "replica",
+    "latency",
+    "budget",
+    "parrot",
+    "apartment",
+    "lease",
+    "doctor",
+    "appointment",
+    "quarterly",
+    "report",
+)
 PARITY_TEXTS: tuple[str, ...] = (
     "hello",
     "?",
@@ -48,8 +68,11 @@ PARITY_TEXTS: tuple[str, ...] = (
     "日本語のテキストと中文文本以及한국어 문장",
     "emoji 🦜🏠✈️ and arabic مرحبا بالعالم and hebrew שלום",
     "What did I tell you about my sister's wedding in June?",
-    ("The assistant summarised the meeting: the team agreed to move the deployment of the "
-     "recall service to the new cluster next week, after the load tests pass. ") * 12,
+    (
+        "The assistant summarised the meeting: the team agreed to move the deployment of the "
+        "recall service to the new cluster next week, after the load tests pass. "
+    )
+    * 12,
     "def recall(query: str, k: int = 5) -> list[Memory]: return store.search(query, k)",
     "1234567890 3.14159 2024-06-01T12:00:00Z #42 @bob $19.99",
     "A" * 600,
@@ -71,8 +94,13 @@ def default_onnx_cache_dir() -> Path:
     return Path(base).expanduser() / "mnemoray" / "onnx"
 
 
-def verify_parity(candidate: Embedder, reference: Embedder, texts: Sequence[str], *,
-                  batch_sizes: Sequence[int] = _PARITY_BATCH_SIZES) -> float:
+def verify_parity(
+    candidate: Embedder,
+    reference: Embedder,
+    texts: Sequence[str],
+    *,
+    batch_sizes: Sequence[int] = _PARITY_BATCH_SIZES,
+) -> float:
     """Minimum cosine between the two embedders' vectors for the same texts.
 
     The candidate is run at every batch size in ``batch_sizes`` (batch 1 has no
@@ -84,8 +112,9 @@ def verify_parity(candidate: Embedder, reference: Embedder, texts: Sequence[str]
     if not items:
         raise EmbedderError("must not be empty", field="texts")
     if candidate.dim != reference.dim:
-        raise EmbedderError(f"dimensions differ: {candidate.dim} vs {reference.dim}",
-                            field="reference")
+        raise EmbedderError(
+            f"dimensions differ: {candidate.dim} vs {reference.dim}", field="reference"
+        )
     ref = reference.encode(items, batch_size=32).astype(np.float64)
     worst = 1.0
     for batch_size in batch_sizes:
@@ -142,15 +171,16 @@ def _hash_files(files: Sequence[Path], extra: str) -> str:
 MAX_BATCH_TOKENS = 1024
 
 
-def token_batches(order: np.ndarray, lengths: np.ndarray, max_rows: int,
-                  max_tokens: int) -> Iterator[np.ndarray]:
+def token_batches(
+    order: np.ndarray, lengths: np.ndarray, max_rows: int, max_tokens: int
+) -> Iterator[np.ndarray]:
     """Runs of ``order`` (longest first) of at most ``max_rows`` rows and, past the
     first row, at most ``max_tokens`` padded tokens (rows x the run's longest)."""
     start, n = 0, len(order)
     while start < n:
         width = max(1, int(lengths[order[start]]))
         rows = max(1, min(max_rows, max_tokens // width))
-        yield order[start:start + rows]
+        yield order[start : start + rows]
         start += rows
 
 
@@ -179,15 +209,22 @@ class OnnxEmbedder(Embedder):
     and other replicas (the Serve ingress) should not burn them between queries.
     """
 
-    def __init__(self, model: str | Path | None = None, quantize: bool = False,
-                 threads: int | None = None, cache_dir: str | Path | None = None, *,
-                 verify: bool = True, reference: Embedder | None = None,
-                 spin: bool = True, max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        quantize: bool = False,
+        threads: int | None = None,
+        cache_dir: str | Path | None = None,
+        *,
+        verify: bool = True,
+        reference: Embedder | None = None,
+        spin: bool = True,
+        max_batch_tokens: int = MAX_BATCH_TOKENS,
+    ) -> None:
         if threads is not None and threads < 1:
             raise EmbedderError(f"must be >= 1, got {threads}", field="threads")
         if max_batch_tokens < 1:
-            raise EmbedderError(f"must be >= 1, got {max_batch_tokens}",
-                                field="max_batch_tokens")
+            raise EmbedderError(f"must be >= 1, got {max_batch_tokens}", field="max_batch_tokens")
         self.max_batch_tokens = max_batch_tokens
         root, base_id = resolve_st_folder(model)
         layout = StLayout(root)
@@ -198,11 +235,13 @@ class OnnxEmbedder(Embedder):
         self.max_seq_length = layout.max_seq_length
         self._lower = layout.do_lower_case
 
-        cache_root = Path(cache_dir).expanduser() if cache_dir is not None \
-            else default_onnx_cache_dir()
-        model_hash = _hash_files(layout.files,
-                                 f"mnemoray-onnx-v{ONNX_EXPORT_VERSION}-opset{ONNX_OPSET}"
-                                 f"-len{layout.max_seq_length}")
+        cache_root = (
+            Path(cache_dir).expanduser() if cache_dir is not None else default_onnx_cache_dir()
+        )
+        model_hash = _hash_files(
+            layout.files,
+            f"mnemoray-onnx-v{ONNX_EXPORT_VERSION}-opset{ONNX_OPSET}-len{layout.max_seq_length}",
+        )
         self.cache_path = cache_root / model_hash
         self.fp32_path = self.cache_path / "model.onnx"
         self.onnx_path = self.cache_path / ("model.int8.onnx" if self.quantize else "model.onnx")
@@ -210,8 +249,9 @@ class OnnxEmbedder(Embedder):
         try:
             self.cache_path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise EmbedderError(f"cannot create {self.cache_path}: {exc}",
-                                field="cache_dir") from exc
+            raise EmbedderError(
+                f"cannot create {self.cache_path}: {exc}", field="cache_dir"
+            ) from exc
 
         from tokenizers import Tokenizer
 
@@ -242,22 +282,29 @@ class OnnxEmbedder(Embedder):
 
                         reference = SentenceTransformerEmbedder(model)
                     elif reference.model_id != base_id:
-                        raise EmbedderError(f"model {reference.model_id!r} is not {base_id!r}",
-                                            field="reference")
+                        raise EmbedderError(
+                            f"model {reference.model_id!r} is not {base_id!r}", field="reference"
+                        )
                     self.parity_min_cosine = verify_parity(
-                        self, reference, PARITY_TEXTS, batch_sizes=_PARITY_BATCH_SIZES)
+                        self, reference, PARITY_TEXTS, batch_sizes=_PARITY_BATCH_SIZES
+                    )
                     record = {**self._parity_key(), "min_cosine": self.parity_min_cosine}
                     _atomic_write(self._parity_path, json.dumps(record, indent=1).encode())
-        self.verified = (self.parity_min_cosine is not None
-                         and self.parity_min_cosine >= PARITY_MIN_COSINE)
+        self.verified = (
+            self.parity_min_cosine is not None and self.parity_min_cosine >= PARITY_MIN_COSINE
+        )
         if verify and not self.verified:
             raise EmbedderError(
                 f"onnx {self.variant} embedder for {base_id!r} failed the parity check: "
                 f"minimum cosine vs the torch model {self.parity_min_cosine:.5f} < "
                 f"{PARITY_MIN_COSINE} (record: {self._parity_path}); it would change "
-                f"search results, so it is refused. Use the fp32 ONNX or torch embedder.")
-        self.model_id = base_id if self.verified else \
-            f"{base_id}+onnx{'-int8' if self.quantize else ''}-unverified"
+                f"search results, so it is refused. Use the fp32 ONNX or torch embedder."
+            )
+        self.model_id = (
+            base_id
+            if self.verified
+            else f"{base_id}+onnx{'-int8' if self.quantize else ''}-unverified"
+        )
 
     def _make_session(self):
         import onnxruntime as ort
@@ -271,18 +318,33 @@ class OnnxEmbedder(Embedder):
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:
-            return ort.InferenceSession(str(self.onnx_path), sess_options=options,
-                                        providers=["CPUExecutionProvider"])
+            return ort.InferenceSession(
+                str(self.onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
         except Exception as exc:
-            raise EmbedderError(f"cannot load {self.onnx_path} (delete the folder to "
-                                f"re-export): {exc}", field="model") from exc
+            raise EmbedderError(
+                f"cannot load {self.onnx_path} (delete the folder to re-export): {exc}",
+                field="model",
+            ) from exc
 
     def _parity_key(self) -> dict:
         texts_hash = hashlib.sha256("\0".join(PARITY_TEXTS).encode()).hexdigest()[:16]
-        return {"variant": self.variant, "export_version": ONNX_EXPORT_VERSION,
-                "texts_sha256": texts_hash, "batch_sizes": list(_PARITY_BATCH_SIZES),
-                "versions": {d: _version(d) for d in ("onnxruntime", "tokenizers", "torch",
-                                                      "transformers", "sentence-transformers")}}
+        return {
+            "variant": self.variant,
+            "export_version": ONNX_EXPORT_VERSION,
+            "texts_sha256": texts_hash,
+            "batch_sizes": list(_PARITY_BATCH_SIZES),
+            "versions": {
+                d: _version(d)
+                for d in (
+                    "onnxruntime",
+                    "tokenizers",
+                    "torch",
+                    "transformers",
+                    "sentence-transformers",
+                )
+            },
+        }
 
     def _cached_parity(self) -> float | None:
         record = read_json(self._parity_path)
@@ -296,8 +358,7 @@ class OnnxEmbedder(Embedder):
         if self._lower:
             texts = [t.lower() for t in texts]
         encodings = self._tokenizer.encode_batch(texts)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64,
-                              count=len(encodings))
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         # Longest first, like sentence-transformers: batches of similar length pad less.
         order = np.argsort(-lengths, kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -337,11 +398,13 @@ def _export_onnx(layout: StLayout, tokenizer, pad_id: int, dest: Path) -> None:
     from transformers import AutoModel
 
     try:
-        hf = AutoModel.from_pretrained(str(layout.transformer_dir), attn_implementation="eager",
-                                       local_files_only=True)
+        hf = AutoModel.from_pretrained(
+            str(layout.transformer_dir), attn_implementation="eager", local_files_only=True
+        )
     except Exception as exc:
-        raise EmbedderError(f"could not load {layout.transformer_dir} for ONNX "
-                            f"export: {exc}", field="model") from exc
+        raise EmbedderError(
+            f"could not load {layout.transformer_dir} for ONNX export: {exc}", field="model"
+        ) from exc
     uses_types = "token_type_ids" in inspect.signature(hf.forward).parameters
 
     class MeanPoolNormalize(torch.nn.Module):
@@ -351,8 +414,9 @@ def _export_onnx(layout: StLayout, tokenizer, pad_id: int, dest: Path) -> None:
 
         def forward(self, input_ids, attention_mask, token_type_ids=None):
             kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-            hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                                **kwargs).last_hidden_state
+            hidden = self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, **kwargs
+            ).last_hidden_state
             weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
@@ -361,21 +425,30 @@ def _export_onnx(layout: StLayout, tokenizer, pad_id: int, dest: Path) -> None:
     # Two lengths, so the example batch is padded and the mask path is traced for real.
     tokenizer_copy = type(tokenizer).from_str(tokenizer.to_str())
     tokenizer_copy.enable_padding(pad_id=pad_id)
-    example = tokenizer_copy.encode_batch(["a short text", "a somewhat longer example text "
-                                           "to make the batch need padding"])
+    example = tokenizer_copy.encode_batch(
+        ["a short text", "a somewhat longer example text to make the batch need padding"]
+    )
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if uses_types else [])
-    fields = {"input_ids": "ids", "attention_mask": "attention_mask",
-              "token_type_ids": "type_ids"}
-    args = tuple(torch.tensor([getattr(e, fields[n]) for e in example], dtype=torch.long)
-                 for n in names)
+    fields = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+    args = tuple(
+        torch.tensor([getattr(e, fields[n]) for e in example], dtype=torch.long) for n in names
+    )
     axes = {n: {0: "batch", 1: "sequence"} for n in names}
     axes["sentence_embedding"] = {0: "batch"}
     buffer = io.BytesIO()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and deprecation warnings
-        torch.onnx.export(wrapper, args, buffer, input_names=names,
-                          output_names=["sentence_embedding"], dynamic_axes=axes,
-                          opset_version=ONNX_OPSET, do_constant_folding=True, dynamo=False)
+        torch.onnx.export(
+            wrapper,
+            args,
+            buffer,
+            input_names=names,
+            output_names=["sentence_embedding"],
+            dynamic_axes=axes,
+            opset_version=ONNX_OPSET,
+            do_constant_folding=True,
+            dynamo=False,
+        )
     _atomic_write(dest, buffer.getvalue())
 
 
@@ -391,8 +464,13 @@ def _quantize_int8(source: Path, dest: Path) -> None:
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)  # "consider pre-processing" advice on the root logger
     try:
-        quantize_dynamic(str(source), tmp, weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul"])
+        quantize_dynamic(
+            str(source),
+            tmp,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+        )
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
     finally:

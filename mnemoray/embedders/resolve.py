@@ -76,8 +76,13 @@ class MemoryStore(Protocol):
 
 
 # -- the store's side -------------------------------------------------------------------
-def check_model(embedder: Embedder | tuple[str, int] | None, model: str | None,
-                dim: int | None, *, where: str = "the store") -> None:
+def check_model(
+    embedder: Embedder | tuple[str, int] | None,
+    model: str | None,
+    dim: int | None,
+    *,
+    where: str = "the store",
+) -> None:
     """Raise :class:`ModelMismatch` unless ``embedder`` makes the vectors of ``model``/``dim``.
 
     The one store-vs-embedder check. ``embedder`` may also be the ``(model_id, dim)``
@@ -88,8 +93,10 @@ def check_model(embedder: Embedder | tuple[str, int] | None, model: str | None,
         return
     got = embedder if isinstance(embedder, tuple) else (embedder.model_id, embedder.dim)
     if (model, dim) != tuple(got):
-        raise ModelMismatch(f"{where} embeds with {model!r} (dim {dim}), got {got[0]!r} "
-                            f"(dim {got[1]})", field="embedder")
+        raise ModelMismatch(
+            f"{where} embeds with {model!r} (dim {dim}), got {got[0]!r} (dim {got[1]})",
+            field="embedder",
+        )
 
 
 def write_model(store: MemoryStore, embedder: Embedder | None) -> tuple[str, int]:
@@ -97,16 +104,19 @@ def write_model(store: MemoryStore, embedder: Embedder | None) -> tuple[str, int
     m = store.manifest()
     if embedder is None:
         if m.embedding_model is not None and not m.keyword_only:
-            raise ModelMismatch(f"store {store.root} embeds with {m.embedding_model!r}; open "
-                                f"the memory service with that embedder to write to it",
-                                field="embedder")
+            raise ModelMismatch(
+                f"store {store.root} embeds with {m.embedding_model!r}; open "
+                f"the memory service with that embedder to write to it",
+                field="embedder",
+            )
         return KEYWORD_ONLY_MODEL, 0
     check_model(embedder, m.embedding_model, m.dim, where=f"store {store.root}")
     return embedder.model_id, embedder.dim
 
 
-def resolve_spec(spec: EmbedderSpec | str | None,
-                 store: MemoryStore | None = None) -> EmbedderSpec | None:
+def resolve_spec(
+    spec: EmbedderSpec | str | None, store: MemoryStore | None = None
+) -> EmbedderSpec | None:
     """``spec`` resolved against ``store``'s manifest without loading anything.
 
     None: nothing embeds (keyword-only spec or store). ``default`` becomes the store's
@@ -128,21 +138,28 @@ def resolve_spec(spec: EmbedderSpec | str | None,
             local = resolve_spec(EmbedderSpec(model=spec.parity_model), store)
             return replace(spec, parity_with=local.model if local else spec.parity_with)
         if spec.remote_model_id != stored:
-            raise ModelMismatch(f"store {store.root} embeds with {stored!r}, not "
-                                f"{spec.remote_model_id!r} (a server may stand in for a "
-                                f"local model only with parity_with=<that model>)",
-                                field="embedder")
+            raise ModelMismatch(
+                f"store {store.root} embeds with {stored!r}, not "
+                f"{spec.remote_model_id!r} (a server may stand in for a "
+                f"local model only with parity_with=<that model>)",
+                field="embedder",
+            )
         return spec
     if stored.startswith(REMOTE_ID_PREFIX):
-        raise ModelMismatch(f"store {store.root} embeds with {stored!r} on an "
-                            f"OpenAI-compatible server; open it with that server's spec "
-                            f"({REMOTE_RUNTIME},url=...,model={stored[len(REMOTE_ID_PREFIX):]})",
-                            field="embedder")
+        raise ModelMismatch(
+            f"store {store.root} embeds with {stored!r} on an "
+            f"OpenAI-compatible server; open it with that server's spec "
+            f"({REMOTE_RUNTIME},url=...,model={stored[len(REMOTE_ID_PREFIX) :]})",
+            field="embedder",
+        )
     if spec.model == DEFAULT_MODEL:
         return spec if stored == PACKAGED_MODEL_ID else replace(spec, model=stored)
     if spec.model != stored:
-        raise ModelMismatch(f"store {store.root} embeds with {stored!r}, not {spec.model!r} "
-                            f"(use 'default' for the store's own model)", field="embedder")
+        raise ModelMismatch(
+            f"store {store.root} embeds with {stored!r}, not {spec.model!r} "
+            f"(use 'default' for the store's own model)",
+            field="embedder",
+        )
     return spec
 
 
@@ -151,8 +168,11 @@ _cache: dict[EmbedderSpec, Embedder] = {}
 _cache_lock = threading.RLock()
 
 
-def open_embedder(spec: EmbedderSpec | str | Embedder | None,
-                  store: MemoryStore | None = None, purpose: str = "write") -> Embedder | None:
+def open_embedder(
+    spec: EmbedderSpec | str | Embedder | None,
+    store: MemoryStore | None = None,
+    purpose: str = "write",
+) -> Embedder | None:
     """The embedder for ``spec`` on ``store`` (None: keyword-only), loaded once per process.
 
     ``spec``: an :class:`EmbedderSpec`, its config string, None (keyword-only), or an
@@ -183,8 +203,13 @@ def open_embedder(spec: EmbedderSpec | str | Embedder | None,
         embedder = _cache.get(key)
         if embedder is None:
             embedder = _cache[key] = _load(resolved, spin)
-            log.debug("embedder %s for %s: %s (%s)", resolved, purpose, embedder.model_id,
-                      type(embedder).__name__)
+            log.debug(
+                "embedder %s for %s: %s (%s)",
+                resolved,
+                purpose,
+                embedder.model_id,
+                type(embedder).__name__,
+            )
     if m is not None:
         check_model(embedder, m.embedding_model, m.dim, where=where)
     return embedder
@@ -209,12 +234,16 @@ def _load(spec: EmbedderSpec, spin: bool) -> Embedder:
             try:
                 return OnnxEmbedder(None, threads=spec.threads, spin=spin, **tokens)
             except Exception as exc:  # noqa: BLE001 - any failure: the torch model, logged
-                log.warning("mnemoray: the ONNX build of %s is unavailable (%s); embedding "
-                            "with torch", PACKAGED_MODEL_ID, exc)
+                log.warning(
+                    "mnemoray: the ONNX build of %s is unavailable (%s); embedding with torch",
+                    PACKAGED_MODEL_ID,
+                    exc,
+                )
         runtime = "torch"
     if runtime == "onnx":
-        return OnnxEmbedder(model, quantize=spec.quantize, threads=spec.threads, spin=spin,
-                            **tokens)
+        return OnnxEmbedder(
+            model, quantize=spec.quantize, threads=spec.threads, spin=spin, **tokens
+        )
     return SentenceTransformerEmbedder(model, device=spec.device, threads=spec.threads)
 
 
@@ -226,13 +255,21 @@ def _load_remote(spec: EmbedderSpec) -> Embedder:
         try:
             reference = open_embedder(EmbedderSpec(model=spec.parity_model), None, "batch")
         except EmbedderError as exc:
-            raise EmbedderError(f"cannot open the local model {spec.parity_with!r} to check "
-                                f"parity against: {exc}", field="embedder.parity_with") from exc
+            raise EmbedderError(
+                f"cannot open the local model {spec.parity_with!r} to check parity against: {exc}",
+                field="embedder.parity_with",
+            ) from exc
     assert spec.model is not None and spec.url is not None  # EmbedderSpec checked both
     try:
-        return OpenAIEmbedder(spec.url, spec.model, key_env=spec.key_env, batch=spec.batch,
-                              timeout=spec.timeout, retries=spec.retries,
-                              parity_with=reference)
+        return OpenAIEmbedder(
+            spec.url,
+            spec.model,
+            key_env=spec.key_env,
+            batch=spec.batch,
+            timeout=spec.timeout,
+            retries=spec.retries,
+            parity_with=reference,
+        )
     except InvalidInput as exc:  # name the spec's option, as a parse error does
         raise exc.within("embedder") from None
 

@@ -21,7 +21,8 @@ REMOTE_ID_PREFIX = "openai:"
 _KEYWORD_ONLY = frozenset({"none", "keyword"})
 # A bare first word that names the packaged model and, for some, a runtime.
 _SHORTHANDS: dict[str, dict[str, Any]] = {
-    "default": {}, "minilm": {},
+    "default": {},
+    "minilm": {},
     "torch": {"runtime": "torch"},
     "onnx": {"runtime": "onnx"},
     "onnx-int8": {"runtime": "onnx", "quantize": True},
@@ -85,19 +86,23 @@ class EmbedderSpec:
     max_batch_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if self.model is not None and (not isinstance(self.model, str)
-                                       or not self.model.strip()):
-            raise EmbedderError(f"must be a model name, a path or None, got {self.model!r}",
-                                field="model")
+        if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
+            raise EmbedderError(
+                f"must be a model name, a path or None, got {self.model!r}", field="model"
+            )
         if self.runtime not in RUNTIMES:
-            raise EmbedderError(f"one of {', '.join(RUNTIMES)}, got {self.runtime!r}",
-                                field="runtime")
+            raise EmbedderError(
+                f"one of {', '.join(RUNTIMES)}, got {self.runtime!r}", field="runtime"
+            )
         if not isinstance(self.device, str) or not self.device.strip():
-            raise EmbedderError(f"must be a device name such as 'cpu' or 'cuda', "
-                                f"got {self.device!r}", field="device")
+            raise EmbedderError(
+                f"must be a device name such as 'cpu' or 'cuda', got {self.device!r}",
+                field="device",
+            )
         if self.threads is not None and not _positive_int(self.threads):
-            raise EmbedderError(f"must be a positive integer, got {self.threads!r}",
-                                field="threads")
+            raise EmbedderError(
+                f"must be a positive integer, got {self.threads!r}", field="threads"
+            )
         for name in ("spin", "quantize"):
             value = getattr(self, name)
             if not (isinstance(value, bool) or (name == "spin" and value is None)):
@@ -105,73 +110,102 @@ class EmbedderSpec:
         if self.quantize and self.runtime != "onnx":
             raise EmbedderError("int8 weights exist only for runtime=onnx", field="quantize")
         if self.runtime == "onnx" and self.device != "cpu":
-            raise EmbedderError(f"the ONNX runtime runs on cpu only, got {self.device!r}",
-                                field="device")
+            raise EmbedderError(
+                f"the ONNX runtime runs on cpu only, got {self.device!r}", field="device"
+            )
         self._check_batching()
         if self.remote:
             self._check_remote()
         else:
             for name in REMOTE_OPTIONS:
                 if getattr(self, name) is not None:
-                    raise EmbedderError(f"only for runtime={REMOTE_RUNTIME} (an "
-                                        f"OpenAI-compatible server)", field=name)
+                    raise EmbedderError(
+                        f"only for runtime={REMOTE_RUNTIME} (an OpenAI-compatible server)",
+                        field=name,
+                    )
 
     def _check_batching(self) -> None:
         if self.dtype not in DTYPES:
-            raise EmbedderError(f"one of {', '.join(DTYPES)}, got {self.dtype!r}",
-                                field="dtype")
+            raise EmbedderError(f"one of {', '.join(DTYPES)}, got {self.dtype!r}", field="dtype")
         gpu = self.runtime == "auto" and self.device.startswith("cuda")
         if self.dtype != "auto" and not gpu:
-            raise EmbedderError(f"only for the GPU embedder (runtime=auto on a cuda device), "
-                                f"got runtime={self.runtime} device={self.device}",
-                                field="dtype")
+            raise EmbedderError(
+                f"only for the GPU embedder (runtime=auto on a cuda device), "
+                f"got runtime={self.runtime} device={self.device}",
+                field="dtype",
+            )
         if self.max_batch_tokens is not None:
             if not _positive_int(self.max_batch_tokens):
-                raise EmbedderError(f"must be a positive integer, got "
-                                    f"{self.max_batch_tokens!r}", field="max_batch_tokens")
-            if not (gpu or self.runtime == "onnx"
-                    or (self.runtime == "auto" and self.packaged and self.device == "cpu")):
-                raise EmbedderError("only for runtimes that pack batches by tokens (onnx, "
-                                    "or runtime=auto on a cuda device)",
-                                    field="max_batch_tokens")
+                raise EmbedderError(
+                    f"must be a positive integer, got {self.max_batch_tokens!r}",
+                    field="max_batch_tokens",
+                )
+            if not (
+                gpu
+                or self.runtime == "onnx"
+                or (self.runtime == "auto" and self.packaged and self.device == "cpu")
+            ):
+                raise EmbedderError(
+                    "only for runtimes that pack batches by tokens (onnx, "
+                    "or runtime=auto on a cuda device)",
+                    field="max_batch_tokens",
+                )
 
     def _check_remote(self) -> None:
         if self.model in (None, DEFAULT_MODEL):
-            raise EmbedderError(f"runtime={REMOTE_RUNTIME} needs the name of the model the "
-                                f"server serves (model=...)", field="model")
+            raise EmbedderError(
+                f"runtime={REMOTE_RUNTIME} needs the name of the model the "
+                f"server serves (model=...)",
+                field="model",
+            )
         if self.url is None:
-            raise EmbedderError(f"runtime={REMOTE_RUNTIME} needs the server's base URL, "
-                                f"e.g. url=http://host:8000", field="url")
+            raise EmbedderError(
+                f"runtime={REMOTE_RUNTIME} needs the server's base URL, e.g. url=http://host:8000",
+                field="url",
+            )
         parts = urlsplit(self.url) if isinstance(self.url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise EmbedderError(f"expected http(s)://host[:port], got {self.url!r}",
-                                field="url")
-        if self.key_env is not None and (not isinstance(self.key_env, str)
-                                         or not _ENV_NAME.fullmatch(self.key_env)):
+            raise EmbedderError(f"expected http(s)://host[:port], got {self.url!r}", field="url")
+        if self.key_env is not None and (
+            not isinstance(self.key_env, str) or not _ENV_NAME.fullmatch(self.key_env)
+        ):
             # Not echoed: a key pasted here by mistake must not reach a log.
-            raise EmbedderError("must be the NAME of an environment variable that holds "
-                                "the API key (letters, digits, _), not the key", field="key_env")
+            raise EmbedderError(
+                "must be the NAME of an environment variable that holds "
+                "the API key (letters, digits, _), not the key",
+                field="key_env",
+            )
         if self.batch is not None and not _positive_int(self.batch):
             raise EmbedderError(f"must be a positive integer, got {self.batch!r}", field="batch")
-        if self.retries is not None and (isinstance(self.retries, bool)
-                                         or not isinstance(self.retries, int)
-                                         or self.retries < 0):
-            raise EmbedderError(f"must be an integer >= 0, got {self.retries!r}",
-                                field="retries")
-        if self.timeout is not None and (isinstance(self.timeout, bool)
-                                         or not isinstance(self.timeout, (int, float))
-                                         or not 0 < self.timeout < float("inf")):
-            raise EmbedderError(f"must be a positive number of seconds, got {self.timeout!r}",
-                                field="timeout")
-        if self.parity_with is not None and (not isinstance(self.parity_with, str)
-                                             or _model_word(self.parity_with) is None):
-            raise EmbedderError(f"must name a local model (default, a folder or a hub "
-                                f"name), got {self.parity_with!r}", field="parity_with")
-        for name, value in (("device", self.device != "cpu"), ("threads", self.threads),
-                            ("spin", self.spin is not None)):
+        if self.retries is not None and (
+            isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0
+        ):
+            raise EmbedderError(f"must be an integer >= 0, got {self.retries!r}", field="retries")
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, (int, float))
+            or not 0 < self.timeout < float("inf")
+        ):
+            raise EmbedderError(
+                f"must be a positive number of seconds, got {self.timeout!r}", field="timeout"
+            )
+        if self.parity_with is not None and (
+            not isinstance(self.parity_with, str) or _model_word(self.parity_with) is None
+        ):
+            raise EmbedderError(
+                f"must name a local model (default, a folder or a hub "
+                f"name), got {self.parity_with!r}",
+                field="parity_with",
+            )
+        for name, value in (
+            ("device", self.device != "cpu"),
+            ("threads", self.threads),
+            ("spin", self.spin is not None),
+        ):
             if value:
-                raise EmbedderError(f"not used by runtime={REMOTE_RUNTIME} (the server "
-                                    f"runs the model)", field=name)
+                raise EmbedderError(
+                    f"not used by runtime={REMOTE_RUNTIME} (the server runs the model)", field=name
+                )
 
     @property
     def keyword_only(self) -> bool:
@@ -209,8 +243,7 @@ class EmbedderSpec:
         if value is None:
             return cls(model=None)
         if not isinstance(value, str):
-            raise EmbedderError(f"expected a spec string, got {type(value).__name__}",
-                                field=field)
+            raise EmbedderError(f"expected a spec string, got {type(value).__name__}", field=field)
         text = value.strip()
         if not text:
             raise EmbedderError("must not be empty (use 'none' for keyword-only)", field=field)
@@ -231,8 +264,9 @@ class EmbedderSpec:
             if not sep or not key:
                 raise EmbedderError(f"expected key=value, got {part!r}", field=field)
             if key not in known:
-                raise EmbedderError(f"unknown option; known: {', '.join(sorted(known))}",
-                                    field=f"{field}.{key}")
+                raise EmbedderError(
+                    f"unknown option; known: {', '.join(sorted(known))}", field=f"{field}.{key}"
+                )
             if key in given:
                 raise EmbedderError("given twice", field=f"{field}.{key}")
             given.add(key)
@@ -249,8 +283,11 @@ class EmbedderSpec:
 
     def __str__(self) -> str:
         head = "none" if self.model is None else self.model
-        opts = [f"{f.name}={_text(getattr(self, f.name))}" for f in fields(self)
-                if f.name != "model" and getattr(self, f.name) != f.default]
+        opts = [
+            f"{f.name}={_text(getattr(self, f.name))}"
+            for f in fields(self)
+            if f.name != "model" and getattr(self, f.name) != f.default
+        ]
         return ",".join([head, *opts])
 
 
@@ -274,8 +311,7 @@ def _option(key: str, raw: str, field: str) -> Any:
         return _model_word(raw) if key == "model" else raw
     if key in ("threads", "batch", "retries", "max_batch_tokens"):
         try:
-            return None if key == "threads" and raw.lower() in ("", "auto", "none") \
-                else int(raw)
+            return None if key == "threads" and raw.lower() in ("", "auto", "none") else int(raw)
         except ValueError:
             what = "an integer >= 0" if key == "retries" else "a positive integer"
             raise EmbedderError(f"must be {what}, got {raw!r}", field=field) from None
@@ -283,8 +319,9 @@ def _option(key: str, raw: str, field: str) -> Any:
         try:
             return float(raw)
         except ValueError:
-            raise EmbedderError(f"must be a positive number of seconds, got {raw!r}",
-                                field=field) from None
+            raise EmbedderError(
+                f"must be a positive number of seconds, got {raw!r}", field=field
+            ) from None
     if key in ("spin", "quantize"):
         low = raw.lower()
         if key == "spin" and low in ("", "auto", "none"):
@@ -299,5 +336,12 @@ def _text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-__all__ = ["DEFAULT_MODEL", "DTYPES", "REMOTE_ID_PREFIX", "REMOTE_OPTIONS", "REMOTE_RUNTIME",
-           "RUNTIMES", "EmbedderSpec"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "DTYPES",
+    "REMOTE_ID_PREFIX",
+    "REMOTE_OPTIONS",
+    "REMOTE_RUNTIME",
+    "RUNTIMES",
+    "EmbedderSpec",
+]

@@ -25,8 +25,9 @@ class SentenceTransformerEmbedder(Embedder):
     ``threads`` sets torch's intra-op threads, which is process-wide.
     """
 
-    def __init__(self, model: str | Path | None = None, device: str = "cpu",
-                 threads: int | None = None) -> None:
+    def __init__(
+        self, model: str | Path | None = None, device: str = "cpu", threads: int | None = None
+    ) -> None:
         if model is None:
             path = str(packaged_model_path())
             self.model_id = PACKAGED_MODEL_ID
@@ -54,14 +55,16 @@ class SentenceTransformerEmbedder(Embedder):
         try:
             self._model = SentenceTransformer(path, device=device, local_files_only=local)
         except Exception as exc:  # many backends, many error types: name the model
-            raise EmbedderError(f"could not load embedding model {path!r}: {exc}",
-                                field="model") from exc
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or \
-            self._model.get_sentence_embedding_dimension
+            raise EmbedderError(
+                f"could not load embedding model {path!r}: {exc}", field="model"
+            ) from exc
+        get_dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
         dim = get_dim()
         if not dim:
-            raise EmbedderError(f"{path!r} does not report an embedding dimension",
-                                field="model")
+            raise EmbedderError(f"{path!r} does not report an embedding dimension", field="model")
         self.dim = int(dim)
         self.device = device
 
@@ -69,9 +72,13 @@ class SentenceTransformerEmbedder(Embedder):
         import torch
 
         with torch.inference_mode():
-            return self._model.encode(texts, batch_size=batch_size,
-                                      convert_to_numpy=True, normalize_embeddings=True,
-                                      show_progress_bar=False)
+            return self._model.encode(
+                texts,
+                batch_size=batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
 
 
 __all__ = ["SentenceTransformerEmbedder"]

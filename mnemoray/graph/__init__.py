@@ -31,6 +31,18 @@ from mnemoray.graph.model import (
     Support,
 )
 
-__all__ = ["FUNCTIONAL", "RELATION_TYPES", "STRUCTURAL", "TYPED", "Alias", "Entity",
-           "GraphIndex", "Neighbourhood", "Relation", "SessionExtract", "Support", "UserGraph",
-           "extract_session"]
+__all__ = [
+    "FUNCTIONAL",
+    "RELATION_TYPES",
+    "STRUCTURAL",
+    "TYPED",
+    "Alias",
+    "Entity",
+    "GraphIndex",
+    "Neighbourhood",
+    "Relation",
+    "SessionExtract",
+    "Support",
+    "UserGraph",
+    "extract_session",
+]

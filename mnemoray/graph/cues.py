@@ -18,12 +18,12 @@ _FAMILY = r"family|relatives?|siblings?|parents?|kids?|children"
 _CUES: dict[str, str] = {
     "lives_in": r"live[sd]?|(?<!a )living|city|town|home|moved?|reside[sd]?|based",
     "works_at": r"jobs?|work(?:s|ed|ing)?|employer|employed|company|career|profession"
-                r"|occupation|joined|colleagues?|coworkers?|boss|for a living",
+    r"|occupation|joined|colleagues?|coworkers?|boss|for a living",
     "grew_up_in": r"childhood|grew up|grow up|raised|roots|originally|hometown|born",
     "adopted": r"pets?|adopt(?:ed|s)?|" + "|".join(f"{p}s?" for p in PETS),
     "owns": r"own(?:s|ed)?|bought|buy|cars?|vehicles?|drive[sn]?|driving",
     "enjoys": r"into|hobby|hobbies|pastimes?|passion|relax|unwind|free time|spare time"
-              r"|for fun",
+    r"|for fun",
     "visited": r"travell?(?:ed|ing|s)?|trips?|visit(?:s|ed)?|vacations?|holidays?|been to",
     "married_to": r"married|marriage|wife|husband|spouse|" + _FAMILY,
     "partner_of": r"partner|boyfriend|girlfriend|dating|relationship",

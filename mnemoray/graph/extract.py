@@ -88,8 +88,11 @@ class SessionExtract:
 
 
 def _turns(events: Iterable[Event]) -> list[Event]:
-    return [e for e in events if e.type == "message" and e.role in _TURN_ROLES
-            and not e.partial and e.text.strip()]
+    return [
+        e
+        for e in events
+        if e.type == "message" and e.role in _TURN_ROLES and not e.partial and e.text.strip()
+    ]
 
 
 def speaker_of(event: Event) -> str | None:
@@ -99,8 +102,9 @@ def speaker_of(event: Event) -> str | None:
     return None
 
 
-def extract_session(session: Session, memories: Sequence[Memory] = (), *,
-                    recorded_at: float | None = None) -> SessionExtract:
+def extract_session(
+    session: Session, memories: Sequence[Memory] = (), *, recorded_at: float | None = None
+) -> SessionExtract:
     """The graph evidence of ``session``: mentions, statements, and its memories."""
     turns = _turns(session.events)
     speakers = tuple(dict.fromkeys(s for s in (speaker_of(e) for e in turns) if s))
@@ -116,8 +120,9 @@ def extract_session(session: Session, memories: Sequence[Memory] = (), *,
                 found.append((e, n.text, n.type, n.initial))
             for span in resolve_times(sentence, e.timestamp):
                 kind = "date" if span.granularity == "day" else "period"
-                mentions.append(Mention(span.label, kind, e.id, e.timestamp, start=span.start,
-                                        end=span.end))
+                mentions.append(
+                    Mention(span.label, kind, e.id, e.timestamp, start=span.start, end=span.end)
+                )
             statements.extend(_statements(sentence, e, who))
     # A capitalised word seen only at sentence starts is most likely not a name
     # ("Sounds", "Went"), unless a speaker or a relation names it.
@@ -125,17 +130,29 @@ def extract_session(session: Session, memories: Sequence[Memory] = (), *,
     named = set(speakers) | {s.subject for s in statements} | {s.obj for s in statements}
     for e, name, kind, initial in found:
         weak = initial and name not in mid and name not in named
-        mentions.append(Mention(name, kind, e.id, e.timestamp, speaker=name in speakers,
-                                initial_only=weak))
+        mentions.append(
+            Mention(name, kind, e.id, e.timestamp, speaker=name in speakers, initial_only=weak)
+        )
     for s in statements:  # objects read as nouns ("a puppy") are things too
         if s.obj and not s.obj[0].isupper() and s.obj_type == "thing":
             mentions.append(Mention(s.obj, "thing", s.event_id, s.at))
-    refs = tuple(MemoryRef(m.memory_id, m.text, tuple(m.source_event_ids), m.event_time_start)
-                 for m in memories if m.session_id == session.session_id)
+    refs = tuple(
+        MemoryRef(m.memory_id, m.text, tuple(m.source_event_ids), m.event_time_start)
+        for m in memories
+        if m.session_id == session.session_id
+    )
     start = min((e.timestamp for e in turns), default=session.created_at)
-    return SessionExtract(session.app_name, session.user_id, session.session_id, start,
-                          time.time() if recorded_at is None else float(recorded_at),
-                          tuple(mentions), tuple(statements), refs, speakers)
+    return SessionExtract(
+        session.app_name,
+        session.user_id,
+        session.session_id,
+        start,
+        time.time() if recorded_at is None else float(recorded_at),
+        tuple(mentions),
+        tuple(statements),
+        refs,
+        speakers,
+    )
 
 
 def _statements(sentence: str, event: Event, who: str | None) -> list[Statement]:
@@ -153,7 +170,7 @@ def _statements(sentence: str, event: Event, who: str | None) -> list[Statement]
         valid_from: float | None = None
         valid_to: float | None = None
         for s in spans:
-            lead = sentence[max(0, s.begin - 12):s.begin] + " " + s.text.split()[0]
+            lead = sentence[max(0, s.begin - 12) : s.begin] + " " + s.text.split()[0]
             if _UNTIL.search(lead):
                 valid_to = float(s.start)
             elif _SINCE.search(lead) or r.starts or not r.ended:
@@ -164,7 +181,20 @@ def _statements(sentence: str, event: Event, who: str | None) -> list[Statement]
             valid_from = event.timestamp  # known to hold when it was said
         if r.ended and valid_to is None:
             valid_to = event.timestamp  # over by the time it was said
-        out.append(Statement(subject, "person", r.type, obj, r.obj_type, r.confidence,
-                             valid_from, valid_to, r.ended, event.id, event.timestamp,
-                             sentence[:300]))
+        out.append(
+            Statement(
+                subject,
+                "person",
+                r.type,
+                obj,
+                r.obj_type,
+                r.confidence,
+                valid_from,
+                valid_to,
+                r.ended,
+                event.id,
+                event.timestamp,
+                sentence[:300],
+            )
+        )
     return out

@@ -73,19 +73,30 @@ class Neighbourhood:
         idx = self.index
         nodes = self.nodes[:limit]
         edges = idx.edges_back(nodes, self.hop, self.walk)
-        return [(idx.node_ids[n], int(d), idx.type_names[idx.etype[e]],
-                 idx.relation_ids[idx.erel[e]])
-                for n, d, e in zip(nodes.tolist(), self.depths[:limit].tolist(), edges.tolist(),
-                                   strict=True)]
+        return [
+            (idx.node_ids[n], int(d), idx.type_names[idx.etype[e]], idx.relation_ids[idx.erel[e]])
+            for n, d, e in zip(
+                nodes.tolist(), self.depths[:limit].tolist(), edges.tolist(), strict=True
+            )
+        ]
 
 
 class GraphIndex:
     """CSR adjacency: the edges of node ``i`` are positions ``indptr[i]:indptr[i+1]``."""
 
-    def __init__(self, node_ids: Sequence[str], indptr: np.ndarray, nbr: np.ndarray,
-                 etype: np.ndarray, vfrom: np.ndarray, vto: np.ndarray, erel: np.ndarray,
-                 eout: np.ndarray, type_names: Sequence[str],
-                 relation_ids: Sequence[str]) -> None:
+    def __init__(
+        self,
+        node_ids: Sequence[str],
+        indptr: np.ndarray,
+        nbr: np.ndarray,
+        etype: np.ndarray,
+        vfrom: np.ndarray,
+        vto: np.ndarray,
+        erel: np.ndarray,
+        eout: np.ndarray,
+        type_names: Sequence[str],
+        relation_ids: Sequence[str],
+    ) -> None:
         self.node_ids = list(node_ids)
         self.position = {n: i for i, n in enumerate(self.node_ids)}
         self.indptr, self.nbr, self.etype = indptr, nbr, etype
@@ -106,49 +117,75 @@ class GraphIndex:
     @classmethod
     def from_relations(cls, relations: Iterable[Relation]) -> GraphIndex:
         rs = list(relations)
-        return cls.from_columns([r.src for r in rs], [r.dst for r in rs], [r.type for r in rs],
-                                [r.valid_from for r in rs], [r.valid_to for r in rs],
-                                [r.relation_id for r in rs])
+        return cls.from_columns(
+            [r.src for r in rs],
+            [r.dst for r in rs],
+            [r.type for r in rs],
+            [r.valid_from for r in rs],
+            [r.valid_to for r in rs],
+            [r.relation_id for r in rs],
+        )
 
     @classmethod
-    def from_columns(cls, src: Sequence[Any], dst: Sequence[Any], types: Sequence[Any],
-                     valid_from: Sequence[Any] | None = None,
-                     valid_to: Sequence[Any] | None = None,
-                     relation_ids: Sequence[str] | None = None) -> GraphIndex:
+    def from_columns(
+        cls,
+        src: Sequence[Any],
+        dst: Sequence[Any],
+        types: Sequence[Any],
+        valid_from: Sequence[Any] | None = None,
+        valid_to: Sequence[Any] | None = None,
+        relation_ids: Sequence[str] | None = None,
+    ) -> GraphIndex:
         """Build from parallel columns (lists or arrays; None times: unbounded)."""
         m = len(src)
         ends = np.concatenate([np.asarray(src, dtype=object), np.asarray(dst, dtype=object)])
-        node_ids, inv = np.unique(ends.astype(str), return_inverse=True) if m else (
-            np.array([], dtype=str), np.array([], dtype=np.int64))
-        s, d = inv[:m].astype(np.int32), inv[m:].astype(np.int32)
-        type_names, tcodes = np.unique(np.asarray(types, dtype=str), return_inverse=True) if m \
+        node_ids, inv = (
+            np.unique(ends.astype(str), return_inverse=True)
+            if m
             else (np.array([], dtype=str), np.array([], dtype=np.int64))
+        )
+        s, d = inv[:m].astype(np.int32), inv[m:].astype(np.int32)
+        type_names, tcodes = (
+            np.unique(np.asarray(types, dtype=str), return_inverse=True)
+            if m
+            else (np.array([], dtype=str), np.array([], dtype=np.int64))
+        )
         vf = _times(valid_from, m, -np.inf)
         vt = _times(valid_to, m, np.inf)
         heads = np.concatenate([s, d])
         order = np.argsort(heads, kind="stable")
         counts = np.bincount(heads, minlength=len(node_ids))
         # int32 offsets when they fit: the sparse matrix then uses the arrays as they are.
-        indptr = np.zeros(len(node_ids) + 1,
-                          dtype=np.int32 if 2 * m < 2**31 else np.int64)
+        indptr = np.zeros(len(node_ids) + 1, dtype=np.int32 if 2 * m < 2**31 else np.int64)
         np.cumsum(counts, out=indptr[1:])
         rel = np.arange(m, dtype=np.int32)
-        return cls(node_ids.tolist(), indptr, np.concatenate([d, s])[order],
-                   np.concatenate([tcodes, tcodes]).astype(np.int16)[order],
-                   np.concatenate([vf, vf])[order], np.concatenate([vt, vt])[order],
-                   np.concatenate([rel, rel])[order],
-                   np.concatenate([np.ones(m, bool), np.zeros(m, bool)])[order],
-                   type_names.tolist(),
-                   list(relation_ids) if relation_ids is not None else [str(i) for i in range(m)])
+        return cls(
+            node_ids.tolist(),
+            indptr,
+            np.concatenate([d, s])[order],
+            np.concatenate([tcodes, tcodes]).astype(np.int16)[order],
+            np.concatenate([vf, vf])[order],
+            np.concatenate([vt, vt])[order],
+            np.concatenate([rel, rel])[order],
+            np.concatenate([np.ones(m, bool), np.zeros(m, bool)])[order],
+            type_names.tolist(),
+            list(relation_ids) if relation_ids is not None else [str(i) for i in range(m)],
+        )
 
-    def neighbours(self, start: str | Iterable[str], depth: int = 1,
-                   types: Iterable[str] | None = None, at: float | None = None,
-                   direction: Direction = "both") -> Neighbourhood:
+    def neighbours(
+        self,
+        start: str | Iterable[str],
+        depth: int = 1,
+        types: Iterable[str] | None = None,
+        at: float | None = None,
+        direction: Direction = "both",
+    ) -> Neighbourhood:
         """Nodes within ``depth`` hops of ``start`` (ids; unknown ones reach nothing),
         over relations of ``types`` (None: all) valid at world time ``at`` (None: any)."""
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
-            raise InvalidInput(f"must be an int from 1 to {MAX_DEPTH}, got {depth!r}",
-                               field="depth")
+            raise InvalidInput(
+                f"must be an int from 1 to {MAX_DEPTH}, got {depth!r}", field="depth"
+            )
         if direction not in ("both", "out", "in"):
             raise InvalidInput(f"must be both, out or in, got {direction!r}", field="direction")
         starts = [start] if isinstance(start, str) else list(start)
@@ -193,14 +230,12 @@ class GraphIndex:
         """Adjacency as a sparse matrix whose row ``v`` holds v's allowed edges (an edge
         taken toward ``v`` is one stored at the other end, hence the transpose of the
         direction filter). The part that does not depend on ``at`` is cached."""
-        back = _Filter(walk.lut, None, {"out": "in", "in": "out"}.get(walk.direction,
-                                                                        "both"))
+        back = _Filter(walk.lut, None, {"out": "in", "in": "out"}.get(walk.direction, "both"))
         key = (None if back.lut is None else back.lut.tobytes(), back.direction)
         cached = self._matrices.get(key)
         if cached is None:
             mask = back.ok(self, slice(None))
-            data = np.ones(self.nbr.size, np.float32) if mask is None \
-                else mask.astype(np.float32)
+            data = np.ones(self.nbr.size, np.float32) if mask is None else mask.astype(np.float32)
             n = self.node_count
             cached = sparse.csr_matrix((data, self.nbr, self.indptr), shape=(n, n))
             if len(self._matrices) >= 8:  # a few filter combinations recur; keep those
@@ -224,8 +259,7 @@ class GraphIndex:
         pos = np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
         owner = np.repeat(np.arange(nodes.size), lens)
         keep = hop[self.nbr[pos]] == hop[nodes][owner] - 1
-        back = _Filter(walk.lut, walk.at, {"out": "in", "in": "out"}.get(walk.direction,
-                                                                           "both"))
+        back = _Filter(walk.lut, walk.at, {"out": "in", "in": "out"}.get(walk.direction, "both"))
         mask = back.ok(self, pos)
         if mask is not None:
             keep &= mask
@@ -233,6 +267,7 @@ class GraphIndex:
         hits = np.flatnonzero(keep)[::-1]  # reversed: the first position per node wins
         first[owner[hits]] = pos[hits]
         return first
+
 
 def _times(values: Sequence[Any] | None, m: int, missing: float) -> np.ndarray:
     if values is None:

@@ -23,9 +23,24 @@ CONTRADICTS = "contradicts"
 SAME_PERIOD = "same_period"
 STRUCTURAL = (MENTIONS, SAME_ENTITY, EXTENDS, CONTRADICTS, SAME_PERIOD)
 # Relations read from text (mnemoray.graph.patterns).
-TYPED = ("lives_in", "works_at", "owns", "adopted", "married_to", "sister_of", "brother_of",
-         "mother_of", "father_of", "daughter_of", "son_of", "friend_of", "partner_of",
-         "grew_up_in", "visited", "enjoys")
+TYPED = (
+    "lives_in",
+    "works_at",
+    "owns",
+    "adopted",
+    "married_to",
+    "sister_of",
+    "brother_of",
+    "mother_of",
+    "father_of",
+    "daughter_of",
+    "son_of",
+    "friend_of",
+    "partner_of",
+    "grew_up_in",
+    "visited",
+    "enjoys",
+)
 RELATION_TYPES: tuple[str, ...] = STRUCTURAL + TYPED
 # A subject holds one of these at a time: a newer one closes the older one's validity.
 FUNCTIONAL = frozenset({"lives_in", "works_at", "married_to", "partner_of"})
@@ -65,11 +80,14 @@ class Support:
     def merged(self, other: Support) -> Support:
         starts = [t for t in (self.valid_from, other.valid_from) if t is not None]
         ends = [t for t in (self.valid_to, other.valid_to) if t is not None]
-        return Support(self.session_id,
-                       tuple(dict.fromkeys((*self.event_ids, *other.event_ids))),
-                       tuple(dict.fromkeys((*self.memory_ids, *other.memory_ids))),
-                       min(starts) if starts else None, max(ends) if ends else None,
-                       self.ended or other.ended)
+        return Support(
+            self.session_id,
+            tuple(dict.fromkeys((*self.event_ids, *other.event_ids))),
+            tuple(dict.fromkeys((*self.memory_ids, *other.memory_ids))),
+            min(starts) if starts else None,
+            max(ends) if ends else None,
+            self.ended or other.ended,
+        )
 
 
 def stated_validity(supports: tuple[Support, ...]) -> tuple[float | None, float | None, bool]:
@@ -85,8 +103,9 @@ def merge_supports(*groups: tuple[Support, ...]) -> tuple[Support, ...]:
     by_session: dict[str, Support] = {}
     for group in groups:
         for s in group:
-            by_session[s.session_id] = (by_session[s.session_id].merged(s)
-                                        if s.session_id in by_session else s)
+            by_session[s.session_id] = (
+                by_session[s.session_id].merged(s) if s.session_id in by_session else s
+            )
     return tuple(by_session.values())
 
 
@@ -160,12 +179,12 @@ class Relation:
 
     def valid_at(self, t: float) -> bool:
         """Held at world time ``t``: began at or before it (or unknown), not yet ended."""
-        return ((self.valid_from is None or self.valid_from <= t)
-                and (self.valid_to is None or t < self.valid_to))
+        return (self.valid_from is None or self.valid_from <= t) and (
+            self.valid_to is None or t < self.valid_to
+        )
 
     def bumped(self, changed_by: str, **changes: object) -> Relation:
-        return replace(self, version=self.version + 1, changed_by=changed_by,
-                       **changes)  # type: ignore[arg-type]
+        return replace(self, version=self.version + 1, changed_by=changed_by, **changes)  # type: ignore[arg-type]
 
 
 def strength_of(statements: int) -> float:

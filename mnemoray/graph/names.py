@@ -36,16 +36,85 @@ july august september october november december
 """
 NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split())
 # Words a name run must not end with ("Melanie's", "Anna and").
-_TRAILING = frozenset({"and", "&", "of", "de", "da", "del", "della", "der", "di", "du", "van",
-                       "von", "la", "le", "al"})
+_TRAILING = frozenset(
+    {
+        "and",
+        "&",
+        "of",
+        "de",
+        "da",
+        "del",
+        "della",
+        "der",
+        "di",
+        "du",
+        "van",
+        "von",
+        "la",
+        "le",
+        "al",
+    }
+)
 
-KIN = ("sister", "brother", "mom", "mother", "mum", "dad", "father", "son", "daughter",
-       "wife", "husband", "partner", "boyfriend", "girlfriend", "friend", "best friend",
-       "cousin", "aunt", "uncle", "niece", "nephew", "grandma", "grandmother", "grandpa",
-       "grandfather", "boss", "colleague", "coworker", "neighbor", "neighbour", "roommate",
-       "mentor", "kid", "child", "baby", "fiance", "fiancé", "fiancee", "fiancée")
-PETS = ("dog", "cat", "puppy", "kitten", "pup", "bird", "parrot", "hamster", "rabbit",
-        "bunny", "horse", "fish", "turtle", "snake", "pet", "guinea pig")
+KIN = (
+    "sister",
+    "brother",
+    "mom",
+    "mother",
+    "mum",
+    "dad",
+    "father",
+    "son",
+    "daughter",
+    "wife",
+    "husband",
+    "partner",
+    "boyfriend",
+    "girlfriend",
+    "friend",
+    "best friend",
+    "cousin",
+    "aunt",
+    "uncle",
+    "niece",
+    "nephew",
+    "grandma",
+    "grandmother",
+    "grandpa",
+    "grandfather",
+    "boss",
+    "colleague",
+    "coworker",
+    "neighbor",
+    "neighbour",
+    "roommate",
+    "mentor",
+    "kid",
+    "child",
+    "baby",
+    "fiance",
+    "fiancé",
+    "fiancee",
+    "fiancée",
+)
+PETS = (
+    "dog",
+    "cat",
+    "puppy",
+    "kitten",
+    "pup",
+    "bird",
+    "parrot",
+    "hamster",
+    "rabbit",
+    "bunny",
+    "horse",
+    "fish",
+    "turtle",
+    "snake",
+    "pet",
+    "guinea pig",
+)
 _KIN_RE = "|".join(sorted(KIN, key=len, reverse=True))
 _ORG_WORDS_TEXT = """university college school academy hospital clinic bank company corp
 corporation inc llc ltd co labs lab group foundation institute agency church club center centre
@@ -58,23 +127,52 @@ canyon forest desert falls springs hills heights square"""
 _PLACE_WORDS = frozenset(_PLACE_WORDS_TEXT.split())
 
 _BEFORE = (
-    ("person", re.compile(rf"\b(?:my|his|her|our|their|your)\s+(?:little\s+|older\s+|younger\s+"
-                          rf"|big\s+|twin\s+|new\s+|old\s+)?(?:{_KIN_RE})\s*,?\s*$", re.I)),
+    (
+        "person",
+        re.compile(
+            rf"\b(?:my|his|her|our|their|your)\s+(?:little\s+|older\s+|younger\s+"
+            rf"|big\s+|twin\s+|new\s+|old\s+)?(?:{_KIN_RE})\s*,?\s*$",
+            re.I,
+        ),
+    ),
     ("person", re.compile(r"\b(?:mr|mrs|ms|miss|dr|prof)\.?\s*$", re.I)),
     ("thing", re.compile(rf"\b(?:{'|'.join(PETS)})s?\s+(?:named|called)\s*$", re.I)),
-    ("person", re.compile(r"\b(?:named|called|with|met|meet|meeting|married|marry|dating"
-                          r"|thanks|thank you|hi|hey|hello|dear|congrats|congratulations)\s*,?\s*$",
-                          re.I)),
-    ("org", re.compile(r"\b(?:work(?:s|ed|ing)?\s+(?:at|for)|job\s+(?:at|with)|joined|employed\s+by"
-                       r"|intern(?:ship)?\s+at|position\s+at|role\s+at|interview(?:ed)?\s+(?:at|with)"
-                       r"|hired\s+by)\s*$", re.I)),
-    ("place", re.compile(r"\b(?:in|to|from|near|visit(?:ed|ing)?|around|across|through|toward"
-                         r"|towards|outside|live[sd]?\s+in|moved\s+to|trip\s+to|flew\s+to"
-                         r"|back\s+to)\s*$", re.I)),
+    (
+        "person",
+        re.compile(
+            r"\b(?:named|called|with|met|meet|meeting|married|marry|dating"
+            r"|thanks|thank you|hi|hey|hello|dear|congrats|congratulations)\s*,?\s*$",
+            re.I,
+        ),
+    ),
+    (
+        "org",
+        re.compile(
+            r"\b(?:work(?:s|ed|ing)?\s+(?:at|for)|job\s+(?:at|with)|joined|employed\s+by"
+            r"|intern(?:ship)?\s+at|position\s+at|role\s+at|interview(?:ed)?\s+(?:at|with)"
+            r"|hired\s+by)\s*$",
+            re.I,
+        ),
+    ),
+    (
+        "place",
+        re.compile(
+            r"\b(?:in|to|from|near|visit(?:ed|ing)?|around|across|through|toward"
+            r"|towards|outside|live[sd]?\s+in|moved\s+to|trip\s+to|flew\s+to"
+            r"|back\s+to)\s*$",
+            re.I,
+        ),
+    ),
 )
 _AFTER = (
-    ("person", re.compile(r"^\s*(?:said|says|told|asked|thinks|thought|is my|was my|and I\b"
-                          r"|wants|loves|called|texted|visited)", re.I)),
+    (
+        "person",
+        re.compile(
+            r"^\s*(?:said|says|told|asked|thinks|thought|is my|was my|and I\b"
+            r"|wants|loves|called|texted|visited)",
+            re.I,
+        ),
+    ),
     ("org", re.compile(r"^\s*(?:Inc|Corp|LLC|Ltd|GmbH)\b")),
 )
 
@@ -109,8 +207,7 @@ def find_names(sentence: str) -> list[Name]:
         if len(text) < 2 or text.isupper() and len(text) > 5:  # "OK", shouting
             continue
         end = begin + len(" ".join(words))
-        out.append(Name(text, begin, end, _type_of(sentence, begin, end, text),
-                        begin == lead))
+        out.append(Name(text, begin, end, _type_of(sentence, begin, end, text), begin == lead))
     return out
 
 
@@ -120,7 +217,7 @@ def _type_of(sentence: str, begin: int, end: int, text: str) -> str:
         return "org"
     if last in _PLACE_WORDS:
         return "place"
-    before, after = sentence[max(0, begin - 40):begin], sentence[end:end + 30]
+    before, after = sentence[max(0, begin - 40) : begin], sentence[end : end + 30]
     for kind, pattern in _BEFORE:
         if pattern.search(before):
             return kind
@@ -132,5 +229,7 @@ def _type_of(sentence: str, begin: int, end: int, text: str) -> str:
 
 def is_name_like(author: str) -> bool:
     """Whether an event author reads as a person's name ("Melanie", not "travel_agent")."""
-    return bool(re.fullmatch(rf"{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}}", author)) \
+    return (
+        bool(re.fullmatch(rf"{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}}", author))
         and author.lower() not in NOT_NAMES
+    )

@@ -78,14 +78,16 @@ def _closed(r: Relation) -> bool:
 class GraphRecall:
     """A user's graph laid over one candidate set (positions are the set's)."""
 
-    def __init__(self, graph: UserGraph, memory_ids: Sequence[str],
-                 session_ids: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, graph: UserGraph, memory_ids: Sequence[str], session_ids: Sequence[str] | None = None
+    ) -> None:
         self.graph = graph
         self.size = len(memory_ids)
         # Each position's session (the hop reaches other sessions); without them every
         # memory is its own session.
-        self._sessions = np.asarray(session_ids if session_ids is not None else memory_ids,
-                                    dtype=object)
+        self._sessions = np.asarray(
+            session_ids if session_ids is not None else memory_ids, dtype=object
+        )
         pos = {m: i for i, m in enumerate(memory_ids)}
         mentions: dict[str, dict[int, float]] = defaultdict(dict)
         for r in graph.relations.values():
@@ -94,13 +96,15 @@ class GraphRecall:
             e = graph.entities.get(r.dst)
             if e is not None and e.type not in _DATES:
                 mentions[r.dst][pos[r.src]] = r.strength
-        self._mentions = {eid: (np.fromiter(d, np.int64, len(d)),
-                                np.fromiter(d.values(), np.float64, len(d)))
-                          for eid, d in mentions.items()}
+        self._mentions = {
+            eid: (np.fromiter(d, np.int64, len(d)), np.fromiter(d.values(), np.float64, len(d)))
+            for eid, d in mentions.items()
+        }
         linked = len({p for d in mentions.values() for p in d})
         scale = math.log(max(linked, 2))
-        self._specificity = {eid: max(0.0, math.log(linked / len(d)) / scale)
-                             for eid, d in mentions.items()}
+        self._specificity = {
+            eid: max(0.0, math.log(linked / len(d)) / scale) for eid, d in mentions.items()
+        }
         self._entities_of: dict[int, list[str]] = defaultdict(list)
         for eid, d in mentions.items():
             for p in d:
@@ -129,11 +133,19 @@ class GraphRecall:
             self._facts_by_position = by
         names = self.graph.entities
         return tuple(
-            StatedFact(r.type, names[r.src].name if r.src in names else r.src,
-                       names[r.dst].name if r.dst in names else r.dst,
-                       r.valid_from, r.valid_to, not _closed(r))
-            for r in sorted(self._facts_by_position.get(position, ()),
-                            key=lambda r: (r.valid_from or 0.0, r.relation_id)))
+            StatedFact(
+                r.type,
+                names[r.src].name if r.src in names else r.src,
+                names[r.dst].name if r.dst in names else r.dst,
+                r.valid_from,
+                r.valid_to,
+                not _closed(r),
+            )
+            for r in sorted(
+                self._facts_by_position.get(position, ()),
+                key=lambda r: (r.valid_from or 0.0, r.relation_id),
+            )
+        )
 
     def specificity(self, entity_id: str) -> float:
         """1 for an entity one memory mentions, toward 0 for one that nearly every
@@ -154,7 +166,7 @@ class GraphRecall:
         i = 0
         while i < len(words):
             for n in range(min(_LONGEST, len(words) - i), 0, -1):
-                eid = self.graph.named(alias_key(" ".join(words[i:i + n])))
+                eid = self.graph.named(alias_key(" ".join(words[i : i + n])))
                 if eid is not None and self.graph.entities[eid].type not in _DATES:
                     found.append(eid)
                     i += n
@@ -175,8 +187,9 @@ class GraphRecall:
             self._add(out, eid, self.specificity(eid))
         return out
 
-    def graph_signal(self, gq: GraphQuery, past: bool, present: bool,
-                     seeds: Iterable[int] = ()) -> np.ndarray:
+    def graph_signal(
+        self, gq: GraphQuery, past: bool, present: bool, seeds: Iterable[int] = ()
+    ) -> np.ndarray:
         out = np.zeros(self.size, dtype=np.float64)
         named = set(gq.entities)
         stale = np.zeros(self.size, dtype=bool)
@@ -188,8 +201,11 @@ class GraphRecall:
                     self._hop(out, end, END, strength=False)
         if not past and (present or gq.relations & FUNCTIONAL):
             for r, positions in self._facts:
-                if r.type in gq.relations and r.type in FUNCTIONAL \
-                        and (r.src in named or r.dst in named):
+                if (
+                    r.type in gq.relations
+                    and r.type in FUNCTIONAL
+                    and (r.src in named or r.dst in named)
+                ):
                     (stale if _closed(r) else current)[positions] = True
         seeds = [int(p) for p in seeds]
         if seeds:
@@ -208,8 +224,9 @@ class GraphRecall:
         out[stale & ~current] = STALE
         return out
 
-    def _asked_facts(self, gq: GraphQuery, named: set[str],
-                     past: bool) -> list[tuple[Relation, np.ndarray]]:
+    def _asked_facts(
+        self, gq: GraphQuery, named: set[str], past: bool
+    ) -> list[tuple[Relation, np.ndarray]]:
         """The facts of a named entity and an asked relation, as they hold now (open)
         or, for the past, those since closed; a fact closed by one that touches a named
         entity ("before Berlin") is asked even when its own ends are not named."""

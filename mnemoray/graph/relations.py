@@ -34,8 +34,10 @@ Edge = tuple[str, str, str]  # (src, type, dst)
 class Relations(dict[str, Relation]):
     """Relations by id, with the indexes and the change log described above."""
 
-    def __init__(self, items: Mapping[str, Relation] | Iterable[tuple[str, Relation]] = (),
-                 ) -> None:
+    def __init__(
+        self,
+        items: Mapping[str, Relation] | Iterable[tuple[str, Relation]] = (),
+    ) -> None:
         super().__init__(items)
         self.indexed = False
         self.seq: dict[str, int] = {}
@@ -149,7 +151,6 @@ class Relations(dict[str, Relation]):
         """``ids`` (held here) in the order the dict holds them."""
         return sorted(ids, key=self.index().seq.__getitem__)
 
-
     def move_derived(self, made: Iterable[Relation]) -> None:
         """Drop every derived relation, then add ``made`` at the end, in order, each id
         once (the first kept) and none that a relation of another type holds. Derived
@@ -170,8 +171,7 @@ class Relations(dict[str, Relation]):
             self.derived.add(rid)
 
 
-def matching(relations: dict[str, Relation], src: str, rtype: str,
-             dst: str) -> list[Relation]:
+def matching(relations: dict[str, Relation], src: str, rtype: str, dst: str) -> list[Relation]:
     """The relations from ``src`` to ``dst`` of type ``rtype``, in the dict's order (not
     indexed yet: by a pass over them)."""
     if isinstance(relations, Relations) and relations.indexed:

@@ -70,8 +70,13 @@ def _pair_rule(short: str, other: str) -> tuple[str, float] | None:
     rest_ok = len(a) == 1 or len(b) == 1 or a[1:] == b[1:]
     if rest_ok and (fb in NICKNAMES.get(fa, ()) or fa in NICKNAMES.get(fb, ())):
         return "nickname", 0.7
-    if len(a) == 1 and len(b) == 1 and min(len(fa), len(fb)) >= 3 and fa != fb \
-            and (fa.startswith(fb) or fb.startswith(fa)):
+    if (
+        len(a) == 1
+        and len(b) == 1
+        and min(len(fa), len(fb)) >= 3
+        and fa != fb
+        and (fa.startswith(fb) or fb.startswith(fa))
+    ):
         return "prefix", 0.6
     return None
 
@@ -101,8 +106,9 @@ class AliasIndex:
             self._by_first[first].discard(entity_id)
             self._by_lead[first[:3]].discard(entity_id)
 
-    def match(self, surface: str, type_: str, session_keys: set[str],
-              types: dict[str, str]) -> Match:
+    def match(
+        self, surface: str, type_: str, session_keys: set[str], types: dict[str, str]
+    ) -> Match:
         """Resolve ``surface`` (of ``type_``) given the alias keys said in the same
         session and each entity's type."""
         key = alias_key(surface)

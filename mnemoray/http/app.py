@@ -30,7 +30,8 @@ from mnemoray.schemas.common import ErrorResponse
 from mnemoray.settings.serve_groups import ServerSettings
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 500, 503)}
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 500, 503)
+}
 
 
 def operation_id(route: APIRoute) -> str:
@@ -56,8 +57,9 @@ class LoopbackHostOnly:
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] == "http" and scope.get("path") not in HOST_CHECK_EXEMPT:
-            host = next((v.decode("latin-1") for k, v in scope.get("headers", ())
-                         if k == b"host"), None)
+            host = next(
+                (v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"host"), None
+            )
             try:
                 check_local_host(host)
             except MnemorayError as exc:
@@ -71,29 +73,37 @@ def build_api(backend: ApiBackend, http: HttpConfig | None = None) -> FastAPI:
     http = http or HttpConfig()
     docs = http.docs_open
     api = FastAPI(
-        title="mnemoray", version="0.1.0",
+        title="mnemoray",
+        version="0.1.0",
         description="Long-term memory and compiled context for LLM agents. Authenticate "
-                    "with `Authorization: Bearer <api key>` when the server has keys.",
-        responses=ERRORS, docs_url="/docs" if docs else None,
-        redoc_url="/redoc" if docs else None, openapi_url="/openapi.json" if docs else None,
+        "with `Authorization: Bearer <api key>` when the server has keys.",
+        responses=ERRORS,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
         generate_unique_id_function=operation_id,
-        swagger_ui_parameters={"persistAuthorization": True})
+        swagger_ui_parameters={"persistAuthorization": True},
+    )
     api.state.backend = backend
     api.state.http = http
     if http.keys.open and not http.allow_remote_without_keys:
         api.add_middleware(LoopbackHostOnly)  # inside the metrics: refusals are counted
-    api.add_middleware(ServeMiddleware, metrics=backend.metrics,
-                       max_body_bytes=http.max_body_bytes)
+    api.add_middleware(ServeMiddleware, metrics=backend.metrics, max_body_bytes=http.max_body_bytes)
     install_error_handlers(api, http.echo_request_id)  # outermost: every answer has an id
     for router in ROUTERS:
         api.include_router(router)
     return api
 
 
-def http_config(server: ServerSettings, keys: ApiKeys, *,
-                echo_request_id: bool = True) -> HttpConfig:
+def http_config(
+    server: ServerSettings, keys: ApiKeys, *, echo_request_id: bool = True
+) -> HttpConfig:
     """The HTTP edge's settings from the ``server`` group and the resolved ``keys``."""
-    return HttpConfig(keys=keys, max_body_bytes=server.max_body_bytes,
-                      allow_remote_without_keys=server.allow_remote_without_keys,
-                      echo_request_id=echo_request_id, docs=server.docs,
-                      offload_bytes=server.offload_bytes)
+    return HttpConfig(
+        keys=keys,
+        max_body_bytes=server.max_body_bytes,
+        allow_remote_without_keys=server.allow_remote_without_keys,
+        echo_request_id=echo_request_id,
+        docs=server.docs,
+        offload_bytes=server.offload_bytes,
+    )

@@ -89,14 +89,17 @@ class ApiKeys:
         """``{"key": "app" | ["app", ...] | {"apps": [...], "app_wide": bool}}`` ->
         ApiKeys (validated, keys hashed)."""
         if not isinstance(raw, Mapping):
-            raise AuthConfigError(f"{where}: expected a JSON object {{\"key\": \"app\" or "
-                                  f"[\"app\", ...]}}, got {type(raw).__name__}")
+            raise AuthConfigError(
+                f'{where}: expected a JSON object {{"key": "app" or '
+                f'["app", ...]}}, got {type(raw).__name__}'
+            )
         digests: dict[str, frozenset[str]] = {}
         app_wide: set[str] = set()
         for i, (key, apps) in enumerate(raw.items()):
             if not isinstance(key, str) or len(key.strip()) < MIN_KEY_CHARS:
-                raise AuthConfigError(f"{where}: key #{i + 1} must be a string of at least "
-                                      f"{MIN_KEY_CHARS} characters")
+                raise AuthConfigError(
+                    f"{where}: key #{i + 1} must be a string of at least {MIN_KEY_CHARS} characters"
+                )
             if key != key.strip() or any(c.isspace() for c in key):
                 raise AuthConfigError(f"{where}: key #{i + 1} must not contain whitespace")
             wide = False
@@ -104,15 +107,22 @@ class ApiKeys:
                 extra = set(apps) - {"apps", "app_wide"}
                 wide = apps.get("app_wide", False)
                 if extra or not isinstance(wide, bool):
-                    raise AuthConfigError(f"{where}: key #{i + 1}: an object takes \"apps\" "
-                                          f"and \"app_wide\" (true/false) only, got "
-                                          f"{sorted(apps)!r}")
+                    raise AuthConfigError(
+                        f'{where}: key #{i + 1}: an object takes "apps" '
+                        f'and "app_wide" (true/false) only, got '
+                        f"{sorted(apps)!r}"
+                    )
                 apps = apps.get("apps")
             names = [apps] if isinstance(apps, str) else apps
-            if not isinstance(names, list) or not names or not all(
-                    isinstance(a, str) and a for a in names):
-                raise AuthConfigError(f"{where}: key #{i + 1} must map to an app name or a "
-                                      f"non-empty list of app names, got {apps!r}")
+            if (
+                not isinstance(names, list)
+                or not names
+                or not all(isinstance(a, str) and a for a in names)
+            ):
+                raise AuthConfigError(
+                    f"{where}: key #{i + 1} must map to an app name or a "
+                    f"non-empty list of app names, got {apps!r}"
+                )
             digests[key_digest(key)] = frozenset(names)
             if wide:
                 app_wide.add(key_digest(key))
@@ -124,14 +134,16 @@ class ApiKeys:
         digests, wide = {}, set()
         for d, apps in (raw or {}).items():
             if d.startswith(APP_WIDE_PREFIX):
-                d = d[len(APP_WIDE_PREFIX):]
+                d = d[len(APP_WIDE_PREFIX) :]
                 wide.add(d)
             digests[d] = frozenset(apps)
         return cls(digests, frozenset(wide))
 
     def to_digests(self) -> dict[str, list[str]]:
-        return {(APP_WIDE_PREFIX + d if d in self.app_wide else d): sorted(apps)
-                for d, apps in self.digests.items()}
+        return {
+            (APP_WIDE_PREFIX + d if d in self.app_wide else d): sorted(apps)
+            for d, apps in self.digests.items()
+        }
 
     def apps_for(self, key: str) -> frozenset[str] | None:
         return self.digests.get(key_digest(key))
@@ -140,8 +152,7 @@ class ApiKeys:
         return key_digest(key) in self.app_wide
 
 
-def load_api_keys(path: str | Path | None = None,
-                  env: Mapping[str, str] | None = None) -> ApiKeys:
+def load_api_keys(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> ApiKeys:
     """Keys from ``path`` if given, else from ``$MNEMORAY_API_KEYS`` (JSON or a path)."""
     env = os.environ if env is None else env
     if path is not None and str(path).strip():
@@ -176,8 +187,9 @@ def _from_file(path: Path) -> ApiKeys:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AuthConfigError(f"api keys file {path}: invalid JSON ({exc.msg}, line "
-                              f"{exc.lineno})") from exc
+        raise AuthConfigError(
+            f"api keys file {path}: invalid JSON ({exc.msg}, line {exc.lineno})"
+        ) from exc
     return ApiKeys.from_mapping(raw, f"api keys file {path}")
 
 
@@ -197,8 +209,9 @@ class Principal:
     def check(self, app_name: str) -> None:
         if self.apps is not None and app_name not in self.apps:
             # Same answer whether or not the app exists: nothing leaks about other tenants.
-            raise NotPermitted(f"this API key is not allowed to use app {app_name!r}",
-                               field="app_name")
+            raise NotPermitted(
+                f"this API key is not allowed to use app {app_name!r}", field="app_name"
+            )
 
     @property
     def sees_app_wide(self) -> bool:
@@ -210,9 +223,11 @@ class Principal:
         """App-wide recall: an app of this key, and :attr:`sees_app_wide`."""
         self.check(app_name)
         if not self.sees_app_wide:
-            raise NotPermitted(f"this API key may not recall across the users of app "
-                               f"{app_name!r}: that needs a key marked \"app_wide\": true",
-                               field="app_name")
+            raise NotPermitted(
+                f"this API key may not recall across the users of app "
+                f'{app_name!r}: that needs a key marked "app_wide": true',
+                field="app_name",
+            )
 
 
 OPEN = Principal(None)
@@ -259,24 +274,35 @@ def check_local_host(header: str | None) -> None:
     the open, loopback-only server's guard against DNS rebinding."""
     if not local_host_header(header):
         shown = (header or "")[:100]
-        raise NotPermitted(f"this server runs without API keys and answers requests to "
-                           f"localhost, 127.0.0.1 or [::1] only, not Host header {shown!r}; "
-                           f"configure API keys to serve other names", field="host")
+        raise NotPermitted(
+            f"this server runs without API keys and answers requests to "
+            f"localhost, 127.0.0.1 or [::1] only, not Host header {shown!r}; "
+            f"configure API keys to serve other names",
+            field="host",
+        )
 
 
-def authenticate(keys: ApiKeys, authorization: str | None, client_host: str | None, *,
-                 allow_remote_without_keys: bool = False) -> Principal:
+def authenticate(
+    keys: ApiKeys,
+    authorization: str | None,
+    client_host: str | None,
+    *,
+    allow_remote_without_keys: bool = False,
+) -> Principal:
     """The caller's principal; NotAuthenticated (401: no or unknown key) or
     NotPermitted (403: a remote client of a server without keys)."""
     if keys.open:
         if allow_remote_without_keys or is_loopback(client_host):
             return OPEN
-        raise NotPermitted("this server runs without API keys and only accepts clients on "
-                           "127.0.0.1; configure API keys to serve other hosts")
+        raise NotPermitted(
+            "this server runs without API keys and only accepts clients on "
+            "127.0.0.1; configure API keys to serve other hosts"
+        )
     token = bearer_token(authorization)
     if token is None:
-        raise NotAuthenticated("missing bearer token (Authorization: Bearer <api key>)",
-                               field="authorization")
+        raise NotAuthenticated(
+            "missing bearer token (Authorization: Bearer <api key>)", field="authorization"
+        )
     apps = keys.apps_for(token)
     if apps is None:
         raise NotAuthenticated("unknown API key", field="authorization")

@@ -53,15 +53,28 @@ class ApiBackend(Protocol):
     sessions: SessionStore
     artifacts: ArtifactStore
 
-    async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
-                     filters: Mapping[str, Any] | None, mode: str | None,
-                     explain: bool = False) -> dict[str, Any]:
+    async def recall(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        mode: str | None,
+        explain: bool = False,
+    ) -> dict[str, Any]:
         """``{"memories": [...], "store_version": ...}``, best first; ``explain``: each
         with ``contributions`` (what each signal added to its score)."""
         ...
 
-    async def recall_app(self, app_name: str, query: str, top_k: int,
-                         filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+    async def recall_app(
+        self,
+        app_name: str,
+        query: str,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        mode: str | None,
+    ) -> dict[str, Any]:
         """Recall across every user of ``app_name``: ``{"memories": [...] (each with its
         ``user_id``), "store_version": ...}``, best first. The route checks the key."""
         ...
@@ -80,12 +93,18 @@ class ApiBackend(Protocol):
         """``fn(*args, **kwargs)`` off the event loop."""
         ...
 
-    async def compile(self, app_name: str, user_id: str, session_id: str,
-                      agent: Mapping[str, Any], new_message: str | None,
-                      temp_state: Mapping[str, Any] | None,
-                      callee: Mapping[str, Any] | None = None,
-                      memory_agent: str | None = None,
-                      at_event_id: str | None = None) -> dict[str, Any]:
+    async def compile(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        agent: Mapping[str, Any],
+        new_message: str | None,
+        temp_state: Mapping[str, Any] | None,
+        callee: Mapping[str, Any] | None = None,
+        memory_agent: str | None = None,
+        at_event_id: str | None = None,
+    ) -> dict[str, Any]:
         """The CompiledRequest dict of one model call; ``callee`` (``{"prompt",
         "artifacts"}``): of an agent called as a tool (mnemoray.compiler.callee);
         ``memory_agent``: whose memories the preload recalls (agent_names.memory_view);
@@ -105,16 +124,18 @@ class ApiBackend(Protocol):
         mnemoray.http.inspector). The route checks the key."""
         ...
 
-    def end_session(self, app_name: str, user_id: str, session_id: str, *,
-                    wait: bool = False) -> dict[str, Any]:
+    def end_session(
+        self, app_name: str, user_id: str, session_id: str, *, wait: bool = False
+    ) -> dict[str, Any]:
         """End a session (blocking: run it through :meth:`run_io`) and queue its memory
         ingestion: ``{"session_id", "ended_at", "job_id"}``. ``wait``: run the job before
         answering, ``{"session_id", "ended_at", "ingestion": {...}}``. Ending an ended
         session queues a new job (the retry of a failed one)."""
         ...
 
-    def enqueue_session(self, app_name: str, user_id: str,
-                        session: Mapping[str, Any]) -> dict[str, Any]:
+    def enqueue_session(
+        self, app_name: str, user_id: str, session: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """Queue a posted session's ingestion (blocking; its input is on disk when this
         returns): ``{"job_id", "status"}``."""
         ...

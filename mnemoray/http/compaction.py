@@ -18,10 +18,13 @@ from mnemoray.settings.compaction import CompactionSettings
 from mnemoray.summarizers.base import Summarizer
 
 
-def start_auto_compaction(settings: CompactionSettings, sessions: SessionStore,
-                          summarizer: Summarizer, metrics: Metrics,
-                          encode: Callable[[list[str]], Any] | None = None,
-                          ) -> AutoCompactor | None:
+def start_auto_compaction(
+    settings: CompactionSettings,
+    sessions: SessionStore,
+    summarizer: Summarizer,
+    metrics: Metrics,
+    encode: Callable[[list[str]], Any] | None = None,
+) -> AutoCompactor | None:
     """An AutoCompactor attached to ``sessions`` (None when ``enabled`` is off)."""
     if not settings.enabled:
         return None
@@ -41,7 +44,12 @@ def start_auto_compaction(settings: CompactionSettings, sessions: SessionStore,
     def on_error(exc: BaseException, key: tuple[str, str, str]) -> None:
         metrics.compaction_errors.labels(type(exc).__name__).inc()
 
-    return AutoCompactor(summarizer, summarizer_for=summarizer_for,
-                         policy_for=settings.policy_for, encode=encode,
-                         on_compacted=on_compacted, on_error=on_error,
-                         workers=settings.workers).attach(sessions)
+    return AutoCompactor(
+        summarizer,
+        summarizer_for=summarizer_for,
+        policy_for=settings.policy_for,
+        encode=encode,
+        on_compacted=on_compacted,
+        on_error=on_error,
+        workers=settings.workers,
+    ).attach(sessions)

@@ -41,21 +41,36 @@ INTERNAL_MESSAGE = "internal error; the server logged it under this request_id"
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")  # safe to echo and to log
 
 
-def error_body(status: int, message: str, field: str | None, request_id: str | None,
-               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_body(
+    status: int,
+    message: str,
+    field: str | None,
+    request_id: str | None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The one error body of the API (also the body-limit middleware's)."""
-    body: dict[str, Any] = {"status": status, "message": message, "field": field,
-                            "request_id": request_id}
+    body: dict[str, Any] = {
+        "status": status,
+        "message": message,
+        "field": field,
+        "request_id": request_id,
+    }
     if extra:
         body.update(extra)
     return {"error": body}
 
 
-def error_response(status: int, message: str, field: str | None, request_id: str | None,
-                   extra: dict[str, Any] | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(status, message, field, request_id, extra),
-                        status_code=status, headers=headers)
+def error_response(
+    status: int,
+    message: str,
+    field: str | None,
+    request_id: str | None,
+    extra: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(
+        error_body(status, message, field, request_id, extra), status_code=status, headers=headers
+    )
 
 
 def scope_request_id(scope: dict) -> str | None:
@@ -78,15 +93,19 @@ def answer(exc: BaseException, request_id: str | None, where: str = "") -> JSONR
     exc = _cause(exc)
     cls = type(exc)
     if not isinstance(exc, MnemorayError):  # a bug
-        log.error("request %s failed%s: %s: %s", request_id, where, cls.__name__, exc,
-                  exc_info=exc)
+        log.error("request %s failed%s: %s: %s", request_id, where, cls.__name__, exc, exc_info=exc)
         return error_response(500, INTERNAL_MESSAGE, None, request_id)
     if not cls.public:
-        log.error("request %s failed%s: %s: %s", request_id, where, cls.__name__, exc,
-                  exc_info=exc)
-        return error_response(cls.status, INTERNAL_MESSAGE if cls.status == 500 else
-                              f"{HTTPStatus(cls.status).phrase.lower()}; the server logged "
-                              f"it under this request_id", None, request_id)
+        log.error("request %s failed%s: %s: %s", request_id, where, cls.__name__, exc, exc_info=exc)
+        return error_response(
+            cls.status,
+            INTERNAL_MESSAGE
+            if cls.status == 500
+            else f"{HTTPStatus(cls.status).phrase.lower()}; the server logged "
+            f"it under this request_id",
+            None,
+            request_id,
+        )
     if cls.status >= 500:  # e.g. a dependency is down: the operator's business too
         log.warning("request %s%s: %s: %s", request_id, where, cls.__name__, exc)
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
@@ -100,7 +119,7 @@ def _validation_message(err: dict[str, Any]) -> tuple[str, str]:
     field = ".".join(loc) or "body"
     msg = err.get("msg", "invalid")
     if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+        msg = msg[len("Value error, ") :]
     return field, f"{field}: {msg}"
 
 
@@ -115,17 +134,26 @@ async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     if not errs:
         return error_response(422, "body: invalid request", "body", rid)
     if errs[0].get("type") == "json_invalid":
-        return error_response(400, f"body: invalid JSON ({errs[0].get('msg', '')})", "body",
-                              rid)
+        return error_response(400, f"body: invalid JSON ({errs[0].get('msg', '')})", "body", rid)
     field, message = _validation_message(errs[0])
-    return error_response(422, message, field, rid, {"errors": [
-        {"field": f, "message": m} for f, m in map(_validation_message, errs[:20])]})
+    return error_response(
+        422,
+        message,
+        field,
+        rid,
+        {"errors": [{"field": f, "message": m} for f, m in map(_validation_message, errs[:20])]},
+    )
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    return error_response(exc.status_code, str(exc.detail), None, request_id_of(request),
-                          headers=getattr(exc, "headers", None))
+    return error_response(
+        exc.status_code,
+        str(exc.detail),
+        None,
+        request_id_of(request),
+        headers=getattr(exc, "headers", None),
+    )
 
 
 class RequestIdMiddleware:

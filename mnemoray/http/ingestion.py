@@ -52,23 +52,36 @@ def outcome(job: Job) -> str:
 class IngestionJobs:
     """The queue, its worker and the trigger of one replica."""
 
-    def __init__(self, settings: ServeSettings, sessions: SessionStore,
-                 memory_op_sync: MemoryOpSync, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        settings: ServeSettings,
+        sessions: SessionStore,
+        memory_op_sync: MemoryOpSync,
+        metrics: Metrics,
+    ) -> None:
         self.sessions = sessions
         self._op = memory_op_sync
         self.metrics = metrics
         self.queue = JobQueue(jobs_path(settings))
         jobs = settings.ingestion.jobs  # failed runs retried with backoff; old jobs pruned
-        self.worker = JobWorker(self.queue, self._run, on_finish=self._finished,
-                                retry=jobs.retry(), retention=jobs.retention(),
-                                on_retry=lambda _job: metrics.ingestions.labels("retried").inc())
+        self.worker = JobWorker(
+            self.queue,
+            self._run,
+            on_finish=self._finished,
+            retry=jobs.retry(),
+            retention=jobs.retention(),
+            on_retry=lambda _job: metrics.ingestions.labels("retried").inc(),
+        )
         # end_session learns the id of the job its "ended" notice queued (same thread);
         # ``inline`` makes that job the caller's to run (?wait=true).
         self._local = threading.local()
         trig = settings.ingestion.trigger
-        self.trigger = IngestionTrigger(trig.config(), self._enqueue_trigger,
-                                        self._forget_session,
-                                        on_error=self._enqueue_failed).attach(sessions)
+        self.trigger = IngestionTrigger(
+            trig.config(),
+            self._enqueue_trigger,
+            self._forget_session,
+            on_error=self._enqueue_failed,
+        ).attach(sessions)
         metrics.queue_depth.set_function(self.queue.depth)
         self.worker.start()
         if trig.type == "inactivity":
@@ -82,8 +95,9 @@ class IngestionJobs:
     def _enqueue_trigger(self, session: Session) -> None:
         inline = getattr(self._local, "inline", False)
         kind = "session_end" if session.ended else "trigger"
-        job = self.queue.enqueue(session.app_name, session.user_id, session.session_id,
-                                 kind=kind, running=inline)
+        job = self.queue.enqueue(
+            session.app_name, session.user_id, session.session_id, kind=kind, running=inline
+        )
         self._local.job = job
         if not inline:
             self.worker.notify()
@@ -96,19 +110,20 @@ class IngestionJobs:
     def _forget_session(self, app_name: str, user_id: str, session_id: str) -> None:
         self._op("forget_session", app_name, user_id, session_id=session_id)
 
-    def enqueue_session(self, app_name: str, user_id: str,
-                        session: Mapping[str, Any]) -> dict[str, Any]:
+    def enqueue_session(
+        self, app_name: str, user_id: str, session: Mapping[str, Any]
+    ) -> dict[str, Any]:
         sid = session.get("session_id")
         if not isinstance(sid, str) or not sid:
             raise InvalidInput("required: a non-empty string", field="session.session_id")
-        job = self.queue.enqueue(app_name, user_id, sid, kind="add_session",
-                                 payload=dict(session))
+        job = self.queue.enqueue(app_name, user_id, sid, kind="add_session", payload=dict(session))
         self.worker.notify()
         return {"job_id": job.job_id, "status": job.status}
 
     # -- end a session ------------------------------------------------------------------
-    def end_session(self, app_name: str, user_id: str, session_id: str, *,
-                    wait: bool = False) -> dict[str, Any]:
+    def end_session(
+        self, app_name: str, user_id: str, session_id: str, *, wait: bool = False
+    ) -> dict[str, Any]:
         """End (or end again: a new job) and queue the ingestion; see ApiBackend."""
         session = self.sessions.get_session(app_name, user_id, session_id)
         self._local.job, self._local.inline = None, wait
@@ -121,15 +136,20 @@ class IngestionJobs:
         finally:
             self._local.job, self._local.inline = None, False
         if job is None:
-            raise Unavailable("the session is ended but its memory ingestion could not be "
-                              "queued; end it again to retry")
+            raise Unavailable(
+                "the session is ended but its memory ingestion could not be "
+                "queued; end it again to retry"
+            )
         out: dict[str, Any] = {"session_id": session_id, "ended_at": session.ended_at}
         if not wait:
             return {**out, "job_id": job.job_id}
         job = self.worker.run_job(job, auto_retry=False)  # the caller hears of a failure now
         status = outcome(job)
-        report: dict[str, Any] = {"status": status, "error": job.error} \
-            if status == "failed" else {"status": status, "memories_added": job.memories_added}
+        report: dict[str, Any] = (
+            {"status": status, "error": job.error}
+            if status == "failed"
+            else {"status": status, "memories_added": job.memories_added}
+        )
         return {**out, "ingestion": report}
 
     # -- jobs ----------------------------------------------------------------------------
@@ -152,16 +172,20 @@ class IngestionJobs:
             # The owner was forgotten while this ran (maybe on another replica, before
             # this write): take back what it wrote; the erase wins.
             for m in result.get("memories", ()):
-                self._op("forget_memory", job.app_name, job.user_id,
-                         memory_id=m["memory_id"], reason=ERASED_WHILE_RUNNING,
-                         actor="ingestion")
+                self._op(
+                    "forget_memory",
+                    job.app_name,
+                    job.user_id,
+                    memory_id=m["memory_id"],
+                    reason=ERASED_WHILE_RUNNING,
+                    actor="ingestion",
+                )
             raise JobForgotten(job.job_id)
         return int(result["added"])
 
     def _finished(self, job: Job) -> None:
         self.metrics.ingestions.labels(outcome(job)).inc()
-        self.metrics.job_latency.labels(job.status).observe(
-            max(0.0, time.time() - job.created_at))
+        self.metrics.job_latency.labels(job.status).observe(max(0.0, time.time() - job.created_at))
 
 
 __all__ = ["IngestionJobs", "jobs_path"]

@@ -20,19 +20,31 @@ from mnemoray.sessions.store import SessionStore
 
 #: How many run reports ``GET /v1/store`` shows, newest first.
 LAST_RUNS = 10
-_RUN_FIELDS = ("run_id", "kind", "status", "started_at", "finished_at", "seconds",
-               "throughput", "stage_seconds", "counts")
+_RUN_FIELDS = (
+    "run_id",
+    "kind",
+    "status",
+    "started_at",
+    "finished_at",
+    "seconds",
+    "throughput",
+    "stage_seconds",
+    "counts",
+)
 
 
-def live_counts(snap: StoreSnapshot, apps: Collection[str] | None = None,
-                ) -> dict[str, dict[str, int]]:
+def live_counts(
+    snap: StoreSnapshot,
+    apps: Collection[str] | None = None,
+) -> dict[str, dict[str, int]]:
     """app -> user -> live memories, for every user with at least one (of ``apps`` only,
     when given), in the shards that could be read (``snap.damaged`` are skipped)."""
     now = time.time()
     out: dict[str, dict[str, int]] = {}
     for seg, _ in readable_spans(snap):
-        ranges = seg.ranges if apps is None else {
-            t: r for t, r in seg.ranges.items() if t[0] in apps}
+        ranges = (
+            seg.ranges if apps is None else {t: r for t, r in seg.ranges.items() if t[0] in apps}
+        )
         if not ranges:
             continue
         for (app, user), n in live_per_tenant(ranges, snap.live_rows(seg, now)).items():
@@ -41,8 +53,12 @@ def live_counts(snap: StoreSnapshot, apps: Collection[str] | None = None,
     return out
 
 
-def tenants(snap: StoreSnapshot, sessions: SessionStore, apps: Collection[str] | None = None,
-            max_users: int = MAX_USERS) -> dict[str, Any]:
+def tenants(
+    snap: StoreSnapshot,
+    sessions: SessionStore,
+    apps: Collection[str] | None = None,
+    max_users: int = MAX_USERS,
+) -> dict[str, Any]:
     """``GET /v1/apps`` before the route hides what the caller may not see:
     ``{"apps": [{"app_name", "memories", "users": [{"user_id", "memories"}],
     "users_truncated"}], "skipped_shards": [...]}``. An app or user is listed when it has
@@ -58,15 +74,22 @@ def tenants(snap: StoreSnapshot, sessions: SessionStore, apps: Collection[str] |
     out = []
     for app in sorted(set(counts) | {a for a, us in with_sessions.items() if us}):
         users = counts.get(app, {})
-        idle = [u for u in with_sessions.get(app, ()) if u not in users
-                and (not damaged or shard_of(app, u, snap.shards) not in damaged)]
+        idle = [
+            u
+            for u in with_sessions.get(app, ())
+            if u not in users and (not damaged or shard_of(app, u, snap.shards) not in damaged)
+        ]
         names = sorted([*users, *idle])
         if not names:
             continue
-        out.append({"app_name": app, "memories": sum(users.values()),
-                    "users": [{"user_id": u, "memories": users.get(u, 0)}
-                              for u in names[:max_users]],
-                    "users_truncated": len(names) > max_users})
+        out.append(
+            {
+                "app_name": app,
+                "memories": sum(users.values()),
+                "users": [{"user_id": u, "memories": users.get(u, 0)} for u in names[:max_users]],
+                "users_truncated": len(names) > max_users,
+            }
+        )
     return {"apps": out, "skipped_shards": sorted(damaged)}
 
 
@@ -93,8 +116,11 @@ def store_report(store: MemoryBackend) -> dict[str, Any]:
     ``stats.damaged_shards``) and the doctor says what is wrong: the health view is where
     an operator looks when a shard breaks."""
     runs = read_run_reports(store.root)  # read once: the stats name the last one too
-    return {"stats": store_stats(store, skip_damaged=True, runs=runs),
-            "doctor": doctor_summary(store), "runs": recent_runs(runs)}
+    return {
+        "stats": store_stats(store, skip_damaged=True, runs=runs),
+        "doctor": doctor_summary(store),
+        "runs": recent_runs(runs),
+    }
 
 
 __all__ = ["LAST_RUNS", "doctor_summary", "live_counts", "recent_runs", "store_report", "tenants"]

@@ -39,8 +39,9 @@ class LocalBackend:
         self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
         # build_parts stops what it started if it fails; past it, close() does. Queries
         # are embedded by the write embedder when the specs agree: one model loaded.
-        self.parts: ReplicaParts = build_parts(s, local_embedder(s), local_summarizer(s),
-                                               share_write=True)
+        self.parts: ReplicaParts = build_parts(
+            s, local_embedder(s), local_summarizer(s), share_write=True
+        )
         self.memory, self.ops = self.parts.memory, self.parts.ops
         self.sessions = self.parts.sessions
         self.artifacts = self.parts.artifacts
@@ -53,8 +54,14 @@ class LocalBackend:
             raise
 
     @classmethod
-    def open(cls, store: str, *, sessions_db: str | None = None,
-             artifacts_dir: str | None = None, **groups: Any) -> LocalBackend:
+    def open(
+        cls,
+        store: str,
+        *,
+        sessions_db: str | None = None,
+        artifacts_dir: str | None = None,
+        **groups: Any,
+    ) -> LocalBackend:
         """Over ``store`` (a path, ``parquet://DIR`` or ``lancedb://DIR``); sessions and
         artifacts beside it unless given; ``groups``: other settings groups by name."""
         ingestion = dict(groups.pop("ingestion", {}) or {})
@@ -62,8 +69,7 @@ class LocalBackend:
             ingestion["sessions_db"] = sessions_db
         if artifacts_dir is not None:
             ingestion["artifacts_dir"] = artifacts_dir
-        return cls({"store": store, **({"ingestion": ingestion} if ingestion else {}),
-                    **groups})
+        return cls({"store": store, **({"ingestion": ingestion} if ingestion else {}), **groups})
 
     def close(self) -> None:
         """Let the requests' work finish (queued work is dropped), then stop the parts:
@@ -77,7 +83,8 @@ class LocalBackend:
     # -- plumbing ----------------------------------------------------------------------
     async def run_io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(
-            self.io_pool, functools.partial(fn, *args, **kwargs))
+            self.io_pool, functools.partial(fn, *args, **kwargs)
+        )
 
     async def embed_query(self, text: str) -> np.ndarray:
         """The query's vector: the shared cache, else the encoder thread."""
@@ -87,7 +94,8 @@ class LocalBackend:
             return vec
         assert embedder is not None
         vectors = await asyncio.get_running_loop().run_in_executor(
-            self.encode_pool, embedder.encode, [text])
+            self.encode_pool, embedder.encode, [text]
+        )
         return cache.put(text, np.asarray(vectors[0]))
 
     # -- memory --------------------------------------------------------------------------
@@ -98,16 +106,31 @@ class LocalBackend:
         assert self.ops is not None
         return self.ops.call(op, app_name, user_id, kwargs)
 
-    async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
-                     filters: Mapping[str, Any] | None, mode: str | None,
-                     explain: bool = False) -> dict[str, Any]:
-        return await self.parts.recall_here(self.embed_query, self.run_io, app_name, user_id,
-                                            query, top_k, filters, mode, explain)
+    async def recall(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        mode: str | None,
+        explain: bool = False,
+    ) -> dict[str, Any]:
+        return await self.parts.recall_here(
+            self.embed_query, self.run_io, app_name, user_id, query, top_k, filters, mode, explain
+        )
 
-    async def recall_app(self, app_name: str, query: str, top_k: int,
-                         filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
-        return await self.memory_op("recall_app", app_name, "", query=query, top_k=top_k,
-                                    filters=filters, mode=mode)  # type: ignore[no-any-return]
+    async def recall_app(
+        self,
+        app_name: str,
+        query: str,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        mode: str | None,
+    ) -> dict[str, Any]:
+        return await self.memory_op(
+            "recall_app", app_name, "", query=query, top_k=top_k, filters=filters, mode=mode
+        )  # type: ignore[no-any-return]
 
     async def domain(self, app_name: str) -> dict[str, Any]:
         return await self.memory_op("domain", app_name, "")  # type: ignore[no-any-return]
@@ -119,25 +142,44 @@ class LocalBackend:
         return self.parts.store_report()
 
     # -- compile: the compiler's recall goes through recall() --------------------------
-    async def compile(self, app_name: str, user_id: str, session_id: str,
-                      agent: Mapping[str, Any], new_message: str | None,
-                      temp_state: Mapping[str, Any] | None,
-                      callee: Mapping[str, Any] | None = None,
-                      memory_agent: str | None = None,
-                      at_event_id: str | None = None) -> dict[str, Any]:
+    async def compile(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        agent: Mapping[str, Any],
+        new_message: str | None,
+        temp_state: Mapping[str, Any] | None,
+        callee: Mapping[str, Any] | None = None,
+        memory_agent: str | None = None,
+        at_event_id: str | None = None,
+    ) -> dict[str, Any]:
         search = functools.partial(recall_hook, self.recall, asyncio.get_running_loop())
-        return await self.run_io(self.parts.compile, app_name, user_id, session_id, agent,
-                                 new_message, temp_state, callee, search,
-                                 self.memory_op_sync, at_event_id, memory_agent)
+        return await self.run_io(
+            self.parts.compile,
+            app_name,
+            user_id,
+            session_id,
+            agent,
+            new_message,
+            temp_state,
+            callee,
+            search,
+            self.memory_op_sync,
+            at_event_id,
+            memory_agent,
+        )
 
     # -- ingestion: durable jobs (serve.ingestion) ------------------------------------------
-    def end_session(self, app_name: str, user_id: str, session_id: str, *,
-                    wait: bool = False) -> dict[str, Any]:
+    def end_session(
+        self, app_name: str, user_id: str, session_id: str, *, wait: bool = False
+    ) -> dict[str, Any]:
         assert self.parts.ingestion is not None
         return self.parts.ingestion.end_session(app_name, user_id, session_id, wait=wait)
 
-    def enqueue_session(self, app_name: str, user_id: str,
-                        session: Mapping[str, Any]) -> dict[str, Any]:
+    def enqueue_session(
+        self, app_name: str, user_id: str, session: Mapping[str, Any]
+    ) -> dict[str, Any]:
         assert self.parts.ingestion is not None
         return self.parts.ingestion.enqueue_session(app_name, user_id, session)
 

@@ -32,12 +32,14 @@ def attach_webhook(service: MemoryService, hooks: Any) -> Webhook | None:
     if not getattr(hooks, "webhook_url", None):
         return None
     return Webhook(hooks.webhook_url, timeout_s=hooks.webhook_timeout_s).attach(
-        service.hooks, hooks.webhook_events)
+        service.hooks, hooks.webhook_events
+    )
 
 
 # -- remote models behind the core interfaces ----------------------------------------------
-def call_on_loop(loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[Any]],
-                 timeout_s: float | None) -> Any:
+def call_on_loop(
+    loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[Any]], timeout_s: float | None
+) -> Any:
     """Run ``await make()`` on the replica's event loop from a worker thread, blocking.
 
     Deployment handles are awaited on the loop they belong to: a sync ``.result()``
@@ -49,8 +51,9 @@ def call_on_loop(loop: asyncio.AbstractEventLoop, make: Callable[[], Awaitable[A
     except RuntimeError:
         running = None
     if running is loop:
-        raise RuntimeError("a blocking model call on the event loop would deadlock; call it "
-                           "from a worker thread")
+        raise RuntimeError(
+            "a blocking model call on the event loop would deadlock; call it from a worker thread"
+        )
 
     async def run() -> Any:
         return await make()
@@ -63,8 +66,16 @@ class RemoteEmbedder(Embedder):
     runs in worker threads (the write path does); the calls themselves are awaited on
     ``loop``. Large inputs fan out in chunks of ``chunk`` texts."""
 
-    def __init__(self, handle: Any, model_id: str, dim: int, loop: asyncio.AbstractEventLoop,
-                 *, chunk: int = 128, timeout_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        handle: Any,
+        model_id: str,
+        dim: int,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        chunk: int = 128,
+        timeout_s: float = 300.0,
+    ) -> None:
         self._handle = handle
         self._loop = loop
         self.model_id = model_id
@@ -73,11 +84,10 @@ class RemoteEmbedder(Embedder):
         self.timeout_s = timeout_s
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        chunks = [texts[i:i + self.chunk] for i in range(0, len(texts), self.chunk)]
+        chunks = [texts[i : i + self.chunk] for i in range(0, len(texts), self.chunk)]
 
         async def fan_out() -> list[Any]:
-            return list(await asyncio.gather(*(self._handle.encode.remote(c)
-                                               for c in chunks)))
+            return list(await asyncio.gather(*(self._handle.encode.remote(c) for c in chunks)))
 
         parts = call_on_loop(self._loop, fan_out, self.timeout_s)
         return np.concatenate([np.asarray(p, dtype=np.float32) for p in parts])
@@ -87,8 +97,9 @@ class RemoteSummarizer(Summarizer):
     """The ``Summarizer`` deployment as a core :class:`Summarizer` (blocking, like
     :class:`RemoteEmbedder`)."""
 
-    def __init__(self, handle: Any, name: str, loop: asyncio.AbstractEventLoop, *,
-                 timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, handle: Any, name: str, loop: asyncio.AbstractEventLoop, *, timeout_s: float = 600.0
+    ) -> None:
         self._handle = handle
         self._loop = loop
         self.name = name
@@ -105,11 +116,14 @@ class RemoteSummarizer(Summarizer):
 
     def summarize(self, events: Sequence[Event]) -> Summary:
         return call_on_loop(
-            self._loop, lambda: self._handle.summarize.remote(list(events), self.prompt),
-            self.timeout_s)
+            self._loop,
+            lambda: self._handle.summarize.remote(list(events), self.prompt),
+            self.timeout_s,
+        )
 
     def summarize_many(self, batches: Sequence[Sequence[Event]]) -> list[Summary]:
         return call_on_loop(
-            self._loop, lambda: self._handle.summarize_many.remote([list(b) for b in batches],
-                                                                   self.prompt),
-            self.timeout_s)
+            self._loop,
+            lambda: self._handle.summarize_many.remote([list(b) for b in batches], self.prompt),
+            self.timeout_s,
+        )

@@ -34,9 +34,13 @@ def query_spec(s: ServeSettings) -> EmbedderSpec:
     ).override(threads=s.models.query_threads)
 
 
-def open_query_embedder(s: ServeSettings, store: MemoryBackend,
-                        write_embedder: Embedder | None, *,
-                        share_write: bool = False) -> Embedder | None:
+def open_query_embedder(
+    s: ServeSettings,
+    store: MemoryBackend,
+    write_embedder: Embedder | None,
+    *,
+    share_write: bool = False,
+) -> Embedder | None:
     """The in-process query embedder, checked to be the write embedder's model: a store
     searched with another model's vectors would answer nonsense.
 
@@ -60,9 +64,12 @@ def open_query_embedder(s: ServeSettings, store: MemoryBackend,
         return w
     q = open_embedder(spec, store, "query")
     if (q is None) != (w is None):
-        raise EmbedderError(f"writes would embed with {getattr(w, 'model_id', None)!r} "
-                            f"and queries with {getattr(q, 'model_id', None)!r}; they "
-                            f"must be one model", field="models.query_embedder")
+        raise EmbedderError(
+            f"writes would embed with {getattr(w, 'model_id', None)!r} "
+            f"and queries with {getattr(q, 'model_id', None)!r}; they "
+            f"must be one model",
+            field="models.query_embedder",
+        )
     if q is not None and w is not None:
         check_model(q, w.model_id, w.dim, where="the write embedder")
     return q

@@ -90,9 +90,13 @@ class ReplicaParts:
         # Compaction after appends, in background threads (mnemoray.http.compaction): the
         # same summarizer as ingestion, the write embedder for topic shifts.
         w = self.write_embedder
-        self.compaction = start_auto_compaction(s.compaction, self.sessions, self.summarizer,
-                                                self.metrics,
-                                                encode=None if w is None else w.encode)
+        self.compaction = start_auto_compaction(
+            s.compaction,
+            self.sessions,
+            self.summarizer,
+            self.metrics,
+            encode=None if w is None else w.encode,
+        )
 
     def stop(self) -> None:
         """Stop every part, in order: the service (its hygiene, webhook and reloader), the
@@ -117,30 +121,43 @@ class ReplicaParts:
         if self.memory is not None:
             return self.memory.stats()
         m = read_manifest(self.store.root)
-        return {} if m is None else {"version": m.version, "rows": m.rows,
-                                     "tombstones": m.tombstone_count}
+        return (
+            {}
+            if m is None
+            else {"version": m.version, "rows": m.rows, "tombstones": m.tombstone_count}
+        )
 
     def _whole_store(self, what: str) -> MemoryService:
         if self.memory is None:
-            raise Unsupported(f"{what} reads every shard; with index_mode sharded no replica "
-                              f"holds them all: use `mnemoray stats` / `mnemoray doctor` on "
-                              f"the store", field="server.index_mode")
+            raise Unsupported(
+                f"{what} reads every shard; with index_mode sharded no replica "
+                f"holds them all: use `mnemoray stats` / `mnemoray doctor` on "
+                f"the store",
+                field="server.index_mode",
+            )
         return self.memory
 
     def tenants(self, apps: Collection[str] | None = None) -> dict[str, Any]:
         """``GET /v1/apps`` (blocking; :func:`mnemoray.http.inspector.tenants`)."""
-        return inspector.tenants(self._whole_store("listing apps").snapshot(), self.sessions,
-                                 apps)
+        return inspector.tenants(self._whole_store("listing apps").snapshot(), self.sessions, apps)
 
     def store_report(self) -> dict[str, Any]:
         """``GET /v1/store`` (blocking; :func:`mnemoray.http.inspector.store_report`)."""
         return inspector.store_report(self._whole_store("the store report").store)
 
     # -- recall and compile --------------------------------------------------------
-    async def recall_here(self, embed: EmbedQuery, run_io: RunIo, app_name: str,
-                          user_id: str, query: str, top_k: int,
-                          filters: Mapping[str, Any] | None, mode: str | None,
-                          explain: bool = False) -> dict[str, Any]:
+    async def recall_here(
+        self,
+        embed: EmbedQuery,
+        run_io: RunIo,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        mode: str | None,
+        explain: bool = False,
+    ) -> dict[str, Any]:
         """Recall over the in-process service: the core service ranks; ``embed`` gives
         the query vector when the search needs one."""
         mem, ops = self.memory, self.ops
@@ -151,34 +168,46 @@ class ReplicaParts:
         # otherwise make the search embed the query itself, on the event loop.
         snap = mem.snapshot()
         vec = None
-        if self.query_embedder is not None and mem.needs_query_vector(app_name, user_id,
-                                                                      query, mode, snap):
+        if self.query_embedder is not None and mem.needs_query_vector(
+            app_name, user_id, query, mode, snap
+        ):
             vec = await embed(query)
         if self.settings.server.offload_search:
-            return await run_io(ops.op_recall, app_name, user_id, query, vec, top_k, flt,
-                                mode, snap, explain)
+            return await run_io(
+                ops.op_recall, app_name, user_id, query, vec, top_k, flt, mode, snap, explain
+            )
         return ops.op_recall(app_name, user_id, query, vec, top_k, flt, mode, snap, explain)
 
-    def compile(self, app_name: str, user_id: str, session_id: str,
-                agent: Mapping[str, Any], new_message: str | None,
-                temp_state: Mapping[str, Any] | None, callee: Mapping[str, Any] | None,
-                memory_search: Callable[[str | None], MemorySearch],
-                memory_op_sync: MemoryOpSync, at_event_id: str | None = None,
-                memory_agent: str | None = None) -> dict[str, Any]:
+    def compile(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        agent: Mapping[str, Any],
+        new_message: str | None,
+        temp_state: Mapping[str, Any] | None,
+        callee: Mapping[str, Any] | None,
+        memory_search: Callable[[str | None], MemorySearch],
+        memory_op_sync: MemoryOpSync,
+        at_event_id: str | None = None,
+        memory_agent: str | None = None,
+    ) -> dict[str, Any]:
         """The CompiledRequest dict (blocking). ``memory_search(view)``: the compiler's
         recall hook for that memory view; ``at_event_id``: the session as it was right
         after that event, its artifacts as they were then
         (:func:`mnemoray.compiler.replay.replay`)."""
         spec, call = AgentSpec(**agent), Callee.from_dict(callee) if callee else None
-        services = Services(memory_search=memory_search(memory_view(spec.name, memory_agent)),
-                            artifacts=self.artifacts,
-                            user_profile=profile_over(memory_op_sync))
+        services = Services(
+            memory_search=memory_search(memory_view(spec.name, memory_agent)),
+            artifacts=self.artifacts,
+            user_profile=profile_over(memory_op_sync),
+        )
         session = self.sessions.get_session(app_name, user_id, session_id)
         if at_event_id is not None:
             session, services = replay(self.sessions, session, at_event_id, services)
-        return self.compiler.compile(session, spec, new_message, services,
-                                     dict(temp_state) if temp_state else None,
-                                     call).to_dict()
+        return self.compiler.compile(
+            session, spec, new_message, services, dict(temp_state) if temp_state else None, call
+        ).to_dict()
 
 
 def run_all(steps: Iterable[Callable[[], object]]) -> None:
@@ -193,23 +222,33 @@ def run_all(steps: Iterable[Callable[[], object]]) -> None:
         raise error
 
 
-def open_service(s: ServeSettings, store: MemoryBackend, write_embedder: Embedder | None,
-                 summarizer: Summarizer, query_cache: QueryVectorCache | None = None,
-                 ) -> tuple[MemoryService, tuple[Any, ...]]:
+def open_service(
+    s: ServeSettings,
+    store: MemoryBackend,
+    write_embedder: Embedder | None,
+    summarizer: Summarizer,
+    query_cache: QueryVectorCache | None = None,
+) -> tuple[MemoryService, tuple[Any, ...]]:
     """The memory service of one server, or of one shard of an ``Index`` deployment, over
     ``store`` (the one place it is wired): a watching reloader (requests never wait for a
     load), the settings' per-app prompts, summarize policy and scopes, the webhook and
     hygiene. Returns ``(service, (hygiene, webhook))``, stopped by ``close_service(service,
     hygiene, webhook)``. A step that fails stops what the steps before it started."""
-    reloader = SnapshotReloader(store.load, store.root,
-                                watch_interval_s=s.server.reload_interval_s,
-                                stamp=store.stamp).start()
+    reloader = SnapshotReloader(
+        store.load, store.root, watch_interval_s=s.server.reload_interval_s, stamp=store.stamp
+    ).start()
     service: MemoryService | None = None
     webhook: Any = None
     try:
-        service = MemoryService(store, write_embedder, summarizer, s.recall.default,
-                                app_configs=s.recall.app_configs, reloader=reloader,
-                                query_cache=query_cache)
+        service = MemoryService(
+            store,
+            write_embedder,
+            summarizer,
+            s.recall.default,
+            app_configs=s.recall.app_configs,
+            reloader=reloader,
+            query_cache=query_cache,
+        )
         service.memory_prompt = s.compaction.memory_prompt_for  # per-app prompts
         service.summarize_for = s.ingestion.summarize_for  # per app (raw chunks)
         service.scopes = s.scopes.policy  # agent-only memories, cross-app sharing
@@ -224,8 +263,11 @@ def open_service(s: ServeSettings, store: MemoryBackend, write_embedder: Embedde
         raise
 
 
-def recall_hook(recall: Callable[..., Awaitable[dict[str, Any]]],
-                loop: asyncio.AbstractEventLoop, agent_name: str | None = None) -> MemorySearch:
+def recall_hook(
+    recall: Callable[..., Awaitable[dict[str, Any]]],
+    loop: asyncio.AbstractEventLoop,
+    agent_name: str | None = None,
+) -> MemorySearch:
     """The compiler's ``memory_search`` hook over a server's ``recall`` coroutine, called
     from a worker thread: the query is embedded and searched as a request's would be, on
     the event loop ``loop``. ``agent_name``: the compiled agent, which also sees its own
@@ -234,13 +276,21 @@ def recall_hook(recall: Callable[..., Awaitable[dict[str, Any]]],
 
     def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
         out = asyncio.run_coroutine_threadsafe(
-            recall(app_name, user_id, query, top_k, flt, None), loop).result()
+            recall(app_name, user_id, query, top_k, flt, None), loop
+        ).result()
         return [MemorySnippet.from_recalled(m) for m in out["memories"]]
+
     return search
 
 
-def build_parts(s: ServeSettings, write_embedder: Embedder | None, summarizer: Summarizer,
-                *, sharded: bool = False, share_write: bool = False) -> ReplicaParts:
+def build_parts(
+    s: ServeSettings,
+    write_embedder: Embedder | None,
+    summarizer: Summarizer,
+    *,
+    sharded: bool = False,
+    share_write: bool = False,
+) -> ReplicaParts:
     """Every part but the background jobs (:meth:`ReplicaParts.start_jobs`). ``sharded``:
     an ``Index`` deployment serves the shards, this server loads none. ``share_write``:
     queries may be embedded by ``write_embedder`` (:func:`open_query_embedder`)."""
@@ -256,15 +306,32 @@ def build_parts(s: ServeSettings, write_embedder: Embedder | None, summarizer: S
     sessions: SQLiteSessionStore | None = None
     try:
         sessions = SQLiteSessionStore(s.sessions_path)
-        return ReplicaParts(s, store, query_embedder, summarizer, write_embedder,
-                            query_cache, memory, None if memory is None else MemoryOps(memory),
-                            sessions, FileArtifactStore(s.artifacts_path),
-                            Compiler.default(), attached)
+        return ReplicaParts(
+            s,
+            store,
+            query_embedder,
+            summarizer,
+            write_embedder,
+            query_cache,
+            memory,
+            None if memory is None else MemoryOps(memory),
+            sessions,
+            FileArtifactStore(s.artifacts_path),
+            Compiler.default(),
+            attached,
+        )
     except BaseException:  # nothing started here may outlive the failure
         with contextlib.suppress(Exception):
-            run_all([*([sessions.close] if sessions is not None else []),
-                     *([functools.partial(close_service, memory, *attached)]
-                       if memory is not None else [])])
+            run_all(
+                [
+                    *([sessions.close] if sessions is not None else []),
+                    *(
+                        [functools.partial(close_service, memory, *attached)]
+                        if memory is not None
+                        else []
+                    ),
+                ]
+            )
         raise
 
 

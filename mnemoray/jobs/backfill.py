@@ -29,42 +29,84 @@ RUN_ERRORS = (MnemorayError, ValueError, ImportError)
 
 def parser() -> argparse.ArgumentParser:
     """The flags of `mnemoray backfill` (see its --help for the full text)."""
-    p = argparse.ArgumentParser(prog=PROG, description="Distill archived sessions into a "
-                                "memory store (the flags of `mnemoray backfill`).")
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Distill archived sessions into a "
+        "memory store (the flags of `mnemoray backfill`).",
+    )
     p.add_argument("--archive", required=True, help="Session archive (file or directory).")
     p.add_argument("--store", required=True, help="Memory store directory.")
     p.add_argument("--shards", type=int, default=None, help="Shards of a new store.")
     p.add_argument("--summarizer", default="extractive", help="Summarizer backend name.")
-    p.add_argument("--summarizer-option", dest="summarizer_options", action="append",
-                   default=[], metavar="KEY=VALUE", help="Summarizer option (repeatable).")
-    p.add_argument("--no-summarize", dest="summarize", action="store_false", help="Raw "
-                   "chunks only: no summaries or facts, no summarizer run.")
-    p.add_argument("--embedder", default="default", help="Embedder spec ('default', 'none', "
-                   "'torch', a model path, options after commas).")
-    p.add_argument("--embed-dtype", default=None, help="GPU embedder precision (auto, "
-                   "float32, float16, bfloat16).")
-    p.add_argument("--embed-batch-tokens", type=int, default=None, help="Padded tokens per "
-                   "embedding forward pass.")
-    p.add_argument("--commit-every", "--batch-sessions", dest="commit_every", type=int,
-                   default=DEFAULT_COMMIT_EVERY, help="Sessions per commit.")
-    p.add_argument("--config", default=None, help="Settings file: its scopes group says "
-                   "whose memories they are (memory_scope).")
-    p.add_argument("--in-process", action="store_true", help="Run in this process, not on "
-                   "Ray Data.")
-    p.add_argument("--progress-every", dest="progress_interval_s", type=float, default=10.0,
-                   help="Seconds between progress lines when stderr is not a terminal.")
-    p.add_argument("--json", dest="as_json", action="store_true", help="Print the report as "
-                   "JSON.")
+    p.add_argument(
+        "--summarizer-option",
+        dest="summarizer_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Summarizer option (repeatable).",
+    )
+    p.add_argument(
+        "--no-summarize",
+        dest="summarize",
+        action="store_false",
+        help="Raw chunks only: no summaries or facts, no summarizer run.",
+    )
+    p.add_argument(
+        "--embedder",
+        default="default",
+        help="Embedder spec ('default', 'none', 'torch', a model path, options after commas).",
+    )
+    p.add_argument(
+        "--embed-dtype",
+        default=None,
+        help="GPU embedder precision (auto, float32, float16, bfloat16).",
+    )
+    p.add_argument(
+        "--embed-batch-tokens",
+        type=int,
+        default=None,
+        help="Padded tokens per embedding forward pass.",
+    )
+    p.add_argument(
+        "--commit-every",
+        "--batch-sessions",
+        dest="commit_every",
+        type=int,
+        default=DEFAULT_COMMIT_EVERY,
+        help="Sessions per commit.",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        help="Settings file: its scopes group says whose memories they are (memory_scope).",
+    )
+    p.add_argument(
+        "--in-process", action="store_true", help="Run in this process, not on Ray Data."
+    )
+    p.add_argument(
+        "--progress-every",
+        dest="progress_interval_s",
+        type=float,
+        default=10.0,
+        help="Seconds between progress lines when stderr is not a terminal.",
+    )
+    p.add_argument("--json", dest="as_json", action="store_true", help="Print the report as JSON.")
     ray = p.add_argument_group("Ray Data engine only")
     ray.add_argument("--ray-address", default=None, help="Ray cluster to run on.")
-    ray.add_argument("--workers", type=int, default=None,
-                     help="Most actors per pool (default: half the cluster's CPUs).")
-    ray.add_argument("--batch-size", type=int, default=None, help="Sessions per distill/embed "
-                     "batch.")
-    ray.add_argument("--gpus-per-embedder", type=float, default=None, help="GPUs per "
-                     "embedding actor.")
-    ray.add_argument("--embed-batch-size", type=int, default=None, help="Sessions per embed "
-                     "batch.")
+    ray.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="Most actors per pool (default: half the cluster's CPUs).",
+    )
+    ray.add_argument(
+        "--batch-size", type=int, default=None, help="Sessions per distill/embed batch."
+    )
+    ray.add_argument(
+        "--gpus-per-embedder", type=float, default=None, help="GPUs per embedding actor."
+    )
+    ray.add_argument("--embed-batch-size", type=int, default=None, help="Sessions per embed batch.")
     ray.add_argument("--llm-concurrency", type=int, default=None, help="vLLM engine replicas.")
     ray.add_argument("--llm-batch-size", type=int, default=None, help="Rows per vLLM batch.")
     return p

@@ -46,31 +46,67 @@ LOCK_NAME = "consolidate.lock"
 
 
 def parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Merge users' old memories into "
-                                "higher-level summaries (per app policy), expire originals "
-                                "that are due.")
-    p.add_argument("--store", required=True, help="Memory store: a directory, parquet://DIR "
-                   "or lancedb://DIR.")
-    p.add_argument("--config", type=Path, default=None, help="Settings file (YAML/JSON): "
-                   "its hygiene.consolidation group (per app under hygiene.apps.<app>) and "
-                   "its models group.")
-    p.add_argument("--app", dest="apps", action="append", default=None,
-                   help="Only this app (repeatable; default every app).")
-    p.add_argument("--summarizer", default=None, help="Summarizer (default: models.summarizer "
-                   "of --config, else extractive).")
-    p.add_argument("--summarizer-option", dest="summarizer_options", action="append",
-                   default=[], metavar="KEY=VALUE", help="Summarizer option (repeatable).")
-    p.add_argument("--embedder", default=None, help="Embedder spec (default: models.embedder "
-                   "of --config, else the store's model).")
-    p.add_argument("--enforce-limits", action="store_true", help="Then evict every user "
-                   "over the hygiene.limits of --config (writes that bypassed a server's "
-                   "hooks, e.g. a backfill, are not checked otherwise).")
-    p.add_argument("--dry-run", action="store_true", help="Print the groups that would be "
-                   "merged; write nothing.")
-    p.add_argument("--json", dest="as_json", action="store_true", help="Print the report as "
-                   "JSON.")
-    p.add_argument("--lock-file", type=Path, default=None,
-                   help=f"Lock file (default STORE/{SCHEDULE_DIR}/{LOCK_NAME}).")
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Merge users' old memories into "
+        "higher-level summaries (per app policy), expire originals "
+        "that are due.",
+    )
+    p.add_argument(
+        "--store", required=True, help="Memory store: a directory, parquet://DIR or lancedb://DIR."
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="Settings file (YAML/JSON): "
+        "its hygiene.consolidation group (per app under hygiene.apps.<app>) and "
+        "its models group.",
+    )
+    p.add_argument(
+        "--app",
+        dest="apps",
+        action="append",
+        default=None,
+        help="Only this app (repeatable; default every app).",
+    )
+    p.add_argument(
+        "--summarizer",
+        default=None,
+        help="Summarizer (default: models.summarizer of --config, else extractive).",
+    )
+    p.add_argument(
+        "--summarizer-option",
+        dest="summarizer_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Summarizer option (repeatable).",
+    )
+    p.add_argument(
+        "--embedder",
+        default=None,
+        help="Embedder spec (default: models.embedder of --config, else the store's model).",
+    )
+    p.add_argument(
+        "--enforce-limits",
+        action="store_true",
+        help="Then evict every user "
+        "over the hygiene.limits of --config (writes that bypassed a server's "
+        "hooks, e.g. a backfill, are not checked otherwise).",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="Print the groups that would be merged; write nothing.",
+    )
+    p.add_argument("--json", dest="as_json", action="store_true", help="Print the report as JSON.")
+    p.add_argument(
+        "--lock-file",
+        type=Path,
+        default=None,
+        help=f"Lock file (default STORE/{SCHEDULE_DIR}/{LOCK_NAME}).",
+    )
     return p
 
 
@@ -91,8 +127,9 @@ def enforce_limits(service: MemoryService, hygiene: HygieneSettings) -> int:
 
     usage = RecallUsage.of_store(service.store.root) if hygiene.usage_needed else None
     try:
-        limits = UserLimits(service, hygiene.limits_for(None),
-                            app_policies=hygiene.app_limits, usage=usage)
+        limits = UserLimits(
+            service, hygiene.limits_for(None), app_policies=hygiene.app_limits, usage=usage
+        )
         return sum(len(ids) for ids in limits.enforce_all().values())
     finally:
         if usage is not None:
@@ -129,29 +166,44 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # The file's options belong to the file's summarizer, not to one a flag names.
     base = {} if args.summarizer else dict(models.get("summarizer_options") or {})
     options = {**base, **_options(args.summarizer_options)}
-    service = MemoryService.open(args.store, embedder=args.embedder or models.get(
-        "embedder") or "default", summarizer=get_summarizer(name, **options))
+    service = MemoryService.open(
+        args.store,
+        embedder=args.embedder or models.get("embedder") or "default",
+        summarizer=get_summarizer(name, **options),
+    )
     service.memory_prompt = memory_prompts(data.get("compaction"))
     run_id, started = new_run_id(), time.time()
     try:
-        report = consolidate(service, hygiene.consolidation_for(None),
-                             app_policies=hygiene.app_consolidation, apps=args.apps,
-                             dry_run=args.dry_run)
-        evicted = enforce_limits(service, hygiene) \
-            if args.enforce_limits and not args.dry_run else 0
+        report = consolidate(
+            service,
+            hygiene.consolidation_for(None),
+            app_policies=hygiene.app_consolidation,
+            apps=args.apps,
+            dry_run=args.dry_run,
+        )
+        evicted = (
+            enforce_limits(service, hygiene) if args.enforce_limits and not args.dry_run else 0
+        )
     finally:
         service.close()
-    out = {"run_id": run_id, "kind": "consolidation", "status": "succeeded",
-           "started_at": started, "finished_at": time.time(), "summarizer": name,
-           **report.to_dict(), "memories_evicted": evicted}
+    out = {
+        "run_id": run_id,
+        "kind": "consolidation",
+        "status": "succeeded",
+        "started_at": started,
+        "finished_at": time.time(),
+        "summarizer": name,
+        **report.to_dict(),
+        "memories_evicted": evicted,
+    }
     if not args.dry_run:
-        write_run_report(parse_location(args.store)[1], run_id,
-                         {k: v for k, v in out.items() if k != "planned"})
+        write_run_report(
+            parse_location(args.store)[1], run_id, {k: v for k, v in out.items() if k != "planned"}
+        )
     return out
 
 
-def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None,
-         prog: str = PROG) -> int:
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, prog: str = PROG) -> int:
     out = out if out is not None else sys.stderr
     args = parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
 
@@ -183,13 +235,18 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None,
         print(json.dumps(report, ensure_ascii=False), flush=True)
     else:
         for group in report["planned"]:
-            print(f"{group['app_name']}/{group['user_id']}: would merge "
-                  f"{len(group['memory_ids'])} memories", flush=True)
-        print(f"{'would merge' if args.dry_run else 'merged'} "
-              f"{report['originals_consolidated']} memories of {report['users']} user(s) "
-              f"into {report['groups']} summaries; {report['originals_expired']} originals "
-              f"expired; {report['memories_evicted']} evicted ({report['seconds']:.2f}s)",
-              flush=True)
+            print(
+                f"{group['app_name']}/{group['user_id']}: would merge "
+                f"{len(group['memory_ids'])} memories",
+                flush=True,
+            )
+        print(
+            f"{'would merge' if args.dry_run else 'merged'} "
+            f"{report['originals_consolidated']} memories of {report['users']} user(s) "
+            f"into {report['groups']} summaries; {report['originals_expired']} originals "
+            f"expired; {report['memories_evicted']} evicted ({report['seconds']:.2f}s)",
+            flush=True,
+        )
     return 0
 
 

@@ -75,28 +75,39 @@ def run(root: Path, port: int) -> None:
     # The replicas' own logs stay in Ray's log files: the demo prints what a user sees.
     started = not ray.is_initialized()
     if started:
-        ray.init(address="local", include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": LOCAL_ENV})
+        ray.init(
+            address="local",
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": LOCAL_ENV},
+        )
     try:
-        report = backfill(BackfillConfig(archive=str(archive), store=str(store), shards=4),
-                          RayDataEngine())
-        print(f"sessions read {report.sessions_read}, skipped {report.skipped}, quarantined "
-              f"{report.quarantined}, memories written {report.memories_written} in "
-              f"{report.seconds:.1f} s; run report {report.report_path}")
+        report = backfill(
+            BackfillConfig(archive=str(archive), store=str(store), shards=4), RayDataEngine()
+        )
+        print(
+            f"sessions read {report.sessions_read}, skipped {report.skipped}, quarantined "
+            f"{report.quarantined}, memories written {report.memories_written} in "
+            f"{report.seconds:.1f} s; run report {report.report_path}"
+        )
 
-        print(f"\n=== Serve app on http://127.0.0.1:{port} (no API keys: open, loopback "
-              "only) ===", flush=True)
+        print(
+            f"\n=== Serve app on http://127.0.0.1:{port} (no API keys: open, loopback only) ===",
+            flush=True,
+        )
         # The default path (server.ingress: direct): the replica answers on the port
         # itself, so Serve starts no HTTP proxy.
         serve.start(proxy_location="Disabled")
-        serve.run(build_app({"store": str(store), "server": {"port": port}}),
-                  name=APP_NAME, route_prefix="/")
+        serve.run(
+            build_app({"store": str(store), "server": {"port": port}}),
+            name=APP_NAME,
+            route_prefix="/",
+        )
         with MnemorayClient(f"http://127.0.0.1:{port}", timeout=60) as client:
             print(f"healthz: {client.healthz()}")
             for app_name, user, query in RECALLS:
                 result = client.recall(app_name, user, query, top_k=3)
-                print(f"\nPOST /v1/recall {app_name}/{user}: {query!r} "
-                      f"({result.took_ms:.1f} ms)")
+                print(f"\nPOST /v1/recall {app_name}/{user}: {query!r} ({result.took_ms:.1f} ms)")
                 for rank, m in enumerate(result.memories, 1):
                     text = m.text.replace("\n", " / ")
                     sid = m.provenance.session_id
@@ -114,21 +125,42 @@ def _compile_over_http(client: MnemorayClient) -> None:
     """A new session through the API, compiled with memory preload."""
     session = client.create_session("travel_app", "maya", state={"user:name": "Maya"})
     sid = session.session_id
-    client.append_events("travel_app", "maya", sid, [
-        {"author": "user", "role": "user", "type": "message",
-         "text": "Plan a dinner for my last evening of the trip."}])
-    agent = {"name": TRAVEL_AGENT.name, "description": TRAVEL_AGENT.description,
-             "static_instruction": TRAVEL_AGENT.static_instruction,
-             "instruction": "Traveller: {user:name?}.", "memory_preload": True,
-             "preload_top_k": 3}
-    req = client.compile("travel_app", "maya", sid, agent,
-                         new_message="Book a restaurant that suits my diet, please.")
+    client.append_events(
+        "travel_app",
+        "maya",
+        sid,
+        [
+            {
+                "author": "user",
+                "role": "user",
+                "type": "message",
+                "text": "Plan a dinner for my last evening of the trip.",
+            }
+        ],
+    )
+    agent = {
+        "name": TRAVEL_AGENT.name,
+        "description": TRAVEL_AGENT.description,
+        "static_instruction": TRAVEL_AGENT.static_instruction,
+        "instruction": "Traveller: {user:name?}.",
+        "memory_preload": True,
+        "preload_top_k": 3,
+    }
+    req = client.compile(
+        "travel_app",
+        "maya",
+        sid,
+        agent,
+        new_message="Book a restaurant that suits my diet, please.",
+    )
     print(f"\nPOST /v1/context:compile travel_app/maya/{sid}")
     print("--- system_instruction ---")
     print(req.system_instruction)
-    print(f"--- {len(req.contents)} contents, tools: "
-          f"{', '.join(t['name'] for t in req.tools)}; tokens: static prefix "
-          f"{req.static_prefix_tokens}, total {req.total_tokens}")
+    print(
+        f"--- {len(req.contents)} contents, tools: "
+        f"{', '.join(t['name'] for t in req.tools)}; tokens: static prefix "
+        f"{req.static_prefix_tokens}, total {req.total_tokens}"
+    )
     for step in req.trace:
         print(f"  {step.name:<20}{step.tokens_added:>6} tok {step.micros:>7} us")
 
@@ -140,15 +172,22 @@ def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> str:
     policy = {"token_threshold": 500, "keep_last": 8}
     sid = client.create_session("travel_app", "jonas", compaction=policy).session_id
     print(f"\n=== live loop: session travel_app/jonas/{sid}, compaction {policy} ===")
-    events = [{"author": "user" if k % 2 == 0 else "agent",
-               "role": "user" if k % 2 == 0 else "model",
-               "text": (f"Day {k // 2 + 1}: I'd like a quiet hotel near the old town."
-                        if k % 2 == 0 else f"Day {k // 2 + 1}: booked a quiet room for you.")}
-              for k in range(turns)]
+    events = [
+        {
+            "author": "user" if k % 2 == 0 else "agent",
+            "role": "user" if k % 2 == 0 else "model",
+            "text": (
+                f"Day {k // 2 + 1}: I'd like a quiet hotel near the old town."
+                if k % 2 == 0
+                else f"Day {k // 2 + 1}: booked a quiet room for you."
+            ),
+        }
+        for k in range(turns)
+    ]
     events[0]["text"] = "I am allergic to peanuts, remember that for every booking."
     t0 = time.perf_counter()
     for start in range(0, turns, 20):
-        client.append_events("travel_app", "jonas", sid, events[start:start + 20])
+        client.append_events("travel_app", "jonas", sid, events[start : start + 20])
     print(f"appended {turns} events in batches of 20 ({time.perf_counter() - t0:.2f} s)")
     compactions: list[dict[str, Any]] = []
     landed = time.perf_counter()
@@ -164,24 +203,31 @@ def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> str:
         elif compactions and time.perf_counter() - landed >= 1.0:
             break
     covered = {i for c in compactions for i in c["data"]["source_event_ids"]}
-    print(f"{len(compactions)} compaction events landed in the background, covering "
-          f"{len(covered)} of {turns} events ({landed - t0:.2f} s after the first append "
-          "for the last)")
-    req = client.compile("travel_app", "jonas", sid, {"name": "planner"},
-                         new_message="Which hotel did we settle on?")
+    print(
+        f"{len(compactions)} compaction events landed in the background, covering "
+        f"{len(covered)} of {turns} events ({landed - t0:.2f} s after the first append "
+        "for the last)"
+    )
+    req = client.compile(
+        "travel_app", "jonas", sid, {"name": "planner"}, new_message="Which hotel did we settle on?"
+    )
     history = next(s for s in req.trace if s.name == "history")
     detail = history.detail
     summaries = len(detail["compactions"])
-    print(f"compiled: total_tokens {req.total_tokens}, of which history "
-          f"{history.tokens_added}: {summaries} summaries (compression "
-          f"{detail.get('compression_ratio')}x) + {detail['events'] - summaries} raw events")
+    print(
+        f"compiled: total_tokens {req.total_tokens}, of which history "
+        f"{history.tokens_added}: {summaries} summaries (compression "
+        f"{detail.get('compression_ratio')}x) + {detail['events'] - summaries} raw events"
+    )
     t1 = time.perf_counter()
     ended = client.end_session("travel_app", "jonas", sid)
     job_id = ended.job_id  # type: ignore[union-attr]  # wait=False: queued, with its id
     print(f"POST :end -> job {job_id} in {1000 * (time.perf_counter() - t1):.0f} ms")
     job = client.wait_for_job("travel_app", "jonas", job_id)
-    print(f"GET /v1/jobs/{job_id}: {job.status}, memories_added "
-          f"{job.memories_added} ({time.perf_counter() - t1:.2f} s after :end)")
+    print(
+        f"GET /v1/jobs/{job_id}: {job.status}, memories_added "
+        f"{job.memories_added} ({time.perf_counter() - t1:.2f} s after :end)"
+    )
     hits = client.recall("travel_app", "jonas", "what is Jonas allergic to?", top_k=1)
     for m in hits.memories:
         print(f"recall 'what is Jonas allergic to?': {m.text[:90]}")
@@ -196,13 +242,13 @@ def _screenshots(base_url: str, out: Path, session_id: str) -> None:
 
     print(f"\n=== memory inspector: {base_url}/ui/?app_name=travel_app&user_id=jonas ===")
     try:
-        paths = take_screenshots(base_url, out, "travel_app", "jonas", session_id,
-                                 "what is Jonas allergic to?")
+        paths = take_screenshots(
+            base_url, out, "travel_app", "jonas", session_id, "what is Jonas allergic to?"
+        )
     except BrowserMissing as exc:
         print(f"screenshots skipped: {exc} (`make test-browser` installs Chromium)")
         return
-    print(f"screenshots of {len(paths)} views in {out}: "
-          f"{', '.join(p.name for p in paths)}")
+    print(f"screenshots of {len(paths)} views in {out}: {', '.join(p.name for p in paths)}")
 
 
 if __name__ == "__main__":

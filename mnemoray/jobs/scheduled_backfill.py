@@ -129,8 +129,11 @@ def last_success(store: Path, archive: Path) -> Watermark:
     return best
 
 
-def select_files(archive: Path, since: float | None, slack_s: float,
-                 ) -> tuple[list[tuple[Path, str]], int]:
+def select_files(
+    archive: Path,
+    since: float | None,
+    slack_s: float,
+) -> tuple[list[tuple[Path, str]], int]:
     """(new files with their archive-relative names, files in the archive)."""
     files = archive_files(archive)
     if since is None:
@@ -149,8 +152,10 @@ def select_files(archive: Path, since: float | None, slack_s: float,
 # -- staging and locking ----------------------------------------------------------------
 def stage(files: Sequence[tuple[Path, str]], root: Path) -> Path:
     """A directory of symlinks to ``files`` under their archive-relative names."""
-    staging = root / f"{STAGING_PREFIX}{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-" \
-                     f"{uuid.uuid4().hex[:8]}"
+    staging = (
+        root / f"{STAGING_PREFIX}{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-"
+        f"{uuid.uuid4().hex[:8]}"
+    )
     for path, name in files:
         link = staging / name
         link.parent.mkdir(parents=True, exist_ok=True)
@@ -185,8 +190,7 @@ def schedule_lock(path: Path) -> Iterator[None]:
         try:
             handle.seek(0)
             handle.truncate()
-            handle.write(f"pid {os.getpid()} on {os.uname().nodename} since "
-                         f"{_iso(time.time())}\n")
+            handle.write(f"pid {os.getpid()} on {os.uname().nodename} since {_iso(time.time())}\n")
             handle.flush()
             yield
         finally:
@@ -235,25 +239,43 @@ def annotate(store: Path, run_id: str, schedule: dict[str, Any]) -> None:
 
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(
-        prog=PROG, description="Backfill only the archive files that changed since the last "
+        prog=PROG,
+        description="Backfill only the archive files that changed since the last "
         "successful run (any other flag goes to `python -m mnemoray.jobs.backfill`).",
         epilog="Flags not listed here are passed to `python -m mnemoray.jobs.backfill` (same as "
         "`mnemoray backfill`): --shards, --summarizer, --workers, --batch-size, "
-        "--ray-address, --in-process, --json, ...")
-    p.add_argument("--archive", required=True, type=Path, help="Session archive directory "
-                   "(or one file).")
-    p.add_argument("--store", required=True, help="Memory store: a directory, parquet://DIR "
-                   "or lancedb://DIR.")
-    p.add_argument("--slack-seconds", type=float, default=DEFAULT_SLACK_S,
-                   help="Also take files changed up to this long before the watermark "
-                   "(clock skew; re-reading costs only a read: the ledger skips). "
-                   f"Default {DEFAULT_SLACK_S:g}.")
-    p.add_argument("--lock-file", type=Path, default=None,
-                   help=f"Lock file (default STORE/{SCHEDULE_DIR}/{LOCK_NAME}).")
-    p.add_argument("--full", action="store_true",
-                   help="Ignore the watermark: hand every archive file to the backfill.")
-    p.add_argument("--dry-run", action="store_true",
-                   help="Print the files that would be backfilled, run nothing.")
+        "--ray-address, --in-process, --json, ...",
+    )
+    p.add_argument(
+        "--archive", required=True, type=Path, help="Session archive directory (or one file)."
+    )
+    p.add_argument(
+        "--store", required=True, help="Memory store: a directory, parquet://DIR or lancedb://DIR."
+    )
+    p.add_argument(
+        "--slack-seconds",
+        type=float,
+        default=DEFAULT_SLACK_S,
+        help="Also take files changed up to this long before the watermark "
+        "(clock skew; re-reading costs only a read: the ledger skips). "
+        f"Default {DEFAULT_SLACK_S:g}.",
+    )
+    p.add_argument(
+        "--lock-file",
+        type=Path,
+        default=None,
+        help=f"Lock file (default STORE/{SCHEDULE_DIR}/{LOCK_NAME}).",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="Ignore the watermark: hand every archive file to the backfill.",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="Print the files that would be backfilled, run nothing.",
+    )
     args, rest = p.parse_known_args(list(argv))
     if args.slack_seconds < 0:
         p.error("--slack-seconds: must be >= 0")
@@ -288,8 +310,15 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return 0
 
 
-def _locked_run(args: argparse.Namespace, rest: list[str], archive: Path, location: str,
-                store: Path, sched_root: Path, say) -> int:
+def _locked_run(
+    args: argparse.Namespace,
+    rest: list[str],
+    archive: Path,
+    location: str,
+    store: Path,
+    sched_root: Path,
+    say,
+) -> int:
     """``location``: the store as the backfill is given it; ``store``: its directory."""
     remove_stale_staging(sched_root)
     mark = Watermark(None) if args.full else last_success(store, archive)
@@ -299,8 +328,11 @@ def _locked_run(args: argparse.Namespace, rest: list[str], archive: Path, locati
     except ValueError as exc:  # ArchiveError: unsupported single file
         say(f"error: {exc}")
         return 2
-    since = f"changed since {_iso(mark.at)} (run {mark.run_id}, slack " \
-            f"{args.slack_seconds:g}s)" if mark.at is not None else "no earlier successful run"
+    since = (
+        f"changed since {_iso(mark.at)} (run {mark.run_id}, slack {args.slack_seconds:g}s)"
+        if mark.at is not None
+        else "no earlier successful run"
+    )
     say(f"{len(files)} of {total} archive files to backfill; {since}")
     if args.dry_run:
         for _, name in files:
@@ -310,15 +342,22 @@ def _locked_run(args: argparse.Namespace, rest: list[str], archive: Path, locati
         say("nothing new; done")
         return 0
     staging = stage(files, sched_root)
-    schedule = {"archive": str(archive), "scanned_at": scanned_at,
-                "watermark": mark.at, "watermark_run_id": mark.run_id,
-                "slack_s": args.slack_seconds, "full": bool(args.full),
-                "files_selected": len(files), "files_total": total,
-                "files": [name for _, name in files][:1000]}
+    schedule = {
+        "archive": str(archive),
+        "scanned_at": scanned_at,
+        "watermark": mark.at,
+        "watermark_run_id": mark.run_id,
+        "slack_s": args.slack_seconds,
+        "full": bool(args.full),
+        "files_selected": len(files),
+        "files_total": total,
+        "files": [name for _, name in files][:1000],
+    }
     run_id = new_run_id()
     try:
         report, as_json = run_backfill_job(
-            ["--archive", str(staging), "--store", location, *rest], run_id)
+            ["--archive", str(staging), "--store", location, *rest], run_id
+        )
     except UsageError as exc:
         say(f"error: {exc}")
         return 2
@@ -332,9 +371,11 @@ def _locked_run(args: argparse.Namespace, rest: list[str], archive: Path, locati
         shutil.rmtree(staging, ignore_errors=True)
     annotate(store, run_id, schedule)
     print(json.dumps(report.to_dict()) if as_json else report.summary(), flush=True)
-    say(f"run {run_id} succeeded: {len(files)} files, {report.sessions_read} sessions read, "
+    say(
+        f"run {run_id} succeeded: {len(files)} files, {report.sessions_read} sessions read, "
         f"{report.skipped} skipped, {report.memories_written} memories written; watermark "
-        f"now {_iso(scanned_at)}")
+        f"now {_iso(scanned_at)}"
+    )
     return 0
 
 

@@ -24,9 +24,17 @@ def __getattr__(name: str) -> Any:
     # so a server for --url runs on the client's dependencies.
     if name == "LocalBackend":
         from mnemoray.mcp.local import LocalBackend
+
         return LocalBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Backend", "LocalBackend", "MnemorayMCP", "RemoteBackend", "Tenant", "build_profile",
-           "build_server"]
+__all__ = [
+    "Backend",
+    "LocalBackend",
+    "MnemorayMCP",
+    "RemoteBackend",
+    "Tenant",
+    "build_profile",
+    "build_server",
+]

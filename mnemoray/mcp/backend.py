@@ -23,26 +23,41 @@ class Backend(Protocol):
     #: Where the data lives, for people: "store /path" or "server http://...".
     where: str
 
-    def recall(self, app_name: str, user_id: str, query: str, top_k: int,
-               filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+    def recall(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        mode: str | None,
+    ) -> dict[str, Any]:
         """``{"memories": [RecallResult.to_dict(), ...], ...}``, best first."""
         ...
 
-    def add_memories(self, app_name: str, user_id: str,
-                     memories: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def add_memories(
+        self, app_name: str, user_id: str, memories: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
         """Raw memories (``MemoryIn`` dicts): ``{"added", "duplicates", "status",
         "memories"}``; committed before it returns."""
         ...
 
-    def add_session(self, app_name: str, user_id: str, session: Mapping[str, Any], *,
-                    agent_name: str | None = None) -> dict[str, Any]:
+    def add_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session: Mapping[str, Any],
+        *,
+        agent_name: str | None = None,
+    ) -> dict[str, Any]:
         """Distill a whole session (the archive's dict, of this app and user) into
         memories; the same answer as :meth:`add_memories`. ``agent_name``: whose
         memories they are (None: as the app's scopes say)."""
         ...
 
-    def list_memories(self, app_name: str, user_id: str, cursor: str | None,
-                      limit: int) -> dict[str, Any]:
+    def list_memories(
+        self, app_name: str, user_id: str, cursor: str | None, limit: int
+    ) -> dict[str, Any]:
         """A page of live memories, oldest first: ``{"memories", "next_cursor"}``."""
         ...
 
@@ -50,20 +65,33 @@ class Backend(Protocol):
         """Forget one memory of this user; how many were live (0 or 1)."""
         ...
 
-    def forget_by_query(self, app_name: str, user_id: str, *, dry_run: bool,
-                        query: str | None, top_k: int, confirm: str | None,
-                        memory_ids: Sequence[str] | None) -> dict[str, Any]:
+    def forget_by_query(
+        self,
+        app_name: str,
+        user_id: str,
+        *,
+        dry_run: bool,
+        query: str | None,
+        top_k: int,
+        confirm: str | None,
+        memory_ids: Sequence[str] | None,
+    ) -> dict[str, Any]:
         """The service's forget by query: ``dry_run`` previews (``confirm_token``),
         ``confirm`` forgets exactly what the preview listed."""
         ...
 
-    def compile(self, app_name: str, user_id: str, session_id: str,
-                agent: Mapping[str, Any], new_message: str | None,
-                temp_state: Mapping[str, Any] | None,
-                memory_agent: str | None = None) -> dict[str, Any]:
+    def compile(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        agent: Mapping[str, Any],
+        new_message: str | None,
+        temp_state: Mapping[str, Any] | None,
+        memory_agent: str | None = None,
+    ) -> dict[str, Any]:
         """The ``CompiledRequest`` dict of a stored session for ``agent``; its memory
         block recalled as ``memory_agent`` when given ("": the shared memories only)."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...

@@ -33,12 +33,14 @@ def _message(exc: MnemorayError) -> str:
 
 def tool_errors(fn: F) -> F:
     """mnemoray's errors as MCP tool errors of one line (the SDK adds the tool's name)."""
+
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except MnemorayError as exc:
             raise ToolError(_message(exc)) from exc
+
     return run  # type: ignore[return-value]
 
 
@@ -49,6 +51,7 @@ def resource_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except MnemorayError as exc:
             raise ResourceError(_message(exc)) from exc
+
     return run  # type: ignore[return-value]
 
 
@@ -64,13 +67,13 @@ def validation_line(exc: ValidationError) -> str:
 class MnemorayMCP(MCPServer):
     """The SDK's server, with argument validation errors of one line."""
 
-    async def call_tool(self, name: str, arguments: dict[str, Any],
-                        context: Any = None) -> CallToolResult | InputRequiredResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Any = None
+    ) -> CallToolResult | InputRequiredResult:
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):  # pydantic's text spans many lines
-                raise ToolError(f"Error executing tool {name}: {validation_line(cause)}") \
-                    from cause
+                raise ToolError(f"Error executing tool {name}: {validation_line(cause)}") from cause
             raise

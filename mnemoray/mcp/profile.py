@@ -25,8 +25,9 @@ def _when(m: Mapping[str, Any]) -> float:
     return float(t if t is not None else m.get("created_at") or 0.0)
 
 
-def _newest_unique(items: Iterable[tuple[float, str, Mapping[str, Any]]],
-                   limit: int) -> list[dict[str, Any]]:
+def _newest_unique(
+    items: Iterable[tuple[float, str, Mapping[str, Any]]], limit: int
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for when, text, m in sorted(items, key=lambda it: it[0], reverse=True):
@@ -34,15 +35,22 @@ def _newest_unique(items: Iterable[tuple[float, str, Mapping[str, Any]]],
         if not key or key in seen:
             continue
         seen.add(key)
-        out.append({"text": text, "date": _iso(when), "memory_id": m.get("memory_id"),
-                    "session_id": m.get("session_id")})
+        out.append(
+            {
+                "text": text,
+                "date": _iso(when),
+                "memory_id": m.get("memory_id"),
+                "session_id": m.get("session_id"),
+            }
+        )
         if len(out) == limit:
             break
     return out
 
 
-def build_profile(app_name: str, user_id: str, memories: list[Mapping[str, Any]],
-                  complete: bool = True) -> dict[str, Any]:
+def build_profile(
+    app_name: str, user_id: str, memories: list[Mapping[str, Any]], complete: bool = True
+) -> dict[str, Any]:
     """The profile of one user from their live memories (the HTTP API's memory dicts).
 
     ``recent_facts``: stored ``fact`` records and the key facts distilled from
@@ -53,13 +61,19 @@ def build_profile(app_name: str, user_id: str, memories: list[Mapping[str, Any]]
     kinds = Counter(str(m.get("kind")) for m in memories)
     topics = Counter(t for m in memories for t in m.get("topics") or ())
     facts = [(_when(m), m["text"], m) for m in memories if m.get("kind") == "fact"]
-    facts += [(_when(m), f, m) for m in memories if m.get("kind") != "fact"
-              for f in m.get("key_facts") or ()]
+    facts += [
+        (_when(m), f, m)
+        for m in memories
+        if m.get("kind") != "fact"
+        for f in m.get("key_facts") or ()
+    ]
     threads = [(_when(m), t, m) for m in memories for t in m.get("open_threads") or ()]
     times = [_when(m) for m in memories]
     return {
-        "app_name": app_name, "user_id": user_id,
-        "memories": len(memories), "complete": complete,
+        "app_name": app_name,
+        "user_id": user_id,
+        "memories": len(memories),
+        "complete": complete,
         "by_kind": dict(sorted(kinds.items())),
         "sessions": len({m.get("session_id") for m in memories}),
         "first": _iso(min(times)) if times else None,

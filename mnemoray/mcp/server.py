@@ -45,8 +45,12 @@ Query = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHAR
 Message = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)]
 # A memory: its text alone, or the HTTP API's memory object (one schema, so a rejected
 # argument names the field of MemoryIn rather than each branch of a union).
-MemoryArg = Annotated[MemoryIn, BeforeValidator(lambda v: {"text": v} if isinstance(v, str)
-                                                else v, json_schema_input_type=str | MemoryIn)]
+MemoryArg = Annotated[
+    MemoryIn,
+    BeforeValidator(
+        lambda v: {"text": v} if isinstance(v, str) else v, json_schema_input_type=str | MemoryIn
+    ),
+]
 RESOURCE_PAGE = 200  # memories per read of the memories resource
 PROFILE_MAX_ROWS = 50_000  # a profile reads at most this many memories (then complete=false)
 
@@ -64,10 +68,14 @@ class Tenant:
     def __post_init__(self) -> None:
         for name in ("app_name", "user_id"):
             value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip() or \
-                    any(ord(c) < 32 or ord(c) == 127 for c in value):
-                raise InvalidInput("must be a non-empty string without control characters",
-                                   field=name)
+            if (
+                not isinstance(value, str)
+                or not value.strip()
+                or any(ord(c) < 32 or ord(c) == 127 for c in value)
+            ):
+                raise InvalidInput(
+                    "must be a non-empty string without control characters", field=name
+                )
         if self.agent_name is not None:
             check_agent_name(self.agent_name)
 
@@ -79,10 +87,14 @@ class Tenant:
 
 def _stored(out: dict[str, Any]) -> dict[str, Any]:
     """An add's answer for a model: the counts, and each stored record's id, kind, text."""
-    return {"added": out["added"], "duplicates": out.get("duplicates", 0),
-            "status": out.get("status"),
-            "memories": [{k: m.get(k) for k in ("memory_id", "kind", "text")}
-                         for m in out.get("memories", ())]}
+    return {
+        "added": out["added"],
+        "duplicates": out.get("duplicates", 0),
+        "status": out.get("status"),
+        "memories": [
+            {k: m.get(k) for k in ("memory_id", "kind", "text")} for m in out.get("memories", ())
+        ],
+    }
 
 
 def _package_version() -> str:
@@ -94,19 +106,28 @@ def _package_version() -> str:
 
 def in_view(page: dict[str, Any], tenant: Tenant) -> dict[str, Any]:
     """A page of memories without other agents' agent-only ones (the cursor stays)."""
-    return {**page, "memories": [m for m in page["memories"]
-                                 if m.get("agent_name") in ("", None, tenant.agent_name)]}
+    return {
+        **page,
+        "memories": [
+            m for m in page["memories"] if m.get("agent_name") in ("", None, tenant.agent_name)
+        ],
+    }
 
 
-def read_all_memories(backend: Backend, tenant: Tenant,
-                      limit: int = PROFILE_MAX_ROWS) -> tuple[list[dict[str, Any]], bool]:
+def read_all_memories(
+    backend: Backend, tenant: Tenant, limit: int = PROFILE_MAX_ROWS
+) -> tuple[list[dict[str, Any]], bool]:
     """The tenant's live memories in its agent's view (at most ``limit``) and whether
     that was all."""
     out: list[dict[str, Any]] = []
     cursor: str | None = None
     while len(out) < limit:
-        page = in_view(backend.list_memories(tenant.app_name, tenant.user_id, cursor,
-                                             min(MAX_PAGE, limit - len(out))), tenant)
+        page = in_view(
+            backend.list_memories(
+                tenant.app_name, tenant.user_id, cursor, min(MAX_PAGE, limit - len(out))
+            ),
+            tenant,
+        )
         out.extend(page["memories"])
         cursor = page.get("next_cursor")
         if not cursor:
@@ -118,19 +139,26 @@ def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
     """The MCP server for ``tenant``'s memories in ``backend``."""
     app, user = tenant.app_name, tenant.user_id
     mcp = MnemorayMCP(
-        "mnemoray", version=_package_version(), log_level="WARNING",
+        "mnemoray",
+        version=_package_version(),
+        log_level="WARNING",
         instructions=(
             f"Long-term memory of user {user!r} in app {app!r} ({backend.where}). Call "
             "`recall` before answering anything that depends on the user's past; "
             "`remember` durable facts the user states; `forget` by id, or by query with "
             "dry_run first and then its confirm_token. Resources: the user's memories and "
-            "profile."))
+            "profile."
+        ),
+    )
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     @tool_errors
-    def recall(query: Query, top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 5,
-               mode: Mode | None = None,
-               filters: RecallFiltersIn | None = None) -> dict[str, Any]:
+    def recall(
+        query: Query,
+        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 5,
+        mode: Mode | None = None,
+        filters: RecallFiltersIn | None = None,
+    ) -> dict[str, Any]:
         """Recall the user's memories that best match `query`, best first. Each memory has
         its text, kind, date, score and provenance (the session it came from). `mode`:
         hybrid (default), dense or keyword; `filters`: session_id, after/before (ISO-8601
@@ -139,13 +167,18 @@ def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
         out = backend.recall(app, user, query, top_k, flt, mode)
         return {"memories": out["memories"]}
 
-    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                          idempotent_hint=True, open_world_hint=False))
+    @mcp.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        )
+    )
     @tool_errors
     def remember(
-        memories: Annotated[list[MemoryArg], Field(min_length=1,
-                                                   max_length=MAX_MEMORIES_PER_ADD)] | None
-        = None,
+        memories: Annotated[list[MemoryArg], Field(min_length=1, max_length=MAX_MEMORIES_PER_ADD)]
+        | None = None,
         session: JsonObject | None = None,
         agent_only: bool = False,
     ) -> dict[str, Any]:
@@ -159,95 +192,144 @@ def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
         if (memories is None) == (session is None):
             raise InvalidInput("pass exactly one of memories or session", field="memories")
         if agent_only and tenant.agent_name is None:
-            raise InvalidInput("this server recalls as no agent (start it with --agent "
-                               "NAME)", field="agent_only")
+            raise InvalidInput(
+                "this server recalls as no agent (start it with --agent NAME)", field="agent_only"
+            )
         agent = tenant.agent_name if agent_only else None
         if session is not None:
             for name, value in (("app_name", app), ("user_id", user)):
                 if session.get(name) not in (None, value):
-                    raise InvalidInput(f"this server stores memories of {name} {value!r} "
-                                       "only; leave it out", field=f"session.{name}")
+                    raise InvalidInput(
+                        f"this server stores memories of {name} {value!r} only; leave it out",
+                        field=f"session.{name}",
+                    )
             return _stored(backend.add_session(app, user, session, agent_name=agent))
         for i, m in enumerate(memories or ()):
             if m.agent_name is not None:  # the agent is the server's, fixed at start
-                raise InvalidInput("not a memory's own field here; pass agent_only: true",
-                                   field=f"memories[{i}].agent_name")
-        items = [{**m.model_dump(exclude_none=True), **({"agent_name": agent} if agent else {})}
-                 for m in memories or ()]
+                raise InvalidInput(
+                    "not a memory's own field here; pass agent_only: true",
+                    field=f"memories[{i}].agent_name",
+                )
+        items = [
+            {**m.model_dump(exclude_none=True), **({"agent_name": agent} if agent else {})}
+            for m in memories or ()
+        ]
         return _stored(backend.add_memories(app, user, items))
 
-    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                                          idempotent_hint=True, open_world_hint=False))
+    @mcp.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        )
+    )
     @tool_errors
-    def forget(memory_id: Id | None = None, query: Query | None = None,
-               dry_run: bool = False, confirm: Annotated[str, StringConstraints(
-                   min_length=1, max_length=16_384)] | None = None,
-               memory_ids: Annotated[list[Id], Field(min_length=1,
-                                                     max_length=MAX_FORGET_PREVIEW)] | None
-               = None,
-               top_k: Annotated[int, Field(ge=1, le=MAX_FORGET_PREVIEW)] = 10,
-               ) -> dict[str, Any]:
+    def forget(
+        memory_id: Id | None = None,
+        query: Query | None = None,
+        dry_run: bool = False,
+        confirm: Annotated[str, StringConstraints(min_length=1, max_length=16_384)] | None = None,
+        memory_ids: Annotated[list[Id], Field(min_length=1, max_length=MAX_FORGET_PREVIEW)]
+        | None = None,
+        top_k: Annotated[int, Field(ge=1, le=MAX_FORGET_PREVIEW)] = 10,
+    ) -> dict[str, Any]:
         """Forget memories of the user. By id: `memory_id`. By query, in two steps:
         `query` with `dry_run: true` lists what would go (nothing is removed) and returns
         a `confirm_token`; then `confirm: <token>` (optionally `memory_ids`, a subset of
         the preview) forgets exactly those memories and nothing written since."""
         if memory_id is not None:
             if query is not None or confirm is not None or memory_ids is not None or dry_run:
-                raise InvalidInput("pass memory_id alone; query, dry_run, confirm and "
-                                   "memory_ids are the forget by query", field="memory_id")
+                raise InvalidInput(
+                    "pass memory_id alone; query, dry_run, confirm and "
+                    "memory_ids are the forget by query",
+                    field="memory_id",
+                )
             n = backend.forget_memory(app, user, memory_id)
             if not n:
-                raise NotFound(f"no live memory {memory_id!r} of this user",
-                               field="memory_id")
+                raise NotFound(f"no live memory {memory_id!r} of this user", field="memory_id")
             return {"forgotten": n, "memory_ids": [memory_id]}
         if query is None and confirm is None:
-            raise InvalidInput("pass memory_id, or query with dry_run: true, or the "
-                               "confirm_token of a preview", field="query")
-        return backend.forget_by_query(app, user, dry_run=dry_run, query=query, top_k=top_k,
-                                       confirm=confirm, memory_ids=memory_ids)
+            raise InvalidInput(
+                "pass memory_id, or query with dry_run: true, or the confirm_token of a preview",
+                field="query",
+            )
+        return backend.forget_by_query(
+            app,
+            user,
+            dry_run=dry_run,
+            query=query,
+            top_k=top_k,
+            confirm=confirm,
+            memory_ids=memory_ids,
+        )
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     @tool_errors
-    def compile_context(session_id: Id, agent: AgentIn, new_message: Message | None = None,
-                        temp_state: JsonObject | None = None) -> dict[str, Any]:
+    def compile_context(
+        session_id: Id,
+        agent: AgentIn,
+        new_message: Message | None = None,
+        temp_state: JsonObject | None = None,
+    ) -> dict[str, Any]:
         """Compile the working context of one model call for a stored session of the user:
         the system instruction, contents, tool declarations and token counts an `agent`
         (name, static_instruction, instruction template, token_budget, memory_preload,
         ...) would be sent, with `new_message` as the user's next turn."""
         # The memory block is the server's agent's view, whatever agent.name says: the
         # agent is pinned like the user (--agent; none: the shared memories only).
-        return backend.compile(app, user, session_id, agent.model_dump(), new_message,
-                               temp_state, memory_agent=tenant.agent_name or "")
+        return backend.compile(
+            app,
+            user,
+            session_id,
+            agent.model_dump(),
+            new_message,
+            temp_state,
+            memory_agent=tenant.agent_name or "",
+        )
 
     base = tenant.uri
 
-    @mcp.resource(f"{base}/memories", name="memories", mime_type="application/json",
-                  description=f"The live memories of user {user!r} in app {app!r} (other "
-                  f"agents' agent-only ones left out), oldest "
-                  f"first, {RESOURCE_PAGE} per read; `next_cursor` continues at "
-                  f"{base}/memories?cursor=<next_cursor>.")
+    @mcp.resource(
+        f"{base}/memories",
+        name="memories",
+        mime_type="application/json",
+        description=f"The live memories of user {user!r} in app {app!r} (other "
+        f"agents' agent-only ones left out), oldest "
+        f"first, {RESOURCE_PAGE} per read; `next_cursor` continues at "
+        f"{base}/memories?cursor=<next_cursor>.",
+    )
     @resource_errors
     def memories() -> str:
-        return json.dumps(in_view(backend.list_memories(app, user, None, RESOURCE_PAGE),
-                                  tenant), ensure_ascii=False)
+        return json.dumps(
+            in_view(backend.list_memories(app, user, None, RESOURCE_PAGE), tenant),
+            ensure_ascii=False,
+        )
 
-    @mcp.resource(f"{base}/memories{{?cursor}}", name="memories-page",
-                  mime_type="application/json",
-                  description="A later page of the user's memories.")
+    @mcp.resource(
+        f"{base}/memories{{?cursor}}",
+        name="memories-page",
+        mime_type="application/json",
+        description="A later page of the user's memories.",
+    )
     @resource_errors
     def memories_page(cursor: str = "") -> str:
-        return json.dumps(in_view(backend.list_memories(app, user, cursor or None,
-                                                        RESOURCE_PAGE), tenant),
-                          ensure_ascii=False)
+        return json.dumps(
+            in_view(backend.list_memories(app, user, cursor or None, RESOURCE_PAGE), tenant),
+            ensure_ascii=False,
+        )
 
-    @mcp.resource(f"{base}/profile", name="profile", mime_type="application/json",
-                  description=f"What the store knows about user {user!r}: memories per kind, "
-                  "sessions, first and last dates, top topics, recent facts and open "
-                  "threads, all from the stored memories.")
+    @mcp.resource(
+        f"{base}/profile",
+        name="profile",
+        mime_type="application/json",
+        description=f"What the store knows about user {user!r}: memories per kind, "
+        "sessions, first and last dates, top topics, recent facts and open "
+        "threads, all from the stored memories.",
+    )
     @resource_errors
     def profile() -> str:
         rows, complete = read_all_memories(backend, tenant)
-        return json.dumps({**build_profile(app, user, rows, complete),
-                           "backend": backend.where}, ensure_ascii=False)
+        return json.dumps(
+            {**build_profile(app, user, rows, complete), "backend": backend.where},
+            ensure_ascii=False,
+        )
 
     return mcp

@@ -61,8 +61,11 @@ ENGINES = ("in_process", "ray_data")
 # Most bytes per block of the flow (Ray Data's default is 128 MiB): see RayDataEngine.
 BLOCK_BYTES = 16 << 20
 # The environment of a local Ray instance this engine starts (its workers, not this process).
-LOCAL_ENV = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-             "RAY_USAGE_STATS_ENABLED": "0"}
+LOCAL_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
 
 
 # -- Ray ------------------------------------------------------------------------
@@ -79,15 +82,24 @@ def connect(address: str | None) -> bool:
         return False
     address = address or os.environ.get("RAY_ADDRESS") or "local"
     if address == "local":
-        ray.init(address="local", include_dashboard=False, log_to_driver=True,
-                 runtime_env={"env_vars": LOCAL_ENV})
+        ray.init(
+            address="local",
+            include_dashboard=False,
+            log_to_driver=True,
+            runtime_env={"env_vars": LOCAL_ENV},
+        )
         return True
     ray.init(address=address)
     return False
 
 
-def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
-                  spec: EmbedderSpec | Embedder | None, files: list[dict[str, str]]):
+def build_dataset(
+    cfg: BackfillConfig,
+    opts: RayOptions,
+    store: MemoryBackend,
+    spec: EmbedderSpec | Embedder | None,
+    files: list[dict[str, str]],
+):
     """The lazy Dataset of prepared chunks (nothing runs until it is iterated)."""
     import ray
 
@@ -101,11 +113,14 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
     root, shards = store.uri, store.shards
     pool = ray.data.ActorPoolStrategy(size=opts.workers)
     ds = ray.data.from_items(files, override_num_blocks=len(files))
-    ds = ds.map_batches(read_files, batch_size=1, batch_format="pyarrow",
-                        num_cpus=opts.task_cpus)
-    ds = ds.map_batches(validate_batch, batch_size=opts.batch_size, batch_format="pyarrow",
-                        fn_kwargs={"store_dir": root, "shards": shards},
-                        num_cpus=opts.task_cpus)
+    ds = ds.map_batches(read_files, batch_size=1, batch_format="pyarrow", num_cpus=opts.task_cpus)
+    ds = ds.map_batches(
+        validate_batch,
+        batch_size=opts.batch_size,
+        batch_format="pyarrow",
+        fn_kwargs={"store_dir": root, "shards": shards},
+        num_cpus=opts.task_cpus,
+    )
     # Blocks of one batch: a whole file in one block would reach the commits only once
     # every session of it is distilled (see the module docstring). Strict: exactly one
     # batch, across file ends too, so chunks hold exactly commit_every sessions when it is
@@ -114,31 +129,48 @@ def build_dataset(cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
     if cfg.summarizer == "vllm" and cfg.summarize:
         ds = _vllm_stages(ds, cfg, opts, root, shards, pool)
     else:
-        ds = ds.map_batches(Distill, batch_size=opts.batch_size, batch_format="pyarrow",
-                            compute=pool, num_cpus=opts.actor_cpus,
-                            fn_constructor_kwargs={
-                                "store_dir": root, "shards": shards,
-                                "summarizer": cfg.summarizer,
-                                "options": cfg.summarizer_options,
-                                "chunk_turns": cfg.chunk_turns, "ttl_s": cfg.ttl_s,
-                                "summarize": cfg.summarize, "scopes": cfg.scopes})
+        ds = ds.map_batches(
+            Distill,
+            batch_size=opts.batch_size,
+            batch_format="pyarrow",
+            compute=pool,
+            num_cpus=opts.actor_cpus,
+            fn_constructor_kwargs={
+                "store_dir": root,
+                "shards": shards,
+                "summarizer": cfg.summarizer,
+                "options": cfg.summarizer_options,
+                "chunk_turns": cfg.chunk_turns,
+                "ttl_s": cfg.ttl_s,
+                "summarize": cfg.summarize,
+                "scopes": cfg.scopes,
+            },
+        )
     model, dim = None, 0
     if spec is None:
         model = KEYWORD_ONLY_MODEL
     else:
-        actors, spec = embed_layout(opts, spec, ray.cluster_resources(),
-                                    reserved_gpus=llm_gpus(cfg, opts))
+        actors, spec = embed_layout(
+            opts, spec, ray.cluster_resources(), reserved_gpus=llm_gpus(cfg, opts)
+        )
         gpus = opts.gpus_per_embedder
         batch = opts.embed_batch_size or (GPU_EMBED_BATCH if gpus else opts.batch_size)
-        ds = ds.map_batches(Embed, batch_size=batch, batch_format="pyarrow",
-                            compute=ray.data.ActorPoolStrategy(size=actors),
-                            num_cpus=opts.actor_cpus, num_gpus=gpus or None,
-                            fn_constructor_kwargs={"store_dir": root, "shards": shards,
-                                                   "spec": spec})
-    return ds.map_batches(prepare_chunk, batch_size=cfg.commit_every, batch_format="pyarrow",
-                          num_cpus=opts.task_cpus,
-                          fn_kwargs={"store_dir": root, "shards": shards, "model": model,
-                                     "dim": dim})
+        ds = ds.map_batches(
+            Embed,
+            batch_size=batch,
+            batch_format="pyarrow",
+            compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=opts.actor_cpus,
+            num_gpus=gpus or None,
+            fn_constructor_kwargs={"store_dir": root, "shards": shards, "spec": spec},
+        )
+    return ds.map_batches(
+        prepare_chunk,
+        batch_size=cfg.commit_every,
+        batch_format="pyarrow",
+        num_cpus=opts.task_cpus,
+        fn_kwargs={"store_dir": root, "shards": shards, "model": model, "dim": dim},
+    )
 
 
 def llm_gpus(cfg: BackfillConfig, opts: RayOptions) -> float:
@@ -148,14 +180,18 @@ def llm_gpus(cfg: BackfillConfig, opts: RayOptions) -> float:
     from mnemoray.pipeline.llm import split_options
 
     engine = split_options(cfg.summarizer_options)[2]
-    per_engine = int(engine.get("tensor_parallel_size", 1)) * \
-        int(engine.get("pipeline_parallel_size", 1))
+    per_engine = int(engine.get("tensor_parallel_size", 1)) * int(
+        engine.get("pipeline_parallel_size", 1)
+    )
     return float(opts.llm_concurrency * per_engine)
 
 
-def embed_layout(opts: RayOptions, spec: EmbedderSpec | Embedder,
-                 resources: dict[str, float],
-                 reserved_gpus: float = 0.0) -> tuple[int, EmbedderSpec | Embedder]:
+def embed_layout(
+    opts: RayOptions,
+    spec: EmbedderSpec | Embedder,
+    resources: dict[str, float],
+    reserved_gpus: float = 0.0,
+) -> tuple[int, EmbedderSpec | Embedder]:
     """(embed actors, the spec each opens) for a cluster with ``resources``.
 
     On GPUs: one actor per ``gpus_per_embedder`` share of every GPU in the cluster but
@@ -169,9 +205,12 @@ def embed_layout(opts: RayOptions, spec: EmbedderSpec | Embedder,
     if gpus:
         total = resources.get("GPU", 0.0) - reserved_gpus
         if total < gpus:
-            raise InvalidInput(f"the Ray cluster has {total:g} GPU(s) free for embedding "
-                               f"({reserved_gpus:g} held by the vLLM engines); each embed "
-                               f"actor asks for {gpus:g}", field="--gpus-per-embedder")
+            raise InvalidInput(
+                f"the Ray cluster has {total:g} GPU(s) free for embedding "
+                f"({reserved_gpus:g} held by the vLLM engines); each embed "
+                f"actor asks for {gpus:g}",
+                field="--gpus-per-embedder",
+            )
         return max(1, int(total // gpus)), spec
     actors = opts.for_cluster(resources).workers
     if isinstance(spec, EmbedderSpec) and spec.threads is None and not spec.remote:
@@ -193,21 +232,40 @@ def _vllm_stages(ds, cfg: BackfillConfig, opts: RayOptions, root: str, shards: i
 
     model, sampling, engine_kwargs = split_options(cfg.summarizer_options)
     max_tokens = int(sampling.get("max_tokens", 512))
-    params = sampling_params(max_tokens, float(sampling.get("temperature", 0.0)),
-                             bool(sampling.get("guided_json", True)))
-    ds = ds.map_batches(PlanPrompts, batch_size=opts.batch_size, batch_format="pyarrow",
-                        compute=pool, num_cpus=opts.actor_cpus,
-                        fn_constructor_kwargs={"model": model})
-    ds = build_llm_stage(model, params, engine_kwargs, concurrency=opts.llm_concurrency,
-                         batch_size=opts.llm_batch_size)(ds)
-    return ds.map_batches(FinishDistill, batch_size=opts.batch_size, batch_format="pyarrow",
-                          compute=ray.data.ActorPoolStrategy(min_size=1, max_size=opts.workers),
-                          num_cpus=opts.actor_cpus,
-                          fn_constructor_kwargs={
-                              "store_dir": root, "shards": shards, "max_tokens": max_tokens,
-                              "fallback": sampling.get("fallback"),
-                              "chunk_turns": cfg.chunk_turns, "ttl_s": cfg.ttl_s,
-                              "scopes": cfg.scopes})
+    params = sampling_params(
+        max_tokens, float(sampling.get("temperature", 0.0)), bool(sampling.get("guided_json", True))
+    )
+    ds = ds.map_batches(
+        PlanPrompts,
+        batch_size=opts.batch_size,
+        batch_format="pyarrow",
+        compute=pool,
+        num_cpus=opts.actor_cpus,
+        fn_constructor_kwargs={"model": model},
+    )
+    ds = build_llm_stage(
+        model,
+        params,
+        engine_kwargs,
+        concurrency=opts.llm_concurrency,
+        batch_size=opts.llm_batch_size,
+    )(ds)
+    return ds.map_batches(
+        FinishDistill,
+        batch_size=opts.batch_size,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=opts.workers),
+        num_cpus=opts.actor_cpus,
+        fn_constructor_kwargs={
+            "store_dir": root,
+            "shards": shards,
+            "max_tokens": max_tokens,
+            "fallback": sampling.get("fallback"),
+            "chunk_turns": cfg.chunk_turns,
+            "ttl_s": cfg.ttl_s,
+            "scopes": cfg.scopes,
+        },
+    )
 
 
 # -- the engine -----------------------------------------------------------------------
@@ -218,8 +276,10 @@ class RayDataEngine:
 
     def check(self, config: BackfillConfig) -> None:
         if not isinstance(config.summarizer, str):
-            raise InvalidInput("the Ray Data engine builds the summarizer in its "
-                               "workers; pass a name", field="summarizer")
+            raise InvalidInput(
+                "the Ray Data engine builds the summarizer in its workers; pass a name",
+                field="summarizer",
+            )
         if config.summarizer == "vllm" and config.summarize:
             from mnemoray.pipeline.llm import require_vllm, split_options
 
@@ -234,9 +294,14 @@ class RayDataEngine:
         files = file_rows(config.archive)  # a missing archive fails here, before Ray starts
         return self._chunks(config, opts, store, spec, files)
 
-    def _chunks(self, cfg: BackfillConfig, opts: RayOptions, store: MemoryBackend,
-                spec: EmbedderSpec | Embedder | None,
-                files: list[dict[str, str]]) -> Iterator[Chunk]:
+    def _chunks(
+        self,
+        cfg: BackfillConfig,
+        opts: RayOptions,
+        store: MemoryBackend,
+        spec: EmbedderSpec | Embedder | None,
+        files: list[dict[str, str]],
+    ) -> Iterator[Chunk]:
         if not files:
             return
         from mnemoray.pipeline.write import CHUNK
@@ -247,20 +312,23 @@ class RayDataEngine:
         opts = opts.for_cluster(ray.cluster_resources())  # workers sized for this cluster
 
         ctx = ray.data.DataContext.get_current()
-        restore: tuple[Any, bool, bool, Any] = (ctx, ctx.execution_options.preserve_order,
-                                                ctx.enable_progress_bars,
-                                                ctx.target_max_block_size)
+        restore: tuple[Any, bool, bool, Any] = (
+            ctx,
+            ctx.execution_options.preserve_order,
+            ctx.enable_progress_bars,
+            ctx.target_max_block_size,
+        )
         try:
             ctx.execution_options.preserve_order = True  # commit in archive order
             ctx.enable_progress_bars = False  # the driver's progress line says it all
             # A read task buffers its file's rows up to this before the repartition cuts
             # them into batches: it bounds that memory and the wait for the first batch.
-            ctx.target_max_block_size = min(ctx.target_max_block_size or BLOCK_BYTES,
-                                            BLOCK_BYTES)
+            ctx.target_max_block_size = min(ctx.target_max_block_size or BLOCK_BYTES, BLOCK_BYTES)
             # Each block as soon as it is ready: with prefetching (iter_rows' default) a
             # prepared chunk reaches the commit only once the NEXT one is ready too.
             for batch in build_dataset(cfg, opts, store, spec, files).iter_batches(
-                    batch_size=None, prefetch_batches=0, batch_format="pyarrow"):
+                batch_size=None, prefetch_batches=0, batch_format="pyarrow"
+            ):
                 for blob in batch.column(CHUNK).to_pylist():
                     chunk = pickle.loads(blob)
                     chunk.stats["resolved"] = {"workers": opts.workers}  # in the run report
@@ -273,8 +341,9 @@ class RayDataEngine:
                 ray.shutdown()
 
 
-def embed_spec(config: BackfillConfig, opts: RayOptions,
-               store: MemoryBackend) -> EmbedderSpec | Embedder | None:
+def embed_spec(
+    config: BackfillConfig, opts: RayOptions, store: MemoryBackend
+) -> EmbedderSpec | Embedder | None:
     """What the embed actors open (None: keyword-only), resolved against the store here,
     so a model the store does not use fails before Ray starts."""
     if isinstance(config.embedder, Embedder):
@@ -292,5 +361,14 @@ def engine(name: str) -> Engine:
     raise InvalidInput(f"one of {', '.join(ENGINES)}, got {name!r}", field="engine")
 
 
-__all__ = ["ENGINES", "LOCAL_ENV", "RayDataEngine", "build_dataset", "connect", "embed_layout",
-           "embed_spec", "engine", "llm_gpus"]
+__all__ = [
+    "ENGINES",
+    "LOCAL_ENV",
+    "RayDataEngine",
+    "build_dataset",
+    "connect",
+    "embed_layout",
+    "embed_spec",
+    "engine",
+    "llm_gpus",
+]

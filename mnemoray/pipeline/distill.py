@@ -24,10 +24,17 @@ from mnemoray.summarizers import get_summarizer
 class Distill:
     """``map_batches`` callable: items in, items with (unembedded) memories out."""
 
-    def __init__(self, store_dir: str, shards: int, summarizer: str,
-                 options: dict[str, Any] | None = None, chunk_turns: int = 4,
-                 ttl_s: float | None = None, summarize: bool = True,
-                 scopes: ScopePolicy | None = None) -> None:
+    def __init__(
+        self,
+        store_dir: str,
+        shards: int,
+        summarizer: str,
+        options: dict[str, Any] | None = None,
+        chunk_turns: int = 4,
+        ttl_s: float | None = None,
+        summarize: bool = True,
+        scopes: ScopePolicy | None = None,
+    ) -> None:
         self.store = open_backend(store_dir, shards)
         # --no-summarize: raw chunks only, and no summarizer is built (no weights loaded).
         self.summarize = summarize
@@ -39,11 +46,24 @@ class Distill:
     def __call__(self, batch: pa.Table) -> pa.Table:
         busy = Busy()
         items, stats, _ = unpack(batch)
-        done, bad = distill_sessions(items, self.summarizer, chunk_turns=self.chunk_turns,
-                                     ttl_s=self.ttl_s, summarize=self.summarize,
-                                     scopes=self.scopes)
+        done, bad = distill_sessions(
+            items,
+            self.summarizer,
+            chunk_turns=self.chunk_turns,
+            ttl_s=self.ttl_s,
+            summarize=self.summarize,
+            scopes=self.scopes,
+        )
         if bad:
             self.store.quarantine(bad)
-        return pack([lighten(i) for i in done],
-                    [*stats, {"quarantined": len(bad), **busy.tally("distill"),
-                              "summarizer": getattr(self.summarizer, "name", None)}])
+        return pack(
+            [lighten(i) for i in done],
+            [
+                *stats,
+                {
+                    "quarantined": len(bad),
+                    **busy.tally("distill"),
+                    "summarizer": getattr(self.summarizer, "name", None),
+                },
+            ],
+        )

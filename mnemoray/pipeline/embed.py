@@ -30,15 +30,19 @@ class Embed:
     noticeable share of a short backfill's embed stage otherwise).
     """
 
-    def __init__(self, store_dir: str, shards: int, spec: EmbedderSpec | str | Embedder,
-                 encode_batch: int | None = None) -> None:
+    def __init__(
+        self,
+        store_dir: str,
+        shards: int,
+        spec: EmbedderSpec | str | Embedder,
+        encode_batch: int | None = None,
+    ) -> None:
         self.store = open_backend(store_dir, shards)
         self.spec = spec
         self.encode_batch = encode_batch
         self._embedder: Embedder | None = None
         self._error: BaseException | None = None
-        self._loader = threading.Thread(target=self._load, name="mnemoray-embed-load",
-                                        daemon=True)
+        self._loader = threading.Thread(target=self._load, name="mnemoray-embed-load", daemon=True)
         self._loader.start()
 
     def _load(self) -> None:
@@ -46,8 +50,7 @@ class Embed:
             # Checked against the store: a model the store does not use stops the job.
             embedder = open_embedder(self.spec, self.store, "batch")
             if embedder is None:
-                raise EmbedderError(f"{self.spec} names no model for this store",
-                                    field="embedder")
+                raise EmbedderError(f"{self.spec} names no model for this store", field="embedder")
             self._embedder = embedder
         except BaseException as exc:  # noqa: BLE001 - raised on the first batch that embeds
             self._error = exc
@@ -72,5 +75,4 @@ class Embed:
         tally = busy.tally("embed")
         if device is not None:  # the run report's "embed_device": how busy the GPU was
             tally["seconds"]["embed_device"] = device.device_s - device_before
-        return pack(done, [*stats, tally], model=embedder.model_id,
-                    dim=embedder.dim)
+        return pack(done, [*stats, tally], model=embedder.model_id, dim=embedder.dim)

@@ -60,7 +60,8 @@ def require_vllm() -> None:
         raise BackendUnavailableError(
             f"--summarizer vllm runs vLLM through ray.data.llm, and vLLM is not installed; "
             f"{INSTALL_HINT}. Without GPUs use --summarizer extractive (or transformers / "
-            f"openai with --summarizer-option).")
+            f"openai with --summarizer-option)."
+        )
 
 
 def split_options(options: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -68,8 +69,10 @@ def split_options(options: dict[str, Any]) -> tuple[str, dict[str, Any], dict[st
     opts = dict(options)
     model = opts.pop("model", None)
     if not isinstance(model, str) or not model:
-        raise ConfigError("--summarizer vllm needs --summarizer-option model=<path or hub "
-                          "name>", field="summarizer_options.model")
+        raise ConfigError(
+            "--summarizer vllm needs --summarizer-option model=<path or hub name>",
+            field="summarizer_options.model",
+        )
     sampling = {k: opts.pop(k) for k in SAMPLING_OPTIONS if k in opts}
     return model, sampling, opts
 
@@ -105,8 +108,9 @@ class PlanPrompts:
             if events:
                 text, templated = render_for_tokenizer(events, self.tokenizer)
                 prompts.append(text)
-                tokens.append(list(self.tokenizer.encode(text, add_special_tokens=False))
-                              if templated else [])
+                tokens.append(
+                    list(self.tokenizer.encode(text, add_special_tokens=False)) if templated else []
+                )
             else:
                 prompts.append(PLACEHOLDER)
                 tokens.append(self.placeholder_ids)
@@ -121,17 +125,30 @@ class PlanPrompts:
         return table
 
 
-def build_llm_stage(model: str, sampling: dict[str, Any], engine_kwargs: dict[str, Any], *,
-                    concurrency: int, batch_size: int, accelerator_type: str | None = None):
+def build_llm_stage(
+    model: str,
+    sampling: dict[str, Any],
+    engine_kwargs: dict[str, Any],
+    *,
+    concurrency: int,
+    batch_size: int,
+    accelerator_type: str | None = None,
+):
     """The ``ray.data.llm`` processor: Dataset (with ``PlanPrompts`` columns) -> Dataset."""
     require_vllm()
     from ray.data import llm as data_llm
 
     build = getattr(data_llm, "build_processor", None) or data_llm.build_llm_processor
     config = data_llm.vLLMEngineProcessorConfig(
-        model_source=model, engine_kwargs=engine_kwargs, concurrency=concurrency,
-        batch_size=batch_size, accelerator_type=accelerator_type,
-        chat_template_stage=False, tokenize_stage=False, detokenize_stage=False)
+        model_source=model,
+        engine_kwargs=engine_kwargs,
+        concurrency=concurrency,
+        batch_size=batch_size,
+        accelerator_type=accelerator_type,
+        chat_template_stage=False,
+        tokenize_stage=False,
+        detokenize_stage=False,
+    )
     full = dict(sampling)
     tiny = {"max_tokens": 1, "temperature": 0.0}
 
@@ -139,9 +156,13 @@ def build_llm_stage(model: str, sampling: dict[str, Any], engine_kwargs: dict[st
         return {**row, "sampling_params": dict(full if row[NEEDED] else tiny)}
 
     def postprocess(row: dict[str, Any]) -> dict[str, Any]:
-        return {ITEM: row[ITEM], STATS: row[STATS], NEEDED: row[NEEDED],
-                COMPLETION: row.get("generated_text") or "",
-                GENERATED: int(row.get(GENERATED) or 0)}
+        return {
+            ITEM: row[ITEM],
+            STATS: row[STATS],
+            NEEDED: row[NEEDED],
+            COMPLETION: row.get("generated_text") or "",
+            GENERATED: int(row.get(GENERATED) or 0),
+        }
 
     return build(config, preprocess=preprocess, postprocess=postprocess)
 
@@ -149,9 +170,16 @@ def build_llm_stage(model: str, sampling: dict[str, Any], engine_kwargs: dict[st
 class FinishDistill:
     """``map_batches`` callable: replays each generated text through ``distill_sessions``."""
 
-    def __init__(self, store_dir: str, shards: int, max_tokens: int,
-                 fallback: str | Summarizer | None = None, chunk_turns: int = 4,
-                 ttl_s: float | None = None, scopes: ScopePolicy | None = None) -> None:
+    def __init__(
+        self,
+        store_dir: str,
+        shards: int,
+        max_tokens: int,
+        fallback: str | Summarizer | None = None,
+        chunk_turns: int = 4,
+        ttl_s: float | None = None,
+        scopes: ScopePolicy | None = None,
+    ) -> None:
         self.store = open_backend(store_dir, shards)
         self.max_tokens = max_tokens
         self.fallback = get_summarizer(fallback) if isinstance(fallback, str) else fallback
@@ -171,16 +199,22 @@ class FinishDistill:
             if not item.current:  # an older copy: ledgered, its newer copy carries the records
                 out.append(item)
                 continue
-            completions = [Completion(row[COMPLETION], truncated=row[GENERATED]
-                                      >= self.max_tokens)] if row[NEEDED] else []
-            replay = ReplaySummarizer(completions, name="vllm", max_tokens=self.max_tokens,
-                                      fallback=self.fallback)
-            done, failed = distill_sessions([item], replay, chunk_turns=self.chunk_turns,
-                                            ttl_s=self.ttl_s, scopes=self.scopes)
+            completions = (
+                [Completion(row[COMPLETION], truncated=row[GENERATED] >= self.max_tokens)]
+                if row[NEEDED]
+                else []
+            )
+            replay = ReplaySummarizer(
+                completions, name="vllm", max_tokens=self.max_tokens, fallback=self.fallback
+            )
+            done, failed = distill_sessions(
+                [item], replay, chunk_turns=self.chunk_turns, ttl_s=self.ttl_s, scopes=self.scopes
+            )
             out.extend(done)
             bad.extend(failed)
         if bad:
             self.store.quarantine(bad)
-        return pack([lighten(i) for i in out],
-                    [*stats, {"quarantined": len(bad), "summarizer": "vllm",
-                              **busy.tally("distill")}])
+        return pack(
+            [lighten(i) for i in out],
+            [*stats, {"quarantined": len(bad), "summarizer": "vllm", **busy.tally("distill")}],
+        )

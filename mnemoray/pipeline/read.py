@@ -42,8 +42,9 @@ def _table(rows: list[bytes], busy: Busy) -> pa.Table:
 
 def read_files(batch: pa.Table) -> Iterator[pa.Table]:
     """Every row of the batch's files as pickled ``ArchiveRow``s (with the time spent)."""
-    for path, name in zip(batch.column("path").to_pylist(), batch.column("name").to_pylist(),
-                          strict=True):
+    for path, name in zip(
+        batch.column("path").to_pylist(), batch.column("name").to_pylist(), strict=True
+    ):
         rows: list[bytes] = []
         busy = Busy()
         for row in iter_archive_file(path, name):

@@ -31,8 +31,9 @@ from mnemoray.backfill.steps import SessionItem
 from mnemoray.sessions.session import Session
 
 ITEM, STATS, MODEL, DIM = "item", "stats", "model", "dim"
-SCHEMA = pa.schema([(ITEM, pa.binary()), (STATS, pa.string()), (MODEL, pa.string()),
-                    (DIM, pa.int32())])
+SCHEMA = pa.schema(
+    [(ITEM, pa.binary()), (STATS, pa.string()), (MODEL, pa.string()), (DIM, pa.int32())]
+)
 COUNTS = ("read", "skipped", "ledger_hits", "quarantined")
 
 
@@ -52,25 +53,35 @@ def merge_stats(stats: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def pack(items: Sequence[SessionItem], stats: Iterable[Mapping[str, Any]] = (),
-         model: str | None = None, dim: int | None = None) -> pa.Table:
+def pack(
+    items: Sequence[SessionItem],
+    stats: Iterable[Mapping[str, Any]] = (),
+    model: str | None = None,
+    dim: int | None = None,
+) -> pa.Table:
     """Items (pickled), the folded ``stats`` on the last row.
 
     The tally rides on the last item row, so it takes no row of its own (batch
     sizes count rows); a batch left without items is one row with no item.
     """
-    blobs: list[bytes | None] = [pickle.dumps(i, protocol=pickle.HIGHEST_PROTOCOL)
-                                 for i in items]
+    blobs: list[bytes | None] = [pickle.dumps(i, protocol=pickle.HIGHEST_PROTOCOL) for i in items]
     n = max(len(blobs), 1)
     tallies: list[str | None] = [None] * n
     tallies[-1] = json.dumps(merge_stats(stats))
-    return pa.table({ITEM: blobs or [None], STATS: tallies,
-                     MODEL: [model if blobs else None] * n,
-                     DIM: [dim if blobs else None] * n}, schema=SCHEMA)
+    return pa.table(
+        {
+            ITEM: blobs or [None],
+            STATS: tallies,
+            MODEL: [model if blobs else None] * n,
+            DIM: [dim if blobs else None] * n,
+        },
+        schema=SCHEMA,
+    )
 
 
-def unpack(batch: pa.Table) -> tuple[list[SessionItem], list[dict[str, Any]],
-                                     tuple[str, int] | None]:
+def unpack(
+    batch: pa.Table,
+) -> tuple[list[SessionItem], list[dict[str, Any]], tuple[str, int] | None]:
     """(items, stats rows, (model, dim) of the embedded items or None)."""
     items: list[SessionItem] = []
     stats: list[dict[str, Any]] = []
@@ -78,8 +89,9 @@ def unpack(batch: pa.Table) -> tuple[list[SessionItem], list[dict[str, Any]],
     cols = batch.column_names
     models = batch.column(MODEL).to_pylist() if MODEL in cols else [None] * batch.num_rows
     dims = batch.column(DIM).to_pylist() if DIM in cols else [None] * batch.num_rows
-    for blob, tally, m, d in zip(batch.column(ITEM).to_pylist(),
-                                 batch.column(STATS).to_pylist(), models, dims, strict=True):
+    for blob, tally, m, d in zip(
+        batch.column(ITEM).to_pylist(), batch.column(STATS).to_pylist(), models, dims, strict=True
+    ):
         if blob is not None:
             items.append(pickle.loads(blob))
             if m is not None:

@@ -31,8 +31,12 @@ def validate_batch(batch: pa.Table, store_dir: str, shards: int) -> pa.Table:
     if bad:
         store.quarantine(bad)
     todo, skipped = skip_processed(store, good)
-    stats = {"read": len(rows), "skipped": skipped,
-             "ledger_hits": count_ledger_hits(good, todo), "quarantined": len(bad),
-             **busy.tally("validate")}
+    stats = {
+        "read": len(rows),
+        "skipped": skipped,
+        "ledger_hits": count_ledger_hits(good, todo),
+        "quarantined": len(bad),
+        **busy.tally("validate"),
+    }
     add_busy(stats, "read", read_s, read_cpu)
     return pack(todo, [stats])

@@ -30,8 +30,9 @@ from mnemoray.pipeline.rows import merge_stats, unpack
 CHUNK = "chunk"
 
 
-def prepare_chunk(batch: pa.Table, store_dir: str, shards: int, model: str | None,
-                  dim: int) -> pa.Table:
+def prepare_chunk(
+    batch: pa.Table, store_dir: str, shards: int, model: str | None, dim: int
+) -> pa.Table:
     """``map_batches`` task: write the chunk's segments (uncommitted), return a Chunk."""
     busy = Busy()
     items, stats, embedded = unpack(batch)

@@ -12,6 +12,15 @@ from mnemoray.profiles.profile import ExpertiseArea, UserProfile, UserTopics
 from mnemoray.profiles.reads import ProfileReads
 from mnemoray.profiles.style import CommunicationStyle, DeclinedTopic
 
-__all__ = ["CommunicationStyle", "DeclinedTopic", "DomainIndex", "ExpertiseArea",
-           "PeriodCoverage", "ProfileReads", "ProfileSource", "TopicCoverage", "UserProfile",
-           "UserTopics"]
+__all__ = [
+    "CommunicationStyle",
+    "DeclinedTopic",
+    "DomainIndex",
+    "ExpertiseArea",
+    "PeriodCoverage",
+    "ProfileReads",
+    "ProfileSource",
+    "TopicCoverage",
+    "UserProfile",
+    "UserTopics",
+]

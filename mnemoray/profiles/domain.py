@@ -95,8 +95,7 @@ def merged_index(app: str, parts: Sequence[DomainPart]) -> DomainIndex:
 def with_memories(index: DomainIndex) -> DomainIndex:
     """``index``, or NotFound when the app has no memories (nothing to index)."""
     if not index.memories:
-        raise NotFound(f"app {index.app_name!r} has no memories: no domain index",
-                       field="app_name")
+        raise NotFound(f"app {index.app_name!r} has no memories: no domain index", field="app_name")
     return index
 
 
@@ -139,21 +138,48 @@ def domain_index(app: str, version: int, users: Mapping[str, UserTopics]) -> Dom
         return labels[term].most_common(1)[0][0]
 
     ranked = sorted(holders, key=lambda t: (-sessions[t], -mentions[t], -holders[t], t))
-    topics = [TopicCoverage(label(t), t, holders[t], sessions[t], mentions[t],
-                            min(months[t]), max(months[t])) for t in ranked[:MAX_TOPICS]]
+    topics = [
+        TopicCoverage(
+            label(t), t, holders[t], sessions[t], mentions[t], min(months[t]), max(months[t])
+        )
+        for t in ranked[:MAX_TOPICS]
+    ]
     well = [label(t) for t in ranked if sessions[t] >= WELL_SESSIONS][:MAX_LISTED]
-    weak = [label(t) for t in sorted(holders, key=lambda t: (-mentions[t], t))
-            if sessions[t] == 1 and mentions[t] >= MIN_MENTIONS][:MAX_LISTED]
-    cross = [{"topic": label(t), "term": t, "users": holders[t]}
-             for t in sorted(holders, key=lambda t: (-holders[t], -sessions[t], t))
-             if holders[t] >= CROSS_USERS][:MAX_LISTED]
-    periods = [PeriodCoverage(p, *per_month.get(p, (0, 0, 0)))
-               for p in (_months(min(per_month), max(per_month)) if per_month else [])]
-    return DomainIndex(app, version, len(users), sum(u.sessions for u in users.values()),
-                       sum(u.memories for u in users.values()), topics, well, weak, cross,
-                       periods, [{"era": e, "memories": m, "users": u}
-                                 for e, (m, u) in sorted(eras.items())])
+    weak = [
+        label(t)
+        for t in sorted(holders, key=lambda t: (-mentions[t], t))
+        if sessions[t] == 1 and mentions[t] >= MIN_MENTIONS
+    ][:MAX_LISTED]
+    cross = [
+        {"topic": label(t), "term": t, "users": holders[t]}
+        for t in sorted(holders, key=lambda t: (-holders[t], -sessions[t], t))
+        if holders[t] >= CROSS_USERS
+    ][:MAX_LISTED]
+    periods = [
+        PeriodCoverage(p, *per_month.get(p, (0, 0, 0)))
+        for p in (_months(min(per_month), max(per_month)) if per_month else [])
+    ]
+    return DomainIndex(
+        app,
+        version,
+        len(users),
+        sum(u.sessions for u in users.values()),
+        sum(u.memories for u in users.values()),
+        topics,
+        well,
+        weak,
+        cross,
+        periods,
+        [{"era": e, "memories": m, "users": u} for e, (m, u) in sorted(eras.items())],
+    )
 
 
-__all__ = ["DomainIndex", "DomainPart", "PeriodCoverage", "TopicCoverage", "domain_index",
-           "merged_index", "with_memories"]
+__all__ = [
+    "DomainIndex",
+    "DomainPart",
+    "PeriodCoverage",
+    "TopicCoverage",
+    "domain_index",
+    "merged_index",
+    "with_memories",
+]

@@ -122,8 +122,12 @@ def era_of(label: str) -> str | None:
     return label[:5] if label[4:5] == "s" else head
 
 
-def _entities(snap: StoreSnapshot, app: str, user: str, live: set[str],
-              ) -> tuple[list[dict[str, Any]], set[str], dict[str, int]]:
+def _entities(
+    snap: StoreSnapshot,
+    app: str,
+    user: str,
+    live: set[str],
+) -> tuple[list[dict[str, Any]], set[str], dict[str, int]]:
     """Entities mentioned by live memories (most first); the lower-cased words of
     people's names (no topic: a person is an entity, not an area); and per year or
     decade the memories mentioning a date or period of it."""
@@ -149,12 +153,20 @@ def _entities(snap: StoreSnapshot, app: str, user: str, live: set[str],
     for a in graph.aliases.values():
         if a.entity_id in graph.entities and graph.entities[a.entity_id].type == "person":
             names.update(w.lower() for w in a.alias.split())
-    shown = [graph.entities[i] for i in counts if not graph.entities[i].speaker
-             and graph.entities[i].type not in ("date", "period")]
+    shown = [
+        graph.entities[i]
+        for i in counts
+        if not graph.entities[i].speaker and graph.entities[i].type not in ("date", "period")
+    ]
     shown.sort(key=lambda e: (-counts[e.entity_id], e.name))
-    return ([{"name": e.name, "type": e.type, "memories": counts[e.entity_id]}
-             for e in shown[:MAX_ENTITIES]], names,
-            {era: len(ids) for era, ids in sorted(eras.items())})
+    return (
+        [
+            {"name": e.name, "type": e.type, "memories": counts[e.entity_id]}
+            for e in shown[:MAX_ENTITIES]
+        ],
+        names,
+        {era: len(ids) for era, ids in sorted(eras.items())},
+    )
 
 
 def shared_rows(snap: StoreSnapshot, app: str, user: str) -> list[Memory]:
@@ -163,9 +175,12 @@ def shared_rows(snap: StoreSnapshot, app: str, user: str) -> list[Memory]:
     return [m for m in snap.rows_for_user(app, user) if not m.agent_name]
 
 
-def build_profile(snap: StoreSnapshot, app: str, user: str,
-                  memories: list[Memory] | None = None,
-                  ) -> tuple[UserProfile, UserTopics, float]:
+def build_profile(
+    snap: StoreSnapshot,
+    app: str,
+    user: str,
+    memories: list[Memory] | None = None,
+) -> tuple[UserProfile, UserTopics, float]:
     """The profile of (app, user) in ``snap``, what the user gives the domain index,
     and when it stops holding (the first expiry among the memories read; inf: never).
     ``memories``: the user's shared live memories (:func:`shared_rows`), when the
@@ -201,9 +216,17 @@ def build_profile(snap: StoreSnapshot, app: str, user: str,
         if c.mentions < MIN_MENTIONS:
             continue
         ids = sorted(c.evidence, key=lambda i: (-when[i], i))
-        areas.append(ExpertiseArea(c.words.most_common(1)[0][0], term,
-                                   depth_of(len(c.sessions), c.mentions, c.specific),
-                                   c.mentions, len(c.sessions), c.specific, ids[:EVIDENCE]))
+        areas.append(
+            ExpertiseArea(
+                c.words.most_common(1)[0][0],
+                term,
+                depth_of(len(c.sessions), c.mentions, c.specific),
+                c.mentions,
+                len(c.sessions),
+                c.specific,
+                ids[:EVIDENCE],
+            )
+        )
     areas.sort(key=lambda a: (-DEPTHS.index(a.depth), -a.sessions, -a.mentions, a.term))
     months: dict[str, tuple[int, set[str]]] = {}
     for m in memories:
@@ -213,17 +236,38 @@ def build_profile(snap: StoreSnapshot, app: str, user: str,
         months[month] = (n + 1, sids)
     session_ids = {m.session_id for m in memories}
     profile = UserProfile(
-        app, user, snap.version, len(memories), dict(Counter(m.kind for m in memories)),
-        len(session_ids), min((_start(m) for m in memories), default=None),
-        max((_end(m) for m in memories), default=None), areas[:MAX_AREAS], style, declined,
-        entities)
-    topics = UserTopics(len(memories), len(session_ids), terms,
-                        {k: (n, frozenset(s)) for k, (n, s) in sorted(months.items())},
-                        mentioned)
-    expires = min((m.expires_at for m in memories if m.expires_at is not None),
-                  default=math.inf)
+        app,
+        user,
+        snap.version,
+        len(memories),
+        dict(Counter(m.kind for m in memories)),
+        len(session_ids),
+        min((_start(m) for m in memories), default=None),
+        max((_end(m) for m in memories), default=None),
+        areas[:MAX_AREAS],
+        style,
+        declined,
+        entities,
+    )
+    topics = UserTopics(
+        len(memories),
+        len(session_ids),
+        terms,
+        {k: (n, frozenset(s)) for k, (n, s) in sorted(months.items())},
+        mentioned,
+    )
+    expires = min((m.expires_at for m in memories if m.expires_at is not None), default=math.inf)
     return profile, topics, expires
 
 
-__all__ = ["DEPTHS", "ExpertiseArea", "TermCount", "UserProfile", "UserTopics",
-           "build_profile", "depth_of", "era_of", "shared_rows"]
+__all__ = [
+    "DEPTHS",
+    "ExpertiseArea",
+    "TermCount",
+    "UserProfile",
+    "UserTopics",
+    "build_profile",
+    "depth_of",
+    "era_of",
+    "shared_rows",
+]

@@ -43,14 +43,13 @@ KEEP_USERS = 4096
 UserView = tuple[UserProfile, UserTopics, float]  # and when it stops holding
 
 _lock = threading.Lock()
-_views: weakref.WeakKeyDictionary[StoreSnapshot, OrderedDict[tuple[str, ...],
-                                                             tuple[Any, float]]] = \
-    weakref.WeakKeyDictionary()
+_views: weakref.WeakKeyDictionary[
+    StoreSnapshot, OrderedDict[tuple[str, ...], tuple[Any, float]]
+] = weakref.WeakKeyDictionary()
 _by_content: OrderedDict[tuple[Any, ...], UserView] = OrderedDict()
 
 
-def _memo(snap: StoreSnapshot, key: tuple[str, ...],
-          build: Callable[[], tuple[T, float]]) -> T:
+def _memo(snap: StoreSnapshot, key: tuple[str, ...], build: Callable[[], tuple[T, float]]) -> T:
     now = time.time()
     with _lock:
         kept = _views.setdefault(snap, OrderedDict())
@@ -99,9 +98,11 @@ def _computed(snap: StoreSnapshot, app: str, user: str) -> UserView:
 
 def user_view(snap: StoreSnapshot, app: str, user: str) -> tuple[UserProfile, UserTopics]:
     """The profile of (app, user) in ``snap`` and what the user gives the domain index."""
+
     def build() -> tuple[tuple[UserProfile, UserTopics], float]:
         profile, topics, until = _computed(snap, app, user)
         return (profile, topics), until
+
     return _memo(snap, ("user", app, user), build)
 
 
@@ -127,6 +128,7 @@ def app_domain(snap: StoreSnapshot, app: str) -> DomainIndex:
     def build() -> tuple[DomainIndex, float]:
         users, until = _users(snap, app)
         return domain_index(app, snap.version, users), until
+
     return _memo(snap, ("domain", app), build)
 
 
@@ -134,11 +136,13 @@ def profile_over(memory_op: Callable[..., Any]) -> ProfileSource:
     """A ``Services(user_profile=...)`` hook over a server's memory operations
     (``memory_op(op, app_name, user_id)``: the replica holding the user's shard answers);
     None when the user has no memories yet."""
+
     def source(app_name: str, user_id: str) -> Mapping[str, Any] | None:
         try:
             return memory_op("profile", app_name, user_id)  # type: ignore[no-any-return]
         except NotFound:
             return None
+
     return source
 
 
@@ -150,8 +154,9 @@ class ProfileReads:
         """The user's profile at the current store version (NotFound: no memories)."""
         found = user_view(self.snapshot(), app_name, user_id)[0]  # type: ignore[attr-defined]
         if not found.memories:
-            raise NotFound(f"{app_name}/{user_id} has no memories: nothing to profile",
-                           field="user_id")
+            raise NotFound(
+                f"{app_name}/{user_id} has no memories: nothing to profile", field="user_id"
+            )
         return found
 
     def domain_part(self, app_name: str) -> DomainPart:
@@ -164,16 +169,20 @@ class ProfileReads:
         Reads across the app's users: the caller decides who may (an app-wide key)."""
         if getattr(self.store, "load_shards", None) is not None:  # type: ignore[attr-defined]
             # An Index replica holds some shards: ask each for its part and merge them.
-            raise Unavailable("the domain index needs every shard: ask each shard's "
-                              "replica for its domain_part and merge them")
+            raise Unavailable(
+                "the domain index needs every shard: ask each shard's "
+                "replica for its domain_part and merge them"
+            )
         return with_memories(app_domain(self.snapshot(), app_name))  # type: ignore[attr-defined]
 
     def profile_source(self) -> ProfileSource:
         """A ``Services(user_profile=...)`` hook: the profile as JSON, None when the
         user has no memories yet."""
+
         def source(app_name: str, user_id: str) -> Mapping[str, Any] | None:
             found = user_view(self.snapshot(), app_name, user_id)[0]  # type: ignore[attr-defined]
             return found.to_dict() if found.memories else None
+
         return source
 
 

@@ -33,34 +33,88 @@ VERBOSE_WORDS = 30.0
 ANSWER_WORDS = 3
 SAID_CHARS = 160  # a declined topic shows this much of what the user said
 # Marker words (lower case): a few of each per turn tell a register apart.
-INFORMAL = frozenset({"lol", "haha", "hahaha", "omg", "gonna", "wanna", "gotta", "yeah",
-                      "yep", "nope", "hey", "cool", "awesome", "btw", "tbh", "kinda",
-                      "sorta", "ya", "thx", "wow", "yay", "dude", "stuff", "super"})
-FORMAL = frozenset({"please", "kindly", "regards", "sincerely", "appreciate", "dear",
-                    "furthermore", "however", "therefore", "moreover", "would", "could",
-                    "shall", "certainly", "indeed", "grateful"})
+INFORMAL = frozenset(
+    {
+        "lol",
+        "haha",
+        "hahaha",
+        "omg",
+        "gonna",
+        "wanna",
+        "gotta",
+        "yeah",
+        "yep",
+        "nope",
+        "hey",
+        "cool",
+        "awesome",
+        "btw",
+        "tbh",
+        "kinda",
+        "sorta",
+        "ya",
+        "thx",
+        "wow",
+        "yay",
+        "dude",
+        "stuff",
+        "super",
+    }
+)
+FORMAL = frozenset(
+    {
+        "please",
+        "kindly",
+        "regards",
+        "sincerely",
+        "appreciate",
+        "dear",
+        "furthermore",
+        "however",
+        "therefore",
+        "moreover",
+        "would",
+        "could",
+        "shall",
+        "certainly",
+        "indeed",
+        "grateful",
+    }
+)
 FORMAL_MARGIN = 0.15  # markers per turn one register must lead the other by
 _NUMBER = re.compile(r"\d")
 _INNER_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
 _TOPIC = r"(?P<topic>[^.!?;,\n]{0,60})"
-_ABOUT = r"(?:talk(?:ing)?|speak(?:ing)?|get(?:ting)? into|go(?:ing)? into|discuss(?:ing)?|" \
-         r"shar(?:e|ing)|chat(?:ting)?)(?: about)?"
-_DECLINE = [re.compile(p, re.IGNORECASE) for p in (
-    rf"\b(?:i'?d|i would) (?:rather|prefer) not (?:to )?{_ABOUT}\s*{_TOPIC}",
-    rf"\b(?:i )?(?:don'?t|do not) (?:really )?(?:want|wish|like) to {_ABOUT}\s*{_TOPIC}",
-    rf"\b(?:let'?s|can we|could we) not {_ABOUT}\s*{_TOPIC}",
-    rf"\b(?:please )?(?:don'?t|do not) ask(?: me)? about\s*{_TOPIC}",
-    rf"\bi'?m not (?:comfortable|ready) {_ABOUT}\s*{_TOPIC}",
-    rf"\b(?:i'?d )?(?:rather|prefer to) (?:skip|leave out|pass on)\s*{_TOPIC}",
-)]
-_BARE = re.compile(r"^\W*(?:no,? thanks?(?: you)?|no thank you|i'?d rather not|"
-                   r"i'?d prefer not to|(?:i'?ll )?pass)\b", re.IGNORECASE)
+_ABOUT = (
+    r"(?:talk(?:ing)?|speak(?:ing)?|get(?:ting)? into|go(?:ing)? into|discuss(?:ing)?|"
+    r"shar(?:e|ing)|chat(?:ting)?)(?: about)?"
+)
+_DECLINE = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        rf"\b(?:i'?d|i would) (?:rather|prefer) not (?:to )?{_ABOUT}\s*{_TOPIC}",
+        rf"\b(?:i )?(?:don'?t|do not) (?:really )?(?:want|wish|like) to {_ABOUT}\s*{_TOPIC}",
+        rf"\b(?:let'?s|can we|could we) not {_ABOUT}\s*{_TOPIC}",
+        rf"\b(?:please )?(?:don'?t|do not) ask(?: me)? about\s*{_TOPIC}",
+        rf"\bi'?m not (?:comfortable|ready) {_ABOUT}\s*{_TOPIC}",
+        rf"\b(?:i'?d )?(?:rather|prefer to) (?:skip|leave out|pass on)\s*{_TOPIC}",
+    )
+]
+_BARE = re.compile(
+    r"^\W*(?:no,? thanks?(?: you)?|no thank you|i'?d rather not|"
+    r"i'?d prefer not to|(?:i'?ll )?pass)\b",
+    re.IGNORECASE,
+)
 # A bare refusal is short: "Nope, she is healthy." answers; "No thanks." declines.
 BARE_WORDS = 6
-_LEADING = re.compile(r"^(?:about|my|the|that|this|those|these|your|our|his|her|their|"
-                      r"any|more|it)\s+", re.IGNORECASE)
-_TRAILING = re.compile(r"\s+(?:right now|now|anymore|today|please|here|again|with you)$",
-                       re.IGNORECASE)
+_LEADING = re.compile(
+    r"^(?:about|my|the|that|this|those|these|your|our|his|her|their|"
+    r"any|more|it)\s+",
+    re.IGNORECASE,
+)
+_TRAILING = re.compile(
+    r"\s+(?:right now|now|anymore|today|please|here|again|with you)$", re.IGNORECASE
+)
 _PRONOUN = frozenset({"", "it", "that", "this", "them", "those", "things", "stuff"})
 
 
@@ -112,12 +166,12 @@ def declined_in(turn: Turn, before: Turn | None) -> str | None:
 
 
 def _verbosity(mean: float) -> str:
-    return "terse" if mean < TERSE_WORDS else "verbose" if mean > VERBOSE_WORDS \
-        else "moderate"
+    return "terse" if mean < TERSE_WORDS else "verbose" if mean > VERBOSE_WORDS else "moderate"
 
 
-def read_style(sessions: Sequence[Sequence[Turn]],
-               ) -> tuple[CommunicationStyle, list[DeclinedTopic]]:
+def read_style(
+    sessions: Sequence[Sequence[Turn]],
+) -> tuple[CommunicationStyle, list[DeclinedTopic]]:
     """The style of the user's turns and the topics they declined (oldest first)."""
     n = total_words = questions = exclaims = specifics = informal = formal = 0
     asked = answered = 0
@@ -141,20 +195,36 @@ def read_style(sessions: Sequence[Sequence[Turn]],
                 asked += 1
                 answered += topic is None and len(ws) >= ANSWER_WORDS
             if topic:
-                declined.append(DeclinedTopic(topic, t.text[:SAID_CHARS], t.session_id,
-                                              t.day, list(t.memory_ids)))
+                declined.append(
+                    DeclinedTopic(
+                        topic, t.text[:SAID_CHARS], t.session_id, t.day, list(t.memory_ids)
+                    )
+                )
             before = None
     mean = total_words / n if n else 0.0
     lead = (formal - informal) / n if n else 0.0
-    formality = "unknown" if not n else "formal" if lead > FORMAL_MARGIN \
-        else "informal" if lead < -FORMAL_MARGIN else "neutral"
+    formality = (
+        "unknown"
+        if not n
+        else "formal"
+        if lead > FORMAL_MARGIN
+        else "informal"
+        if lead < -FORMAL_MARGIN
+        else "neutral"
+    )
     style = CommunicationStyle(
-        turns=n, words_per_turn=round(mean, 2), verbosity=_verbosity(mean) if n else "unknown",
+        turns=n,
+        words_per_turn=round(mean, 2),
+        verbosity=_verbosity(mean) if n else "unknown",
         question_ratio=round(questions / n, 3) if n else 0.0,
         exclamation_ratio=round(exclaims / n, 3) if n else 0.0,
-        specifics_ratio=round(specifics / n, 3) if n else 0.0, formality=formality,
-        informal_markers=informal, formal_markers=formal, follow_ups_asked=asked,
-        follow_ups_answered=answered)
+        specifics_ratio=round(specifics / n, 3) if n else 0.0,
+        formality=formality,
+        informal_markers=informal,
+        formal_markers=formal,
+        follow_ups_asked=asked,
+        follow_ups_answered=answered,
+    )
     return style, declined
 
 
@@ -163,5 +233,4 @@ def gives_specifics(text: str) -> bool:
     return bool(_NUMBER.search(text) or _INNER_NAME.search(text))
 
 
-__all__ = ["CommunicationStyle", "DeclinedTopic", "declined_in", "gives_specifics",
-           "read_style"]
+__all__ = ["CommunicationStyle", "DeclinedTopic", "declined_in", "gives_specifics", "read_style"]

@@ -20,15 +20,80 @@ from mnemoray.text import words
 MIN_TERM_CHARS = 3
 # Besides the summarizer's fillers: frequent verbs, quantifiers, time units and chat
 # markers, which say how or when something was said, never what it was about.
-_NOT_TOPICS = frozenset({
-    "every", "each", "give", "gave", "given", "gives", "take", "took", "put", "keep",
-    "start", "started", "try", "tried", "want", "wanted", "buy", "bought", "build", "built",
-    "come", "came", "went", "gone", "use", "used", "find", "found", "feel", "felt", "alone",
-    "day", "days", "week", "weeks", "month", "months", "year", "years", "time", "times",
-    "morning", "evening", "night", "hour", "hours", "minute", "minutes", "gonna", "wanna",
-    "gotta", "lol", "haha", "omg", "btw", "tbh", "kinda", "sorta", "stuff", "yes", "sure",
-    "hard", "easy", "new", "old", "big", "lots", "percent", "since", "ago",
-})
+_NOT_TOPICS = frozenset(
+    {
+        "every",
+        "each",
+        "give",
+        "gave",
+        "given",
+        "gives",
+        "take",
+        "took",
+        "put",
+        "keep",
+        "start",
+        "started",
+        "try",
+        "tried",
+        "want",
+        "wanted",
+        "buy",
+        "bought",
+        "build",
+        "built",
+        "come",
+        "came",
+        "went",
+        "gone",
+        "use",
+        "used",
+        "find",
+        "found",
+        "feel",
+        "felt",
+        "alone",
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "year",
+        "years",
+        "time",
+        "times",
+        "morning",
+        "evening",
+        "night",
+        "hour",
+        "hours",
+        "minute",
+        "minutes",
+        "gonna",
+        "wanna",
+        "gotta",
+        "lol",
+        "haha",
+        "omg",
+        "btw",
+        "tbh",
+        "kinda",
+        "sorta",
+        "stuff",
+        "yes",
+        "sure",
+        "hard",
+        "easy",
+        "new",
+        "old",
+        "big",
+        "lots",
+        "percent",
+        "since",
+        "ago",
+    }
+)
 _local = threading.local()  # tokenizers per thread (PyStemmer objects are per thread)
 
 
@@ -43,8 +108,9 @@ def _tokenizer(language: str) -> KeywordTokenizer:
 @lru_cache(maxsize=65536)
 def term_of(word: str, language: str) -> str | None:
     """The index term of one lower-cased ``word`` in ``language``; None: no topic."""
-    if not _is_topic_word(word) or word in _MODIFIERS or word in _NOT_TOPICS \
-            or word[0].isdigit():  # "1960s", "3rd": times and counts, not topics
+    if (
+        not _is_topic_word(word) or word in _MODIFIERS or word in _NOT_TOPICS or word[0].isdigit()
+    ):  # "1960s", "3rd": times and counts, not topics
         return None
     found = _tokenizer(language).terms(word)
     if len(found) != 1 or len(found[0]) < MIN_TERM_CHARS or found[0].isdigit():
@@ -60,8 +126,9 @@ def language_of(texts: Iterable[str]) -> str:
     return detect_language(words(joined), joined.lower())
 
 
-def topic_terms(text: str, exclude: Collection[str] = (),
-                language: str | None = None) -> dict[str, str]:
+def topic_terms(
+    text: str, exclude: Collection[str] = (), language: str | None = None
+) -> dict[str, str]:
     """Term -> the word it was read from, once per term, in order of appearance.
     ``exclude``: lower-cased words that are no topic here (people's names);
     ``language``: of the text (None: told from the text)."""

@@ -51,7 +51,7 @@ def _chunk_turns(m: Memory) -> list[tuple[str, str, str, str]] | None:
     out = []
     for i, s in enumerate(starts):
         end = starts[i + 1].start() if i + 1 < len(starts) else len(m.text)
-        body = m.text[s.end():end].strip()
+        body = m.text[s.end() : end].strip()
         speaker, sep, words = body.partition(": ")
         if not sep or "\n" in speaker:
             speaker, words = "", body  # a tool result line: no speaker
@@ -67,9 +67,10 @@ def _day(m: Memory) -> str:
 def read_turns(memories: Iterable[Memory]) -> dict[str, list[Turn]]:
     """Session id -> its turns in order (chunks), or the statements added as is."""
     memories = list(memories)
-    chunks = sorted((m for m in memories if m.kind == "chunk"),
-                    key=lambda m: (m.session_id, m.event_time_start or m.created_at,
-                                   m.memory_id))
+    chunks = sorted(
+        (m for m in memories if m.kind == "chunk"),
+        key=lambda m: (m.session_id, m.event_time_start or m.created_at, m.memory_id),
+    )
     chunked = {m.session_id for m in chunks}
     holders: dict[tuple[str, str], list[str]] = {}
     found: dict[str, list[tuple[str, str, str, str]]] = {}
@@ -83,13 +84,18 @@ def read_turns(memories: Iterable[Memory]) -> dict[str, list[Turn]]:
             holders[key].append(m.memory_id)
     out: dict[str, list[Turn]] = {}
     for sid, lines in found.items():
-        out[sid] = [Turn(eid, sid, speaker, words, day, tuple(holders[(sid, eid)]),
-                         is_user_speaker(speaker))
-                    for eid, day, speaker, words in lines if words]
+        out[sid] = [
+            Turn(
+                eid, sid, speaker, words, day, tuple(holders[(sid, eid)]), is_user_speaker(speaker)
+            )
+            for eid, day, speaker, words in lines
+            if words
+        ]
     for m in memories:
         if m.session_id not in chunked:
             out.setdefault(m.session_id, []).append(
-                Turn(m.memory_id, m.session_id, "", m.text, _day(m), (m.memory_id,), True))
+                Turn(m.memory_id, m.session_id, "", m.text, _day(m), (m.memory_id,), True)
+            )
     return out
 
 

@@ -24,8 +24,9 @@ MAX_SESSION_EVENTS = limits.MAX_SESSION_EVENTS
 MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS
 
 # Ids: non-empty, bounded, no control characters (they end up in file names and logs).
-Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS,
-                                      pattern=r"^[^\x00-\x1f\x7f]+$")]
+Id = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
 Kind = Literal["session_summary", "fact", "chunk", "compaction_summary", "consolidated_summary"]
 assert set(Kind.__args__) == set(MEMORY_KINDS)  # type: ignore[attr-defined]
 Mode = Literal["hybrid", "dense", "keyword"]
@@ -52,10 +53,13 @@ class RequestModel(BaseModel):
 class ErrorBody(BaseModel):
     status: int
     message: str = Field(description="what is wrong, naming the field")
-    field: str | None = Field(None, description="the invalid or unknown input, e.g. "
-                              "`events[2].role`")
-    request_id: str | None = Field(None, description="also in the X-Request-ID header; "
-                                   "quote it to find the server's log of a 500")
+    field: str | None = Field(
+        None, description="the invalid or unknown input, e.g. `events[2].role`"
+    )
+    request_id: str | None = Field(
+        None,
+        description="also in the X-Request-ID header; quote it to find the server's log of a 500",
+    )
 
 
 class ErrorResponse(BaseModel):

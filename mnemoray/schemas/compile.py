@@ -56,8 +56,9 @@ class PartOut(BaseModel):
 class ContentOut(BaseModel):
     role: Literal["user", "model"]
     parts: list[PartOut]
-    event_ids: list[str] = Field(default_factory=list, description="the session events "
-                                 "this turn was rendered from")
+    event_ids: list[str] = Field(
+        default_factory=list, description="the session events this turn was rendered from"
+    )
     tokens: int = 0
 
     @property
@@ -87,13 +88,17 @@ class CompiledRequestOut(BaseModel):
     static_prefix_tokens: int
     total_tokens: int
     prefix_hash: str
-    cacheable_prefix_tokens: int = Field(0, description="tokens before the first part made "
-                                         "for this call only: what a prefix cache can reuse")
+    cacheable_prefix_tokens: int = Field(
+        0,
+        description="tokens before the first part made "
+        "for this call only: what a prefix cache can reuse",
+    )
     system_hash: str = ""
     trace: list[TraceStepOut]
-    degraded: list[StepErrorOut] = Field(default_factory=list, description="steps skipped "
-                                         "because an outside source failed (the compile "
-                                         "still answered)")
+    degraded: list[StepErrorOut] = Field(
+        default_factory=list,
+        description="steps skipped because an outside source failed (the compile still answered)",
+    )
     took_ms: float | None = None
 
 
@@ -113,8 +118,11 @@ class AgentIn(RequestModel):
     memory_placement: Literal["system", "before_message"] = "system"
     tool_result_window: int | None = Field(None, ge=1)
     memory_tools: list[Literal["load_memory", "load_artifacts"]] | None = Field(
-        None, max_length=2, description="the compiler's tools this agent is offered; "
-        "null: each one whose service is configured, []: none (the trace says which and why)")
+        None,
+        max_length=2,
+        description="the compiler's tools this agent is offered; "
+        "null: each one whose service is configured, []: none (the trace says which and why)",
+    )
     user_profile: bool = Field(False, description="show the user's profile (GET /v1/profiles)")
 
 
@@ -125,12 +133,18 @@ class CompileRequest(RequestModel):
     agent: AgentIn
     new_message: Annotated[str, StringConstraints(max_length=MAX_MESSAGE_CHARS)] | None = None
     temp_state: JsonObject | None = None
-    callee: CalleeIn | None = Field(None, description="agents as tools: the agent sees "
-                                    "only this prompt and these artifacts (no new_message)")
+    callee: CalleeIn | None = Field(
+        None,
+        description="agents as tools: the agent sees "
+        "only this prompt and these artifacts (no new_message)",
+    )
     memory_agent: AgentName | None = Field(
-        None, description="recall the memory block as this agent (default: agent.name); "
-        "\"\": the shared memories only")
-    at_event_id: Id | None = Field(None, description="compile the session as it was right "
-                                   "after this event (an earlier turn); unknown id: 404")
-
-
+        None,
+        description="recall the memory block as this agent (default: agent.name); "
+        '"": the shared memories only',
+    )
+    at_event_id: Id | None = Field(
+        None,
+        description="compile the session as it was right "
+        "after this event (an earlier turn); unknown id: 404",
+    )

@@ -48,7 +48,6 @@ class GraphResponse(BaseModel):
     depth: int
     types: list[str] | None
     at: float | None
-    facts: list[GraphRelationOut] = Field(description="the entity's facts holding now "
-                                          "(or at `at`)")
+    facts: list[GraphRelationOut] = Field(description="the entity's facts holding now (or at `at`)")
     neighbours: list[GraphNeighbourOut] = Field(description="nearest first")
     took_ms: float | None = None

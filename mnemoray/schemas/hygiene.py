@@ -13,21 +13,27 @@ from mnemoray.schemas.memories import MemoryOut, RecalledMemory, RecallFiltersIn
 
 MAX_REASON_CHARS = 500
 Reason = Annotated[str, StringConstraints(max_length=MAX_REASON_CHARS)]
-Actor = Annotated[str, StringConstraints(min_length=1, max_length=200,
-                                         pattern=r"^[^\x00-\x1f\x7f]+$")]
+Actor = Annotated[
+    str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
 
 
 class EditMemoryRequest(RequestModel):
     app_name: Id
     user_id: Id
     text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MEMORY_TEXT_CHARS)]
-    actor: Actor | None = Field(None, description="who asks for the change (e.g. the end "
-                                "user); recorded after the API key: `key:<id> (<actor>)`")
+    actor: Actor | None = Field(
+        None,
+        description="who asks for the change (e.g. the end "
+        "user); recorded after the API key: `key:<id> (<actor>)`",
+    )
 
 
 class EditMemoryResponse(BaseModel):
-    memory: MemoryOut = Field(description="the corrected memory (a new `memory_id`; the old "
-                              "one is in `previous_versions` and still finds it)")
+    memory: MemoryOut = Field(
+        description="the corrected memory (a new `memory_id`; the old "
+        "one is in `previous_versions` and still finds it)"
+    )
     replaced: str = Field(description="the memory_id the edit replaced")
 
 
@@ -55,9 +61,11 @@ class ForgetRecord(BaseModel):
 
 
 class ForgetRecords(BaseModel):
-    records: list[ForgetRecord] = Field(description="this user's forget records still in "
-                                        "the store, oldest first (a compaction retires "
-                                        "those whose rows it dropped)")
+    records: list[ForgetRecord] = Field(
+        description="this user's forget records still in "
+        "the store, oldest first (a compaction retires "
+        "those whose rows it dropped)"
+    )
 
 
 class ForgetByQueryRequest(RequestModel):
@@ -67,8 +75,7 @@ class ForgetByQueryRequest(RequestModel):
 
     app_name: Id
     user_id: Id
-    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)] | None \
-        = None
+    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)] | None = None
     top_k: int = Field(10, ge=1, le=MAX_FORGET_PREVIEW)
     mode: Mode | None = None
     filters: RecallFiltersIn | None = None

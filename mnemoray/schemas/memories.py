@@ -45,8 +45,10 @@ def _agent_name(value: str) -> str:
 
 # Who owns an agent-only memory, or whose view a recall is (mnemoray.memory.store.scopes).
 AgentName = Annotated[str, StringConstraints(max_length=128), AfterValidator(_agent_name)]
-AGENT_NAME_DOC = ("the agent whose view this is: the shared memories plus its own "
-                  "agent-only ones (default: the shared ones only)")
+AGENT_NAME_DOC = (
+    "the agent whose view this is: the shared memories plus its own "
+    "agent-only ones (default: the shared ones only)"
+)
 
 
 # -- recall --------------------------------------------------------------------------
@@ -55,13 +57,18 @@ class RecallFiltersIn(RequestModel):
     after: Timestamp | None = Field(None, description="epoch seconds or ISO-8601, inclusive")
     before: Timestamp | None = Field(None, description="epoch seconds or ISO-8601, inclusive")
     kinds: list[Kind] | None = Field(None, min_length=1, max_length=len(MEMORY_KINDS))
-    reference_time: Timestamp | None = Field(None, description="not a filter: the time a "
-                                             "query's relative times (\"last May\") are read "
-                                             "against; default: now")
+    reference_time: Timestamp | None = Field(
+        None,
+        description="not a filter: the time a "
+        'query\'s relative times ("last May") are read '
+        "against; default: now",
+    )
 
 
-EXPLAIN_DOC = ("each result with `contributions`: what each signal added to the fused "
-               "score (score = 1 + their sum)")
+EXPLAIN_DOC = (
+    "each result with `contributions`: what each signal added to the fused "
+    "score (score = 1 + their sum)"
+)
 
 
 class RecallRequest(RequestModel):
@@ -79,8 +86,10 @@ class RecallRequest(RequestModel):
         return with_agent(self.filters, self.agent_name)
 
 
-def with_agent(filters: RecallFiltersIn | None, agent_name: str | None,
-               ) -> dict[str, object] | None:
+def with_agent(
+    filters: RecallFiltersIn | None,
+    agent_name: str | None,
+) -> dict[str, object] | None:
     out = filters.model_dump(exclude_none=True) if filters else {}
     if agent_name:
         out["agent_name"] = agent_name
@@ -99,36 +108,51 @@ class StatedFact(BaseModel):
     relation: str = Field(description="the typed relation, e.g. lives_in, works_at")
     subject: str
     object: str
-    valid_from: str | None = Field(None, description="when it began to hold (ISO-8601, "
-                                   "UTC; null: unknown)")
-    valid_to: str | None = Field(None, description="when it stopped holding (null: still "
-                                 "holds or unknown)")
+    valid_from: str | None = Field(
+        None, description="when it began to hold (ISO-8601, UTC; null: unknown)"
+    )
+    valid_to: str | None = Field(
+        None, description="when it stopped holding (null: still holds or unknown)"
+    )
     holds: bool = Field(description="no later fact closed it")
 
 
 class RecalledMemory(BaseModel):
     memory_id: str
-    app_name: str | None = Field(None, description="the app that owns it: the one "
-                                 "recalled, or one that shares the user's memories with it")
-    agent_name: str | None = Field(None, description="set on an agent-only memory: the "
-                                   "agent it belongs to")
+    app_name: str | None = Field(
+        None,
+        description="the app that owns it: the one "
+        "recalled, or one that shares the user's memories with it",
+    )
+    agent_name: str | None = Field(
+        None, description="set on an agent-only memory: the agent it belongs to"
+    )
     kind: str
     text: str
     score: float
-    date: str | None = Field(None, description="when the remembered events happened "
-                             "(ISO-8601, UTC)")
-    signals: dict[str, int | float] = Field(description="raw value of each signal and its rank "
-                                      "(<signal>_rank, 1 = best)")
-    axes: list[str] = Field(default_factory=list, description="the recall axes that found "
-                            "or raised it: dense, bm25, entity, graph, time")
-    facts: list[StatedFact] = Field(default_factory=list, description="the typed facts it "
-                                    "states and their validity (users with an entity graph)")
-    contributions: dict[str, float] | None = Field(None, description="with explain: what "
-                                                   "each signal added to the score")
+    date: str | None = Field(
+        None, description="when the remembered events happened (ISO-8601, UTC)"
+    )
+    signals: dict[str, int | float] = Field(
+        description="raw value of each signal and its rank (<signal>_rank, 1 = best)"
+    )
+    axes: list[str] = Field(
+        default_factory=list,
+        description="the recall axes that found or raised it: dense, bm25, entity, graph, time",
+    )
+    facts: list[StatedFact] = Field(
+        default_factory=list,
+        description="the typed facts it states and their validity (users with an entity graph)",
+    )
+    contributions: dict[str, float] | None = Field(
+        None, description="with explain: what each signal added to the score"
+    )
     topics: list[str] = []
     key_facts: list[str] = []
-    open_threads: list[str] = Field(default_factory=list, description="questions or tasks "
-                                    "the summarized conversation left open (seed 004)")
+    open_threads: list[str] = Field(
+        default_factory=list,
+        description="questions or tasks the summarized conversation left open (seed 004)",
+    )
     decisions: list[str] = []
     commitments: list[str] = []
     provenance: Provenance
@@ -177,9 +201,12 @@ class MemoryIn(RequestModel):
     event_time_start: Time | None = None
     event_time_end: Time | None = None
     expires_at: Time | None = None
-    agent_name: AgentName | None = Field(None, description="only this agent's recall sees "
-                                         "it (default: the request's agent_name, else "
-                                         "every agent of the app)")
+    agent_name: AgentName | None = Field(
+        None,
+        description="only this agent's recall sees "
+        "it (default: the request's agent_name, else "
+        "every agent of the app)",
+    )
 
     @field_validator("kind")
     @classmethod
@@ -187,8 +214,10 @@ class MemoryIn(RequestModel):
         # Written by consolidation only: a posted one would get its "sources" ledgered
         # as merged, and forgotten as consolidated by the next run.
         if kind == CONSOLIDATED_KIND:
-            raise ValueError(f"{CONSOLIDATED_KIND!r} records are written by consolidation "
-                             f"only; post another kind")
+            raise ValueError(
+                f"{CONSOLIDATED_KIND!r} records are written by consolidation "
+                f"only; post another kind"
+            )
         return kind
 
 
@@ -200,10 +229,13 @@ class AddMemoriesRequest(RequestModel):
     user_id: Id
     session: JsonObject | None = None
     memories: list[MemoryIn] | None = Field(None, min_length=1, max_length=MAX_MEMORIES_PER_ADD)
-    agent_name: AgentName | None = Field(None, description="whose memories these are: "
-                                         "only that agent's recall sees them (a session's: "
-                                         "default as the app's scopes.memory_scope says; "
-                                         "memories': default shared by every agent)")
+    agent_name: AgentName | None = Field(
+        None,
+        description="whose memories these are: "
+        "only that agent's recall sees them (a session's: "
+        "default as the app's scopes.memory_scope says; "
+        "memories': default shared by every agent)",
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> AddMemoriesRequest:
@@ -241,37 +273,49 @@ class MemoryOut(BaseModel):
     open_threads: list[str] = []
     decisions: list[str] = []
     commitments: list[str] = []
-    edited_at: float | None = Field(None, description="when this text was written by an "
-                                    "edit (PATCH); null: never edited")
-    edited_by: str | None = Field(None, description="who wrote this text: `key:<id>` of "
-                                  "the API key, or `local`, plus the request's `actor`")
+    edited_at: float | None = Field(
+        None, description="when this text was written by an edit (PATCH); null: never edited"
+    )
+    edited_by: str | None = Field(
+        None,
+        description="who wrote this text: `key:<id>` of "
+        "the API key, or `local`, plus the request's `actor`",
+    )
     previous_versions: list[MemoryVersionOut] = Field(
-        default_factory=list, description="the texts this one replaced, oldest first")
-    agent_name: str = Field("", description="the agent it belongs to; empty: every agent "
-                            "of the app sees it")
+        default_factory=list, description="the texts this one replaced, oldest first"
+    )
+    agent_name: str = Field(
+        "", description="the agent it belongs to; empty: every agent of the app sees it"
+    )
 
 
 class AddMemoriesResponse(BaseModel):
-    added: int = Field(description="memory rows really written by this request (records "
-                       "already stored are not counted: see `duplicates`)")
-    duplicates: int = Field(0, description="records of this request already stored (or "
-                            "repeated in it): nothing was written for them")
+    added: int = Field(
+        description="memory rows really written by this request (records "
+        "already stored are not counted: see `duplicates`)"
+    )
+    duplicates: int = Field(
+        0,
+        description="records of this request already stored (or "
+        "repeated in it): nothing was written for them",
+    )
     status: Literal["added", "unchanged", "older_copy"] | None = Field(
-        None, description="`added`: something was written; `unchanged`: nothing new (this "
+        None,
+        description="`added`: something was written; `unchanged`: nothing new (this "
         "content was already stored, e.g. the same session posted again); `older_copy`: the "
         "store holds a newer copy of this session (more events, or as many and a later "
-        "`updated_at`), which stays: the posted copy is recorded but replaces nothing")
+        "`updated_at`), which stays: the posted copy is recorded but replaces nothing",
+    )
     memories: list[MemoryOut] = Field(description="the records written, as stored")
     took_ms: float
 
 
 class MemoryPage(BaseModel):
     memories: list[MemoryOut]
-    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; "
-                                    "null on the last page")
+    next_cursor: str | None = Field(
+        description="pass as ?cursor= for the next page; null on the last page"
+    )
 
 
 class ForgetResponse(BaseModel):
     forgotten: int
-
-

@@ -28,8 +28,7 @@ class CommunicationStyleOut(BaseModel):
     formality: Literal["informal", "neutral", "formal", "unknown"]
     informal_markers: int
     formal_markers: int
-    follow_ups_asked: int = Field(description="the other side's questions a user turn "
-                                  "followed")
+    follow_ups_asked: int = Field(description="the other side's questions a user turn followed")
     follow_ups_answered: int
 
 
@@ -59,8 +58,9 @@ class ProfileResponse(BaseModel):
     expertise: list[ExpertiseAreaOut]
     style: CommunicationStyleOut
     declined: list[DeclinedTopicOut]
-    entities: list[ProfileEntityOut] = Field(description="people, places and things the "
-                                             "user's memories mention (Parquet stores)")
+    entities: list[ProfileEntityOut] = Field(
+        description="people, places and things the user's memories mention (Parquet stores)"
+    )
     took_ms: float | None = None
 
 
@@ -101,11 +101,12 @@ class DomainResponse(BaseModel):
     memories: int
     topics: list[TopicCoverageOut] = Field(description="most covered first")
     well_covered: list[str]
-    weakly_covered: list[str] = Field(description="named more than once, in one session "
-                                      "only")
+    weakly_covered: list[str] = Field(description="named more than once, in one session only")
     cross_cutting: list[CrossCuttingOut] = Field(description="topics of two users or more")
-    periods: list[PeriodCoverageOut] = Field(description="every month from the first "
-                                             "memory to the last")
-    eras_mentioned: list[EraOut] = Field(description="years and decades the memories talk "
-                                         "about (dates in the entity graph)")
+    periods: list[PeriodCoverageOut] = Field(
+        description="every month from the first memory to the last"
+    )
+    eras_mentioned: list[EraOut] = Field(
+        description="years and decades the memories talk about (dates in the entity graph)"
+    )
     took_ms: float | None = None

@@ -35,9 +35,11 @@ class CreateSessionRequest(RequestModel):
     session_id: Id | None = None
     state: JsonObject = Field(default_factory=dict)
     compaction: SessionCompactionIn | None = Field(
-        None, description="this session's compaction policy over its app's: any of "
+        None,
+        description="this session's compaction policy over its app's: any of "
         f"{', '.join(POLICY_FIELDS)}; "
-        "kept as the session's first event (a control event: the session starts at version 1)")
+        "kept as the session's first event (a control event: the session starts at version 1)",
+    )
 
 
 class SessionOut(BaseModel):
@@ -69,21 +71,28 @@ class SessionList(BaseModel):
 class AppendEventsRequest(RequestModel):
     app_name: Id
     user_id: Id
-    events: list[dict[str, Any]] = Field(..., min_length=1, max_length=MAX_EVENTS_PER_APPEND,
-                                         description="Event dicts (author, role, type, text, "
-                                         "data, state_delta, ...)")
-    expected_version: int | None = Field(None, ge=0, description="optimistic concurrency: "
-                                         "409 if the session has moved on")
+    events: list[dict[str, Any]] = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_EVENTS_PER_APPEND,
+        description="Event dicts (author, role, type, text, data, state_delta, ...)",
+    )
+    expected_version: int | None = Field(
+        None, ge=0, description="optimistic concurrency: 409 if the session has moved on"
+    )
 
 
 class AppendEventsResponse(BaseModel):
     session_id: str
     version: int
-    event_ids: list[str | None] = Field(description="one per request event, in order; null "
-                                        "for a partial event, which is not stored")
-    persisted: list[bool] = Field(description="one per request event: false for a partial "
-                                  "(streaming) event, which is never stored; the request's "
-                                  "other events are stored all together or not at all")
+    event_ids: list[str | None] = Field(
+        description="one per request event, in order; null for a partial event, which is not stored"
+    )
+    persisted: list[bool] = Field(
+        description="one per request event: false for a partial "
+        "(streaming) event, which is never stored; the request's "
+        "other events are stored all together or not at all"
+    )
 
 
 class EndSessionRequest(RequestModel):
@@ -118,9 +127,12 @@ class JobOut(BaseModel):
     job_id: str
     status: Literal["queued", "running", "done", "failed"]
     memories_added: int = 0
-    error: str | None = Field(None, description="why a failed job failed; retry it with "
-                              "POST /v1/jobs/{job_id}:retry (on a queued job: why its last "
-                              "try failed; it is retried automatically, with backoff)")
+    error: str | None = Field(
+        None,
+        description="why a failed job failed; retry it with "
+        "POST /v1/jobs/{job_id}:retry (on a queued job: why its last "
+        "try failed; it is retried automatically, with backoff)",
+    )
 
 
 class JobAccepted(BaseModel):
@@ -151,5 +163,3 @@ class ArtifactVersions(BaseModel):
 
 class ArtifactNames(BaseModel):
     names: list[str]
-
-

@@ -21,18 +21,24 @@ class AppOut(BaseModel):
     memories: int = Field(description="live memories of all its users")
     users: list[UserCount] | None = Field(
         description=f"its users by name, the first {MAX_USERS}; null unless the server is open or "
-                    "the key is app_wide (ask the user for a user id then)")
-    users_truncated: bool = Field(False, description="the app has more users than listed "
-                                  "(ask for a user id to reach the others)")
+        "the key is app_wide (ask the user for a user id then)"
+    )
+    users_truncated: bool = Field(
+        False,
+        description="the app has more users than listed (ask for a user id to reach the others)",
+    )
 
 
 class AppsResponse(BaseModel):
-    apps: list[AppOut] = Field(description="the apps the caller may use that have "
-                               "memories or sessions, by name")
+    apps: list[AppOut] = Field(
+        description="the apps the caller may use that have memories or sessions, by name"
+    )
     skipped_shards: list[int] = Field(
-        default_factory=list, description="damaged shards (their files unreadable) that "
+        default_factory=list,
+        description="damaged shards (their files unreadable) that "
         "were skipped: their users and memories are missing from the counts; `GET "
-        "/v1/store` says what is wrong")
+        "/v1/store` says what is wrong",
+    )
 
 
 class DoctorOut(BaseModel):
@@ -55,9 +61,11 @@ class RunOut(BaseModel):
 
 
 class StoreResponse(BaseModel):
-    stats: dict[str, Any] = Field(description="`mnemoray stats`: memories per kind and app, "
-                                  "users, shards, segments, rows, bytes, the model; with "
-                                  "`partial` true the figures leave out `damaged_shards` "
-                                  "(the doctor says what is wrong with them)")
+    stats: dict[str, Any] = Field(
+        description="`mnemoray stats`: memories per kind and app, "
+        "users, shards, segments, rows, bytes, the model; with "
+        "`partial` true the figures leave out `damaged_shards` "
+        "(the doctor says what is wrong with them)"
+    )
     doctor: DoctorOut
     runs: list[RunOut] = Field(description="the last batch runs, newest first")

@@ -43,8 +43,10 @@ from mnemoray.settings.serve import ServeSettings, SettingsError, load_settings,
 log = logging.getLogger(__name__)
 
 APP_NAME = "mnemoray"
-SERVE_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
-             "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
+SERVE_ENV = {
+    "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+    "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+}
 
 
 def settings_of(args: Mapping[str, Any] | ServeSettings | None) -> ServeSettings:
@@ -63,27 +65,29 @@ def build_app(args: Mapping[str, Any] | ServeSettings | None = None) -> Applicat
     config["server"]["api_key_digests"] = keys.to_digests()
     cpus, models = s.server.num_cpus, s.models
     embedder = None
-    if models.embedder_deployment and \
-            not EmbedderSpec.parse(models.embedder, field="models.embedder").keyword_only:
+    if (
+        models.embedder_deployment
+        and not EmbedderSpec.parse(models.embedder, field="models.embedder").keyword_only
+    ):
         embedder = Embedder.options(
-            num_replicas=models.embedder_replicas,
-            ray_actor_options={"num_cpus": cpus.embedder}).bind(s.store, models.embedder)
+            num_replicas=models.embedder_replicas, ray_actor_options={"num_cpus": cpus.embedder}
+        ).bind(s.store, models.embedder)
     summarizer = None
     if models.summarizer_deployment:
         summarizer = Summarizer.options(
-            num_replicas=models.summarizer_replicas,
-            ray_actor_options={"num_cpus": cpus.summarizer}).bind(models.summarizer,
-                                                                  models.summarizer_options)
+            num_replicas=models.summarizer_replicas, ray_actor_options={"num_cpus": cpus.summarizer}
+        ).bind(models.summarizer, models.summarizer_options)
     index = None
     if s.server.index_mode == "deployment":
         index = Index.options(
-            num_replicas=s.server.index_replicas,
-            ray_actor_options={"num_cpus": cpus.index}).bind(config, embedder, summarizer)
+            num_replicas=s.server.index_replicas, ray_actor_options={"num_cpus": cpus.index}
+        ).bind(config, embedder, summarizer)
     # Whether some layer chose server.ingress: if none did, the replicas keep Serve's
     # proxy when a Serve config runs one (mnemoray.serve.ingress_mode).
     chosen = "ingress" in s.server.model_fields_set
     return MemoryIngress.options(
-        num_replicas=s.server.replicas, max_ongoing_requests=s.server.max_ongoing_requests,
+        num_replicas=s.server.replicas,
+        max_ongoing_requests=s.server.max_ongoing_requests,
         ray_actor_options={"num_cpus": cpus.ingress},
     ).bind(config, embedder, summarizer, index, ingress_chosen=chosen)
 
@@ -124,8 +128,9 @@ class _NoProxyUrl(logging.Filter):
         return "is ready at http" not in record.getMessage()
 
 
-def run_local(args: Mapping[str, Any] | ServeSettings, *, ready: Any = None,
-              address: str | None = None) -> None:
+def run_local(
+    args: Mapping[str, Any] | ServeSettings, *, ready: Any = None, address: str | None = None
+) -> None:
     """Start a local Ray + Serve and run the app until Ctrl-C (``mnemoray serve``).
 
     Clients connect to ``server.host:server.port``. ``server.ingress: direct`` (the
@@ -140,8 +145,11 @@ def run_local(args: Mapping[str, Any] | ServeSettings, *, ready: Any = None,
     keys = resolve_keys(settings)
     host, port = settings.server.host, settings.server.port
     if keys.open and host not in ("127.0.0.1", "localhost", "::1"):
-        raise SettingsError(f"refusing to bind {host} without API keys; configure "
-                            f"server.api_keys or bind 127.0.0.1", field="server.host")
+        raise SettingsError(
+            f"refusing to bind {host} without API keys; configure "
+            f"server.api_keys or bind 127.0.0.1",
+            field="server.host",
+        )
     if not ray.is_initialized():
         # Serve's own per-request overhead, documented knobs (part of Ray Serve's
         # RAY_SERVE_THROUGHPUT_OPTIMIZED preset): user code on the replica's main

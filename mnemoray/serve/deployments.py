@@ -73,19 +73,18 @@ class Embedder:
         e = self.embedder
         return None if e is None else {"model_id": e.model_id, "dim": e.dim}
 
-    @serve.batch(max_batch_size=EMBED_MAX_TEXTS, batch_wait_timeout_s=0.01,
-                 batch_size_fn=_texts_in)
+    @serve.batch(max_batch_size=EMBED_MAX_TEXTS, batch_wait_timeout_s=0.01, batch_size_fn=_texts_in)
     async def encode(self, batch: list[list[str]]) -> list[np.ndarray]:
         # Writes are not latency-critical: wait up to 10 ms to merge concurrent callers.
         if self.embedder is None:
-            raise EmbedderError("this store is keyword-only; nothing to embed",
-                                field="embedder")
+            raise EmbedderError("this store is keyword-only; nothing to embed", field="embedder")
         flat = [t for texts in batch for t in texts]
         vectors = await asyncio.get_running_loop().run_in_executor(
-            None, self.embedder.encode, flat, 64)
+            None, self.embedder.encode, flat, 64
+        )
         out, start = [], 0
         for texts in batch:
-            out.append(vectors[start:start + len(texts)])
+            out.append(vectors[start : start + len(texts)])
             start += len(texts)
         return out
 
@@ -103,26 +102,32 @@ class Summarizer:
     def summarize(self, events: list[Event], prompt: str | None = None) -> Summary:
         return self.summarizer.with_prompt(prompt).summarize(events)
 
-    def summarize_many(self, batches: list[list[Event]],
-                       prompt: str | None = None) -> list[Summary]:
+    def summarize_many(
+        self, batches: list[list[Event]], prompt: str | None = None
+    ) -> list[Summary]:
         return self.summarizer.with_prompt(prompt).summarize_many(batches)
 
 
-async def remote_models(settings: ServeSettings, embedder_handle: Any,
-                        summarizer_handle: Any) -> tuple[Any, Any]:
+async def remote_models(
+    settings: ServeSettings, embedder_handle: Any, summarizer_handle: Any
+) -> tuple[Any, Any]:
     """(embedder, summarizer) for writes: the deployments behind the core interfaces,
     or in-process models when a deployment is not configured (the embedder from
     ``open_embedder``, as the ``Embedder`` deployment opens it)."""
     loop = asyncio.get_running_loop()
     if embedder_handle is not None:
         info = await embedder_handle.info.remote()
-        embedder = None if info is None else RemoteEmbedder(embedder_handle, info["model_id"],
-                                                            info["dim"], loop)
+        embedder = (
+            None
+            if info is None
+            else RemoteEmbedder(embedder_handle, info["model_id"], info["dim"], loop)
+        )
     else:
         embedder = local_embedder(settings)
     if summarizer_handle is not None:
-        summarizer = RemoteSummarizer(summarizer_handle,
-                                      (await summarizer_handle.info.remote())["name"], loop)
+        summarizer = RemoteSummarizer(
+            summarizer_handle, (await summarizer_handle.info.remote())["name"], loop
+        )
     else:
         summarizer = local_summarizer(settings)
     return embedder, summarizer
@@ -134,11 +139,16 @@ class Index:
     str(shard))``). Each loaded shard is the core ``MemoryService`` over
     ``MemoryStore(load_shards={shard})`` with its own watching reloader."""
 
-    async def __init__(self, settings: Mapping[str, Any], embedder_handle: Any = None,
-                       summarizer_handle: Any = None) -> None:
+    async def __init__(
+        self,
+        settings: Mapping[str, Any],
+        embedder_handle: Any = None,
+        summarizer_handle: Any = None,
+    ) -> None:
         self.settings = parse_settings(settings)
         self.embedder, self.summarizer = await remote_models(
-            self.settings, embedder_handle, summarizer_handle)
+            self.settings, embedder_handle, summarizer_handle
+        )
 
     @serve.multiplexed(max_num_models_per_replica=SHARDS_PER_INDEX_REPLICA)
     async def shard(self, shard_id: str) -> _ShardOps:
@@ -147,8 +157,10 @@ class Index:
 
         def load() -> _ShardOps:
             # The location as configured (a URI stays one): open_backend, never a bare path.
-            store = require_parquet(open_backend(s.store, s.shards, load_shards=[shard]),
-                                    "server.index_mode: deployment")
+            store = require_parquet(
+                open_backend(s.store, s.shards, load_shards=[shard]),
+                "server.index_mode: deployment",
+            )
             # Wired as a whole-store server's service is (replica_parts.open_service);
             # scopes: sharing with a user of another shard is refused.
             service, attached = open_service(s, store, self.embedder, self.summarizer)
@@ -162,13 +174,15 @@ class Index:
 
         return await asyncio.get_running_loop().run_in_executor(None, load)
 
-    async def call(self, op: str, app_name: str, user_id: str,
-                   kwargs: Mapping[str, Any] | None = None) -> Any:
+    async def call(
+        self, op: str, app_name: str, user_id: str, kwargs: Mapping[str, Any] | None = None
+    ) -> Any:
         ops = await self.shard(serve.get_multiplexed_model_id())
         if op == "recall":  # in-memory work, short for one user: no thread hop
             return ops.call(op, app_name, user_id, kwargs)
         return await asyncio.get_running_loop().run_in_executor(
-            None, ops.call, op, app_name, user_id, kwargs)
+            None, ops.call, op, app_name, user_id, kwargs
+        )
 
 
 class _ShardOps(MemoryOps):

@@ -69,16 +69,24 @@ log = logging.getLogger("ray.serve")
 FAILED_START_STOP_S = 5.0
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=128,
-                  health_check_period_s=10)
+@serve.deployment(
+    ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=128, health_check_period_s=10
+)
 @serve.ingress()
 class MemoryIngress:
-    async def __init__(self, settings: Mapping[str, Any], embedder_handle: Any = None,
-                       summarizer_handle: Any = None, index_handle: Any = None, *,
-                       ingress_chosen: bool = True) -> None:
+    async def __init__(
+        self,
+        settings: Mapping[str, Any],
+        embedder_handle: Any = None,
+        summarizer_handle: Any = None,
+        index_handle: Any = None,
+        *,
+        ingress_chosen: bool = True,
+    ) -> None:
         try:
-            await self._construct(settings, embedder_handle, summarizer_handle, index_handle,
-                              ingress_chosen)
+            await self._construct(
+                settings, embedder_handle, summarizer_handle, index_handle, ingress_chosen
+            )
         except BaseException:
             # Serve never calls __del__ on a replica whose constructor failed: what was
             # started (the job worker, compaction, the reloader, the HTTP server) stops
@@ -88,27 +96,35 @@ class MemoryIngress:
                 await self._shut_down(FAILED_START_STOP_S)
             raise
 
-    async def _construct(self, settings: Mapping[str, Any], embedder_handle: Any,
-                     summarizer_handle: Any, index_handle: Any, ingress_chosen: bool) -> None:
+    async def _construct(
+        self,
+        settings: Mapping[str, Any],
+        embedder_handle: Any,
+        summarizer_handle: Any,
+        index_handle: Any,
+        ingress_chosen: bool,
+    ) -> None:
         """The construction; each part it starts is stopped by :meth:`_shut_down`."""
         s = self.settings = parse_settings(settings)
         self.loop = asyncio.get_running_loop()  # the loop requests run on
         self.keys = ApiKeys.from_digests(s.server.api_key_digests)
         if self.keys.open:
-            log.warning("mnemoray: no API keys configured: the API is OPEN and answers "
-                        "127.0.0.1 clients only (bind server.host, or the HTTP proxy, to "
-                        "127.0.0.1)")
+            log.warning(
+                "mnemoray: no API keys configured: the API is OPEN and answers "
+                "127.0.0.1 clients only (bind server.host, or the HTTP proxy, to "
+                "127.0.0.1)"
+            )
         # Blocking I/O (SQLite, Parquet, artifacts, compile); never the query encoder.
         self.io_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mnemoray-io")
         # With encode_in_loop off: one thread for the query encoder (batches are serial,
         # torch/ORT use their own intra-op threads; the loop stays free meanwhile).
         self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
-        write_embedder, summarizer = await remote_models(s, embedder_handle,
-                                                         summarizer_handle)
+        write_embedder, summarizer = await remote_models(s, embedder_handle, summarizer_handle)
         # Store, service, query embedder, sessions, artifacts, compiler: built as the
         # local backend builds them (mnemoray.http.parts).
-        parts = self.parts = build_parts(s, write_embedder, summarizer,
-                                         sharded=index_handle is not None)
+        parts = self.parts = build_parts(
+            s, write_embedder, summarizer, sharded=index_handle is not None
+        )
         parts.metrics.hub = attach_hub(parts.metrics.registry)
         store = parts.store
         self.shards = store.shards
@@ -140,24 +156,32 @@ class MemoryIngress:
         if ingress == "direct" and not ingress_chosen:
             ingress = ingress_to_use(ingress, ingress_chosen, await serve_proxy_runs())
         self.http = await self._direct_ingress() if ingress == "direct" else None
-        log.info("mnemoray ingress ready: store %s (%s rows), query embedder %s (%s), "
-                 "index %s, ingress %s", s.store, self.store_stats().get("rows"),
-                 getattr(q, "model_id", None), type(q).__name__, s.server.index_mode,
-                 ingress)
+        log.info(
+            "mnemoray ingress ready: store %s (%s rows), query embedder %s (%s), "
+            "index %s, ingress %s",
+            s.store,
+            self.store_stats().get("rows"),
+            getattr(q, "model_id", None),
+            type(q).__name__,
+            s.server.index_mode,
+            ingress,
+        )
 
     async def _direct_ingress(self) -> ReplicaHttp:
         """This replica's own HTTP server on server.host:server.port (replica_http)."""
         import ray
 
         server = self.settings.server
-        instance = instance_id(ray.get_runtime_context().gcs_address,
-                               serve.get_replica_context().app_name)
+        instance = instance_id(
+            ray.get_runtime_context().gcs_address, serve.get_replica_context().app_name
+        )
         # No proxy in front: the app sets X-Request-ID itself.
         api = build_api(self, http_config(server, self.keys, echo_request_id=True))
         # In a thread: probing a busy sibling may take a while (replica_http.bind).
         sock = await asyncio.to_thread(bind, server.host, server.port, instance=instance)
-        return ReplicaHttp(api, server.host, server.port, instance=instance, loop=self.loop,
-                           sock=sock)
+        return ReplicaHttp(
+            api, server.host, server.port, instance=instance, loop=self.loop, sock=sock
+        )
 
     def __serve_build_asgi_app__(self) -> Any:
         server = self.settings.server
@@ -193,13 +217,15 @@ class MemoryIngress:
         assert self.query_embedder is not None
         start = self._encode_started = time.perf_counter()
         try:
-            rows = query_run_rows(self.query_embedder, len(texts),
-                                  self.settings.models.query_run_rows)
+            rows = query_run_rows(
+                self.query_embedder, len(texts), self.settings.models.query_run_rows
+            )
             if self.settings.models.encode_in_loop:
                 vectors = self.query_embedder.encode(texts, rows)
             else:
                 vectors = await asyncio.get_running_loop().run_in_executor(
-                    self.encode_pool, self.query_embedder.encode, texts, rows)
+                    self.encode_pool, self.query_embedder.encode, texts, rows
+                )
         finally:
             self._encode_started = None
             self._encode_ema = 0.8 * self._encode_ema + 0.2 * (time.perf_counter() - start)
@@ -235,7 +261,8 @@ class MemoryIngress:
         if self.memory is None:
             shard = str(shard_of(app_name, user_id, self.shards))
             return await self.index.options(multiplexed_model_id=shard).call.remote(
-                op, app_name, user_id, kwargs)
+                op, app_name, user_id, kwargs
+            )
         assert self.ops is not None
         return await self.run_io(self.ops.call, op, app_name, user_id, kwargs)
 
@@ -244,13 +271,24 @@ class MemoryIngress:
         and this one adds them up (mnemoray.profiles.domain)."""
         if self.memory is not None:
             return await self.memory_op("domain", app_name, "")  # type: ignore[no-any-return]
-        parts = await asyncio.gather(*(
-            self.index.options(multiplexed_model_id=str(shard)).call.remote(
-                "domain_part", app_name, "", {}) for shard in range(self.shards)))
+        parts = await asyncio.gather(
+            *(
+                self.index.options(multiplexed_model_id=str(shard)).call.remote(
+                    "domain_part", app_name, "", {}
+                )
+                for shard in range(self.shards)
+            )
+        )
         return merged_index(app_name, parts).to_dict()
 
-    async def recall_app(self, app_name: str, query: str, top_k: int,
-                         filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
+    async def recall_app(
+        self,
+        app_name: str,
+        query: str,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        mode: str | None,
+    ) -> dict[str, Any]:
         """Across an app's users. Sharded, no replica holds them all: every shard's
         replica proposes candidates, this one ranks them (mnemoray.memory.service.app_recall)."""
         kwargs = {"query": query, "top_k": top_k, "filters": filters, "mode": mode}
@@ -258,69 +296,120 @@ class MemoryIngress:
             return await self.memory_op("recall_app", app_name, "", **kwargs)
         config = self.settings.retrieval_for(app_name)
         wanted = check_mode(mode or config.mode)
-        vec = await self.embed_query(query) if self.query_embedder is not None \
-            and wanted != "keyword" and isinstance(query, str) and query.strip() else None
-        proposals = await asyncio.gather(*(
-            self.index.options(multiplexed_model_id=str(shard)).call.remote(
-                "app_candidates", app_name, "", {**kwargs, "query_vec": vec})
-            for shard in range(self.shards)))
-        results = app_recall.rank(config, proposals, app_name, query, vec, top_k, filters,
-                                  wanted)
+        vec = (
+            await self.embed_query(query)
+            if self.query_embedder is not None
+            and wanted != "keyword"
+            and isinstance(query, str)
+            and query.strip()
+            else None
+        )
+        proposals = await asyncio.gather(
+            *(
+                self.index.options(multiplexed_model_id=str(shard)).call.remote(
+                    "app_candidates", app_name, "", {**kwargs, "query_vec": vec}
+                )
+                for shard in range(self.shards)
+            )
+        )
+        results = app_recall.rank(config, proposals, app_name, query, vec, top_k, filters, wanted)
         return app_recall.answer(results, min(p.store_version for p in proposals))
 
     def memory_op_sync(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
         """From a worker thread (compile's memory preload, ingestion triggers)."""
         if self.memory is None:
             shard = str(shard_of(app_name, user_id, self.shards))
-            return call_on_loop(self.loop, lambda: self.index.options(
-                multiplexed_model_id=shard).call.remote(op, app_name, user_id, kwargs), None)
+            return call_on_loop(
+                self.loop,
+                lambda: self.index.options(multiplexed_model_id=shard).call.remote(
+                    op, app_name, user_id, kwargs
+                ),
+                None,
+            )
         assert self.ops is not None
         return self.ops.call(op, app_name, user_id, kwargs)
 
     async def run_io(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(
-            self.io_pool, functools.partial(fn, *args, **kwargs))
+            self.io_pool, functools.partial(fn, *args, **kwargs)
+        )
 
-    async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
-                     filters: Mapping[str, Any] | None, mode: str | None,
-                     explain: bool = False) -> dict[str, Any]:
+    async def recall(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        mode: str | None,
+        explain: bool = False,
+    ) -> dict[str, Any]:
         """Recall as JSON: the core service ranks; this adds only the batched encoder."""
         if self.memory is None:  # sharded: embed here, search on the shard's replica
             mode = check_mode(mode or self.settings.retrieval_for(app_name).mode)
-            vec = await self.embed_query(query) if self.query_embedder is not None \
-                and mode != "keyword" and query.strip() else None
-            return await self.memory_op("recall", app_name, user_id, query=query,
-                                        query_vec=vec, top_k=top_k,
-                                        filters=RecallFilters.from_dict(filters), mode=mode,
-                                        explain=explain)
-        return await self.parts.recall_here(self.embed_query, self.run_io, app_name,
-                                            user_id, query, top_k, filters, mode, explain)
+            vec = (
+                await self.embed_query(query)
+                if self.query_embedder is not None and mode != "keyword" and query.strip()
+                else None
+            )
+            return await self.memory_op(
+                "recall",
+                app_name,
+                user_id,
+                query=query,
+                query_vec=vec,
+                top_k=top_k,
+                filters=RecallFilters.from_dict(filters),
+                mode=mode,
+                explain=explain,
+            )
+        return await self.parts.recall_here(
+            self.embed_query, self.run_io, app_name, user_id, query, top_k, filters, mode, explain
+        )
 
-    def memory_search(self, loop: asyncio.AbstractEventLoop,
-                      agent_name: str | None = None) -> Any:
+    def memory_search(self, loop: asyncio.AbstractEventLoop, agent_name: str | None = None) -> Any:
         """The compiler's ``memory_search`` hook (replica_parts.recall_hook): the query is
         embedded through the same micro-batcher (on the event loop)."""
         return recall_hook(self.recall, loop, agent_name)
 
     # -- compile --------------------------------------------------------------------------
-    async def compile(self, app_name: str, user_id: str, session_id: str,
-                      agent: Mapping[str, Any], new_message: str | None,
-                      temp_state: Mapping[str, Any] | None,
-                      callee: Mapping[str, Any] | None = None,
-                      memory_agent: str | None = None,
-                      at_event_id: str | None = None) -> dict[str, Any]:
+    async def compile(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        agent: Mapping[str, Any],
+        new_message: str | None,
+        temp_state: Mapping[str, Any] | None,
+        callee: Mapping[str, Any] | None = None,
+        memory_agent: str | None = None,
+        at_event_id: str | None = None,
+    ) -> dict[str, Any]:
         search = functools.partial(self.memory_search, asyncio.get_running_loop())
-        return await self.run_io(self.parts.compile, app_name, user_id, session_id, agent,
-                                 new_message, temp_state, callee, search,
-                                 self.memory_op_sync, at_event_id, memory_agent)
+        return await self.run_io(
+            self.parts.compile,
+            app_name,
+            user_id,
+            session_id,
+            agent,
+            new_message,
+            temp_state,
+            callee,
+            search,
+            self.memory_op_sync,
+            at_event_id,
+            memory_agent,
+        )
 
     # -- ingestion: durable jobs (serve.ingestion) ------------------------------------------
-    def end_session(self, app_name: str, user_id: str, session_id: str, *,
-                    wait: bool = False) -> dict[str, Any]:
+    def end_session(
+        self, app_name: str, user_id: str, session_id: str, *, wait: bool = False
+    ) -> dict[str, Any]:
         return self.ingestion.end_session(app_name, user_id, session_id, wait=wait)
 
-    def enqueue_session(self, app_name: str, user_id: str,
-                        session: Mapping[str, Any]) -> dict[str, Any]:
+    def enqueue_session(
+        self, app_name: str, user_id: str, session: Mapping[str, Any]
+    ) -> dict[str, Any]:
         return self.ingestion.enqueue_session(app_name, user_id, session)
 
     def get_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:

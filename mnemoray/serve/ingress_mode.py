@@ -63,6 +63,8 @@ def ingress_to_use(configured: str, chosen: bool, proxy_runs: bool | None) -> st
     of the replicas failing to bind the proxy's port."""
     if chosen or configured != "direct" or not proxy_runs:
         return configured
-    log.warning("mnemoray: Serve's HTTP proxy is running and server.ingress is not set: "
-                "using server.ingress: proxy (set server.ingress to silence this)")
+    log.warning(
+        "mnemoray: Serve's HTTP proxy is running and server.ingress is not set: "
+        "using server.ingress: proxy (set server.ingress to silence this)"
+    )
     return "proxy"

@@ -56,8 +56,13 @@ def hub_name(app_name: str) -> str:
 class MetricsHub:
     """A replica's side: pushes its registry in a daemon thread; renders the merged view."""
 
-    def __init__(self, registry: CollectorRegistry, app_name: str, replica: str,
-                 interval_s: float = PUSH_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        app_name: str,
+        replica: str,
+        interval_s: float = PUSH_INTERVAL_S,
+    ) -> None:
         self.registry = registry
         self.app_name = app_name
         self.replica = replica
@@ -71,9 +76,17 @@ class MetricsHub:
 
         if self._actor is None or fresh:
             # get_if_exists: every replica names the same actor; the first creates it.
-            self._actor = ray.remote(_Hub).options(
-                name=hub_name(self.app_name), namespace=HUB_NAMESPACE, get_if_exists=True,
-                lifetime="detached", num_cpus=0).remote()
+            self._actor = (
+                ray.remote(_Hub)
+                .options(
+                    name=hub_name(self.app_name),
+                    namespace=HUB_NAMESPACE,
+                    get_if_exists=True,
+                    lifetime="detached",
+                    num_cpus=0,
+                )
+                .remote()
+            )
         return self._actor
 
     def _snapshot(self) -> Snapshot:
@@ -83,8 +96,9 @@ class MetricsHub:
         import ray
 
         try:
-            ray.get(self._hub(fresh=self._failed).push.remote(self._snapshot()),
-                    timeout=CALL_TIMEOUT_S)
+            ray.get(
+                self._hub(fresh=self._failed).push.remote(self._snapshot()), timeout=CALL_TIMEOUT_S
+            )
             self._failed = False
         except Exception as exc:  # noqa: BLE001 - a lost push is retried next interval
             if not self._failed:

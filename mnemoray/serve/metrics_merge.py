@@ -55,14 +55,16 @@ class Snapshot:
 def snapshot(registry: CollectorRegistry, replica: str, taken_at: float) -> Snapshot:
     families = []
     for m in registry.collect():
-        samples = tuple((s.name, tuple(sorted(s.labels.items())), float(s.value))
-                        for s in m.samples if not s.name.endswith("_created"))
+        samples = tuple(
+            (s.name, tuple(sorted(s.labels.items())), float(s.value))
+            for s in m.samples
+            if not s.name.endswith("_created")
+        )
         families.append(Family(m.name, m.documentation, m.type, m.unit, samples))
     return Snapshot(replica, taken_at, tuple(families))
 
 
-def merged_families(snapshots: Iterable[Snapshot], now: float,
-                    gauge_ttl_s: float) -> list[Metric]:
+def merged_families(snapshots: Iterable[Snapshot], now: float, gauge_ttl_s: float) -> list[Metric]:
     """The families of all ``snapshots``, merged by the rules above, sorted by name."""
     heads: dict[str, Family] = {}
     sums: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
@@ -106,10 +108,13 @@ def merge(snapshots: Iterable[Snapshot], now: float, gauge_ttl_s: float = 60.0) 
     snaps = list(snapshots)
     registry = CollectorRegistry(auto_describe=False)
     families = merged_families(snaps, now, gauge_ttl_s)
-    replicas = Metric("mnemoray_metrics_replicas", "Ingress replicas whose metrics this "
-                      "answer adds up (heard from within the gauge TTL)", "gauge")
-    replicas.add_sample("mnemoray_metrics_replicas", {},
-                        float(sum(now - s.taken_at <= gauge_ttl_s for s in snaps)))
+    replicas = Metric(
+        "mnemoray_metrics_replicas",
+        "Ingress replicas whose metrics this answer adds up (heard from within the gauge TTL)",
+        "gauge",
+    )
+    replicas.add_sample(
+        "mnemoray_metrics_replicas", {}, float(sum(now - s.taken_at <= gauge_ttl_s for s in snaps))
+    )
     registry.register(_Fixed([*families, replicas]))  # type: ignore[arg-type]
     return generate_latest(registry)
-

@@ -76,6 +76,7 @@ def with_instance_header(app: Asgi, instance: str) -> Asgi:
             await send(message)
 
         await app(scope, receive, send_tagged)
+
     return wrapped
 
 
@@ -131,10 +132,15 @@ def _may_join(host: str, port: int, instance: str) -> bool:
             if isinstance(getattr(exc, "reason", exc), ConnectionRefusedError):
                 return True  # nobody listens any more: bind() decides
             if time.monotonic() + pause > deadline:
-                log.warning("mnemoray: %s:%d accepts connections but did not answer "
-                            "/healthz in %.0f s (%r); joining it (a server that does "
-                            "not share the port makes the bind fail)", host, port,
-                            PROBE_PATIENCE_S, exc)
+                log.warning(
+                    "mnemoray: %s:%d accepts connections but did not answer "
+                    "/healthz in %.0f s (%r); joining it (a server that does "
+                    "not share the port makes the bind fail)",
+                    host,
+                    port,
+                    PROBE_PATIENCE_S,
+                    exc,
+                )
                 return True
             time.sleep(pause)
             pause = min(2 * pause, longest)
@@ -147,7 +153,9 @@ def port_in_use(host: str, port: int) -> ConfigError:
         f"(a Serve config with proxy_location EveryNode/HeadOnly, or `serve run`), add "
         f"server.ingress: proxy to the app's settings (args.server.ingress in a Serve "
         f"config, MNEMORAY_SERVER__INGRESS=proxy, --ingress proxy); otherwise choose "
-        f"another server.port", field="server.port")
+        f"another server.port",
+        field="server.port",
+    )
 
 
 def bind(host: str, port: int, *, instance: str) -> socket.socket:
@@ -174,14 +182,26 @@ def bind(host: str, port: int, *, instance: str) -> socket.socket:
 class ReplicaHttp:
     """One replica's HTTP server on ``loop`` (the replica's own)."""
 
-    def __init__(self, app: Asgi, host: str, port: int, *, instance: str,
-                 loop: asyncio.AbstractEventLoop, sock: socket.socket | None = None) -> None:
+    def __init__(
+        self,
+        app: Asgi,
+        host: str,
+        port: int,
+        *,
+        instance: str,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket | None = None,
+    ) -> None:
         # sock: bind()'s socket, when the caller bound it off the loop (the sibling
         # probe may wait for a busy sibling).
         self.sock = sock if sock is not None else bind(host, port, instance=instance)
-        config = uvicorn.Config(with_instance_header(app, instance), lifespan="off",
-                                access_log=False, log_config=None,
-                                timeout_keep_alive=KEEP_ALIVE_S)
+        config = uvicorn.Config(
+            with_instance_header(app, instance),
+            lifespan="off",
+            access_log=False,
+            log_config=None,
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
         self.server = _Server(config)
         self.task = loop.create_task(self.server.serve(sockets=[self.sock]))
         self.task.add_done_callback(self._ended)
@@ -201,10 +221,11 @@ class ReplicaHttp:
         # cancels the server if this caller is cancelled.
         done, _ = await asyncio.wait({self.task}, timeout=timeout_s)
         if not done:
-            log.warning("mnemoray: requests still open after %.0f s of shutdown; "
-                        "cancelling them", timeout_s)
+            log.warning(
+                "mnemoray: requests still open after %.0f s of shutdown; cancelling them", timeout_s
+            )
             self.server.force_exit = True
             for request in list(self.server.server_state.tasks):  # as uvicorn does on its
-                request.cancel()                                   # own shutdown timeout
+                request.cancel()  # own shutdown timeout
             self.task.cancel()
             await asyncio.wait({self.task})

@@ -51,7 +51,8 @@ def _seconds(value: Any, field_name: str) -> float:
             raise EventError(f"not ISO-8601 or epoch seconds: {value!r}", field=field_name) from exc
         return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
     raise EventError(
-        f"expected ISO-8601 or epoch seconds, got {type(value).__name__}", field=field_name)
+        f"expected ISO-8601 or epoch seconds, got {type(value).__name__}", field=field_name
+    )
 
 
 def iso(ts: float) -> str:
@@ -102,8 +103,9 @@ class Event:
         self._check_content()
         for name, version in self.artifact_delta.items():
             if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-                raise EventError("version must be a non-negative int",
-                                 field=f"artifact_delta.{name}")
+                raise EventError(
+                    "version must be a non-negative int", field=f"artifact_delta.{name}"
+                )
         if self.type in ("tool_call", "tool_result"):
             if not self.data.get("name"):
                 raise EventError(f"a {self.type} event needs the tool name", field="data.name")
@@ -122,13 +124,15 @@ class Event:
             value = getattr(self, name)
             if isinstance(value, str):
                 limits.text_bytes(value, name, EventError)
-        sizes = {"text": limits.text_bytes(self.text, "text", EventError),
-                 "data": limits.json_object_bytes(self.data, "data", EventError),
-                 "state_delta": limits.json_object_bytes(self.state_delta, "state_delta",
-                                                         EventError)}
+        sizes = {
+            "text": limits.text_bytes(self.text, "text", EventError),
+            "data": limits.json_object_bytes(self.data, "data", EventError),
+            "state_delta": limits.json_object_bytes(self.state_delta, "state_delta", EventError),
+        }
         biggest = max(sizes, key=lambda k: sizes[k])
-        limits.check_size(sum(sizes.values()), "MAX_EVENT_BYTES", "the event", biggest,
-                          EventTooLarge)
+        limits.check_size(
+            sum(sizes.values()), "MAX_EVENT_BYTES", "the event", biggest, EventTooLarge
+        )
         # Kept for the session-level limit (``MAX_ROW_BYTES``): not a field, not stored.
         object.__setattr__(self, "_nbytes", sum(sizes.values()))
 
@@ -193,8 +197,9 @@ def model_message(author: str, text: str, **kw: Any) -> Event:
     return Event(author=author, role="model", type="message", text=text, **kw)
 
 
-def tool_call(author: str, name: str, args: dict[str, Any], call_id: str | None = None,
-              **kw: Any) -> Event:
+def tool_call(
+    author: str, name: str, args: dict[str, Any], call_id: str | None = None, **kw: Any
+) -> Event:
     data = {"name": name, "args": args, "call_id": call_id or new_id()}
     return Event(author=author, role="model", type="tool_call", data=data, **kw)
 

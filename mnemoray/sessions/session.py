@@ -19,8 +19,12 @@ def stable_event_id(raw: dict[str, Any], index: int, raw_event: dict[str, Any]) 
     content, so the same session parsed twice (posted again, re-archived, grown) gets
     the same ids and re-ingesting it stores nothing twice."""
     try:
-        text = json.dumps([raw.get("app_name"), raw.get("user_id"), raw.get("session_id"),
-                           index, raw_event], sort_keys=True, default=str, ensure_ascii=False)
+        text = json.dumps(
+            [raw.get("app_name"), raw.get("user_id"), raw.get("session_id"), index, raw_event],
+            sort_keys=True,
+            default=str,
+            ensure_ascii=False,
+        )
     except (TypeError, ValueError):  # keys of mixed types: no canonical form, a fresh id
         return new_id()
     return "e" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:15]
@@ -37,11 +41,19 @@ class SessionTooLarge(SessionError, PayloadTooLarge):
 def check_session_size(events: list[Any]) -> None:
     """The per-session limits, the same for an archive row and a session in a request."""
     if len(events) > limits.MAX_SESSION_EVENTS:
-        raise SessionTooLarge(f"{len(events)} events, over the limit of "
-                              f"{limits.MAX_SESSION_EVENTS} (mnemoray.limits."
-                              f"MAX_SESSION_EVENTS)", field="events")
-    limits.check_size(sum(e.nbytes for e in events), "MAX_ROW_BYTES", "the session's events",
-                      "events", SessionTooLarge)
+        raise SessionTooLarge(
+            f"{len(events)} events, over the limit of "
+            f"{limits.MAX_SESSION_EVENTS} (mnemoray.limits."
+            f"MAX_SESSION_EVENTS)",
+            field="events",
+        )
+    limits.check_size(
+        sum(e.nbytes for e in events),
+        "MAX_ROW_BYTES",
+        "the session's events",
+        "events",
+        SessionTooLarge,
+    )
 
 
 @dataclass
@@ -123,7 +135,8 @@ class Session:
         for i, raw_event in enumerate(raw_events):
             if not isinstance(raw_event, dict):
                 raise SessionError(
-                    f"expected an object, got {type(raw_event).__name__}", field=f"events[{i}]")
+                    f"expected an object, got {type(raw_event).__name__}", field=f"events[{i}]"
+                )
             try:
                 if raw_event.get("id") is None:
                     raw_event = {**raw_event, "id": stable_event_id(raw, i, raw_event)}

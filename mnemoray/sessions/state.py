@@ -54,7 +54,8 @@ def without_temp(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if not k.startswith(TEMP_PREFIX)}
 
 
-def merged_state(app: dict[str, Any], user: dict[str, Any],
-                 session: dict[str, Any]) -> dict[str, Any]:
+def merged_state(
+    app: dict[str, Any], user: dict[str, Any], session: dict[str, Any]
+) -> dict[str, Any]:
     """The view a session sees: its own keys plus its app's and user's."""
     return {**session, **app, **user}

@@ -40,6 +40,7 @@ from mnemoray.sessions.types import (
 
 log = logging.getLogger(__name__)
 
+
 class SessionStore(ABC):
     """Durable sessions. Implementations: in-memory, SQLite."""
 
@@ -47,8 +48,9 @@ class SessionStore(ABC):
         self._listeners: list[tuple[Listener, frozenset[str]]] = []
 
     # -- listeners ---------------------------------------------------------
-    def add_listener(self, listener: Listener,
-                     changes: Iterable[SessionChange] = DEFAULT_CHANGES) -> None:
+    def add_listener(
+        self, listener: Listener, changes: Iterable[SessionChange] = DEFAULT_CHANGES
+    ) -> None:
         """Called after a session is ended or deleted (memory ingestion, forget).
 
         ``changes`` selects the notices; "appended" (once per successful
@@ -73,14 +75,25 @@ class SessionStore(ABC):
                 try:
                     listener(notice)
                 except Exception:
-                    log.exception("session %s listener failed for %s/%s/%s", notice.change,
-                                  notice.app_name, notice.user_id, notice.session_id)
+                    log.exception(
+                        "session %s listener failed for %s/%s/%s",
+                        notice.change,
+                        notice.app_name,
+                        notice.user_id,
+                        notice.session_id,
+                    )
 
     # -- API -----------------------------------------------------------------
     @abstractmethod
-    def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
-                       state: dict[str, Any] | None = None, *,
-                       events: Sequence[Event] = ()) -> Session:
+    def create_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        state: dict[str, Any] | None = None,
+        *,
+        events: Sequence[Event] = (),
+    ) -> Session:
         """A new session; ``events`` (e.g. its compaction policy) are its first events,
         written in the same transaction: the session exists with all of them or not at
         all. Raises SessionExistsError."""
@@ -103,8 +116,9 @@ class SessionStore(ABC):
     def list_apps(self) -> list[str]:
         """The apps with at least one session, sorted."""
 
-    def app_users(self, apps: Collection[str] | None = None,
-                  limit: int | None = None) -> dict[str, list[str]]:
+    def app_users(
+        self, apps: Collection[str] | None = None, limit: int | None = None
+    ) -> dict[str, list[str]]:
         """app -> the distinct users with sessions in it, sorted, the first ``limit`` of
         each; only ``apps`` when given (None: every app with sessions). A store that can
         ask for distinct pairs (SQLite) answers without reading each session."""
@@ -176,7 +190,7 @@ class SessionStore(ABC):
         fresh = self.get_session(*session.key)
         if not only_compactions_since(fresh, session.version):
             return False
-        for event in fresh.events[session.version:]:
+        for event in fresh.events[session.version :]:
             session.apply(event)
         session.version = fresh.version
         return True
@@ -210,13 +224,22 @@ class InMemorySessionStore(SessionStore):
 
     def _view(self, stored: Session) -> Session:
         s = copy.deepcopy(stored)
-        s.state = merged_state(self._app_state.get(s.app_name, {}),
-                               self._user_state.get((s.app_name, s.user_id), {}), s.state)
+        s.state = merged_state(
+            self._app_state.get(s.app_name, {}),
+            self._user_state.get((s.app_name, s.user_id), {}),
+            s.state,
+        )
         return s
 
-    def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
-                       state: dict[str, Any] | None = None, *,
-                       events: Sequence[Event] = ()) -> Session:
+    def create_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        state: dict[str, Any] | None = None,
+        *,
+        events: Sequence[Event] = (),
+    ) -> Session:
         fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
         delta = initial_state(state)
         first = initial_events(fresh, events)
@@ -250,8 +273,15 @@ class InMemorySessionStore(SessionStore):
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]:
         with self._lock:
             return [
-                SessionInfo(s.app_name, s.user_id, s.session_id, s.created_at, s.updated_at,
-                            s.ended_at, len(s.events))
+                SessionInfo(
+                    s.app_name,
+                    s.user_id,
+                    s.session_id,
+                    s.created_at,
+                    s.updated_at,
+                    s.ended_at,
+                    len(s.events),
+                )
                 for s in self._sessions.values()
                 if s.app_name == app_name and (user_id is None or s.user_id == user_id)
             ]
@@ -268,7 +298,8 @@ class InMemorySessionStore(SessionStore):
             if stored.version != session.version:
                 raise StaleSessionError(
                     f"session {session.session_id!r} is at version {stored.version}, "
-                    f"this copy at {session.version}: reload and retry")
+                    f"this copy at {session.version}: reload and retry"
+                )
             if stored.ended:  # ended through another copy: this one cannot know
                 raise SessionEndedError(f"session {session.session_id!r} has ended")
             self._append_locked(stored, events)
@@ -280,7 +311,8 @@ class InMemorySessionStore(SessionStore):
         for event in events:  # every check before the first change: all or nothing
             if event.id in ids or event.id in fresh:
                 raise DuplicateEventError(
-                    f"event id {event.id!r} already in session {stored.session_id!r}")
+                    f"event id {event.id!r} already in session {stored.session_id!r}"
+                )
             fresh.add(event.id)
         ids.update(fresh)
         for event in events:
@@ -289,8 +321,7 @@ class InMemorySessionStore(SessionStore):
             stored.state.update(delta.session)
             stored.state = without_temp(stored.state)
             self._app_state.setdefault(stored.app_name, {}).update(delta.app)
-            self._user_state.setdefault((stored.app_name, stored.user_id),
-                                        {}).update(delta.user)
+            self._user_state.setdefault((stored.app_name, stored.user_id), {}).update(delta.user)
             stored.updated_at = max(stored.updated_at, event.timestamp)
         stored.version += len(events)
 

@@ -42,7 +42,8 @@ CATCH_UP_TRIES = 3  # compactions landing between a reload and the append, in a 
 def only_compactions_since(session: Session, version: int) -> bool:
     """Whether every event ``session`` holds past ``version`` is a compaction."""
     return 0 <= version <= session.version and all(
-        e.type == "compaction" for e in session.events[version:session.version])
+        e.type == "compaction" for e in session.events[version : session.version]
+    )
 
 
 SessionChange = Literal["ended", "deleted", "appended"]

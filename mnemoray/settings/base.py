@@ -40,8 +40,9 @@ def load_settings_file(path: str | Path) -> dict[str, Any]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ConfigError(f"cannot read settings file {path}: {exc.strerror}",
-                          field="config") from None
+        raise ConfigError(
+            f"cannot read settings file {path}: {exc.strerror}", field="config"
+        ) from None
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(text)
@@ -54,8 +55,9 @@ def load_settings_file(path: str | Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{path} must hold a mapping of settings, got "
-                          f"{type(data).__name__}", field="config")
+        raise ConfigError(
+            f"{path} must hold a mapping of settings, got {type(data).__name__}", field="config"
+        )
     return dict(data)
 
 
@@ -82,7 +84,8 @@ def _optional_fields() -> dict[str, Any]:
 
 _Strict = ConfigDict(extra="forbid")
 RetrievalOverrides: type[BaseModel] = create_model(  # type: ignore[call-overload]
-    "RetrievalOverrides", __config__=_Strict, **_optional_fields())
+    "RetrievalOverrides", __config__=_Strict, **_optional_fields()
+)
 
 
 def _set_fields(model: BaseModel) -> dict[str, Any]:
@@ -114,8 +117,9 @@ def _join(where: str, field: str | None) -> str:
     return f"{where}.{field}" if field else where
 
 
-def retrieval_config(data: Mapping[str, Any] | None = None, *,
-                     where: str = "recall") -> RetrievalConfig:
+def retrieval_config(
+    data: Mapping[str, Any] | None = None, *, where: str = "recall"
+) -> RetrievalConfig:
     """A RetrievalConfig from a mapping of its fields (strings are converted).
 
     Errors are ``ConfigError`` (an ``InvalidInput``) whose field is ``where.<field>``.
@@ -132,7 +136,8 @@ class RecallSettings(RetrievalOverrides):  # type: ignore[misc,valid-type]
     ``apps.<app_name>.<field>`` overrides merged over it."""
 
     apps: dict[str, RetrievalOverrides] = Field(  # type: ignore[valid-type]
-        default_factory=dict, description="per-app RetrievalConfig overrides")
+        default_factory=dict, description="per-app RetrievalConfig overrides"
+    )
     _configs: dict[str | None, RetrievalConfig] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: Any) -> None:
@@ -182,6 +187,14 @@ def recall_settings_from_file(path: str | Path) -> RecallSettings:
     return settings_group_from_file(RecallSettings, "recall", path)
 
 
-__all__ = ["RETRIEVAL_FIELDS", "RecallSettings", "RetrievalOverrides", "errors_to_config_error",
-           "load_settings_file", "merge", "recall_settings", "recall_settings_from_file",
-           "retrieval_config"]
+__all__ = [
+    "RETRIEVAL_FIELDS",
+    "RecallSettings",
+    "RetrievalOverrides",
+    "errors_to_config_error",
+    "load_settings_file",
+    "merge",
+    "recall_settings",
+    "recall_settings_from_file",
+    "retrieval_config",
+]

@@ -50,13 +50,17 @@ class AppCompactionSettings(_Strict):
 class CompactionSettings(_Strict):
     """Automatic compaction: the default policy, prompts and per-app overrides."""
 
-    enabled: bool = Field(True, description="compact sessions after appends, in the "
-                          "background (a session's policy still decides whether it does)")
+    enabled: bool = Field(
+        True,
+        description="compact sessions after appends, in the "
+        "background (a session's policy still decides whether it does)",
+    )
     workers: int = Field(1, ge=1, le=16, description="compaction threads per replica")
     interval: int | None = model_field("interval")
     overlap: int = model_field("overlap")
-    token_threshold: int | None = model_field("token_threshold",
-                                              default("token_threshold", serve=True))
+    token_threshold: int | None = model_field(
+        "token_threshold", default("token_threshold", serve=True)
+    )
     keep_last: int = model_field("keep_last")
     boundaries: list[BoundaryKind] = model_field("boundaries")
     topic_shift_threshold: float = model_field("topic_shift_threshold")
@@ -70,13 +74,15 @@ class CompactionSettings(_Strict):
         default = self._build(None, {k: getattr(self, k) for k in POLICY_FIELDS})
         self._configs = {None: default}
         for app, over in self.apps.items():
-            given = {k: v for k, v in over.model_dump(exclude_unset=True).items()
-                     if k in POLICY_FIELDS}
+            given = {
+                k: v for k, v in over.model_dump(exclude_unset=True).items() if k in POLICY_FIELDS
+            }
             self._configs[app] = self._build(app, given, default)
 
     @staticmethod
-    def _build(app: str | None, values: dict[str, Any],
-               base: CompactionConfig | None = None) -> CompactionConfig:
+    def _build(
+        app: str | None, values: dict[str, Any], base: CompactionConfig | None = None
+    ) -> CompactionConfig:
         try:
             return (base or CompactionConfig()).with_overrides(values)
         except InvalidInput as exc:

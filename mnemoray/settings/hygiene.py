@@ -47,8 +47,7 @@ class ConsolidationOverrides(_Strict):
 
 
 class LimitOverrides(_Strict):
-    max_memories: int | None = Field(None, ge=0, description="live memories per user; "
-                                     "0: no limit")
+    max_memories: int | None = Field(None, ge=0, description="live memories per user; 0: no limit")
     policy: Literal["least_recently_recalled", "oldest", "lowest_value"] | None = None
     half_life_s: float | None = None
 
@@ -66,15 +65,18 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     try:
         return cls(**values)
     except MnemorayError as exc:
-        raise ConfigError(exc.reason, field=f"{where}.{exc.field}" if exc.field else where) \
-            from None
+        raise ConfigError(
+            exc.reason, field=f"{where}.{exc.field}" if exc.field else where
+        ) from None
 
 
 class HygieneSettings(AppHygiene):
-    track_usage: bool | None = Field(None, description="count recalls per memory (None: "
-                                     "when a limit's policy needs them)")
-    usage_flush_s: float = Field(30.0, gt=0, description="how often recall counts are "
-                                 "written to STORE/hygiene/usage.db")
+    track_usage: bool | None = Field(
+        None, description="count recalls per memory (None: when a limit's policy needs them)"
+    )
+    usage_flush_s: float = Field(
+        30.0, gt=0, description="how often recall counts are written to STORE/hygiene/usage.db"
+    )
     apps: dict[str, AppHygiene] = Field(default_factory=dict)
     _consolidation: dict[str | None, ConsolidationPolicy] = PrivateAttr(default_factory=dict)
     _limits: dict[str | None, EvictionPolicy] = PrivateAttr(default_factory=dict)
@@ -82,16 +84,18 @@ class HygieneSettings(AppHygiene):
     def model_post_init(self, context: Any) -> None:
         # Built once, so a bad value fails when the settings load, naming its key.
         base_c, base_l = _set(self.consolidation), _set(self.limits)
-        self._consolidation = {None: _build(ConsolidationPolicy, base_c,
-                                            "hygiene.consolidation")}
+        self._consolidation = {None: _build(ConsolidationPolicy, base_c, "hygiene.consolidation")}
         self._limits = {None: _build(EvictionPolicy, base_l, "hygiene.limits")}
         for app, over in self.apps.items():
             where = f"hygiene.apps.{app}"
             self._consolidation[app] = _build(
-                ConsolidationPolicy, merge(base_c, _set(over.consolidation)),
-                f"{where}.consolidation")
-            self._limits[app] = _build(EvictionPolicy, merge(base_l, _set(over.limits)),
-                                       f"{where}.limits")
+                ConsolidationPolicy,
+                merge(base_c, _set(over.consolidation)),
+                f"{where}.consolidation",
+            )
+            self._limits[app] = _build(
+                EvictionPolicy, merge(base_l, _set(over.limits)), f"{where}.limits"
+            )
 
     def consolidation_for(self, app_name: str | None = None) -> ConsolidationPolicy:
         return self._consolidation.get(app_name, self._consolidation[None])
@@ -125,5 +129,11 @@ def hygiene_settings_from_file(path: str | Path) -> HygieneSettings:
     return settings_group_from_file(HygieneSettings, "hygiene", path)
 
 
-__all__ = ["AppHygiene", "ConsolidationOverrides", "HygieneSettings", "LimitOverrides",
-           "hygiene_settings", "hygiene_settings_from_file"]
+__all__ = [
+    "AppHygiene",
+    "ConsolidationOverrides",
+    "HygieneSettings",
+    "LimitOverrides",
+    "hygiene_settings",
+    "hygiene_settings_from_file",
+]

@@ -11,21 +11,35 @@ from mnemoray.memory.ingest.job import RetentionPolicy, RetryPolicy
 class JobSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_attempts: int = Field(5, ge=1, description="runs of a failing job before it "
-                              "fails for good (1: no automatic retry)")
-    backoff_s: float = Field(1.0, ge=0, description="delay before the first retry; "
-                             "doubled for each next one")
+    max_attempts: int = Field(
+        5,
+        ge=1,
+        description="runs of a failing job before it fails for good (1: no automatic retry)",
+    )
+    backoff_s: float = Field(
+        1.0, ge=0, description="delay before the first retry; doubled for each next one"
+    )
     max_backoff_s: float = Field(300.0, ge=0)
-    retention_s: float | None = Field(7 * 86400.0, ge=0, description="delete finished "
-                                      "jobs this long after they finished (null: keep all)")
-    prune_failed: bool = Field(False, description="prune failed-for-good jobs too (they "
-                               "hold input nobody ingested)")
+    retention_s: float | None = Field(
+        7 * 86400.0,
+        ge=0,
+        description="delete finished jobs this long after they finished (null: keep all)",
+    )
+    prune_failed: bool = Field(
+        False, description="prune failed-for-good jobs too (they hold input nobody ingested)"
+    )
     prune_interval_s: float = Field(3600.0, gt=0)
 
     def retry(self) -> RetryPolicy:
-        return RetryPolicy(max_attempts=self.max_attempts, backoff_s=self.backoff_s,
-                           max_backoff_s=self.max_backoff_s)
+        return RetryPolicy(
+            max_attempts=self.max_attempts,
+            backoff_s=self.backoff_s,
+            max_backoff_s=self.max_backoff_s,
+        )
 
     def retention(self) -> RetentionPolicy:
-        return RetentionPolicy(retention_s=self.retention_s, prune_failed=self.prune_failed,
-                               interval_s=self.prune_interval_s)
+        return RetentionPolicy(
+            retention_s=self.retention_s,
+            prune_failed=self.prune_failed,
+            interval_s=self.prune_interval_s,
+        )

@@ -32,28 +32,46 @@ class _Strict(BaseModel):
 
 class AppScopeSettings(_Strict):
     memory_scope: Literal["user", "agent"] | None = Field(
-        None, description="override of scopes.memory_scope for this app")
-    read_from: list[Id] = Field(default_factory=list, max_length=100, description="apps "
-                                "whose memories of the same user this app recalls, when "
-                                "they list it in share_with")
-    share_with: list[Id] = Field(default_factory=list, max_length=100, description="apps "
-                                 "that may recall this app's shared (not agent-only) "
-                                 "memories of a user, when they list it in read_from")
+        None, description="override of scopes.memory_scope for this app"
+    )
+    read_from: list[Id] = Field(
+        default_factory=list,
+        max_length=100,
+        description="apps "
+        "whose memories of the same user this app recalls, when "
+        "they list it in share_with",
+    )
+    share_with: list[Id] = Field(
+        default_factory=list,
+        max_length=100,
+        description="apps "
+        "that may recall this app's shared (not agent-only) "
+        "memories of a user, when they list it in read_from",
+    )
 
 
 class ScopeSettings(_Strict):
     memory_scope: Literal["user", "agent"] = Field(
-        "user", description="user: a session's memories are seen by every agent of the "
-        "app; agent: only by the agent that held the session")
+        "user",
+        description="user: a session's memories are seen by every agent of the "
+        "app; agent: only by the agent that held the session",
+    )
     apps: dict[str, AppScopeSettings] = Field(default_factory=dict)
     _policy: ScopePolicy = PrivateAttr(default_factory=ScopePolicy)
 
     def model_post_init(self, context: Any) -> None:
         default = AppScope(memory_scope=self.memory_scope)
-        self._policy = ScopePolicy(default=default, apps={
-            app: AppScope(memory_scope=over.memory_scope or self.memory_scope,
-                          read_from=tuple(over.read_from), share_with=tuple(over.share_with))
-            for app, over in self.apps.items()})
+        self._policy = ScopePolicy(
+            default=default,
+            apps={
+                app: AppScope(
+                    memory_scope=over.memory_scope or self.memory_scope,
+                    read_from=tuple(over.read_from),
+                    share_with=tuple(over.share_with),
+                )
+                for app, over in self.apps.items()
+            },
+        )
 
     @property
     def policy(self) -> ScopePolicy:

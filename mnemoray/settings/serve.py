@@ -75,8 +75,9 @@ class SettingsError(ConfigError):
 
 
 class ServeSettings(StrictModel):
-    store: str = Field(..., min_length=1, description="memory store: a directory, "
-                       "parquet://DIR or lancedb://DIR")
+    store: str = Field(
+        ..., min_length=1, description="memory store: a directory, parquet://DIR or lancedb://DIR"
+    )
     shards: int | None = Field(None, ge=1, description="shards of a NEW store")
     server: ServerSettings = Field(default_factory=ServerSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
@@ -115,15 +116,40 @@ TOP_LEVEL = frozenset(ServeSettings.model_fields)
 
 # The flat keys of earlier versions -> their place now (an error names it).
 MOVED: dict[str, str] = {
-    **{k: f"server.{k}" for k in (
-        "replicas", "max_ongoing_requests", "num_cpus", "index_mode", "index_replicas",
-        "offload_search", "reload_interval_s", "api_keys", "api_key_digests",
-        "allow_remote_without_keys", "max_body_bytes")},
+    **{
+        k: f"server.{k}"
+        for k in (
+            "replicas",
+            "max_ongoing_requests",
+            "num_cpus",
+            "index_mode",
+            "index_replicas",
+            "offload_search",
+            "reload_interval_s",
+            "api_keys",
+            "api_key_digests",
+            "allow_remote_without_keys",
+            "max_body_bytes",
+        )
+    },
     **{k: f"ingestion.{k}" for k in ("trigger", "sessions_db", "artifacts_dir")},
-    **{k: f"models.{k}" for k in (
-        "embedder", "query_embedder", "query_threads", "batch_max_size",
-        "batch_wait_timeout_s", "encode_in_loop", "embedder_deployment", "embedder_replicas",
-        "summarizer", "summarizer_options", "summarizer_deployment", "summarizer_replicas")},
+    **{
+        k: f"models.{k}"
+        for k in (
+            "embedder",
+            "query_embedder",
+            "query_threads",
+            "batch_max_size",
+            "batch_wait_timeout_s",
+            "encode_in_loop",
+            "embedder_deployment",
+            "embedder_replicas",
+            "summarizer",
+            "summarizer_options",
+            "summarizer_deployment",
+            "summarizer_replicas",
+        )
+    },
 }
 
 
@@ -139,8 +165,9 @@ def _check_keys(data: Mapping[str, Any], *, env: bool = False) -> None:
         if key in MOVED:
             new = _env_name(MOVED[key]) if env else MOVED[key]
             raise SettingsError(f"moved: use {new}", field=name)
-        known = ([_env_name(k) for k in sorted(TOP_LEVEL | {CONFIG_KEY})] if env
-                 else sorted(TOP_LEVEL))
+        known = (
+            [_env_name(k) for k in sorted(TOP_LEVEL | {CONFIG_KEY})] if env else sorted(TOP_LEVEL)
+        )
         raise SettingsError("unknown setting; known: " + ", ".join(known), field=name)
 
 
@@ -186,8 +213,12 @@ class _EnvSchema(ServeSettings, BaseSettings):
     """Only its schema and config are used: by ``EnvSettingsSource`` to explode and
     decode ``MNEMORAY_*`` variables (ServeSettings itself never reads the environment)."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER,
-                                      case_sensitive=False, extra="forbid")
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_DELIMITER,
+        case_sensitive=False,
+        extra="forbid",
+    )
 
 
 class _EnvSource(EnvSettingsSource):
@@ -205,11 +236,14 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     ``MNEMORAY_CONFIG`` is returned under ``config`` (the settings file to read).
     """
     env = os.environ if env is None else env
-    ours = {k: v for k, v in env.items()
-            if k.upper().startswith(ENV_PREFIX) and v is not None and v.strip() != ""}
+    ours = {
+        k: v
+        for k, v in env.items()
+        if k.upper().startswith(ENV_PREFIX) and v is not None and v.strip() != ""
+    }
     heads: dict[str, str] = {}
     for name in ours:
-        rest = name[len(ENV_PREFIX):].upper()
+        rest = name[len(ENV_PREFIX) :].upper()
         if rest in LIBRARY_ENV:
             continue
         heads[rest.split(ENV_DELIMITER)[0].lower()] = name
@@ -220,15 +254,15 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # The old flat names (MNEMORAY_API_KEYS among them) are refused, never ignored.
     _check_keys(heads, env=True)
     try:
-        values = _EnvSource({k: v for k, v in ours.items()
-                             if k.upper() != _env_name(CONFIG_KEY)})()
+        values = _EnvSource({k: v for k, v in ours.items() if k.upper() != _env_name(CONFIG_KEY)})()
     except EnvDecodeError as exc:  # a JSON value that does not parse
         raise SettingsError(str(exc), field=ENV_PREFIX + "*") from None
     return {**values, **out}
 
 
-def load_settings(flags: Mapping[str, Any] | None = None, *,
-                  env: Mapping[str, str] | None = None) -> ServeSettings:
+def load_settings(
+    flags: Mapping[str, Any] | None = None, *, env: Mapping[str, str] | None = None
+) -> ServeSettings:
     """Settings from defaults < file < environment < ``flags``.
 
     ``flags`` may use dotted keys (``server.replicas``) or nested mappings; its
@@ -277,8 +311,10 @@ def _json_value(value: Any) -> Any:
 LOOPBACK_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
-def local_ray_options(address: str | None, environ: Mapping[str, str] | None = None,
-                      ) -> tuple[dict[str, Any], dict[str, str]]:
+def local_ray_options(
+    address: str | None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
     """``ray.init`` keyword arguments and the environment for the Ray of ``mnemoray serve``.
 
     ``address`` (else ``$RAY_ADDRESS``) joins that cluster as it is: its own network
@@ -291,5 +327,7 @@ def local_ray_options(address: str | None, environ: Mapping[str, str] | None = N
     address = address or environ.get("RAY_ADDRESS") or "local"
     if address != "local":
         return {"address": address, "include_dashboard": False}, {}
-    return ({"address": "local", "include_dashboard": False, "_node_ip_address": "127.0.0.1"},
-            dict(LOOPBACK_RAY_ENV))
+    return (
+        {"address": "local", "include_dashboard": False, "_node_ip_address": "127.0.0.1"},
+        dict(LOOPBACK_RAY_ENV),
+    )

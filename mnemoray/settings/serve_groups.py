@@ -32,8 +32,9 @@ class TriggerSettings(StrictModel):
     poll_interval_s: float = Field(60.0, gt=0)
 
     def config(self) -> TriggerConfig:
-        return TriggerConfig(type=self.type, inactivity_s=self.inactivity_s,
-                             message_count=self.message_count)
+        return TriggerConfig(
+            type=self.type, inactivity_s=self.inactivity_s, message_count=self.message_count
+        )
 
 
 class CpuSettings(StrictModel):
@@ -54,35 +55,51 @@ class ServerSettings(StrictModel):
     # `mnemoray serve`). "proxy": Serve's HTTP proxy does (`mnemoray serve` binds it
     # there; under `serve deploy` the Serve config's http_options decide). Given by no
     # layer, ingress is direct unless Serve's proxy runs (mnemoray.serve.ingress_mode).
-    host: str = Field("127.0.0.1", min_length=1, description="interface to bind; "
-                      "non-loopback only with API keys")
+    host: str = Field(
+        "127.0.0.1", min_length=1, description="interface to bind; non-loopback only with API keys"
+    )
     port: int = Field(8000, ge=1, le=65535)
     ingress: Literal["direct", "proxy"] = Field(
-        "direct", description="direct: the ingress replicas answer HTTP on host:port "
+        "direct",
+        description="direct: the ingress replicas answer HTTP on host:port "
         "themselves (one node; replicas share the port); proxy: Serve's HTTP proxy "
-        "answers and routes to replicas anywhere (clusters behind a load balancer)")
+        "answers and routes to replicas anywhere (clusters behind a load balancer)",
+    )
     replicas: int = Field(1, ge=1, description="ingress replicas")
-    max_ongoing_requests: int = Field(128, ge=1, description="per ingress replica; the "
-                                      "micro-batcher needs concurrent requests to batch")
+    max_ongoing_requests: int = Field(
+        128,
+        ge=1,
+        description="per ingress replica; the micro-batcher needs concurrent requests to batch",
+    )
     num_cpus: CpuSettings = Field(default_factory=CpuSettings)
     # "ingress": the index lives in each ingress replica (one hop: the default).
     # "deployment": shards live in a separate Index deployment, multiplexed by shard id.
     index_mode: Literal["ingress", "deployment"] = "ingress"
     index_replicas: int = Field(1, ge=1)
-    offload_search: bool = Field(False, description="run index search in a thread "
-                                 "instead of on the event loop")
+    offload_search: bool = Field(
+        False, description="run index search in a thread instead of on the event loop"
+    )
     reload_interval_s: float = Field(0.25, gt=0, le=60)
     api_keys: str | dict[str, Any] | None = Field(
-        None, description="API keys: a JSON file path or the mapping itself")
+        None, description="API keys: a JSON file path or the mapping itself"
+    )
     api_key_digests: dict[str, list[str]] | None = Field(
-        None, description="internal: hashed keys, filled in by build_app")
+        None, description="internal: hashed keys, filled in by build_app"
+    )
     allow_remote_without_keys: bool = False
     max_body_bytes: int = Field(8 * MiB, ge=1024)
-    offload_bytes: int = Field(DEFAULT_THRESHOLD_BYTES, ge=0, description="tool results "
-                               "over this many bytes are stored as artifacts when appended "
-                               "(0: off)")
-    docs: bool | None = Field(None, description="serve /docs, /redoc and /openapi.json "
-                              "(without a key); default: only when no API keys are set")
+    offload_bytes: int = Field(
+        DEFAULT_THRESHOLD_BYTES,
+        ge=0,
+        description="tool results "
+        "over this many bytes are stored as artifacts when appended "
+        "(0: off)",
+    )
+    docs: bool | None = Field(
+        None,
+        description="serve /docs, /redoc and /openapi.json "
+        "(without a key); default: only when no API keys are set",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -108,11 +125,16 @@ def direct_ingress_as_ingress(server: dict[str, Any]) -> dict[str, Any]:
         old = old.strip().lower() in ("1", "true", "yes", "on")
     wanted = "direct" if old else "proxy"
     if server.setdefault("ingress", wanted) != wanted:
-        raise ValueError(f"direct_ingress ({old}) contradicts ingress "
-                         f"({server['ingress']}); direct_ingress is deprecated: give "
-                         f"ingress only")
-    log.warning("server.direct_ingress is deprecated: use server.ingress: %s (with "
-                "direct, the replicas now answer on server.port itself)", wanted)
+        raise ValueError(
+            f"direct_ingress ({old}) contradicts ingress "
+            f"({server['ingress']}); direct_ingress is deprecated: give "
+            f"ingress only"
+        )
+    log.warning(
+        "server.direct_ingress is deprecated: use server.ingress: %s (with "
+        "direct, the replicas now answer on server.port itself)",
+        wanted,
+    )
     return server
 
 
@@ -129,8 +151,11 @@ class IngestionSettings(StrictModel):
     jobs: JobSettings = Field(default_factory=JobSettings)  # retries, retention
     sessions_db: str | None = Field(None, description="SQLite file (default STORE/sessions.db)")
     artifacts_dir: str | None = Field(None, description="artifacts (default STORE/artifacts)")
-    summarize: bool = Field(True, description="summaries and facts besides raw chunks; "
-                            "false: raw chunks only, the summarizer never runs (seed 003)")
+    summarize: bool = Field(
+        True,
+        description="summaries and facts besides raw chunks; "
+        "false: raw chunks only, the summarizer never runs (seed 003)",
+    )
     apps: dict[str, AppIngestionSettings] = Field(default_factory=dict)
 
     def summarize_for(self, app_name: str) -> bool:
@@ -147,33 +172,50 @@ class IngestionSettings(StrictModel):
 class ModelSettings(StrictModel):
     """Embedders, the summarizer, their deployments, and query encoding."""
 
-    embedder: str = Field("default", min_length=1,
-                          description="embedder spec (mnemoray.embedders.EmbedderSpec): "
-                          "default, none, torch, onnx, a path or hub name, then "
-                          "',key=value' options (runtime, device, threads, spin); or "
-                          "an OpenAI-compatible server: 'openai,url=...,model=...'")
+    embedder: str = Field(
+        "default",
+        min_length=1,
+        description="embedder spec (mnemoray.embedders.EmbedderSpec): "
+        "default, none, torch, onnx, a path or hub name, then "
+        "',key=value' options (runtime, device, threads, spin); or "
+        "an OpenAI-compatible server: 'openai,url=...,model=...'",
+    )
     query_embedder: str = Field(
-        "auto", min_length=1,
+        "auto",
+        min_length=1,
         description="spec of the in-process query embedder: 'auto' = the `embedder` "
         "spec (same model and runtime, opened for queries); else another spec of the "
-        "same model")
-    query_threads: int | None = Field(None, ge=1, description="intra-op threads of the "
-                                      "query embedder (default: the runtime's)")
+        "same model",
+    )
+    query_threads: int | None = Field(
+        None, ge=1, description="intra-op threads of the query embedder (default: the runtime's)"
+    )
     batch_max_size: int = Field(16, ge=1, le=256, description="query micro-batch size")
     batch_wait_timeout_s: float = Field(0.002, ge=0, le=0.1)
-    query_run_rows: int = Field(6, ge=1, le=256, description="most queries per encoder "
-                                "run inside a micro-batch (length-sorted first, so a run "
-                                "pads less); ONNX Runtime only, other embedders take "
-                                "the whole batch")
-    encode_in_loop: bool = Field(True, description="encode query batches on the event "
-                                 "loop (true) or on a dedicated encoder thread (false)")
-    embedder_deployment: bool = Field(True, description="bulk embedding of writes in a "
-                                      "separate Embedder deployment (else in-process)")
+    query_run_rows: int = Field(
+        6,
+        ge=1,
+        le=256,
+        description="most queries per encoder "
+        "run inside a micro-batch (length-sorted first, so a run "
+        "pads less); ONNX Runtime only, other embedders take "
+        "the whole batch",
+    )
+    encode_in_loop: bool = Field(
+        True,
+        description="encode query batches on the event "
+        "loop (true) or on a dedicated encoder thread (false)",
+    )
+    embedder_deployment: bool = Field(
+        True,
+        description="bulk embedding of writes in a separate Embedder deployment (else in-process)",
+    )
     embedder_replicas: int = Field(1, ge=1)
     summarizer: str = Field("extractive", min_length=1)
     summarizer_options: dict[str, Any] = Field(default_factory=dict)
-    summarizer_deployment: bool = Field(True, description="session distillation's "
-                                        "summarizer in a separate deployment")
+    summarizer_deployment: bool = Field(
+        True, description="session distillation's summarizer in a separate deployment"
+    )
     summarizer_replicas: int = Field(1, ge=1)
 
 
@@ -182,10 +224,11 @@ class HookSettings(StrictModel):
     path; a failed POST is logged and counted, never an error of the request."""
 
     webhook_url: str | None = Field(None, description="http(s) URL; unset: no webhook")
-    webhook_events: list[Literal["on_memory_created", "on_memory_recalled",
-                                 "on_memory_forgotten"]] = Field(
-        default_factory=lambda: ["on_memory_created", "on_memory_recalled",
-                                 "on_memory_forgotten"])
+    webhook_events: list[
+        Literal["on_memory_created", "on_memory_recalled", "on_memory_forgotten"]
+    ] = Field(
+        default_factory=lambda: ["on_memory_created", "on_memory_recalled", "on_memory_forgotten"]
+    )
     webhook_timeout_s: float = Field(5.0, gt=0, le=60)
 
     @field_validator("webhook_url")

@@ -21,6 +21,7 @@ SummarizerFactory = Callable[..., Summarizer]
 def _lazy(module: str, name: str) -> SummarizerFactory:
     """A factory that imports its backend class only when called; ``target`` names
     the class, so its options can be checked without building it."""
+
     def target() -> Callable[..., Summarizer]:
         return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
@@ -59,8 +60,9 @@ def get_summarizer(name: str, **options: Any) -> Summarizer:
     """A configured summarizer; an unknown name is an error listing the known ones."""
     factory = _REGISTRY.get(name)
     if factory is None:
-        raise InvalidInput(f"unknown summarizer {name!r}; known: "
-                           f"{', '.join(available_summarizers())}")
+        raise InvalidInput(
+            f"unknown summarizer {name!r}; known: {', '.join(available_summarizers())}"
+        )
     check_options(name, options)
     fallback = options.get("fallback")
     if isinstance(fallback, str):  # e.g. --summarizer-option fallback=extractive
@@ -74,8 +76,9 @@ def check_options(name: str, options: dict[str, Any]) -> None:
     (a batch job checks this before any work)."""
     factory = _REGISTRY.get(name)
     if factory is None:
-        raise InvalidInput(f"unknown {name!r}; known: {', '.join(available_summarizers())}",
-                           field="summarizer")
+        raise InvalidInput(
+            f"unknown {name!r}; known: {', '.join(available_summarizers())}", field="summarizer"
+        )
     target = getattr(factory, "target", None)
     try:
         params = inspect.signature(target() if target else factory).parameters.values()
@@ -84,15 +87,28 @@ def check_options(name: str, options: dict[str, Any]) -> None:
     named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     missing = [p.name for p in named if p.default is p.empty and p.name not in options]
     if missing:
-        raise InvalidInput(f"summarizer {name!r} needs {', '.join(missing)} (give each as "
-                           f"KEY=VALUE)", field="summarizer_options")
+        raise InvalidInput(
+            f"summarizer {name!r} needs {', '.join(missing)} (give each as KEY=VALUE)",
+            field="summarizer_options",
+        )
     if not any(p.kind is p.VAR_KEYWORD for p in params):
         known = {p.name for p in named}
         unknown = sorted(set(options) - known)
         if unknown:
-            raise InvalidInput(f"summarizer {name!r} has no option {unknown[0]!r}; known: "
-                               f"{', '.join(sorted(known))}", field="summarizer_options")
+            raise InvalidInput(
+                f"summarizer {name!r} has no option {unknown[0]!r}; known: "
+                f"{', '.join(sorted(known))}",
+                field="summarizer_options",
+            )
 
 
-__all__ = ["ExtractiveSummarizer", "Fact", "Summarizer", "Summary", "available_summarizers",
-           "check_options", "get_summarizer", "register_summarizer"]
+__all__ = [
+    "ExtractiveSummarizer",
+    "Fact",
+    "Summarizer",
+    "Summary",
+    "available_summarizers",
+    "check_options",
+    "get_summarizer",
+    "register_summarizer",
+]

@@ -39,8 +39,10 @@ class Summary:
         return cls(
             summary=str(raw.get("summary", "")),
             topics=tuple(raw.get("topics") or ()),
-            key_facts=tuple(Fact(f["text"], tuple(f.get("source_event_ids") or ()))
-                            for f in raw.get("key_facts") or ()),
+            key_facts=tuple(
+                Fact(f["text"], tuple(f.get("source_event_ids") or ()))
+                for f in raw.get("key_facts") or ()
+            ),
             entities=tuple(raw.get("entities") or ()),
             open_threads=tuple(raw.get("open_threads") or ()),
             source_event_ids=tuple(raw.get("source_event_ids") or ()),

@@ -40,32 +40,167 @@ _FACT_WEIGHT = 1.5
 _REPLY_WEIGHT = 0.8
 
 # Words that are frequent in chat but never what a conversation is "about".
-_TOPIC_FILLERS = frozenset({
-    "hi", "hello", "hey", "yeah", "yep", "nope", "great", "good", "nice", "cool", "fine",
-    "lot", "lots", "thing", "things", "something", "anything", "everything", "nothing",
-    "maybe", "actually", "one", "two", "going", "go", "make", "made", "need", "needs", "help",
-    "let", "see", "look", "much", "many", "able", "sounds", "sound", "right", "way", "kind",
-    "sort", "bit", "pretty", "quite", "still", "even", "back", "lovely", "glad", "happy",
-    "sorry", "course", "perfect", "awesome", "absolutely", "definitely", "probably",
-    "usually", "always", "never", "today", "tomorrow", "yesterday", "called", "returned",
-    "error", "may", "might", "must", "shall", "eur", "euro", "euros", "usd", "dollar",
-    "dollars", "gbp", "near", "thinking", "getting", "looking", "trying", "wondering",
-    "talking", "saying", "doing", "having", "taking", "coming", "giving", "keeping",
-    "considering", "consider", "though", "instead", "else", "etc",
-})
+_TOPIC_FILLERS = frozenset(
+    {
+        "hi",
+        "hello",
+        "hey",
+        "yeah",
+        "yep",
+        "nope",
+        "great",
+        "good",
+        "nice",
+        "cool",
+        "fine",
+        "lot",
+        "lots",
+        "thing",
+        "things",
+        "something",
+        "anything",
+        "everything",
+        "nothing",
+        "maybe",
+        "actually",
+        "one",
+        "two",
+        "going",
+        "go",
+        "make",
+        "made",
+        "need",
+        "needs",
+        "help",
+        "let",
+        "see",
+        "look",
+        "much",
+        "many",
+        "able",
+        "sounds",
+        "sound",
+        "right",
+        "way",
+        "kind",
+        "sort",
+        "bit",
+        "pretty",
+        "quite",
+        "still",
+        "even",
+        "back",
+        "lovely",
+        "glad",
+        "happy",
+        "sorry",
+        "course",
+        "perfect",
+        "awesome",
+        "absolutely",
+        "definitely",
+        "probably",
+        "usually",
+        "always",
+        "never",
+        "today",
+        "tomorrow",
+        "yesterday",
+        "called",
+        "returned",
+        "error",
+        "may",
+        "might",
+        "must",
+        "shall",
+        "eur",
+        "euro",
+        "euros",
+        "usd",
+        "dollar",
+        "dollars",
+        "gbp",
+        "near",
+        "thinking",
+        "getting",
+        "looking",
+        "trying",
+        "wondering",
+        "talking",
+        "saying",
+        "doing",
+        "having",
+        "taking",
+        "coming",
+        "giving",
+        "keeping",
+        "considering",
+        "consider",
+        "though",
+        "instead",
+        "else",
+        "etc",
+    }
+)
 
 # Adjectives that narrow a phrase ("small apartment") but are no topic alone.
-_MODIFIERS = frozenset({
-    "small", "big", "large", "little", "new", "old", "long", "short", "high", "low",
-    "best", "better", "first", "last", "next", "early", "late", "cheap", "expensive",
-    "quiet", "loud", "busy", "close", "different", "same", "other", "main", "whole",
-})
+_MODIFIERS = frozenset(
+    {
+        "small",
+        "big",
+        "large",
+        "little",
+        "new",
+        "old",
+        "long",
+        "short",
+        "high",
+        "low",
+        "best",
+        "better",
+        "first",
+        "last",
+        "next",
+        "early",
+        "late",
+        "cheap",
+        "expensive",
+        "quiet",
+        "loud",
+        "busy",
+        "close",
+        "different",
+        "same",
+        "other",
+        "main",
+        "whole",
+    }
+)
 
 # Leading words that make a capitalised run look like a name but are not one.
-_NOT_NAME_WORDS = frozenset({
-    "hi", "hello", "hey", "dear", "thanks", "thank", "please", "yes", "no", "ok", "okay",
-    "oh", "well", "so", "also", "and", "but", "great", "sure"
-})
+_NOT_NAME_WORDS = frozenset(
+    {
+        "hi",
+        "hello",
+        "hey",
+        "dear",
+        "thanks",
+        "thank",
+        "please",
+        "yes",
+        "no",
+        "ok",
+        "okay",
+        "oh",
+        "well",
+        "so",
+        "also",
+        "and",
+        "but",
+        "great",
+        "sure",
+    }
+)
 
 _DISCLOSING_VERBS = (
     r"am|live|lived|have|had|own|like|prefer|love|hate|dislike|enjoy|want|plan|work|worked|"
@@ -132,16 +267,22 @@ class _Sentence:
 
 def brief(value: Any, limit: int) -> str:
     """``value`` (text or JSON) in at most ``limit`` characters."""
-    text = value if isinstance(value, str) else json.dumps(
-        value, ensure_ascii=False, sort_keys=True, default=str)
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    )
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def render_tool_call(event: Event) -> str:
     """``name(arg=value, ...)`` of a ``tool_call`` event, briefly."""
     args = event.data.get("args") or {}
-    rendered = ", ".join(f"{k}={brief(v, 40)}" for k, v in args.items()) \
-        if isinstance(args, dict) else brief(args, 80)
+    rendered = (
+        ", ".join(f"{k}={brief(v, 40)}" for k, v in args.items())
+        if isinstance(args, dict)
+        else brief(args, 80)
+    )
     return f"{event.data['name']}({brief(rendered, 120)})"
 
 
@@ -166,19 +307,38 @@ class ExtractiveSummarizer(Summarizer):
 
     name = "extractive"
 
-    def __init__(self, *, max_sentences: int = 6, max_chars: int = 800, max_topics: int = 8,
-                 max_entities: int = 20, redundancy: float = 0.5, tool_weight: float = 0.5,
-                 max_sentence_chars: int = 300, embedder: Embedder | str | None = None,
-                 mmr_lambda: float = 0.7) -> None:
-        for option, value in (("max_sentences", max_sentences), ("max_chars", max_chars),
-                              ("max_topics", max_topics), ("max_entities", max_entities),
-                              ("max_sentence_chars", max_sentence_chars)):
+    def __init__(
+        self,
+        *,
+        max_sentences: int = 6,
+        max_chars: int = 800,
+        max_topics: int = 8,
+        max_entities: int = 20,
+        redundancy: float = 0.5,
+        tool_weight: float = 0.5,
+        max_sentence_chars: int = 300,
+        embedder: Embedder | str | None = None,
+        mmr_lambda: float = 0.7,
+    ) -> None:
+        for option, value in (
+            ("max_sentences", max_sentences),
+            ("max_chars", max_chars),
+            ("max_topics", max_topics),
+            ("max_entities", max_entities),
+            ("max_sentence_chars", max_sentence_chars),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInput(f"must be a positive int, got {value!r}", field=option)
-        for option, value in (("redundancy", redundancy), ("tool_weight", tool_weight),
-                              ("mmr_lambda", mmr_lambda)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0.0 <= value <= 1.0:
+        for option, value in (
+            ("redundancy", redundancy),
+            ("tool_weight", tool_weight),
+            ("mmr_lambda", mmr_lambda),
+        ):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0.0 <= value <= 1.0
+            ):
                 raise InvalidInput(f"must be a number in [0, 1], got {value!r}", field=option)
         self.max_sentences = max_sentences
         self.max_chars = max_chars
@@ -197,8 +357,10 @@ class ExtractiveSummarizer(Summarizer):
             self._embedder_spec = embedder
             embedder = open_embedder(embedder)  # "none"/"keyword" -> None: TF-IDF
         if embedder is not None and not callable(getattr(embedder, "encode", None)):
-            raise TypeError(f"embedder: expected an Embedder, a spec string or None, "
-                            f"got {type(embedder).__name__}")
+            raise TypeError(
+                f"embedder: expected an Embedder, a spec string or None, "
+                f"got {type(embedder).__name__}"
+            )
         self.embedder: Embedder | None = embedder
 
     def __getstate__(self) -> dict[str, Any]:
@@ -220,8 +382,10 @@ class ExtractiveSummarizer(Summarizer):
 
     def summarize_many(self, batches: Sequence[Sequence[Event]]) -> list[Summary]:
         """One embedding call for every sentence of every batch (Ray Data batches)."""
-        contents = [[e for e in events if not e.partial and e.type not in _SKIPPED_TYPES]
-                    for events in batches]
+        contents = [
+            [e for e in events if not e.partial and e.type not in _SKIPPED_TYPES]
+            for events in batches
+        ]
         units = [self._sentences(content) for content in contents]
         embedded = self._embed([self._clip(s.text) for sentences in units for s in sentences])
         out: list[Summary] = []
@@ -229,18 +393,21 @@ class ExtractiveSummarizer(Summarizer):
         for content, sentences in zip(contents, units, strict=True):
             embeddings = None
             if embedded is not None and sentences:
-                embeddings = embedded[offset:offset + len(sentences)]
+                embeddings = embedded[offset : offset + len(sentences)]
             offset += len(sentences)
             decisions, commitments = outcomes(content)
-            out.append(Summary(
-                summary=self._extract(sentences, embeddings),
-                topics=self._topics(sentences, embeddings),
-                key_facts=self._facts(content),
-                entities=self._entities(sentences),
-                open_threads=self._open_threads(content),
-                source_event_ids=tuple(e.id for e in content),
-                decisions=decisions, commitments=commitments,
-            ))
+            out.append(
+                Summary(
+                    summary=self._extract(sentences, embeddings),
+                    topics=self._topics(sentences, embeddings),
+                    key_facts=self._facts(content),
+                    entities=self._entities(sentences),
+                    open_threads=self._open_threads(content),
+                    source_event_ids=tuple(e.id for e in content),
+                    decisions=decisions,
+                    commitments=commitments,
+                )
+            )
         return out
 
     def _embed(self, texts: list[str]) -> np.ndarray | None:
@@ -285,16 +452,18 @@ class ExtractiveSummarizer(Summarizer):
         n = len(sentences)
         # One-word sentences ("Great.") rarely carry content; keep them only
         # when nothing longer exists.
-        pool = [i for i, v in enumerate(vectors) if len(v) >= 2] \
-            or [i for i, v in enumerate(vectors) if v]
+        pool = [i for i, v in enumerate(vectors) if len(v) >= 2] or [
+            i for i, v in enumerate(vectors) if v
+        ]
         if embeddings is None:
             centroid: dict[str, float] = {}
             for vec in vectors:
                 for term, w in vec.items():
                     centroid[term] = centroid.get(term, 0.0) + w
             # Mean similarity to every other sentence: how central it is.
-            central = {i: (_dot(vectors[i], centroid) - 1.0) / (n - 1) if n > 1 else 0.0
-                       for i in pool}
+            central = {
+                i: (_dot(vectors[i], centroid) - 1.0) / (n - 1) if n > 1 else 0.0 for i in pool
+            }
             trade, duplicate = self.redundancy, 0.9
 
             def similarity_to(best: int, among: list[int]) -> list[float]:
@@ -307,6 +476,7 @@ class ExtractiveSummarizer(Summarizer):
 
             def similarity_to(best: int, among: list[int]) -> list[float]:
                 return [float(x) for x in embeddings[among] @ embeddings[best]]
+
         raw: dict[int, float] = {}
         for i in pool:
             # A small prior for content-bearing sentences breaks ties among
@@ -322,8 +492,9 @@ class ExtractiveSummarizer(Summarizer):
         # so selection stays linear in the number of sentences.
         overlap = dict.fromkeys(relevance, 0.0)
         while overlap and len(chosen) < self.max_sentences and self.max_chars - used >= 20:
-            best = max(overlap, key=lambda i: ((1.0 - trade) * relevance[i]
-                                               - trade * overlap[i], -i))
+            best = max(
+                overlap, key=lambda i: ((1.0 - trade) * relevance[i] - trade * overlap[i], -i)
+            )
             if overlap.pop(best) > duplicate:
                 continue  # a near-duplicate adds length, not information
             cost = len(self._clip(sentences[best].text)) + len(sentences[best].label) + 2
@@ -353,16 +524,19 @@ class ExtractiveSummarizer(Summarizer):
         return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
     # -- topics: frequent keyphrases -----------------------------------------
-    def _topics(self, sentences: list[_Sentence],
-                embeddings: np.ndarray | None = None) -> tuple[str, ...]:
+    def _topics(
+        self, sentences: list[_Sentence], embeddings: np.ndarray | None = None
+    ) -> tuple[str, ...]:
         counts, first_seen, surfaces, where = _phrases(sentences)
 
         def score(key: tuple[str, ...]) -> float:
             # A phrase said more than once is a stronger signal than its words.
             return counts[key] * (1.0 + 0.5 * (len(key) - 1))
 
-        ranked = sorted((k for k in counts if len(k) == 1 or counts[k] >= 2),
-                        key=lambda k: (-score(k), first_seen[k]))
+        ranked = sorted(
+            (k for k in counts if len(k) == 1 or counts[k] >= 2),
+            key=lambda k: (-score(k), first_seen[k]),
+        )
         if embeddings is not None and ranked:
             ranked = self._rerank_topics(ranked, score, surfaces, where, sentences, embeddings)
         picked: list[tuple[str, ...]] = []
@@ -374,11 +548,15 @@ class ExtractiveSummarizer(Summarizer):
             picked.append(key)
         return tuple(_most_common(surfaces[k]) for k in picked)
 
-    def _rerank_topics(self, ranked: list[tuple[str, ...]], score: Any,
-                       surfaces: dict[tuple[str, ...], Counter[str]],
-                       where: dict[tuple[str, ...], list[int]],
-                       sentences: list[_Sentence], embeddings: np.ndarray,
-                       ) -> list[tuple[str, ...]]:
+    def _rerank_topics(
+        self,
+        ranked: list[tuple[str, ...]],
+        score: Any,
+        surfaces: dict[tuple[str, ...], Counter[str]],
+        where: dict[tuple[str, ...], list[int]],
+        sentences: list[_Sentence],
+        embeddings: np.ndarray,
+    ) -> list[tuple[str, ...]]:
         """Break frequency ties by how central a phrase is to the conversation:
         the cosine of the phrase to the centroid of the messages plus the
         centrality of the most central sentence that says it.
@@ -396,14 +574,23 @@ class ExtractiveSummarizer(Summarizer):
         if norm == 0.0:
             return ranked
         n = len(rows)
-        central = dict(zip(rows, ((messages @ messages.sum(axis=0) - 1.0) / max(n - 1, 1))
-                           .tolist(), strict=True))
+        central = dict(
+            zip(
+                rows,
+                ((messages @ messages.sum(axis=0) - 1.0) / max(n - 1, 1)).tolist(),
+                strict=True,
+            )
+        )
         phrases = self._embed([_most_common(surfaces[k]) for k in head])
         assert phrases is not None
-        closeness = {k: round(float(v) + max(central[i] for i in where[k]), 6)
-                     for k, v in zip(head, phrases @ (centroid / norm), strict=True)}
+        closeness = {
+            k: round(float(v) + max(central[i] for i in where[k]), 6)
+            for k, v in zip(head, phrases @ (centroid / norm), strict=True)
+        }
         order = {k: i for i, k in enumerate(head)}
-        return sorted(head, key=lambda k: (-score(k), -closeness[k], order[k])) + ranked[len(head):]
+        return (
+            sorted(head, key=lambda k: (-score(k), -closeness[k], order[k])) + ranked[len(head) :]
+        )
 
     # -- key facts: what the user said about themselves ---------------------
     def _facts(self, events: Sequence[Event]) -> tuple[Fact, ...]:
@@ -433,8 +620,9 @@ class ExtractiveSummarizer(Summarizer):
                     continue  # the unit of "120 EUR" is not a name
                 parts = m.group(0).split()
                 dropped = 0
-                while parts and (parts[0].lower() in STOPWORDS
-                                 or parts[0].lower() in _NOT_NAME_WORDS):
+                while parts and (
+                    parts[0].lower() in STOPWORDS or parts[0].lower() in _NOT_NAME_WORDS
+                ):
                     parts.pop(0)
                     dropped += 1
                 while parts and parts[-1].lower() in STOPWORDS:
@@ -458,9 +646,14 @@ class ExtractiveSummarizer(Summarizer):
 
     # -- open threads: unanswered questions, unanswered tool calls ----------
     def _open_threads(self, events: Sequence[Event]) -> tuple[str, ...]:
-        last_reply = max((i for i, e in enumerate(events)
-                          if e.role == "model" and e.type == "message" and e.text.strip()),
-                         default=-1)
+        last_reply = max(
+            (
+                i
+                for i, e in enumerate(events)
+                if e.role == "model" and e.type == "message" and e.text.strip()
+            ),
+            default=-1,
+        )
         answered = {e.call_id for e in events if e.type == "tool_result"}
         threads: dict[str, None] = {}
         for i, e in enumerate(events):
@@ -485,9 +678,9 @@ def _is_fact(sentence: str) -> bool:
 Phrase = tuple[str, ...]  # stemmed words
 
 
-def _phrases(sentences: list[_Sentence]) -> tuple[Counter[Phrase], dict[Phrase, int],
-                                                 dict[Phrase, Counter[str]],
-                                                 dict[Phrase, list[int]]]:
+def _phrases(
+    sentences: list[_Sentence],
+) -> tuple[Counter[Phrase], dict[Phrase, int], dict[Phrase, Counter[str]], dict[Phrase, list[int]]]:
     """Every phrase of 1-3 topic words in the messages: (how often, order first seen,
     how often each surface form, the sentences it occurs in). A phrase may start with a
     modifier but not end with one: "small" alone or "new small" is no topic, yet "small
@@ -523,13 +716,18 @@ def _phrases(sentences: list[_Sentence]) -> tuple[Counter[Phrase], dict[Phrase, 
 
 
 def _is_topic_word(word: str) -> bool:
-    return (len(word) >= 3 and not word.isdigit() and "'" not in word
-            and word not in STOPWORDS and word not in _TOPIC_FILLERS)
+    return (
+        len(word) >= 3
+        and not word.isdigit()
+        and "'" not in word
+        and word not in STOPWORDS
+        and word not in _TOPIC_FILLERS
+    )
 
 
 def _contains(phrase: tuple[str, ...], part: tuple[str, ...]) -> bool:
     n = len(part)
-    return any(phrase[i:i + n] == part for i in range(len(phrase) - n + 1))
+    return any(phrase[i : i + n] == part for i in range(len(phrase) - n + 1))
 
 
 def _most_common(counter: Counter[str]) -> str:
@@ -546,8 +744,9 @@ def _tfidf(docs: list[list[str]]) -> list[dict[str, float]]:
     vectors: list[dict[str, float]] = []
     for doc in docs:
         tf = Counter(doc)
-        vec = {t: (1.0 + math.log(c)) * (math.log((1 + n) / (1 + df[t])) + 1.0)
-               for t, c in tf.items()}
+        vec = {
+            t: (1.0 + math.log(c)) * (math.log((1 + n) / (1 + df[t])) + 1.0) for t, c in tf.items()
+        }
         norm = math.sqrt(sum(w * w for w in vec.values()))
         vectors.append({t: w / norm for t, w in vec.items()} if norm else {})
     return vectors

@@ -59,8 +59,9 @@ class LLMSummarizer(Summarizer):
             return []
         completions = self._complete(batches)
         if len(completions) != len(batches):
-            raise RuntimeError(f"{self.name}: got {len(completions)} completions for "
-                               f"{len(batches)} windows")
+            raise RuntimeError(
+                f"{self.name}: got {len(completions)} completions for {len(batches)} windows"
+            )
         return [self._finish(c, events) for c, events in zip(completions, batches, strict=True)]
 
     def _finish(self, completion: Completion, events: Sequence[Event]) -> Summary:
@@ -68,13 +69,19 @@ class LLMSummarizer(Summarizer):
             return parse_summary(completion.text, events)
         except SummaryParseError as exc:
             if self.fallback is not None:
-                log.warning("%s output unparseable, using fallback %s: %s", self.name,
-                            self.fallback.name, exc)
+                log.warning(
+                    "%s output unparseable, using fallback %s: %s",
+                    self.name,
+                    self.fallback.name,
+                    exc,
+                )
                 return self.fallback.summarize(events)
             if completion.truncated and "{" in completion.text:  # JSON began but was cut off
                 limit = f"{self.limit_option}={getattr(self, self.limit_option, '?')}"
-                raise SummaryParseError(f"{self.name}: generation stopped at {limit} before "
-                                        f"the JSON was complete, raise it; {exc}") from exc
+                raise SummaryParseError(
+                    f"{self.name}: generation stopped at {limit} before "
+                    f"the JSON was complete, raise it; {exc}"
+                ) from exc
             raise SummaryParseError(f"{self.name}: {exc}") from exc
 
 
@@ -87,8 +94,13 @@ class ReplaySummarizer(LLMSummarizer):
     ``name`` is the backend the text came from (recorded in the store manifest).
     """
 
-    def __init__(self, completions: Sequence[Completion], name: str = "vllm",
-                 max_tokens: int | None = None, fallback: Summarizer | None = None) -> None:
+    def __init__(
+        self,
+        completions: Sequence[Completion],
+        name: str = "vllm",
+        max_tokens: int | None = None,
+        fallback: Summarizer | None = None,
+    ) -> None:
         super().__init__(fallback)
         self.name = name
         self.max_tokens = max_tokens
@@ -96,7 +108,9 @@ class ReplaySummarizer(LLMSummarizer):
 
     def _complete(self, batches: Sequence[Sequence[Event]]) -> list[Completion]:
         if len(batches) > len(self._pending):
-            raise RuntimeError(f"{self.name}: {len(batches)} windows to summarize but only "
-                               f"{len(self._pending)} precomputed completions")
-        out, self._pending = self._pending[:len(batches)], self._pending[len(batches):]
+            raise RuntimeError(
+                f"{self.name}: {len(batches)} windows to summarize but only "
+                f"{len(self._pending)} precomputed completions"
+            )
+        out, self._pending = self._pending[: len(batches)], self._pending[len(batches) :]
         return out

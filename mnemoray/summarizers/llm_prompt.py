@@ -53,8 +53,15 @@ SUMMARY_JSON_SCHEMA: dict[str, Any] = {
         "decisions": {"type": "array", "items": {"type": "string"}},
         "commitments": {"type": "array", "items": {"type": "string"}},
     },
-    "required": ["summary", "topics", "key_facts", "entities", "open_threads", "decisions",
-                 "commitments"],
+    "required": [
+        "summary",
+        "topics",
+        "key_facts",
+        "entities",
+        "open_threads",
+        "decisions",
+        "commitments",
+    ],
 }
 
 # The task line; a configured prompt (seed 003 ``memoryPrompt`` / ``compactionPrompt``)
@@ -135,36 +142,43 @@ def citable_event_ids(events: Sequence[Event]) -> dict[int, str]:
 
 def render_transcript(events: Sequence[Event], max_event_chars: int = MAX_EVENT_CHARS) -> str:
     """Numbered lines; indices are positions in ``events`` so skipped ones leave gaps."""
-    return "\n".join(render_line(i, event, max_event_chars)
-                     for i, event in enumerate(events) if is_renderable(event))
+    return "\n".join(
+        render_line(i, event, max_event_chars)
+        for i, event in enumerate(events)
+        if is_renderable(event)
+    )
 
 
-def build_prompt(events: Sequence[Event], max_event_chars: int = MAX_EVENT_CHARS,
-                 prompt: str | None = None) -> str:
+def build_prompt(
+    events: Sequence[Event], max_event_chars: int = MAX_EVENT_CHARS, prompt: str | None = None
+) -> str:
     transcript = render_transcript(events, max_event_chars)
     if not transcript:
-        raise ValueError(f"nothing to summarize: all {len(events)} events are partial, "
-                         "control or empty messages")
+        raise ValueError(
+            f"nothing to summarize: all {len(events)} events are partial, control or empty messages"
+        )
     return _INSTRUCTIONS.format(transcript=transcript, prompt=(prompt or DEFAULT_PROMPT).strip())
 
 
-def build_messages(events: Sequence[Event], max_event_chars: int = MAX_EVENT_CHARS,
-                   prompt: str | None = None) -> list[dict[str, str]]:
+def build_messages(
+    events: Sequence[Event], max_event_chars: int = MAX_EVENT_CHARS, prompt: str | None = None
+) -> list[dict[str, str]]:
     # A single user turn: several chat templates (e.g. Gemma) reject a system role.
     return [{"role": "user", "content": build_prompt(events, max_event_chars, prompt)}]
 
 
-def render_for_tokenizer(events: Sequence[Event], tokenizer: Any,
-                         prompt: str | None = None) -> tuple[str, bool]:
+def render_for_tokenizer(
+    events: Sequence[Event], tokenizer: Any, prompt: str | None = None
+) -> tuple[str, bool]:
     """The model input text, through the tokenizer's chat template when it has one.
 
     Returns ``(text, templated)``; a templated text already holds its special
     tokens, so callers must not add them again when tokenizing.
     """
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(build_messages(events, prompt=prompt),
-                                             tokenize=False,
-                                             add_generation_prompt=True)
+        text = tokenizer.apply_chat_template(
+            build_messages(events, prompt=prompt), tokenize=False, add_generation_prompt=True
+        )
         return str(text), True
     return build_prompt(events, prompt=prompt), False
 
@@ -172,8 +186,18 @@ def render_for_tokenizer(events: Sequence[Event], tokenizer: Any,
 # -- JSON recovery -----------------------------------------------------------
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)  # reasoning models' preamble
 _FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)```", re.S)
-_KNOWN_KEYS = {"summary", "topics", "key_facts", "keyFacts", "facts", "entities",
-               "open_threads", "openThreads", "decisions", "commitments"}
+_KNOWN_KEYS = {
+    "summary",
+    "topics",
+    "key_facts",
+    "keyFacts",
+    "facts",
+    "entities",
+    "open_threads",
+    "openThreads",
+    "decisions",
+    "commitments",
+}
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _MAX_CANDIDATES = 64
 
@@ -211,7 +235,7 @@ def _repair_object(text: str, start: int) -> str | None:
                 j += 2 if text[j] == "\\" else 1
             if j >= n:
                 return None
-            out.append(text[i:j + 1])
+            out.append(text[i : j + 1])
             prev, i = '"', j + 1
             continue
         if c == "'" and prev in ("{", "[", ",", ":"):
@@ -219,7 +243,7 @@ def _repair_object(text: str, start: int) -> str | None:
             while j < n:
                 ch = text[j]
                 if ch == "\\" and j + 1 < n:
-                    buf.append("'" if text[j + 1] == "'" else text[j:j + 2])
+                    buf.append("'" if text[j + 1] == "'" else text[j : j + 2])
                     j += 2
                     continue
                 if ch == "'" and _next_significant(text, j + 1) in (",", "}", "]", ":"):
@@ -290,8 +314,15 @@ def extract_json_object(raw_text: str) -> dict[str, Any] | None:
 
 
 # -- mapping onto Summary ----------------------------------------------------
-_CITATION_KEYS = ("events", "event_ids", "source_events", "source_event_ids", "sources",
-                  "citations", "evidence")
+_CITATION_KEYS = (
+    "events",
+    "event_ids",
+    "source_events",
+    "source_event_ids",
+    "sources",
+    "citations",
+    "evidence",
+)
 _INDEX = re.compile(r"^\[?\s*e?(\d+)\s*\]?$", re.I)
 _INLINE_CITATION = re.compile(r"\s*\[\s*e(\d+)\s*\]", re.I)
 
@@ -363,14 +394,17 @@ def parse_summary_report(raw_text: str, events: Sequence[Event]) -> ParseReport:
         hint = ""
         if raw_text.count("{") > raw_text.count("}"):
             hint = " (unbalanced braces: the output looks truncated; raise the token limit)"
-        raise SummaryParseError(f"no summary JSON object in model output of {len(raw_text)} "
-                                f"chars{hint}: {_excerpt(raw_text)!r}")
+        raise SummaryParseError(
+            f"no summary JSON object in model output of {len(raw_text)} "
+            f"chars{hint}: {_excerpt(raw_text)!r}"
+        )
     summary_text = obj.get("summary")
     if isinstance(summary_text, list):
         summary_text = " ".join(s for s in summary_text if isinstance(s, str))
     if not isinstance(summary_text, str) or not summary_text.strip():
-        raise SummaryParseError(f"model output has no non-empty 'summary' string: "
-                                f"{_excerpt(raw_text)!r}")
+        raise SummaryParseError(
+            f"model output has no non-empty 'summary' string: {_excerpt(raw_text)!r}"
+        )
 
     citable = citable_event_ids(events)
     facts: list[Fact] = []
@@ -390,8 +424,9 @@ def parse_summary_report(raw_text: str, events: Sequence[Event]) -> ParseReport:
         else:
             dropped_facts += 1
     if dropped_facts or dropped_citations:
-        log.debug("summary parse dropped %d facts and %d citations", dropped_facts,
-                  dropped_citations)
+        log.debug(
+            "summary parse dropped %d facts and %d citations", dropped_facts, dropped_citations
+        )
     summary = Summary(
         # Citation markers belong in key_facts; in the summary text they are noise.
         summary=" ".join(_INLINE_CITATION.sub("", summary_text).split()),

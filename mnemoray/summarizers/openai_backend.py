@@ -38,18 +38,30 @@ class OpenAISummarizer(LLMSummarizer):
     name = "openai"
     limit_option = "max_tokens"
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None,
-                 timeout: float = 60.0, max_tokens: int = 512, temperature: float = 0.0,
-                 json_mode: bool = True, max_retries: int = 3, backoff_s: float = 0.5,
-                 concurrency: int = 4, fallback: Summarizer | None = None,
-                 extra_body: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        json_mode: bool = True,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        concurrency: int = 4,
+        fallback: Summarizer | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(fallback)
         if not base_url.startswith(("http://", "https://")):
-            raise InvalidInput(f"expected http(s)://host[:port]/v1, got {base_url!r}",
-                               field="base_url")
+            raise InvalidInput(
+                f"expected http(s)://host[:port]/v1, got {base_url!r}", field="base_url"
+            )
         if not model:
-            raise InvalidInput("a model name is required (the server's served model id)",
-                               field="model")
+            raise InvalidInput(
+                "a model name is required (the server's served model id)", field="model"
+            )
         if max_retries < 0 or concurrency < 1:
             raise InvalidInput("max_retries must be >= 0 and concurrency >= 1")
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -103,30 +115,42 @@ class OpenAISummarizer(LLMSummarizer):
                 response = self._client.post(self.url, json=body)
             except httpx.TransportError as exc:
                 if attempt >= self.max_retries:
-                    raise BackendRequestError(f"POST {self.url} failed after {attempt + 1} "
-                                              f"attempts: {exc!r}") from exc
+                    raise BackendRequestError(
+                        f"POST {self.url} failed after {attempt + 1} attempts: {exc!r}"
+                    ) from exc
             else:
                 if response.status_code < 400:
                     return self._completion(response)
                 status = response.status_code
-                if status == 400 and "response_format" in body and \
-                        "response_format" in _server_message(response):
-                    log.info("%s rejects response_format; continuing without JSON mode",
-                             self.url)
+                if (
+                    status == 400
+                    and "response_format" in body
+                    and "response_format" in _server_message(response)
+                ):
+                    log.info("%s rejects response_format; continuing without JSON mode", self.url)
                     self.json_mode = False
                     body = {k: v for k, v in body.items() if k != "response_format"}
                     continue
                 if not retryable(status):
-                    raise BackendRequestError(f"POST {self.url} -> HTTP {status}: "
-                                              f"{_server_message(response)}", status)
+                    raise BackendRequestError(
+                        f"POST {self.url} -> HTTP {status}: {_server_message(response)}", status
+                    )
                 if attempt >= self.max_retries:
-                    raise BackendRequestError(f"POST {self.url} -> HTTP {status} after "
-                                              f"{attempt + 1} attempts: "
-                                              f"{_server_message(response)}", status)
+                    raise BackendRequestError(
+                        f"POST {self.url} -> HTTP {status} after "
+                        f"{attempt + 1} attempts: "
+                        f"{_server_message(response)}",
+                        status,
+                    )
             delay = _retry_delay(response, attempt, self.backoff_s)
-            log.warning("POST %s failed (%s); retry %d/%d in %.2fs", self.url,
-                        response.status_code if response is not None else "transport error",
-                        attempt + 1, self.max_retries, delay)
+            log.warning(
+                "POST %s failed (%s); retry %d/%d in %.2fs",
+                self.url,
+                response.status_code if response is not None else "transport error",
+                attempt + 1,
+                self.max_retries,
+                delay,
+            )
             time.sleep(delay)
             attempt += 1
 
@@ -135,11 +159,15 @@ class OpenAISummarizer(LLMSummarizer):
             choice = response.json()["choices"][0]
             content = choice["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise BackendRequestError(f"POST {self.url}: not a chat completion response: "
-                                      f"{' '.join(response.text.split())[:300]!r}",
-                                      response.status_code) from exc
+            raise BackendRequestError(
+                f"POST {self.url}: not a chat completion response: "
+                f"{' '.join(response.text.split())[:300]!r}",
+                response.status_code,
+            ) from exc
         if not isinstance(content, str):
-            raise BackendRequestError(f"POST {self.url}: the completion has no text content "
-                                      f"(finish_reason={choice.get('finish_reason')!r})",
-                                      response.status_code)
+            raise BackendRequestError(
+                f"POST {self.url}: the completion has no text content "
+                f"(finish_reason={choice.get('finish_reason')!r})",
+                response.status_code,
+            )
         return Completion(text=content, truncated=choice.get("finish_reason") == "length")

@@ -13,16 +13,22 @@ from collections.abc import Sequence
 from mnemoray.sessions.events import Event
 from mnemoray.text import split_sentences
 
-_FILLER = re.compile(r"^(?:(?:ok|okay|great|perfect|sure|yes|yeah|alright|so|then|and|"
-                     r"fine)\b[,!.:;\s-]*)+", re.IGNORECASE)
+_FILLER = re.compile(
+    r"^(?:(?:ok|okay|great|perfect|sure|yes|yeah|alright|so|then|and|"
+    r"fine)\b[,!.:;\s-]*)+",
+    re.IGNORECASE,
+)
 _DECISION = re.compile(
     r"^(?:(?:we|i)\s+(?:have\s+|'ve\s+)?(?:decided|agreed|chose|settled\s+on)\b"
     r"|let'?s\s+(?:go\s+with|book|pick|use|take|choose|stick\s+with)\b"
-    r"|(?:the\s+)?decision\s+is\b)", re.IGNORECASE)
+    r"|(?:the\s+)?decision\s+is\b)",
+    re.IGNORECASE,
+)
 _COMMITMENT = re.compile(
     r"^(?:i|we)\s*(?:'ll|\s+will|\s+shall|'m\s+going\s+to|\s+am\s+going\s+to|"
     r"\s+promise\s+to|\s+commit\s+to)\s+(?!not\b|probably\b|maybe\b|perhaps\b)\w",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 MAX_ITEMS = 8
 
 

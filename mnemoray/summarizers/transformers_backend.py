@@ -38,9 +38,15 @@ class TransformersSummarizer(LLMSummarizer):
     name = "transformers"
     limit_option = "max_new_tokens"
 
-    def __init__(self, model_path: str, max_new_tokens: int = 256, device: str = "cpu",
-                 kind: ModelKind = "auto", fallback: Summarizer | None = None,
-                 batch_size: int = 8) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        max_new_tokens: int = 256,
+        device: str = "cpu",
+        kind: ModelKind = "auto",
+        fallback: Summarizer | None = None,
+        batch_size: int = 8,
+    ) -> None:
         super().__init__(fallback)
         if kind not in ("auto", "seq2seq", "causal"):
             raise InvalidInput(f"{kind!r} is not one of auto, seq2seq, causal", field="kind")
@@ -48,8 +54,10 @@ class TransformersSummarizer(LLMSummarizer):
             raise InvalidInput("max_new_tokens and batch_size must be positive")
         path = Path(model_path).expanduser()
         if not path.is_dir():
-            raise FileNotFoundError(f"model_path {model_path!r} is not a local directory; the "
-                                    "transformers summarizer only loads local weights")
+            raise FileNotFoundError(
+                f"model_path {model_path!r} is not a local directory; the "
+                "transformers summarizer only loads local weights"
+            )
         try:
             import torch
             from transformers import (
@@ -60,7 +68,8 @@ class TransformersSummarizer(LLMSummarizer):
             )
         except ImportError as exc:
             raise BackendUnavailableError(
-                f"the 'transformers' summarizer needs torch and transformers: {exc}") from exc
+                f"the 'transformers' summarizer needs torch and transformers: {exc}"
+            ) from exc
 
         config = AutoConfig.from_pretrained(path, local_files_only=True)
         if kind == "auto":
@@ -84,19 +93,23 @@ class TransformersSummarizer(LLMSummarizer):
             self.tokenizer.padding_side = "left"  # new tokens must follow every prompt directly
         limit = _position_limit(config)
         # A causal model's new tokens share its positions with the prompt.
-        self.max_input_tokens = None if limit is None else (
-            limit - max_new_tokens if kind == "causal" else limit)
+        self.max_input_tokens = (
+            None if limit is None else (limit - max_new_tokens if kind == "causal" else limit)
+        )
         if self.max_input_tokens is not None and self.max_input_tokens < 1:
-            raise InvalidInput(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in "
-                               f"a model with {limit} positions")
+            raise InvalidInput(
+                f"max_new_tokens={max_new_tokens} leaves no room for a prompt in "
+                f"a model with {limit} positions"
+            )
         self._eos_ids = self._stop_ids()
 
     def _stop_ids(self) -> set[int]:
         ids: set[int] = set()
         for source in (getattr(self.model, "generation_config", None), self.tokenizer):
             value = getattr(source, "eos_token_id", None)
-            ids.update(value if isinstance(value, (list, tuple)) else [] if value is None
-                       else [value])
+            ids.update(
+                value if isinstance(value, (list, tuple)) else [] if value is None else [value]
+            )
         return ids
 
     def render_input(self, events: Sequence[Event]) -> str:
@@ -106,16 +119,19 @@ class TransformersSummarizer(LLMSummarizer):
     def _complete(self, batches: Sequence[Sequence[Event]]) -> list[Completion]:
         completions: list[Completion] = []
         for start in range(0, len(batches), self.batch_size):
-            completions += self._generate(batches[start:start + self.batch_size], start)
+            completions += self._generate(batches[start : start + self.batch_size], start)
         return completions
 
     def _generate(self, batches: Sequence[Sequence[Event]], offset: int) -> list[Completion]:
-        rendered = [render_for_tokenizer(events, self.tokenizer, self.prompt)
-                    for events in batches]
+        rendered = [render_for_tokenizer(events, self.tokenizer, self.prompt) for events in batches]
         # Templated text already carries BOS etc.; adding them again confuses the model.
         templated = rendered[0][1]
-        enc = self.tokenizer([text for text, _ in rendered], return_tensors="pt", padding=True,
-                             add_special_tokens=not templated)
+        enc = self.tokenizer(
+            [text for text, _ in rendered],
+            return_tensors="pt",
+            padding=True,
+            add_special_tokens=not templated,
+        )
         lengths = enc["attention_mask"].sum(dim=1).tolist()
         if self.max_input_tokens is not None:
             causal = self.kind == "causal"
@@ -124,17 +140,21 @@ class TransformersSummarizer(LLMSummarizer):
                 if length > self.max_input_tokens:
                     raise PromptTooLongError(
                         f"window {offset + i} renders to {length} tokens but {self.model_id} "
-                        f"accepts {self.max_input_tokens}{reserved}; summarize smaller windows")
+                        f"accepts {self.max_input_tokens}{reserved}; summarize smaller windows"
+                    )
         input_ids = enc["input_ids"].to(self.device)
         # Only ids and mask: some tokenizers add token_type_ids that decoders reject.
         with self._torch.inference_mode():
-            output = self.model.generate(input_ids=input_ids,
-                                         attention_mask=enc["attention_mask"].to(self.device),
-                                         max_new_tokens=self.max_new_tokens,
-                                         do_sample=False, num_beams=1,
-                                         pad_token_id=self.tokenizer.pad_token_id)
+            output = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=enc["attention_mask"].to(self.device),
+                max_new_tokens=self.max_new_tokens,
+                do_sample=False,
+                num_beams=1,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
         if self.kind == "causal":
-            output = output[:, input_ids.shape[1]:]  # keep only the new tokens
+            output = output[:, input_ids.shape[1] :]  # keep only the new tokens
         completions = []
         for row in output.tolist():
             text = self.tokenizer.decode(row, skip_special_tokens=True)

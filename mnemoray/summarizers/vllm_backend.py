@@ -28,7 +28,8 @@ def structured_output_kwargs() -> tuple[str | None, dict[str, Any]]:
         pass
     else:
         return "structured_outputs", {
-            "structured_outputs": StructuredOutputsParams(json=SUMMARY_JSON_SCHEMA)}
+            "structured_outputs": StructuredOutputsParams(json=SUMMARY_JSON_SCHEMA)
+        }
     try:
         from vllm.sampling_params import GuidedDecodingParams
     except ImportError:
@@ -48,9 +49,15 @@ class VLLMSummarizer(LLMSummarizer):
     name = "vllm"
     limit_option = "max_tokens"
 
-    def __init__(self, model: str, max_tokens: int = 512, temperature: float = 0.0,
-                 guided_json: bool = True, fallback: Summarizer | None = None,
-                 **engine_kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        guided_json: bool = True,
+        fallback: Summarizer | None = None,
+        **engine_kwargs: Any,
+    ) -> None:
         super().__init__(fallback)
         try:
             from vllm import LLM, SamplingParams
@@ -58,13 +65,15 @@ class VLLMSummarizer(LLMSummarizer):
             raise BackendUnavailableError(
                 f"the 'vllm' summarizer needs vLLM, which is not installed ({exc}); "
                 f"{INSTALL_HINT}. Without a GPU use the 'transformers' or 'openai' "
-                "summarizer instead.") from exc
+                "summarizer instead."
+            ) from exc
         self.model = model
         self.model_id = f"vllm:{model}"
         self.max_tokens = max_tokens
         self.guided, guided_kwargs = structured_output_kwargs() if guided_json else (None, {})
-        self.sampling_params = SamplingParams(temperature=temperature, max_tokens=max_tokens,
-                                              **guided_kwargs)
+        self.sampling_params = SamplingParams(
+            temperature=temperature, max_tokens=max_tokens, **guided_kwargs
+        )
         self.llm = LLM(model=model, **engine_kwargs)
         self.tokenizer = self.llm.get_tokenizer()
 

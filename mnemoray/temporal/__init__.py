@@ -5,5 +5,4 @@ from mnemoray.temporal.expressions import TimeSpan, is_vague, resolve_times
 from mnemoray.temporal.intent import TimeIntent, time_intent
 from mnemoray.temporal.periods import epoch, to_date
 
-__all__ = ["TimeIntent", "TimeSpan", "epoch", "is_vague", "resolve_times", "time_intent",
-           "to_date"]
+__all__ = ["TimeIntent", "TimeSpan", "epoch", "is_vague", "resolve_times", "time_intent", "to_date"]

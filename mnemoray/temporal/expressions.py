@@ -38,21 +38,45 @@ from mnemoray.temporal.periods import (
 )
 from mnemoray.temporal.tense import Lean, lean_at
 
-_MONTHS = {m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul",
-                                             "aug", "sep", "oct", "nov", "dec"))}
+_MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+    )
+}
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-            "a couple of": 2, "couple of": 2, "a couple": 2}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "couple of": 2,
+    "a couple": 2,
+}
 _VAGUE_COUNTS = {"a few": (2, 4), "few": (2, 4), "several": (2, 5)}
 
 # Month names are matched capitalised only ("may" is also a verb).
-_MONTH = (r"(?P<mon>Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?"
-          r"|Aug(?:ust)?|Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?")
+_MONTH = (
+    r"(?P<mon>Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?"
+    r"|Aug(?:ust)?|Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?"
+)
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
-_COUNT = (r"(?P<n>\d{1,2}|a couple(?: of)?|couple of|a few|few|several|an?|one|two|three|four"
-          r"|five|six|seven|eight|nine|ten|eleven|twelve)")
+_COUNT = (
+    r"(?P<n>\d{1,2}|a couple(?: of)?|couple of|a few|few|several|an?|one|two|three|four"
+    r"|five|six|seven|eight|nine|ten|eleven|twelve)"
+)
 _UNIT = r"(?P<unit>day|week|month|year)s?"
 _WDAY = r"(?P<wday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _SEASON = r"(?P<season>spring|summer|autumn|winter|fall)"
@@ -138,9 +162,18 @@ def _h_decade(m: re.Match[str], ref: date) -> Period:
 
 def _h_named_day(m: re.Match[str], ref: date) -> Period:
     word = " ".join(_folded(m.group(0)).split())
-    offsets = {"today": 0, "tonight": 0, "this morning": 0, "this afternoon": 0,
-               "this evening": 0, "yesterday": -1, "last night": -1, "tomorrow": 1,
-               "the day before yesterday": -2, "the day after tomorrow": 2}
+    offsets = {
+        "today": 0,
+        "tonight": 0,
+        "this morning": 0,
+        "this afternoon": 0,
+        "this evening": 0,
+        "yesterday": -1,
+        "last night": -1,
+        "tomorrow": 1,
+        "the day before yesterday": -2,
+        "the day after tomorrow": 2,
+    }
     return day(ref + timedelta(days=offsets[word]))
 
 
@@ -166,7 +199,7 @@ def _h_relative(m: re.Match[str], ref: date) -> Period:
 
 
 def _h_part(m: re.Match[str], ref: date) -> Period:
-    """"earlier this month", "later this year": the part before or after the reference."""
+    """ "earlier this month", "later this year": the part before or after the reference."""
     first, after, _, label = unit_of(_folded(m.group("unit")), ref)
     if _folded(m.group("side")) == "earlier":
         return first, ref + timedelta(days=1), "range", f"{first.isoformat()}..{ref.isoformat()}"
@@ -216,43 +249,84 @@ _I = "(?i:"
 # (tests/temporal/test_gates.py checks it against the ungated scan).
 _Gate = tuple[tuple[str, ...], tuple[str, ...]]
 _ANY: tuple[str, ...] = ()
-_MONTH_WORDS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
-                "Dec")
+_MONTH_WORDS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _DIGIT = ("<digit>",)  # a Unicode decimal digit (what \d matches), tested by regex
 _PATTERNS: tuple[tuple[re.Pattern[str], _Handler, _Gate], ...] = tuple(
-    (re.compile(p), h, g) for p, h, g in (
-        (rf"\b{_YEAR}[-/](?P<m>[01]?\d)[-/](?P<day>[0-3]?\d)\b(?P<mon>)?", _h_date,
-         (_ANY, _DIGIT)),
+    (re.compile(p), h, g)
+    for p, h, g in (
+        (rf"\b{_YEAR}[-/](?P<m>[01]?\d)[-/](?P<day>[0-3]?\d)\b(?P<mon>)?", _h_date, (_ANY, _DIGIT)),
         (rf"\b{_MONTH}\s+{_DAY}\b(?:,?\s+{_YEAR}\b)?", _h_date, (_MONTH_WORDS, _DIGIT)),
-        (rf"\b{_DAY}\s+(?:{_I}of)\s+)?{_MONTH}(?:,?\s+{_YEAR}\b)?", _h_date,
-         (_MONTH_WORDS, _DIGIT)),
-        (rf"(?:\b{_I}(?P<q>last|next|this|in|since|until|during|by|early|mid|late)\s+))?"
-         rf"\b{_MONTH}(?:,?\s+(?:{_I}of)\s+)?{_YEAR}\b)?", _h_month, (_MONTH_WORDS, _ANY)),
-        (rf"\b{_I}in|since|during|until|by|from|of|around|back in|early|mid|late|the year)"
-         rf"[\s-]+{_YEAR}\b", _h_year, (_ANY, _DIGIT)),
+        (
+            rf"\b{_DAY}\s+(?:{_I}of)\s+)?{_MONTH}(?:,?\s+{_YEAR}\b)?",
+            _h_date,
+            (_MONTH_WORDS, _DIGIT),
+        ),
+        (
+            rf"(?:\b{_I}(?P<q>last|next|this|in|since|until|during|by|early|mid|late)\s+))?"
+            rf"\b{_MONTH}(?:,?\s+(?:{_I}of)\s+)?{_YEAR}\b)?",
+            _h_month,
+            (_MONTH_WORDS, _ANY),
+        ),
+        (
+            rf"\b{_I}in|since|during|until|by|from|of|around|back in|early|mid|late|the year)"
+            rf"[\s-]+{_YEAR}\b",
+            _h_year,
+            (_ANY, _DIGIT),
+        ),
         (r"(?:\b|')(?P<cent>19|20)?(?P<dec>\d0)'?s\b", _h_decade, (_ANY, ("0s", "0's"))),
-        (rf"\b{_I}the day (?:before yesterday|after tomorrow)|yesterday|today|tonight"
-         r"|tomorrow|last night|this (?:morning|afternoon|evening))\b", _h_named_day,
-         (_ANY, ("yesterday", "today", "tonight", "tomorrow", "night", "morning",
-                 "afternoon", "evening"))),
+        (
+            rf"\b{_I}the day (?:before yesterday|after tomorrow)|yesterday|today|tonight"
+            r"|tomorrow|last night|this (?:morning|afternoon|evening))\b",
+            _h_named_day,
+            (
+                _ANY,
+                (
+                    "yesterday",
+                    "today",
+                    "tonight",
+                    "tomorrow",
+                    "night",
+                    "morning",
+                    "afternoon",
+                    "evening",
+                ),
+            ),
+        ),
         (rf"\b{_I}{_COUNT}\s+{_UNIT}\s+ago)\b", _h_ago, (_ANY, ("ago",))),
-        (rf"\b{_I}(?P<q>last|this|next|past|previous|coming)\s+"
-         r"(?P<unit>weekend|week|month|year))\b", _h_relative,
-         (_ANY, ("week", "month", "year"))),
-        (rf"\b{_I}(?P<side>earlier|later)\s+this\s+(?P<unit>week|month|year))\b", _h_part,
-         (_ANY, ("week", "month", "year"))),
-        (rf"\b{_I}(?:(?P<q>last|this|next|on|past)\s+)?{_WDAY})\b(?!s)", _h_weekday,
-         (_ANY, _WEEKDAYS)),
-        (rf"\b{_I}(?:(?P<q>last|this|next|past|previous|coming|in the|in|during the|over the)"
-         rf"\s+)?{_SEASON}(?:\s+(?:of\s+)?{_YEAR})?)\b", _h_season,
-         (_ANY, ("spring", "summer", "autumn", "winter", "fall"))),
-    ))
+        (
+            rf"\b{_I}(?P<q>last|this|next|past|previous|coming)\s+"
+            r"(?P<unit>weekend|week|month|year))\b",
+            _h_relative,
+            (_ANY, ("week", "month", "year")),
+        ),
+        (
+            rf"\b{_I}(?P<side>earlier|later)\s+this\s+(?P<unit>week|month|year))\b",
+            _h_part,
+            (_ANY, ("week", "month", "year")),
+        ),
+        (
+            rf"\b{_I}(?:(?P<q>last|this|next|on|past)\s+)?{_WDAY})\b(?!s)",
+            _h_weekday,
+            (_ANY, _WEEKDAYS),
+        ),
+        (
+            rf"\b{_I}(?:(?P<q>last|this|next|past|previous|coming|in the|in|during the|over the)"
+            rf"\s+)?{_SEASON}(?:\s+(?:of\s+)?{_YEAR})?)\b",
+            _h_season,
+            (_ANY, ("spring", "summer", "autumn", "winter", "fall")),
+        ),
+    )
+)
 # Resolved against another span (the one right after, else the one before, else the
 # reference): "the week before May 7, 2023", "went to Rome in June and the week before...".
-_ANCHORED = re.compile(r"\b(?i:the\s+(?P<unit>day|week|weekend|month|year)\s+"
-                       r"(?P<dir>before|after))\b")
-_VAGUE = re.compile(r"\b(?i:recently|lately|a while (?:ago|back)|some time ago|long ago"
-                    r"|the other day|back then|these days|nowadays)\b")
+_ANCHORED = re.compile(
+    r"\b(?i:the\s+(?P<unit>day|week|weekend|month|year)\s+"
+    r"(?P<dir>before|after))\b"
+)
+_VAGUE = re.compile(
+    r"\b(?i:recently|lately|a while (?:ago|back)|some time ago|long ago"
+    r"|the other day|back then|these days|nowadays)\b"
+)
 _ANCHORED_GATE: _Gate = (_ANY, ("before", "after"))
 _ANY_DIGIT = re.compile(r"\d")
 # The only characters outside ASCII that a case-insensitive ASCII letter matches in
@@ -272,8 +346,16 @@ def _needs(gate: _Gate) -> _Needs:
 _SCANS = tuple((pattern, handler, *_needs(gate)) for pattern, handler, gate in _PATTERNS)
 _ANCHORED_NEEDS = _needs(_ANCHORED_GATE)
 _CASED_WORDS = tuple(sorted({w for _, _, (cased, _) in _PATTERNS for w in cased}))
-_FOLDED_WORDS = tuple(sorted({w for _, _, (_, words) in (*_PATTERNS, (None, None, _ANCHORED_GATE))
-                              for w in words if words is not _DIGIT}))
+_FOLDED_WORDS = tuple(
+    sorted(
+        {
+            w
+            for _, _, (_, words) in (*_PATTERNS, (None, None, _ANCHORED_GATE))
+            for w in words
+            if words is not _DIGIT
+        }
+    )
+)
 
 
 def _folded(text: str) -> str:
@@ -305,7 +387,8 @@ def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
             period = handler(m, ref)
             if period is not None:
                 absolute = handler in (_h_year, _h_decade) or bool(
-                    "year" in pattern.groupindex and m.group("year"))
+                    "year" in pattern.groupindex and m.group("year")
+                )
                 found.append((m.start(), m.end(), period, not absolute))
     found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
     kept: list[tuple[int, int, Period, bool]] = []
@@ -317,10 +400,9 @@ def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
     for m in anchored:
         if any(s.begin < m.end() and m.start() < s.end_char for s in spans):
             continue
-        after = [s for s in spans if s.begin >= m.end() and not text[m.end():s.begin].strip()]
+        after = [s for s in spans if s.begin >= m.end() and not text[m.end() : s.begin].strip()]
         before = [s for s in spans if s.end_char <= m.start()]
-        anchor = (to_date(after[0].start) if after
-                  else to_date(before[-1].start) if before else ref)
+        anchor = to_date(after[0].start) if after else to_date(before[-1].start) if before else ref
         unit, step = _folded(m.group("unit")), -1 if _folded(m.group("dir")) == "before" else 1
         period = unit_of(unit, shift(anchor, unit, step))
         spans.append(_span(text, m.start(), m.end(), period, True))
@@ -329,8 +411,9 @@ def resolve_times(text: str, reference: Any) -> list[TimeSpan]:
 
 def _span(text: str, begin: int, end: int, period: Period, relative: bool) -> TimeSpan:
     first, after, granularity, label = period
-    return TimeSpan(epoch(first), epoch(after), text[begin:end], begin, end, granularity,
-                    label, relative)
+    return TimeSpan(
+        epoch(first), epoch(after), text[begin:end], begin, end, granularity, label, relative
+    )
 
 
 def is_vague(text: str) -> bool:

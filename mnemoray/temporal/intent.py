@@ -21,13 +21,17 @@ _WHEN = re.compile(
     r"\b(?:when\s+(?:did|was|were|is|are|do|does|will|has|have|had|would)"
     r"|what\s+(?:year|month|day|date|time|week|season)|which\s+(?:year|month|day|week)"
     r"|how\s+long\s+(?:ago|has|have|had|did|was|were)|since\s+when|what\s+age"
-    r"|how\s+old\s+was|at\s+what\s+point)\b", re.IGNORECASE)
+    r"|how\s+old\s+was|at\s+what\s+point)\b",
+    re.IGNORECASE,
+)
 _PAST = re.compile(
     r"\b(?:before|used\s+to|did\b[^?.!]*?\buse\s+to|previously|earlier|formerly"
     r"|in\s+the\s+past|originally"
     r"|at\s+first|prior\s+to|former|back\s+when|no\s+longer|any\s+more|anymore"
     r"|old\s+(?:job|house|home|apartment|flat|place|address|car|school|company)"
-    r"|first\s+(?:job|house|home|car|apartment))\b", re.IGNORECASE)
+    r"|first\s+(?:job|house|home|car|apartment))\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -55,5 +59,6 @@ def time_intent(question: str, reference: Any = None) -> TimeIntent:
         spans = tuple(s for s in resolve_times(question, "2000-01-01") if not s.relative)
     else:
         spans = tuple(resolve_times(question, reference))
-    return TimeIntent(bool(when), bool(past), spans,
-                      tuple(" ".join(c.lower().split()) for c in (*when, *past)))
+    return TimeIntent(
+        bool(when), bool(past), spans, tuple(" ".join(c.lower().split()) for c in (*when, *past))
+    )

@@ -29,8 +29,10 @@ def to_date(reference: Any) -> date:
             return to_date(datetime.fromisoformat(reference.replace("Z", "+00:00")))
         except ValueError:
             pass
-    raise InvalidInput(f"expected a date, datetime, ISO-8601 string or epoch seconds, got "
-                       f"{reference!r:.60}", field="reference")
+    raise InvalidInput(
+        f"expected a date, datetime, ISO-8601 string or epoch seconds, got {reference!r:.60}",
+        field="reference",
+    )
 
 
 Period = tuple[date, date, str, str]
@@ -72,8 +74,13 @@ def season(y: int, name: str) -> Period:
 
 
 def unit_of(unit: str, d: date) -> Period:
-    return {"day": lambda: day(d), "week": lambda: week(d), "weekend": lambda: weekend(d),
-            "month": lambda: month(d.year, d.month), "year": lambda: year(d.year)}[unit]()
+    return {
+        "day": lambda: day(d),
+        "week": lambda: week(d),
+        "weekend": lambda: weekend(d),
+        "month": lambda: month(d.year, d.month),
+        "year": lambda: year(d.year),
+    }[unit]()
 
 
 def shift(d: date, unit: str, n: int) -> date:
@@ -104,4 +111,5 @@ def nearest_year(ref: date, make: Callable[[int], Period], lean: str | None = No
         if p[1] <= ref:
             return (ref - p[1]).days
         return 0 if p[0] <= ref else 2 * (p[0] - ref).days
+
     return min(periods, key=distance)

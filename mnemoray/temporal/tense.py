@@ -21,32 +21,42 @@ Lean = Literal["past", "future"] | None
 
 # Who did it: a pronoun or "my sister" (a bare capitalised word is too often an adverb:
 # "Very interested in ...").
-_SUBJECT = (r"(?:\b(?:I|[Ww]e|[Tt]hey|[Hh]e|[Ss]he|[Yy]ou|[Ii]t|[Tt]here)"
-            r"|\b(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er|[Tt]heir)\s+[a-z]+)")
+_SUBJECT = (
+    r"(?:\b(?:I|[Ww]e|[Tt]hey|[Hh]e|[Ss]he|[Yy]ou|[Ii]t|[Tt]here)"
+    r"|\b(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er|[Tt]heir)\s+[a-z]+)"
+)
 _ADVERB = r"(?:(?:just|finally|recently|already|also|actually|then|first|only|even|never)\s+)?"
-_PAST_VERBS = ("was|were|did|didn't|had|went|came|took|made|saw|met|spent|bought|got|left"
-               "|grew|began|flew|drove|ran|wrote|sold|found|gave|moved|started")
+_PAST_VERBS = (
+    "was|were|did|didn't|had|went|came|took|made|saw|met|spent|bought|got|left"
+    "|grew|began|flew|drove|ran|wrote|sold|found|gave|moved|started"
+)
 _PAST = re.compile(
     rf"{_SUBJECT}\s+{_ADVERB}(?:(?:{_PAST_VERBS})\b|[a-z]{{2,}}(?<!e)ed\b)"  # not "need"
-    r"|(?i:\b(?:ago|used\s+to)\b)")
+    r"|(?i:\b(?:ago|used\s+to)\b)"
+)
 # Remembering or missing is about what happened: "I'll never forget the trip in March".
 _NOT_AHEAD = r"(?!\s+(?:(?:never|always)\s+)?(?:forget|remember|miss)\b)"
 # Verbs that, after "I'm"/"we're", speak of an arrangement ahead: "we're flying out".
-_PLANS = ("moving|flying|leaving|going|starting|visiting|travell?ing|heading|coming|meeting"
-          "|staying|returning|joining|hosting|attending|driving|graduating|relocating"
-          "|celebrating|getting\\s+married")
+_PLANS = (
+    "moving|flying|leaving|going|starting|visiting|travell?ing|heading|coming|meeting"
+    "|staying|returning|joining|hosting|attending|driving|graduating|relocating"
+    "|celebrating|getting\\s+married"
+)
 _FUTURE = re.compile(
     rf"(?i:\b(?:will|won't|shall){_NOT_AHEAD}\b|'ll\b{_NOT_AHEAD}"
     r"|\b(?:gonna|plan(?:s|ning)?\s+to|about\s+to|intend(?:s|ing)?\s+to|scheduled for"
     r"|upcoming|looking\s+forward)\b"
     r"|\bgoing\s+to\s+(?!(?:the|a|an|my|our|your|his|her|their|this|that|see)\b)[a-z]+)"
     rf"|\b(?:I'm|I\s+am|[Ww]e're|[Ww]e\s+are|[Tt]hey're|[Tt]hey\s+are|[Hh]e's|[Ss]he's"
-    rf"|[Yy]ou're)\s+(?:[a-z]+ly\s+)?(?:{_PLANS})\b")
+    rf"|[Yy]ou're)\s+(?:[a-z]+ly\s+)?(?:{_PLANS})\b"
+)
 # Where a clause ends: a stop, a comma or dash, or a word that opens another clause or a
 # phrase of its own. An abbreviation ("St. Mary's") cuts a clause short, which only
 # narrows where cues are looked for.
-_BREAK = re.compile(r"[.!?;:,()\n\u2014]|\s(?i:and|but|or|so|because|after|before|from|for"
-                    r"|about|that|which|who|when|while|if|though|although)\s")
+_BREAK = re.compile(
+    r"[.!?;:,()\n\u2014]|\s(?i:and|but|or|so|because|after|before|from|for"
+    r"|about|that|which|who|when|while|if|though|although)\s"
+)
 
 
 def clause_around(text: str, start: int, end: int) -> str:
@@ -55,7 +65,7 @@ def clause_around(text: str, start: int, end: int) -> str:
     for m in _BREAK.finditer(text, 0, start):
         begin = m.end()
     stop = _BREAK.search(text, end)
-    return text[begin:stop.start() if stop else len(text)]
+    return text[begin : stop.start() if stop else len(text)]
 
 
 def lean_at(text: str, start: int, end: int) -> Lean:

@@ -25,8 +25,15 @@ CHROMIUM_ENV = "MNEMORAY_CHROMIUM"
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 # --headless comes from launch(headless=True); the rest: no sandbox (containers, root),
 # no GPU, and nothing Chromium would fetch by itself (updates, sync, QUIC probes).
-FLAGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync")
+FLAGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 VIEWPORT = {"width": 1280, "height": 800}
 
 
@@ -41,8 +48,7 @@ def chromium_path() -> Path:
     if configured:
         path = Path(configured)
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise BrowserMissing(f"{configured} is not an executable file",
-                                 field=CHROMIUM_ENV)
+            raise BrowserMissing(f"{configured} is not an executable file", field=CHROMIUM_ENV)
         return path
     path = Path(DEFAULT_CHROMIUM)
     if path.is_file() and os.access(path, os.X_OK):
@@ -50,17 +56,22 @@ def chromium_path() -> Path:
     found = shutil.which("chromium")
     if found:
         return Path(found)
-    raise BrowserMissing(f"no Chromium at {DEFAULT_CHROMIUM}: install Debian's package "
-                         f"(apt-get install chromium, or make test-browser) or set "
-                         f"{CHROMIUM_ENV}", field=CHROMIUM_ENV)
+    raise BrowserMissing(
+        f"no Chromium at {DEFAULT_CHROMIUM}: install Debian's package "
+        f"(apt-get install chromium, or make test-browser) or set "
+        f"{CHROMIUM_ENV}",
+        field=CHROMIUM_ENV,
+    )
 
 
 def check_playwright() -> None:
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError as exc:
-        raise BrowserMissing("the Python package playwright is not installed: "
-                             "pip install 'mnemoray[browser]'", field="playwright") from exc
+        raise BrowserMissing(
+            "the Python package playwright is not installed: pip install 'mnemoray[browser]'",
+            field="playwright",
+        ) from exc
 
 
 def missing_reason() -> str | None:
@@ -81,8 +92,9 @@ def open_browser() -> Iterator[Browser]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(executable), headless=True,
-                                     args=list(FLAGS))
+        browser = pw.chromium.launch(
+            executable_path=str(executable), headless=True, args=list(FLAGS)
+        )
         try:
             yield browser
         finally:

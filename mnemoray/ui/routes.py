@@ -17,9 +17,14 @@ from mnemoray.errors import NotFound
 STATIC = (Path(__file__).parent / "static").resolve()
 # Explicit types: the system's mimetypes table may lack .js (Python < 3.12 on some
 # distributions) and a browser refuses an ES module served as text/plain.
-CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-                 ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml",
-                 ".png": "image/png", ".ico": "image/x-icon"}
+CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+}
 HEADERS = {
     # The page changes with the package: a browser revalidates instead of running old code.
     "Cache-Control": "no-cache",
@@ -27,7 +32,7 @@ HEADERS = {
     # text looks like markup can never execute (the page also writes text nodes only)
     # and read the key kept in the tab; no other site may frame the page.
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
-                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
@@ -39,12 +44,14 @@ def static_file(path: str) -> Path:
     """The file ``path`` names under ``static/``; NotFound for anything else
     (``..``, absolute paths, hidden files, folders, unknown types)."""
     parts = path.split("/")
-    if not path or any(p in ("", ".", "..") or p.startswith(".") or "\\" in p
-                       for p in parts):
+    if not path or any(p in ("", ".", "..") or p.startswith(".") or "\\" in p for p in parts):
         raise NotFound(f"no such file: {path!r}", field="path")
     target = (STATIC / path).resolve()
-    if not target.is_relative_to(STATIC) or not target.is_file() \
-            or target.suffix not in CONTENT_TYPES:
+    if (
+        not target.is_relative_to(STATIC)
+        or not target.is_file()
+        or target.suffix not in CONTENT_TYPES
+    ):
         raise NotFound(f"no such file: {path!r}", field="path")
     return target
 

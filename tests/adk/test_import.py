@@ -26,48 +26,109 @@ def _content(role: str, *parts: types.Part) -> types.Content:
 def _adk_events() -> list[AdkEvent]:
     text = types.Part.from_text
     return [
-        AdkEvent(id="e1", invocation_id="inv1", author="user", timestamp=T0,
-                 content=_content("user", text(text="Find me a flight to Lisbon")),
-                 actions=EventActions(state_delta={"user:home": "Berlin", "temp:draft": 1})),
-        AdkEvent(id="e2", invocation_id="inv1", author="travel_agent", timestamp=T0 + 1,
-                 content=_content(
-                     "model", text(text="Let me "), text(text="check."),
-                     types.Part(function_call=types.FunctionCall(
-                         id="c1", name="search_flights", args={"to": "LIS"})),
-                     types.Part(function_call=types.FunctionCall(
-                         name="get_weather", args={"city": "Lisbon"}))),
-                 actions=EventActions(state_delta={"leg": 1}, artifact_delta={"plan.md": 0})),
-        AdkEvent(id="e3", invocation_id="inv1", author="travel_agent", timestamp=T0 + 2,
-                 content=_content(
-                     "user",
-                     types.Part(function_response=types.FunctionResponse(
-                         id="c1", name="search_flights", response={"price_eur": 89})),
-                     types.Part(function_response=types.FunctionResponse(
-                         name="get_weather", response={"sky": "clear"})))),
-        AdkEvent(id="e4", invocation_id="inv1", author="travel_agent", timestamp=T0 + 3,
-                 content=_content("model", types.Part(text="User wants sun.", thought=True),
-                                  text(text="TAP at 89 EUR, sunny."))),
-        AdkEvent(id="e5", invocation_id="inv1", author="travel_agent", timestamp=T0 + 4,
-                 actions=EventActions(state_delta={"app:fares": "cached"},
-                                      transfer_to_agent="booking_agent")),
-        AdkEvent(id="e6", invocation_id="inv2", author="user", timestamp=T0 + 5,
-                 actions=EventActions(compaction=EventCompaction(
-                     start_timestamp=T0, end_timestamp=T0 + 2,
-                     compacted_content=_content("model", text(text="Maya looked at flights."))))),
-        AdkEvent(id="e7", invocation_id="inv2", author="travel_agent", timestamp=T0 + 6,
-                 error_code="SAFETY", error_message="Response blocked"),
+        AdkEvent(
+            id="e1",
+            invocation_id="inv1",
+            author="user",
+            timestamp=T0,
+            content=_content("user", text(text="Find me a flight to Lisbon")),
+            actions=EventActions(state_delta={"user:home": "Berlin", "temp:draft": 1}),
+        ),
+        AdkEvent(
+            id="e2",
+            invocation_id="inv1",
+            author="travel_agent",
+            timestamp=T0 + 1,
+            content=_content(
+                "model",
+                text(text="Let me "),
+                text(text="check."),
+                types.Part(
+                    function_call=types.FunctionCall(
+                        id="c1", name="search_flights", args={"to": "LIS"}
+                    )
+                ),
+                types.Part(
+                    function_call=types.FunctionCall(name="get_weather", args={"city": "Lisbon"})
+                ),
+            ),
+            actions=EventActions(state_delta={"leg": 1}, artifact_delta={"plan.md": 0}),
+        ),
+        AdkEvent(
+            id="e3",
+            invocation_id="inv1",
+            author="travel_agent",
+            timestamp=T0 + 2,
+            content=_content(
+                "user",
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        id="c1", name="search_flights", response={"price_eur": 89}
+                    )
+                ),
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        name="get_weather", response={"sky": "clear"}
+                    )
+                ),
+            ),
+        ),
+        AdkEvent(
+            id="e4",
+            invocation_id="inv1",
+            author="travel_agent",
+            timestamp=T0 + 3,
+            content=_content(
+                "model",
+                types.Part(text="User wants sun.", thought=True),
+                text(text="TAP at 89 EUR, sunny."),
+            ),
+        ),
+        AdkEvent(
+            id="e5",
+            invocation_id="inv1",
+            author="travel_agent",
+            timestamp=T0 + 4,
+            actions=EventActions(
+                state_delta={"app:fares": "cached"}, transfer_to_agent="booking_agent"
+            ),
+        ),
+        AdkEvent(
+            id="e6",
+            invocation_id="inv2",
+            author="user",
+            timestamp=T0 + 5,
+            actions=EventActions(
+                compaction=EventCompaction(
+                    start_timestamp=T0,
+                    end_timestamp=T0 + 2,
+                    compacted_content=_content("model", text(text="Maya looked at flights.")),
+                )
+            ),
+        ),
+        AdkEvent(
+            id="e7",
+            invocation_id="inv2",
+            author="travel_agent",
+            timestamp=T0 + 6,
+            error_code="SAFETY",
+            error_message="Response blocked",
+        ),
     ]
 
 
 def _real_adk_session() -> Any:
     """A session as ADK's own session service stores it."""
+
     async def build() -> Any:
         service = InMemorySessionService()
-        session = await service.create_session(app_name="travel", user_id="maya",
-                                               session_id="s1", state={"user:name": "Maya"})
+        session = await service.create_session(
+            app_name="travel", user_id="maya", session_id="s1", state={"user:name": "Maya"}
+        )
         for event in _adk_events():
             await service.append_event(session, event)
         return await service.get_session(app_name="travel", user_id="maya", session_id="s1")
+
     return asyncio.run(build())
 
 
@@ -88,21 +149,38 @@ def test_maps_real_adk_output(adk_json: dict[str, Any]) -> None:
     assert s.version == len(s.events)
     assert all(e.session_id == "s1" for e in s.events)
     # ADK's service applies deltas to state (and drops temp:); so do we, never keeping temp:.
-    assert s.state == {"user:name": "Maya", "user:home": "Berlin", "leg": 1,
-                       "app:fares": "cached"}
+    assert s.state == {"user:name": "Maya", "user:home": "Berlin", "leg": 1, "app:fares": "cached"}
     assert s.created_at == T0 and s.updated_at >= T0 + 6
 
     by_id = {e.id: e for e in s.events}
     assert [e.id for e in s.events] == [
-        "e1", "e2", "e2.1", "e2.2", "e3", "e3.1", "e4", "e5", "e6", "e7"]
+        "e1",
+        "e2",
+        "e2.1",
+        "e2.2",
+        "e3",
+        "e3.1",
+        "e4",
+        "e5",
+        "e6",
+        "e7",
+    ]
 
     e1 = by_id["e1"]
-    assert (e1.type, e1.role, e1.author, e1.text) == ("message", "user", "user",
-                                                      "Find me a flight to Lisbon")
+    assert (e1.type, e1.role, e1.author, e1.text) == (
+        "message",
+        "user",
+        "user",
+        "Find me a flight to Lisbon",
+    )
     assert e1.invocation_id == "inv1" and e1.timestamp == T0
     # The event keeps its delta as ADK recorded it (ADK strips temp: before storing).
-    assert e1.state_delta == adk_json["events"][0]["actions"][
-        "stateDelta" if "appName" in adk_json else "state_delta"]
+    assert (
+        e1.state_delta
+        == adk_json["events"][0]["actions"][
+            "stateDelta" if "appName" in adk_json else "state_delta"
+        ]
+    )
 
     # One ADK event with text + two calls -> message then one tool_call per call.
     msg, call1, call2 = by_id["e2"], by_id["e2.1"], by_id["e2.2"]
@@ -134,55 +212,94 @@ def test_maps_real_adk_output(adk_json: dict[str, Any]) -> None:
     assert compaction.data["source_event_ids"] == ["e1", "e2", "e2.1", "e2.2", "e3", "e3.1"]
 
     error = by_id["e7"]
-    assert (error.type, error.text, error.data) == ("error", "Response blocked",
-                                                    {"code": "SAFETY"})
+    assert (error.type, error.text, error.data) == ("error", "Response blocked", {"code": "SAFETY"})
 
 
 def test_camel_and_snake_map_identically(adk_session: Any) -> None:
     camel = session_from_adk(adk_session.model_dump(mode="json", by_alias=True))
     snake = session_from_adk(adk_session.model_dump(mode="json"))
-    sparse = session_from_adk(adk_session.model_dump(mode="json", by_alias=True,
-                                                     exclude_none=True))
+    sparse = session_from_adk(adk_session.model_dump(mode="json", by_alias=True, exclude_none=True))
     assert camel.to_dict() == snake.to_dict() == sparse.to_dict()
 
 
 def test_missing_call_ids_are_deterministic(adk_session: Any) -> None:
     raw = adk_session.model_dump(mode="json", by_alias=True)
     first, second = session_from_adk(copy.deepcopy(raw)), session_from_adk(copy.deepcopy(raw))
-    assert [e.data.get("call_id") for e in first.events] == \
-        [e.data.get("call_id") for e in second.events]
+    assert [e.data.get("call_id") for e in first.events] == [
+        e.data.get("call_id") for e in second.events
+    ]
     assert first.events[3].data["call_id"] == "e2.call3"  # event id + part index
 
 
 def test_response_without_id_and_no_open_call() -> None:
-    s = session_from_adk({"id": "s", "app_name": "a", "user_id": "u", "events": [
-        {"id": "x", "author": "agent", "timestamp": 1.0, "content": {"parts": [
-            {"function_response": {"name": "f", "response": {"ok": 1}}}]}}]})
+    s = session_from_adk(
+        {
+            "id": "s",
+            "app_name": "a",
+            "user_id": "u",
+            "events": [
+                {
+                    "id": "x",
+                    "author": "agent",
+                    "timestamp": 1.0,
+                    "content": {
+                        "parts": [{"function_response": {"name": "f", "response": {"ok": 1}}}]
+                    },
+                }
+            ],
+        }
+    )
     assert s.events[0].data["call_id"] == "x.result0"
 
 
 def test_route_through_session_from_record(adk_json: dict[str, Any]) -> None:
     assert session_from_record(adk_json).to_dict() == session_from_adk(adk_json).to_dict()
-    assert not looks_like_adk({"app_name": "a", "user_id": "u", "session_id": "s",
-                               "events": [{"author": "user", "text": "hi"}]})
+    assert not looks_like_adk(
+        {
+            "app_name": "a",
+            "user_id": "u",
+            "session_id": "s",
+            "events": [{"author": "user", "text": "hi"}],
+        }
+    )
 
 
 def test_partial_and_unmapped_parts_kept_visible() -> None:
-    raw = {"id": "s", "appName": "a", "userId": "u", "events": [
-        {"id": "p", "author": "agent", "timestamp": "2026-01-01T00:00:00Z", "partial": True,
-         "content": {"role": "model", "parts": [{"text": "Lis"}]}},
-        {"id": "img", "author": "user", "timestamp": 2.0, "content": {"parts": [
-            {"inlineData": {"mimeType": "image/png", "data": "AAAA"}}]}},
-    ]}
+    raw = {
+        "id": "s",
+        "appName": "a",
+        "userId": "u",
+        "events": [
+            {
+                "id": "p",
+                "author": "agent",
+                "timestamp": "2026-01-01T00:00:00Z",
+                "partial": True,
+                "content": {"role": "model", "parts": [{"text": "Lis"}]},
+            },
+            {
+                "id": "img",
+                "author": "user",
+                "timestamp": 2.0,
+                "content": {"parts": [{"inlineData": {"mimeType": "image/png", "data": "AAAA"}}]},
+            },
+        ],
+    }
     s = session_from_adk(raw)
     assert s.events[0].partial and s.events[0].timestamp == 1_767_225_600.0
     assert (s.events[1].type, s.events[1].data) == ("control", {"unmapped_parts": ["inline_data"]})
 
 
 def test_missing_event_id_gets_stable_one() -> None:
-    raw = {"id": "s", "app_name": "a", "user_id": "u", "events": [
-        {"author": "user", "timestamp": 1.0, "content": {"parts": [{"text": "a"}]}},
-        {"author": "user", "timestamp": 2.0, "content": {"parts": [{"text": "b"}]}}]}
+    raw = {
+        "id": "s",
+        "app_name": "a",
+        "user_id": "u",
+        "events": [
+            {"author": "user", "timestamp": 1.0, "content": {"parts": [{"text": "a"}]}},
+            {"author": "user", "timestamp": 2.0, "content": {"parts": [{"text": "b"}]}},
+        ],
+    }
     assert [e.id for e in session_from_adk(raw).events] == ["adk-0", "adk-1"]
 
 
@@ -191,60 +308,115 @@ def _camel_session(*events: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ok_event(i: int) -> dict[str, Any]:
-    return {"id": f"e{i}", "author": "user", "timestamp": float(i),
-            "content": {"parts": [{"text": "hi"}]}}
+    return {
+        "id": f"e{i}",
+        "author": "user",
+        "timestamp": float(i),
+        "content": {"parts": [{"text": "hi"}]},
+    }
 
 
-@pytest.mark.parametrize(("bad_event", "message"), [
-    ({"id": "x", "author": "agent", "timestamp": 1.0,
-      "content": {"parts": [{"text": "ok"}, {"functionCall": {"args": {}}}]}},
-     r"^events\[2\]\.content\.parts\[1\]\.functionCall\.name: missing"),
-    ({"id": "x", "author": "agent", "timestamp": 1.0,
-      "content": {"parts": [{"functionCall": {"name": "f", "args": [1]}}]}},
-     r"^events\[2\]\.content\.parts\[0\]\.functionCall\.args: expected an object"),
-    ({"id": "x", "author": "agent", "timestamp": 1.0, "content": {"parts": "hello"}},
-     r"^events\[2\]\.content\.parts: expected a list"),
-    ({"id": "x", "author": "agent", "timestamp": 1.0, "content": {"parts": ["hello"]}},
-     r"^events\[2\]\.content\.parts\[0\]: expected an object"),
-    ({"id": "x", "author": "agent", "timestamp": 1.0, "content": {"parts": [{"text": 5}]}},
-     r"^events\[2\]\.content\.parts\[0\]\.text: expected a string"),
-    ({"id": "x", "timestamp": 1.0, "content": {"parts": [{"text": "hi"}]}},
-     r"^events\[2\]\.author: missing"),
-    ({"id": "x", "author": "user", "timestamp": "yesterday"},
-     r"^events\[2\]\.timestamp: not ISO-8601"),
-    ({"id": "x", "author": "user"}, r"^events\[2\]\.timestamp: missing"),
-    ({"id": "x", "author": "user", "timestamp": 1.0,
-      "actions": {"artifactDelta": {"plan.md": "v2"}}},
-     r"^events\[2\]\.actions\.artifactDelta\.plan\.md: version must be"),
-    ({"id": "x", "author": "user", "timestamp": 1.0, "actions": {"stateDelta": [1]}},
-     r"^events\[2\]\.actions\.stateDelta: expected an object"),
-    ({"id": "e0", "author": "user", "timestamp": 1.0, "content": {"parts": [{"text": "x"}]}},
-     r"^events\[2\]\.id: duplicate event id 'e0'"),
-    ("not an event", r"^events\[2\]: expected an object"),
-])
+@pytest.mark.parametrize(
+    ("bad_event", "message"),
+    [
+        (
+            {
+                "id": "x",
+                "author": "agent",
+                "timestamp": 1.0,
+                "content": {"parts": [{"text": "ok"}, {"functionCall": {"args": {}}}]},
+            },
+            r"^events\[2\]\.content\.parts\[1\]\.functionCall\.name: missing",
+        ),
+        (
+            {
+                "id": "x",
+                "author": "agent",
+                "timestamp": 1.0,
+                "content": {"parts": [{"functionCall": {"name": "f", "args": [1]}}]},
+            },
+            r"^events\[2\]\.content\.parts\[0\]\.functionCall\.args: expected an object",
+        ),
+        (
+            {"id": "x", "author": "agent", "timestamp": 1.0, "content": {"parts": "hello"}},
+            r"^events\[2\]\.content\.parts: expected a list",
+        ),
+        (
+            {"id": "x", "author": "agent", "timestamp": 1.0, "content": {"parts": ["hello"]}},
+            r"^events\[2\]\.content\.parts\[0\]: expected an object",
+        ),
+        (
+            {"id": "x", "author": "agent", "timestamp": 1.0, "content": {"parts": [{"text": 5}]}},
+            r"^events\[2\]\.content\.parts\[0\]\.text: expected a string",
+        ),
+        (
+            {"id": "x", "timestamp": 1.0, "content": {"parts": [{"text": "hi"}]}},
+            r"^events\[2\]\.author: missing",
+        ),
+        (
+            {"id": "x", "author": "user", "timestamp": "yesterday"},
+            r"^events\[2\]\.timestamp: not ISO-8601",
+        ),
+        ({"id": "x", "author": "user"}, r"^events\[2\]\.timestamp: missing"),
+        (
+            {
+                "id": "x",
+                "author": "user",
+                "timestamp": 1.0,
+                "actions": {"artifactDelta": {"plan.md": "v2"}},
+            },
+            r"^events\[2\]\.actions\.artifactDelta\.plan\.md: version must be",
+        ),
+        (
+            {"id": "x", "author": "user", "timestamp": 1.0, "actions": {"stateDelta": [1]}},
+            r"^events\[2\]\.actions\.stateDelta: expected an object",
+        ),
+        (
+            {"id": "e0", "author": "user", "timestamp": 1.0, "content": {"parts": [{"text": "x"}]}},
+            r"^events\[2\]\.id: duplicate event id 'e0'",
+        ),
+        ("not an event", r"^events\[2\]: expected an object"),
+    ],
+)
 def test_errors_name_the_field(bad_event: Any, message: str) -> None:
     with pytest.raises(AdkImportError, match=message):
         session_from_adk(_camel_session(_ok_event(0), _ok_event(1), bad_event))
 
 
 def test_snake_case_errors_use_snake_names() -> None:
-    raw = {"id": "s1", "app_name": "a", "user_id": "u", "events": [
-        {"id": "x", "author": "a", "timestamp": 1.0,
-         "content": {"parts": [{"function_response": {"response": {}}}]}}]}
-    with pytest.raises(AdkImportError,
-                       match=r"^events\[0\]\.content\.parts\[0\]\.function_response\.name"):
+    raw = {
+        "id": "s1",
+        "app_name": "a",
+        "user_id": "u",
+        "events": [
+            {
+                "id": "x",
+                "author": "a",
+                "timestamp": 1.0,
+                "content": {"parts": [{"function_response": {"response": {}}}]},
+            }
+        ],
+    }
+    with pytest.raises(
+        AdkImportError, match=r"^events\[0\]\.content\.parts\[0\]\.function_response\.name"
+    ):
         session_from_adk(raw)
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ({"id": "s", "userId": "u"}, r"^appName: missing"),
-    ({"id": "s", "app_name": "a"}, r"^user_id: missing"),
-    ({"appName": "a", "userId": "u"}, r"^id: missing"),
-    ({"id": "s", "appName": "a", "userId": "u", "events": {}}, r"^events: expected a list"),
-    ({"id": "s", "appName": "a", "userId": "u", "state": "{nope"}, r"^state: invalid JSON"),
-    ({"id": "s", "appName": "a", "userId": "u", "lastUpdateTime": "soon"},
-     r"^lastUpdateTime: not ISO-8601"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"id": "s", "userId": "u"}, r"^appName: missing"),
+        ({"id": "s", "app_name": "a"}, r"^user_id: missing"),
+        ({"appName": "a", "userId": "u"}, r"^id: missing"),
+        ({"id": "s", "appName": "a", "userId": "u", "events": {}}, r"^events: expected a list"),
+        ({"id": "s", "appName": "a", "userId": "u", "state": "{nope"}, r"^state: invalid JSON"),
+        (
+            {"id": "s", "appName": "a", "userId": "u", "lastUpdateTime": "soon"},
+            r"^lastUpdateTime: not ISO-8601",
+        ),
+    ],
+)
 def test_session_level_errors(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(AdkImportError, match=message):
         session_from_adk(raw)

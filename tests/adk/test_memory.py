@@ -55,24 +55,37 @@ class TinyMemoryService:
 
     def add_session(self, session: Session) -> int:
         self.added.append(session)
-        new = [r for r in distill_session(session, ExtractiveSummarizer())
-               if r.memory_id not in self.rows]
+        new = [
+            r
+            for r in distill_session(session, ExtractiveSummarizer())
+            if r.memory_id not in self.rows
+        ]
         vectors = self.embedder.encode([r.key_text for r in new])
         for record, vector in zip(new, vectors, strict=True):
             self.rows[record.memory_id] = record.with_embedding(vector)
         return len(new)
 
-    def search(self, app_name: str, user_id: str, query: str, top_k: int = 5,
-               filters: dict[str, Any] | None = None) -> list[Result]:
+    def search(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int = 5,
+        filters: dict[str, Any] | None = None,
+    ) -> list[Result]:
         kinds = (filters or {}).get("kinds")
-        rows = [m for m in self.rows.values() if (m.app_name, m.user_id) == (app_name, user_id)
-                and (kinds is None or m.kind in kinds)]
+        rows = [
+            m
+            for m in self.rows.values()
+            if (m.app_name, m.user_id) == (app_name, user_id) and (kinds is None or m.kind in kinds)
+        ]
         if not rows:
             return []
         q = self.embedder.encode([query])[0]
         scores = np.stack([m.embedding for m in rows]) @ q  # type: ignore[misc]
-        ranked = sorted(zip(scores.tolist(), rows, strict=True),
-                        key=lambda p: (-p[0], p[1].memory_id))
+        ranked = sorted(
+            zip(scores.tolist(), rows, strict=True), key=lambda p: (-p[0], p[1].memory_id)
+        )
         return [Result(m, s) for s, m in ranked[:top_k]]
 
 
@@ -92,29 +105,69 @@ def embedder() -> Embedder:
 
 
 def text_event(author: str, role: str, text: str, invocation: str) -> AdkEvent:
-    return AdkEvent(author=author, invocation_id=invocation,
-                    content=types.Content(role=role, parts=[types.Part(text=text)]))
+    return AdkEvent(
+        author=author,
+        invocation_id=invocation,
+        content=types.Content(role=role, parts=[types.Part(text=text)]),
+    )
 
 
 async def parrot_session(sessions: InMemorySessionService, user_id: str = USER) -> AdkSession:
     """Seed 003's first session, written through ADK's own session service."""
     session = await sessions.create_session(app_name=APP, user_id=user_id)
     turns = [
-        text_event("user", "user", "I'm thinking about getting a pet parrot. "
-                   "What should I know?", "i1"),
-        text_event("assistant", "model", "Parrots are social and need daily attention, "
-                   "a big cage and a varied diet.", "i1"),
-        text_event("user", "user", "I really like African Grey parrots because they can "
-                   "talk. My apartment is small though.", "i2"),
-        AdkEvent(author="assistant", invocation_id="i2", content=types.Content(
-            role="model", parts=[types.Part(function_call=types.FunctionCall(
-                id="call-1", name="search_birds", args={"size": "small"}))])),
-        AdkEvent(author="assistant", invocation_id="i2", content=types.Content(
-            role="user", parts=[types.Part(function_response=types.FunctionResponse(
-                id="call-1", name="search_birds",
-                response={"birds": ["budgie", "cockatiel"]}))])),
-        text_event("assistant", "model", "African Greys need space; in a small apartment "
-                   "budgies or cockatiels are easier.", "i2"),
+        text_event(
+            "user", "user", "I'm thinking about getting a pet parrot. What should I know?", "i1"
+        ),
+        text_event(
+            "assistant",
+            "model",
+            "Parrots are social and need daily attention, a big cage and a varied diet.",
+            "i1",
+        ),
+        text_event(
+            "user",
+            "user",
+            "I really like African Grey parrots because they can "
+            "talk. My apartment is small though.",
+            "i2",
+        ),
+        AdkEvent(
+            author="assistant",
+            invocation_id="i2",
+            content=types.Content(
+                role="model",
+                parts=[
+                    types.Part(
+                        function_call=types.FunctionCall(
+                            id="call-1", name="search_birds", args={"size": "small"}
+                        )
+                    )
+                ],
+            ),
+        ),
+        AdkEvent(
+            author="assistant",
+            invocation_id="i2",
+            content=types.Content(
+                role="user",
+                parts=[
+                    types.Part(
+                        function_response=types.FunctionResponse(
+                            id="call-1",
+                            name="search_birds",
+                            response={"birds": ["budgie", "cockatiel"]},
+                        )
+                    )
+                ],
+            ),
+        ),
+        text_event(
+            "assistant",
+            "model",
+            "African Greys need space; in a small apartment budgies or cockatiels are easier.",
+            "i2",
+        ),
     ]
     for event in turns:
         await sessions.append_event(session, event)
@@ -139,17 +192,24 @@ def test_add_session_and_search(embedder: Embedder) -> None:
         await memory.add_session_to_memory(adk_session)
 
         mapped = backend.added[0]
-        assert (mapped.app_name, mapped.user_id, mapped.session_id) == \
-            (APP, USER, adk_session.id)
+        assert (mapped.app_name, mapped.user_id, mapped.session_id) == (APP, USER, adk_session.id)
         adk_ids = {e.id for e in adk_session.events}
         assert {e.id for e in mapped.events} <= adk_ids
         assert [e.type for e in mapped.events] == [
-            "message", "message", "message", "tool_call", "tool_result", "message"]
+            "message",
+            "message",
+            "message",
+            "tool_call",
+            "tool_result",
+            "message",
+        ]
 
         # Seed 003, step 4: no word of "parrot" in the query.
         response = await memory.search_memory(
-            app_name=APP, user_id=USER,
-            query="remember that pet we talked about? suggestions for my small space")
+            app_name=APP,
+            user_id=USER,
+            query="remember that pet we talked about? suggestions for my small space",
+        )
         assert 0 < len(response.memories) <= 3
         top = response.memories[0]
         text = top.content.parts[0].text
@@ -161,9 +221,14 @@ def test_add_session_and_search(embedder: Embedder) -> None:
         assert meta["kind"] == record.kind and meta["session_id"] == adk_session.id
         assert set(meta["source_event_ids"]) <= {e.id for e in mapped.events}
         assert meta["score"] == pytest.approx(
-            float(record.embedding @ embedder.encode([
-                "remember that pet we talked about? suggestions for my small space"])[0]),
-            abs=1e-5)
+            float(
+                record.embedding
+                @ embedder.encode(
+                    ["remember that pet we talked about? suggestions for my small space"]
+                )[0]
+            ),
+            abs=1e-5,
+        )
         scores = [m.custom_metadata["score"] for m in response.memories]
         assert scores == sorted(scores, reverse=True)
 
@@ -181,11 +246,13 @@ def test_filters_and_async_backends(embedder: Embedder) -> None:
     async def run() -> None:
         sessions = InMemorySessionService()
         adk_session = await parrot_session(sessions)
-        memory = MnemorayMemoryService(AsyncTinyMemoryService(embedder), top_k=2,
-                                       filters={"kinds": ["fact"]})
+        memory = MnemorayMemoryService(
+            AsyncTinyMemoryService(embedder), top_k=2, filters={"kinds": ["fact"]}
+        )
         await memory.add_session_to_memory(adk_session)
-        response = await memory.search_memory(app_name=APP, user_id=USER,
-                                              query="what bird does the user like?")
+        response = await memory.search_memory(
+            app_name=APP, user_id=USER, query="what bird does the user like?"
+        )
         assert len(response.memories) == 2
         assert {m.custom_metadata["kind"] for m in response.memories} == {"fact"}
         assert {m.author for m in response.memories} == {"user"}
@@ -204,20 +271,32 @@ def test_adk_preload_memory_tool_injects_recalled_memories(embedder: Embedder) -
         memory = MnemorayMemoryService(TinyMemoryService(embedder), top_k=2)
         listed = await sessions.list_sessions(app_name=APP, user_id=USER)
         for info in listed.sessions:
-            full = await sessions.get_session(app_name=APP, user_id=USER,
-                                              session_id=info.id)
+            full = await sessions.get_session(app_name=APP, user_id=USER, session_id=info.id)
             assert full is not None
             await memory.add_session_to_memory(full)
 
         new_session = await sessions.create_session(app_name=APP, user_id=USER)
-        question = types.Content(role="user", parts=[types.Part(
-            text="Hey, remember that pet we talked about? Any other ideas for my small space?")])
+        question = types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    text="Hey, remember that pet we talked about? "
+                    "Any other ideas for my small space?"
+                )
+            ],
+        )
         context = InvocationContext(
-            session_service=sessions, memory_service=memory, invocation_id="inv-1",
-            agent=LlmAgent(name="assistant"), session=new_session, user_content=question)
+            session_service=sessions,
+            memory_service=memory,
+            invocation_id="inv-1",
+            agent=LlmAgent(name="assistant"),
+            session=new_session,
+            user_content=question,
+        )
         request = LlmRequest()
         await PreloadMemoryTool().process_llm_request(
-            tool_context=ToolContext(context), llm_request=request)
+            tool_context=ToolContext(context), llm_request=request
+        )
         injected = " ".join(p.text or "" for c in request.contents for p in c.parts or [])
         assert "<PAST_CONVERSATIONS>" in injected
         assert "parrot" in injected.lower()
@@ -226,12 +305,24 @@ def test_adk_preload_memory_tool_injects_recalled_memories(embedder: Embedder) -
 
 
 def test_memory_entry_mapping_without_score() -> None:
-    record = Memory(APP, USER, "s1", "chunk", "[2026-01-05] user: hi parrot",
-                    source_event_ids=("e1",), event_time_start=1767571200.0,
-                    event_time_end=1767571260.0, topics=("parrot",))
+    record = Memory(
+        APP,
+        USER,
+        "s1",
+        "chunk",
+        "[2026-01-05] user: hi parrot",
+        source_event_ids=("e1",),
+        event_time_start=1767571200.0,
+        event_time_end=1767571260.0,
+        topics=("parrot",),
+    )
     entry = memory_entry(record)
     assert entry.id == record.memory_id and entry.author is None
     assert entry.timestamp == "2026-01-05T00:00:00Z"
     assert entry.custom_metadata == {
-        "kind": "chunk", "session_id": "s1", "source_event_ids": ["e1"],
-        "topics": ["parrot"], "event_time_end": "2026-01-05T00:01:00Z"}
+        "kind": "chunk",
+        "session_id": "s1",
+        "source_event_ids": ["e1"],
+        "topics": ["parrot"],
+        "event_time_end": "2026-01-05T00:01:00Z",
+    }

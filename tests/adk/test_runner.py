@@ -56,8 +56,11 @@ def _texts(value: Any) -> list[str]:
     if hasattr(value, "model_dump"):
         value = value.model_dump()
     if isinstance(value, dict):
-        return [t for k, v in value.items()
-                for t in ([v] if k == "text" and isinstance(v, str) else _texts(v))]
+        return [
+            t
+            for k, v in value.items()
+            for t in ([v] if k == "text" and isinstance(v, str) else _texts(v))
+        ]
     if isinstance(value, list):
         return [t for v in value for t in _texts(v)]
     return []
@@ -104,13 +107,13 @@ class ScriptedModel(BaseLlm):
 
 async def find_birds(size: str, tool_context: ToolContext) -> dict[str, Any]:
     """Birds that suit a home of the given size."""
-    tool_context.state["user:pet"] = "parrot"        # the user's scope: every session
+    tool_context.state["user:pet"] = "parrot"  # the user's scope: every session
     tool_context.state["temp:scratch"] = "not kept"  # this invocation only
-    tool_context.state["searches"] = 1               # this session
-    await tool_context.save_artifact("user:shortlist.txt",
-                                     types.Part(text="budgie, cockatiel"))
-    await tool_context.save_artifact("photo.png", types.Part(inline_data=types.Blob(
-        data=b"\x89PNG fake", mime_type="image/png")))
+    tool_context.state["searches"] = 1  # this session
+    await tool_context.save_artifact("user:shortlist.txt", types.Part(text="budgie, cockatiel"))
+    await tool_context.save_artifact(
+        "photo.png", types.Part(inline_data=types.Blob(data=b"\x89PNG fake", mime_type="image/png"))
+    )
     return {"size": size, "birds": ["budgie", "cockatiel"]}
 
 
@@ -120,15 +123,20 @@ async def remember(callback_context: Any) -> None:
 
 
 def _agent(model: ScriptedModel) -> LlmAgent:
-    return LlmAgent(name="assistant", model=model, instruction="Help with pets.",
-                    tools=[find_birds, load_memory_tool, PreloadMemoryTool()],
-                    after_agent_callback=remember)
+    return LlmAgent(
+        name="assistant",
+        model=model,
+        instruction="Help with pets.",
+        tools=[find_birds, load_memory_tool, PreloadMemoryTool()],
+        after_agent_callback=remember,
+    )
 
 
 async def _turn(runner: Runner, session_id: str, text: str) -> list[Any]:
     message = types.Content(role="user", parts=[types.Part(text=text)])
-    return [e async for e in runner.run_async(user_id=USER, session_id=session_id,
-                                              new_message=message)]
+    return [
+        e async for e in runner.run_async(user_id=USER, session_id=session_id, new_message=message)
+    ]
 
 
 def _final_text(events: list[Any]) -> str:
@@ -137,10 +145,13 @@ def _final_text(events: list[Any]) -> str:
 
 def _services(uri: str, agents_dir: Path) -> tuple[Any, Any, Any]:
     """The three services as ``adk web --*_service_uri`` builds them."""
-    return (create_session_service_from_options(base_dir=agents_dir, session_service_uri=uri),
-            create_artifact_service_from_options(base_dir=agents_dir,
-                                                 artifact_service_uri=uri, strict_uri=True),
-            create_memory_service_from_options(base_dir=agents_dir, memory_service_uri=uri))
+    return (
+        create_session_service_from_options(base_dir=agents_dir, session_service_uri=uri),
+        create_artifact_service_from_options(
+            base_dir=agents_dir, artifact_service_uri=uri, strict_uri=True
+        ),
+        create_memory_service_from_options(base_dir=agents_dir, memory_service_uri=uri),
+    )
 
 
 def test_adk_agent_runs_on_mnemoray_end_to_end(tmp_path: Path) -> None:
@@ -154,16 +165,22 @@ def test_adk_agent_runs_on_mnemoray_end_to_end(tmp_path: Path) -> None:
     model = ScriptedModel()
 
     async def run() -> tuple[str, str, str, list[Any]]:
-        runner = Runner(app_name=APP, agent=_agent(model), session_service=sessions,
-                        artifact_service=artifacts, memory_service=memory)
+        runner = Runner(
+            app_name=APP,
+            agent=_agent(model),
+            session_service=sessions,
+            artifact_service=artifacts,
+            memory_service=memory,
+        )
         first = await sessions.create_session(app_name=APP, user_id=USER)
         events = await _turn(runner, first.id, "I'd love a parrot but my flat is small.")
         assert _final_text(events) == "In a small flat: budgie, cockatiel."
         assert _final_text(await _turn(runner, first.id, "Thanks!")) == "Glad to help."
 
         second = await sessions.create_session(app_name=APP, user_id=USER)
-        recalled = _final_text(await _turn(runner, second.id,
-                                           "Do you remember what suits my small flat?"))
+        recalled = _final_text(
+            await _turn(runner, second.id, "Do you remember what suits my small flat?")
+        )
         return first.id, second.id, recalled, events
 
     first_id, second_id, recalled, turn_one = asyncio.run(run())
@@ -171,8 +188,11 @@ def test_adk_agent_runs_on_mnemoray_end_to_end(tmp_path: Path) -> None:
     # The later session recalled the earlier one through ADK's load_memory tool ...
     assert recalled.startswith("From memory: ") and "parrot" in recalled.lower()
     # ... and preload_memory put it in the request before the model ran.
-    preloaded = [_said(c) for c in model.requests[-2].contents  # the one calling load_memory
-                 if "<PAST_CONVERSATIONS>" in _said(c)]
+    preloaded = [
+        _said(c)
+        for c in model.requests[-2].contents  # the one calling load_memory
+        if "<PAST_CONVERSATIONS>" in _said(c)
+    ]
     assert len(preloaded) == 1 and "parrot" in preloaded[0].lower()
 
     async def reread() -> None:
@@ -180,8 +200,16 @@ def test_adk_agent_runs_on_mnemoray_end_to_end(tmp_path: Path) -> None:
         sessions2, artifacts2, memory2 = _services(uri, tmp_path)
         s1 = await sessions2.get_session(app_name=APP, user_id=USER, session_id=first_id)
         assert s1 is not None
-        kinds = [("call" if e.get_function_calls() else "result" if e.get_function_responses()
-                  else e.author) for e in s1.events]
+        kinds = [
+            (
+                "call"
+                if e.get_function_calls()
+                else "result"
+                if e.get_function_responses()
+                else e.author
+            )
+            for e in s1.events
+        ]
         assert kinds == ["user", "call", "result", "assistant", "user", "assistant"]
         # ADK reads back exactly the events it appended.
         assert [e.model_dump() for e in s1.events[1:4]] == [e.model_dump() for e in turn_one]
@@ -189,22 +217,25 @@ def test_adk_agent_runs_on_mnemoray_end_to_end(tmp_path: Path) -> None:
         assert "temp:scratch" not in s1.state
         call = s1.events[1].get_function_calls()[0]
         assert call.name == "find_birds" and call.args == {"size": "small"}
-        assert s1.events[2].actions.artifact_delta == {"user:shortlist.txt": 0,
-                                                       "photo.png": 0}
+        assert s1.events[2].actions.artifact_delta == {"user:shortlist.txt": 0, "photo.png": 0}
         assert await sessions2.get_user_state(app_name=APP, user_id=USER) == {"pet": "parrot"}
         s2 = await sessions2.get_session(app_name=APP, user_id=USER, session_id=second_id)
         assert s2 is not None and s2.state["user:pet"] == "parrot"
         assert "searches" not in s2.state
         listed = await sessions2.list_sessions(app_name=APP, user_id=USER)
         assert [s.id for s in listed.sessions] == [first_id, second_id]
-        assert await artifacts2.list_artifact_keys(app_name=APP, user_id=USER,
-                                                   session_id=second_id) == ["user:shortlist.txt"]
-        photo = await artifacts2.load_artifact(app_name=APP, user_id=USER, filename="photo.png",
-                                               session_id=first_id)
+        assert await artifacts2.list_artifact_keys(
+            app_name=APP, user_id=USER, session_id=second_id
+        ) == ["user:shortlist.txt"]
+        photo = await artifacts2.load_artifact(
+            app_name=APP, user_id=USER, filename="photo.png", session_id=first_id
+        )
         assert photo is not None and photo.inline_data.data == b"\x89PNG fake"
         found = await memory2.search_memory(app_name=APP, user_id=USER, query="parrot flat")
-        assert found.memories and {m.custom_metadata["session_id"]
-                                   for m in found.memories} <= {first_id, second_id}
+        assert found.memories and {m.custom_metadata["session_id"] for m in found.memories} <= {
+            first_id,
+            second_id,
+        }
 
     asyncio.run(reread())
 
@@ -214,8 +245,14 @@ def test_adk_agent_runs_on_mnemoray_end_to_end(tmp_path: Path) -> None:
         s1 = native.get_session(APP, USER, first_id)
     finally:
         native.close()
-    assert [e.type for e in s1.events] == ["message", "tool_call", "tool_result", "message",
-                                          "message", "message"]
+    assert [e.type for e in s1.events] == [
+        "message",
+        "tool_call",
+        "tool_result",
+        "message",
+        "message",
+        "message",
+    ]
     assert s1.events[1].data["name"] == "find_birds"
     assert s1.events[2].data["response"]["birds"] == ["budgie", "cockatiel"]
     files = FileArtifactStore(store / "artifacts")
@@ -234,10 +271,10 @@ def test_services_yaml_names_the_classes(tmp_path: Path) -> None:
         "services:\n"
         "  - {scheme: mnemoray, type: memory, class: mnemoray.adk.MnemorayMemoryService}\n"
         "  - {scheme: mnemoray, type: session, class: mnemoray.adk.MnemoraySessionService}\n"
-        "  - {scheme: mnemoray, type: artifact, class: mnemoray.adk.MnemorayArtifactService}\n")
+        "  - {scheme: mnemoray, type: artifact, class: mnemoray.adk.MnemorayArtifactService}\n"
+    )
     load_services_module(str(agent_dir))
-    sessions, artifacts, memory = _services(f"mnemoray://{tmp_path / 's'}?embedder=none",
-                                            tmp_path)
+    sessions, artifacts, memory = _services(f"mnemoray://{tmp_path / 's'}?embedder=none", tmp_path)
     assert isinstance(sessions, MnemoraySessionService)
     assert isinstance(artifacts, MnemorayArtifactService)
     assert isinstance(memory, MnemorayMemoryService)

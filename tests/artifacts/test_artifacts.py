@@ -95,8 +95,9 @@ def test_delete_removes_every_version(store: ArtifactStore) -> None:
 def test_handles_round_trip(store: ArtifactStore) -> None:
     version = store.save(APP, "maya@example.com", "s 1", "q1 report@final.csv", b"x")
     art = store.load(APP, "maya@example.com", "s 1", "q1 report@final.csv")
-    assert art.handle == ("artifact://travel/maya%40example.com/s%201/"
-                          f"q1%20report%40final.csv@{version}")
+    assert art.handle == (
+        f"artifact://travel/maya%40example.com/s%201/q1%20report%40final.csv@{version}"
+    )
     assert parse_handle(art.handle) == (APP, "maya@example.com", "s 1", "q1 report@final.csv", 0)
     assert store.load_handle(art.handle) == art
 
@@ -106,17 +107,20 @@ def test_handles_round_trip(store: ArtifactStore) -> None:
     assert store.load_handle(shared.handle).data == b"%PDF"
 
 
-@pytest.mark.parametrize("handle", [
-    "travel/maya/s1/x@0",                       # no scheme
-    "artifact://travel/maya/x@0",               # a segment missing
-    "artifact://travel/maya/s1/x",              # no version
-    "artifact://travel/maya/s1/x@latest",       # version not a number
-    "artifact://travel/maya/s1/x@-1",
-    "artifact://travel/maya/s1/..@0",           # traversal
-    "artifact://travel/maya/~/plain.txt@0",     # "~" only for user: names
-    "artifact://travel/maya/s1/user%3Ax@0",     # user: names only under "~"
-    "artifact:///maya/s1/x@0",                  # empty app
-])
+@pytest.mark.parametrize(
+    "handle",
+    [
+        "travel/maya/s1/x@0",  # no scheme
+        "artifact://travel/maya/x@0",  # a segment missing
+        "artifact://travel/maya/s1/x",  # no version
+        "artifact://travel/maya/s1/x@latest",  # version not a number
+        "artifact://travel/maya/s1/x@-1",
+        "artifact://travel/maya/s1/..@0",  # traversal
+        "artifact://travel/maya/~/plain.txt@0",  # "~" only for user: names
+        "artifact://travel/maya/s1/user%3Ax@0",  # user: names only under "~"
+        "artifact:///maya/s1/x@0",  # empty app
+    ],
+)
 def test_malformed_handles_are_rejected(handle: str) -> None:
     with pytest.raises(ArtifactError, match="malformed artifact handle"):
         parse_handle(handle)
@@ -128,19 +132,37 @@ def test_format_handle_validates() -> None:
         format_handle("a", "u", "s", "n", -1)
 
 
-@pytest.mark.parametrize("name", ["", "../x", "/", "a/b", "..", ".", "a\\b", "nul\x00byte",
-                                  "line\nbreak", "user:", "user:../x", 7])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "../x",
+        "/",
+        "a/b",
+        "..",
+        ".",
+        "a\\b",
+        "nul\x00byte",
+        "line\nbreak",
+        "user:",
+        "user:../x",
+        7,
+    ],
+)
 def test_bad_names_are_rejected(store: ArtifactStore, name: object) -> None:
     with pytest.raises(ArtifactError, match="name"):
         store.save(APP, USER, "s1", name, b"x")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("field,args", [
-    ("app_name", ("../etc", USER, "s1")),
-    ("user_id", (APP, "", "s1")),
-    ("session_id", (APP, USER, "a/b")),
-    ("session_id", (APP, USER, "~")),  # reserved for user-scoped names
-])
+@pytest.mark.parametrize(
+    "field,args",
+    [
+        ("app_name", ("../etc", USER, "s1")),
+        ("user_id", (APP, "", "s1")),
+        ("session_id", (APP, USER, "a/b")),
+        ("session_id", (APP, USER, "~")),  # reserved for user-scoped names
+    ],
+)
 def test_bad_scopes_are_rejected(store: ArtifactStore, field: str, args: tuple) -> None:
     with pytest.raises(ArtifactError, match=field):
         store.save(*args, "x.txt", b"x")
@@ -163,8 +185,7 @@ def test_concurrent_saves_get_distinct_versions(store: ArtifactStore) -> None:
     def work(t: int) -> None:
         barrier.wait()
         for i in range(per_thread):
-            v = store.save(APP, USER, "s1", "user:shared.log", f"{t}-{i}",
-                           summary=f"{t}-{i}")
+            v = store.save(APP, USER, "s1", "user:shared.log", f"{t}-{i}", summary=f"{t}-{i}")
             with lock:
                 got.append(v)
 
@@ -193,8 +214,12 @@ def test_file_store_survives_a_new_instance(tmp_path: Path) -> None:
     again = FileArtifactStore(root)
     art = again.load(APP, USER, "s1", "plan.md")
     assert isinstance(art, Artifact)
-    assert (art.version, art.text(), art.mime_type, art.summary) == \
-        (1, "# Plan v2", "text/markdown", "the plan, v2")
+    assert (art.version, art.text(), art.mime_type, art.summary) == (
+        1,
+        "# Plan v2",
+        "text/markdown",
+        "the plan, v2",
+    )
     assert again.list_names(APP, USER, "s1") == ["plan.md", "user:prefs"]
     assert again.save(APP, USER, "s1", "plan.md", "# Plan v3") == 2
     # Nothing but committed files is left behind (no temporaries).
@@ -223,10 +248,17 @@ def test_not_found_error_message_is_readable(store: ArtifactStore) -> None:
 def test_describe_is_load_without_the_payload(store: ArtifactStore) -> None:
     store.save(APP, USER, "s1", "big.json", b"{}" * 5000, "application/json", "a big one")
     store.save(APP, USER, "s1", "big.json", b"[]", "application/json", "small now")
-    art, info = store.load(APP, USER, "s1", "big.json", 0), store.describe(APP, USER, "s1",
-                                                                            "big.json", 0)
+    art, info = (
+        store.load(APP, USER, "s1", "big.json", 0),
+        store.describe(APP, USER, "s1", "big.json", 0),
+    )
     assert (info.handle, info.size, info.mime_type, info.summary, info.version) == (
-        art.handle, 10_000, "application/json", "a big one", 0)
+        art.handle,
+        10_000,
+        "application/json",
+        "a big one",
+        0,
+    )
     assert store.describe(APP, USER, "s1", "big.json").version == 1
     with pytest.raises(ArtifactNotFoundError):
         store.describe(APP, USER, "s1", "nope")

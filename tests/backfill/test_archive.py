@@ -26,24 +26,62 @@ from tests.support.factories import T2026 as T0
 
 
 def _session(session_id: str, user: str = "maya", n: int = 2) -> Session:
-    s = Session("travel", user, session_id, state={"user:name": "Maya", "leg": 2,
-                                                   "temp:scratch": "x"},
-                created_at=T0, updated_at=T0 + 10, ended_at=T0 + 20)
+    s = Session(
+        "travel",
+        user,
+        session_id,
+        state={"user:name": "Maya", "leg": 2, "temp:scratch": "x"},
+        created_at=T0,
+        updated_at=T0 + 10,
+        ended_at=T0 + 20,
+    )
     for i in range(n):
-        s.events.append(user_message(f"Flüge nach Lissabon {i}", id=f"{session_id}-u{i}",
-                                     invocation_id=f"inv{i}", timestamp=T0 + i,
-                                     state_delta={"leg": i}, session_id=session_id))
-    call = tool_call("travel_agent", "search_flights", {"to": "LIS", "max": 100},
-                     call_id="c1", id=f"{session_id}-c", timestamp=T0 + n,
-                     artifact_delta={"plan.md": 3}, session_id=session_id)
+        s.events.append(
+            user_message(
+                f"Flüge nach Lissabon {i}",
+                id=f"{session_id}-u{i}",
+                invocation_id=f"inv{i}",
+                timestamp=T0 + i,
+                state_delta={"leg": i},
+                session_id=session_id,
+            )
+        )
+    call = tool_call(
+        "travel_agent",
+        "search_flights",
+        {"to": "LIS", "max": 100},
+        call_id="c1",
+        id=f"{session_id}-c",
+        timestamp=T0 + n,
+        artifact_delta={"plan.md": 3},
+        session_id=session_id,
+    )
     s.events += [
         call,
-        tool_result("travel_agent", "search_flights", [{"price": 89.5}], "c1",
-                    id=f"{session_id}-r", timestamp=T0 + n + 1, session_id=session_id),
-        Event(author="compactor", role="system", type="compaction", text="Maya flies.",
-              id=f"{session_id}-k", timestamp=T0 + n + 2, session_id=session_id,
-              data={"start_ts": T0, "end_ts": T0 + 1, "summary": "Maya flies.",
-                    "source_event_ids": [f"{session_id}-u0"]}),
+        tool_result(
+            "travel_agent",
+            "search_flights",
+            [{"price": 89.5}],
+            "c1",
+            id=f"{session_id}-r",
+            timestamp=T0 + n + 1,
+            session_id=session_id,
+        ),
+        Event(
+            author="compactor",
+            role="system",
+            type="compaction",
+            text="Maya flies.",
+            id=f"{session_id}-k",
+            timestamp=T0 + n + 2,
+            session_id=session_id,
+            data={
+                "start_ts": T0,
+                "end_ts": T0 + 1,
+                "summary": "Maya flies.",
+                "source_event_ids": [f"{session_id}-u0"],
+            },
+        ),
     ]
     return s
 
@@ -56,16 +94,22 @@ def _expected(s: Session) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", ["sessions.parquet", "sessions.jsonl", "sessions.json"])
 def test_round_trip(tmp_path: Path, name: str) -> None:
-    sessions = [_session("s1"), _session("s2", user="lee", n=0),
-                Session("travel", "new", "s3", created_at=T0)]
+    sessions = [
+        _session("s1"),
+        _session("s2", user="lee", n=0),
+        Session("travel", "new", "s3", created_at=T0),
+    ]
     path = write_archive(sessions, tmp_path / "out" / name)
     assert path == tmp_path / "out" / name
     assert [p.name for p in path.parent.iterdir()] == [name]  # no temp file left
     back = read_archive(path)
     assert [b.to_dict() for b in back] == [_expected(s) for s in sessions]
     assert [b.version for b in back] == [5, 3, 0]
-    assert back[0].events[2].data == {"name": "search_flights", "args": {"to": "LIS", "max": 100},
-                                      "call_id": "c1"}
+    assert back[0].events[2].data == {
+        "name": "search_flights",
+        "args": {"to": "LIS", "max": 100},
+        "call_id": "c1",
+    }
 
 
 def test_parquet_schema_and_streaming(tmp_path: Path) -> None:
@@ -84,15 +128,33 @@ def test_parquet_schema_and_streaming(tmp_path: Path) -> None:
 
 def test_iso_and_epoch_timestamps(tmp_path: Path) -> None:
     rows = [
-        {"app_name": "a", "user_id": "u", "session_id": "iso",
-         "created_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T01:00:00+01:00",
-         "events": [{"author": "user", "text": "hi", "timestamp": "2026-01-01T00:00:05.5Z"},
-                    {"author": "agent", "role": "model", "text": "yo",
-                     "timestamp": "2026-01-01T00:00:07"}]},
-        {"app_name": "a", "user_id": "u", "session_id": "epoch", "created_at": T0,
-         "events": [{"author": "user", "text": "hi", "timestamp": T0 + 5},
-                    {"author": "user", "text": "int", "timestamp": int(T0) + 6},
-                    {"author": "user", "text": "str", "timestamp": f"{T0 + 7}"}]},
+        {
+            "app_name": "a",
+            "user_id": "u",
+            "session_id": "iso",
+            "created_at": "2026-01-01T00:00:00Z",
+            "ended_at": "2026-01-01T01:00:00+01:00",
+            "events": [
+                {"author": "user", "text": "hi", "timestamp": "2026-01-01T00:00:05.5Z"},
+                {
+                    "author": "agent",
+                    "role": "model",
+                    "text": "yo",
+                    "timestamp": "2026-01-01T00:00:07",
+                },
+            ],
+        },
+        {
+            "app_name": "a",
+            "user_id": "u",
+            "session_id": "epoch",
+            "created_at": T0,
+            "events": [
+                {"author": "user", "text": "hi", "timestamp": T0 + 5},
+                {"author": "user", "text": "int", "timestamp": int(T0) + 6},
+                {"author": "user", "text": "str", "timestamp": f"{T0 + 7}"},
+            ],
+        },
     ]
     path = tmp_path / "ts.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -107,13 +169,28 @@ def test_directory_of_mixed_files(tmp_path: Path) -> None:
     root = tmp_path / "archive"
     write_archive([_session("p1"), _session("p2")], root / "part-0.parquet")
     write_archive([_session("j1")], root / "day=2" / "part-1.jsonl")
-    (root / "adk.json").write_text(json.dumps({
-        "id": "adk1", "appName": "travel", "userId": "maya", "lastUpdateTime": T0,
-        "events": [{"id": "a", "author": "user", "timestamp": T0,
-                    "content": {"role": "user", "parts": [{"text": "hello"}]},
-                    "actions": {"stateDelta": {}}}]}))
-    (root / "many.json").write_text(json.dumps([_expected(_session("m1", n=0)),
-                                                _expected(_session("m2", n=0))]))
+    (root / "adk.json").write_text(
+        json.dumps(
+            {
+                "id": "adk1",
+                "appName": "travel",
+                "userId": "maya",
+                "lastUpdateTime": T0,
+                "events": [
+                    {
+                        "id": "a",
+                        "author": "user",
+                        "timestamp": T0,
+                        "content": {"role": "user", "parts": [{"text": "hello"}]},
+                        "actions": {"stateDelta": {}},
+                    }
+                ],
+            }
+        )
+    )
+    (root / "many.json").write_text(
+        json.dumps([_expected(_session("m1", n=0)), _expected(_session("m2", n=0))])
+    )
     (root / "_SUCCESS").write_text("")
     (root / ".part-9.jsonl.tmp").write_text("half written")
     (root / ".hidden").mkdir()
@@ -122,8 +199,13 @@ def test_directory_of_mixed_files(tmp_path: Path) -> None:
 
     rows = list(iter_archive(root))
     assert [r.location for r in rows] == [
-        "adk.json", "day=2/part-1.jsonl:1", "many.json[0]", "many.json[1]",
-        "part-0.parquet:row 0", "part-0.parquet:row 1"]
+        "adk.json",
+        "day=2/part-1.jsonl:1",
+        "many.json[0]",
+        "many.json[1]",
+        "part-0.parquet:row 0",
+        "part-0.parquet:row 1",
+    ]
     assert all(r.ok for r in rows), [r.error for r in rows]
     ids = [r.session.session_id for r in rows if r.session]
     assert ids == ["adk1", "j1", "m1", "m2", "p1", "p2"]
@@ -132,15 +214,27 @@ def test_directory_of_mixed_files(tmp_path: Path) -> None:
 
 
 def _good_line(session_id: str) -> str:
-    return json.dumps({"app_name": "a", "user_id": "u", "session_id": session_id,
-                       "events": [{"author": "user", "text": "hi", "timestamp": T0}]})
+    return json.dumps(
+        {
+            "app_name": "a",
+            "user_id": "u",
+            "session_id": session_id,
+            "events": [{"author": "user", "text": "hi", "timestamp": T0}],
+        }
+    )
 
 
 def test_bad_rows_reported_with_location_and_field(tmp_path: Path) -> None:
-    bad_role = {"app_name": "a", "user_id": "u", "session_id": "b1", "events": [
-        {"author": "user", "text": "1", "timestamp": T0},
-        {"author": "user", "text": "2", "timestamp": T0},
-        {"author": "x", "role": "bot", "text": "3", "timestamp": T0}]}
+    bad_role = {
+        "app_name": "a",
+        "user_id": "u",
+        "session_id": "b1",
+        "events": [
+            {"author": "user", "text": "1", "timestamp": T0},
+            {"author": "user", "text": "2", "timestamp": T0},
+            {"author": "x", "role": "bot", "text": "3", "timestamp": T0},
+        ],
+    }
     lines = [
         _good_line("g1"),
         "",  # blank lines hold no row
@@ -148,14 +242,38 @@ def test_bad_rows_reported_with_location_and_field(tmp_path: Path) -> None:
         '{"app_name": "a", "user_id": ',  # malformed JSON
         json.dumps([1, 2]),
         json.dumps({"app_name": "a", "user_id": "u"}),
-        json.dumps({"app_name": "a", "user_id": "u", "session_id": "b2",
-                    "events": [{"author": "u", "timestamp": "soon"}]}),
-        json.dumps({"app_name": "a", "user_id": "u", "session_id": "b3",
-                    "events": [{"text": "no author", "timestamp": T0}]}),
-        json.dumps({"app_name": "a", "user_id": "u", "session_id": "b4",
-                    "events": [{"author": "u", "mood": "happy"}]}),
-        json.dumps({"app_name": "a", "user_id": "u", "session_id": "b5",
-                    "events": [{"author": "u", "id": "x"}, {"author": "u", "id": "x"}]}),
+        json.dumps(
+            {
+                "app_name": "a",
+                "user_id": "u",
+                "session_id": "b2",
+                "events": [{"author": "u", "timestamp": "soon"}],
+            }
+        ),
+        json.dumps(
+            {
+                "app_name": "a",
+                "user_id": "u",
+                "session_id": "b3",
+                "events": [{"text": "no author", "timestamp": T0}],
+            }
+        ),
+        json.dumps(
+            {
+                "app_name": "a",
+                "user_id": "u",
+                "session_id": "b4",
+                "events": [{"author": "u", "mood": "happy"}],
+            }
+        ),
+        json.dumps(
+            {
+                "app_name": "a",
+                "user_id": "u",
+                "session_id": "b5",
+                "events": [{"author": "u", "id": "x"}, {"author": "u", "id": "x"}],
+            }
+        ),
         json.dumps({"app_name": "a", "user_id": "u", "session_id": "b6", "events": [7]}),
         _good_line("g2"),
     ]
@@ -188,17 +306,36 @@ def test_bad_rows_reported_with_location_and_field(tmp_path: Path) -> None:
 
 
 def test_bad_parquet_rows_and_files(tmp_path: Path) -> None:
-    good = {"app_name": "a", "user_id": "u", "session_id": "g", "state": "{}",
-            "created_at": T0, "updated_at": T0, "ended_at": None, "events": []}
-    bad_event = {"id": "e1", "invocation_id": "", "author": "u", "role": "bot",
-                 "type": "message", "timestamp": T0, "text": "", "data": "{}",
-                 "state_delta": "{}", "artifact_delta": "{}", "partial": False}
-    rows = [good,
-            {**good, "session_id": "b1", "events": [bad_event]},
-            {**good, "session_id": "b2", "state": "{not json"},
-            {**good, "session_id": "b3",
-             "events": [{**bad_event, "role": "user", "data": "[1"}]},
-            {**good, "session_id": "g2"}]
+    good = {
+        "app_name": "a",
+        "user_id": "u",
+        "session_id": "g",
+        "state": "{}",
+        "created_at": T0,
+        "updated_at": T0,
+        "ended_at": None,
+        "events": [],
+    }
+    bad_event = {
+        "id": "e1",
+        "invocation_id": "",
+        "author": "u",
+        "role": "bot",
+        "type": "message",
+        "timestamp": T0,
+        "text": "",
+        "data": "{}",
+        "state_delta": "{}",
+        "artifact_delta": "{}",
+        "partial": False,
+    }
+    rows = [
+        good,
+        {**good, "session_id": "b1", "events": [bad_event]},
+        {**good, "session_id": "b2", "state": "{not json"},
+        {**good, "session_id": "b3", "events": [{**bad_event, "role": "user", "data": "[1"}]},
+        {**good, "session_id": "g2"},
+    ]
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp_path / "t.parquet")
     (tmp_path / "corrupt.parquet").write_bytes(b"PAR1 this is not parquet")
 
@@ -222,21 +359,37 @@ def test_json_file_errors(tmp_path: Path) -> None:
     assert rows[0].location == "broken.json" and rows[0].error is not None
     assert rows[0].error.startswith("invalid JSON")
     # JSON Lines saved under a .json name are read line by line.
-    assert [(r.location, r.ok) for r in rows[1:]] == [("lines.json:1", True),
-                                                      ("lines.json:2", True)]
+    assert [(r.location, r.ok) for r in rows[1:]] == [
+        ("lines.json:1", True),
+        ("lines.json:2", True),
+    ]
 
 
 def test_strict_and_lenient_read(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "s.jsonl"
-    path.write_text("\n".join([
-        _good_line("g1"),
-        json.dumps({"app_name": "a", "user_id": "u", "session_id": "b",
-                    "events": [{"author": "u", "type": "chat"}]}),
-        _good_line("g2")]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                _good_line("g1"),
+                json.dumps(
+                    {
+                        "app_name": "a",
+                        "user_id": "u",
+                        "session_id": "b",
+                        "events": [{"author": "u", "type": "chat"}],
+                    }
+                ),
+                _good_line("g2"),
+            ]
+        )
+        + "\n"
+    )
     with pytest.raises(ArchiveError) as info:
         read_archive(path)
-    assert str(info.value) == ("s.jsonl:2: events[0].type: 'chat' is not one of message, "
-                               "tool_call, tool_result, control, error, compaction")
+    assert str(info.value) == (
+        "s.jsonl:2: events[0].type: 'chat' is not one of message, "
+        "tool_call, tool_result, control, error, compaction"
+    )
     assert info.value.location == "s.jsonl:2" and info.value.reason.startswith("events[0].type")
     with caplog.at_level(logging.WARNING, logger="mnemoray.backfill.archive"):
         sessions = read_archive(path, strict=False)
@@ -275,8 +428,13 @@ def test_session_from_record_is_the_one_parser() -> None:
     with pytest.raises(SessionError, match="expected a JSON object"):
         session_from_record(["not", "a", "dict"])  # type: ignore[arg-type]
     # Parquet-style record: JSON-encoded state and payloads.
-    columnar = {**raw, "state": json.dumps(raw["state"]),
-                "events": [{**e, "data": json.dumps(e["data"]), "state_delta": "",
-                            "artifact_delta": None} for e in raw["events"]]}
+    columnar = {
+        **raw,
+        "state": json.dumps(raw["state"]),
+        "events": [
+            {**e, "data": json.dumps(e["data"]), "state_delta": "", "artifact_delta": None}
+            for e in raw["events"]
+        ],
+    }
     parsed = session_from_record(columnar)
     assert parsed.state == raw["state"] and parsed.events[2].data["call_id"] == "c1"

@@ -24,24 +24,54 @@ def _run(archive: Path, store: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(HF_HUB_OFFLINE="1")
     return subprocess.Popen(
-        [sys.executable, "-m", "mnemoray.cli", "backfill", "--archive", str(archive), "--store",
-         str(store), "--in-process", "--embedder", "none", "--shards", "2",
-         "--commit-every", "3", "--progress-every", "0"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "mnemoray.cli",
+            "backfill",
+            "--archive",
+            str(archive),
+            "--store",
+            str(store),
+            "--in-process",
+            "--embedder",
+            "none",
+            "--shards",
+            "2",
+            "--commit-every",
+            "3",
+            "--progress-every",
+            "0",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _content(store: Path) -> Counter:
     snap = MemoryStore(store).load()
-    return Counter((m.app_name, m.user_id, m.session_id, m.kind, m.text)
-                   for m in snap.iter_memories())
+    return Counter(
+        (m.app_name, m.user_id, m.session_id, m.kind, m.text) for m in snap.iter_memories()
+    )
 
 
 def test_two_concurrent_backfills_store_each_session_once(tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     make_archive(archive, 30, files=2, bad=False)
     clean = tmp_path / "clean"
-    backfill(BackfillConfig(archive=archive, store=clean, embedder="none", shards=2,
-                            commit_every=3, progress_interval_s=0))
+    backfill(
+        BackfillConfig(
+            archive=archive,
+            store=clean,
+            embedder="none",
+            shards=2,
+            commit_every=3,
+            progress_interval_s=0,
+        )
+    )
     store = tmp_path / "store"
     procs = [_run(archive, store) for _ in range(2)]
     outs = [p.communicate(timeout=600)[0] for p in procs]

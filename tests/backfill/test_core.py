@@ -28,11 +28,17 @@ def archive(tmp_path: Path) -> Path:
     return tmp_path / "archive"
 
 
-@pytest.mark.parametrize(("option", "flag"), [({"workers": 2}, "--workers"),
-                                              ({"gpus_per_embedder": 1.0}, "--gpus-per-embedder"),
-                                              ({"address": "ray://x:1"}, "--ray-address")])
-def test_in_process_refuses_ray_options(tmp_path: Path, archive: Path, option: dict,
-                                        flag: str) -> None:
+@pytest.mark.parametrize(
+    ("option", "flag"),
+    [
+        ({"workers": 2}, "--workers"),
+        ({"gpus_per_embedder": 1.0}, "--gpus-per-embedder"),
+        ({"address": "ray://x:1"}, "--ray-address"),
+    ],
+)
+def test_in_process_refuses_ray_options(
+    tmp_path: Path, archive: Path, option: dict, flag: str
+) -> None:
     config = BackfillConfig(archive, tmp_path / "store", embedder=None, ray=RayOptions(**option))
     with pytest.raises(InvalidInput, match=flag) as raised:
         backfill(config)
@@ -42,17 +48,31 @@ def test_in_process_refuses_ray_options(tmp_path: Path, archive: Path, option: d
 
 def test_cli_in_process_with_a_ray_flag_is_a_usage_error(tmp_path: Path, archive: Path) -> None:
     for extra in (["--workers", "1"], ["--batch-size", "8"], ["--llm-concurrency", "2"]):
-        result = runner.invoke(app, ["backfill", "--archive", str(archive), "--store",
-                                     str(tmp_path / "store"), "--embedder", "none",
-                                     "--in-process", *extra])
+        result = runner.invoke(
+            app,
+            [
+                "backfill",
+                "--archive",
+                str(archive),
+                "--store",
+                str(tmp_path / "store"),
+                "--embedder",
+                "none",
+                "--in-process",
+                *extra,
+            ],
+        )
         assert result.exit_code == 2 and extra[0] in result.output, result.output
     assert not (tmp_path / "store").exists()
 
 
 def test_config_checks_name_the_field(tmp_path: Path) -> None:
-    bad = [({"commit_every": 0}, "commit_every"), ({"summarizer": "nope"}, "summarizer"),
-           ({"embedder": "default,threads=x"}, "embedder"),
-           ({"ray": RayOptions(workers=0)}, "ray.workers")]
+    bad = [
+        ({"commit_every": 0}, "commit_every"),
+        ({"summarizer": "nope"}, "summarizer"),
+        ({"embedder": "default,threads=x"}, "embedder"),
+        ({"ray": RayOptions(workers=0)}, "ray.workers"),
+    ]
     for change, field in bad:
         with pytest.raises(InvalidInput) as raised:
             BackfillConfig("a", "s", **change).check()
@@ -65,16 +85,28 @@ def test_config_checks_name_the_field(tmp_path: Path) -> None:
 
 def test_one_report_type_and_run_record(tmp_path: Path, archive: Path) -> None:
     store = tmp_path / "store"
-    result = runner.invoke(app, ["backfill", "--archive", str(archive), "--store", str(store),
-                                 "--embedder", "none", "--in-process", "--commit-every", "3",
-                                 "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "backfill",
+            "--archive",
+            str(archive),
+            "--store",
+            str(store),
+            "--embedder",
+            "none",
+            "--in-process",
+            "--commit-every",
+            "3",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert set(out) == {f.name for f in dataclasses.fields(BackfillReport)}
     assert (out["engine"], out["sessions_read"], out["commits"]) == ("in_process", 4, 2)
     assert out["sessions_committed"] == 4 and out["memories_written"] > 4
-    assert {"read", "validate", "distill", "embed", "write", "commit"} <= set(
-        out["stage_seconds"])
+    assert {"read", "validate", "distill", "embed", "write", "commit"} <= set(out["stage_seconds"])
     # CPU seconds of the same stages: the work (distill, write) is on the CPU clock.
     assert set(out["stage_cpu_seconds"]) == set(out["stage_seconds"])
     assert all(v >= 0 for v in out["stage_cpu_seconds"].values())
@@ -96,16 +128,32 @@ def test_one_report_type_and_run_record(tmp_path: Path, archive: Path) -> None:
 def test_job_flags_are_the_cli_flags() -> None:
     command = typer.main.get_command(app).commands["backfill"]
     cli_flags = {opt for p in command.params for opt in p.opts if opt.startswith("--")}
-    job_flags = {opt for action in job_parser()._actions for opt in action.option_strings
-                 if opt not in ("-h", "--help")}
+    job_flags = {
+        opt
+        for action in job_parser()._actions
+        for opt in action.option_strings
+        if opt not in ("-h", "--help")
+    }
     assert job_flags == cli_flags - {"--help"}
 
 
-def test_job_refuses_a_ray_flag_in_process(tmp_path: Path, archive: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_job_refuses_a_ray_flag_in_process(
+    tmp_path: Path, archive: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from mnemoray.jobs.backfill import main as job_main
 
-    code = job_main(["--archive", str(archive), "--store", str(tmp_path / "store"),
-                     "--in-process", "--embedder", "none", "--gpus-per-embedder", "1"])
+    code = job_main(
+        [
+            "--archive",
+            str(archive),
+            "--store",
+            str(tmp_path / "store"),
+            "--in-process",
+            "--embedder",
+            "none",
+            "--gpus-per-embedder",
+            "1",
+        ]
+    )
     assert code == 2 and "--gpus-per-embedder" in capsys.readouterr().err
     assert not (tmp_path / "store").exists()

@@ -37,14 +37,27 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]  # its own local Ray, in a subp
 
 
 def start(archive: Path, store: Path) -> subprocess.Popen:
-    return start_job(archive, store, "--shards", "2", "--embedder", "none", "--commit-every",
-                     str(EVERY), "--batch-size", str(EVERY))
+    return start_job(
+        archive,
+        store,
+        "--shards",
+        "2",
+        "--embedder",
+        "none",
+        "--commit-every",
+        str(EVERY),
+        "--batch-size",
+        str(EVERY),
+    )
 
 
 def committed_rows(store: Path) -> pl.DataFrame:
     m = MemoryStore(store).manifest()
-    files = [parquet_path(store, shard, e.name) for shard, entries in enumerate(m.segments)
-             for e in entries]
+    files = [
+        parquet_path(store, shard, e.name)
+        for shard, entries in enumerate(m.segments)
+        for e in entries
+    ]
     return pl.read_parquet(files).select("app_name", "user_id", "memory_id")
 
 
@@ -59,8 +72,7 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def clean(archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Served:
     """What a clean (never killed) run serves."""
     store = tmp_path_factory.mktemp("clean") / "store"
-    report = backfill(BackfillConfig(archive, store, shards=2, embedder=None,
-                                     commit_every=EVERY))
+    report = backfill(BackfillConfig(archive, store, shards=2, embedder=None, commit_every=EVERY))
     assert report.sessions_committed == SESSIONS
     out = served(store)
     assert max(out.values()) == 1
@@ -75,7 +87,8 @@ def record_of(store: Path, run_ids: set[str]) -> dict:
 
 @pytest.mark.parametrize("kill", ["driver", "ray"])
 def test_job_killed_at_10_30_60_percent_reruns_to_a_clean_store(
-        tmp_path: Path, archive: Path, clean: Served, kill: str) -> None:
+    tmp_path: Path, archive: Path, clean: Served, kill: str
+) -> None:
     store = tmp_path / "store"
     seen: set[str] = set()
     before = 0  # sessions committed before the run

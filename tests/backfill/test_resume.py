@@ -38,11 +38,30 @@ def start(archive: Path, store: Path, **env: str) -> subprocess.Popen:
     environ = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     environ.update(HF_HUB_OFFLINE="1", RAY_USAGE_STATS_ENABLED="0", **env)
     return subprocess.Popen(
-        [sys.executable, "-m", "mnemoray.jobs.backfill", "--archive", str(archive),
-         "--store", str(store),
-         "--shards", "2", "--commit-every", "4", "--batch-size", "4", "--progress-every", "0"],
-        cwd=ROOT, env=environ, start_new_session=True, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "mnemoray.jobs.backfill",
+            "--archive",
+            str(archive),
+            "--store",
+            str(store),
+            "--shards",
+            "2",
+            "--commit-every",
+            "4",
+            "--batch-size",
+            "4",
+            "--progress-every",
+            "0",
+        ],
+        cwd=ROOT,
+        env=environ,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def reap(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str]:
@@ -60,8 +79,7 @@ def version(store: Path) -> int:
 
 
 def segment_files(store: Path) -> set[Path]:
-    return {p for sub in (MEMORIES_DIR, INDEX_DIR) for p in (store / sub).rglob("*")
-            if p.is_file()}
+    return {p for sub in (MEMORIES_DIR, INDEX_DIR) for p in (store / sub).rglob("*") if p.is_file()}
 
 
 def listed_files(store: Path) -> set[Path]:
@@ -113,8 +131,9 @@ def test_killed_backfill_resumes_exactly_once(tmp_path: Path) -> None:
     assert max(live.values()) == 1
     reference = tmp_path / "reference"
     backfill(BackfillConfig(archive, reference, shards=2, embedder=None))
-    expected = {(m.session_id, m.content_hash)
-                for m in MemoryStore(reference).load().iter_memories()}
+    expected = {
+        (m.session_id, m.content_hash) for m in MemoryStore(reference).load().iter_memories()
+    }
     assert set(live) == expected
     # Physically too: every committed row (live or not) once.
     rows = pl.read_parquet([p for p in listed_files(store) if p.suffix == ".parquet"])

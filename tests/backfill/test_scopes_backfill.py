@@ -21,10 +21,16 @@ runner = CliRunner()
 
 
 def _archive(root: Path) -> Path:
-    two = Session("vet", "alice", "two-agents", events=[
-        user_message("My parrot plucks its feathers", timestamp=T0, id="e0"),
-        model_message("triage", "That can be stress or illness", timestamp=T0 + 1, id="e1"),
-        model_message("doctor", "Book a check-up this week", timestamp=T0 + 2, id="e2")])
+    two = Session(
+        "vet",
+        "alice",
+        "two-agents",
+        events=[
+            user_message("My parrot plucks its feathers", timestamp=T0, id="e0"),
+            model_message("triage", "That can be stress or illness", timestamp=T0 + 1, id="e1"),
+            model_message("doctor", "Book a check-up this week", timestamp=T0 + 2, id="e2"),
+        ],
+    )
     write_archive([parrot(app="vet"), parrot(app="pets"), two], root / "a.jsonl")
     return root / "a.jsonl"
 
@@ -33,9 +39,20 @@ def test_the_backfill_follows_the_scopes_group(tmp_path: Path) -> None:
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps({"scopes": {"apps": {"vet": {"memory_scope": "agent"}}}}))
     store = tmp_path / "store"
-    result = runner.invoke(app, ["backfill", "--archive", str(_archive(tmp_path)), "--store",
-                                 str(store), "--in-process", "--config", str(settings),
-                                 "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "backfill",
+            "--archive",
+            str(_archive(tmp_path)),
+            "--store",
+            str(store),
+            "--in-process",
+            "--config",
+            str(settings),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["quarantined"] == 1
@@ -57,8 +74,18 @@ def test_the_backfill_follows_the_scopes_group(tmp_path: Path) -> None:
 def test_a_bad_scopes_group_is_one_line_naming_it(tmp_path: Path) -> None:
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps({"scopes": {"memory_scope": "team"}}))
-    result = runner.invoke(app, ["backfill", "--archive", str(_archive(tmp_path)), "--store",
-                                 str(tmp_path / "store"), "--in-process", "--config",
-                                 str(settings)])
+    result = runner.invoke(
+        app,
+        [
+            "backfill",
+            "--archive",
+            str(_archive(tmp_path)),
+            "--store",
+            str(tmp_path / "store"),
+            "--in-process",
+            "--config",
+            str(settings),
+        ],
+    )
     assert result.exit_code == 2 and "scopes.memory_scope" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "store").exists()

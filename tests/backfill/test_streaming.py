@@ -53,7 +53,8 @@ def record(store: Path) -> dict[str, Any]:
 
 
 def test_in_process_commits_each_chunk_before_reading_on(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each commit happens before the next chunk is distilled, and the run record on disk
     names every earlier commit (a run killed now keeps it, and its record says so)."""
     archive, store = tmp_path / "archive", tmp_path / "store"
@@ -69,8 +70,11 @@ def test_in_process_commits_each_chunk_before_reading_on(
         return real(store_, chunk, **kw)
 
     monkeypatch.setattr(commit, "commit_chunk", watched)
-    report = backfill(BackfillConfig(archive, store, embedder=None, summarizer=summarizer,
-                                     commit_every=EVERY), stream=io.StringIO(), tty=False)
+    report = backfill(
+        BackfillConfig(archive, store, embedder=None, summarizer=summarizer, commit_every=EVERY),
+        stream=io.StringIO(),
+        tty=False,
+    )
     n = SESSIONS // EVERY
     assert report.commits == n
     assert seen_at_commit == [EVERY * (k + 1) for k in range(n)]
@@ -81,8 +85,11 @@ def test_report_and_run_record_carry_the_commit_timeline(tmp_path: Path) -> None
     archive, store = tmp_path / "archive", tmp_path / "store"
     make_archive(archive, SESSIONS, files=2, bad=False, parquet=False)
     stream = io.StringIO()
-    report = backfill(BackfillConfig(archive, store, embedder=None, commit_every=EVERY,
-                                     progress_interval_s=0.0), stream=stream, tty=False)
+    report = backfill(
+        BackfillConfig(archive, store, embedder=None, commit_every=EVERY, progress_interval_s=0.0),
+        stream=stream,
+        tty=False,
+    )
     timeline = report.commit_timeline
     assert len(timeline) == report.commits == SESSIONS // EVERY
     assert [p["commit"] for p in timeline] == list(range(1, report.commits + 1))
@@ -102,11 +109,14 @@ def test_report_and_run_record_carry_the_commit_timeline(tmp_path: Path) -> None
     assert json.loads(json.dumps(report.to_dict()))["commit_timeline"] == timeline
     # The progress line names the commits as they happen.
     lines = stream.getvalue().splitlines()
-    assert any(f"commits 1 ({EVERY} sessions, manifest v{versions[0]} at" in line
-               for line in lines), lines
+    assert any(
+        f"commits 1 ({EVERY} sessions, manifest v{versions[0]} at" in line for line in lines
+    ), lines
     assert f"commits {report.commits} ({SESSIONS} sessions" in lines[-1]
-    assert "ledger hits: 0\n" in report.summary() and f"commits: {report.commits}\n" in \
-        report.summary()
+    assert (
+        "ledger hits: 0\n" in report.summary()
+        and f"commits: {report.commits}\n" in report.summary()
+    )
 
 
 def test_timeline_is_thinned_for_long_runs() -> None:
@@ -141,8 +151,11 @@ def test_ledger_hits_are_sessions_the_ledger_held_not_repeats(tmp_path: Path) ->
     # More sessions arrive, one of them twice in one batch (rows 6-9: a4 b5 b6 b6):
     # 5 ledger hits, 1 repeat, 3 new sessions.
     write_archive([sessions[5], sessions[6], sessions[6], sessions[7]], archive / "b.jsonl")
-    again = backfill(BackfillConfig(archive, store, embedder=None, commit_every=4),
-                     stream=io.StringIO(), tty=False)
+    again = backfill(
+        BackfillConfig(archive, store, embedder=None, commit_every=4),
+        stream=io.StringIO(),
+        tty=False,
+    )
     assert (again.sessions_read, again.skipped, again.ledger_hits) == (9, 6, 5)
     assert again.sessions_committed == 3
     assert record_of(store, again.run_id)["counts"]["ledger_hits"] == 5

@@ -10,8 +10,23 @@ from benchmarks import backfill_cpu
 
 def test_cpu_per_memory_and_heavy_user(tmp_path: Path) -> None:
     out = tmp_path / "cpu.json"
-    assert backfill_cpu.main(["--sessions", "30", "--sessions-per-file", "15", "--repeats",
-                              "1", "--label", "t", "--out", str(out)]) == 0
+    assert (
+        backfill_cpu.main(
+            [
+                "--sessions",
+                "30",
+                "--sessions-per-file",
+                "15",
+                "--repeats",
+                "1",
+                "--label",
+                "t",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert backfill_cpu.main(["--heavy-user", "12", "--label", "h", "--out", str(out)]) == 0
     first, heavy = json.loads(out.read_text())["results"]
     (run,) = first["runs"]

@@ -11,8 +11,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_two_workers_take_turns_on_every_path():
-    result = compile_ab.compare({"before": ROOT, "after": ROOT}, ["warm", "empty_cache"],
-                                rounds=2, batch=2)
+    result = compile_ab.compare(
+        {"before": ROOT, "after": ROOT}, ["warm", "empty_cache"], rounds=2, batch=2
+    )
     assert set(result["paths"]) == {"warm", "empty_cache"}
     for by in result["paths"].values():
         assert set(by) == {"before", "after"}

@@ -26,8 +26,9 @@ def tiny(datagen, tmp_path_factory):
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    return {p.relative_to(out).as_posix(): p.read_bytes()
-            for p in sorted(out.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
+    }
 
 
 def test_deterministic(datagen, tiny, tmp_path):
@@ -37,7 +38,8 @@ def test_deterministic(datagen, tiny, tmp_path):
     assert _files(out) == _files(again)
     other = datagen.generate(datagen.DatasetConfig(users=6, sessions_per_user=4, seed=12))
     assert [q["query"] for q in other.queries] != [
-        json.loads(line)["query"] for line in (out / "queries.jsonl").read_text().splitlines()]
+        json.loads(line)["query"] for line in (out / "queries.jsonl").read_text().splitlines()
+    ]
     # A user's data does not depend on how many users are generated.
     small = datagen.generate(datagen.DatasetConfig(users=2, sessions_per_user=4, seed=11))
     big = datagen.generate(cfg)
@@ -52,8 +54,16 @@ def test_ground_truth_integrity(tiny):
     assert len(by_id) == len(sessions)
     queries = [json.loads(line) for line in (out / "queries.jsonl").read_text().splitlines()]
     assert queries and len({q["qid"] for q in queries}) == len(queries)
-    required = {"qid", "app_name", "user_id", "query", "answer_session_id", "answer_event_ids",
-                "answer_text", "kind"}
+    required = {
+        "qid",
+        "app_name",
+        "user_id",
+        "query",
+        "answer_session_id",
+        "answer_event_ids",
+        "answer_text",
+        "kind",
+    }
     for q in queries:
         assert required <= set(q)
         assert q["kind"] in ("paraphrase", "keyword", "changed")
@@ -67,7 +77,8 @@ def test_ground_truth_integrity(tiny):
             assert any(a.lower() in event.text.lower() for a in q["answer_aliases"])
         assert q["answer_text"] in q["answer_aliases"]
         shared = set(terms(q["query"])) & set(
-            terms(" ".join(events[i].text for i in q["answer_event_ids"])))
+            terms(" ".join(events[i].text for i in q["answer_event_ids"]))
+        )
         if q["kind"] == "keyword":
             assert shared
         if q["kind"] == "paraphrase":

@@ -23,8 +23,9 @@ def dataset() -> data.Dataset:
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    return {p.relative_to(out).as_posix(): p.read_bytes()
-            for p in sorted(out.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
+    }
 
 
 def test_generator_is_deterministic(dataset, tmp_path):
@@ -35,8 +36,7 @@ def test_generator_is_deterministic(dataset, tmp_path):
     one = data.generate(data.LongConvConfig(pairs=1, sessions=20, seed=5))
     assert [s.to_dict() for s in one.sessions] == [s.to_dict() for s in dataset.sessions[:20]]
     other = data.generate(data.LongConvConfig(pairs=2, sessions=20, seed=6))
-    assert [q["question"] for q in other.questions] != [q["question"]
-                                                         for q in dataset.questions]
+    assert [q["question"] for q in other.questions] != [q["question"] for q in dataset.questions]
 
 
 def test_shape_of_the_conversations(dataset):
@@ -86,9 +86,19 @@ def test_time_answers_follow_from_the_session_date():
     assert data.event_date(tuesday, "two weeks ago")[0] == "2023-04-25"
 
 
-QUESTION = {"qid": "q1", "kind": "single_session", "evidence": [
-    {"event_id": "e7", "session_id": "s1", "key": "I found out I'm allergic to pollen, "
-     "which explains a lot.", "must": ["pollen"], "date": "2023-05-09"}]}
+QUESTION = {
+    "qid": "q1",
+    "kind": "single_session",
+    "evidence": [
+        {
+            "event_id": "e7",
+            "session_id": "s1",
+            "key": "I found out I'm allergic to pollen, which explains a lot.",
+            "must": ["pollen"],
+            "date": "2023-05-09",
+        }
+    ],
+}
 
 
 def test_strict_scorer_needs_the_citation_and_the_words():
@@ -96,10 +106,10 @@ def test_strict_scorer_needs_the_citation_and_the_words():
     hit = bench.Item(chunk, frozenset({"e6", "e7"}))
     wrong_turn = bench.Item(chunk, frozenset({"e8"}))  # the words, not the citation
     summary = bench.Item("User: We talked about allergies.", frozenset({"e1", "e7"}))
-    no_value = bench.Item("[2023-05-09] Mel: I found out I'm allergic, which explains a lot.",
-                          frozenset({"e7"}))
-    filler = bench.Item("[2023-05-09] Caro: " + "Haha, that is so you. " * 40,
-                        frozenset({"e1"}))
+    no_value = bench.Item(
+        "[2023-05-09] Mel: I found out I'm allergic, which explains a lot.", frozenset({"e7"})
+    )
+    filler = bench.Item("[2023-05-09] Caro: " + "Haha, that is so you. " * 40, frozenset({"e1"}))
     assert bench.judge(QUESTION, [hit])["R@5"] == 1.0
     for miss in (wrong_turn, summary, no_value):
         j = bench.judge(QUESTION, [miss])
@@ -113,10 +123,20 @@ def test_strict_scorer_needs_the_citation_and_the_words():
 
 
 def test_stale_flags_for_changed_facts():
-    now = {"event_id": "n", "session_id": "s9", "key": "We finally moved to Berlin last "
-           "weekend.", "must": ["Berlin"], "date": ""}
-    old = {"event_id": "o", "session_id": "s2", "key": "I love living in Toronto.",
-           "must": ["Toronto"], "date": ""}
+    now = {
+        "event_id": "n",
+        "session_id": "s9",
+        "key": "We finally moved to Berlin last weekend.",
+        "must": ["Berlin"],
+        "date": "",
+    }
+    old = {
+        "event_id": "o",
+        "session_id": "s2",
+        "key": "I love living in Toronto.",
+        "must": ["Toronto"],
+        "date": "",
+    }
     q = {"qid": "q2", "kind": "changed_now", "evidence": [now], "stale": [old]}
     old_item = bench.Item("[d] Mel: I love living in Toronto.", frozenset({"o"}))
     new_item = bench.Item("[d] Mel: We finally moved to Berlin last weekend.", frozenset({"n"}))
@@ -133,8 +153,19 @@ def test_quick_run_writes_a_well_formed_result(tmp_path, capsys):
     out = tmp_path / "longconv.json"
     readme = tmp_path / "README.md"
     readme.write_text("# Benchmarks\n\n## Other\n\ntext\n")
-    args = ["--quick", "--pairs", "1", "--modes", "keyword", "--cache", str(tmp_path / "c"),
-            "--out", str(out), "--readme", str(readme)]
+    args = [
+        "--quick",
+        "--pairs",
+        "1",
+        "--modes",
+        "keyword",
+        "--cache",
+        str(tmp_path / "c"),
+        "--out",
+        str(out),
+        "--readme",
+        str(readme),
+    ]
     assert bench.main(args) == 0
     result = json.loads(out.read_text())
     assert result["benchmark"] == "longconv" and result["config"]["modes"] == ["keyword"]

@@ -21,25 +21,66 @@ def cli(*args: str) -> tuple[int, str]:
 
 def test_cli_commands_on_a_lancedb_store(tmp_path: Path) -> None:
     store = f"lancedb://{tmp_path / 'ln'}"
-    code, out = cli("backfill", "--archive", str(ARCHIVE), "--store", store, "--in-process",
-                    "--embedder", "none", "--json")
+    code, out = cli(
+        "backfill",
+        "--archive",
+        str(ARCHIVE),
+        "--store",
+        store,
+        "--in-process",
+        "--embedder",
+        "none",
+        "--json",
+    )
     assert code == 0, out
     report = json.loads(out.strip().splitlines()[-1])
     assert report["memories_written"] > 0 and report["quarantined"] == 1
     assert (tmp_path / "ln" / "memories.lance").is_dir()
-    code, out = cli("recall", "parrot", "--store", store, "--app", "pets_app", "--user",
-                    "maya", "--embedder", "none", "--json")
+    code, out = cli(
+        "recall",
+        "parrot",
+        "--store",
+        store,
+        "--app",
+        "pets_app",
+        "--user",
+        "maya",
+        "--embedder",
+        "none",
+        "--json",
+    )
     assert code == 0, out
     found = json.loads(out)["memories"]
     assert found and {m["provenance"]["session_id"] for m in found} >= {"maya-parrots"}
     # A plain path opens the LanceDB store already there.
-    code, out = cli("forget", "--store", str(tmp_path / "ln"), "--app", "pets_app", "--user",
-                    "maya", "--session", "maya-parrots", "--reason", "asked")
+    code, out = cli(
+        "forget",
+        "--store",
+        str(tmp_path / "ln"),
+        "--app",
+        "pets_app",
+        "--user",
+        "maya",
+        "--session",
+        "maya-parrots",
+        "--reason",
+        "asked",
+    )
     assert code == 0 and "forgotten:" in out, out
-    code, out = cli("recall", "parrot", "--store", store, "--app", "pets_app", "--user",
-                    "maya", "--embedder", "none", "--json")
-    assert all(m["provenance"]["session_id"] != "maya-parrots"
-               for m in json.loads(out)["memories"])
+    code, out = cli(
+        "recall",
+        "parrot",
+        "--store",
+        store,
+        "--app",
+        "pets_app",
+        "--user",
+        "maya",
+        "--embedder",
+        "none",
+        "--json",
+    )
+    assert all(m["provenance"]["session_id"] != "maya-parrots" for m in json.loads(out)["memories"])
     exported = tmp_path / "out.jsonl"
     code, out = cli("export", str(exported), "--store", store)
     assert code == 0 and "exported" in out, out
@@ -54,8 +95,19 @@ def test_cli_commands_on_a_lancedb_store(tmp_path: Path) -> None:
 
 def test_parquet_only_commands_say_so_in_one_line(tmp_path: Path) -> None:
     store = f"lancedb://{tmp_path / 'ln'}"
-    assert cli("backfill", "--archive", str(ARCHIVE), "--store", store, "--in-process",
-               "--embedder", "none")[0] == 0
+    assert (
+        cli(
+            "backfill",
+            "--archive",
+            str(ARCHIVE),
+            "--store",
+            store,
+            "--in-process",
+            "--embedder",
+            "none",
+        )[0]
+        == 0
+    )
     for args, feature in ((["doctor", store], "doctor"),):
         code, out = cli(*args)
         assert code == 2, (args, out)
@@ -63,6 +115,7 @@ def test_parquet_only_commands_say_so_in_one_line(tmp_path: Path) -> None:
         assert feature in line and "needs a Parquet store" in line and "Traceback" not in out
     code, out = cli("recall", "x", "--store", "s3://bucket/mem", "--app", "a", "--user", "u")
     assert code == 2 and "unknown scheme" in out and "Traceback" not in out
-    code, out = cli("recall", "x", "--store", f"lancedb://{tmp_path / 'none'}", "--app", "a",
-                    "--user", "u")
+    code, out = cli(
+        "recall", "x", "--store", f"lancedb://{tmp_path / 'none'}", "--app", "a", "--user", "u"
+    )
     assert code == 2 and "no memory store" in out and "lancedb.json" in out

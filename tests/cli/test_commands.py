@@ -31,12 +31,21 @@ def _lines(text: str) -> list[str]:
 def kw_store(tmp_path: Path) -> Path:
     """A keyword-only store: two users of one app, two sessions for ana."""
     root = tmp_path / "store"
-    MemoryService(MemoryStore(root, 2), None, ExtractiveSummarizer()).add_memories([
-        Memory("app", "ana", "s1", "fact", "Ana keeps an African Grey parrot named Kiwi",
-               created_at=1.0),
-        Memory("app", "ana", "s1", "chunk", "Kiwi screams every morning", created_at=2.0),
-        Memory("app", "ana", "s2", "fact", "Ana runs a half marathon in May", created_at=3.0),
-        Memory("app", "bob", "s9", "fact", "Bob cooks for four on Sundays", created_at=4.0)])
+    MemoryService(MemoryStore(root, 2), None, ExtractiveSummarizer()).add_memories(
+        [
+            Memory(
+                "app",
+                "ana",
+                "s1",
+                "fact",
+                "Ana keeps an African Grey parrot named Kiwi",
+                created_at=1.0,
+            ),
+            Memory("app", "ana", "s1", "chunk", "Kiwi screams every morning", created_at=2.0),
+            Memory("app", "ana", "s2", "fact", "Ana runs a half marathon in May", created_at=3.0),
+            Memory("app", "bob", "s9", "fact", "Bob cooks for four on Sundays", created_at=4.0),
+        ]
+    )
     return root
 
 
@@ -57,14 +66,32 @@ def test_help_lists_the_choices_of_enumerated_options() -> None:
     assert "session_summary|fact|chunk|compaction_summary|consolidated_summary" in recall
     assert "<extractive|openai|transformers|vllm>" in _help("backfill")
     assert "<extractive|openai|transformers|vllm>" in _help("memory", "consolidate")
-    bad = runner.invoke(app, ["backfill", "--archive", str(ROOT / "examples" / "archive.jsonl"),
-                              "--store", "x", "--summarizer", "gpt"])
+    bad = runner.invoke(
+        app,
+        [
+            "backfill",
+            "--archive",
+            str(ROOT / "examples" / "archive.jsonl"),
+            "--store",
+            "x",
+            "--summarizer",
+            "gpt",
+        ],
+    )
     assert bad.exit_code == 2 and "--summarizer" in bad.output
 
 
 def test_compile_the_shipped_example_skips_its_bad_row() -> None:
-    result = runner.invoke(app, ["compile", str(ROOT / "examples" / "archive.jsonl"),
-                                 "--session-id", "maya-parrots", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "compile",
+            str(ROOT / "examples" / "archive.jsonl"),
+            "--session-id",
+            "maya-parrots",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     request = json.loads(result.stdout)
     assert request["contents"] and request["total_tokens"] > 0
@@ -75,43 +102,85 @@ def test_compile_the_shipped_example_skips_its_bad_row() -> None:
 
 def test_compile_of_a_session_in_a_bad_row_names_the_row(tmp_path: Path) -> None:
     archive = tmp_path / "a.jsonl"
-    archive.write_text(json.dumps({"app_name": "a", "user_id": "u", "session_id": "s1",
-                                   "events": [{"role": "bot", "text": "hi"}]}) + "\n")
+    archive.write_text(
+        json.dumps(
+            {
+                "app_name": "a",
+                "user_id": "u",
+                "session_id": "s1",
+                "events": [{"role": "bot", "text": "hi"}],
+            }
+        )
+        + "\n"
+    )
     result = runner.invoke(app, ["compile", str(archive), "--session-id", "s1"])
     assert result.exit_code == 2
     assert "a.jsonl:1" in result.output and "--session-id" in result.output
     assert "Traceback" not in result.output
 
 
-def test_summarizer_without_its_options_is_one_line_naming_the_flag(tmp_path: Path,
-                                                                    kw_store: Path) -> None:
+def test_summarizer_without_its_options_is_one_line_naming_the_flag(
+    tmp_path: Path, kw_store: Path
+) -> None:
     archive = ROOT / "examples" / "archive.jsonl"
-    result = runner.invoke(app, ["backfill", "--archive", str(archive), "--store",
-                                 str(tmp_path / "new"), "--in-process", "--summarizer", "openai"])
+    result = runner.invoke(
+        app,
+        [
+            "backfill",
+            "--archive",
+            str(archive),
+            "--store",
+            str(tmp_path / "new"),
+            "--in-process",
+            "--summarizer",
+            "openai",
+        ],
+    )
     assert result.exit_code == 2, result.output
     lines = _lines(result.output)
     assert len(lines) == 1 and lines[0].startswith("error: --summarizer-option: ")
     assert "base_url" in lines[0] and "model" in lines[0]
     assert not (tmp_path / "new" / "manifest.json").exists()  # failed before any work
-    unknown = runner.invoke(app, ["backfill", "--archive", str(archive), "--store",
-                                  str(tmp_path / "new"), "--in-process",
-                                  "--summarizer-option", "max_sentence=3"])
+    unknown = runner.invoke(
+        app,
+        [
+            "backfill",
+            "--archive",
+            str(archive),
+            "--store",
+            str(tmp_path / "new"),
+            "--in-process",
+            "--summarizer-option",
+            "max_sentence=3",
+        ],
+    )
     assert unknown.exit_code == 2 and "'max_sentence'" in unknown.output
-    consolidate = runner.invoke(app, ["memory", "consolidate", "--store", str(kw_store),
-                                      "--summarizer", "openai", "--summarizer-option",
-                                      "model=m"])
+    consolidate = runner.invoke(
+        app,
+        [
+            "memory",
+            "consolidate",
+            "--store",
+            str(kw_store),
+            "--summarizer",
+            "openai",
+            "--summarizer-option",
+            "model=m",
+        ],
+    )
     assert consolidate.exit_code == 2
     assert _lines(consolidate.output) == [
-        "error: --summarizer-option: summarizer 'openai' needs base_url (give each as "
-        "KEY=VALUE)"]
+        "error: --summarizer-option: summarizer 'openai' needs base_url (give each as KEY=VALUE)"
+    ]
 
 
 def test_recall_tells_no_memories_at_all_from_no_match(kw_store: Path) -> None:
     base = ["recall", "--store", str(kw_store), "--embedder", "none"]
     typo = runner.invoke(app, [*base, "--app", "ap", "--user", "ana", "parrot"])
     assert typo.exit_code == 1
-    assert _lines(typo.output) == ["no memories at all for app 'ap' in this store "
-                                   "(nothing searched)"]
+    assert _lines(typo.output) == [
+        "no memories at all for app 'ap' in this store (nothing searched)"
+    ]
     stranger = runner.invoke(app, [*base, "--app", "app", "--user", "zoe", "--json", "parrot"])
     assert stranger.exit_code == 1
     assert json.loads(stranger.stdout)["memories"] == []
@@ -128,7 +197,8 @@ def test_recall_queries_with_the_onnx_runtime_without_torch(tmp_path: Path) -> N
     packaged model on ONNX Runtime, threads not spin-waiting, torch never imported."""
     root = tmp_path / "store"
     MemoryService.open(root).add_memories(
-        [Memory("app", "ana", "s1", "fact", "Ana keeps an African Grey parrot named Kiwi")])
+        [Memory("app", "ana", "s1", "fact", "Ana keeps an African Grey parrot named Kiwi")]
+    )
     probe = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
@@ -144,13 +214,23 @@ def test_recall_queries_with_the_onnx_runtime_without_torch(tmp_path: Path) -> N
         " '--user', 'ana', '--json', 'a bird that talks'])\n"
         "assert r.exit_code == 0, r.output\n"
         "e = opened[0].embedder\n"
-        "print(type(e).__name__, e.spin, e.model_id, 'torch' in sys.modules)\n")
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env={"HF_HUB_OFFLINE": "1",
-                                                      "PATH": "/usr/bin:/bin"})
+        "print(type(e).__name__, e.spin, e.model_id, 'torch' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["OnnxEmbedder", "False",
-                                   "sentence-transformers/all-MiniLM-L6-v2", "False"]
+    assert proc.stdout.split() == [
+        "OnnxEmbedder",
+        "False",
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "False",
+    ]
 
 
 def test_forget_by_id_session_and_user_with_dry_run(kw_store: Path) -> None:
@@ -166,8 +246,7 @@ def test_forget_by_id_session_and_user_with_dry_run(kw_store: Path) -> None:
     assert again.exit_code == 1 and "no memories of session 's1'" in again.output
     # The top-level command is `mnemoray memory forget`, the same function.
     left = MemoryStore(kw_store).load().rows_for_user("app", "ana")
-    one = runner.invoke(app, ["memory", "forget", *who, "--id", left[0].memory_id,
-                              "--dry-run"])
+    one = runner.invoke(app, ["memory", "forget", *who, "--id", left[0].memory_id, "--dry-run"])
     assert one.exit_code == 0 and "would forget 1 memories" in one.stdout
     everyone = runner.invoke(app, ["forget", *who[:4], "--user", "bob", "--all", "--json"])
     assert json.loads(everyone.stdout) == {"forgotten": 1}
@@ -179,17 +258,14 @@ def test_forget_by_id_session_and_user_with_dry_run(kw_store: Path) -> None:
 def test_export_import_and_stats(kw_store: Path, tmp_path: Path) -> None:
     out = tmp_path / "memories.jsonl"
     exported = runner.invoke(app, ["export", "--store", str(kw_store), str(out)])
-    assert exported.exit_code == 0 and exported.stdout.strip() == \
-        f"exported 4 memories to {out}"
+    assert exported.exit_code == 0 and exported.stdout.strip() == f"exported 4 memories to {out}"
     copy = tmp_path / "copy"
     first = runner.invoke(app, ["import", "--store", str(copy), str(out), "--json"])
     assert json.loads(first.stdout)["written"] == 4
     assert MemoryStore(copy).shards == 2  # the exported store's
     second = runner.invoke(app, ["import", "--store", str(copy), str(out), "--json"])
-    assert json.loads(second.stdout) | {"version": 0} == {"written": 0, "skipped": 4,
-                                                           "version": 0}
-    runner.invoke(app, ["forget", "--store", str(copy), "--app", "app", "--user", "bob",
-                        "--all"])
+    assert json.loads(second.stdout) | {"version": 0} == {"written": 0, "skipped": 4, "version": 0}
+    runner.invoke(app, ["forget", "--store", str(copy), "--app", "app", "--user", "bob", "--all"])
     stats = runner.invoke(app, ["stats", str(copy), "--json"])
     assert stats.exit_code == 0, stats.output
     s = json.loads(stats.stdout)
@@ -206,5 +282,6 @@ def test_export_import_and_stats(kw_store: Path, tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe not text\n")
     garbled = runner.invoke(app, ["import", "--store", str(copy), str(binary)])
     assert garbled.exit_code == 2
-    assert _lines(garbled.output) == [f"error: {binary}: not UTF-8 text, so not a `mnemoray "
-                                      f"export` file (byte 0)"]
+    assert _lines(garbled.output) == [
+        f"error: {binary}: not UTF-8 text, so not a `mnemoray export` file (byte 0)"
+    ]

@@ -23,30 +23,40 @@ scopes:
 def store(tmp_path: Path) -> Path:
     root = tmp_path / "store"
     service = MemoryService.open(root, embedder=None)
-    service.add_memories([
-        Memory("shop", "ana", "online", "fact", "Ana bought a parrot cage"),
-        Memory("shop", "ana", "online", "fact", "Ana's parrot cage was paid by card",
-               agent_name="billing"),
-        Memory("shop", "bo", "online", "fact", "Bo bought a parrot perch"),
-    ])
+    service.add_memories(
+        [
+            Memory("shop", "ana", "online", "fact", "Ana bought a parrot cage"),
+            Memory(
+                "shop",
+                "ana",
+                "online",
+                "fact",
+                "Ana's parrot cage was paid by card",
+                agent_name="billing",
+            ),
+            Memory("shop", "bo", "online", "fact", "Bo bought a parrot perch"),
+        ]
+    )
     service.close()
     return root
 
 
 def recall(root: Path, *args: str) -> tuple[int, str]:
-    result = runner.invoke(app, ["recall", "--store", str(root), "--embedder", "none",
-                                 "--json", *args])
+    result = runner.invoke(
+        app, ["recall", "--store", str(root), "--embedder", "none", "--json", *args]
+    )
     return result.exit_code, result.output
 
 
 def test_recall_as_an_agent(tmp_path: Path) -> None:
     root = store(tmp_path)
-    code, out = recall(root, "--app", "shop", "--user", "ana", "--agent", "billing",
-                       "parrot cage")
+    code, out = recall(root, "--app", "shop", "--user", "ana", "--agent", "billing", "parrot cage")
     assert code == 0, out
     got = {m["text"]: m.get("agent_name") for m in json.loads(out)["memories"]}
-    assert got == {"Ana bought a parrot cage": None,
-                   "Ana's parrot cage was paid by card": "billing"}
+    assert got == {
+        "Ana bought a parrot cage": None,
+        "Ana's parrot cage was paid by card": "billing",
+    }
     code, out = recall(root, "--app", "shop", "--user", "ana", "parrot cage")
     assert [m["text"] for m in json.loads(out)["memories"]] == ["Ana bought a parrot cage"]
 
@@ -56,14 +66,29 @@ def test_recall_reads_the_apps_that_share_with_it(tmp_path: Path) -> None:
     config = tmp_path / "mnemoray.yaml"
     config.write_text(CONFIG)
     # support holds nothing of its own for ana: what shop shares is still found.
-    code, out = recall(root, "--app", "support", "--user", "ana", "--config", str(config),
-                       "parrot cage")
+    code, out = recall(
+        root, "--app", "support", "--user", "ana", "--config", str(config), "parrot cage"
+    )
     assert code == 0, out
     got = json.loads(out)["memories"]
     assert [(m["app_name"], m["text"]) for m in got] == [("shop", "Ana bought a parrot cage")]
-    table = runner.invoke(app, ["recall", "--store", str(root), "--embedder", "none", "--app",
-                                "support", "--user", "ana", "--config", str(config),
-                                "parrot cage"]).output.splitlines()
+    table = runner.invoke(
+        app,
+        [
+            "recall",
+            "--store",
+            str(root),
+            "--embedder",
+            "none",
+            "--app",
+            "support",
+            "--user",
+            "ana",
+            "--config",
+            str(config),
+            "parrot cage",
+        ],
+    ).output.splitlines()
     assert table[0].split() == ["#", "score", "kind", "date", "owner", "session", "text"]
     assert table[1].split()[4] == "shop"  # the owner app of a shared memory
     # Without the config nothing is shared: support has no memories of ana at all.

@@ -27,14 +27,16 @@ T = TypeVar("T")
 FAST = RetryPolicy(attempts=3, backoff_s=0.001, max_backoff_s=0.01)
 
 
-def run(app: Any, work: Callable[[AsyncMnemorayClient], Awaitable[T]],
-        retry: RetryPolicy = FAST) -> T:
+def run(
+    app: Any, work: Callable[[AsyncMnemorayClient], Awaitable[T]], retry: RetryPolicy = FAST
+) -> T:
     """``work`` with an async client whose requests go straight into ``app``."""
+
     async def main() -> T:
-        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://app.test")
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app.test")
         async with AsyncMnemorayClient(api_key=KEY, http=http, retry=retry) as mr:
             return await work(mr)
+
     return asyncio.run(main())
 
 
@@ -44,9 +46,12 @@ def test_async_memories_typed_paged_and_forgotten(api: FastAPI) -> None:  # noqa
         added = await mr.add_memories("app", "ana", texts)
         assert added.added == 5
         # One client, many requests in flight at once.
-        answers = await asyncio.gather(*(mr.recall("app", "ana", f"bike number {i}",
-                                                   top_k=1, mode="keyword")
-                                         for i in range(5)))
+        answers = await asyncio.gather(
+            *(
+                mr.recall("app", "ana", f"bike number {i}", top_k=1, mode="keyword")
+                for i in range(5)
+            )
+        )
         assert all(isinstance(a, RecallResponse) for a in answers)
         assert [a.memories[0].text for a in answers] == texts
         got = await mr.search("app", "ana", "bike number 2", top_k=1, mode="keyword")
@@ -78,12 +83,18 @@ def test_async_memories_typed_paged_and_forgotten(api: FastAPI) -> None:  # noqa
 def test_async_sessions_compile_and_jobs(api: FastAPI) -> None:  # noqa: F811
     async def work(mr: AsyncMnemorayClient) -> None:
         session = await mr.create_session("app", "ana", "trip", compaction={"keep_last": 4})
-        await mr.append_events("app", "ana", "trip", [user_message("Plan my trip.")],
-                               expected_version=session.version)
+        await mr.append_events(
+            "app", "ana", "trip", [user_message("Plan my trip.")], expected_version=session.version
+        )
         await mr.put_artifact("app", "ana", "trip", "notes.txt", b"pack light")
         assert (await mr.get_artifact("app", "ana", "trip", "notes.txt")).data == b"pack light"
-        out = await mr.compile("app", "ana", "trip", AgentSpec(name="packer"),
-                               callee=Callee("What should I pack?", ("notes.txt",)))
+        out = await mr.compile(
+            "app",
+            "ana",
+            "trip",
+            AgentSpec(name="packer"),
+            callee=Callee("What should I pack?", ("notes.txt",)),
+        )
         assert isinstance(out, CompiledRequestOut)
         assert out.contents[-1].text == "What should I pack?"
 
@@ -95,8 +106,7 @@ def test_async_sessions_compile_and_jobs(api: FastAPI) -> None:  # noqa: F811
             await mr.retry_job("app", "ana", queued.job_id)
         ended = await mr.end_session("app", "ana", "trip")
         assert isinstance(ended, EndSessionAccepted)
-        assert (await mr.wait_for_job("app", "ana", ended.job_id, timeout_s=30)).status == \
-            "done"
+        assert (await mr.wait_for_job("app", "ana", ended.job_id, timeout_s=30)).status == "done"
         assert [s.ended_at is not None for s in await mr.list_sessions("app", "ana")] == [True]
 
     run(api, work)
@@ -114,6 +124,7 @@ def test_async_retries_only_what_is_safe_to_repeat() -> None:
     async def end(mr: AsyncMnemorayClient) -> None:
         with pytest.raises(UnavailableAPIError):
             await mr.end_session("app", "ana", "s1")
+
     run(once, end)
     assert once.calls == [("POST", "/v1/sessions/s1:end")]
 
@@ -122,5 +133,6 @@ def test_async_retries_only_what_is_safe_to_repeat() -> None:
     async def read(mr: AsyncMnemorayClient) -> None:
         with pytest.raises(Unavailable):  # 429 is "not now", as a 503 is
             await mr.get_session("app", "ana", "s1")
+
     run(always, read)
     assert len(always.calls) == FAST.attempts

@@ -46,12 +46,13 @@ def mr(api: FastAPI) -> Iterator[MnemorayClient]:  # noqa: F811
 
 
 def test_the_client_imports_without_ray_torch_or_the_server() -> None:
-    code = ("import sys, mnemoray.client; heavy = {'ray', 'torch', 'fastapi', "
-            "'faiss', 'pyarrow', 'polars', 'transformers', 'onnxruntime'}; "
-            "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}) + "
-            "[m for m in sys.modules if m.startswith('mnemoray.serve')])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, mnemoray.client; heavy = {'ray', 'torch', 'fastapi', "
+        "'faiss', 'pyarrow', 'polars', 'transformers', 'onnxruntime'}; "
+        "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}) + "
+        "[m for m in sys.modules if m.startswith('mnemoray.serve')])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
@@ -67,8 +68,7 @@ def test_memories_add_recall_search_page_and_forget(mr: MnemorayClient) -> None:
     found = mr.recall("app", "ana", "parrot number 3", top_k=2, mode="keyword")
     assert isinstance(found, RecallResponse) and isinstance(found.memories[0], RecalledMemory)
     assert "parrot number 3" in found.memories[0].text
-    searched = mr.search("app", "ana", "parrot number 3", top_k=2, mode="keyword",
-                         kinds=["fact"])
+    searched = mr.search("app", "ana", "parrot number 3", top_k=2, mode="keyword", kinds=["fact"])
     assert [m.memory_id for m in searched.memories] == [m.memory_id for m in found.memories]
 
     first = mr.list_memories("app", "ana", limit=2)
@@ -114,11 +114,17 @@ def test_edit_versions_and_forget_by_query(mr: MnemorayClient) -> None:
 
 
 def test_sessions_compile_with_a_callee_and_artifacts(mr: MnemorayClient) -> None:
-    created = mr.create_session("app", "ana", "trip", state={"user:name": "Ana"},
-                                compaction={"token_threshold": 5_000, "keep_last": 4})
+    created = mr.create_session(
+        "app",
+        "ana",
+        "trip",
+        state={"user:name": "Ana"},
+        compaction={"token_threshold": 5_000, "keep_last": 4},
+    )
     assert isinstance(created, SessionOut) and created.version == 1  # the policy event
-    appended = mr.append_events("app", "ana", "trip", [user_message("Plan my trip.")],
-                                expected_version=created.version)
+    appended = mr.append_events(
+        "app", "ana", "trip", [user_message("Plan my trip.")], expected_version=created.version
+    )
     assert isinstance(appended, AppendEventsResponse) and appended.persisted == [True]
     assert mr.get_session("app", "ana", "trip").version == appended.version == 2
     [info] = mr.list_sessions("app", "ana")
@@ -133,14 +139,23 @@ def test_sessions_compile_with_a_callee_and_artifacts(mr: MnemorayClient) -> Non
     assert mr.artifact_versions("app", "ana", "trip", "notes.txt") == [0]
     assert mr.artifact_names("app", "ana", "trip") == ["notes.txt"]
 
-    out = mr.compile("app", "ana", "trip", AgentSpec(name="packer"),
-                     callee=Callee("What should I pack?", ("notes.txt",)))
-    assert isinstance(out, CompiledRequestOut) and out.contents[-1].text == \
-        "What should I pack?"
+    out = mr.compile(
+        "app",
+        "ana",
+        "trip",
+        AgentSpec(name="packer"),
+        callee=Callee("What should I pack?", ("notes.txt",)),
+    )
+    assert isinstance(out, CompiledRequestOut) and out.contents[-1].text == "What should I pack?"
     assert "pack light" in out.contents[0].text and "Plan my trip." not in out.model_dump_json()
     assert out.total_tokens == sum(s.tokens_added for s in out.trace) and out.took_ms
-    full = mr.compile("app", "ana", "trip", {"name": "planner", "instruction": "Hi {user:name}"},
-                      new_message="Which bag?")
+    full = mr.compile(
+        "app",
+        "ana",
+        "trip",
+        {"name": "planner", "instruction": "Hi {user:name}"},
+        new_message="Which bag?",
+    )
     assert full.system_instruction.startswith("Hi Ana\n") and "notes.txt" in full.system_instruction
     assert full.contents[-1].text == "Which bag?"
 
@@ -167,8 +182,10 @@ def test_jobs_queue_wait_and_retry(mr: MnemorayClient) -> None:
 
 
 def test_errors_are_the_in_process_classes(api: FastAPI) -> None:  # noqa: F811
-    with MnemorayClient(api_key="wrong-key-0123456789", http=TestClient(api)) as stranger, \
-            pytest.raises(Unauthorized):
+    with (
+        MnemorayClient(api_key="wrong-key-0123456789", http=TestClient(api)) as stranger,
+        pytest.raises(Unauthorized),
+    ):
         stranger.list_sessions("app", "ana")
     with MnemorayClient(api_key=KEY, http=TestClient(api)) as mr:
         with pytest.raises(Forbidden):

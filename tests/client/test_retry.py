@@ -53,16 +53,27 @@ def test_retries_stop_after_the_policys_attempts() -> None:
     assert len(app.calls) == FAST.attempts and err.value.request_id == "r3"
 
 
-@pytest.mark.parametrize("call", [
-    lambda mr: mr.end_session("app", "ana", "s1"),
-    lambda mr: mr.edit_memory("app", "ana", "m1", "new text"),
-    lambda mr: mr.put_artifact("app", "ana", "s1", "a.txt", "v"),
-    lambda mr: mr.append_events("app", "ana", "s1", [{"role": "user", "text": "hi"}]),
-    lambda mr: mr.create_session("app", "ana"),
-    lambda mr: mr.add_session({"app_name": "app", "user_id": "ana", "session_id": "s"},
-                              wait=False),
-], ids=["end_session", "edit_memory", "put_artifact", "append_without_ids",
-        "create_without_id", "queue_session"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda mr: mr.end_session("app", "ana", "s1"),
+        lambda mr: mr.edit_memory("app", "ana", "m1", "new text"),
+        lambda mr: mr.put_artifact("app", "ana", "s1", "a.txt", "v"),
+        lambda mr: mr.append_events("app", "ana", "s1", [{"role": "user", "text": "hi"}]),
+        lambda mr: mr.create_session("app", "ana"),
+        lambda mr: mr.add_session(
+            {"app_name": "app", "user_id": "ana", "session_id": "s"}, wait=False
+        ),
+    ],
+    ids=[
+        "end_session",
+        "edit_memory",
+        "put_artifact",
+        "append_without_ids",
+        "create_without_id",
+        "queue_session",
+    ],
+)
 def test_a_call_that_could_apply_twice_is_never_repeated(call) -> None:
     app = Flaky(fails=1, status=503)
     with flaky_client(app) as mr, pytest.raises(UnavailableAPIError):
@@ -70,16 +81,27 @@ def test_a_call_that_could_apply_twice_is_never_repeated(call) -> None:
     assert len(app.calls) == 1
 
 
-@pytest.mark.parametrize("call", [
-    lambda mr: mr.append_events("app", "ana", "s1", [{"id": "e1", "role": "user",
-                                                      "text": "hi"}]),
-    lambda mr: mr.append_events("app", "ana", "s1", [{"role": "user", "text": "hi"}],
-                                expected_version=3),
-    lambda mr: mr.create_session("app", "ana", "s1"),
-    lambda mr: mr.forget_user("app", "ana"),
-    lambda mr: mr.confirm_forget("app", "ana", "token"),
-], ids=["append_with_ids", "append_expected_version", "create_with_id", "delete",
-        "confirm_forget"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda mr: mr.append_events(
+            "app", "ana", "s1", [{"id": "e1", "role": "user", "text": "hi"}]
+        ),
+        lambda mr: mr.append_events(
+            "app", "ana", "s1", [{"role": "user", "text": "hi"}], expected_version=3
+        ),
+        lambda mr: mr.create_session("app", "ana", "s1"),
+        lambda mr: mr.forget_user("app", "ana"),
+        lambda mr: mr.confirm_forget("app", "ana", "token"),
+    ],
+    ids=[
+        "append_with_ids",
+        "append_expected_version",
+        "create_with_id",
+        "delete",
+        "confirm_forget",
+    ],
+)
 def test_writes_that_cannot_apply_twice_are_retried(call) -> None:
     app = Flaky(fails=1, status=502, final=404)  # then a final answer: not retried
     with flaky_client(app) as mr, pytest.raises(NotFound):
@@ -98,8 +120,10 @@ def test_a_refused_connection_is_retried_even_for_writes() -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with MnemorayClient(f"http://127.0.0.1:{port}", KEY, transport=Counting(),
-                        retry=FAST) as mr, pytest.raises(httpx.ConnectError):
+    with (
+        MnemorayClient(f"http://127.0.0.1:{port}", KEY, transport=Counting(), retry=FAST) as mr,
+        pytest.raises(httpx.ConnectError),
+    ):
         mr.end_session("app", "ana", "s1")  # never reached the server: safe to send again
     assert Counting.tries == FAST.attempts
 

@@ -35,8 +35,9 @@ def store() -> InMemorySessionStore:
 
 def test_append_returns_at_once_and_the_compaction_lands_after(store) -> None:
     rec, done = Recording(), []
-    auto = AutoCompactor(rec, CompactionConfig(interval=2, overlap=0),
-                         on_compacted=done.append).attach(store)
+    auto = AutoCompactor(
+        rec, CompactionConfig(interval=2, overlap=0), on_compacted=done.append
+    ).attach(store)
     try:
         session = store.create_session("app", "ana", "s")
         rec.gate.clear()  # the summarizer is slow: it waits for us
@@ -77,8 +78,7 @@ def test_two_replicas_on_one_store_never_compact_one_window_twice(tmp_path) -> N
     # Two stores over one SQLite file, each with its own compactor: two replicas.
     a, b = SQLiteSessionStore(tmp_path / "s.db"), SQLiteSessionStore(tmp_path / "s.db")
     recs = [Recording(), Recording()]
-    autos = [AutoCompactor(r, CompactionConfig(token_threshold=60, keep_last=2))
-             for r in recs]
+    autos = [AutoCompactor(r, CompactionConfig(token_threshold=60, keep_last=2)) for r in recs]
     autos[0].attach(a)
     autos[1].attach(b)
     try:
@@ -95,7 +95,7 @@ def test_two_replicas_on_one_store_never_compact_one_window_twice(tmp_path) -> N
         assert comps
         fresh = [set(c.data["source_event_ids"]) for c in comps]
         for i, x in enumerate(fresh):
-            for y in fresh[i + 1:]:
+            for y in fresh[i + 1 :]:
                 assert x != y  # never the same window twice
     finally:
         for auto in autos:
@@ -105,8 +105,11 @@ def test_two_replicas_on_one_store_never_compact_one_window_twice(tmp_path) -> N
 def test_a_failing_summarizer_writes_nothing_and_the_next_append_retries(store) -> None:
     rec, errors = Recording(), []
     rec.fail = RuntimeError("model server down")
-    auto = AutoCompactor(rec, CompactionConfig(interval=1, overlap=0),
-                         on_error=lambda exc, key: errors.append((type(exc), key))).attach(store)
+    auto = AutoCompactor(
+        rec,
+        CompactionConfig(interval=1, overlap=0),
+        on_error=lambda exc, key: errors.append((type(exc), key)),
+    ).attach(store)
     try:
         session = store.create_session("app", "ana", "s")
         store.append_events(session, turns(1))
@@ -143,8 +146,13 @@ print("not reached")
 def test_a_crash_mid_compaction_leaves_no_half_event(tmp_path) -> None:
     db = tmp_path / "sessions.db"
     env = {**os.environ, CRASH_ENV: "compaction-summarized", "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-c", CRASHING_RUN, str(db)], env=env,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", CRASHING_RUN, str(db)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == CRASH_EXIT_CODE, run.stderr
     store = SQLiteSessionStore(db)
     session = store.get_session("app", "ana", "s")
@@ -157,14 +165,15 @@ def test_a_crash_mid_compaction_leaves_no_half_event(tmp_path) -> None:
 # -- policy: app default, session override ------------------------------------------------------
 def test_a_session_policy_overrides_the_apps(store) -> None:
     rec = Recording()
-    auto = AutoCompactor(rec, policy_for=lambda app: CompactionConfig(
-        token_threshold=10_000)).attach(store)
+    auto = AutoCompactor(
+        rec, policy_for=lambda app: CompactionConfig(token_threshold=10_000)
+    ).attach(store)
     try:
-        own = create_session(store, "app", "ana", "own", compaction={"interval": 1,
-                                                                      "overlap": 0})
+        own = create_session(store, "app", "ana", "own", compaction={"interval": 1, "overlap": 0})
         plain = create_session(store, "app", "ana", "plain")
-        assert effective_config(CompactionConfig(token_threshold=10_000), own) == \
-            CompactionConfig(interval=1, overlap=0, token_threshold=10_000)
+        assert effective_config(CompactionConfig(token_threshold=10_000), own) == CompactionConfig(
+            interval=1, overlap=0, token_threshold=10_000
+        )
         store.append_events(own, turns(1))
         store.append_events(plain, turns(1))
         assert poll(lambda: compactions(store, own)) and auto.wait_idle(5)
@@ -191,14 +200,24 @@ def test_a_bad_session_policy_names_the_key_and_creates_nothing(store) -> None:
 
 def test_the_extractive_summarizer_runs_end_to_end(store) -> None:
     done: list[CompactionDone] = []
-    auto = AutoCompactor(ExtractiveSummarizer(), CompactionConfig(token_threshold=80,
-                                                                  keep_last=2),
-                         on_compacted=done.append).attach(store)
+    auto = AutoCompactor(
+        ExtractiveSummarizer(),
+        CompactionConfig(token_threshold=80, keep_last=2),
+        on_compacted=done.append,
+    ).attach(store)
     try:
         session = store.create_session("app", "ana", "s")
         for k in range(12):
-            store.append_events(session, turns(1, k, text=lambda n: (
-                f"My parrot number {n} likes the quiet room near the balcony garden.")))
+            store.append_events(
+                session,
+                turns(
+                    1,
+                    k,
+                    text=lambda n: (
+                        f"My parrot number {n} likes the quiet room near the balcony garden."
+                    ),
+                ),
+            )
         assert auto.wait_idle(10) and done
         assert all(d.compression_ratio > 1 for d in done)
         final = store.get_session(*session.key)
@@ -214,12 +233,16 @@ def test_an_agent_keeps_appending_through_its_own_copy(store) -> None:
         session = store.create_session("app", "ana", "s")
         for k in range(5):
             store.append_events(session, turns(1, k))  # the copy is behind by a compaction
-            assert poll(lambda k=k: any(f"m{k}" in c.data["source_event_ids"]
-                                        for c in compactions(store, session)))
+            assert poll(
+                lambda k=k: any(
+                    f"m{k}" in c.data["source_event_ids"] for c in compactions(store, session)
+                )
+            )
         assert auto.wait_idle(5)
         final = store.get_session(*session.key)
-        assert [e.id for e in final.events if e.type == "message"] == \
-            [i for k in range(5) for i in (f"u{k}", f"m{k}")]
+        assert [e.id for e in final.events if e.type == "message"] == [
+            i for k in range(5) for i in (f"u{k}", f"m{k}")
+        ]
         assert len(compactions(store, session)) == 5
         other = store.get_session(*session.key)
         store.append_events(other, turns(1, 9))
@@ -252,7 +275,6 @@ def test_summaries_that_crowd_the_budget_are_rolled_up_into_one(store) -> None:
     assert Timeline.of(session).summary_tokens() == second.data["summary_tokens"]
 
 
-
 def test_a_roll_up_reads_the_summaries_and_new_events_not_the_whole_history(store) -> None:
     """An LLM backend refuses an ever larger prompt: a roll-up hands the summarizer the
     summaries a compile shows plus the events not yet covered, while its event still
@@ -267,8 +289,7 @@ def test_a_roll_up_reads_the_summaries_and_new_events_not_the_whole_history(stor
     assert len(rolled) == 15 and len(session.events) > 100
     # Each input: the one summary shown plus at most the 5 new turns and 2 kept raw.
     assert max(len(w) for w in rec.windows) <= 1 + 10 + 2
-    for previous, current, window in zip(rolled[:-1], rolled[1:], rec.windows[1:],
-                                         strict=True):
+    for previous, current, window in zip(rolled[:-1], rolled[1:], rec.windows[1:], strict=True):
         assert window[0] == previous.id  # the summary, as the first input
         assert current.data["source_event_ids"][0] == "u0"
         assert set(previous.data["source_event_ids"]) < set(current.data["source_event_ids"])
@@ -276,12 +297,18 @@ def test_a_roll_up_reads_the_summaries_and_new_events_not_the_whole_history(stor
 
 # -- a bad policy never breaks appends ----------------------------------------------------------
 def policy_control(policy: object) -> Event:
-    return Event(author="user", role="system", type="control",
-                 data={"action": "compaction_policy", "policy": policy})
+    return Event(
+        author="user",
+        role="system",
+        type="control",
+        data={"action": "compaction_policy", "policy": policy},
+    )
 
 
-@pytest.mark.parametrize("policy", [{"boundaries": None}, {"boundaries": 5},
-                                    {"interval": "x"}, {"keep_last": [1]}, {"nope": 1}])
+@pytest.mark.parametrize(
+    "policy",
+    [{"boundaries": None}, {"boundaries": 5}, {"interval": "x"}, {"keep_last": [1]}, {"nope": 1}],
+)
 def test_a_stored_policy_that_cannot_be_read_leaves_the_apps(store, policy: dict) -> None:
     app = CompactionConfig(token_threshold=500)
     session = store.create_session("app", "ana", "s")
@@ -300,15 +327,24 @@ def test_a_listener_that_raises_never_fails_a_stored_append(store, caplog) -> No
         assert [e.id for e in stored] == ["u0", "m0"] and session.version == 2
         store.end_session(session)
         store.delete_session("app", "ana", "s")
-    assert sum("listener bug" in r.getMessage() or (r.exc_info and "listener bug" in
-                                                   str(r.exc_info[1])) for r in caplog.records) == 3
+    assert (
+        sum(
+            "listener bug" in r.getMessage()
+            or (r.exc_info and "listener bug" in str(r.exc_info[1]))
+            for r in caplog.records
+        )
+        == 3
+    )
 
 
 def test_a_bad_client_policy_event_never_fails_appends_with_compaction_on(store) -> None:
     """The app compacts by tokens: the worker reads the session's policy on every round."""
     errors: list[BaseException] = []
-    auto = AutoCompactor(Recording(), CompactionConfig(interval=1, overlap=0),
-                         on_error=lambda exc, key: errors.append(exc)).attach(store)
+    auto = AutoCompactor(
+        Recording(),
+        CompactionConfig(interval=1, overlap=0),
+        on_error=lambda exc, key: errors.append(exc),
+    ).attach(store)
     try:
         session = store.create_session("app", "ana", "s")
         store.append_event(session, policy_control({"boundaries": 5}))
@@ -322,22 +358,34 @@ def test_a_bad_client_policy_event_never_fails_appends_with_compaction_on(store)
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_a_session_and_its_policy_are_written_in_one_commit(kind: str, tmp_path: Path) -> None:
     """No crash between two commits can leave a session silently on its app's policy."""
-    store = InMemorySessionStore() if kind == "memory" \
-        else SQLiteSessionStore(tmp_path / "sessions.db")
+    store = (
+        InMemorySessionStore() if kind == "memory" else SQLiteSessionStore(tmp_path / "sessions.db")
+    )
 
     def crash(*args: object) -> None:
         raise RuntimeError("crashed after the session was created")
 
     store._append_many = crash  # type: ignore[method-assign]  # a second commit would crash
-    session = create_session(store, "app", "ana", "s", state={"mood": "calm", "app:v": 1},
-                             compaction={"interval": 2, "overlap": 0})
+    session = create_session(
+        store,
+        "app",
+        "ana",
+        "s",
+        state={"mood": "calm", "app:v": 1},
+        compaction={"interval": 2, "overlap": 0},
+    )
     fresh = store.get_session("app", "ana", "s")
     assert fresh.version == session.version == 1
     assert [e.to_dict() for e in fresh.events] == [e.to_dict() for e in session.events]
     assert fresh.state == session.state == {"mood": "calm", "app:v": 1}
     assert effective_config(CompactionConfig(), fresh) == CompactionConfig(interval=2, overlap=0)
-    twice = Event(author="mnemoray", role="system", type="control", id="p",
-                  data={"action": "compaction_policy", "policy": {}})
+    twice = Event(
+        author="mnemoray",
+        role="system",
+        type="control",
+        id="p",
+        data={"action": "compaction_policy", "policy": {}},
+    )
     with pytest.raises(DuplicateEventError):  # all or nothing: no session without its events
         store.create_session("app", "ana", "t", events=[twice, twice])
     assert [i.session_id for i in store.list_sessions("app")] == ["s"]

@@ -34,11 +34,17 @@ def test_phrase_and_task_done_markers() -> None:
     assert says_move_on(user_message("Let\u2019s switch to something else"))
     assert not says_move_on(user_message("I am moving to Lisbon"))
     assert not says_move_on(model_message("agent", "Let's move on to the budget."))
-    assert marks_task_done(model_message("agent", "Task complete: booked.", ))
+    assert marks_task_done(
+        model_message(
+            "agent",
+            "Task complete: booked.",
+        )
+    )
     assert marks_task_done(model_message("agent", "ok", data={"task_done": True}))
     assert marks_task_done(tool_result("agent", "book", {"status": "completed"}, "c1"))
-    assert marks_task_done(Event(author="agent", role="system", type="control",
-                                 data={"action": "task_done"}))
+    assert marks_task_done(
+        Event(author="agent", role="system", type="control", data={"action": "task_done"})
+    )
     assert not marks_task_done(tool_result("agent", "book", {"status": "pending"}, "c1"))
     assert not marks_task_done(user_message("Task complete?"))
 
@@ -60,12 +66,16 @@ def test_task_done_closes_after_its_invocation_and_interval_still_bounds(store) 
     config = CompactionConfig(interval=2, overlap=0, boundaries=("task_done",))
     compactor = Compactor(rec, config)
     session = store.create_session("app", "ana", "s")
-    store.append_events(session, [
-        user_message("Book me a table", id="u0", invocation_id="i0"),
-        tool_call("agent", "book", {"at": "8pm"}, call_id="c", id="c0", invocation_id="i0"),
-        tool_result("agent", "book", {"status": "done"}, "c", id="r0", invocation_id="i0"),
-        model_message("agent", "Booked for 8pm.", id="m0", invocation_id="i0"),
-        *turns(1, 1)])
+    store.append_events(
+        session,
+        [
+            user_message("Book me a table", id="u0", invocation_id="i0"),
+            tool_call("agent", "book", {"at": "8pm"}, call_id="c", id="c0", invocation_id="i0"),
+            tool_result("agent", "book", {"status": "done"}, "c", id="r0", invocation_id="i0"),
+            model_message("agent", "Booked for 8pm.", id="m0", invocation_id="i0"),
+            *turns(1, 1),
+        ],
+    )
     planned = compactor.plan_window(session)
     assert planned is not None and planned.trigger == "task_done"
     assert [e.id for e in planned.events] == ["u0", "c0", "r0", "m0"]
@@ -94,18 +104,28 @@ class TopicEncoder:
 
 
 def topical(k: int) -> str:
-    return "Tell me more about my parrot and its cage" if k < 3 \
+    return (
+        "Tell me more about my parrot and its cage"
+        if k < 3
         else "Which flight should I book to Porto next week"
+    )
 
 
 def test_a_topic_shift_is_found_with_the_injected_encoder(store) -> None:
     encoder = TopicEncoder()
-    auto = AutoCompactor(Recording(), CompactionConfig(boundaries=("topic_shift",)),
-                         encode=encoder)
+    auto = AutoCompactor(Recording(), CompactionConfig(boundaries=("topic_shift",)), encode=encoder)
     session = store.create_session("app", "ana", "s")
-    store.append_events(session, [e for k in range(6) for e in [
-        user_message(topical(k), id=f"u{k}", invocation_id=f"i{k}"),
-        model_message("agent", "Noted.", id=f"m{k}", invocation_id=f"i{k}")]])
+    store.append_events(
+        session,
+        [
+            e
+            for k in range(6)
+            for e in [
+                user_message(topical(k), id=f"u{k}", invocation_id=f"i{k}"),
+                model_message("agent", "Noted.", id=f"m{k}", invocation_id=f"i{k}"),
+            ]
+        ],
+    )
     # A shift is called once the turns after it confirm it: not on the first new turn.
     first_five = Session("app", "ana", "x")
     for e in store.get_session(*session.key).events[:10]:
@@ -122,34 +142,50 @@ def test_a_topic_shift_is_found_with_the_injected_encoder(store) -> None:
 
 
 def test_a_topic_shift_without_an_embedder_uses_the_lexical_fallback() -> None:
-    events = [e for k in range(6) for e in [
-        user_message(topical(k) + (" cage" if k < 3 else " Porto"), invocation_id=f"i{k}"),
-        model_message("agent", "Noted, " + topical(k).lower(), invocation_id=f"i{k}")]]
+    events = [
+        e
+        for k in range(6)
+        for e in [
+            user_message(topical(k) + (" cage" if k < 3 else " Porto"), invocation_id=f"i{k}"),
+            model_message("agent", "Noted, " + topical(k).lower(), invocation_id=f"i{k}"),
+        ]
+    ]
     session = Session("app", "ana", "s")
     for e in events:
         session.apply(e)
     t = Timeline.of(session)
-    found = find_boundaries(t.events, t.invocations, ("topic_shift",), threshold=0.2,
-                            encode=None)
+    found = find_boundaries(t.events, t.invocations, ("topic_shift",), threshold=0.2, encode=None)
     assert [(b.index, b.kind) for b in found] == [(6, "topic_shift")]
     same = hashed_encode(["parrots in cages", "parrots in cages"])
     assert np.array_equal(same[0], same[1]) and same[0].any()  # deterministic
 
 
 CONVERSATION = [
-    ("My parrot keeps screaming in the morning, what can I do?",
-     "Parrots often call at dawn; cover the cage at night and keep a routine."),
+    (
+        "My parrot keeps screaming in the morning, what can I do?",
+        "Parrots often call at dawn; cover the cage at night and keep a routine.",
+    ),
     ("Should I get a bigger cage for him?", "A larger cage with toys reduces boredom and noise."),
-    ("What toys do parrots like most?",
-     "Foraging toys, wooden blocks to chew and bells are favourites."),
-    ("Is it fine to give him fruit every day?",
-     "Yes, small portions of apple or berries; avoid avocado."),
-    ("Now I need to file my taxes before April, where do I start?",
-     "Gather your income statements and last year's return first."),
-    ("Can I deduct my home office costs?",
-     "If you are self-employed and the room is used only for work, usually yes."),
-    ("What about the receipts for my laptop?",
-     "Keep them; equipment used for work is often deductible."),
+    (
+        "What toys do parrots like most?",
+        "Foraging toys, wooden blocks to chew and bells are favourites.",
+    ),
+    (
+        "Is it fine to give him fruit every day?",
+        "Yes, small portions of apple or berries; avoid avocado.",
+    ),
+    (
+        "Now I need to file my taxes before April, where do I start?",
+        "Gather your income statements and last year's return first.",
+    ),
+    (
+        "Can I deduct my home office costs?",
+        "If you are self-employed and the room is used only for work, usually yes.",
+    ),
+    (
+        "What about the receipts for my laptop?",
+        "Keep them; equipment used for work is often deductible.",
+    ),
 ]
 
 
@@ -161,8 +197,9 @@ def test_the_packaged_embedder_finds_the_shift_at_the_default_threshold() -> Non
     for k, (question, answer) in enumerate(CONVERSATION):
         session.apply(user_message(question, id=f"u{k}", invocation_id=f"i{k}"))
         session.apply(model_message("agent", answer, id=f"m{k}", invocation_id=f"i{k}"))
-    planned = Compactor(Recording(), CompactionConfig(boundaries=("topic_shift",)),
-                        encode=embedder.encode).plan_window(session)
+    planned = Compactor(
+        Recording(), CompactionConfig(boundaries=("topic_shift",)), encode=embedder.encode
+    ).plan_window(session)
     assert planned is not None and planned.trigger == "topic_shift"
     # The parrot turns (the fruit question included), not a word about taxes.
     assert [e.id for e in planned.events][-1] == "m3"

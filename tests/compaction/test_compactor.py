@@ -22,8 +22,9 @@ class RecordingSummarizer(Summarizer):
 
     def summarize(self, events: Sequence[Event]) -> Summary:
         self.windows.append([e.id for e in events])
-        return Summary(summary=f"{len(events)} events",
-                       source_event_ids=tuple(e.id for e in events))
+        return Summary(
+            summary=f"{len(events)} events", source_event_ids=tuple(e.id for e in events)
+        )
 
 
 class Clock:
@@ -50,15 +51,22 @@ def add(store: InMemorySessionStore, session: Session, clock: Clock, *events: Ev
         store.append_event(session, Event.from_dict({**event.to_dict(), "timestamp": clock()}))
 
 
-def turn(store: InMemorySessionStore, session: Session, clock: Clock, n: int,
-         text: str | None = None) -> None:
+def turn(
+    store: InMemorySessionStore, session: Session, clock: Clock, n: int, text: str | None = None
+) -> None:
     """One complete invocation ``inv-n``: a user message and the model's answer."""
     inv = f"inv-{n}"
-    add(store, session, clock,
-        user_message(text or f"Question {n} about parrots and apartments?", id=f"u{n}",
-                     invocation_id=inv),
-        model_message("agent", f"Answer {n}: parrots like quiet apartments.", id=f"m{n}",
-                      invocation_id=inv))
+    add(
+        store,
+        session,
+        clock,
+        user_message(
+            text or f"Question {n} about parrots and apartments?", id=f"u{n}", invocation_id=inv
+        ),
+        model_message(
+            "agent", f"Answer {n}: parrots like quiet apartments.", id=f"m{n}", invocation_id=inv
+        ),
+    )
 
 
 def ids(*invocations: int) -> list[str]:
@@ -84,8 +92,12 @@ def test_sliding_windows_overlap_by_one_invocation(store, session) -> None:
     assert second is not None and second.data["source_event_ids"] == ids(4, 5, 6, 7)
     assert rec.windows == [ids(1, 2, 3, 4), ids(4, 5, 6, 7)]
     # The event carries its window's time range and the summary.
-    assert second.data["start_ts"] == session.events[session.events.index(
-        next(e for e in session.events if e.id == "u4"))].timestamp
+    assert (
+        second.data["start_ts"]
+        == session.events[
+            session.events.index(next(e for e in session.events if e.id == "u4"))
+        ].timestamp
+    )
     assert second.data["end_ts"] == next(e for e in session.events if e.id == "m7").timestamp
     assert second.text == "8 events" and second.data["summary"]["summary"] == "8 events"
     assert (second.author, second.role, second.type) == ("compactor", "system", "compaction")
@@ -118,20 +130,30 @@ def test_the_invocation_in_progress_is_not_compacted(store, session) -> None:
     compactor = Compactor(rec, CompactionConfig(interval=3, overlap=1))
     turn(store, session, clock, 1)
     turn(store, session, clock, 2)
-    add(store, session, clock, user_message("And a third question?", id="u3",
-                                            invocation_id="inv-3"))
+    add(
+        store, session, clock, user_message("And a third question?", id="u3", invocation_id="inv-3")
+    )
     assert compactor.plan(session) is None  # inv-3 has no answer yet
-    add(store, session, clock, model_message("agent", "Third answer.", id="m3",
-                                             invocation_id="inv-3"))
+    add(
+        store,
+        session,
+        clock,
+        model_message("agent", "Third answer.", id="m3", invocation_id="inv-3"),
+    )
     assert [e.id for e in compactor.plan(session)] == ids(1, 2, 3)
 
 
 def test_events_without_invocation_ids_group_by_user_message(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
     for n in range(1, 4):
-        add(store, session, clock, user_message(f"Question {n}?", id=f"u{n}"),
+        add(
+            store,
+            session,
+            clock,
+            user_message(f"Question {n}?", id=f"u{n}"),
             model_message("agent", f"Answer {n}, part one.", id=f"m{n}"),
-            model_message("agent", f"Answer {n}, part two.", id=f"x{n}"))
+            model_message("agent", f"Answer {n}, part two.", id=f"x{n}"),
+        )
     window = Compactor(rec, CompactionConfig(interval=3)).plan(session)
     assert window is not None
     assert [e.id for e in window] == [f"{p}{n}" for n in range(1, 4) for p in "umx"]
@@ -161,14 +183,21 @@ def test_token_threshold_keeps_last_events_raw(store, session) -> None:
 def test_token_window_never_splits_a_call_from_its_result(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
     compactor = Compactor(rec, CompactionConfig(token_threshold=50, keep_last=2))
-    add(store, session, clock,
-        user_message("Find pet friendly apartments in Porto with a balcony please. " * 3,
-                     id="u1", invocation_id="i1"),
-        tool_call("agent", "search", {"city": "Porto"}, call_id="c1", id="call",
-                  invocation_id="i1"),
-        tool_result("search", "search", {"hits": 3}, call_id="c1", id="result",
-                    invocation_id="i1"),
-        model_message("agent", "Three apartments fit.", id="m1", invocation_id="i1"))
+    add(
+        store,
+        session,
+        clock,
+        user_message(
+            "Find pet friendly apartments in Porto with a balcony please. " * 3,
+            id="u1",
+            invocation_id="i1",
+        ),
+        tool_call(
+            "agent", "search", {"city": "Porto"}, call_id="c1", id="call", invocation_id="i1"
+        ),
+        tool_result("search", "search", {"hits": 3}, call_id="c1", id="result", invocation_id="i1"),
+        model_message("agent", "Three apartments fit.", id="m1", invocation_id="i1"),
+    )
     # keep_last=2 would cut between "call" and "result": the window shrinks instead.
     assert [e.id for e in compactor.plan(session)] == ["u1"]
 
@@ -178,14 +207,18 @@ def test_sliding_window_extends_to_an_existing_result(store, session) -> None:
     compactor = Compactor(rec, CompactionConfig(interval=2, overlap=0))
     turn(store, session, clock, 1)
     # A long-running tool: called in inv-2, its result arrives in inv-3.
-    add(store, session, clock,
+    add(
+        store,
+        session,
+        clock,
         user_message("Book it.", id="u2", invocation_id="inv-2"),
-        tool_call("agent", "book", {"hotel": "Flores"}, call_id="c9", id="call",
-                  invocation_id="inv-2"),
+        tool_call(
+            "agent", "book", {"hotel": "Flores"}, call_id="c9", id="call", invocation_id="inv-2"
+        ),
         model_message("agent", "Booking started.", id="m2", invocation_id="inv-2"),
         user_message("Done yet?", id="u3", invocation_id="inv-3"),
-        tool_result("book", "book", {"ok": True}, call_id="c9", id="result",
-                    invocation_id="inv-3"))
+        tool_result("book", "book", {"ok": True}, call_id="c9", id="result", invocation_id="inv-3"),
+    )
     window = compactor.plan(session)
     assert window is not None
     assert [e.id for e in window] == ["u1", "m1", "u2", "call", "m2", "u3", "result"]
@@ -195,23 +228,32 @@ def test_sliding_window_shrinks_before_a_call_without_result(store, session) -> 
     clock, rec = Clock(), RecordingSummarizer()
     compactor = Compactor(rec, CompactionConfig(interval=2, overlap=0))
     turn(store, session, clock, 1)
-    add(store, session, clock,
+    add(
+        store,
+        session,
+        clock,
         user_message("Book it.", id="u2", invocation_id="inv-2"),
-        tool_call("agent", "book", {"hotel": "Flores"}, call_id="c9", id="call",
-                  invocation_id="inv-2"),
-        model_message("agent", "Booking started, I will report back.", id="m2",
-                      invocation_id="inv-2"),
+        tool_call(
+            "agent", "book", {"hotel": "Flores"}, call_id="c9", id="call", invocation_id="inv-2"
+        ),
+        model_message(
+            "agent", "Booking started, I will report back.", id="m2", invocation_id="inv-2"
+        ),
         user_message("Thanks!", id="u3", invocation_id="inv-3"),
-        model_message("agent", "You're welcome.", id="m3", invocation_id="inv-3"))
+        model_message("agent", "You're welcome.", id="m3", invocation_id="inv-3"),
+    )
     window = compactor.plan(session)
     assert window is not None and [e.id for e in window] == ["u1", "m1", "u2"]
     compactor.maybe_compact(store, session)
     # Once the result exists, the next window starts at the call, never at the result.
-    add(store, session, clock,
+    add(
+        store,
+        session,
+        clock,
         user_message("Any news?", id="u4", invocation_id="inv-4"),
-        tool_result("book", "book", {"ok": True}, call_id="c9", id="result",
-                    invocation_id="inv-4"),
-        model_message("agent", "Booked.", id="m4", invocation_id="inv-4"))
+        tool_result("book", "book", {"ok": True}, call_id="c9", id="result", invocation_id="inv-4"),
+        model_message("agent", "Booked.", id="m4", invocation_id="inv-4"),
+    )
     window = compactor.plan(session)
     assert window is not None
     assert [e.id for e in window] == ["call", "m2", "u3", "m3", "u4", "result", "m4"]
@@ -222,14 +264,19 @@ def test_window_start_moves_back_to_include_the_call(store, session) -> None:
     compactor = Compactor(rec, CompactionConfig(interval=3, overlap=1))
     # inv-2 calls a tool whose result lands in inv-3, the overlap invocation.
     turn(store, session, clock, 1)
-    add(store, session, clock,
+    add(
+        store,
+        session,
+        clock,
         user_message("Check the lease.", id="u2", invocation_id="inv-2"),
         tool_call("agent", "lease", {}, call_id="c1", id="call", invocation_id="inv-2"),
         model_message("agent", "Checking.", id="m2", invocation_id="inv-2"),
         user_message("Well?", id="u3", invocation_id="inv-3"),
-        tool_result("lease", "lease", {"pets": "allowed"}, call_id="c1", id="result",
-                    invocation_id="inv-3"),
-        model_message("agent", "Pets are allowed.", id="m3", invocation_id="inv-3"))
+        tool_result(
+            "lease", "lease", {"pets": "allowed"}, call_id="c1", id="result", invocation_id="inv-3"
+        ),
+        model_message("agent", "Pets are allowed.", id="m3", invocation_id="inv-3"),
+    )
     compactor.maybe_compact(store, session)
     assert rec.windows == [["u1", "m1", "u2", "call", "m2", "u3", "result", "m3"]]
     for n in range(4, 7):
@@ -242,18 +289,34 @@ def test_window_start_moves_back_to_include_the_call(store, session) -> None:
 
 def test_pending_confirmation_is_never_compacted(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
-    compactor = Compactor(rec, CompactionConfig(interval=1, overlap=0, token_threshold=10,
-                                                keep_last=0))
+    compactor = Compactor(
+        rec, CompactionConfig(interval=1, overlap=0, token_threshold=10, keep_last=0)
+    )
     turn(store, session, clock, 1)
-    add(store, session, clock,
+    add(
+        store,
+        session,
+        clock,
         user_message("Pay the deposit of 900 EUR.", id="u2", invocation_id="inv-2"),
-        tool_call("agent", "pay", {"eur": 900}, call_id="c5", id="call",
-                  invocation_id="inv-2"),
-        tool_result("pay", "pay", {"status": "needs confirmation"}, call_id="c5", id="res",
-                    invocation_id="inv-2"),
-        Event(author="agent", role="system", type="control", id="ask",
-              data={"action": "request_confirmation", "call_id": "c5"}, invocation_id="inv-2"),
-        model_message("agent", "Please confirm the payment.", id="m2", invocation_id="inv-2"))
+        tool_call("agent", "pay", {"eur": 900}, call_id="c5", id="call", invocation_id="inv-2"),
+        tool_result(
+            "pay",
+            "pay",
+            {"status": "needs confirmation"},
+            call_id="c5",
+            id="res",
+            invocation_id="inv-2",
+        ),
+        Event(
+            author="agent",
+            role="system",
+            type="control",
+            id="ask",
+            data={"action": "request_confirmation", "call_id": "c5"},
+            invocation_id="inv-2",
+        ),
+        model_message("agent", "Please confirm the payment.", id="m2", invocation_id="inv-2"),
+    )
     # inv-2 waits for the user: it is not complete, and its call stays raw.
     assert [e.id for e in compactor.plan(session)] == ["u1", "m1"]
     compactor.maybe_compact(store, session)
@@ -262,11 +325,20 @@ def test_pending_confirmation_is_never_compacted(store, session) -> None:
     compactor.maybe_compact(store, session)
     # Still unanswered: nothing from the call on may be compacted, by either trigger.
     assert compactor.plan(session) is None
-    add(store, session, clock,
-        Event(author="user", role="user", type="control", id="yes",
-              data={"action": "confirm", "call_id": "c5", "confirmed": True},
-              invocation_id="inv-4"),
-        model_message("agent", "Paid.", id="m4", invocation_id="inv-4"))
+    add(
+        store,
+        session,
+        clock,
+        Event(
+            author="user",
+            role="user",
+            type="control",
+            id="yes",
+            data={"action": "confirm", "call_id": "c5", "confirmed": True},
+            invocation_id="inv-4",
+        ),
+        model_message("agent", "Paid.", id="m4", invocation_id="inv-4"),
+    )
     window = compactor.plan(session)
     assert window is not None
     # Control events are never content: "ask" and "yes" are not summarized.
@@ -313,17 +385,20 @@ def test_nothing_to_do_without_triggers(store, session) -> None:
     assert Compactor(RecordingSummarizer(), CompactionConfig()).plan(session) is None
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    ({"interval": 0}, "interval"),
-    ({"overlap": -1}, "overlap"),
-    ({"token_threshold": 0}, "token_threshold"),
-    ({"keep_last": -2}, "keep_last"),
-    ({"interval": "3"}, "interval"),
-    ({"boundaries": None}, "boundaries"),  # a client's control event may hold anything
-    ({"boundaries": 5}, "boundaries"),
-    ({"boundaries": ["phrase", 3]}, "boundaries"),
-    ({"boundaries": "phrase"}, "boundaries"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"interval": 0}, "interval"),
+        ({"overlap": -1}, "overlap"),
+        ({"token_threshold": 0}, "token_threshold"),
+        ({"keep_last": -2}, "keep_last"),
+        ({"interval": "3"}, "interval"),
+        ({"boundaries": None}, "boundaries"),  # a client's control event may hold anything
+        ({"boundaries": 5}, "boundaries"),
+        ({"boundaries": ["phrase", 3]}, "boundaries"),
+        ({"boundaries": "phrase"}, "boundaries"),
+    ],
+)
 def test_bad_config_is_a_clear_error(kwargs: dict, field: str) -> None:
     with pytest.raises(ValueError, match=f"CompactionConfig.{field}"):
         CompactionConfig(**kwargs)
@@ -334,8 +409,16 @@ def test_a_compaction_without_source_ids_is_honoured_by_time_range(store, sessio
     for n in range(1, 4):
         turn(store, session, clock, n)
     end_ts = next(e for e in session.events if e.id == "m2").timestamp
-    store.append_event(session, Event(author="importer", role="system", type="compaction",
-                                      text="earlier", data={"start_ts": 0.0, "end_ts": end_ts}))
+    store.append_event(
+        session,
+        Event(
+            author="importer",
+            role="system",
+            type="compaction",
+            text="earlier",
+            data={"start_ts": 0.0, "end_ts": end_ts},
+        ),
+    )
     window = Compactor(rec, CompactionConfig(interval=1, overlap=0)).plan(session)
     assert window is not None and [e.id for e in window] == ids(3)
 
@@ -362,6 +445,7 @@ def test_every_surface_reads_the_policy_fields_from_one_place() -> None:
         assert settings.policy_for("any").to_dict()[name] == expected
         for model in (SessionCompactionIn, CompactionSettings, AppCompactionSettings):
             metadata = model.model_fields[name].metadata
-            bounds = tuple(next((getattr(m, b) for m in metadata if hasattr(m, b)), None)
-                           for b in ("ge", "le"))
+            bounds = tuple(
+                next((getattr(m, b) for m in metadata if hasattr(m, b)), None) for b in ("ge", "le")
+            )
             assert bounds == (FIELDS[name].ge, FIELDS[name].le), (model, name)

@@ -39,10 +39,21 @@ def test_compaction_and_memory_prompts_are_configured_per_app(tmp_path) -> None:
     from mnemoray.settings.serve import parse_settings
     from mnemoray.summarizers.llm_prompt import DEFAULT_PROMPT, build_messages
 
-    settings = parse_settings({"store": str(tmp_path / "store"), "compaction": {
-        "compaction_prompt": "Compact this chat.", "apps": {
-            "bot": {"interval": 1, "compaction_prompt": "Compact for the bot.",
-                    "memory_prompt": "Remember for the bot."}}}}).compaction
+    settings = parse_settings(
+        {
+            "store": str(tmp_path / "store"),
+            "compaction": {
+                "compaction_prompt": "Compact this chat.",
+                "apps": {
+                    "bot": {
+                        "interval": 1,
+                        "compaction_prompt": "Compact for the bot.",
+                        "memory_prompt": "Remember for the bot.",
+                    }
+                },
+            },
+        }
+    ).compaction
     store, log = InMemorySessionStore(), []
     auto = start_auto_compaction(settings, store, Prompted(log), Metrics(lambda: {}))
     assert auto is not None
@@ -77,12 +88,15 @@ def test_compaction_and_memory_prompts_are_configured_per_app(tmp_path) -> None:
     assert base.with_prompt(None) is base
 
 
-@pytest.mark.parametrize("group,field", [
-    ({"keep_last": -1}, "compaction.keep_last"),
-    ({"boundaries": ["sunset"]}, "compaction.boundaries.0"),
-    ({"apps": {"bot": {"overlap": None}}}, "compaction.apps.bot.overlap"),
-    ({"apps": {"bot": {"intervall": 3}}}, "compaction.apps.bot.intervall"),
-])
+@pytest.mark.parametrize(
+    "group,field",
+    [
+        ({"keep_last": -1}, "compaction.keep_last"),
+        ({"boundaries": ["sunset"]}, "compaction.boundaries.0"),
+        ({"apps": {"bot": {"overlap": None}}}, "compaction.apps.bot.overlap"),
+        ({"apps": {"bot": {"intervall": 3}}}, "compaction.apps.bot.intervall"),
+    ],
+)
 def test_a_bad_compaction_setting_names_its_key(tmp_path, group: dict, field: str) -> None:
     from mnemoray.settings.serve import SettingsError, parse_settings
 
@@ -94,10 +108,17 @@ def test_a_bad_compaction_setting_names_its_key(tmp_path, group: dict, field: st
 def test_app_policies_merge_over_the_default(tmp_path) -> None:
     from mnemoray.settings.serve import load_settings
 
-    settings = load_settings({"store": str(tmp_path), "compaction.interval": "4",
-                              "compaction.apps.bot.token_threshold": None}, env={
-        "MNEMORAY_COMPACTION__APPS__BOT__BOUNDARIES": '["phrase"]'}).compaction
+    settings = load_settings(
+        {
+            "store": str(tmp_path),
+            "compaction.interval": "4",
+            "compaction.apps.bot.token_threshold": None,
+        },
+        env={"MNEMORAY_COMPACTION__APPS__BOT__BOUNDARIES": '["phrase"]'},
+    ).compaction
     assert settings.policy_for("bot") == CompactionConfig(
-        interval=4, token_threshold=None, keep_last=10, boundaries=("phrase",))
-    assert settings.policy_for("other") == CompactionConfig(interval=4, token_threshold=8000,
-                                                            keep_last=10)
+        interval=4, token_threshold=None, keep_last=10, boundaries=("phrase",)
+    )
+    assert settings.policy_for("other") == CompactionConfig(
+        interval=4, token_threshold=8000, keep_last=10
+    )

@@ -21,8 +21,9 @@ def make_session() -> Callable[..., Session]:
     """A session holding ``events`` (state deltas applied), with stable ids."""
 
     def make(*events: Event, state: dict | None = None, session_id: str = "s1") -> Session:
-        session = Session(app_name="app", user_id="u1", session_id=session_id,
-                          state=dict(state or {}))
+        session = Session(
+            app_name="app", user_id="u1", session_id=session_id, state=dict(state or {})
+        )
         for event in events:
             session.apply(event)
         return session
@@ -39,10 +40,13 @@ def make_http(tmp_path: Path) -> Callable[..., tuple[TestClient, ServiceBackend]
 
     def make(**http: Any) -> tuple[TestClient, ServiceBackend]:
         backend = ServiceBackend(MemoryService.open(tmp_path / "store", embedder=None))
-        api = build_api(backend,  # type: ignore[arg-type]
-                        HttpConfig(keys=ApiKeys.from_mapping({HTTP_KEY: "app"}), **http))
-        client = TestClient(api, headers={"Authorization": f"Bearer {HTTP_KEY}"},
-                            raise_server_exceptions=False)
+        api = build_api(
+            backend,  # type: ignore[arg-type]
+            HttpConfig(keys=ApiKeys.from_mapping({HTTP_KEY: "app"}), **http),
+        )
+        client = TestClient(
+            api, headers={"Authorization": f"Bearer {HTTP_KEY}"}, raise_server_exceptions=False
+        )
         return client, backend
 
     return make

@@ -13,31 +13,52 @@ from mnemoray.sessions.events import model_message, tool_call, tool_result, user
 def store() -> InMemoryArtifactStore:
     store = InMemoryArtifactStore()
     store.save("app", "u1", "s1", "report.csv", "old", summary="old")
-    store.save("app", "u1", "s1", "report.csv", "region,revenue\nnorth,10\n",
-               mime_type="text/csv", summary="Q3 revenue by region")
-    store.save("app", "u1", "s1", "logo.png", b"\x89PNG\x00\xff", mime_type="image/png",
-               summary="Company logo")
+    store.save(
+        "app",
+        "u1",
+        "s1",
+        "report.csv",
+        "region,revenue\nnorth,10\n",
+        mime_type="text/csv",
+        summary="Q3 revenue by region",
+    )
+    store.save(
+        "app",
+        "u1",
+        "s1",
+        "logo.png",
+        b"\x89PNG\x00\xff",
+        mime_type="image/png",
+        summary="Company logo",
+    )
     store.save("app", "u1", "other", "secret.txt", "not yours")
     return store
 
 
 def load_step(names: list[str], author: str = "analyst") -> list:
-    return [user_message("What was Q3 revenue in the north?"),
-            tool_call(author, "load_artifacts", {"artifact_names": names}, call_id="L1"),
-            tool_result(author, "load_artifacts", {"artifact_names": names}, call_id="L1")]
+    return [
+        user_message("What was Q3 revenue in the north?"),
+        tool_call(author, "load_artifacts", {"artifact_names": names}, call_id="L1"),
+        tool_result(author, "load_artifacts", {"artifact_names": names}, call_id="L1"),
+    ]
 
 
 def compile_with(session, store, **kw):
-    return Compiler.default().compile(session, AgentSpec(name="analyst"),
-                                      services=Services(artifacts=store), **kw)
+    return Compiler.default().compile(
+        session, AgentSpec(name="analyst"), services=Services(artifacts=store), **kw
+    )
 
 
 def test_lists_handles_and_summaries_and_offers_the_tool(make_session, store):
     req = compile_with(make_session(), store)
-    assert ("- report.csv: artifact://app/u1/s1/report.csv@1 (text/csv, 24 bytes) - "
-            "Q3 revenue by region") in req.system_instruction
-    assert "- logo.png: artifact://app/u1/s1/logo.png@0 (image/png, 6 bytes) - Company logo" \
+    assert (
+        "- report.csv: artifact://app/u1/s1/report.csv@1 (text/csv, 24 bytes) - "
+        "Q3 revenue by region"
+    ) in req.system_instruction
+    assert (
+        "- logo.png: artifact://app/u1/s1/logo.png@0 (image/png, 6 bytes) - Company logo"
         in req.system_instruction
+    )
     assert "secret.txt" not in req.system_instruction
     assert "north,10" not in req.system_instruction  # content is never listed
     assert req.tools == [LOAD_ARTIFACTS_TOOL]
@@ -55,8 +76,10 @@ def test_loaded_artifact_is_inlined_for_the_next_call_only(make_session, store):
     req = compile_with(session, store, new_message="Also compare with Q2.")
     inline = req.contents[-2]
     assert inline.role == "user" and inline.event_ids == ()
-    assert inline.parts[0].text == ("[Artifact report.csv (artifact://app/u1/s1/report.csv@1, "
-                                    "text/csv)]:\nregion,revenue\nnorth,10\n")
+    assert inline.parts[0].text == (
+        "[Artifact report.csv (artifact://app/u1/s1/report.csv@1, "
+        "text/csv)]:\nregion,revenue\nnorth,10\n"
+    )
     assert "binary (image/png, 6 bytes)" in inline.parts[1].text
     assert "missing.txt could not be loaded" in inline.parts[2].text
     assert req.contents[-1].text == "Also compare with Q2."
@@ -70,8 +93,9 @@ def test_loaded_artifact_is_inlined_for_the_next_call_only(make_session, store):
 
 
 def test_handles_are_loaded_only_inside_this_users_scope(make_session, store):
-    session = make_session(*load_step(["artifact://app/u1/s1/report.csv@0",
-                                       "artifact://app/u1/other/secret.txt@0"]))
+    session = make_session(
+        *load_step(["artifact://app/u1/s1/report.csv@0", "artifact://app/u1/other/secret.txt@0"])
+    )
     req = compile_with(session, store)
     inline = req.contents[-1]
     assert inline.parts[0].text.endswith(":\nold")  # an explicit older version

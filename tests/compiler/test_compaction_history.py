@@ -9,15 +9,26 @@ from mnemoray.summarizers.base import Summary
 PREFIX = "[Summary of earlier conversation]: "
 
 
-def compaction(text: str, covered: list[Event], *, event_id: str, with_ids: bool = True,
-               ts: float = 100.0) -> Event:
+def compaction(
+    text: str, covered: list[Event], *, event_id: str, with_ids: bool = True, ts: float = 100.0
+) -> Event:
     summary = Summary(summary=text, source_event_ids=tuple(e.id for e in covered))
-    data = {"start_ts": covered[0].timestamp, "end_ts": covered[-1].timestamp,
-            "summary": summary.to_dict()}
+    data = {
+        "start_ts": covered[0].timestamp,
+        "end_ts": covered[-1].timestamp,
+        "summary": summary.to_dict(),
+    }
     if with_ids:
         data["source_event_ids"] = [e.id for e in covered]
-    return Event(author="compactor", role="system", type="compaction", text=text, data=data,
-                 id=event_id, timestamp=ts)
+    return Event(
+        author="compactor",
+        role="system",
+        type="compaction",
+        text=text,
+        data=data,
+        id=event_id,
+        timestamp=ts,
+    )
 
 
 def turns(n: int) -> list[Event]:
@@ -35,8 +46,9 @@ def history(session, **kw):
 
 def test_compaction_replaces_the_events_it_covers(make_session):
     events = turns(4)
-    session = make_session(*events, compaction("Dana asked about 0 and 1.", events[:4],
-                                               event_id="c1"))
+    session = make_session(
+        *events, compaction("Dana asked about 0 and 1.", events[:4], event_id="c1")
+    )
     req, ids = history(session, new_message="next")
     assert ids == ["c1", "u2", "a2", "u3", "a3", None]
     assert req.contents[0].role == "user"
@@ -48,9 +60,11 @@ def test_compaction_replaces_the_events_it_covers(make_session):
 
 def test_compaction_contained_in_a_later_one_is_dropped(make_session):
     events = turns(4)
-    session = make_session(*events,
-                           compaction("first two", events[:4], event_id="small"),
-                           compaction("first three", events[:6], event_id="big"))
+    session = make_session(
+        *events,
+        compaction("first two", events[:4], event_id="small"),
+        compaction("first three", events[:6], event_id="big"),
+    )
     req, ids = history(session)
     assert ids == ["big", "u3", "a3"]
     step = next(s for s in req.trace if s.name == "history")
@@ -69,8 +83,7 @@ def test_overlapping_compactions_both_stay_ordered_by_start(make_session):
 
 def test_without_source_ids_the_time_window_is_covered(make_session):
     events = turns(3)
-    session = make_session(*events, compaction("window", events[:2], event_id="c",
-                                               with_ids=False))
+    session = make_session(*events, compaction("window", events[:2], event_id="c", with_ids=False))
     _, ids = history(session)
     assert ids == ["c", "u1", "a1", "u2", "a2"]
 
@@ -87,10 +100,10 @@ def test_a_covered_call_stays_raw_when_its_result_is_not_covered(make_session):
     u = user_message("export my data", id="u", timestamp=1.0)
     call = tool_call("alpha", "export", {"fmt": "csv"}, call_id="x", id="call", timestamp=2.0)
     m = model_message("alpha", "Working on it.", id="m", timestamp=3.0)
-    result = tool_result("alpha", "export", {"rows": 10}, call_id="x", id="result",
-                         timestamp=4.0)
-    session = make_session(u, call, m, compaction("asked for export", [u, call, m],
-                                                  event_id="c"), result)
+    result = tool_result("alpha", "export", {"rows": 10}, call_id="x", id="result", timestamp=4.0)
+    session = make_session(
+        u, call, m, compaction("asked for export", [u, call, m], event_id="c"), result
+    )
     req, ids = history(session)
     assert ids == ["c", "call", "result"]
     assert req.contents[1].parts[0].function_call.id == "x"
@@ -101,21 +114,21 @@ def test_a_covered_result_stays_raw_when_its_call_is_not_covered(make_session):
     # Sources need not be contiguous: the compactor summarised around a call.
     u = user_message("export", id="u", timestamp=1.0)
     call = tool_call("alpha", "export", {}, call_id="x", id="call", timestamp=2.0)
-    result = tool_result("alpha", "export", {"rows": 1}, call_id="x", id="result",
-                         timestamp=3.0)
+    result = tool_result("alpha", "export", {"rows": 1}, call_id="x", id="result", timestamp=3.0)
     m = model_message("alpha", "Done.", id="m", timestamp=4.0)
-    session = make_session(u, call, result, m,
-                           compaction("exported", [u, result, m], event_id="c"))
+    session = make_session(u, call, result, m, compaction("exported", [u, result, m], event_id="c"))
     _, ids = history(session)
     assert ids == ["c", "call", "result"]
 
 
 def test_covered_pairs_and_uncovered_pairs(make_session):
-    events = [user_message("q", id="u", timestamp=1.0),
-              tool_call("alpha", "t", {}, call_id="1", id="call1", timestamp=2.0),
-              tool_result("alpha", "t", {}, call_id="1", id="res1", timestamp=3.0),
-              tool_call("alpha", "t", {}, call_id="2", id="call2", timestamp=4.0),
-              tool_result("alpha", "t", {}, call_id="2", id="res2", timestamp=5.0)]
+    events = [
+        user_message("q", id="u", timestamp=1.0),
+        tool_call("alpha", "t", {}, call_id="1", id="call1", timestamp=2.0),
+        tool_result("alpha", "t", {}, call_id="1", id="res1", timestamp=3.0),
+        tool_call("alpha", "t", {}, call_id="2", id="call2", timestamp=4.0),
+        tool_result("alpha", "t", {}, call_id="2", id="res2", timestamp=5.0),
+    ]
     session = make_session(*events, compaction("c", events[:3], event_id="c"))
     _, ids = history(session)
     assert ids == ["c", "call2", "res2"]  # a fully covered pair goes into the summary

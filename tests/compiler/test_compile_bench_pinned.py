@@ -23,8 +23,13 @@ from mnemoray.sessions.session import Session
 from tests.compiler.test_compile_pinned import digest
 
 AGENTS = {
-    "atlas": AgentSpec(name="atlas", description="Customer-operations assistant",
-                       static_instruction=STATIC, instruction=INSTRUCTION, tools=TOOLS),
+    "atlas": AgentSpec(
+        name="atlas",
+        description="Customer-operations assistant",
+        static_instruction=STATIC,
+        instruction=INSTRUCTION,
+        tools=TOOLS,
+    ),
     # Sees atlas's messages and tool use as narrative (the other rendering branches).
     "researcher": AgentSpec(name="researcher", static_instruction="You research."),
 }
@@ -71,13 +76,15 @@ def _final_on_every_path(session: Session, agent: str, message: str) -> str:
     objects, over fresh objects, and over fresh objects with every cache emptied."""
     compiler = Compiler.default()
     spec = AGENTS[agent]
-    digests = {digest(compiler.compile(session, spec, new_message=message)),
-               digest(compiler.compile(session, spec, new_message=message)),
-               digest(compiler.compile(_fresh(session, session.events), spec,
-                                       new_message=message))}
+    digests = {
+        digest(compiler.compile(session, spec, new_message=message)),
+        digest(compiler.compile(session, spec, new_message=message)),
+        digest(compiler.compile(_fresh(session, session.events), spec, new_message=message)),
+    }
     clear_caches()
-    digests.add(digest(compiler.compile(_fresh(session, session.events), spec,
-                                        new_message=message)))
+    digests.add(
+        digest(compiler.compile(_fresh(session, session.events), spec, new_message=message))
+    )
     assert len(digests) == 1
     return digests.pop()
 
@@ -87,19 +94,23 @@ def _check(key: tuple, value: str) -> None:
     assert PINNED[key] == value, f"{key}: {value}"
 
 
-@pytest.mark.parametrize(("turns", "compacted"), [(50, False), (50, True), (200, False),
-                                                  (200, True)])
+@pytest.mark.parametrize(
+    ("turns", "compacted"), [(50, False), (50, True), (200, False), (200, True)]
+)
 def test_bench_sessions_compile_as_pinned(turns, compacted):
     full, starts = build_session(turns, compacted)
-    session = Session(app_name="bench", user_id="u1", session_id=f"s{turns}",
-                      state={"user:name": "Dana", "user:language": "en"})
+    session = Session(
+        app_name="bench",
+        user_id="u1",
+        session_id=f"s{turns}",
+        state={"user:name": "Dana", "user:language": "en"},
+    )
     compiler = Compiler.default()
     replay = hashlib.sha256()
     for start_at in starts:  # every turn's request, the session object kept (the bench)
-        for event in full.events[len(session.events):start_at]:
+        for event in full.events[len(session.events) : start_at]:
             session.apply(event)
-        request = compiler.compile(session, AGENTS["atlas"],
-                                   new_message=full.events[start_at].text)
+        request = compiler.compile(session, AGENTS["atlas"], new_message=full.events[start_at].text)
         replay.update(digest(request).encode())
     _check((turns, compacted, "replay"), replay.hexdigest())
     last = full.events[starts[-1]].text

@@ -33,8 +33,7 @@ DEGRADED_METRIC = 'mnemoray_compile_degraded_total{error="StoreCorrupt",step="me
 
 def healthy_service(tmp_path: Path) -> MemoryService:
     service = MemoryService.open(tmp_path / "store", embedder=None)
-    service.add_memories([Memory("app", "ana", "s0", "fact", "ana grows tulips",
-                                 created_at=1.0)])
+    service.add_memories([Memory("app", "ana", "s0", "fact", "ana grows tulips", created_at=1.0)])
     return service
 
 
@@ -50,9 +49,12 @@ def live_session() -> Session:
 
 
 def compile_with(search: Callable[..., Any]) -> Any:
-    return Compiler.default().compile(live_session(), AgentSpec(**AGENT),
-                                      new_message="tulips", services=Services(
-                                          memory_search=search))
+    return Compiler.default().compile(
+        live_session(),
+        AgentSpec(**AGENT),
+        new_message="tulips",
+        services=Services(memory_search=search),
+    )
 
 
 def preload_step(trace: list[Any]) -> Any:
@@ -62,6 +64,7 @@ def preload_step(trace: list[Any]) -> Any:
 def failing(exc: BaseException) -> Callable[..., Any]:
     def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
         raise exc
+
     return search
 
 
@@ -84,24 +87,35 @@ def test_a_compile_over_a_damaged_store_answers_without_memories(tmp_path: Path)
     assert req.total_tokens == sum(s.tokens_added for s in req.trace)
     data = req.to_dict()
     json.dumps(data)
-    assert data["degraded"] == [{"step": "memory_preload", "error": "StoreCorrupt",
-                                 "message": step.error.message}]
+    assert data["degraded"] == [
+        {"step": "memory_preload", "error": "StoreCorrupt", "message": step.error.message}
+    ]
     traced = next(s for s in data["trace"] if s["name"] == "memory_preload")
     assert traced["error"] == data["degraded"][0]
     # StoreCorrupt is not public: its message names the store's path, the trace must not.
     assert str(tmp_path) not in json.dumps(data) and "manifest" not in step.error.message
 
 
-@pytest.mark.parametrize("exc, error, shown", [
-    (Unavailable("the Index replica for shard 3 is not answering"), "Unavailable",
-     "the Index replica for shard 3 is not answering"),
-    (EmbedderError("could not load embedding model /models/x: bad file"), "EmbedderError",
-     None),
-    (RuntimeError("CUDA out of memory in /opt/secret/path"), "RuntimeError", None),
-    (StoreCorrupt("shard 2 at /srv/store is unreadable"), "StoreCorrupt", None),
-])
-def test_a_failure_that_is_not_the_callers_degrades(exc: BaseException, error: str,
-                                                     shown: str | None) -> None:
+@pytest.mark.parametrize(
+    "exc, error, shown",
+    [
+        (
+            Unavailable("the Index replica for shard 3 is not answering"),
+            "Unavailable",
+            "the Index replica for shard 3 is not answering",
+        ),
+        (
+            EmbedderError("could not load embedding model /models/x: bad file"),
+            "EmbedderError",
+            None,
+        ),
+        (RuntimeError("CUDA out of memory in /opt/secret/path"), "RuntimeError", None),
+        (StoreCorrupt("shard 2 at /srv/store is unreadable"), "StoreCorrupt", None),
+    ],
+)
+def test_a_failure_that_is_not_the_callers_degrades(
+    exc: BaseException, error: str, shown: str | None
+) -> None:
     req = compile_with(failing(exc))
     step = preload_step(req.trace)
     assert step.error is not None and step.error.step == "memory_preload"
@@ -124,8 +138,9 @@ def test_a_library_error_wrapped_by_another_process_is_named_by_its_cause() -> N
     assert "/srv" not in req.degraded[0].message
 
 
-@pytest.mark.parametrize("exc", [InvalidInput("must be shorter", field="new_message"),
-                                 NotFound("no such user")])
+@pytest.mark.parametrize(
+    "exc", [InvalidInput("must be shorter", field="new_message"), NotFound("no such user")]
+)
 def test_a_callers_error_is_not_hidden(exc: BaseException) -> None:
     with pytest.raises(type(exc)):
         compile_with(failing(exc))
@@ -154,12 +169,21 @@ def test_load_memory_still_raises_a_callers_error(tmp_path: Path) -> None:
 def test_compile_over_http_with_an_unreadable_store_is_200_and_counted(tmp_path: Path) -> None:
     backend = ServiceBackend(healthy_service(tmp_path))
     backend.sessions.create_session("app", "ana", "chat")
-    client = TestClient(build_api(backend,  # type: ignore[arg-type]
-                                  HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"}))),
-                        headers={"Authorization": f"Bearer {KEY}"},
-                        raise_server_exceptions=False)
-    body = {"app_name": "app", "user_id": "ana", "session_id": "chat", "agent": AGENT,
-            "new_message": "tulips"}
+    client = TestClient(
+        build_api(
+            backend,  # type: ignore[arg-type]
+            HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"})),
+        ),
+        headers={"Authorization": f"Bearer {KEY}"},
+        raise_server_exceptions=False,
+    )
+    body = {
+        "app_name": "app",
+        "user_id": "ana",
+        "session_id": "chat",
+        "agent": AGENT,
+        "new_message": "tulips",
+    }
     ok = client.post("/v1/context:compile", json=body)
     assert ok.status_code == 200, ok.text
     assert "<memory>" in ok.json()["system_instruction"] and ok.json()["degraded"] == []
@@ -173,9 +197,14 @@ def test_compile_over_http_with_an_unreadable_store_is_200_and_counted(tmp_path:
     assert str(tmp_path) not in r.text
     assert f"{DEGRADED_METRIC} 2.0" in client.get("/metrics").text
     # A caller's error is still the caller's: an invalid agent is a 422, not a degraded 200.
-    bad = client.post("/v1/context:compile",
-                      json={**body, "agent": {**AGENT, "include_contents": "all"}})
+    bad = client.post(
+        "/v1/context:compile", json={**body, "agent": {**AGENT, "include_contents": "all"}}
+    )
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "agent.include_contents"
     # The recall route itself still fails loudly: only the compile degrades.
-    assert client.post("/v1/recall", json={"app_name": "app", "user_id": "ana",
-                                           "query": "tulips"}).status_code == 500
+    assert (
+        client.post(
+            "/v1/recall", json={"app_name": "app", "user_id": "ana", "query": "tulips"}
+        ).status_code
+        == 500
+    )

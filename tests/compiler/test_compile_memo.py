@@ -35,8 +35,9 @@ def test_a_grown_session_renders_only_its_new_events(make_session):
 
 def test_an_edited_log_or_a_late_tool_call_starts_over(make_session):
     memo = HistoryMemo()
-    session = make_session(user_message("hi", id="u"),
-                           tool_result("search", "search", {"n": 1}, call_id="c", id="r"))
+    session = make_session(
+        user_message("hi", id="u"), tool_result("search", "search", {"n": 1}, call_id="c", id="r")
+    )
     assert memo.view(session, "alpha", "default").contents[1].role == "user"  # narrative
     # The call arrives after its result: the result is alpha's own from now on.
     session.apply(tool_call("alpha", "search", {"q": "x"}, call_id="c", id="call"))
@@ -49,11 +50,15 @@ def test_an_edited_log_or_a_late_tool_call_starts_over(make_session):
 def test_the_memo_is_bounded_by_the_events_it_holds(make_session):
     memo = HistoryMemo(max_events=5)
     for sid in ("a", "b"):
-        memo.view(make_session(*(user_message(f"m{i}") for i in range(3)), session_id=sid),
-                  "alpha", "default")
+        memo.view(
+            make_session(*(user_message(f"m{i}") for i in range(3)), session_id=sid),
+            "alpha",
+            "default",
+        )
     assert len(memo) == 1  # the first session's snapshot went
-    memo.view(make_session(*(user_message(f"m{i}") for i in range(6)), session_id="c"),
-              "alpha", "default")
+    memo.view(
+        make_session(*(user_message(f"m{i}") for i in range(6)), session_id="c"), "alpha", "default"
+    )
     assert len(memo) == 1  # one over the bound is never stored
 
 
@@ -62,21 +67,31 @@ def test_to_json_matches_the_json_module():
 
     from mnemoray.compiler.casting import to_json
 
-    payloads = [{"b": 1, "a": [1.5, -0.0, 1e300, None, True, "é \" \\ \n \t \u0001 東京"]},
-                {"nested": {"z": {}, "y": [], "x": [{"k": 2**70}]}}, {3: "int keys", 1: 2},
-                "plain text", 42, 2.5, None, [], {"odd": Decimal("1.10")}]
+    payloads = [
+        {"b": 1, "a": [1.5, -0.0, 1e300, None, True, 'é " \\ \n \t \u0001 東京']},
+        {"nested": {"z": {}, "y": [], "x": [{"k": 2**70}]}},
+        {3: "int keys", 1: 2},
+        "plain text",
+        42,
+        2.5,
+        None,
+        [],
+        {"odd": Decimal("1.10")},
+    ]
     for payload in payloads:
-        assert to_json(payload) == json.dumps(payload, ensure_ascii=False, sort_keys=True,
-                                              default=str)
+        assert to_json(payload) == json.dumps(
+            payload, ensure_ascii=False, sort_keys=True, default=str
+        )
 
 
 def big_session(make_session, sid: str, words: int = 2000):
     """One large tool result, as a session with a big payload holds."""
-    return make_session(user_message("look it up", id="u"),
-                        tool_call("alpha", "fetch", {"q": "x"}, call_id="c", id="call"),
-                        tool_result("alpha", "fetch", {"body": "word " * words}, call_id="c",
-                                    id="r"),
-                        session_id=sid)
+    return make_session(
+        user_message("look it up", id="u"),
+        tool_call("alpha", "fetch", {"q": "x"}, call_id="c", id="call"),
+        tool_result("alpha", "fetch", {"body": "word " * words}, call_id="c", id="r"),
+        session_id=sid,
+    )
 
 
 def test_the_memo_is_bounded_by_the_tokens_it_holds(make_session):

@@ -20,12 +20,21 @@ from mnemoray.sessions.events import Event, model_message, tool_call, tool_resul
 from mnemoray.sessions.session import Session
 from mnemoray.summarizers.base import Summary
 
-TOOLS = [{"name": "lookup", "description": "Look an order up.",
-          "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}]
+TOOLS = [
+    {
+        "name": "lookup",
+        "description": "Look an order up.",
+        "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+    }
+]
 AGENTS = {
-    "atlas": dict(name="atlas", description="Operations assistant",
-                  static_instruction="You are Atlas. Be precise.",
-                  instruction="User: {user:name}. Plan: {plan?}.", tools=TOOLS),
+    "atlas": dict(
+        name="atlas",
+        description="Operations assistant",
+        static_instruction="You are Atlas. Be precise.",
+        instruction="User: {user:name}. Plan: {plan?}.",
+        tools=TOOLS,
+    ),
     "researcher": dict(name="researcher", static_instruction="You research."),
     "scoped": dict(name="atlas", include_contents="none"),
     "windowed": dict(name="atlas", tool_result_window=1),
@@ -52,55 +61,122 @@ SYSTEM_HASH = "f923060031fb6aafa8cbaec8545a0ca83f19c443281e5413ba3b0af84467a923"
 def turn(i: int) -> list[Event]:
     """One turn; every third uses a tool, every fifth hands over to the researcher."""
     ts = 1_700_000_000.0 + 100 * i
-    events = [user_message(f"Question {i}: where is order NW-{i:03d}? Ünïcode “ok” 東京",
-                           id=f"u{i}", invocation_id=f"inv{i}", timestamp=ts,
-                           state_delta={"plan": f"p{i}"} if i % 4 == 0 else {})]
+    events = [
+        user_message(
+            f"Question {i}: where is order NW-{i:03d}? Ünïcode “ok” 東京",
+            id=f"u{i}",
+            invocation_id=f"inv{i}",
+            timestamp=ts,
+            state_delta={"plan": f"p{i}"} if i % 4 == 0 else {},
+        )
+    ]
     if i % 3 == 0:
         events += [
-            tool_call("atlas", "lookup", {"id": f"NW-{i:03d}", "deep": i % 2 == 0},
-                      call_id=f"c{i}", id=f"tc{i}", timestamp=ts + 1),
-            tool_result("atlas", "lookup",
-                        {"status": "shipped", "price": 12.5 * i, "items": [i, None, True],
-                         "note": 'quote " backslash \\ newline \n tab \t é'},
-                        call_id=f"c{i}", id=f"tr{i}", timestamp=ts + 2),
+            tool_call(
+                "atlas",
+                "lookup",
+                {"id": f"NW-{i:03d}", "deep": i % 2 == 0},
+                call_id=f"c{i}",
+                id=f"tc{i}",
+                timestamp=ts + 1,
+            ),
+            tool_result(
+                "atlas",
+                "lookup",
+                {
+                    "status": "shipped",
+                    "price": 12.5 * i,
+                    "items": [i, None, True],
+                    "note": 'quote " backslash \\ newline \n tab \t é',
+                },
+                call_id=f"c{i}",
+                id=f"tr{i}",
+                timestamp=ts + 2,
+            ),
         ]
     if i % 5 == 0:
         events += [
-            Event(author="atlas", role="system", type="control", text="transfer", id=f"x{i}",
-                  timestamp=ts + 3),
-            tool_call("researcher", "search", {"q": f"topic {i}"}, call_id=f"r{i}",
-                      id=f"rc{i}", timestamp=ts + 4),
+            Event(
+                author="atlas",
+                role="system",
+                type="control",
+                text="transfer",
+                id=f"x{i}",
+                timestamp=ts + 3,
+            ),
+            tool_call(
+                "researcher",
+                "search",
+                {"q": f"topic {i}"},
+                call_id=f"r{i}",
+                id=f"rc{i}",
+                timestamp=ts + 4,
+            ),
             # Authored by the tool: still the researcher's call.
-            tool_result("search", "search", {"hits": [f"hit {i}a", f"hit {i}b"]},
-                        call_id=f"r{i}", id=f"rr{i}", timestamp=ts + 5),
+            tool_result(
+                "search",
+                "search",
+                {"hits": [f"hit {i}a", f"hit {i}b"]},
+                call_id=f"r{i}",
+                id=f"rr{i}",
+                timestamp=ts + 5,
+            ),
             model_message("researcher", f"Found {i} things.", id=f"rm{i}", timestamp=ts + 6),
         ]
     if i % 7 == 0:
         events.append(model_message("atlas", "", id=f"e{i}", timestamp=ts + 7))  # empty
-        events.append(model_message("atlas", "typing", partial=True, id=f"p{i}",
-                                    timestamp=ts + 8))
+        events.append(model_message("atlas", "typing", partial=True, id=f"p{i}", timestamp=ts + 8))
     if i == 2:  # a result logged before its call: its owner is only known at turn 6
-        events.append(tool_result("search", "search", {"late": True}, call_id="late",
-                                  id="late-result", timestamp=ts + 7))
+        events.append(
+            tool_result(
+                "search",
+                "search",
+                {"late": True},
+                call_id="late",
+                id="late-result",
+                timestamp=ts + 7,
+            )
+        )
     if i == 6:
-        events.append(tool_call("researcher", "search", {"q": "late"}, call_id="late",
-                                id="late-call", timestamp=ts + 7))
-    events.append(model_message("atlas", f"Answer {i}. " * (1 + i % 4), id=f"a{i}",
-                                timestamp=ts + 9))
+        events.append(
+            tool_call(
+                "researcher",
+                "search",
+                {"q": "late"},
+                call_id="late",
+                id="late-call",
+                timestamp=ts + 7,
+            )
+        )
+    events.append(
+        model_message("atlas", f"Answer {i}. " * (1 + i % 4), id=f"a{i}", timestamp=ts + 9)
+    )
     return events
 
 
 def compaction(events: list[Event], event_id: str, with_ids: bool = True) -> Event:
     ids = [e.id for e in events]
-    summary = Summary(summary=f"Summary of {ids[0]}..{ids[-1]}.", topics=("orders",),
-                      source_event_ids=tuple(ids))
-    data: dict[str, Any] = {"start_ts": events[0].timestamp, "end_ts": events[-1].timestamp,
-                            "summary": summary.to_dict(), "raw_tokens": 40 * len(ids),
-                            "summary_tokens": 10}
+    summary = Summary(
+        summary=f"Summary of {ids[0]}..{ids[-1]}.", topics=("orders",), source_event_ids=tuple(ids)
+    )
+    data: dict[str, Any] = {
+        "start_ts": events[0].timestamp,
+        "end_ts": events[-1].timestamp,
+        "summary": summary.to_dict(),
+        "raw_tokens": 40 * len(ids),
+        "summary_tokens": 10,
+    }
     if with_ids:
         data["source_event_ids"] = ids
-    return Event(author="compactor", role="system", type="compaction", text=summary.summary,
-                 data=data, id=event_id, timestamp=events[-1].timestamp + 0.5)
+    return Event(
+        author="compactor",
+        role="system",
+        type="compaction",
+        text=summary.summary,
+        data=data,
+        id=event_id,
+        timestamp=events[-1].timestamp + 0.5,
+    )
 
 
 def all_events(compacted: bool) -> list[Event]:
@@ -125,8 +201,16 @@ def all_events(compacted: bool) -> list[Event]:
 
 # The default processors when the digests were taken: one added later (with its own
 # trace step) must not change them.
-PINNED_STEPS = ("static_instruction", "instruction", "identity", "history", "tool_results",
-                "memory_preload", "artifacts", "token_budget")
+PINNED_STEPS = (
+    "static_instruction",
+    "instruction",
+    "identity",
+    "history",
+    "tool_results",
+    "memory_preload",
+    "artifacts",
+    "token_budget",
+)
 
 
 def pinned_compiler() -> Compiler:
@@ -134,8 +218,9 @@ def pinned_compiler() -> Compiler:
 
 
 def new_session(events: list[Event]) -> Session:
-    session = Session(app_name="app", user_id="u1", session_id="pinned",
-                      state={"user:name": "Dana"})
+    session = Session(
+        app_name="app", user_id="u1", session_id="pinned", state={"user:name": "Dana"}
+    )
     for event in events:
         session.apply(event)
     return session
@@ -148,8 +233,9 @@ def digest(request: Any) -> str:
     for step in out["trace"]:
         step["micros"] = 0
         step["detail"].pop("prefix_reuse", None)
-    return hashlib.sha256(json.dumps(out, sort_keys=True, ensure_ascii=False)
-                          .encode("utf-8")).hexdigest()
+    return hashlib.sha256(
+        json.dumps(out, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
 
 
 def compile_as(compiler: Compiler, session: Session, agent: str) -> Any:
@@ -191,8 +277,7 @@ def test_compile_is_pinned_after_the_session_grew(agent, compacted):
     for event in events:  # one compile per event appended, as an agent loop does
         session.apply(event)
         grown = compile_as(compiler, session, agent)
-        reloaded = new_session([Event.from_dict(e.to_dict())
-                                             for e in session.events])
+        reloaded = new_session([Event.from_dict(e.to_dict()) for e in session.events])
         alone = compile_as(pinned_compiler(), reloaded, agent)
         assert digest(grown) == digest(alone), event.id
     assert digest(compile_as(compiler, session, agent)) == PINNED[agent, compacted]

@@ -17,8 +17,17 @@ from mnemoray.compiler import (
 from mnemoray.compiler.context import text_content
 from mnemoray.sessions.events import model_message, tool_call, tool_result, user_message
 
-DEFAULT_ORDER = ["static_instruction", "instruction", "identity", "user_profile", "history",
-                 "tool_results", "memory_preload", "artifacts", "token_budget"]
+DEFAULT_ORDER = [
+    "static_instruction",
+    "instruction",
+    "identity",
+    "user_profile",
+    "history",
+    "tool_results",
+    "memory_preload",
+    "artifacts",
+    "token_budget",
+]
 
 
 class Note:
@@ -39,8 +48,9 @@ class DropOtherAgents:
     name = "drop_other_agents"
 
     def process(self, ctx: CompileContext) -> None:
-        removed = ctx.remove_contents(i for i, c in enumerate(ctx.contents)
-                                      if c.text.startswith("For context:"))
+        removed = ctx.remove_contents(
+            i for i, c in enumerate(ctx.contents) if c.text.startswith("For context:")
+        )
         ctx.detail["removed"] = len(removed)
 
 
@@ -51,10 +61,19 @@ def test_default_order():
 def test_insert_remove_replace_by_name(make_session):
     compiler = Compiler.default()
     compiler.insert_after("identity", Note()).insert_before("token_budget", DropOtherAgents())
-    assert compiler.names == ["static_instruction", "instruction", "identity", "note",
-                              "user_profile", "history", "tool_results", "memory_preload",
-                              "artifacts", "drop_other_agents",
-                              "token_budget"]
+    assert compiler.names == [
+        "static_instruction",
+        "instruction",
+        "identity",
+        "note",
+        "user_profile",
+        "history",
+        "tool_results",
+        "memory_preload",
+        "artifacts",
+        "drop_other_agents",
+        "token_budget",
+    ]
     session = make_session(user_message("hi"), model_message("beta", "I am beta"))
     req = compiler.compile(session, AgentSpec(name="alpha", static_instruction="S."))
     assert req.system_instruction.endswith('"alpha".\n\nToday is Tuesday.')
@@ -69,9 +88,12 @@ def test_insert_remove_replace_by_name(make_session):
 
 def test_unknown_and_duplicate_names_are_clear_errors():
     compiler = Compiler.default()
-    for call in (lambda: compiler.remove("nope"), lambda: compiler.replace("nope", Note()),
-                 lambda: compiler.insert_before("nope", Note()),
-                 lambda: compiler.insert_after("nope", Note())):
+    for call in (
+        lambda: compiler.remove("nope"),
+        lambda: compiler.replace("nope", Note()),
+        lambda: compiler.insert_before("nope", Note()),
+        lambda: compiler.insert_after("nope", Note()),
+    ):
         with pytest.raises(UnknownProcessorError, match="'nope'.*static_instruction"):
             call()
     with pytest.raises(ValueError, match="already"):
@@ -82,18 +104,22 @@ def test_unknown_and_duplicate_names_are_clear_errors():
 
 def test_trace_times_every_step_and_tokens_add_up(make_session):
     session = make_session(user_message("hi"), model_message("alpha", "hello"))
-    agent = AgentSpec(name="alpha", static_instruction="Static.", instruction="Be kind.",
-                      tools=[{"name": "lookup", "parameters": {"type": "object"}}])
+    agent = AgentSpec(
+        name="alpha",
+        static_instruction="Static.",
+        instruction="Be kind.",
+        tools=[{"name": "lookup", "parameters": {"type": "object"}}],
+    )
     req = Compiler.default().compile(session, agent, new_message="bye")
     assert [s.name for s in req.trace] == ["agent_tools", *DEFAULT_ORDER]
     assert sum(s.tokens_added for s in req.trace) == req.total_tokens
     assert all(s.micros >= 0 for s in req.trace)
-    assert req.total_tokens == (req.static_prefix_tokens
-                                + sum(c.tokens for c in req.contents)
-                                + next(s.tokens_added for s in req.trace
-                                       if s.name == "agent_tools")
-                                + sum(s.tokens_added for s in req.trace
-                                      if s.name in ("instruction", "identity")))
+    assert req.total_tokens == (
+        req.static_prefix_tokens
+        + sum(c.tokens for c in req.contents)
+        + next(s.tokens_added for s in req.trace if s.name == "agent_tools")
+        + sum(s.tokens_added for s in req.trace if s.name in ("instruction", "identity"))
+    )
 
 
 def test_compile_does_not_mutate_the_session(make_session):
@@ -106,26 +132,41 @@ def test_compile_does_not_mutate_the_session(make_session):
     )
     before = copy.deepcopy(session.to_dict())
     events_before = list(session.events)
-    agent = AgentSpec(name="alpha", instruction="Hi {user:name}, {temp:mood}", token_budget=30,
-                      memory_preload=True)
-    services = Services(artifacts=store, memory_search=lambda a, u, q, k: [
-        MemorySnippet("m1", "Dana likes tea.", 0.9)])
-    Compiler.default().compile(session, agent, new_message="summarise", services=services,
-                               temp_state={"temp:mood": "happy"})
+    agent = AgentSpec(
+        name="alpha",
+        instruction="Hi {user:name}, {temp:mood}",
+        token_budget=30,
+        memory_preload=True,
+    )
+    services = Services(
+        artifacts=store,
+        memory_search=lambda a, u, q, k: [MemorySnippet("m1", "Dana likes tea.", 0.9)],
+    )
+    Compiler.default().compile(
+        session,
+        agent,
+        new_message="summarise",
+        services=services,
+        temp_state={"temp:mood": "happy"},
+    )
     assert session.to_dict() == before
     assert all(a is b for a, b in zip(session.events, events_before, strict=True))
     assert store.list_versions("app", "u1", "s1", "notes.txt") == [0]
 
 
 def test_to_dict_is_json_ready(make_session):
-    session = make_session(user_message("hi"),
-                           tool_call("alpha", "calc", {"x": [1, 2]}, call_id="c"),
-                           tool_result("alpha", "calc", {"sum": 3}, call_id="c"))
-    req = Compiler.default().compile(session, AgentSpec(name="alpha", token_budget=1000),
-                                     new_message="thanks")
+    session = make_session(
+        user_message("hi"),
+        tool_call("alpha", "calc", {"x": [1, 2]}, call_id="c"),
+        tool_result("alpha", "calc", {"sum": 3}, call_id="c"),
+    )
+    req = Compiler.default().compile(
+        session, AgentSpec(name="alpha", token_budget=1000), new_message="thanks"
+    )
     data = json.loads(json.dumps(req.to_dict()))
     assert data["contents"][1]["parts"][0] == {
-        "function_call": {"name": "calc", "args": {"x": [1, 2]}, "id": "c"}}
+        "function_call": {"name": "calc", "args": {"x": [1, 2]}, "id": "c"}
+    }
     assert data["prefix_hash"] == req.prefix_hash
     assert {"name", "tokens_added", "micros", "detail"} <= set(data["trace"][0])
 

@@ -45,23 +45,44 @@ def test_terms_rounded_alone_drift_and_the_remainder_goes_to_offset() -> None:
 
 def test_every_explained_result_adds_up_in_its_json(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "store", shards=2)
-    texts = ["my parrot Kiwi eats sunflower seeds", "Kiwi the African Grey hates the vacuum",
-             "parrots need a big cage and fresh fruit", "roast chicken at 220C on Sunday",
-             "the vet said Kiwi should eat apples", "half marathon in October with Ben"]
-    store.write_segment([
-        Memory("app", "ana", f"s{i % 3}", "fact", text, event_time_start=T0 + i * DAY,
-               event_time_end=T0 + i * DAY, created_at=T0 + i * DAY,
-               entities=("Kiwi",) if "Kiwi" in text else ()).with_embedding(vec(i))
-        for i, text in enumerate(texts)], MODEL, DIM)
+    texts = [
+        "my parrot Kiwi eats sunflower seeds",
+        "Kiwi the African Grey hates the vacuum",
+        "parrots need a big cage and fresh fruit",
+        "roast chicken at 220C on Sunday",
+        "the vet said Kiwi should eat apples",
+        "half marathon in October with Ben",
+    ]
+    store.write_segment(
+        [
+            Memory(
+                "app",
+                "ana",
+                f"s{i % 3}",
+                "fact",
+                text,
+                event_time_start=T0 + i * DAY,
+                event_time_end=T0 + i * DAY,
+                created_at=T0 + i * DAY,
+                entities=("Kiwi",) if "Kiwi" in text else (),
+            ).with_embedding(vec(i))
+            for i, text in enumerate(texts)
+        ],
+        MODEL,
+        DIM,
+    )
     snap, retriever = store.load(), Retriever()
     checked = 0
-    for query, qvec in (("what does Kiwi eat", vec(0)), ("parrot cage fruit", vec(2)),
-                        ("Sunday chicken", vec(3)), ("Kiwi", None)):
+    for query, qvec in (
+        ("what does Kiwi eat", vec(0)),
+        ("parrot cage fruit", vec(2)),
+        ("Sunday chicken", vec(3)),
+        ("Kiwi", None),
+    ):
         for mode in ("hybrid", "dense", "keyword"):
             if mode == "dense" and qvec is None:
                 continue
-            for hit in retriever.search_user(snap, "app", "ana", query, qvec, top_k=6,
-                                             mode=mode):
+            for hit in retriever.search_user(snap, "app", "ana", query, qvec, top_k=6, mode=mode):
                 reported = json.loads(json.dumps(hit.to_dict(explain=True)))
                 assert gap(reported) <= EXACT, reported
                 checked += 1

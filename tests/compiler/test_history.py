@@ -13,7 +13,10 @@ def test_own_and_user_messages_keep_their_roles(make_session):
     session = make_session(user_message("hi", id="u"), model_message("alpha", "hello", id="m"))
     req = compile_for(session, new_message="and now?")
     assert [(c.role, c.text, c.event_ids) for c in req.contents] == [
-        ("user", "hi", ("u",)), ("model", "hello", ("m",)), ("user", "and now?", ())]
+        ("user", "hi", ("u",)),
+        ("model", "hello", ("m",)),
+        ("user", "and now?", ()),
+    ]
 
 
 def test_other_agents_are_recast_as_narrative_with_tool_attribution(make_session):
@@ -27,17 +30,21 @@ def test_other_agents_are_recast_as_narrative_with_tool_attribution(make_session
     req = compile_for(session)
     assert [c.role for c in req.contents] == ["user"] * 4
     assert req.contents[1].text == "For context: [beta] said: Searching now."
-    assert req.contents[2].text == ('For context: [beta] called tool `search` with parameters: '
-                                    '{"from": "Rome", "to": "Oslo"}')
-    assert req.contents[3].text == ('For context: [beta] `search` tool returned result: '
-                                    '{"flights": 2}')
+    assert req.contents[2].text == (
+        'For context: [beta] called tool `search` with parameters: {"from": "Rome", "to": "Oslo"}'
+    )
+    assert req.contents[3].text == (
+        'For context: [beta] `search` tool returned result: {"flights": 2}'
+    )
     # From beta's own point of view the same events are its turns and calls.
     own = compile_for(session, name="beta")
     assert [c.role for c in own.contents] == ["user", "model", "model", "user"]
     assert own.contents[2].parts[0].function_call == FunctionCall(
-        "search", {"to": "Oslo", "from": "Rome"}, "c1")
+        "search", {"to": "Oslo", "from": "Rome"}, "c1"
+    )
     assert own.contents[3].parts[0].function_response == FunctionResponse(
-        "search", {"flights": 2}, "c1")
+        "search", {"flights": 2}, "c1"
+    )
 
 
 def test_partial_control_error_and_empty_events_are_dropped(make_session):
@@ -57,8 +64,9 @@ def test_partial_control_error_and_empty_events_are_dropped(make_session):
 
 
 def test_unfinished_own_tool_call_is_a_function_call(make_session):
-    session = make_session(user_message("weather?"),
-                           tool_call("alpha", "weather", {"city": "Oslo"}, call_id="w1"))
+    session = make_session(
+        user_message("weather?"), tool_call("alpha", "weather", {"city": "Oslo"}, call_id="w1")
+    )
     req = compile_for(session)
     assert req.contents[-1].role == "model"
     assert req.contents[-1].parts[0].function_call.id == "w1"
@@ -73,8 +81,7 @@ def test_include_contents_none_keeps_only_the_current_turn(make_session):
         tool_call("root", "transfer_to_agent", {"agent": "alpha"}, call_id="t1", id="tc"),
         tool_result("root", "transfer_to_agent", {"ok": True}, call_id="t1", id="tr"),
     )
-    req = compile_for(session, new_message="Make it cheap.",
-                      agent={"include_contents": "none"})
+    req = compile_for(session, new_message="Make it cheap.", agent={"include_contents": "none"})
     assert [c.event_ids for c in req.contents] == [("u2",), ("r1",), ("tc",), ("tr",), ()]
     assert req.contents[1].text.startswith("For context: [root] said:")
     assert req.contents[-1].text == "Make it cheap."

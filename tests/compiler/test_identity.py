@@ -5,9 +5,12 @@ from mnemoray.compiler import AgentSpec, Compiler
 
 def test_identity_names_the_agent_and_its_description(make_session):
     req = Compiler.default().compile(
-        make_session(), AgentSpec(name="billing", description="Handles refunds."))
-    assert ('You are an agent. Your internal name is "billing". '
-            'The description about you is "Handles refunds.".') in req.system_instruction
+        make_session(), AgentSpec(name="billing", description="Handles refunds.")
+    )
+    assert (
+        'You are an agent. Your internal name is "billing". '
+        'The description about you is "Handles refunds.".'
+    ) in req.system_instruction
 
 
 def test_identity_without_description(make_session):

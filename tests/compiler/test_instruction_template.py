@@ -5,15 +5,24 @@ import pytest
 from mnemoray.artifacts.store import InMemoryArtifactStore
 from mnemoray.compiler import AgentSpec, Compiler, Services, TemplateError, render_template
 
-STATE = {"name": "Dana", "count": 3, "nothing": None, "prefs": {"lang": "en"},
-         "app:brand": "Northwind", "user:tier": "gold", "temp:now": "noon"}
+STATE = {
+    "name": "Dana",
+    "count": 3,
+    "nothing": None,
+    "prefs": {"lang": "en"},
+    "app:brand": "Northwind",
+    "user:tier": "gold",
+    "temp:now": "noon",
+}
 
 
 def test_plain_optional_and_scoped_keys():
-    out = render_template("{name} has {count} orders; brand {app:brand}, tier {user:tier}, "
-                          "at {temp:now}. [{missing?}] [{nothing}] {prefs}", STATE)
-    assert out == ('Dana has 3 orders; brand Northwind, tier gold, at noon. [] [] '
-                   '{"lang": "en"}')
+    out = render_template(
+        "{name} has {count} orders; brand {app:brand}, tier {user:tier}, "
+        "at {temp:now}. [{missing?}] [{nothing}] {prefs}",
+        STATE,
+    )
+    assert out == ('Dana has 3 orders; brand Northwind, tier gold, at noon. [] [] {"lang": "en"}')
 
 
 def test_whitespace_inside_braces_is_ignored():
@@ -29,14 +38,18 @@ def test_missing_required_key_names_the_key(ref):
 
 
 def test_double_braces_escape():
-    assert render_template("Use {{name}} to insert a name, {name}.", STATE) == \
-        "Use {name} to insert a name, Dana."
+    assert (
+        render_template("Use {{name}} to insert a name, {name}.", STATE)
+        == "Use {name} to insert a name, Dana."
+    )
     assert render_template('Reply as {{"ok": true}}', STATE) == 'Reply as {"ok": true}'
 
 
 def test_json_and_non_identifiers_are_left_verbatim():
-    template = ('Return JSON like {"answer": "...", "sources": [1, 2]} or '
-                '{"a": {"b": {}}}; keep {not a key}, {1abc}, {bad:scope}, ${name} and \\{name}.')
+    template = (
+        'Return JSON like {"answer": "...", "sources": [1, 2]} or '
+        '{"a": {"b": {}}}; keep {not a key}, {1abc}, {bad:scope}, ${name} and \\{name}.'
+    )
     assert render_template(template, STATE) == template
 
 
@@ -50,8 +63,10 @@ def test_artifact_reference_inlines_latest_text():
     store.save("app", "u1", "s1", "style.md", "Write short answers.")
     store.save("app", "u1", "s1", "user:bio.txt", "Dana likes trains.")
     read = lambda n: store.load("app", "u1", "s1", n).text()  # noqa: E731
-    assert render_template("Style: {artifact.style.md} Bio: {artifact.user:bio.txt}",
-                           {}, read) == "Style: Write short answers. Bio: Dana likes trains."
+    assert (
+        render_template("Style: {artifact.style.md} Bio: {artifact.user:bio.txt}", {}, read)
+        == "Style: Write short answers. Bio: Dana likes trains."
+    )
     assert render_template("[{artifact.nope.txt?}]", {}, read) == "[]"
     with pytest.raises(TemplateError) as info:
         render_template("{artifact.nope.txt}", {}, read)
@@ -77,8 +92,9 @@ def test_instruction_processor_uses_merged_state_and_artifacts(make_session):
     store.save("app", "u1", "s1", "faq.txt", "Returns within 30 days.")
     session = make_session(state={"user:name": "Dana"})
     agent = AgentSpec(name="a", instruction="Hi {user:name} ({temp:mood}). FAQ: {artifact.faq.txt}")
-    req = Compiler.default().compile(session, agent, services=Services(artifacts=store),
-                                     temp_state={"temp:mood": "curious"})
+    req = Compiler.default().compile(
+        session, agent, services=Services(artifacts=store), temp_state={"temp:mood": "curious"}
+    )
     assert "Hi Dana (curious). FAQ: Returns within 30 days." in req.system_instruction
     assert "temp:mood" not in session.state
 

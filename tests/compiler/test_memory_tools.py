@@ -26,8 +26,9 @@ def services() -> Services:
 
 
 def compile_for(make_session, **agent):
-    return Compiler.default().compile(make_session(), AgentSpec(name="analyst", **agent),
-                                      new_message="hi", services=services())
+    return Compiler.default().compile(
+        make_session(), AgentSpec(name="analyst", **agent), new_message="hi", services=services()
+    )
 
 
 def step(req, name: str):
@@ -38,9 +39,11 @@ def test_by_default_every_configured_tool_is_offered_and_the_trace_says_why(make
     req = compile_for(make_session)
     assert [t["name"] for t in req.tools] == ["load_memory", "load_artifacts"]
     assert step(req, "memory_preload").detail["tools_offered"] == {
-        "load_memory": "a memory service is configured"}
+        "load_memory": "a memory service is configured"
+    }
     assert step(req, "artifacts").detail["tools_offered"] == {
-        "load_artifacts": "the session has artifacts"}
+        "load_artifacts": "the session has artifacts"
+    }
 
 
 def test_an_agent_that_opts_out_of_every_tool_sees_only_its_own(make_session):
@@ -71,13 +74,17 @@ def test_preload_still_works_without_the_load_memory_tool(make_session):
         return []
 
     req = Compiler.default().compile(
-        make_session(), AgentSpec(name="a", memory_preload=True, memory_tools=[]),
-        new_message="tulips", services=Services(memory_search=search))
+        make_session(),
+        AgentSpec(name="a", memory_preload=True, memory_tools=[]),
+        new_message="tulips",
+        services=Services(memory_search=search),
+    )
     assert calls == ["tulips"] and req.tools == []
 
 
-@pytest.mark.parametrize("value, field", [(["recall"], "memory_tools[0]"),
-                                          ("load_memory", "memory_tools")])
+@pytest.mark.parametrize(
+    "value, field", [(["recall"], "memory_tools[0]"), ("load_memory", "memory_tools")]
+)
 def test_an_unknown_tool_name_is_refused_naming_it(value, field):
     with pytest.raises(InvalidInput) as err:
         AgentSpec(name="a", memory_tools=value)
@@ -93,8 +100,19 @@ def test_load_memory_declares_a_bounded_limit():
 
 def test_load_memory_honours_the_models_limit(tmp_path: Path):
     service = MemoryService.open(tmp_path / "store", embedder=None)
-    service.add_memories([Memory("app", "ana", f"s{i}", "fact", f"ana grows tulips number {i}",
-                                 created_at=float(i + 1)) for i in range(8)])
+    service.add_memories(
+        [
+            Memory(
+                "app",
+                "ana",
+                f"s{i}",
+                "fact",
+                f"ana grows tulips number {i}",
+                created_at=float(i + 1),
+            )
+            for i in range(8)
+        ]
+    )
     assert len(service.load_memory("app", "ana", "tulips")) == DEFAULT_MEMORY_LIMIT
     assert len(service.load_memory("app", "ana", "tulips", limit=2)) == 2
     assert len(service.load_memory("app", "ana", "tulips", limit=8)) == 8
@@ -112,20 +130,28 @@ def test_a_bad_limit_is_an_error_result_naming_limit(tmp_path: Path, limit):
 def test_http_compile_takes_memory_tools_and_checks_them(make_http):
     client, backend = make_http()
     backend.sessions.create_session("app", "u1", "s1")
-    body = {"app_name": "app", "user_id": "u1", "session_id": "s1", "new_message": "hi",
-            "agent": {"name": "a", "tools": [{"name": "book"}]}}
+    body = {
+        "app_name": "app",
+        "user_id": "u1",
+        "session_id": "s1",
+        "new_message": "hi",
+        "agent": {"name": "a", "tools": [{"name": "book"}]},
+    }
     default = client.post("/v1/context:compile", json=body)
     assert default.status_code == 200, default.text
     assert [t["name"] for t in default.json()["tools"]] == ["book", "load_memory"]
-    opted_out = client.post("/v1/context:compile",
-                            json={**body, "agent": {**body["agent"], "memory_tools": []}})
+    opted_out = client.post(
+        "/v1/context:compile", json={**body, "agent": {**body["agent"], "memory_tools": []}}
+    )
     assert opted_out.status_code == 200, opted_out.text
     out = opted_out.json()
     assert [t["name"] for t in out["tools"]] == ["book"]
     trace = next(s for s in out["trace"] if s["name"] == "memory_preload")
     assert trace["detail"]["tools_not_offered"] == {
-        "load_memory": "the agent's memory_tools leaves it out"}
-    bad = client.post("/v1/context:compile",
-                      json={**body, "agent": {**body["agent"], "memory_tools": ["recall"]}})
+        "load_memory": "the agent's memory_tools leaves it out"
+    }
+    bad = client.post(
+        "/v1/context:compile", json={**body, "agent": {**body["agent"], "memory_tools": ["recall"]}}
+    )
     assert bad.status_code == 422
     assert bad.json()["error"]["field"].startswith("agent.memory_tools")

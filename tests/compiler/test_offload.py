@@ -34,9 +34,11 @@ AGENT = AgentSpec(name="bot", static_instruction="You answer from data.")
 
 
 def search_turn(response: Any, call_id: str = "c1") -> list[Event]:
-    return [user_message("find the rows"),
-            tool_call("bot", "search_rows", {"q": "Lisbon"}, call_id=call_id),
-            tool_result("bot", "search_rows", response, call_id=call_id)]
+    return [
+        user_message("find the rows"),
+        tool_call("bot", "search_rows", {"q": "Lisbon"}, call_id=call_id),
+        tool_result("bot", "search_rows", response, call_id=call_id),
+    ]
 
 
 def test_a_large_tool_result_becomes_a_handle_and_summary(tmp_path: Path) -> None:
@@ -82,7 +84,8 @@ def test_threshold_is_exclusive_configurable_and_zero_is_off() -> None:
     assert offload_events(artifacts, session, events, OffloadPolicy(500)).saved == []
     out = offload_events(artifacts, session, events, OffloadPolicy(499))
     assert len(out.saved) == 1 and out.events[-1].data["response"]["mime_type"].startswith(
-        "text/plain")
+        "text/plain"
+    )
     assert artifacts.load("app", "ana", "s1", out.saved[0][0]).text() == text
     assert offload_events(artifacts, session, search_turn(BIG), OffloadPolicy(0)).saved == []
     assert OffloadPolicy().threshold_bytes == DEFAULT_THRESHOLD_BYTES == 10 * 1024
@@ -125,12 +128,10 @@ def test_a_refused_append_leaves_no_artifact_behind() -> None:
 
 
 @pytest.mark.parametrize("kind", ["memory", "file"])
-def test_a_retry_that_loses_the_race_keeps_the_winners_artifact(kind: str,
-                                                                  tmp_path: Path) -> None:
+def test_a_retry_that_loses_the_race_keeps_the_winners_artifact(kind: str, tmp_path: Path) -> None:
     """Request A and its retry B offload the same event (v0, v1); B's append wins, A's
     fails and discards what A saved: v0 only, never the v1 B's stored event points to."""
-    artifacts = InMemoryArtifactStore() if kind == "memory" \
-        else FileArtifactStore(tmp_path / "art")
+    artifacts = InMemoryArtifactStore() if kind == "memory" else FileArtifactStore(tmp_path / "art")
     sessions = InMemorySessionStore()
     sessions.create_session("app", "ana", "s1")
     event = search_turn(BIG)[-1]
@@ -154,9 +155,12 @@ def test_two_event_ids_never_share_an_artifact_name() -> None:
     session = sessions.create_session("app", "ana", "s1")
     pairs = [("a" * 70, "a" * 70 + "b"), ("x/y", "x_y"), ("x y", "x.y")]
     for k, (first, second) in enumerate(pairs):
-        events = [tool_result("bot", "search_rows", {"n": i, "pad": "z" * 20_000},
-                              call_id=f"c{k}{i}", id=event_id)
-                  for i, event_id in enumerate((first, second))]
+        events = [
+            tool_result(
+                "bot", "search_rows", {"n": i, "pad": "z" * 20_000}, call_id=f"c{k}{i}", id=event_id
+            )
+            for i, event_id in enumerate((first, second))
+        ]
         assert artifact_name(events[0]) != artifact_name(events[1])
         append_events(sessions, artifacts, session, events)
         for i, stored in enumerate(session.events[-2:]):
@@ -180,9 +184,15 @@ def test_compile_lists_the_handle_and_load_artifacts_expands_it_for_one_call() -
     assert any(t["name"] == "load_artifacts" for t in lean.tools)
     assert lean.total_tokens < 1_000 < count_tokens(json.dumps(BIG))
 
-    append_events(sessions, artifacts, session, [
-        tool_call("bot", "load_artifacts", {"artifact_names": [name]}, call_id="c2"),
-        tool_result("bot", "load_artifacts", {"status": "ok"}, call_id="c2")])
+    append_events(
+        sessions,
+        artifacts,
+        session,
+        [
+            tool_call("bot", "load_artifacts", {"artifact_names": [name]}, call_id="c2"),
+            tool_result("bot", "load_artifacts", {"status": "ok"}, call_id="c2"),
+        ],
+    )
     loaded = compiler.compile(session, AGENT, services=services)
     step = next(s for s in loaded.trace if s.name == "artifacts")
     assert step.detail["inlined"] == [name]
@@ -203,9 +213,11 @@ def test_offload_setting_defaults_to_10_kb_and_is_configurable(tmp_path: Path) -
 
 # -- over HTTP, without Ray -----------------------------------------------------------------
 def _append(client: Any, events: list[Event]) -> Any:
-    body = {"app_name": "app", "user_id": "ana",
-            "events": [{k: v for k, v in e.to_dict().items() if k != "session_id"}
-                       for e in events]}
+    body = {
+        "app_name": "app",
+        "user_id": "ana",
+        "events": [{k: v for k, v in e.to_dict().items() if k != "session_id"} for e in events],
+    }
     return client.post("/v1/sessions/s1/events", json=body)
 
 
@@ -220,9 +232,10 @@ def test_http_append_offloads_and_the_artifact_route_serves_the_payload(make_htt
     assert len(json.dumps(got)) < 5_000
     raw = client.get(f"/v1/artifacts/app/ana/s1/{response['artifact']}")
     assert raw.status_code == 200 and json.loads(raw.content) == BIG
-    out = client.post("/v1/context:compile", json={
-        "app_name": "app", "user_id": "ana", "session_id": "s1",
-        "agent": {"name": "bot"}}).json()
+    out = client.post(
+        "/v1/context:compile",
+        json={"app_name": "app", "user_id": "ana", "session_id": "s1", "agent": {"name": "bot"}},
+    ).json()
     assert out["total_tokens"] < 1_000 and response["artifact"] in out["system_instruction"]
 
 

@@ -16,27 +16,43 @@ from mnemoray.memory.records.record import Memory
 from mnemoray.sessions.events import model_message, user_message
 from mnemoray.tokens import count_tokens
 
-HISTORY = [user_message("I grow tulips on my balcony."),
-           model_message("bot", "Tulips like cool nights and sun."),
-           user_message("And what about roses?"),
-           model_message("bot", "Roses need more water.")]
+HISTORY = [
+    user_message("I grow tulips on my balcony."),
+    model_message("bot", "Tulips like cool nights and sun."),
+    user_message("And what about roses?"),
+    model_message("bot", "Roses need more water."),
+]
 
 
 def search_returning(*texts: str) -> Any:
     def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
         return [MemorySnippet(f"m{i}", t, 1.0 - i / 10) for i, t in enumerate(texts)]
+
     return search
 
 
 def agent(placement: str) -> AgentSpec:
-    return AgentSpec(name="bot", static_instruction="You are a gardening assistant.",
-                     instruction="Be brief.", memory_preload=True, memory_placement=placement)
+    return AgentSpec(
+        name="bot",
+        static_instruction="You are a gardening assistant.",
+        instruction="Be brief.",
+        memory_preload=True,
+        memory_placement=placement,
+    )
 
 
-def compile_with(make_session: Any, placement: str, *memories: str,
-                 new_message: str | None = "water them how often?") -> Any:
-    return Compiler.default().compile(make_session(*HISTORY), agent(placement), new_message,
-                                      Services(memory_search=search_returning(*memories)))
+def compile_with(
+    make_session: Any,
+    placement: str,
+    *memories: str,
+    new_message: str | None = "water them how often?",
+) -> Any:
+    return Compiler.default().compile(
+        make_session(*HISTORY),
+        agent(placement),
+        new_message,
+        Services(memory_search=search_returning(*memories)),
+    )
 
 
 def test_before_message_puts_memories_last_and_keeps_the_system_instruction(make_session):
@@ -57,14 +73,12 @@ def test_before_message_puts_memories_last_and_keeps_the_system_instruction(make
     # Different recall results, byte-identical system instruction and history.
     assert first.system_hash == second.system_hash
     assert first.system_instruction == second.system_instruction
-    assert [c.to_dict() for c in first.contents[:-2]] == [c.to_dict()
-                                                          for c in second.contents[:-2]]
+    assert [c.to_dict() for c in first.contents[:-2]] == [c.to_dict() for c in second.contents[:-2]]
     assert first.cacheable_prefix_tokens == second.cacheable_prefix_tokens
     assert first.total_tokens == sum(s.tokens_added for s in first.trace)
 
 
-def test_system_placement_changes_the_system_instruction_and_shortens_the_prefix(
-        make_session):
+def test_system_placement_changes_the_system_instruction_and_shortens_the_prefix(make_session):
     first = compile_with(make_session, "system", "Ana has a balcony garden.")
     second = compile_with(make_session, "system", "Ana waters on Sundays.")
     assert MEMORY_OPEN in first.system_instruction and "Sundays" in second.system_instruction
@@ -77,18 +91,19 @@ def test_system_placement_changes_the_system_instruction_and_shortens_the_prefix
     # before the message, the whole system instruction and the history are the prefix.
     history_tokens = sum(c.tokens for c in at_end.contents[:-2])
     memory_tokens = at_end.contents[-2].tokens
-    assert at_end.cacheable_prefix_tokens == (at_end.total_tokens - memory_tokens
-                                              - at_end.contents[-1].tokens)
+    assert at_end.cacheable_prefix_tokens == (
+        at_end.total_tokens - memory_tokens - at_end.contents[-1].tokens
+    )
     assert first.cacheable_prefix_tokens < at_end.cacheable_prefix_tokens
-    assert first.cacheable_prefix_tokens == (first.total_tokens - history_tokens
-                                             - memory_tokens - first.contents[-1].tokens)
+    assert first.cacheable_prefix_tokens == (
+        first.total_tokens - history_tokens - memory_tokens - first.contents[-1].tokens
+    )
     step = next(s for s in first.trace if s.name == "memory_preload")
     assert step.detail["placement"] == "system"
 
 
 def test_without_a_new_message_memories_go_before_the_last_user_message(make_session):
-    req = compile_with(make_session, "before_message", "Ana likes red roses.",
-                       new_message=None)
+    req = compile_with(make_session, "before_message", "Ana likes red roses.", new_message=None)
     texts = [c.text for c in req.contents]
     at = texts.index("And what about roses?")
     assert texts[at - 1].startswith(MEMORY_OPEN) and "red roses" in texts[at - 1]
@@ -110,29 +125,40 @@ def test_trace_reports_static_prefix_reuse_per_agent_and_session(make_session):
 
     def reuse(req: Any) -> Any:
         return next(s for s in req.trace if s.name == "static_instruction").detail.get(
-            "prefix_reuse")
+            "prefix_reuse"
+        )
 
     assert reuse(compiler.compile(session, calm, "a")) is None  # nothing to compare yet
-    assert reuse(compiler.compile(session, calm, "b")) == {"reused": True, "checks": 1,
-                                                           "hits": 1}
+    assert reuse(compiler.compile(session, calm, "b")) == {"reused": True, "checks": 1, "hits": 1}
     changed = AgentSpec(name="bot", static_instruction="Changed.")
-    assert reuse(compiler.compile(session, changed, "c")) == {"reused": False, "checks": 2,
-                                                              "hits": 1}
+    assert reuse(compiler.compile(session, changed, "c")) == {
+        "reused": False,
+        "checks": 2,
+        "hits": 1,
+    }
     # Another agent in the same session is tracked on its own.
     assert reuse(compiler.compile(session, AgentSpec(name="other"), "d")) is None
 
 
 # -- over HTTP, without Ray -----------------------------------------------------------------
 def _compile(client: Any, **agent: Any) -> Any:
-    return client.post("/v1/context:compile", json={
-        "app_name": "app", "user_id": "ana", "session_id": "s1", "new_message": "tulips?",
-        "agent": {"name": "bot", "static_instruction": "Garden helper.", **agent}})
+    return client.post(
+        "/v1/context:compile",
+        json={
+            "app_name": "app",
+            "user_id": "ana",
+            "session_id": "s1",
+            "new_message": "tulips?",
+            "agent": {"name": "bot", "static_instruction": "Garden helper.", **agent},
+        },
+    )
 
 
 def test_http_placement_prefix_reuse_and_context_tokens_metrics(make_http):
     client, backend = make_http()
-    backend.service.add_memories([Memory("app", "ana", "s0", "fact", "ana grows tulips",
-                                         created_at=1.0)])
+    backend.service.add_memories(
+        [Memory("app", "ana", "s0", "fact", "ana grows tulips", created_at=1.0)]
+    )
     backend.sessions.create_session("app", "ana", "s1")
     at_end = _compile(client, memory_preload=True, memory_placement="before_message")
     assert at_end.status_code == 200, at_end.text
@@ -153,8 +179,9 @@ def test_http_placement_prefix_reuse_and_context_tokens_metrics(make_http):
     assert "mnemoray_compile_prefix_reuse_rate 0.5" in metrics
     assert "mnemoray_compile_context_tokens_count 3.0" in metrics
     total = out["total_tokens"] + in_system["total_tokens"]
-    sum_line = next(x for x in metrics.splitlines()
-                    if x.startswith("mnemoray_compile_context_tokens_sum"))
+    sum_line = next(
+        x for x in metrics.splitlines() if x.startswith("mnemoray_compile_context_tokens_sum")
+    )
     assert float(sum_line.split()[1]) > total
     bad = _compile(client, memory_placement="middle")
     assert bad.status_code == 422

@@ -17,12 +17,15 @@ from mnemoray.compiler.request import (
 )
 
 
-@pytest.mark.parametrize(("role", "text", "call", "response"), [
-    ("user", "hello", None, None),
-    ("model", "", None, None),
-    ("model", None, FunctionCall("lookup", {"id": "1"}, "c1"), None),
-    ("user", None, None, FunctionResponse("lookup", {"ok": True}, "c1")),
-])
+@pytest.mark.parametrize(
+    ("role", "text", "call", "response"),
+    [
+        ("user", "hello", None, None),
+        ("model", "", None, None),
+        ("model", None, FunctionCall("lookup", {"id": "1"}, "c1"), None),
+        ("user", None, None, FunctionResponse("lookup", {"ok": True}, "c1")),
+    ],
+)
 def test_one_part_content_is_the_constructed_content(role, text, call, response):
     built = one_part_content(role, text, ("e1",), 7, call, response)
     expected = Content(role, (Part(text, call, response),), ("e1",), 7)

@@ -10,8 +10,12 @@ STATIC = "You are a careful assistant. Literal braces stay: {user:name} {not_a_k
 
 
 def agent(**kw) -> AgentSpec:
-    return AgentSpec(name="helper", static_instruction=STATIC,
-                     instruction="User: {user:name}. Turn {turn?}.", **kw)
+    return AgentSpec(
+        name="helper",
+        static_instruction=STATIC,
+        instruction="User: {user:name}. Turn {turn?}.",
+        **kw,
+    )
 
 
 def test_static_block_leads_verbatim_and_is_hashed(make_session):
@@ -29,8 +33,9 @@ def test_prefix_hash_stable_across_consecutive_turns(make_session):
     session = make_session(state={"user:name": "Dana"})
     hashes = []
     for turn in range(6):
-        req = compiler.compile(session, agent(), new_message=f"question {turn}",
-                               temp_state={"temp:now": turn})
+        req = compiler.compile(
+            session, agent(), new_message=f"question {turn}", temp_state={"temp:now": turn}
+        )
         hashes.append(req.prefix_hash)
         assert req.system_instruction.startswith(STATIC)
         session.apply(user_message(f"question {turn}", state_delta={"turn": turn}))

@@ -81,10 +81,15 @@ def test_the_parity_gate_refuses_vectors_that_differ() -> None:
     assert err.value.field == "dtype" and "parity" in str(err.value)
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"dtype": "fp8"}, "dtype"), ({"max_batch_tokens": 0}, "max_batch_tokens"),
-    ({"device": "tpu"}, "device"), ({"tokenize_threads": 0}, "tokenize_threads"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"dtype": "fp8"}, "dtype"),
+        ({"max_batch_tokens": 0}, "max_batch_tokens"),
+        ({"device": "tpu"}, "device"),
+        ({"tokenize_threads": 0}, "tokenize_threads"),
+    ],
+)
 def test_bad_options_name_the_field(kwargs, field) -> None:
     with pytest.raises(EmbedderError) as err:
         CudaEmbedder(**{"device": "cpu", **kwargs})
@@ -100,25 +105,33 @@ def test_no_gpu_is_one_clear_error() -> None:
     assert err.value.field == "device" and "no CUDA GPU" in str(err.value)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("default,device=cuda,dtype=float16,max_batch_tokens=4096",
-     {"device": "cuda", "dtype": "float16", "max_batch_tokens": 4096}),
-    ("default,device=cuda:1,dtype=BFloat16", {"device": "cuda:1", "dtype": "bfloat16"}),
-    ("onnx,max_batch_tokens=2048", {"runtime": "onnx", "max_batch_tokens": 2048}),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "default,device=cuda,dtype=float16,max_batch_tokens=4096",
+            {"device": "cuda", "dtype": "float16", "max_batch_tokens": 4096},
+        ),
+        ("default,device=cuda:1,dtype=BFloat16", {"device": "cuda:1", "dtype": "bfloat16"}),
+        ("onnx,max_batch_tokens=2048", {"runtime": "onnx", "max_batch_tokens": 2048}),
+    ],
+)
 def test_spec_options(text, expected) -> None:
     spec = EmbedderSpec.parse(text)
     assert {k: getattr(spec, k) for k in expected} == expected
     assert EmbedderSpec.parse(str(spec)) == spec
 
 
-@pytest.mark.parametrize("text, field", [
-    ("default,dtype=float16", "embedder.dtype"),  # on CPU: not the GPU embedder
-    ("default,runtime=torch,device=cuda,dtype=float16", "embedder.dtype"),
-    ("default,device=cuda,dtype=half", "embedder.dtype"),
-    ("default,runtime=torch,max_batch_tokens=64", "embedder.max_batch_tokens"),
-    ("default,device=cuda,max_batch_tokens=0", "embedder.max_batch_tokens"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("default,dtype=float16", "embedder.dtype"),  # on CPU: not the GPU embedder
+        ("default,runtime=torch,device=cuda,dtype=float16", "embedder.dtype"),
+        ("default,device=cuda,dtype=half", "embedder.dtype"),
+        ("default,runtime=torch,max_batch_tokens=64", "embedder.max_batch_tokens"),
+        ("default,device=cuda,max_batch_tokens=0", "embedder.max_batch_tokens"),
+    ],
+)
 def test_bad_spec_options(text, field) -> None:
     with pytest.raises(EmbedderError) as err:
         EmbedderSpec.parse(text)
@@ -126,15 +139,20 @@ def test_bad_spec_options(text, field) -> None:
 
 
 def test_backfill_flags_set_the_gpu_spec(tmp_path) -> None:
-    config = BackfillConfig.from_flags(archive=str(tmp_path), store=str(tmp_path / "s"),
-                                       gpus_per_embedder=1.0, embed_dtype="float16",
-                                       embed_batch_tokens=32768, embed_batch_size=2048)
-    assert config.embedder == EmbedderSpec(device="cuda", dtype="float16",
-                                           max_batch_tokens=32768)
+    config = BackfillConfig.from_flags(
+        archive=str(tmp_path),
+        store=str(tmp_path / "s"),
+        gpus_per_embedder=1.0,
+        embed_dtype="float16",
+        embed_batch_tokens=32768,
+        embed_batch_size=2048,
+    )
+    assert config.embedder == EmbedderSpec(device="cuda", dtype="float16", max_batch_tokens=32768)
     assert config.ray.embed_batch_size == 2048
     with pytest.raises(InvalidInput) as err:  # no GPU asked for: the flag is named
-        BackfillConfig.from_flags(archive=str(tmp_path), store=str(tmp_path / "s"),
-                                  embed_dtype="float16")
+        BackfillConfig.from_flags(
+            archive=str(tmp_path), store=str(tmp_path / "s"), embed_dtype="float16"
+        )
     assert err.value.field == "--embed-dtype"
 
 
@@ -157,7 +175,13 @@ def test_workers_default_to_half_the_cluster() -> None:
     assert RayOptions().resolved().for_cluster({"CPU": 16.0}).workers == 8
     assert RayOptions(workers=3).resolved().for_cluster({"CPU": 16.0}).workers == 3
     assert [default_workers({"CPU": c}) for c in (0.0, 1.0, 2.0, 3.0, 16.0, 64.0)] == [
-        1, 1, 1, 1, 8, 32]
+        1,
+        1,
+        1,
+        1,
+        8,
+        32,
+    ]
     spec = EmbedderSpec.parse("default")
     # Not given: 8 embed actors of 2 threads on 16 cores (the issue's --workers N/2).
     actors, opened = embed_layout(RayOptions().resolved(), spec, {"CPU": 16.0})
@@ -177,8 +201,9 @@ def test_the_packer_hands_over_and_stops_when_the_consumer_gives_up(packed) -> N
         free = cuda_module.queue.Queue()
         for slot in range(cuda_module._IN_FLIGHT):
             free.put(slot)
-        return cuda_module._Ring([torch.empty(512, dtype=torch.int32)
-                                  for _ in range(cuda_module._IN_FLIGHT)], free)
+        return cuda_module._Ring(
+            [torch.empty(512, dtype=torch.int32) for _ in range(cuda_module._IN_FLIGHT)], free
+        )
 
     before = threading.active_count()
     whole = ring()
@@ -214,8 +239,12 @@ def test_a_backend_without_own_batching_still_gets_an_int() -> None:
 def test_embed_actors_leave_the_vllm_engines_their_gpus(tmp_path) -> None:
     from mnemoray.pipeline.backfill import llm_gpus
 
-    cfg = BackfillConfig(archive=str(tmp_path), store=str(tmp_path / "s"), summarizer="vllm",
-                         summarizer_options={"model": "m", "tensor_parallel_size": 2})
+    cfg = BackfillConfig(
+        archive=str(tmp_path),
+        store=str(tmp_path / "s"),
+        summarizer="vllm",
+        summarizer_options={"model": "m", "tensor_parallel_size": 2},
+    )
     opts = RayOptions(gpus_per_embedder=0.5, llm_concurrency=1).resolved()
     assert llm_gpus(cfg, opts) == 2.0
     gpu = EmbedderSpec.parse("default,device=cuda")
@@ -225,8 +254,9 @@ def test_embed_actors_leave_the_vllm_engines_their_gpus(tmp_path) -> None:
     assert "vLLM" in str(err.value)
 
 
-def test_the_forward_pass_never_asks_the_device_whether_rows_are_padded(packed,
-                                                                        monkeypatch) -> None:
+def test_the_forward_pass_never_asks_the_device_whether_rows_are_padded(
+    packed, monkeypatch
+) -> None:
     """A 2D mask makes transformers call ``mask.all()`` on every forward pass: on CUDA a
     host-device sync that stalls the copy/compute overlap. The 4D mask skips that check."""
     import transformers.masking_utils as masking

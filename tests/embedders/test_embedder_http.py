@@ -82,8 +82,9 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
             if served.key and self.headers.get("Authorization") != f"Bearer {served.key}":
                 return self._answer(401, {"error": {"message": "invalid api key"}})
             if body.get("model") != served.model:
-                return self._answer(404, {"error": {"message": f"The model "
-                                                    f"`{body.get('model')}` does not exist."}})
+                return self._answer(
+                    404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
+                )
             if served.fail_next > 0:
                 served.fail_next -= 1
                 retry = {"Retry-After": "0"} if served.fail_status == 429 else {}
@@ -92,10 +93,19 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
             served.batches.append(len(texts))
             vectors = served.encode(texts)
             # Reversed, with indexes: the client must order by index, not by position.
-            data = [{"object": "embedding", "index": i, "embedding": vectors[i].tolist()}
-                    for i in reversed(range(len(texts)))]
-            return self._answer(200, {"object": "list", "data": data, "model": served.model,
-                                      "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+            data = [
+                {"object": "embedding", "index": i, "embedding": vectors[i].tolist()}
+                for i in reversed(range(len(texts)))
+            ]
+            return self._answer(
+                200,
+                {
+                    "object": "list",
+                    "data": data,
+                    "model": served.model,
+                    "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                },
+            )
 
     return Handler
 
@@ -149,14 +159,16 @@ def flaky_server(torch_minilm) -> Iterator[tuple[str, Served]]:
 def _memory_store(root: Path) -> MemoryStore:
     """A store built with the local packaged MiniLM (ONNX), holding one memory."""
     service = MemoryService.open(root, embedder="default")
-    service.add_memories([Memory("app", "carol", "s1", "fact", "Carol keeps an African "
-                                 "Grey parrot named Kiwi.")])
+    service.add_memories(
+        [Memory("app", "carol", "s1", "fact", "Carol keeps an African Grey parrot named Kiwi.")]
+    )
     assert service.store.manifest().embedding_model == PACKAGED_MODEL_ID
     return service.store
 
 
-def test_parity_passes_for_the_same_model_and_a_local_store_takes_it(minilm_server,
-                                                                     tmp_path) -> None:
+def test_parity_passes_for_the_same_model_and_a_local_store_takes_it(
+    minilm_server, tmp_path
+) -> None:
     url, served = minilm_server
     spec = f"openai,url={url},model={MINILM},parity_with=default,batch=8"
     remote = open_embedder(spec, _memory_store(tmp_path / "s"), "query")
@@ -184,8 +196,9 @@ def test_parity_passes_for_the_same_model_and_a_local_store_takes_it(minilm_serv
     assert hit.signals["dense"] == pytest.approx(same.signals["dense"], abs=1e-3)
 
 
-def test_without_parity_it_is_another_model_refused_before_any_request(minilm_server,
-                                                                       tmp_path) -> None:
+def test_without_parity_it_is_another_model_refused_before_any_request(
+    minilm_server, tmp_path
+) -> None:
     url, served = minilm_server
     store = _memory_store(tmp_path / "s")
     spec = f"openai,url={url},model={MINILM}"
@@ -228,13 +241,19 @@ def test_backfill_through_the_spec_end_to_end(minilm_server, other_server, tmp_p
     # The other model on this store is refused before any work.
     other_url, _ = other_server
     with pytest.raises(ModelMismatch):
-        backfill(BackfillConfig(tmp_path / "archive", store,
-                                embedder=f"openai,url={other_url},model={OTHER}"))
+        backfill(
+            BackfillConfig(
+                tmp_path / "archive", store, embedder=f"openai,url={other_url},model={OTHER}"
+            )
+        )
     # A store built by a server's own model tells a local spec how to open it.
     make_archive(tmp_path / "archive2", 2, files=1, bad=False, parquet=False)
     remote_store = tmp_path / "remote-store"
-    backfill(BackfillConfig(tmp_path / "archive2", remote_store,
-                            embedder=f"openai,url={other_url},model={OTHER}"))
+    backfill(
+        BackfillConfig(
+            tmp_path / "archive2", remote_store, embedder=f"openai,url={other_url},model={OTHER}"
+        )
+    )
     assert MemoryStore(remote_store).manifest().embedding_model == f"openai:{OTHER}"
     with pytest.raises(ModelMismatch, match=f"model={OTHER}"):
         open_embedder("default", MemoryStore(remote_store))
@@ -288,21 +307,24 @@ def test_every_answer_is_checked_against_the_probed_dimension(minilm_server) -> 
         served.encode = encode
 
 
-@pytest.mark.parametrize(("text", "field", "message"), [
-    ("openai,url=http://h:1", "embedder.model", "model="),
-    ("openai,model=m", "embedder.url", "url=http://host:8000"),
-    ("openai,model=m,url=localhost:8000", "embedder.url", r"http\(s\)://"),
-    ("openai,model=m,url=http://h,batch=0", "embedder.batch", "positive integer"),
-    ("openai,model=m,url=http://h,batch=many", "embedder.batch", "positive integer"),
-    ("openai,model=m,url=http://h,retries=-1", "embedder.retries", ">= 0"),
-    ("openai,model=m,url=http://h,timeout=0", "embedder.timeout", "positive number"),
-    ("openai,model=m,url=http://h,key_env=sk-live-123", "embedder.key_env", "NAME"),
-    ("openai,model=m,url=http://h,parity_with=none", "embedder.parity_with", "local model"),
-    ("openai,model=m,url=http://h,threads=2", "embedder.threads", "runtime=openai"),
-    ("openai,model=m,url=http://h,device=cuda", "embedder.device", "runtime=openai"),
-    ("default,url=http://h", "embedder.url", "only for runtime=openai"),
-    ("onnx,parity_with=default", "embedder.parity_with", "only for runtime=openai"),
-])
+@pytest.mark.parametrize(
+    ("text", "field", "message"),
+    [
+        ("openai,url=http://h:1", "embedder.model", "model="),
+        ("openai,model=m", "embedder.url", "url=http://host:8000"),
+        ("openai,model=m,url=localhost:8000", "embedder.url", r"http\(s\)://"),
+        ("openai,model=m,url=http://h,batch=0", "embedder.batch", "positive integer"),
+        ("openai,model=m,url=http://h,batch=many", "embedder.batch", "positive integer"),
+        ("openai,model=m,url=http://h,retries=-1", "embedder.retries", ">= 0"),
+        ("openai,model=m,url=http://h,timeout=0", "embedder.timeout", "positive number"),
+        ("openai,model=m,url=http://h,key_env=sk-live-123", "embedder.key_env", "NAME"),
+        ("openai,model=m,url=http://h,parity_with=none", "embedder.parity_with", "local model"),
+        ("openai,model=m,url=http://h,threads=2", "embedder.threads", "runtime=openai"),
+        ("openai,model=m,url=http://h,device=cuda", "embedder.device", "runtime=openai"),
+        ("default,url=http://h", "embedder.url", "only for runtime=openai"),
+        ("onnx,parity_with=default", "embedder.parity_with", "only for runtime=openai"),
+    ],
+)
 def test_bad_options_name_the_option(text, field, message) -> None:
     with pytest.raises(InvalidInput, match=message) as info:
         EmbedderSpec.parse(text)
@@ -311,13 +333,20 @@ def test_bad_options_name_the_option(text, field, message) -> None:
 
 
 def test_spec_round_trips() -> None:
-    text = f"openai,url=http://h:8000/v1,model={MINILM},key_env=EMB_KEY,batch=64,timeout=5," \
-           f"retries=0,parity_with=default"
+    text = (
+        f"openai,url=http://h:8000/v1,model={MINILM},key_env=EMB_KEY,batch=64,timeout=5,"
+        f"retries=0,parity_with=default"
+    )
     spec = EmbedderSpec.parse(text)
     assert spec.remote and spec.model == MINILM and not spec.packaged
     assert EmbedderSpec.parse(str(spec)) == spec
-    for base in ("http://h:8000", "http://h:8000/", "http://h:8000/v1", "http://h:8000/v1/",
-                 "http://h:8000/v1/embeddings"):
+    for base in (
+        "http://h:8000",
+        "http://h:8000/",
+        "http://h:8000/v1",
+        "http://h:8000/v1/",
+        "http://h:8000/v1/embeddings",
+    ):
         assert embeddings_endpoint(base) == "http://h:8000/v1/embeddings"
 
 
@@ -336,9 +365,20 @@ def test_unreachable_server_is_unavailable_in_one_line(tmp_path) -> None:
     assert "after 2 attempt(s)" in message
 
     _memory_store(tmp_path / "s")
-    result = CliRunner().invoke(app, ["recall", "--store", str(tmp_path / "s"), "--app", "app",
-                                      "--user", "carol", "--embedder",
-                                      f"openai,url={url},model={MINILM},retries=0,"
-                                      f"parity_with=default", "parrot"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "recall",
+            "--store",
+            str(tmp_path / "s"),
+            "--app",
+            "app",
+            "--user",
+            "carol",
+            "--embedder",
+            f"openai,url={url},model={MINILM},retries=0,parity_with=default",
+            "parrot",
+        ],
+    )
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1 and url in result.output

@@ -31,25 +31,29 @@ from mnemoray.summarizers import ExtractiveSummarizer
 
 
 # -- parsing (no model is loaded) -------------------------------------------------------
-@pytest.mark.parametrize(("text", "expected"), [
-    ("default", EmbedderSpec()),
-    (" MiniLM ", EmbedderSpec()),
-    ("none", EmbedderSpec(model=None)),
-    ("Keyword", EmbedderSpec(model=None)),
-    ("torch", EmbedderSpec(runtime="torch")),
-    ("onnx", EmbedderSpec(runtime="onnx")),
-    ("onnx-int8", EmbedderSpec(runtime="onnx", quantize=True)),
-    ("./models/e5", EmbedderSpec(model="./models/e5")),
-    ("org/Some-Model", EmbedderSpec(model="org/Some-Model")),  # names keep their case
-    ("./models/e5, threads=2, spin=off", EmbedderSpec(model="./models/e5", threads=2,
-                                                      spin=False)),
-    ("default,runtime=TORCH,device=cuda:1",
-     EmbedderSpec(runtime="torch", device="cuda:1")),
-    ("onnx,spin=true,threads=1", EmbedderSpec(runtime="onnx", spin=True, threads=1)),
-    ("model=none", EmbedderSpec(model=None)),
-    ("runtime=torch", EmbedderSpec(runtime="torch")),
-    (None, EmbedderSpec(model=None)),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("default", EmbedderSpec()),
+        (" MiniLM ", EmbedderSpec()),
+        ("none", EmbedderSpec(model=None)),
+        ("Keyword", EmbedderSpec(model=None)),
+        ("torch", EmbedderSpec(runtime="torch")),
+        ("onnx", EmbedderSpec(runtime="onnx")),
+        ("onnx-int8", EmbedderSpec(runtime="onnx", quantize=True)),
+        ("./models/e5", EmbedderSpec(model="./models/e5")),
+        ("org/Some-Model", EmbedderSpec(model="org/Some-Model")),  # names keep their case
+        (
+            "./models/e5, threads=2, spin=off",
+            EmbedderSpec(model="./models/e5", threads=2, spin=False),
+        ),
+        ("default,runtime=TORCH,device=cuda:1", EmbedderSpec(runtime="torch", device="cuda:1")),
+        ("onnx,spin=true,threads=1", EmbedderSpec(runtime="onnx", spin=True, threads=1)),
+        ("model=none", EmbedderSpec(model=None)),
+        ("runtime=torch", EmbedderSpec(runtime="torch")),
+        (None, EmbedderSpec(model=None)),
+    ],
+)
 def test_parse(text, expected) -> None:
     spec = EmbedderSpec.parse(text)
     assert spec == expected
@@ -57,19 +61,22 @@ def test_parse(text, expected) -> None:
     assert EmbedderSpec.parse(spec) is spec
 
 
-@pytest.mark.parametrize(("text", "field", "message"), [
-    ("", "embedder", "must not be empty"),
-    ("default,runtime=tensorflow", "embedder.runtime", "one of auto, torch, onnx"),
-    ("default,threads=x", "embedder.threads", "positive integer"),
-    ("default,threads=0", "embedder.threads", "positive integer"),
-    ("default,spin=maybe", "embedder.spin", "true or false"),
-    ("default,colour=red", "embedder.colour", "unknown option"),
-    ("default,threads=1,threads=2", "embedder.threads", "given twice"),
-    ("default,quantize=true", "embedder.quantize", "runtime=onnx"),
-    ("onnx,device=cuda", "embedder.device", "cpu only"),
-    ("default,model=", "embedder.model", "must not be empty"),
-    ("default,threads", "embedder", "key=value"),
-])
+@pytest.mark.parametrize(
+    ("text", "field", "message"),
+    [
+        ("", "embedder", "must not be empty"),
+        ("default,runtime=tensorflow", "embedder.runtime", "one of auto, torch, onnx"),
+        ("default,threads=x", "embedder.threads", "positive integer"),
+        ("default,threads=0", "embedder.threads", "positive integer"),
+        ("default,spin=maybe", "embedder.spin", "true or false"),
+        ("default,colour=red", "embedder.colour", "unknown option"),
+        ("default,threads=1,threads=2", "embedder.threads", "given twice"),
+        ("default,quantize=true", "embedder.quantize", "runtime=onnx"),
+        ("onnx,device=cuda", "embedder.device", "cpu only"),
+        ("default,model=", "embedder.model", "must not be empty"),
+        ("default,threads", "embedder", "key=value"),
+    ],
+)
 def test_bad_specs_name_the_field(text, field, message) -> None:
     with pytest.raises(InvalidInput, match=message) as info:
         EmbedderSpec.parse(text)
@@ -92,8 +99,9 @@ def test_field_prefix_and_direct_construction() -> None:
 def test_override_keeps_what_is_not_given() -> None:
     spec = EmbedderSpec.parse("torch,threads=2")
     assert spec.override(runtime=None, threads=None) == spec
-    assert spec.override(threads=4, device="cuda") == EmbedderSpec(runtime="torch",
-                                                                     threads=4, device="cuda")
+    assert spec.override(threads=4, device="cuda") == EmbedderSpec(
+        runtime="torch", threads=4, device="cuda"
+    )
     with pytest.raises(EmbedderError, match="cpu only"):
         EmbedderSpec.parse("onnx").override(device="cuda")
 
@@ -157,8 +165,11 @@ def test_keyword_only_store_never_embeds(keyword_store, minilm) -> None:
 
 def test_the_same_default_for_every_purpose(tmp_path, minilm_store) -> None:
     stores = {"no store": None, "new": MemoryStore(tmp_path / "new"), "minilm": minilm_store}
-    opened = {(name, purpose): open_embedder("default", store, purpose)
-              for name, store in stores.items() for purpose in PURPOSES}
+    opened = {
+        (name, purpose): open_embedder("default", store, purpose)
+        for name, store in stores.items()
+        for purpose in PURPOSES
+    }
     kinds = {type(e) for e in opened.values()}
     # The parity-gated ONNX build where it loads; torch when it cannot (logged).
     assert kinds in ({OnnxEmbedder}, {SentenceTransformerEmbedder})

@@ -41,7 +41,8 @@ def test_deterministic_across_calls_and_batch_sizes(embedder):
 
 def test_semantic_sanity(embedder):
     query, parrot, lease = embedder.encode(
-        ["that flying animal", "African Grey parrot", "apartment lease"])
+        ["that flying animal", "African Grey parrot", "apartment lease"]
+    )
     assert query @ parrot > query @ lease + 0.1
 
 

@@ -33,8 +33,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[EmbedderSpec]:
     return seen
 
 
-def test_the_local_backend_loads_its_model_once(tmp_path: Path,
-                                                loads: list[EmbedderSpec]) -> None:
+def test_the_local_backend_loads_its_model_once(tmp_path: Path, loads: list[EmbedderSpec]) -> None:
     backend = LocalBackend.open(str(tmp_path / "store"))
     try:
         parts = backend.parts
@@ -45,8 +44,9 @@ def test_the_local_backend_loads_its_model_once(tmp_path: Path,
         backend.close()
 
 
-def test_another_query_spec_gets_its_own_checked_instance(tmp_path: Path,
-                                                          loads: list[EmbedderSpec]) -> None:
+def test_another_query_spec_gets_its_own_checked_instance(
+    tmp_path: Path, loads: list[EmbedderSpec]
+) -> None:
     backend = LocalBackend.open(str(tmp_path / "store"), models={"query_threads": 1})
     try:
         q, w = backend.parts.query_embedder, backend.parts.write_embedder
@@ -62,8 +62,9 @@ def test_another_query_spec_gets_its_own_checked_instance(tmp_path: Path,
     assert exc.value.field == "models.query_embedder"
 
 
-def test_a_serve_replica_keeps_its_own_query_embedder(tmp_path: Path,
-                                                      loads: list[EmbedderSpec]) -> None:
+def test_a_serve_replica_keeps_its_own_query_embedder(
+    tmp_path: Path, loads: list[EmbedderSpec]
+) -> None:
     s = parse_settings({"store": str(tmp_path / "store")})
     parts = build_parts(s, local_embedder(s), local_summarizer(s))  # as MemoryIngress
     try:

@@ -26,15 +26,44 @@ and in my your was will can please tomorrow yesterday Paris Berlin deploy error 
 recall summary customer escalation ticket birthday sister"""
 WORDS = tuple(_VOCABULARY.split())
 SPECIAL = [
-    "?", "", " ", "\n\t", "ok", "A", "!!!", "...", "🦜", "🦜🏠✈️🎉", "日本語のテキスト",
-    "中文文本测试句子", "한국어 문장입니다", "مرحبا بالعالم", "שלום עולם",
+    "?",
+    "",
+    " ",
+    "\n\t",
+    "ok",
+    "A",
+    "!!!",
+    "...",
+    "🦜",
+    "🦜🏠✈️🎉",
+    "日本語のテキスト",
+    "中文文本测试句子",
+    "한국어 문장입니다",
+    "مرحبا بالعالم",
+    "שלום עולם",
     "Ünïcödé façade naïve café",
-    "Straße Ærø Ωmega ǅ ﬁ", "ALL CAPS QUERY ABOUT FLIGHTS", "MiXeD CaSe PaRrOt", "x" * 300,
-    "1234567890", "3.14159 2.71828", "2024-06-01T12:00:00Z", "user@example.com", "#42 @bob $19.99",
-    "def f(x): return x * 2", "SELECT * FROM memories WHERE k = 5;", "<b>html</b> &amp; tags",
-    "a\u200bzero\u200bwidth", "tab\tseparated\tvalues", "emoji 🦜 and arabic مرحبا in one",
-    "   leading and trailing spaces   ", "word " * 5, "supercalifragilisticexpialidocious",
-    "e\u0301 combining accent", "\u00a0non-breaking\u00a0space", "?" * 50, "🙂" * 40,
+    "Straße Ærø Ωmega ǅ ﬁ",
+    "ALL CAPS QUERY ABOUT FLIGHTS",
+    "MiXeD CaSe PaRrOt",
+    "x" * 300,
+    "1234567890",
+    "3.14159 2.71828",
+    "2024-06-01T12:00:00Z",
+    "user@example.com",
+    "#42 @bob $19.99",
+    "def f(x): return x * 2",
+    "SELECT * FROM memories WHERE k = 5;",
+    "<b>html</b> &amp; tags",
+    "a\u200bzero\u200bwidth",
+    "tab\tseparated\tvalues",
+    "emoji 🦜 and arabic مرحبا in one",
+    "   leading and trailing spaces   ",
+    "word " * 5,
+    "supercalifragilisticexpialidocious",
+    "e\u0301 combining accent",
+    "\u00a0non-breaking\u00a0space",
+    "?" * 50,
+    "🙂" * 40,
 ]
 
 
@@ -91,8 +120,12 @@ def test_fp32_parity_with_torch_on_varied_texts(onnx_fp32, torch_embedder, refer
         assert worst >= PARITY_MIN_COSINE, (batch_size, worst)
     # verify_parity is the same measurement (the minimum over its batch sizes).
     subset = TEXTS[:40]
-    expected = min(float(np.min(np.sum(onnx_fp32.encode(subset, batch_size=b)
-                                       * reference_vectors[:40], axis=1))) for b in (1, 16))
+    expected = min(
+        float(
+            np.min(np.sum(onnx_fp32.encode(subset, batch_size=b) * reference_vectors[:40], axis=1))
+        )
+        for b in (1, 16)
+    )
     assert verify_parity(onnx_fp32, torch_embedder, subset) == pytest.approx(expected, abs=1e-6)
     # The built-in check at construction passed too, and so it carries the torch id.
     assert onnx_fp32.verified and onnx_fp32.parity_min_cosine >= PARITY_MIN_COSINE
@@ -102,8 +135,9 @@ def test_fp32_parity_with_torch_on_varied_texts(onnx_fp32, torch_embedder, refer
 
 
 @pytest.mark.slow  # exports and quantizes a second model
-def test_int8_is_refused_unless_it_passes_parity(cache_dir, torch_embedder, reference_vectors,
-                                                 monkeypatch):
+def test_int8_is_refused_unless_it_passes_parity(
+    cache_dir, torch_embedder, reference_vectors, monkeypatch
+):
     unverified = OnnxEmbedder(cache_dir=cache_dir, quantize=True, verify=False)
     worst = min(_min_cosine(unverified, reference_vectors, b) for b in (1, 64))
     if worst >= PARITY_MIN_COSINE:  # a future recipe that passes may carry the torch id
@@ -137,8 +171,9 @@ def test_export_and_verification_are_cached(onnx_fp32, cache_dir, monkeypatch):
     text = ["a sentence to embed"]
     np.testing.assert_allclose(again.encode(text), onnx_fp32.encode(text), atol=1e-6)
     # Only the finished files and the lock are left: temp files were renamed into place.
-    leftovers = [p.name for p in model_file.parent.iterdir() if p.name.endswith(".tmp")
-                 or ".tmp." in p.name]
+    leftovers = [
+        p.name for p in model_file.parent.iterdir() if p.name.endswith(".tmp") or ".tmp." in p.name
+    ]
     assert leftovers == []
 
     # The spec goes to the same cache and is loaded once per process.
@@ -174,7 +209,8 @@ def test_shape_norm_determinism_and_semantics(onnx_fp32):
     assert np.array_equal(a, b)
     np.testing.assert_allclose(a, onnx_fp32.encode(texts, batch_size=2), atol=1e-5)
     query, parrot, lease = onnx_fp32.encode(
-        ["that flying animal", "African Grey parrot", "apartment lease"])
+        ["that flying animal", "African Grey parrot", "apartment lease"]
+    )
     assert query @ parrot > query @ lease + 0.1
     empty = onnx_fp32.encode([])
     assert empty.shape == (0, 384) and empty.dtype == np.float32

@@ -34,8 +34,7 @@ def test_graph_equals_the_per_call_rebuild() -> None:
     extracts.append(extract_session(empty, []))
     # Added again: a session already held (its evidence replaced) and the empty one.
     order = [*extracts, extracts[3], extracts[-1], extracts[10], extracts[-1]]
-    kept, rebuilt = UserGraph(first.app_name, first.user_id), \
-        Rebuilt(first.app_name, first.user_id)
+    kept, rebuilt = UserGraph(first.app_name, first.user_id), Rebuilt(first.app_name, first.user_id)
     for ex in order:
         kept.add_session(ex)
         rebuilt.add_session(ex)

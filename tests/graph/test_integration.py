@@ -28,21 +28,38 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def conv(sid: str, day: date, *turns: tuple[str, str], user: str = "u1") -> Session:
     t = epoch(day) + 9 * 3600
-    events = [Event(author=a, role="user", text=x, id=f"{sid}-{i}", timestamp=t + 60 * i)
-              for i, (a, x) in enumerate(turns)]
+    events = [
+        Event(author=a, role="user", text=x, id=f"{sid}-{i}", timestamp=t + 60 * i)
+        for i, (a, x) in enumerate(turns)
+    ]
     return Session("app", user, session_id=sid, events=events, created_at=t)
 
 
 SESSIONS = [
-    conv("s1", date(2023, 5, 8),
-         ("Melanie", "Hi Caroline! I live in Berlin. My sister Anna lives in Boston."),
-         ("Caroline", "Nice, Mel! I work at Acme Labs.")),
-    conv("s2", date(2023, 9, 2), ("Melanie", "Big news: I moved to Paris last month!"),
-         ("Caroline", "Wow Mel! We adopted a puppy named Max last Saturday.")),
-    conv("s3", date(2023, 10, 1), ("Jon", "I work at Globex. My brother Sam lives in Denver."),
-         user="u2"),
-    conv("s4", date(2023, 10, 9), ("Melanie", "Anna visited me in Paris last week."),
-         ("Caroline", "How lovely, Mel.")),
+    conv(
+        "s1",
+        date(2023, 5, 8),
+        ("Melanie", "Hi Caroline! I live in Berlin. My sister Anna lives in Boston."),
+        ("Caroline", "Nice, Mel! I work at Acme Labs."),
+    ),
+    conv(
+        "s2",
+        date(2023, 9, 2),
+        ("Melanie", "Big news: I moved to Paris last month!"),
+        ("Caroline", "Wow Mel! We adopted a puppy named Max last Saturday."),
+    ),
+    conv(
+        "s3",
+        date(2023, 10, 1),
+        ("Jon", "I work at Globex. My brother Sam lives in Denver."),
+        user="u2",
+    ),
+    conv(
+        "s4",
+        date(2023, 10, 9),
+        ("Melanie", "Anna visited me in Paris last week."),
+        ("Caroline", "How lovely, Mel."),
+    ),
     conv("s5", date(2023, 11, 3), ("Jon", "Sam moved to Austin in October."), user="u2"),
 ]
 
@@ -53,8 +70,9 @@ def archive(tmp: Path) -> Path:
 
 
 def run_backfill(arch: Path, store: Path) -> None:
-    backfill(BackfillConfig(arch, store, shards=2, embedder=None, commit_every=2,
-                            progress_interval_s=0))
+    backfill(
+        BackfillConfig(arch, store, shards=2, embedder=None, commit_every=2, progress_interval_s=0)
+    )
 
 
 def graph_state(store: Path, app: str = "app") -> dict[str, object]:
@@ -63,20 +81,24 @@ def graph_state(store: Path, app: str = "app") -> dict[str, object]:
     out: dict[str, object] = {}
     for user in snap.graph.users(app):
         g = snap.graph.user(app, user)
-        out[user] = ({(e.entity_id, e.name, e.type) for e in g.entities.values()},
-                     {(r.relation_id, r.type, r.valid_to) for r in g.relations.values()})
+        out[user] = (
+            {(e.entity_id, e.name, e.type) for e in g.entities.values()},
+            {(r.relation_id, r.type, r.valid_to) for r in g.relations.values()},
+        )
     return out
 
 
-def lives_in(service: MemoryService, user: str = "u1", who: str = "Mel",
-             at: str | None = None) -> list[tuple[str, float | None]]:
+def lives_in(
+    service: MemoryService, user: str = "u1", who: str = "Mel", at: str | None = None
+) -> list[tuple[str, float | None]]:
     answer = service.neighbours("app", user, who, depth=1, types=["lives_in"], at=at)
     names = {n.node_id: n.name for n in answer.neighbours}
     return sorted((names[f["dst"]], f["valid_to"]) for f in answer.facts)
 
 
 def test_backfill_commits_graph_and_memories_together_and_a_rerun_adds_nothing(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     arch, store = archive(tmp_path), tmp_path / "store"
     run_backfill(arch, store)
     m = MemoryStore(store).manifest()
@@ -112,14 +134,37 @@ def test_backfill_commits_graph_and_memories_together_and_a_rerun_adds_nothing(
 @pytest.mark.slow  # a real process killed, then run again (subprocesses)
 @pytest.mark.parametrize("point", ["graph-commit:2", "prepare:2"])
 def test_a_backfill_killed_before_its_commit_leaves_neither_and_resumes(
-        tmp_path: Path, point: str) -> None:
+    tmp_path: Path, point: str
+) -> None:
     arch, store = archive(tmp_path), tmp_path / "store"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    cmd = [sys.executable, "-m", "mnemoray.cli", "backfill", "--archive", str(arch),
-           "--store", str(store), "--in-process", "--embedder", "none", "--shards", "2",
-           "--commit-every", "2", "--progress-every", "0"]
-    died = subprocess.run(cmd, cwd=ROOT, env={**env, CRASH_ENV: point, "HF_HUB_OFFLINE": "1"},
-                          capture_output=True, text=True, timeout=240)
+    cmd = [
+        sys.executable,
+        "-m",
+        "mnemoray.cli",
+        "backfill",
+        "--archive",
+        str(arch),
+        "--store",
+        str(store),
+        "--in-process",
+        "--embedder",
+        "none",
+        "--shards",
+        "2",
+        "--commit-every",
+        "2",
+        "--progress-every",
+        "0",
+    ]
+    died = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env={**env, CRASH_ENV: point, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert died.returncode == CRASH_EXIT_CODE, died.stdout + died.stderr
     m = MemoryStore(store).manifest()
     assert m.version == 1 and m.ledger_sessions == 2  # the first chunk only
@@ -128,14 +173,22 @@ def test_a_backfill_killed_before_its_commit_leaves_neither_and_resumes(
     sessions = {mem.session_id for mem in snap.iter_memories()}
     assert sessions == {"s1", "s2"}
     assert snap.graph.users("app") == ["u1"]
-    assert {s for r in snap.graph.user("app", "u1").relations.values()
-            for s in r.session_ids} == {"s1", "s2"}
+    assert {s for r in snap.graph.user("app", "u1").relations.values() for s in r.session_ids} == {
+        "s1",
+        "s2",
+    }
     on_disk = set((store / GRAPH_DIR).rglob("*.parquet"))
     if point.startswith("graph-commit"):
         assert on_disk - listed_files(store, m)  # the killed commit's parts: unlisted
 
-    done = subprocess.run(cmd, cwd=ROOT, env={**env, "HF_HUB_OFFLINE": "1"},
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env={**env, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     clean = tmp_path / "clean"
     run_backfill(arch, clean)
@@ -193,13 +246,19 @@ def test_forget_user_and_forgetting_a_memory(service) -> None:
 
 def test_parts_are_merged_and_the_graph_survives(service) -> None:
     for i in range(MAX_PARTS + 3):
-        service.ingest_session(conv(f"x{i}", date(2023, 1, 1 + i),
-                                    ("Melanie", f"I visited Lisbon with Caroline, day {i}.")))
+        service.ingest_session(
+            conv(
+                f"x{i}",
+                date(2023, 1, 1 + i),
+                ("Melanie", f"I visited Lisbon with Caroline, day {i}."),
+            )
+        )
     m = service.store.manifest()
     assert all(len(parts) < MAX_PARTS for parts in m.graph)
     # The parts a merge replaced are removed once it is committed.
     assert set((service.store.root / GRAPH_DIR).rglob("*.parquet")) == listed_files(
-        service.store.root, m)
+        service.store.root, m
+    )
     graph = service.graph("app", "u1")
     assert {f"x{i}" for i in range(MAX_PARTS + 3)} <= graph.sessions()
     assert graph.find("Lisbon") is not None
@@ -222,7 +281,8 @@ def test_export_import_carries_the_graph(tmp_path: Path, service) -> None:
 
 
 def test_a_session_the_extractor_fails_on_keeps_its_memories(
-        service, monkeypatch: pytest.MonkeyPatch) -> None:
+    service, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mnemoray.memory.store.graph import commit as graph_commit
 
     def broken(session, memories):
@@ -236,7 +296,8 @@ def test_a_session_the_extractor_fails_on_keeps_its_memories(
 
 
 def test_a_session_the_merge_fails_on_is_left_out_of_the_graph_only(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mnemoray.graph.graph import UserGraph
 
     real = UserGraph.add_session

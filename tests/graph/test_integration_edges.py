@@ -34,8 +34,9 @@ def store(tmp_path: Path) -> Path:
 
 
 def graph_cli(store: Path, *args: str):
-    return CliRunner().invoke(cli_app, ["graph", "--store", str(store), "--app", "app",
-                                        "--user", "u1", *args])
+    return CliRunner().invoke(
+        cli_app, ["graph", "--store", str(store), "--app", "app", "--user", "u1", *args]
+    )
 
 
 def test_the_cli_answers_with_facts_and_neighbours(store: Path) -> None:
@@ -49,8 +50,9 @@ def test_the_cli_answers_with_facts_and_neighbours(store: Path) -> None:
     assert {n["kind"] for n in out["neighbours"]} == {"entity", "memory"}
     assert all(n["depth"] == 1 for n in out["neighbours"])
 
-    past = json.loads(graph_cli(store, "Melanie", "--type", "lives_in", "--at", "2023-06-15",
-                                "--json").stdout)
+    past = json.loads(
+        graph_cli(store, "Melanie", "--type", "lives_in", "--at", "2023-06-15", "--json").stdout
+    )
     names = {n["node_id"]: n["name"] for n in past["neighbours"]}
     assert [names[f["dst"]] for f in past["facts"]] == ["Berlin"]
 
@@ -64,16 +66,21 @@ def test_the_cli_exit_codes(store: Path) -> None:
     unknown = graph_cli(store, "Berlim")
     assert unknown.exit_code == 1
     assert unknown.output.strip().splitlines() == [
-        "error: no entity 'Berlim' in the graph of app/u1; close: Berlin"]
-    for args, flag in ((["Mel", "--depth", "9"], "--depth"),
-                       (["Mel", "--type", "lives"], "--type"),
-                       (["Mel", "--at", "someday"], "--at")):
+        "error: no entity 'Berlim' in the graph of app/u1; close: Berlin"
+    ]
+    for args, flag in (
+        (["Mel", "--depth", "9"], "--depth"),
+        (["Mel", "--type", "lives"], "--type"),
+        (["Mel", "--at", "someday"], "--at"),
+    ):
         bad = graph_cli(store, *args)
         assert bad.exit_code == 2, bad.output
         assert len(bad.output.strip().splitlines()) == 1
         assert bad.output.startswith(f"error: {flag}: ")
-    missing = CliRunner().invoke(cli_app, ["graph", "--store", str(store.parent / "none"),
-                                           "--app", "app", "--user", "u1", "Mel"])
+    missing = CliRunner().invoke(
+        cli_app,
+        ["graph", "--store", str(store.parent / "none"), "--app", "app", "--user", "u1", "Mel"],
+    )
     assert missing.exit_code == 2 and "no memory store" in missing.output
 
 
@@ -81,16 +88,23 @@ def test_the_cli_exit_codes(store: Path) -> None:
 def served(store: Path):
     service = MemoryService.open(store, embedder=None)
     keys = ApiKeys.from_mapping({KEY: "app", OTHER: "other"})
-    client = TestClient(build_api(ServiceBackend(service),  # type: ignore[arg-type]
-                                  HttpConfig(keys=keys)))
+    client = TestClient(
+        build_api(
+            ServiceBackend(service),  # type: ignore[arg-type]
+            HttpConfig(keys=keys),
+        )
+    )
     yield client
     service.close()
 
 
 def test_http_and_the_client(served: TestClient) -> None:
     headers = {"Authorization": f"Bearer {KEY}"}
-    r = served.get("/v1/graph/app/u1", headers=headers,
-                   params={"entity": "Mel", "depth": 2, "type": ["lives_in", "mentions"]})
+    r = served.get(
+        "/v1/graph/app/u1",
+        headers=headers,
+        params={"entity": "Mel", "depth": 2, "type": ["lives_in", "mentions"]},
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["entity"]["name"] == "Melanie" and body["types"] == ["lives_in", "mentions"]
@@ -98,19 +112,24 @@ def test_http_and_the_client(served: TestClient) -> None:
     assert max(n["depth"] for n in body["neighbours"]) == 2
 
     assert served.get("/v1/graph/app/u1", params={"entity": "Mel"}).status_code == 401
-    other = served.get("/v1/graph/app/u1", params={"entity": "Mel"},
-                       headers={"Authorization": f"Bearer {OTHER}"})
+    other = served.get(
+        "/v1/graph/app/u1", params={"entity": "Mel"}, headers={"Authorization": f"Bearer {OTHER}"}
+    )
     assert other.status_code == 403
     missing = served.get("/v1/graph/app/u1", headers=headers, params={"entity": "Bostn"})
     assert missing.status_code == 404 and "close: Boston" in missing.text
-    for params in ({"entity": "Mel", "depth": 0}, {"entity": "Mel", "type": "nope"},
-                   {"entity": "Mel", "at": "someday"}, {}):
-        assert served.get("/v1/graph/app/u1", headers=headers,
-                          params=params).status_code == 422, params
+    for params in (
+        {"entity": "Mel", "depth": 0},
+        {"entity": "Mel", "type": "nope"},
+        {"entity": "Mel", "at": "someday"},
+        {},
+    ):
+        assert served.get("/v1/graph/app/u1", headers=headers, params=params).status_code == 422, (
+            params
+        )
 
     client = MnemorayClient(http=served, api_key=KEY)
-    answer = client.graph("app", "u1", "Melanie", depth=1, types=["lives_in"],
-                          at="2023-06-15")
+    answer = client.graph("app", "u1", "Melanie", depth=1, types=["lives_in"], at="2023-06-15")
     names = {n.node_id: n.name for n in answer.neighbours}
     assert [names[f.dst] for f in answer.facts] == ["Berlin"]
     with pytest.raises(MnemorayAPIError) as err:
@@ -130,6 +149,7 @@ def test_a_lancedb_store_refuses_graph_calls(tmp_path: Path) -> None:
             service.graph("app", "u1")
     finally:
         service.close()
-    r = CliRunner().invoke(cli_app, ["graph", "--store", location, "--app", "app", "--user",
-                                     "u1", "Melanie"])
+    r = CliRunner().invoke(
+        cli_app, ["graph", "--store", location, "--app", "app", "--user", "u1", "Melanie"]
+    )
     assert r.exit_code == 2 and "needs a Parquet store" in r.output

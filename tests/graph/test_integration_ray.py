@@ -15,12 +15,19 @@ from tests.graph.test_integration import archive, graph_state, run_backfill
 
 @pytest.mark.ray
 def test_ray_data_backfill_writes_the_graph_with_the_memories(
-        tmp_path: Path, ray_cluster: None) -> None:
+    tmp_path: Path, ray_cluster: None
+) -> None:
     arch = archive(tmp_path)
     run_backfill(arch, tmp_path / "inproc")
-    cfg = BackfillConfig(archive=str(arch), store=str(tmp_path / "ray"), shards=2,
-                         embedder=None, commit_every=2, progress_interval_s=0.0,
-                         ray=RayOptions(batch_size=2))
+    cfg = BackfillConfig(
+        archive=str(arch),
+        store=str(tmp_path / "ray"),
+        shards=2,
+        embedder=None,
+        commit_every=2,
+        progress_interval_s=0.0,
+        ray=RayOptions(batch_size=2),
+    )
     backfill(cfg, RayDataEngine())
     m = MemoryStore(tmp_path / "ray").manifest()
     seg_versions = {e.version for entries in m.segments for e in entries}

@@ -20,8 +20,10 @@ from mnemoray.temporal import epoch, to_date
 
 def conv(sid: str, day: date, *turns: tuple[str, str], user: str = "u1") -> Session:
     t = epoch(day) + 9 * 3600
-    events = [Event(author=a, role="user", text=x, id=f"{sid}-{i}", session_id=sid,
-                    timestamp=t + 60 * i) for i, (a, x) in enumerate(turns)]
+    events = [
+        Event(author=a, role="user", text=x, id=f"{sid}-{i}", session_id=sid, timestamp=t + 60 * i)
+        for i, (a, x) in enumerate(turns)
+    ]
     return Session("app", user, session_id=sid, events=events, created_at=t)
 
 
@@ -30,12 +32,21 @@ def ex(s: Session) -> SessionExtract:
     return extract_session(s, memories, recorded_at=1.0)
 
 
-S1 = conv("s1", date(2023, 5, 8), ("Melanie", "I live in Berlin. I work at Acme Labs."),
-          ("Caroline", "Cool, Mel."))
-S2 = conv("s2", date(2023, 9, 2), ("Melanie", "Big news: I moved to Paris last month!"),
-          ("Caroline", "Wow Mel!"))
-S3 = conv("s3", date(2024, 1, 10), ("Melanie", "I still live in Paris."),
-          ("Caroline", "Lovely, Mel."))
+S1 = conv(
+    "s1",
+    date(2023, 5, 8),
+    ("Melanie", "I live in Berlin. I work at Acme Labs."),
+    ("Caroline", "Cool, Mel."),
+)
+S2 = conv(
+    "s2",
+    date(2023, 9, 2),
+    ("Melanie", "Big news: I moved to Paris last month!"),
+    ("Caroline", "Wow Mel!"),
+)
+S3 = conv(
+    "s3", date(2024, 1, 10), ("Melanie", "I still live in Paris."), ("Caroline", "Lovely, Mel.")
+)
 
 
 def graph(*sessions: Session) -> UserGraph:
@@ -71,10 +82,11 @@ def test_as_of_now_and_as_of_a_past_time() -> None:
     mel = g.find("Mel")
     assert mel is not None
     assert named(g, g.facts(mel.entity_id, types=["lives_in", "works_at"])) == [
-        ("lives_in", "Paris"), ("works_at", "Acme Labs")]
+        ("lives_in", "Paris"),
+        ("works_at", "Acme Labs"),
+    ]
     june = epoch(date(2023, 6, 15))
-    assert named(g, g.facts(mel.entity_id, at=june, types=["lives_in"])) == [
-        ("lives_in", "Berlin")]
+    assert named(g, g.facts(mel.entity_id, at=june, types=["lives_in"])) == [("lives_in", "Berlin")]
     before_anything = epoch(date(2023, 1, 1))
     assert g.facts(mel.entity_id, at=before_anything, types=["lives_in"]) == []
 
@@ -110,8 +122,7 @@ def test_memory_relations_follow_the_facts() -> None:
     assert kinds == {MENTIONS, SAME_PERIOD, CONTRADICTS, EXTENDS}
     berlin, paris = lived(g)["Berlin"], lived(g)["Paris"]
     contradicts = [r for r in g.relations.values() if r.type == CONTRADICTS]
-    assert {(r.src, r.dst) for r in contradicts} >= {(paris.memory_ids[0],
-                                                      berlin.memory_ids[0])}
+    assert {(r.src, r.dst) for r in contradicts} >= {(paris.memory_ids[0], berlin.memory_ids[0])}
     periods = {g.entities[r.dst].name for r in g.relations.values() if r.type == SAME_PERIOD}
     assert periods == {"2023-05", "2023-09", "2024-01"}
 
@@ -151,13 +162,20 @@ def test_adding_a_session_again_replaces_what_it_said() -> None:
     g = graph(S1, S2)
     before = (dict(g.entities), dict(g.relations))
     g.add_session(ex(S2))
-    assert {r.relation_id: (r.src, r.type, r.dst, r.valid_from, r.valid_to, r.session_ids)
-            for r in g.relations.values()} == {
+    assert {
         r.relation_id: (r.src, r.type, r.dst, r.valid_from, r.valid_to, r.session_ids)
-        for r in before[1].values()}
+        for r in g.relations.values()
+    } == {
+        r.relation_id: (r.src, r.type, r.dst, r.valid_from, r.valid_to, r.session_ids)
+        for r in before[1].values()
+    }
     assert set(g.entities) == set(before[0])
-    grown = conv("s2", date(2023, 9, 2), *[(e.author, e.text) for e in S2.events],
-                 ("Melanie", "Also I adopted a puppy named Max."))
+    grown = conv(
+        "s2",
+        date(2023, 9, 2),
+        *[(e.author, e.text) for e in S2.events],
+        ("Melanie", "Also I adopted a puppy named Max."),
+    )
     g.add_session(ex(grown))
     assert "Max" in {e.name for e in g.entities.values()}
 

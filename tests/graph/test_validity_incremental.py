@@ -52,9 +52,17 @@ class Full(UserGraph):
 
 def conv(sid: str, day: date, *texts: str) -> Session:
     t = epoch(day) + 9 * 3600
-    events = [Event(author="Melanie" if i % 2 == 0 else "Caroline", role="user", text=x,
-                    id=f"{sid}-{i}", session_id=sid, timestamp=t + 60 * i)
-              for i, x in enumerate(texts)]
+    events = [
+        Event(
+            author="Melanie" if i % 2 == 0 else "Caroline",
+            role="user",
+            text=x,
+            id=f"{sid}-{i}",
+            session_id=sid,
+            timestamp=t + 60 * i,
+        )
+        for i, x in enumerate(texts)
+    ]
     return Session(APP, USER, session_id=sid, events=events, created_at=t)
 
 
@@ -68,22 +76,35 @@ def life(n: int, seed: int) -> list[Session]:
     out = []
     for i in range(n):
         day = date(2020 + i // 12, i % 12 + 1, rng.randint(1, 28))
-        said = rng.choice([
-            f"I live in {rng.choice(CITIES)}.", f"I moved to {rng.choice(CITIES)} last month!",
-            f"I still live in {rng.choice(CITIES)}.", f"I work at {rng.choice(JOBS)}.",
-            f"I used to work at {rng.choice(JOBS)}.", f"I used to live in {rng.choice(CITIES)}.",
-            f"I started a new job at {rng.choice(JOBS)}.", "My sister Ana lives in Rome.",
-            f"Mel here, I moved back to {rng.choice(CITIES)}."])
-        out.append(conv(f"s{i:03d}", day, said, "Oh nice, Mel!",
-                        f"Ana says hi from {rng.choice(CITIES)}."))
+        said = rng.choice(
+            [
+                f"I live in {rng.choice(CITIES)}.",
+                f"I moved to {rng.choice(CITIES)} last month!",
+                f"I still live in {rng.choice(CITIES)}.",
+                f"I work at {rng.choice(JOBS)}.",
+                f"I used to work at {rng.choice(JOBS)}.",
+                f"I used to live in {rng.choice(CITIES)}.",
+                f"I started a new job at {rng.choice(JOBS)}.",
+                "My sister Ana lives in Rome.",
+                f"Mel here, I moved back to {rng.choice(CITIES)}.",
+            ]
+        )
+        out.append(
+            conv(f"s{i:03d}", day, said, "Oh nice, Mel!", f"Ana says hi from {rng.choice(CITIES)}.")
+        )
     return out
 
 
 def extracts(sessions: list[Session], summarize: bool) -> list[SessionExtract]:
     summarizer = get_summarizer("extractive") if summarize else None
-    return [extract_session(s, distill_session(s, summarizer, summarize=summarize,
-                                               chunk_turns=2, now=0), recorded_at=1.0 + i)
-            for i, s in enumerate(sessions)]
+    return [
+        extract_session(
+            s,
+            distill_session(s, summarizer, summarize=summarize, chunk_turns=2, now=0),
+            recorded_at=1.0 + i,
+        )
+        for i, s in enumerate(sessions)
+    ]
 
 
 def state(g: UserGraph) -> tuple[list, list, list]:
@@ -131,23 +152,26 @@ def test_sessions_again_forgotten_loaded_pickled_and_edited_outside() -> None:
     # Read back from its rows, as a commit does, and pickled, as Ray sends it.
     tables = shard_tables([kept])
     kept = pickle.loads(pickle.dumps(graph_from_tables(APP, USER, tables)))
-    full = Full(APP, USER, kept.entities.values(), kept.aliases.values(),
-                kept.relations.values())
+    full = Full(APP, USER, kept.entities.values(), kept.aliases.values(), kept.relations.values())
     for ex in exs[30:45]:
         kept.add_session(ex)
         full.add_session(ex)
         check(kept, full)
     assert isinstance(kept.relations, Relations)  # logging its changes by now
     # Changed outside add_session (graph_commit drops a forgotten memory's relations).
-    gone = [rid for rid, r in kept.relations.items()
-            if r.src_kind == "memory" and r.src == next(iter(exs[31].memories)).memory_id]
+    gone = [
+        rid
+        for rid, r in kept.relations.items()
+        if r.src_kind == "memory" and r.src == next(iter(exs[31].memories)).memory_id
+    ]
     assert gone
     for rid in gone:
         del kept.relations[rid]
         del full.relations[rid]
     some = next(r for r in kept.relations.values() if r.type in FUNCTIONAL)
-    kept.relations[some.relation_id] = full.relations[some.relation_id] = \
-        some.bumped("test", confidence=0.3)
+    kept.relations[some.relation_id] = full.relations[some.relation_id] = some.bumped(
+        "test", confidence=0.3
+    )
     for ex in exs[45:]:
         kept.add_session(ex)
         full.add_session(ex)
@@ -178,8 +202,13 @@ def test_the_passes_on_a_dict_and_on_relations_agree() -> None:
     derive(logged, APP, USER)
     for _ in range(80):
         facts = FUNCTIONAL if rng.random() < 0.6 else None  # most changes to facts
-        rid = rng.choice([rid for rid, r in logged.items() if r.type not in DERIVED
-                          and (facts is None or r.type in facts)])
+        rid = rng.choice(
+            [
+                rid
+                for rid, r in logged.items()
+                if r.type not in DERIVED and (facts is None or r.type in facts)
+            ]
+        )
         r = logged[rid]
         change = rng.choice(["reopen", "drop", "stated", "again"])
         if change == "reopen":

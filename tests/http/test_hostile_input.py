@@ -51,13 +51,25 @@ WHO = {"app_name": "app", "user_id": "ana"}
 JSON = {"Content-Type": "application/json"}
 
 
-def session_row(sid: str, text: str = "I live in Berlin and I love tulips", **event: Any,
-                ) -> dict[str, Any]:
-    return {"app_name": "app", "user_id": "ana", "session_id": sid,
-            "events": [{"author": "user", "role": "user", "text": text,
-                        "timestamp": 1_700_000_000.0, **event},
-                       {"author": "agent", "role": "model", "text": "Noted, tulips.",
-                        "timestamp": 1_700_000_001.0}]}
+def session_row(
+    sid: str,
+    text: str = "I live in Berlin and I love tulips",
+    **event: Any,
+) -> dict[str, Any]:
+    return {
+        "app_name": "app",
+        "user_id": "ana",
+        "session_id": sid,
+        "events": [
+            {"author": "user", "role": "user", "text": text, "timestamp": 1_700_000_000.0, **event},
+            {
+                "author": "agent",
+                "role": "model",
+                "text": "Noted, tulips.",
+                "timestamp": 1_700_000_001.0,
+            },
+        ],
+    }
 
 
 def write_jsonl(path: Path, rows: list[Any]) -> Path:
@@ -71,14 +83,23 @@ def run_backfill(archive: Path, store: Path) -> Any:
     return backfill(BackfillConfig(archive, store, embedder=None, progress_interval_s=0))
 
 
-def client_for(backend: FakeBackend | None = None, *, max_body_bytes: int = 8 << 20,
-               keys: bool = True, docs: bool | None = None) -> TestClient:
-    http = HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"}) if keys else ApiKeys.none(),
-                      max_body_bytes=max_body_bytes, allow_remote_without_keys=True,
-                      **({} if docs is None else {"docs": docs}))
+def client_for(
+    backend: FakeBackend | None = None,
+    *,
+    max_body_bytes: int = 8 << 20,
+    keys: bool = True,
+    docs: bool | None = None,
+) -> TestClient:
+    http = HttpConfig(
+        keys=ApiKeys.from_mapping({KEY: "app"}) if keys else ApiKeys.none(),
+        max_body_bytes=max_body_bytes,
+        allow_remote_without_keys=True,
+        **({} if docs is None else {"docs": docs}),
+    )
     headers = {"Authorization": f"Bearer {KEY}"} if keys else {}
-    return TestClient(build_api(backend or FakeBackend(), http), headers=headers,
-                      raise_server_exceptions=False)
+    return TestClient(
+        build_api(backend or FakeBackend(), http), headers=headers, raise_server_exceptions=False
+    )
 
 
 def error_of(r: Any, status: int) -> dict[str, Any]:
@@ -121,8 +142,10 @@ def iter_archive_from(raws: list[dict[str, Any]]) -> list[Any]:
 
 
 def test_quarantine_writer_keeps_a_lone_surrogate_escaped(tmp_path: Path) -> None:
-    n = write_quarantine(tmp_path, [{"location": "a.jsonl:2", "reason": "bad",
-                                     "raw": {"text": f"x{LONE}y", "é": "ü"}}])
+    n = write_quarantine(
+        tmp_path,
+        [{"location": "a.jsonl:2", "reason": "bad", "raw": {"text": f"x{LONE}y", "é": "ü"}}],
+    )
     assert n == 1
     files = list((tmp_path).rglob("*.jsonl"))
     text = files[0].read_bytes().decode("utf-8")  # valid UTF-8 on disk
@@ -132,9 +155,15 @@ def test_quarantine_writer_keeps_a_lone_surrogate_escaped(tmp_path: Path) -> Non
 
 
 def test_backfill_quarantines_a_lone_surrogate_row_and_commits_the_rest(tmp_path: Path) -> None:
-    archive = write_jsonl(tmp_path / "archive" / "a.jsonl", [
-        session_row("s1"), session_row("s2", text=f"tulips {LONE} and roses"),
-        {**session_row("s3"), "note": LONE}, session_row("s4")])
+    archive = write_jsonl(
+        tmp_path / "archive" / "a.jsonl",
+        [
+            session_row("s1"),
+            session_row("s2", text=f"tulips {LONE} and roses"),
+            {**session_row("s3"), "note": LONE},
+            session_row("s4"),
+        ],
+    )
     report = run_backfill(archive, tmp_path / "store")
     assert report.quarantined == 2 and report.sessions_committed == 2
     store = MemoryStore(tmp_path / "store")
@@ -164,10 +193,10 @@ def test_http_lone_surrogate_in_an_event_or_state_is_422() -> None:
     body = '{"app_name":"app","user_id":"ana","events":[{"author":"u","text":"a\\ud800b"}]}'
     err = error_of(c.post("/v1/sessions/s1/events", content=body, headers=JSON), 422)
     assert err["field"] == "events[0].text"
-    body = ('{"app_name":"app","user_id":"ana","session_id":"s2",'
-            '"state":{"k":"\\ud800"}}')
-    assert error_of(c.post("/v1/sessions", content=body, headers=JSON), 422)["field"] \
-        .startswith("state")
+    body = '{"app_name":"app","user_id":"ana","session_id":"s2","state":{"k":"\\ud800"}}'
+    assert error_of(c.post("/v1/sessions", content=body, headers=JSON), 422)["field"].startswith(
+        "state"
+    )
     r = c.get("/v1/sessions/s1", params=WHO)  # nothing stored that cannot be answered
     assert r.status_code == 200 and r.json()["events"] == []
 
@@ -177,12 +206,15 @@ def test_a_deeply_nested_row_is_quarantined_not_fatal(tmp_path: Path) -> None:
     archive.mkdir()
     deep = "[" * 100_000 + "]" * 100_000
     nested_state = json.dumps(session_row("s2"))[:-1] + ', "state": {"k": ' + deep + "}}"
-    (archive / "a.jsonl").write_text(json.dumps(session_row("s1")) + "\n" + deep + "\n"
-                                     + nested_state + "\n")
+    (archive / "a.jsonl").write_text(
+        json.dumps(session_row("s1")) + "\n" + deep + "\n" + nested_state + "\n"
+    )
     report = run_backfill(archive, tmp_path / "store")
     assert report.quarantined == 2 and report.sessions_committed == 1
-    assert all("nested too deeply" in q["reason"]
-               for q in MemoryStore(tmp_path / "store").read_quarantine())
+    assert all(
+        "nested too deeply" in q["reason"]
+        for q in MemoryStore(tmp_path / "store").read_quarantine()
+    )
 
 
 # -- 2. times and floats -------------------------------------------------------------------
@@ -205,8 +237,7 @@ def test_bad_times_are_refused_by_the_python_api(bad: float) -> None:
             Memory("app", "ana", "s1", "fact", "tulips", **{name: bad})
         assert raised.value.field == name
         with pytest.raises(MemoryRecordError):
-            Memory.from_dict({**WHO, "session_id": "s1", "kind": "fact", "text": "t",
-                              name: bad})
+            Memory.from_dict({**WHO, "session_id": "s1", "kind": "fact", "text": "t", name: bad})
 
 
 @pytest.mark.parametrize("text", ["NaN", "Infinity", "-inf", "1e300", "-1e12"])
@@ -231,8 +262,11 @@ def test_nan_in_state_is_refused_naming_the_key() -> None:
         Event(author="user", state_delta={"user:deep": {"x": [1.0, math.inf]}})
     assert raised.value.field == "state_delta.user:deep"
     with pytest.raises(EventError) as raised:
-        Event(author="user", type="tool_result", data={"name": "t", "call_id": "c",
-                                                       "response": {"p": math.nan}})
+        Event(
+            author="user",
+            type="tool_result",
+            data={"name": "t", "call_id": "c", "response": {"p": math.nan}},
+        )
     assert raised.value.field == "data.response"
     with pytest.raises(SessionError) as raised:
         Session("app", "ana", state={"k": math.inf})
@@ -258,22 +292,29 @@ def test_sqlite_store_refuses_nan_state_at_create(tmp_path: Path) -> None:
 def test_http_bad_times_and_floats_are_422(bad: str) -> None:
     c = client_for()
     assert c.post("/v1/sessions", json={**WHO, "session_id": "s1"}).status_code == 201
-    body = ('{"app_name":"app","user_id":"ana","events":[{"author":"u","text":"x",'
-            f'"timestamp":{bad}}}]}}')
-    assert error_of(c.post("/v1/sessions/s1/events", content=body, headers=JSON),
-                    422)["field"] == "events[0].timestamp"
+    body = (
+        '{"app_name":"app","user_id":"ana","events":[{"author":"u","text":"x",'
+        f'"timestamp":{bad}}}]}}'
+    )
+    assert (
+        error_of(c.post("/v1/sessions/s1/events", content=body, headers=JSON), 422)["field"]
+        == "events[0].timestamp"
+    )
     for name in ("event_time_start", "event_time_end", "expires_at"):
-        body = ('{"app_name":"app","user_id":"ana","memories":[{"text":"x",'
-                f'"{name}":{bad}}}]}}')
+        body = f'{{"app_name":"app","user_id":"ana","memories":[{{"text":"x","{name}":{bad}}}]}}'
         err = error_of(c.post("/v1/memories", content=body, headers=JSON), 422)
         assert err["field"] == f"memories.0.{name}" or name in err["message"], err
-    body = ('{"app_name":"app","user_id":"ana","query":"x","filters":{"after":' + bad + '}}')
+    body = '{"app_name":"app","user_id":"ana","query":"x","filters":{"after":' + bad + "}}"
     assert error_of(c.post("/v1/recall", content=body, headers=JSON), 422)
     if bad in ("NaN", "Infinity", "-Infinity"):  # as a state value: not JSON
-        body = ('{"app_name":"app","user_id":"ana","events":[{"author":"u","text":"x",'
-                f'"state_delta":{{"score":{bad}}}}}]}}')
-        assert error_of(c.post("/v1/sessions/s1/events", content=body, headers=JSON),
-                        422)["field"] == "events[0].state_delta.score"
+        body = (
+            '{"app_name":"app","user_id":"ana","events":[{"author":"u","text":"x",'
+            f'"state_delta":{{"score":{bad}}}}}]}}'
+        )
+        assert (
+            error_of(c.post("/v1/sessions/s1/events", content=body, headers=JSON), 422)["field"]
+            == "events[0].state_delta.score"
+        )
         body = f'{{"app_name":"app","user_id":"ana","session_id":"s9","state":{{"k":{bad}}}}}'
         assert error_of(c.post("/v1/sessions", content=body, headers=JSON), 422)
     assert c.get("/v1/sessions/s1", params=WHO).json()["events"] == []
@@ -283,13 +324,22 @@ def test_archive_rows_with_bad_times_are_quarantined(tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     (archive).mkdir()
     (archive / "a.jsonl").write_text(
-        json.dumps(session_row("s1")) + "\n"
-        + json.dumps(session_row("s2", timestamp=1e300)) + "\n"
-        + json.dumps(session_row("s3", timestamp=math.nan)) + "\n"  # Python writes NaN
-        + json.dumps({**session_row("s4"), "updated_at": -1e12}) + "\n")
-    table = pa.Table.from_pylist([{**session_row("p1"), "created_at": math.nan},
-                                  {**session_row("p2"), "created_at": 1_700_000_000.0}],
-                                 schema=ARCHIVE_SCHEMA)
+        json.dumps(session_row("s1"))
+        + "\n"
+        + json.dumps(session_row("s2", timestamp=1e300))
+        + "\n"
+        + json.dumps(session_row("s3", timestamp=math.nan))
+        + "\n"  # Python writes NaN
+        + json.dumps({**session_row("s4"), "updated_at": -1e12})
+        + "\n"
+    )
+    table = pa.Table.from_pylist(
+        [
+            {**session_row("p1"), "created_at": math.nan},
+            {**session_row("p2"), "created_at": 1_700_000_000.0},
+        ],
+        schema=ARCHIVE_SCHEMA,
+    )
     pq.write_table(table, archive / "b.parquet")
     rows = {r.location: r for r in iter_archive(archive)}
     assert [k for k, r in rows.items() if r.ok] == ["a.jsonl:1", "b.parquet:row 1"]
@@ -305,8 +355,11 @@ def test_an_event_over_the_limit_is_payload_too_large() -> None:
         Event(author="user", text="x" * (limits.MAX_EVENT_BYTES + 1))
     assert raised.value.field == "text" and "MAX_EVENT_BYTES" in str(raised.value)
     with pytest.raises(PayloadTooLarge) as raised:
-        Event(author="user", text="x" * (limits.MAX_EVENT_BYTES // 2),
-              data={"blob": "y" * (limits.MAX_EVENT_BYTES // 2)})
+        Event(
+            author="user",
+            text="x" * (limits.MAX_EVENT_BYTES // 2),
+            data={"blob": "y" * (limits.MAX_EVENT_BYTES // 2)},
+        )
     assert "MAX_EVENT_BYTES" in str(raised.value)
     Event(author="user", text="x" * (limits.MAX_EVENT_BYTES - 1000))  # under it: fine
 
@@ -323,10 +376,11 @@ def test_a_session_over_the_limits_is_refused() -> None:
     assert "MAX_ROW_BYTES" in str(raised.value)
 
 
-def test_backfill_quarantines_a_few_mb_event_quickly_and_commits_the_rest(
-        tmp_path: Path) -> None:
-    archive = write_jsonl(tmp_path / "archive" / "a.jsonl", [
-        session_row("s1"), session_row("s2", text="tulips " * 500_000), session_row("s3")])
+def test_backfill_quarantines_a_few_mb_event_quickly_and_commits_the_rest(tmp_path: Path) -> None:
+    archive = write_jsonl(
+        tmp_path / "archive" / "a.jsonl",
+        [session_row("s1"), session_row("s2", text="tulips " * 500_000), session_row("s3")],
+    )
     t0 = time.perf_counter()
     report = run_backfill(archive, tmp_path / "store")
     took = time.perf_counter() - t0
@@ -340,8 +394,9 @@ def test_backfill_quarantines_a_few_mb_event_quickly_and_commits_the_rest(
 def test_an_oversize_row_is_quarantined_before_it_is_parsed(tmp_path: Path) -> None:
     huge = session_row("s2", text="x" * (limits.MAX_ROW_BYTES + 10))
     write_jsonl(tmp_path / "archive" / "a.jsonl", [session_row("s1"), huge, session_row("s3")])
-    table = pa.Table.from_pylist([session_row("p1"), huge, session_row("p3")],
-                                 schema=ARCHIVE_SCHEMA)
+    table = pa.Table.from_pylist(
+        [session_row("p1"), huge, session_row("p3")], schema=ARCHIVE_SCHEMA
+    )
     pq.write_table(table, tmp_path / "archive" / "b.parquet")
     rows = {r.location: r for r in iter_archive(tmp_path / "archive")}
     for where in ("a.jsonl:2", "b.parquet:row 1"):
@@ -349,7 +404,11 @@ def test_an_oversize_row_is_quarantined_before_it_is_parsed(tmp_path: Path) -> N
         # The quarantine keeps the row's head, not megabytes of it.
         assert len(json.dumps(rows[where].raw)) < 10_000
     assert sorted(k for k, r in rows.items() if r.ok) == [
-        "a.jsonl:1", "a.jsonl:3", "b.parquet:row 0", "b.parquet:row 2"]
+        "a.jsonl:1",
+        "a.jsonl:3",
+        "b.parquet:row 0",
+        "b.parquet:row 2",
+    ]
     report = run_backfill(tmp_path / "archive", tmp_path / "store")
     assert report.quarantined == 2 and report.sessions_committed == 4
 
@@ -357,8 +416,10 @@ def test_an_oversize_row_is_quarantined_before_it_is_parsed(tmp_path: Path) -> N
 def test_http_event_over_the_limit_is_413() -> None:
     c = client_for()
     assert c.post("/v1/sessions", json={**WHO, "session_id": "s1"}).status_code == 201
-    r = c.post("/v1/sessions/s1/events", json={**WHO, "events": [
-        {"author": "u", "text": "x" * (limits.MAX_EVENT_BYTES + 1)}]})
+    r = c.post(
+        "/v1/sessions/s1/events",
+        json={**WHO, "events": [{"author": "u", "text": "x" * (limits.MAX_EVENT_BYTES + 1)}]},
+    )
     err = error_of(r, 413)
     assert err["field"] == "events[0].text" and "MAX_EVENT_BYTES" in err["message"]
 
@@ -369,8 +430,7 @@ def test_http_appends_stop_at_the_session_limit() -> None:
     event = {"author": "u", "text": "x" * 1_000_000}  # under MAX_EVENT_BYTES
     fits = limits.MAX_ROW_BYTES // 1_000_000
     for _ in range(fits):
-        assert c.post("/v1/sessions/s1/events", json={**WHO, "events": [event]}) \
-            .status_code == 200
+        assert c.post("/v1/sessions/s1/events", json={**WHO, "events": [event]}).status_code == 200
     err = error_of(c.post("/v1/sessions/s1/events", json={**WHO, "events": [event]}), 413)
     assert err["field"] == "events" and "MAX_ROW_BYTES" in err["message"]
     assert c.get("/v1/sessions/s1", params=WHO).json()["version"] == fits
@@ -382,8 +442,10 @@ def test_http_text_caps_come_from_the_limits_module() -> None:
     assert schemas.MAX_MEMORY_TEXT_CHARS == limits.MAX_MEMORY_TEXT_CHARS
     assert schemas.MAX_SESSION_EVENTS == limits.MAX_SESSION_EVENTS
     c = client_for()
-    r = c.post("/v1/memories", json={**WHO, "memories": [
-        {"text": "x" * (limits.MAX_MEMORY_TEXT_CHARS + 1)}]})
+    r = c.post(
+        "/v1/memories",
+        json={**WHO, "memories": [{"text": "x" * (limits.MAX_MEMORY_TEXT_CHARS + 1)}]},
+    )
     assert error_of(r, 422)["field"] == "memories.0.text"
 
 
@@ -485,7 +547,8 @@ def _is_loopback(hex_addr: str) -> bool:
         return ip.endswith("7F")
     # IPv6: ::1, or ::ffff:127.x.x.x
     return ip == "00000000000000000000000001000000" or (
-        ip.startswith("0000000000000000FFFF0000") and ip.endswith("7F"))
+        ip.startswith("0000000000000000FFFF0000") and ip.endswith("7F")
+    )
 
 
 @pytest.mark.ray
@@ -495,8 +558,13 @@ def test_local_ray_listens_on_loopback_only(tmp_path: Path) -> None:
     script.write_text(LISTENERS + "print('ready', flush=True)\nsys.stdin.read()\n")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = str(Path(__file__).parents[2])
-    proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         time.sleep(2)  # agents start their servers shortly after the node
@@ -512,14 +580,15 @@ def test_local_ray_listens_on_loopback_only(tmp_path: Path) -> None:
 
 def test_readme_says_what_to_firewall() -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Exposure"):]
-    section = section[:section.find("\n## ", 4)]
+    section = readme[readme.index("## Exposure") :]
+    section = section[: section.find("\n## ", 4)]
     for port in ("6379", "8265", "10001", "8000"):
         assert re.search(rf"\b{port}\b", section), port
 
 
-@pytest.mark.parametrize("make", [lambda: SQLiteSessionStore(":memory:"), InMemorySessionStore],
-                         ids=["sqlite", "memory"])
+@pytest.mark.parametrize(
+    "make", [lambda: SQLiteSessionStore(":memory:"), InMemorySessionStore], ids=["sqlite", "memory"]
+)
 @pytest.mark.parametrize("value", ["\ud800", float("nan"), float("inf")])
 def test_create_session_refuses_state_it_could_not_read_back(make, value) -> None:
     store = make()

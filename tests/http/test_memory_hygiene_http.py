@@ -36,8 +36,10 @@ def service(tmp_path) -> MemoryService:
 
 @pytest.fixture
 def client(service) -> TestClient:
-    api = build_api(ServiceBackend(service),  # type: ignore[arg-type]
-                    HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"})))
+    api = build_api(
+        ServiceBackend(service),  # type: ignore[arg-type]
+        HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"})),
+    )
     return TestClient(api, headers=AUTH)
 
 
@@ -55,8 +57,9 @@ def error(r, status: int) -> dict:
 def test_patch_corrects_keeps_versions_and_records_the_caller(client) -> None:
     [mid] = add(client, ANA, "I live in Madrid.")
     [bobs] = add(client, BOB, "I live in Madrid.")
-    r = client.patch(f"/v1/memories/{mid}", json={**ANA, "text": "I live in Lisbon.",
-                                                  "actor": "ana"})
+    r = client.patch(
+        f"/v1/memories/{mid}", json={**ANA, "text": "I live in Lisbon.", "actor": "ana"}
+    )
     assert r.status_code == 200, r.text
     out = r.json()
     new = out["memory"]
@@ -68,21 +71,31 @@ def test_patch_corrects_keeps_versions_and_records_the_caller(client) -> None:
     assert page[0]["previous_versions"][0]["memory_id"] == mid
     versions = client.get(f"/v1/memories/{mid}/versions", params=ANA).json()
     assert versions["memory_id"] == new["memory_id"]
-    assert [(v["text"], v["current"]) for v in versions["versions"]] == \
-        [("I live in Madrid.", False), ("I live in Lisbon.", True)]
+    assert [(v["text"], v["current"]) for v in versions["versions"]] == [
+        ("I live in Madrid.", False),
+        ("I live in Lisbon.", True),
+    ]
     hits = client.post("/v1/recall", json={**ANA, "query": "Lisbon"}).json()["memories"]
     assert [h["memory_id"] for h in hits] == [new["memory_id"]]
     # Another tenant's memory: 404, nothing about it leaks, nothing changes.
     for who, target in ((ANA, bobs), (BOB, mid)):
-        assert error(client.patch(f"/v1/memories/{target}", json={**who, "text": "x"}),
-                     404)["field"] == "memory_id"
+        assert (
+            error(client.patch(f"/v1/memories/{target}", json={**who, "text": "x"}), 404)["field"]
+            == "memory_id"
+        )
         assert error(client.get(f"/v1/memories/{target}/versions", params=who), 404)
-    assert client.get("/v1/memories", params=BOB).json()["memories"][0]["text"] == \
-        "I live in Madrid."
-    assert error(client.patch(f"/v1/memories/{mid}", json={**ANA, "text": ""}),
-                 422)["field"] == "text"
-    assert error(client.patch(f"/v1/memories/{mid}", json={"app_name": "other",
-                                                           "user_id": "ana", "text": "x"}), 403)
+    assert (
+        client.get("/v1/memories", params=BOB).json()["memories"][0]["text"] == "I live in Madrid."
+    )
+    assert (
+        error(client.patch(f"/v1/memories/{mid}", json={**ANA, "text": ""}), 422)["field"] == "text"
+    )
+    assert error(
+        client.patch(
+            f"/v1/memories/{mid}", json={"app_name": "other", "user_id": "ana", "text": "x"}
+        ),
+        403,
+    )
 
 
 def test_delete_keeps_the_reason_and_who(client) -> None:
@@ -90,20 +103,34 @@ def test_delete_keeps_the_reason_and_who(client) -> None:
     r = client.delete(f"/v1/memories/{ids[0]}", params={**ANA, "reason": "sensitive"})
     assert r.status_code == 200 and r.json() == {"forgotten": 1}
     assert error(client.delete(f"/v1/memories/{ids[1]}", params=BOB), 404)
-    assert error(client.delete(f"/v1/memories/{ids[1]}",
-                               params={**ANA, "reason": "x" * 501}), 422)["field"] == "reason"
+    assert (
+        error(client.delete(f"/v1/memories/{ids[1]}", params={**ANA, "reason": "x" * 501}), 422)[
+            "field"
+        ]
+        == "reason"
+    )
     [record] = client.get("/v1/memories/forgotten", params=ANA).json()["records"]
-    assert (record["memory_id"], record["reason"], record["actor"], record["scope"]) == \
-        (ids[0], "sensitive", ACTOR, "memory")
+    assert (record["memory_id"], record["reason"], record["actor"], record["scope"]) == (
+        ids[0],
+        "sensitive",
+        ACTOR,
+        "memory",
+    )
     assert client.get("/v1/memories/forgotten", params=BOB).json() == {"records": []}
 
 
 def test_forget_by_query_preview_then_confirm_exactly_that(client) -> None:
-    add(client, ANA, "I said my parrot is called Rio.", "The parrot cage is by the window.",
-        "I cook pasta on Sundays.")
+    add(
+        client,
+        ANA,
+        "I said my parrot is called Rio.",
+        "The parrot cage is by the window.",
+        "I cook pasta on Sundays.",
+    )
     add(client, BOB, "My parrot is called Kiwi.")
-    r = client.post("/v1/memories:forget", json={**ANA, "query": "parrot", "dry_run": True,
-                                                  "mode": "keyword"})
+    r = client.post(
+        "/v1/memories:forget", json={**ANA, "query": "parrot", "dry_run": True, "mode": "keyword"}
+    )
     assert r.status_code == 200, r.text
     preview = r.json()
     assert preview["dry_run"] and len(preview["memory_ids"]) == 2
@@ -111,13 +138,18 @@ def test_forget_by_query_preview_then_confirm_exactly_that(client) -> None:
     assert len(client.get("/v1/memories", params=ANA).json()["memories"]) == 3  # nothing gone
     [late] = add(client, ANA, "Another parrot note.")
     token = preview["confirm_token"]
-    assert error(client.post("/v1/memories:forget", json={**BOB, "confirm": token}),
-                 422)["field"] == "confirm"
+    assert (
+        error(client.post("/v1/memories:forget", json={**BOB, "confirm": token}), 422)["field"]
+        == "confirm"
+    )
     assert error(client.post("/v1/memories:forget", json={**ANA}), 422)["field"] == "confirm"
-    assert error(client.post("/v1/memories:forget", json={**ANA, "dry_run": True}),
-                 422)["field"] == "query"
-    done = client.post("/v1/memories:forget", json={**ANA, "confirm": token,
-                                                     "reason": "user asked"})
+    assert (
+        error(client.post("/v1/memories:forget", json={**ANA, "dry_run": True}), 422)["field"]
+        == "query"
+    )
+    done = client.post(
+        "/v1/memories:forget", json={**ANA, "confirm": token, "reason": "user asked"}
+    )
     assert done.status_code == 200, done.text
     assert done.json() == {"forgotten": 2, "memory_ids": preview["memory_ids"]}
     left = {m["memory_id"] for m in client.get("/v1/memories", params=ANA).json()["memories"]}
@@ -132,8 +164,20 @@ def test_cli_edit_versions_forget_and_forgotten(tmp_path, service) -> None:
     store = str(tmp_path / "store")
     who = ["--store", store, "--app", "app", "--user", "alice", "--embedder", "none"]
     runner = CliRunner()
-    r = runner.invoke(cli_app, ["memory", "edit", mem.memory_id, *who, "--text",
-                                "Corrected by hand.", "--actor", "ops:eve", "--json"])
+    r = runner.invoke(
+        cli_app,
+        [
+            "memory",
+            "edit",
+            mem.memory_id,
+            *who,
+            "--text",
+            "Corrected by hand.",
+            "--actor",
+            "ops:eve",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     new = json.loads(r.stdout)["memory"]
     assert new["edited_by"] == "ops:eve" and new["previous_versions"][0]["text"] == mem.text
@@ -141,11 +185,24 @@ def test_cli_edit_versions_forget_and_forgotten(tmp_path, service) -> None:
     assert [v["current"] for v in json.loads(r.stdout)["versions"]] == [False, True]
     r = runner.invoke(cli_app, ["memory", "forget", *who, "--query", "parrot"])
     assert r.exit_code == 2 and "--dry-run" in r.output  # no forget without a preview
-    r = runner.invoke(cli_app, ["memory", "forget", *who, "--query", "parrot", "--dry-run",
-                                "--top-k", "2", "--json"])
+    r = runner.invoke(
+        cli_app,
+        ["memory", "forget", *who, "--query", "parrot", "--dry-run", "--top-k", "2", "--json"],
+    )
     preview = json.loads(r.stdout)
-    r = runner.invoke(cli_app, ["memory", "forget", *who, "--confirm",
-                                preview["confirm_token"], "--reason", "asked", "--json"])
+    r = runner.invoke(
+        cli_app,
+        [
+            "memory",
+            "forget",
+            *who,
+            "--confirm",
+            preview["confirm_token"],
+            "--reason",
+            "asked",
+            "--json",
+        ],
+    )
     assert json.loads(r.stdout)["forgotten"] == len(preview["memory_ids"]) > 0
     r = runner.invoke(cli_app, ["memory", "forget", *who, "--id", "no-such-id"])
     assert r.exit_code == 1 and "no memory" in r.output
@@ -158,8 +215,15 @@ def test_cli_edit_versions_forget_and_forgotten(tmp_path, service) -> None:
 def test_webhook_settings_attach_to_the_service(tmp_path, service) -> None:
     plain = parse_settings({"store": str(tmp_path / "store")})
     assert attach_webhook(service, plain.hooks) is None
-    s = parse_settings({"store": str(tmp_path / "store"), "hooks": {
-        "webhook_url": "http://127.0.0.1:9/hook", "webhook_events": ["on_memory_forgotten"]}})
+    s = parse_settings(
+        {
+            "store": str(tmp_path / "store"),
+            "hooks": {
+                "webhook_url": "http://127.0.0.1:9/hook",
+                "webhook_events": ["on_memory_forgotten"],
+            },
+        }
+    )
     hook = attach_webhook(service, s.hooks)
     assert hook is not None and hook.url == "http://127.0.0.1:9/hook"
     assert service.hooks.wants("on_memory_forgotten")
@@ -170,10 +234,20 @@ def test_webhook_settings_attach_to_the_service(tmp_path, service) -> None:
 
 
 def test_a_client_cannot_post_a_consolidated_summary(client) -> None:
-    r = client.post("/v1/memories", json={**ANA, "memories": [
-        {"text": "I like tea."},
-        {"text": "merges your memories", "kind": "consolidated_summary",
-         "source_event_ids": ["m1", "m2"]}]})
+    r = client.post(
+        "/v1/memories",
+        json={
+            **ANA,
+            "memories": [
+                {"text": "I like tea."},
+                {
+                    "text": "merges your memories",
+                    "kind": "consolidated_summary",
+                    "source_event_ids": ["m1", "m2"],
+                },
+            ],
+        },
+    )
     assert error(r, 422)["field"] == "memories.1.kind"
     assert client.get("/v1/memories", params=ANA).json()["memories"] == []  # nothing written
 

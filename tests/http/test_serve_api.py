@@ -31,22 +31,33 @@ from tests.support.factories import session as _session
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 APP_NAME = "mnemoray-test"
-KEY_A = "test-key-app-aaaaaaaaaaaaaaaa"      # app "app"
-KEY_B = "test-key-other-bbbbbbbbbbbbbbbb"    # app "other"
+KEY_A = "test-key-app-aaaaaaaaaaaaaaaa"  # app "app"
+KEY_B = "test-key-other-bbbbbbbbbbbbbbbb"  # app "other"
 KEY_WIDE = "test-key-app-wide-cccccccccccccc"  # app "app", app-wide recall
 MAX_BODY = 256 * 1024
 
 
 BACKFILL = [
     parrot(),
-    _session("cooking", T0 + 3 * DAY,
-             ("u", "How long should I roast a whole chicken? I like crispy skin."),
-             ("m", "Roast it at 220C for about 75 minutes and dry the skin first.")),
-    _session("running", T0 + 6 * DAY,
-             ("u", "I'm training for a half marathon in October."),
-             ("m", "Build up to 30-40 km per week with one long run.")),
-    _session("carol-1", T0, ("u", "My favourite board game is chess."),
-             ("m", "Chess is a classic."), user="carol"),
+    _session(
+        "cooking",
+        T0 + 3 * DAY,
+        ("u", "How long should I roast a whole chicken? I like crispy skin."),
+        ("m", "Roast it at 220C for about 75 minutes and dry the skin first."),
+    ),
+    _session(
+        "running",
+        T0 + 6 * DAY,
+        ("u", "I'm training for a half marathon in October."),
+        ("m", "Build up to 30-40 km per week with one long run."),
+    ),
+    _session(
+        "carol-1",
+        T0,
+        ("u", "My favourite board game is chess."),
+        ("m", "Chess is a classic."),
+        user="carol",
+    ),
 ]
 
 
@@ -81,27 +92,41 @@ def server(ray_cluster, tmp_path_factory) -> Server:
     for s in BACKFILL:
         assert backfill.add_session(s)
     keys = root / "keys.json"
-    keys.write_text(json.dumps({KEY_A: "app", KEY_B: ["other"],
-                                KEY_WIDE: {"apps": ["app"], "app_wide": True}}))
+    keys.write_text(
+        json.dumps({KEY_A: "app", KEY_B: ["other"], KEY_WIDE: {"apps": ["app"], "app_wide": True}})
+    )
     serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
     # If another module started Serve first, its HTTP options stand: ask for the port.
     proxy = _get_global_client().http_config.port
     port = _free_port()  # direct ingress: the replica answers here itself
     # Chosen explicitly: with Serve's proxy running (started above, for the proxy tests),
     # an app that does not choose gets the proxy (mnemoray.serve.ingress_mode).
-    serve.run(build_app({"store": str(store), "server": {
-        "api_keys": str(keys), "reload_interval_s": 0.1, "max_body_bytes": MAX_BODY,
-        "port": port, "ingress": "direct"}}), name=APP_NAME, route_prefix="/")
+    serve.run(
+        build_app(
+            {
+                "store": str(store),
+                "server": {
+                    "api_keys": str(keys),
+                    "reload_interval_s": 0.1,
+                    "max_body_bytes": MAX_BODY,
+                    "port": port,
+                    "ingress": "direct",
+                },
+            }
+        ),
+        name=APP_NAME,
+        route_prefix="/",
+    )
     server = Server(f"http://127.0.0.1:{port}", store, keys)
     server.proxy = f"http://127.0.0.1:{proxy}"
     yield server
     serve.delete(APP_NAME)
 
 
-def recall(c: httpx.Client, query: str, user: str = "alice", app: str = "app",
-           **extra) -> httpx.Response:
-    return c.post("/v1/recall", json={"app_name": app, "user_id": user, "query": query,
-                                      **extra})
+def recall(
+    c: httpx.Client, query: str, user: str = "alice", app: str = "app", **extra
+) -> httpx.Response:
+    return c.post("/v1/recall", json={"app_name": app, "user_id": user, "query": query, **extra})
 
 
 # -- health, metrics ------------------------------------------------------------------
@@ -125,17 +150,24 @@ def test_recall_after_backfill(server: Server) -> None:
         assert r.status_code == 200, r.text
         body = r.json()
         # GET variant: same answer, no request body.
-        g = c.get("/v1/recall", params={"app_name": "app", "user_id": "alice", "top_k": 3,
-                                        "query": "remind me about that flying animal we "
-                                                 "talked about"})
+        g = c.get(
+            "/v1/recall",
+            params={
+                "app_name": "app",
+                "user_id": "alice",
+                "top_k": 3,
+                "query": "remind me about that flying animal we talked about",
+            },
+        )
         assert g.status_code == 200, g.text
     assert body["took_ms"] > 0 and body["store_version"] >= 1
     top = body["memories"][0]
     assert top["provenance"]["session_id"] == "parrot"
     assert top["provenance"]["source_event_ids"]
     assert "dense" in top["signals"] and top["signals"]["dense_rank"] >= 1
-    assert [m["memory_id"] for m in g.json()["memories"]] == \
-        [m["memory_id"] for m in body["memories"]]
+    assert [m["memory_id"] for m in g.json()["memories"]] == [
+        m["memory_id"] for m in body["memories"]
+    ]
 
 
 def test_recall_filters_and_modes(server: Server) -> None:
@@ -144,9 +176,10 @@ def test_recall_filters_and_modes(server: Server) -> None:
         kw = recall(c, "chicken", mode="keyword")
         none = recall(c, "chicken", user="nobody")
     assert r.status_code == 200, r.text
-    assert r.json()["memories"] and all(m["kind"] == "chunk" and
-                                        m["provenance"]["session_id"] == "cooking"
-                                        for m in r.json()["memories"])
+    assert r.json()["memories"] and all(
+        m["kind"] == "chunk" and m["provenance"]["session_id"] == "cooking"
+        for m in r.json()["memories"]
+    )
     assert "dense" not in kw.json()["memories"][0]["signals"]
     assert none.json()["memories"] == []
 
@@ -154,8 +187,14 @@ def test_recall_filters_and_modes(server: Server) -> None:
 # -- memories: add, list, forget --------------------------------------------------------------
 def test_online_add_then_recall_within_a_second(server: Server) -> None:
     with server.client() as c:
-        r = c.post("/v1/memories", json={"app_name": "app", "user_id": "dave", "memories": [
-            {"text": "Dave's favourite colour is teal.", "topics": ["colour"]}]})
+        r = c.post(
+            "/v1/memories",
+            json={
+                "app_name": "app",
+                "user_id": "dave",
+                "memories": [{"text": "Dave's favourite colour is teal.", "topics": ["colour"]}],
+            },
+        )
         assert r.status_code == 201, r.text
         assert r.json()["added"] == 1
         added_id = r.json()["memories"][0]["memory_id"]
@@ -168,17 +207,27 @@ def test_online_add_then_recall_within_a_second(server: Server) -> None:
 
 
 def test_add_session_through_the_client(server: Server) -> None:
-    session = _session("guitar", T0 + 9 * DAY, ("u", "I started guitar lessons on Tuesdays."),
-                       ("m", "Nice, practice chords daily."), user="erin")
+    session = _session(
+        "guitar",
+        T0 + 9 * DAY,
+        ("u", "I started guitar lessons on Tuesdays."),
+        ("m", "Nice, practice chords daily."),
+        user="erin",
+    )
     with MnemorayClient(server.base, KEY_A) as mr:
         out = mr.add_session(session)
         assert out.added > 0
         assert mr.add_session(session).added == 0  # ledgered: idempotent
         found = mr.recall("app", "erin", "when are my music lessons").memories
     with server.client() as c:
-        mismatch = c.post("/v1/memories", json={"app_name": "app", "user_id": "erin",
-                                                "session": {**session.to_dict(),
-                                                            "user_id": "frank"}})
+        mismatch = c.post(
+            "/v1/memories",
+            json={
+                "app_name": "app",
+                "user_id": "erin",
+                "session": {**session.to_dict(), "user_id": "frank"},
+            },
+        )
     assert found[0].provenance.session_id == "guitar"
     assert mismatch.status_code == 422
     assert mismatch.json()["error"]["field"] == "session.user_id"
@@ -199,8 +248,9 @@ def test_list_memories_paged(server: Server) -> None:
 
 def test_forget_then_recall(server: Server) -> None:
     with MnemorayClient(server.base, KEY_A) as mr:
-        added = mr.add_memories("app", "gina", ["Gina is allergic to peanuts.",
-                                                "Gina lives in Lisbon."])
+        added = mr.add_memories(
+            "app", "gina", ["Gina is allergic to peanuts.", "Gina lives in Lisbon."]
+        )
         ids = [m.memory_id for m in added.memories]
         assert mr.forget_memory("app", "gina", ids[0]) == 1
         left = mr.recall("app", "gina", "peanut allergy").memories
@@ -226,8 +276,9 @@ def test_hot_reload_while_querying(server: Server) -> None:
             while not stop.is_set():
                 r = recall(c, "what is the secret codeword", user="carol")
                 statuses.append(r.status_code)
-                if r.status_code == 200 and any("zanzibar" in m["text"]
-                                                for m in r.json()["memories"]):
+                if r.status_code == 200 and any(
+                    "zanzibar" in m["text"] for m in r.json()["memories"]
+                ):
                     found.set()
 
     with server.client() as c:
@@ -237,8 +288,9 @@ def test_hot_reload_while_querying(server: Server) -> None:
     try:
         time.sleep(0.5)
         writer = MemoryService.open(server.store)  # a second instance, same directory
-        writer.add_memories([Memory("app", "carol", "external", "fact",
-                                    "The secret codeword is zanzibar.")])
+        writer.add_memories(
+            [Memory("app", "carol", "external", "fact", "The secret codeword is zanzibar.")]
+        )
         assert found.wait(10), "the externally written memory never became visible"
         time.sleep(0.3)  # keep querying on the new snapshot for a moment
     finally:
@@ -260,34 +312,60 @@ def _metric(text: str, name: str) -> float:
 
 # -- tenants ----------------------------------------------------------------------------------
 def test_tenant_isolation(server: Server) -> None:
-    with server.client(KEY_B) as b, server.client(None) as anon, \
-            server.client("unknown-key-0123456789abcdef") as bad, server.client() as a:
+    with (
+        server.client(KEY_B) as b,
+        server.client(None) as anon,
+        server.client("unknown-key-0123456789abcdef") as bad,
+        server.client() as a,
+    ):
         assert recall(anon, "parrot").status_code == 401
         assert recall(bad, "parrot").status_code == 401
-        assert a.post("/v1/recall", headers={"Authorization": "Basic xyz"}, json={
-            "app_name": "app", "user_id": "alice", "query": "q"}).status_code == 401
+        assert (
+            a.post(
+                "/v1/recall",
+                headers={"Authorization": "Basic xyz"},
+                json={"app_name": "app", "user_id": "alice", "query": "q"},
+            ).status_code
+            == 401
+        )
         denied = [
             recall(b, "parrot"),
             b.get("/v1/recall", params={"app_name": "app", "user_id": "alice", "query": "x"}),
-            b.post("/v1/memories", json={"app_name": "app", "user_id": "alice",
-                                         "memories": [{"text": "injected"}]}),
+            b.post(
+                "/v1/memories",
+                json={"app_name": "app", "user_id": "alice", "memories": [{"text": "injected"}]},
+            ),
             b.get("/v1/memories", params={"app_name": "app", "user_id": "alice"}),
             b.delete("/v1/users/app/alice/memories"),
             b.delete("/v1/memories/whatever", params={"app_name": "app", "user_id": "alice"}),
             b.post("/v1/sessions", json={"app_name": "app", "user_id": "alice"}),
             b.get("/v1/sessions/parrot", params={"app_name": "app", "user_id": "alice"}),
-            b.post("/v1/context:compile", json={"app_name": "app", "user_id": "alice",
-                                                "session_id": "s", "agent": {"name": "x"}}),
+            b.post(
+                "/v1/context:compile",
+                json={
+                    "app_name": "app",
+                    "user_id": "alice",
+                    "session_id": "s",
+                    "agent": {"name": "x"},
+                },
+            ),
             b.put("/v1/artifacts/app/alice/s1/notes", content=b"x"),
             b.get("/v1/artifacts/app/alice/s1/notes"),
         ]
         assert [r.status_code for r in denied] == [403] * len(denied)
         assert "app_name" in denied[0].json()["error"]["message"]
         # B's own app works, and the same user id there is a different tenant.
-        assert b.post("/v1/memories", json={"app_name": "other", "user_id": "alice",
-                                            "memories": [{"text": "Other app secret: "
-                                                                  "kumquat."}]}
-                      ).status_code == 201
+        assert (
+            b.post(
+                "/v1/memories",
+                json={
+                    "app_name": "other",
+                    "user_id": "alice",
+                    "memories": [{"text": "Other app secret: kumquat."}],
+                },
+            ).status_code
+            == 201
+        )
         mine = recall(b, "secret", app="other").json()["memories"]
         theirs = recall(a, "other app secret kumquat").json()["memories"]
         assert mine and mine[0]["text"].startswith("Other app secret")
@@ -298,37 +376,76 @@ def test_tenant_isolation(server: Server) -> None:
 # -- bad input ----------------------------------------------------------------------------------
 def test_malformed_requests_are_4xx_naming_the_field(server: Server) -> None:
     with server.client() as c:
+
         def err(r: httpx.Response, status: int) -> dict:
             assert r.status_code == status, (r.status_code, r.text)
             body = r.json()["error"]
             assert body["request_id"] == r.headers["x-request-id"]
             return body
 
-        assert err(c.post("/v1/recall", json={"app_name": "app", "query": "q"}),
-                   422)["field"] == "user_id"
+        assert (
+            err(c.post("/v1/recall", json={"app_name": "app", "query": "q"}), 422)["field"]
+            == "user_id"
+        )
         assert err(recall(c, "x" * 2001), 422)["field"] == "query"
         assert err(recall(c, "q", top_k=0), 422)["field"] == "top_k"
         assert err(recall(c, "q", top_k=101), 422)["field"] == "top_k"
         assert err(recall(c, "q", topk=3), 422)["field"] == "topk"
         assert err(recall(c, "q", mode="fuzzy"), 422)["field"] == "mode"
         assert err(recall(c, "q", filters={"kinds": ["poem"]}), 422)["field"].startswith(
-            "filters.kinds")
-        assert "filters.after" in err(recall(c, "q", filters={"after": "yesterday"}),
-                                      422)["message"]
+            "filters.kinds"
+        )
+        assert (
+            "filters.after" in err(recall(c, "q", filters={"after": "yesterday"}), 422)["message"]
+        )
         assert err(recall(c, "   "), 422)["field"] == "query"
-        assert err(c.post("/v1/recall", content=b"{not json",
-                          headers={"Content-Type": "application/json"}), 400)["field"] == "body"
+        assert (
+            err(
+                c.post(
+                    "/v1/recall", content=b"{not json", headers={"Content-Type": "application/json"}
+                ),
+                400,
+            )["field"]
+            == "body"
+        )
         assert err(c.post("/v1/recall", json=["a", "list"]), 422)
-        assert err(c.post("/v1/memories", json={"app_name": "app", "user_id": "u"}),
-                   422)["message"].endswith("pass exactly one of 'session' or 'memories'")
-        assert err(c.post("/v1/memories", json={"app_name": "app", "user_id": "u",
-                                                "memories": [{"text": "t", "kind": "x"}]}),
-                   422)["field"] == "memories.0.kind"
-        assert "events[1].role" in err(c.post("/v1/memories", json={
-            "app_name": "app", "user_id": "u", "session": {
-                "session_id": "s", "events": [{"author": "user", "text": "hi"},
-                                              {"author": "user", "role": "bot"}]}}),
-            422)["message"]
+        assert err(c.post("/v1/memories", json={"app_name": "app", "user_id": "u"}), 422)[
+            "message"
+        ].endswith("pass exactly one of 'session' or 'memories'")
+        assert (
+            err(
+                c.post(
+                    "/v1/memories",
+                    json={
+                        "app_name": "app",
+                        "user_id": "u",
+                        "memories": [{"text": "t", "kind": "x"}],
+                    },
+                ),
+                422,
+            )["field"]
+            == "memories.0.kind"
+        )
+        assert (
+            "events[1].role"
+            in err(
+                c.post(
+                    "/v1/memories",
+                    json={
+                        "app_name": "app",
+                        "user_id": "u",
+                        "session": {
+                            "session_id": "s",
+                            "events": [
+                                {"author": "user", "text": "hi"},
+                                {"author": "user", "role": "bot"},
+                            ],
+                        },
+                    },
+                ),
+                422,
+            )["message"]
+        )
         big = {"app_name": "app", "user_id": "u", "memories": [{"text": "x" * 30_000}] * 10}
         assert err(c.post("/v1/memories", json=big), 413)["status"] == 413
 
@@ -336,12 +453,20 @@ def test_malformed_requests_are_4xx_naming_the_field(server: Server) -> None:
             for _ in range(40):
                 yield b" " * 10_000
 
-        assert c.post("/v1/recall", content=chunks(),
-                      headers={"Content-Type": "application/json"}).status_code == 413
+        assert (
+            c.post(
+                "/v1/recall", content=chunks(), headers={"Content-Type": "application/json"}
+            ).status_code
+            == 413
+        )
         assert c.get("/v1/nothing-here").status_code == 404
         assert c.get("/v1/memories", params={"app_name": "app"}).status_code == 422
-        assert err(c.get("/v1/memories", params={"app_name": "app", "user_id": "u",
-                                                  "limit": 0}), 422)["field"] == "limit"
+        assert (
+            err(c.get("/v1/memories", params={"app_name": "app", "user_id": "u", "limit": 0}), 422)[
+                "field"
+            ]
+            == "limit"
+        )
 
 
 # -- sessions -----------------------------------------------------------------------------------
@@ -352,28 +477,38 @@ def test_session_lifecycle_end_ingests_memories(server: Server) -> None:
         assert r.status_code == 201, r.text
         assert r.json()["version"] == 0
         assert c.post("/v1/sessions", json={**who, "session_id": "trip"}).status_code == 409
-        ev = [{"author": "user", "role": "user", "text": "I am flying to Tokyo next month "
-               "for a conference.", "id": "t1"},
-              {"author": "assistant", "role": "model", "text": "Enjoy Tokyo!", "id": "t2"}]
-        r = c.post("/v1/sessions/trip/events", json={**who, "events": ev,
-                                                     "expected_version": 0})
+        ev = [
+            {
+                "author": "user",
+                "role": "user",
+                "text": "I am flying to Tokyo next month for a conference.",
+                "id": "t1",
+            },
+            {"author": "assistant", "role": "model", "text": "Enjoy Tokyo!", "id": "t2"},
+        ]
+        r = c.post("/v1/sessions/trip/events", json={**who, "events": ev, "expected_version": 0})
         assert r.status_code == 200, r.text
         assert r.json()["version"] == 2 and r.json()["event_ids"] == ["t1", "t2"]
-        stale = c.post("/v1/sessions/trip/events", json={**who, "expected_version": 1,
-                                                         "events": [{"author": "user"}]})
+        stale = c.post(
+            "/v1/sessions/trip/events",
+            json={**who, "expected_version": 1, "events": [{"author": "user"}]},
+        )
         assert stale.status_code == 409 and "expected_version" in stale.json()["error"]["message"]
         dup = c.post("/v1/sessions/trip/events", json={**who, "events": [ev[0]]})
         assert dup.status_code == 409
-        bad = c.post("/v1/sessions/trip/events", json={**who, "events": [
-            {"author": "user", "role": "robot"}]})
+        bad = c.post(
+            "/v1/sessions/trip/events",
+            json={**who, "events": [{"author": "user", "role": "robot"}]},
+        )
         assert bad.status_code == 422 and "events[0].role" in bad.json()["error"]["message"]
         missing = c.post("/v1/sessions/nope/events", json={**who, "events": ev})
         assert missing.status_code == 404
         got = c.get("/v1/sessions/trip", params=who).json()
         assert got["state"] == {"tier": "gold"} and len(got["events"]) == 2
         assert c.get("/v1/sessions/nope", params=who).status_code == 404
-        assert [s["session_id"] for s in c.get("/v1/sessions", params=who).json()[
-            "sessions"]] == ["trip"]
+        assert [s["session_id"] for s in c.get("/v1/sessions", params=who).json()["sessions"]] == [
+            "trip"
+        ]
         assert recall(c, "where am I travelling", user="hank").json()["memories"] == []
 
         # 202: the session is ended and its ingestion job is on disk; the job runs after.
@@ -383,7 +518,9 @@ def test_session_lifecycle_end_ingests_memories(server: Server) -> None:
         job_id = end.json()["job_id"]
         deadline = time.time() + 30
         while (job := c.get(f"/v1/jobs/{job_id}", params=who).json())["status"] in (
-                "queued", "running") and time.time() < deadline:
+            "queued",
+            "running",
+        ) and time.time() < deadline:
             time.sleep(0.05)
         assert job["status"] == "done" and job["memories_added"] > 0, job
         assert job["error"] is None
@@ -394,12 +531,17 @@ def test_session_lifecycle_end_ingests_memories(server: Server) -> None:
         # ?wait=true: today's synchronous answer; ending again runs ingestion again.
         again = c.post("/v1/sessions/trip:end", params={"wait": "true"}, json=who)
         assert again.status_code == 200, again.text
-        assert again.json()["ingestion"] == {"status": "unchanged", "memories_added": 0,
-                                             "error": None}
+        assert again.json()["ingestion"] == {
+            "status": "unchanged",
+            "memories_added": 0,
+            "error": None,
+        }
         assert again.json()["ended_at"] == end.json()["ended_at"]
         assert "mnemoray_ingestion_queue_depth" in c.get("/metrics").text
-        late = c.post("/v1/sessions/trip/events", json={**who, "events": [
-            {"author": "user", "text": "one more thing"}]})
+        late = c.post(
+            "/v1/sessions/trip/events",
+            json={**who, "events": [{"author": "user", "text": "one more thing"}]},
+        )
         assert late.status_code == 409
         assert c.post("/v1/sessions/nope:end", json=who).status_code == 404
 
@@ -410,10 +552,19 @@ def test_compile_returns_request_and_trace(server: Server) -> None:
     with MnemorayClient(server.base, KEY_A) as mr:
         mr.create_session("app", "alice", "chat", state={"user:name": "Alice"})
         mr.append_events("app", "alice", "chat", [user_message("Hi there!")])
-        out = mr.compile("app", "alice", "chat", {
-            "name": "helper", "static_instruction": "You are helpful.",
-            "instruction": "The user is {user:name}.", "memory_preload": True,
-            "preload_top_k": 2}, new_message="tell me about that flying animal again")
+        out = mr.compile(
+            "app",
+            "alice",
+            "chat",
+            {
+                "name": "helper",
+                "static_instruction": "You are helpful.",
+                "instruction": "The user is {user:name}.",
+                "memory_preload": True,
+                "preload_top_k": 2,
+            },
+            new_message="tell me about that flying animal again",
+        )
         with pytest.raises(MnemorayAPIError) as missing_key:
             mr.compile("app", "alice", "chat", {"name": "h", "instruction": "Hi {nope}"})
         with pytest.raises(MnemorayAPIError) as no_session:
@@ -437,7 +588,8 @@ def test_compile_returns_request_and_trace(server: Server) -> None:
 
 
 def test_compile_with_an_unreadable_store_answers_without_memories(
-        server: Server, tmp_path: Path) -> None:
+    server: Server, tmp_path: Path
+) -> None:
     """The issue-12 contract: preload while the memory store is unreadable (alice's shard
     damaged, in a copy of the store served under /damaged) is a 200 without memories
     whose trace names the failed step; /metrics counts it."""
@@ -451,21 +603,44 @@ def test_compile_with_an_unreadable_store_answers_without_memories(
     shard = shard_of("app", "alice", m.shards)
     for entry in m.segments[shard]:
         (store / "memories" / f"shard={shard:04d}" / f"{entry.name}.parquet").write_bytes(
-            b"PAR1 truncated")
+            b"PAR1 truncated"
+        )
     name = APP_NAME + "-damaged"
-    serve.run(build_app({"store": str(store), "server": {"api_keys": str(server.keys),
-                                                         "ingress": "proxy"},
-                         "models": {"embedder_deployment": False,
-                                    "summarizer_deployment": False}}),
-              name=name, route_prefix="/damaged")
-    body = {"app_name": "app", "user_id": "alice", "session_id": "degraded",
-            "agent": {"name": "helper", "static_instruction": "You are helpful.",
-                      "memory_preload": True}, "new_message": "that flying animal again"}
+    serve.run(
+        build_app(
+            {
+                "store": str(store),
+                "server": {"api_keys": str(server.keys), "ingress": "proxy"},
+                "models": {"embedder_deployment": False, "summarizer_deployment": False},
+            }
+        ),
+        name=name,
+        route_prefix="/damaged",
+    )
+    body = {
+        "app_name": "app",
+        "user_id": "alice",
+        "session_id": "degraded",
+        "agent": {
+            "name": "helper",
+            "static_instruction": "You are helpful.",
+            "memory_preload": True,
+        },
+        "new_message": "that flying animal again",
+    }
     try:
-        with httpx.Client(base_url=server.proxy + "/damaged", timeout=60,
-                          headers={"Authorization": f"Bearer {KEY_A}"}) as c:
-            assert c.post("/v1/sessions", json={"app_name": "app", "user_id": "alice",
-                                                "session_id": "degraded"}).status_code == 201
+        with httpx.Client(
+            base_url=server.proxy + "/damaged",
+            timeout=60,
+            headers={"Authorization": f"Bearer {KEY_A}"},
+        ) as c:
+            assert (
+                c.post(
+                    "/v1/sessions",
+                    json={"app_name": "app", "user_id": "alice", "session_id": "degraded"},
+                ).status_code
+                == 201
+            )
             assert recall(c, "flying animal").status_code == 500  # recall itself fails
             r = c.post("/v1/context:compile", json=body)
             metrics = c.get("/metrics").text
@@ -475,17 +650,32 @@ def test_compile_with_an_unreadable_store_answers_without_memories(
     out = r.json()
     assert_compiled_without_memory(out)
     assert str(store) not in r.text
-    assert 'mnemoray_compile_degraded_total{error="StoreCorrupt",step="memory_preload"} 1.0' \
-        in metrics
+    assert (
+        'mnemoray_compile_degraded_total{error="StoreCorrupt",step="memory_preload"} 1.0' in metrics
+    )
 
 
 # -- artifacts ----------------------------------------------------------------------------------
 def test_artifacts_put_get_versions(server: Server) -> None:
     with MnemorayClient(server.base, KEY_A) as mr:
-        v0 = mr.put_artifact("app", "alice", "s1", "report.csv", "a,b\n1,2\n",
-                             mime_type="text/csv", summary="first draft")
-        v1 = mr.put_artifact("app", "alice", "s1", "report.csv", b"a,b\n3,4\n",
-                             mime_type="text/csv", summary="second draft, ünïcode")
+        v0 = mr.put_artifact(
+            "app",
+            "alice",
+            "s1",
+            "report.csv",
+            "a,b\n1,2\n",
+            mime_type="text/csv",
+            summary="first draft",
+        )
+        v1 = mr.put_artifact(
+            "app",
+            "alice",
+            "s1",
+            "report.csv",
+            b"a,b\n3,4\n",
+            mime_type="text/csv",
+            summary="second draft, ünïcode",
+        )
         latest = mr.get_artifact("app", "alice", "s1", "report.csv")
         first = mr.get_artifact("app", "alice", "s1", "report.csv", version=0)
         versions = mr.artifact_versions("app", "alice", "s1", "report.csv")
@@ -512,19 +702,38 @@ def test_offloaded_tool_result_callee_and_compile_metrics(server: Server) -> Non
     rows = {"rows": [{"id": i, "text": "lorem ipsum dolor " * 3} for i in range(1000)]}
     with MnemorayClient(server.base, KEY_A) as mr:
         mr.create_session("app", "alice", "tools")
-        mr.append_events("app", "alice", "tools", [
-            {"author": "user", "role": "user", "text": "fetch the rows"},
-            {"author": "bot", "role": "model", "type": "tool_call",
-             "data": {"name": "fetch", "args": {}, "call_id": "c1"}},
-            {"author": "bot", "role": "tool", "type": "tool_result",
-             "data": {"name": "fetch", "response": rows, "call_id": "c1"}}])
+        mr.append_events(
+            "app",
+            "alice",
+            "tools",
+            [
+                {"author": "user", "role": "user", "text": "fetch the rows"},
+                {
+                    "author": "bot",
+                    "role": "model",
+                    "type": "tool_call",
+                    "data": {"name": "fetch", "args": {}, "call_id": "c1"},
+                },
+                {
+                    "author": "bot",
+                    "role": "tool",
+                    "type": "tool_result",
+                    "data": {"name": "fetch", "response": rows, "call_id": "c1"},
+                },
+            ],
+        )
         stored = mr.get_session("app", "alice", "tools").events[-1]["data"]["response"]
         name = stored["artifact"]
         payload = mr.get_artifact("app", "alice", "tools", name)
         agent = {"name": "bot", "static_instruction": "Stable prefix."}
         caller = [mr.compile("app", "alice", "tools", agent) for _ in range(2)][-1]
-        callee = mr.compile("app", "alice", "tools", {"name": "reader"},
-                            callee={"prompt": "Count the rows.", "artifacts": [name]})
+        callee = mr.compile(
+            "app",
+            "alice",
+            "tools",
+            {"name": "reader"},
+            callee={"prompt": "Count the rows.", "artifacts": [name]},
+        )
         metrics = mr.metrics()
     assert stored["offloaded"] is True and json.loads(payload.data) == rows
     assert caller.total_tokens < 1_000 and name in caller.system_instruction
@@ -546,34 +755,46 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
     from mnemoray.serve.app import build_app
 
     name = APP_NAME + "-sharded"
-    serve.run(build_app({"store": str(server.store),
-                         "server": {"api_keys": str(server.keys), "index_mode": "deployment",
-                                    "ingress": "proxy",
-                                    "reload_interval_s": 0.1},
-                         "models": {"embedder_deployment": False,
-                                    "summarizer_deployment": False}}),
-              name=name, route_prefix="/sharded")
+    serve.run(
+        build_app(
+            {
+                "store": str(server.store),
+                "server": {
+                    "api_keys": str(server.keys),
+                    "index_mode": "deployment",
+                    "ingress": "proxy",
+                    "reload_interval_s": 0.1,
+                },
+                "models": {"embedder_deployment": False, "summarizer_deployment": False},
+            }
+        ),
+        name=name,
+        route_prefix="/sharded",
+    )
     try:
         # App-wide recall: every shard's replica proposes, the ingress ranks; the answer
         # is the unsharded app's (mnemoray.memory.service.app_recall).
         for query in ("that flying animal we talked about", "roast chicken"):
-            with MnemorayClient(server.proxy + "/sharded", KEY_WIDE) as wide, \
-                    MnemorayClient(server.base, KEY_WIDE) as whole:
+            with (
+                MnemorayClient(server.proxy + "/sharded", KEY_WIDE) as wide,
+                MnemorayClient(server.base, KEY_WIDE) as whole,
+            ):
                 sharded = wide.recall_app("app", query, top_k=5).memories
-                assert sharded and [(m.user_id, m.memory_id) for m in sharded] == \
-                    [(m.user_id, m.memory_id) for m in whole.recall_app("app", query,
-                                                                        top_k=5).memories]
+                assert sharded and [(m.user_id, m.memory_id) for m in sharded] == [
+                    (m.user_id, m.memory_id)
+                    for m in whole.recall_app("app", query, top_k=5).memories
+                ]
         with MnemorayClient(server.proxy + "/sharded", KEY_A) as mr:
             top = mr.recall("app", "alice", "that flying animal we talked about").memories
             assert top[0].provenance.session_id == "parrot"
             added = mr.add_memories("app", "ivan", ["Ivan collects vintage stamps."])
             got = mr.recall("app", "ivan", "what does Ivan collect").memories
             assert got[0].memory_id == added.memories[0].memory_id
-            assert [m.memory_id for m in mr.iter_memories("app", "ivan")] == \
-                [added.memories[0].memory_id]
+            assert [m.memory_id for m in mr.iter_memories("app", "ivan")] == [
+                added.memories[0].memory_id
+            ]
             mr.create_session("app", "ivan", "hobby")
-            mr.append_events("app", "ivan", "hobby", [user_message("I also restore old "
-                                                                   "bicycles.")])
+            mr.append_events("app", "ivan", "hobby", [user_message("I also restore old bicycles.")])
             ended = mr.end_session("app", "ivan", "hobby", wait=True)
             assert ended.ingestion.status == "ingested"
             assert mr.recall("app", "ivan", "bicycles").memories
@@ -583,8 +804,7 @@ def test_index_deployment_multiplexed_by_shard(server: Server) -> None:
         # its watcher has reloaded (every 0.1 s here).
         with server.client() as c:
             deadline = time.time() + 5
-            while recall(c, "stamps", user="ivan").json()["memories"] \
-                    and time.time() < deadline:
+            while recall(c, "stamps", user="ivan").json()["memories"] and time.time() < deadline:
                 time.sleep(0.05)
             assert recall(c, "stamps", user="ivan").json()["memories"] == []
             assert recall(c, "flying animal").json()["memories"]
@@ -606,16 +826,24 @@ def test_hostile_requests_never_answer_5xx(server: Server) -> None:
         cases = hostile_requests("app", "fuzz", "fz")
         for case in cases:
             headers = {"content-type": "application/json", **case.headers}
-            r = c.request(case.method, case.path, content=case.body, params=case.params,
-                          headers=headers)
+            r = c.request(
+                case.method, case.path, content=case.body, params=case.params, headers=headers
+            )
             if r.status_code >= 500:
                 fives.append((case.name, r.status_code, r.text[:200]))
         assert not fives, f"{len(fives)} of {len(cases)} answered 5xx: {fives[:10]}"
         assert len(cases) > 500
         assert recall(c, "Madrid", user="fuzz").status_code == 200
         assert c.get("/v1/memories", params=who).status_code == 200
-        r = c.post("/v1/context:compile", json={**who, "session_id": "fz", "agent": {
-            "name": "helper", "memory_preload": True}, "new_message": "where do I live?"})
+        r = c.post(
+            "/v1/context:compile",
+            json={
+                **who,
+                "session_id": "fz",
+                "agent": {"name": "helper", "memory_preload": True},
+                "new_message": "where do I live?",
+            },
+        )
         assert r.status_code == 200, r.text
         assert c.get("/v1/sessions/fz", params=who).status_code == 200
         assert "parrot" in recall(c, "parrot").json()["memories"][0]["text"].lower()
@@ -633,16 +861,22 @@ def test_the_memory_inspector_under_serve(server: Server, tmp_path: Path) -> Non
         pytest.skip(f"no browser: {why}")
     with MnemorayClient(server.base, KEY_WIDE) as mr:
         mr.create_session("app", "alice", "inspect", state={"user:name": "Alice"})
-        mr.append_events("app", "alice", "inspect",
-                         [user_message("Remind me what my parrot likes to eat.")])
-    paths = take_screenshots(server.base, tmp_path, "app", "alice", "inspect",
-                             "that flying animal", api_key=KEY_WIDE)
-    assert [p.name for p in paths] == ["memories.png", "recall.png", "session.png",
-                                       "compile.png", "health.png"]
+        mr.append_events(
+            "app", "alice", "inspect", [user_message("Remind me what my parrot likes to eat.")]
+        )
+    paths = take_screenshots(
+        server.base, tmp_path, "app", "alice", "inspect", "that flying animal", api_key=KEY_WIDE
+    )
+    assert [p.name for p in paths] == [
+        "memories.png",
+        "recall.png",
+        "session.png",
+        "compile.png",
+        "health.png",
+    ]
     assert all(p.stat().st_size > 5_000 for p in paths)
     with open_browser() as browser, new_page(browser) as page:
-        page.add_init_script(f"sessionStorage.setItem({json.dumps(KEY_ITEM)}, "
-                             f"{json.dumps(KEY_A)})")
+        page.add_init_script(f"sessionStorage.setItem({json.dumps(KEY_ITEM)}, {json.dumps(KEY_A)})")
         page.goto(f"{server.base}/ui/?app_name=app&user_id=alice")
         cards = page.get_by_test_id("memory-card")
         cards.first.wait_for()

@@ -94,7 +94,8 @@ def test_reselected_files_are_skipped_by_the_ledger(tmp_path: Path) -> None:
 
 
 def test_failed_run_exits_one_and_does_not_move_the_watermark(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import mnemoray.backfill.commit as commit
 
     archive, store = tmp_path / "archive", tmp_path / "store"
@@ -150,15 +151,25 @@ def test_a_file_renamed_in_with_an_old_mtime_is_new(tmp_path: Path) -> None:
 def test_overlapping_run_exits_zero_without_running(tmp_path: Path) -> None:
     archive, store = tmp_path / "archive", tmp_path / "store"
     make_archive(archive, 2, files=1, bad=False)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
-        "PYTHONPATH", "")]), "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "mnemoray.jobs.scheduled_backfill", "--archive", str(archive),
-           "--store", str(store), *FAST]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "HF_HUB_OFFLINE": "1",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "mnemoray.jobs.scheduled_backfill",
+        "--archive",
+        str(archive),
+        "--store",
+        str(store),
+        *FAST,
+    ]
     with schedule_lock(store / SCHEDULE_DIR / LOCK_NAME):  # a run in progress
         held = (store / SCHEDULE_DIR / LOCK_NAME).read_text()
         assert f"pid {os.getpid()}" in held
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert "another scheduled backfill holds" in proc.stderr
         assert f"pid {os.getpid()}" in proc.stderr
@@ -176,11 +187,26 @@ def test_usage_errors_exit_non_zero(tmp_path: Path) -> None:
     archive, store = tmp_path / "archive", tmp_path / "store"
     make_archive(archive, 2, files=1, bad=False)
     assert run(archive, store)[0] == 0
-    code, _ = main(["--archive", str(archive), "--store", str(store), "--in-process",
-                    "--embedder", "none", "--shards", "3", "--full"], out=io.StringIO()), None
+    code, _ = (
+        main(
+            [
+                "--archive",
+                str(archive),
+                "--store",
+                str(store),
+                "--in-process",
+                "--embedder",
+                "none",
+                "--shards",
+                "3",
+                "--full",
+            ],
+            out=io.StringIO(),
+        ),
+        None,
+    )
     assert code == 2  # the store has 2 shards: the backfill refuses, before any work
-    code = main(["--archive", str(tmp_path / "missing"), "--store", str(store)],
-                out=io.StringIO())
+    code = main(["--archive", str(tmp_path / "missing"), "--store", str(store)], out=io.StringIO())
     assert code == 2
 
 
@@ -188,15 +214,17 @@ def test_dry_run_lists_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[s
     archive, store = tmp_path / "archive", tmp_path / "store"
     make_archive(archive, 3, files=3, bad=False)
     assert run(archive, store, "--dry-run")[0] == 0
-    assert capsys.readouterr().out.split() == ["part-000.jsonl", "part-001.jsonl",
-                                               "part-002.parquet"]
+    assert capsys.readouterr().out.split() == [
+        "part-000.jsonl",
+        "part-001.jsonl",
+        "part-002.parquet",
+    ]
     assert read_run_reports(store) == []
 
 
 # -- the manifests that run it ------------------------------------------------------------
 def test_raycronjob_manifest() -> None:
-    docs = [d for d in yaml.safe_load_all((ROOT / "jobs/k8s/rayjob-cron.yaml").read_text())
-            if d]
+    docs = [d for d in yaml.safe_load_all((ROOT / "jobs/k8s/rayjob-cron.yaml").read_text()) if d]
     by_kind = {d["kind"]: d for d in docs}
     pvcs = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
     assert {p["metadata"]["name"] for p in pvcs} == {"mnemoray-store", "mnemoray-archive"}
@@ -213,8 +241,9 @@ def test_raycronjob_manifest() -> None:
     assert yaml.safe_load(job["runtimeEnvYAML"])["env_vars"]["HF_HUB_OFFLINE"] == "1"
 
     cluster = job["rayClusterSpec"]
-    pods = [cluster["headGroupSpec"]["template"]["spec"]] + \
-        [g["template"]["spec"] for g in cluster["workerGroupSpecs"]]
+    pods = [cluster["headGroupSpec"]["template"]["spec"]] + [
+        g["template"]["spec"] for g in cluster["workerGroupSpecs"]
+    ]
     for pod in pods:
         (container,) = pod["containers"]
         assert "PLACEHOLDER" in _line_of(container["image"])  # clearly marked

@@ -49,13 +49,13 @@ def mcp_args(*args: str) -> list[str]:
 
 def run_stdio(body: Session, *args: str, env: dict[str, str] | None = None) -> Any:
     """Spawn `mnemoray mcp ARGS` and run ``body`` on an initialized SDK session."""
-    params = StdioServerParameters(command=sys.executable, args=mcp_args(*args), cwd=ROOT,
-                                   env=env)
+    params = StdioServerParameters(command=sys.executable, args=mcp_args(*args), cwd=ROOT, env=env)
 
     async def main() -> Any:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             return await body(s)
+
     return anyio.run(main)
 
 
@@ -84,8 +84,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[str] | None = None,
-                  timeout_s: float = 60.0) -> None:
+def wait_for_port(
+    port: int, proc: subprocess.Popen[str] | None = None, timeout_s: float = 60.0
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -103,13 +104,15 @@ def store(tmp_path: Path) -> Path:
     stored session of ana's for compile_context."""
     root = tmp_path / "store"
     service = MemoryService.open(root)
-    service.add_memories([Memory(APP, "bob", "online", "fact",
-                                 "Bob's window seat booking code is ZX81.")])
+    service.add_memories(
+        [Memory(APP, "bob", "online", "fact", "Bob's window seat booking code is ZX81.")]
+    )
     service.close()
     with SQLiteSessionStore(root / "sessions.db") as sessions:
         s = sessions.create_session(APP, USER, "trip")
-        sessions.append_events(s, [user_message("Book me a flight to Lisbon in May.",
-                                                timestamp=T0)])
+        sessions.append_events(
+            s, [user_message("Book me a flight to Lisbon in May.", timestamp=T0)]
+        )
     return root
 
 
@@ -122,11 +125,18 @@ def test_stdio_round_trip_on_a_local_store(store: Path) -> None:
         assert {t.name for t in tools} == TOOLS
         for tool in tools:  # the tenant is the server's, never an argument
             assert not {"app_name", "user_id"} & set(tool.input_schema["properties"])
-        assert {str(r.uri) for r in (await s.list_resources()).resources} == \
-            {f"{base}/memories", f"{base}/profile"}
-        added = await call(s, "remember", memories=[
-            "Ana always books a window seat.",
-            {"text": "Ana is allergic to peanuts.", "topics": ["health"]}])
+        assert {str(r.uri) for r in (await s.list_resources()).resources} == {
+            f"{base}/memories",
+            f"{base}/profile",
+        }
+        added = await call(
+            s,
+            "remember",
+            memories=[
+                "Ana always books a window seat.",
+                {"text": "Ana is allergic to peanuts.", "topics": ["health"]},
+            ],
+        )
         assert added["added"] == 2 and added["status"] == "added"
         again = await call(s, "remember", memories=["Ana always books a window seat."])
         assert again["added"] == 0 and again["duplicates"] == 1
@@ -138,10 +148,12 @@ def test_stdio_round_trip_on_a_local_store(store: Path) -> None:
         found = (await call(s, "recall", query="which seat does she like?"))["memories"]
         assert found[0]["text"] == "Ana always books a window seat."
         assert all("ZX81" not in m["text"] for m in found)  # bob's memory stays bob's
-        parrot_hits = await call(s, "recall", query="parrot", top_k=3,
-                                 filters={"session_id": "parrot"})
+        parrot_hits = await call(
+            s, "recall", query="parrot", top_k=3, filters={"session_id": "parrot"}
+        )
         assert parrot_hits["memories"] and all(
-            m["provenance"]["session_id"] == "parrot" for m in parrot_hits["memories"])
+            m["provenance"]["session_id"] == "parrot" for m in parrot_hits["memories"]
+        )
 
         profile = await read(s, f"{base}/profile")
         assert profile["memories"] == 2 + distilled["added"] and profile["complete"]
@@ -151,8 +163,7 @@ def test_stdio_round_trip_on_a_local_store(store: Path) -> None:
         assert len(page["memories"]) == profile["memories"] and page["next_cursor"] is None
 
         seat = found[0]["memory_id"]
-        assert (await call(s, "forget", memory_id=seat)) == {"forgotten": 1,
-                                                              "memory_ids": [seat]}
+        assert (await call(s, "forget", memory_id=seat)) == {"forgotten": 1, "memory_ids": [seat]}
         assert "no live memory" in await error(s, "forget", memory_id=seat)
         preview = await call(s, "forget", query="peanuts allergy", dry_run=True, top_k=1)
         assert [m["text"] for m in preview["memories"]] == ["Ana is allergic to peanuts."]
@@ -161,8 +172,7 @@ def test_stdio_round_trip_on_a_local_store(store: Path) -> None:
         done = await call(s, "forget", confirm=preview["confirm_token"])
         assert done == {"forgotten": 1, "memory_ids": preview["memory_ids"]}
         left = await call(s, "recall", query="peanuts window seat", top_k=20)
-        assert {m["memory_id"] for m in left["memories"]}.isdisjoint(
-            {seat, *preview["memory_ids"]})
+        assert {m["memory_id"] for m in left["memories"]}.isdisjoint({seat, *preview["memory_ids"]})
 
     run_stdio(body, "--store", str(store))
     # The forgets are on disk, for any other process: bob's memory is untouched.
@@ -170,16 +180,25 @@ def test_stdio_round_trip_on_a_local_store(store: Path) -> None:
     texts = {m.text for m in service.snapshot().rows_for_user(APP, USER)}
     assert "Ana always books a window seat." not in texts
     assert "Ana is allergic to peanuts." not in texts
-    assert [m.text for m in service.snapshot().rows_for_user(APP, "bob")] == \
-        ["Bob's window seat booking code is ZX81."]
+    assert [m.text for m in service.snapshot().rows_for_user(APP, "bob")] == [
+        "Bob's window seat booking code is ZX81."
+    ]
 
 
 def test_compile_context_and_one_line_tool_errors(store: Path) -> None:
     async def body(s: ClientSession) -> None:
         await call(s, "remember", memories=["Ana prefers aisle seats on short flights."])
-        out = await call(s, "compile_context", session_id="trip", new_message="Any seat?",
-                         agent={"name": "travel", "static_instruction": "You book trips.",
-                                "memory_preload": True})
+        out = await call(
+            s,
+            "compile_context",
+            session_id="trip",
+            new_message="Any seat?",
+            agent={
+                "name": "travel",
+                "static_instruction": "You book trips.",
+                "memory_preload": True,
+            },
+        )
         assert out["system_instruction"].startswith("You book trips.")
         assert "Ana prefers aisle seats on short flights." in out["system_instruction"]
         texts = [p.get("text") for c in out["contents"] for p in c["parts"]]
@@ -187,34 +206,41 @@ def test_compile_context_and_one_line_tool_errors(store: Path) -> None:
         assert out["total_tokens"] > 0
         # An agent that opts in gets the user's profile (the service's own profile reads).
         assert "<user_profile>" not in out["system_instruction"]
-        profiled = await call(s, "compile_context", session_id="trip",
-                              agent={"name": "travel", "user_profile": True})
+        profiled = await call(
+            s, "compile_context", session_id="trip", agent={"name": "travel", "user_profile": True}
+        )
         assert "<user_profile>" in profiled["system_instruction"]
 
-        assert "top_k: Input should be greater than or equal to 1" in \
-            await error(s, "recall", query="seat", top_k=0)
+        assert "top_k: Input should be greater than or equal to 1" in await error(
+            s, "recall", query="seat", top_k=0
+        )
         assert "session.user_id" in await error(
-            s, "remember", session={**parrot(user="bob", app=APP).to_dict()})
+            s, "remember", session={**parrot(user="bob", app=APP).to_dict()}
+        )
         assert "memories: pass exactly one" in await error(s, "remember")
         assert "memories.1.kind: Input should be" in await error(
-            s, "remember", memories=["fine", {"text": "t", "kind": "bogus"}])
+            s, "remember", memories=["fine", {"text": "t", "kind": "bogus"}]
+        )
         assert "query: pass memory_id" in await error(s, "forget")
         assert "confirm:" in await error(s, "forget", confirm="forged.token")
-        assert "session not found" in await error(s, "compile_context", session_id="nope",
-                                                  agent={"name": "a"})
+        assert "session not found" in await error(
+            s, "compile_context", session_id="nope", agent={"name": "a"}
+        )
         assert "agent.instruction" in await error(
-            s, "compile_context", session_id="trip", agent={"name": "a",
-                                                            "instruction": "{missing}"})
+            s, "compile_context", session_id="trip", agent={"name": "a", "instruction": "{missing}"}
+        )
 
     run_stdio(body, "--store", str(store))
 
 
 def test_usage_errors_exit_2_in_one_line(store: Path, tmp_path: Path) -> None:
-    for args, flag in ((["--http", "--host", "0.0.0.0", "--store", str(tmp_path)], "--host"),
-                       ([], "--store / --url"),
-                       # The store embeds: a keyword-only server could not write to it.
-                       (["--store", str(store), "--embedder", "none"], "embedder"),
-                       (["--store", str(tmp_path), "--api-key", "k"], "--api-key")):
+    for args, flag in (
+        (["--http", "--host", "0.0.0.0", "--store", str(tmp_path)], "--host"),
+        ([], "--store / --url"),
+        # The store embeds: a keyword-only server could not write to it.
+        (["--store", str(store), "--embedder", "none"], "embedder"),
+        (["--store", str(tmp_path), "--api-key", "k"], "--api-key"),
+    ):
         result = CliRunner().invoke(app, mcp_args(*args)[2:])
         assert result.exit_code == 2 and flag in result.output, result.output
         assert "Traceback" not in result.output
@@ -223,15 +249,21 @@ def test_usage_errors_exit_2_in_one_line(store: Path, tmp_path: Path) -> None:
 # -- streamable HTTP -----------------------------------------------------------------------
 def test_streamable_http(store: Path) -> None:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, *mcp_args("--store", str(store), "--http",
-                                                       "--port", str(port))],
-                            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, *mcp_args("--store", str(store), "--http", "--port", str(port))],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_for_port(port, proc)
 
         async def main() -> None:
-            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w), \
-                    ClientSession(r, w) as s:
+            async with (
+                streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w),
+                ClientSession(r, w) as s,
+            ):
                 await s.initialize()
                 assert {t.name for t in (await s.list_tools()).tools} == TOOLS
                 await call(s, "remember", memories=["Ana's favourite city is Porto."])
@@ -250,6 +282,7 @@ def test_streamable_http(store: Path) -> None:
                 assert len(set(ids)) == 211
                 profile = await read(s, f"{base}/profile")
                 assert profile["by_kind"] == {"fact": 211} and profile["memories"] == 211
+
         anyio.run(main)
     finally:
         proc.terminate()
@@ -262,11 +295,12 @@ def http_api(root: Path, key: str) -> Iterator[str]:
     """The HTTP API (build_api over a real MemoryService, as a replica wires it) on
     uvicorn in this process, with one API key for the app."""
     backend = ServiceBackend(MemoryService.open(root))
-    api = build_api(backend,  # type: ignore[arg-type]
-                    HttpConfig(keys=ApiKeys.from_mapping({key: APP})))
+    api = build_api(
+        backend,  # type: ignore[arg-type]
+        HttpConfig(keys=ApiKeys.from_mapping({key: APP})),
+    )
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -283,8 +317,9 @@ def test_url_backend_against_a_running_server(tmp_path: Path) -> None:
     with http_api(tmp_path / "served", key) as url:
         with MnemorayClient(url, key) as client:
             client.create_session(APP, USER, "trip")
-            client.append_events(APP, USER, "trip", [
-                user_message("Find me a hotel in Lisbon.", timestamp=T0)])
+            client.append_events(
+                APP, USER, "trip", [user_message("Find me a hotel in Lisbon.", timestamp=T0)]
+            )
 
         async def body(s: ClientSession) -> None:
             await call(s, "remember", memories=["Ana likes hotels with a gym."])
@@ -298,8 +333,12 @@ def test_url_backend_against_a_running_server(tmp_path: Path) -> None:
             left = (await call(s, "recall", query="hotel gym", top_k=20))["memories"]
             assert preview["memory_ids"][0] not in [m["memory_id"] for m in left]
             assert "Ana likes hotels with a gym." not in [m["text"] for m in left]
-            out = await call(s, "compile_context", session_id="trip",
-                             agent={"name": "travel", "static_instruction": "You book."})
+            out = await call(
+                s,
+                "compile_context",
+                session_id="trip",
+                agent={"name": "travel", "static_instruction": "You book."},
+            )
             texts = [p.get("text") for c in out["contents"] for p in c["parts"]]
             assert "Find me a hotel in Lisbon." in texts
             assert "top_k" in await error(s, "recall", query="x", top_k=1000)
@@ -309,6 +348,7 @@ def test_url_backend_against_a_running_server(tmp_path: Path) -> None:
 
         async def wrong_key(s: ClientSession) -> None:
             assert "HTTP 401" in await error(s, "recall", query="hotel")
+
         run_stdio(wrong_key, "--url", url, "--api-key", "not-the-key-0123456789")
 
 

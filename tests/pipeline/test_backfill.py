@@ -56,22 +56,37 @@ def grown_archive(root: Path) -> int:
 
 @pytest.mark.ray
 def test_ray_backfill_matches_in_process_and_reruns_to_nothing(
-        tmp_path: Path, ray_cluster: None) -> None:
+    tmp_path: Path, ray_cluster: None
+) -> None:
     archive = tmp_path / "archive"
     bad = grown_archive(archive)
     rows = SESSIONS + 2 + bad
     # Content hashes do not depend on the embedder: the reference runs keyword-only.
-    reference = backfill(BackfillConfig(archive, tmp_path / "inproc", shards=2, commit_every=4,
-                                        embedder=None))
+    reference = backfill(
+        BackfillConfig(archive, tmp_path / "inproc", shards=2, commit_every=4, embedder=None)
+    )
 
     stream = io.StringIO()
-    cfg = BackfillConfig(archive=str(archive), store=str(tmp_path / "ray"), shards=2,
-                         commit_every=5, progress_interval_s=0.0, ray=RayOptions(batch_size=4))
+    cfg = BackfillConfig(
+        archive=str(archive),
+        store=str(tmp_path / "ray"),
+        shards=2,
+        commit_every=5,
+        progress_interval_s=0.0,
+        ray=RayOptions(batch_size=4),
+    )
     run = backfill(cfg, RayDataEngine(), stream=stream, tty=False)
 
-    assert (run.sessions_read, run.skipped, run.quarantined, run.memories_written) == (
-        reference.sessions_read, reference.skipped, reference.quarantined,
-        reference.memories_written) == (rows, 0, bad, reference.memories_written)
+    assert (
+        (run.sessions_read, run.skipped, run.quarantined, run.memories_written)
+        == (
+            reference.sessions_read,
+            reference.skipped,
+            reference.quarantined,
+            reference.memories_written,
+        )
+        == (rows, 0, bad, reference.memories_written)
+    )
     assert run.commits >= 3  # committed in chunks, not once at the end
     ours, theirs = live(tmp_path / "ray"), live(tmp_path / "inproc")
     assert set(ours) == set(theirs) and len(ours) >= SESSIONS * 3
@@ -81,15 +96,18 @@ def test_ray_backfill_matches_in_process_and_reruns_to_nothing(
     assert np.allclose(np.stack([m.embedding for m in sample]), expected, atol=1e-5)
     assert MemoryStore(tmp_path / "ray").manifest().embedding_model == PACKAGED_MODEL_ID
     # The grown session keeps one summary, the newer one (superseded on the driver).
-    summaries = [m for m in MemoryStore(tmp_path / "ray").load().iter_memories(user="u0",
-                                                                                app="app")
-                 if m.session_id == "s0900" and m.kind == "session_summary"]
+    summaries = [
+        m
+        for m in MemoryStore(tmp_path / "ray").load().iter_memories(user="u0", app="app")
+        if m.session_id == "s0900" and m.kind == "session_summary"
+    ]
     assert len(summaries) == 1
 
     store = MemoryStore(tmp_path / "ray")
     assert store.quarantine_count() == bad
     assert {q["location"] for q in store.read_quarantine()} == {
-        q["location"] for q in MemoryStore(tmp_path / "inproc").read_quarantine()}
+        q["location"] for q in MemoryStore(tmp_path / "inproc").read_quarantine()
+    }
     assert store.manifest().ledger_sessions == SESSIONS + 2
     assert store.manifest().summarizer == "extractive"
 
@@ -102,10 +120,14 @@ def test_ray_backfill_matches_in_process_and_reruns_to_nothing(
     assert report["counts"]["memories_written"] == run.memories_written
     assert report["throughput"]["sessions_per_s"] > 0
     assert {"read", "validate", "distill", "embed", "write", "commit"} <= set(
-        report["stage_seconds"])
+        report["stage_seconds"]
+    )
     # The workers' CPU seconds reach the driver's report, stage by stage.
-    assert set(report["stage_cpu_seconds"]) == set(report["stage_seconds"]) \
+    assert (
+        set(report["stage_cpu_seconds"])
+        == set(report["stage_seconds"])
         == set(run.stage_cpu_seconds)
+    )
     assert run.stage_cpu_seconds["distill"] > 0 and run.stage_cpu_seconds["embed"] > 0
     # --workers not given: sized from the test cluster's 2 CPUs, and the report says so.
     assert run.resolved == report["resolved"] == {"workers": 1}
@@ -113,8 +135,12 @@ def test_ray_backfill_matches_in_process_and_reruns_to_nothing(
 
     # Re-run: everything is in the ledger; nothing is added, bad rows counted once.
     again = backfill(cfg, RayDataEngine(), stream=io.StringIO(), tty=False)
-    assert (again.sessions_read, again.skipped, again.quarantined,
-            again.memories_written) == (rows, SESSIONS + 2, bad, 0)
+    assert (again.sessions_read, again.skipped, again.quarantined, again.memories_written) == (
+        rows,
+        SESSIONS + 2,
+        bad,
+        0,
+    )
     assert live(tmp_path / "ray").keys() == ours.keys()
     assert store.quarantine_count() == bad
     assert len(read_run_reports(store.root)) == 2
@@ -125,8 +151,18 @@ def test_cli_backfill_flags_and_in_process_rerun(tmp_path: Path, ray_cluster: No
     archive = tmp_path / "archive"
     make_archive(archive, 6, files=2, bad=False, parquet=False)
     runner = CliRunner()
-    args = ["backfill", "--archive", str(archive), "--store", str(tmp_path / "store"),
-            "--embedder", "none", "--commit-every", "3", "--json"]
+    args = [
+        "backfill",
+        "--archive",
+        str(archive),
+        "--store",
+        str(tmp_path / "store"),
+        "--embedder",
+        "none",
+        "--commit-every",
+        "3",
+        "--json",
+    ]
     # Chunks hold exactly --commit-every sessions when it is a multiple of --batch-size.
     result = runner.invoke(app, [*args, "--workers", "1", "--batch-size", "3"])
     assert result.exit_code == 0, result.output
@@ -138,8 +174,7 @@ def test_cli_backfill_flags_and_in_process_rerun(tmp_path: Path, ray_cluster: No
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert (report["skipped"], report["memories_written"]) == (6, 0)
-    assert [r["engine"] for r in read_run_reports(tmp_path / "store")] == ["ray_data",
-                                                                            "in_process"]
+    assert [r["engine"] for r in read_run_reports(tmp_path / "store")] == ["ray_data", "in_process"]
 
 
 # -- the vLLM batch path (no GPU, no vLLM here: its pieces run without the engine) ---------
@@ -173,8 +208,10 @@ class ChatTokenizer(PlainTokenizer):
 
 
 def _items(*sessions) -> list[SessionItem]:
-    return [SessionItem(f"x.jsonl:{i}", session_content_hash(s), s, s.to_dict())
-            for i, s in enumerate(sessions)]
+    return [
+        SessionItem(f"x.jsonl:{i}", session_content_hash(s), s, s.to_dict())
+        for i, s in enumerate(sessions)
+    ]
 
 
 def test_vllm_prompts_use_the_shared_prompt_code() -> None:
@@ -188,24 +225,32 @@ def test_vllm_prompts_use_the_shared_prompt_code() -> None:
     assert empty.column("llm_needed").to_pylist() == [False]  # a tally-only row: no call
     assert "tokenized_prompt" not in out.column_names
     chat = PlanPrompts("m", tokenizer=ChatTokenizer())(pack(_items(session)))
-    text = ChatTokenizer().apply_chat_template(build_messages(events), tokenize=False,
-                                               add_generation_prompt=True)
+    text = ChatTokenizer().apply_chat_template(
+        build_messages(events), tokenize=False, add_generation_prompt=True
+    )
     assert chat.column("prompt").to_pylist()[0] == text
     assert chat.column("tokenized_prompt").to_pylist()[0] == ChatTokenizer().encode(text)
 
 
 def test_vllm_batch_output_gives_the_in_process_backends_records(tmp_path: Path) -> None:
     session = make_session(5)
-    output = json.dumps({"summary": "The user adopted a beagle named Max.",
-                         "topics": ["pets"], "entities": ["Max"], "open_threads": [],
-                         "key_facts": [{"text": "The user has a beagle named Max.",
-                                        "events": [0]}]})
+    output = json.dumps(
+        {
+            "summary": "The user adopted a beagle named Max.",
+            "topics": ["pets"],
+            "entities": ["Max"],
+            "open_threads": [],
+            "key_facts": [{"text": "The user has a beagle named Max.", "events": [0]}],
+        }
+    )
     expected = distill_session(session, CannedLLM(output), now=1.0)
     planned = PlanPrompts("m", tokenizer=PlainTokenizer())(pack(_items(session)))
     # What the ray.data.llm postprocess hands on: the row plus the generated text.
-    engine_out = planned.select([ITEM, STATS, "llm_needed"]).append_column(
-        "completion", pa.array([output])).append_column(
-        "num_generated_tokens", pa.array([40]))
+    engine_out = (
+        planned.select([ITEM, STATS, "llm_needed"])
+        .append_column("completion", pa.array([output]))
+        .append_column("num_generated_tokens", pa.array([40]))
+    )
     finished = FinishDistill(str(tmp_path / "store"), 2, max_tokens=512)(engine_out)
     (item,), stats, _ = unpack(finished)
     got = [m.content_hash for m in item.memories]
@@ -213,14 +258,16 @@ def test_vllm_batch_output_gives_the_in_process_backends_records(tmp_path: Path)
     assert item.memories[0].text == "The user adopted a beagle named Max."
     assert stats[0]["summarizer"] == "vllm" and stats[0]["quarantined"] == 0
     # Unparseable output: quarantined with the reason, as in process.
-    broken = engine_out.set_column(engine_out.column_names.index("completion"), "completion",
-                                   pa.array(["no json here"]))
+    broken = engine_out.set_column(
+        engine_out.column_names.index("completion"), "completion", pa.array(["no json here"])
+    )
     items, stats, _ = unpack(FinishDistill(str(tmp_path / "store"), 2, 512)(broken))
     assert items == [] and stats[0]["quarantined"] == 1
     (q,) = MemoryStore(tmp_path / "store").read_quarantine()
     assert "distill failed: SummaryParseError" in q["reason"]
-    assert pickle.loads(pack(_items(session)).column(ITEM)[0].as_py()).raw_hash == \
-        session_content_hash(session)
+    assert pickle.loads(
+        pack(_items(session)).column(ITEM)[0].as_py()
+    ).raw_hash == session_content_hash(session)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")
@@ -228,10 +275,22 @@ def test_vllm_without_vllm_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="vLLM is not installed"):
         require_vllm()
     make_archive(tmp_path / "archive", 2, files=1, bad=False, parquet=False)
-    result = CliRunner().invoke(app, ["backfill", "--archive", str(tmp_path / "archive"),
-                                      "--store", str(tmp_path / "store"), "--summarizer",
-                                      "vllm", "--summarizer-option", "model=/models/x",
-                                      "--gpus-per-embedder", "1"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "backfill",
+            "--archive",
+            str(tmp_path / "archive"),
+            "--store",
+            str(tmp_path / "store"),
+            "--summarizer",
+            "vllm",
+            "--summarizer-option",
+            "model=/models/x",
+            "--gpus-per-embedder",
+            "1",
+        ],
+    )
     assert result.exit_code == 2 and "vLLM is not installed" in result.output
     assert not (tmp_path / "store" / "manifest.json").exists()
 
@@ -261,11 +320,16 @@ class GatedLLM:
                 if outer.gate in prompt and outer.committed_at_gate is None:
                     outer.committed_at_gate = outer.wait_for_commit()
                 session = re.search(r"\(session (\d+)\)", prompt)
-                text = json.dumps({"summary": f"Talked about plans in session "
-                                              f"{session.group(1) if session else '?'}.",
-                                   "topics": ["plans"]})
-                data = json.dumps({"choices": [{"message": {"content": text},
-                                                "finish_reason": "stop"}]}).encode()
+                text = json.dumps(
+                    {
+                        "summary": f"Talked about plans in session "
+                        f"{session.group(1) if session else '?'}.",
+                        "topics": ["plans"],
+                    }
+                )
+                data = json.dumps(
+                    {"choices": [{"message": {"content": text}, "finish_reason": "stop"}]}
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -304,7 +368,8 @@ class GatedLLM:
 
 @pytest.mark.ray
 def test_ray_backfill_commits_while_the_archive_is_still_being_distilled(
-        tmp_path: Path, ray_cluster: None) -> None:
+    tmp_path: Path, ray_cluster: None
+) -> None:
     """One archive file; its second chunk is distilled only once the first is committed.
 
     A flow that carries a whole file as one block commits nothing before every
@@ -317,13 +382,22 @@ def test_ray_backfill_commits_while_the_archive_is_still_being_distilled(
     write_archive([make_session(i) for i in range(sessions)], archive)
     gate = f"(session {every})"  # the first session of the second chunk
     with GatedLLM(store, gate, wait_s=90.0) as llm:
-        cfg = BackfillConfig(archive=str(archive), store=str(store), shards=2,
-                             commit_every=every,
-                             embedder=None, summarizer="openai",
-                             summarizer_options={"base_url": llm.url, "model": "stub",
-                                                 "timeout": 180.0, "max_retries": 0},
-                             progress_interval_s=1e9,
-                             ray=RayOptions(batch_size=2, workers=1))
+        cfg = BackfillConfig(
+            archive=str(archive),
+            store=str(store),
+            shards=2,
+            commit_every=every,
+            embedder=None,
+            summarizer="openai",
+            summarizer_options={
+                "base_url": llm.url,
+                "model": "stub",
+                "timeout": 180.0,
+                "max_retries": 0,
+            },
+            progress_interval_s=1e9,
+            ray=RayOptions(batch_size=2, workers=1),
+        )
         run = backfill(cfg, RayDataEngine(), stream=io.StringIO(), tty=False)
     assert llm.committed_at_gate is not None, "the gate session was never distilled"
     # The first chunk was committed while the second was being distilled.

@@ -72,8 +72,9 @@ class Backend(ServiceBackend):
 @pytest.fixture
 def served(store: Path):
     service = MemoryService.open(store, embedder=None)
-    keys = ApiKeys.from_mapping({KEY: "app", OTHER: "other",
-                                 WIDE: {"apps": ["app"], "app_wide": True}})
+    keys = ApiKeys.from_mapping(
+        {KEY: "app", OTHER: "other", WIDE: {"apps": ["app"], "app_wide": True}}
+    )
     api = build_api(Backend(service), HttpConfig(keys=keys))  # type: ignore[arg-type]
     yield TestClient(api), api
     service.close()
@@ -118,14 +119,16 @@ def test_both_clients(served) -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as h:
             c = AsyncMnemorayClient(http=h, api_key=WIDE)
             return await c.profile("app", "bob"), await c.domain("app")
+
     bob, index = asyncio.run(both())
     assert bob.style.formality == "informal" and index.users == 2
 
 
 def compile_for(service: MemoryService | None, agent: AgentSpec, source: Any = None):
     s = session("now", T0 + 300 * 86_400, ("u", "Any tips for my parrot?"), user="alice")
-    services = Services(user_profile=source if source is not None
-                        else service.profile_source() if service else None)
+    services = Services(
+        user_profile=source if source is not None else service.profile_source() if service else None
+    )
     return Compiler.default().compile(s, agent, None, services)
 
 
@@ -139,8 +142,9 @@ def test_the_compiler_processor_is_opt_in_and_hashed(store: Path, tmp_path: Path
         off = compile_for(service, AgentSpec(name="helper", static_instruction="S."))
         assert "<user_profile>" not in off.system_instruction
         assert step(off).detail == {} and step(off).tokens_added == 0
-        on = compile_for(service, AgentSpec(name="helper", static_instruction="S.",
-                                            user_profile=True))
+        on = compile_for(
+            service, AgentSpec(name="helper", static_instruction="S.", user_profile=True)
+        )
         assert "<user_profile>" in on.system_instruction
         assert "Knows about: parrot (expert)" in on.system_instruction
         assert "Declined to talk about: divorce, ex-husband." in on.system_instruction
@@ -148,14 +152,15 @@ def test_the_compiler_processor_is_opt_in_and_hashed(store: Path, tmp_path: Path
         assert len(detail["profile_hash"]) == 64 and step(on).tokens_added > 0
         assert detail["expertise"][0] == "parrot"
         # A stable block: same profile, same hash; the prefix stays cacheable.
-        again = compile_for(service, AgentSpec(name="helper", static_instruction="S.",
-                                               user_profile=True))
+        again = compile_for(
+            service, AgentSpec(name="helper", static_instruction="S.", user_profile=True)
+        )
         assert step(again).detail["profile_hash"] == detail["profile_hash"]
         assert on.cacheable_prefix_tokens >= on.static_prefix_tokens + step(on).tokens_added
         # A new session changes it.
-        service.ingest_session(session("a9", T0 + 400 * 86_400,
-                                       ("u", "Let's not talk about politics."),
-                                       user="alice"))
+        service.ingest_session(
+            session("a9", T0 + 400 * 86_400, ("u", "Let's not talk about politics."), user="alice")
+        )
         moved = compile_for(service, AgentSpec(name="helper", user_profile=True))
         assert step(moved).detail["profile_hash"] != detail["profile_hash"]
         assert "politics" in moved.system_instruction
@@ -171,6 +176,7 @@ def test_the_compiler_processor_is_opt_in_and_hashed(store: Path, tmp_path: Path
 
     def broken(app: str, user: str) -> None:
         raise StoreCorrupt("shard 1 is damaged")
+
     failed = compile_for(None, AgentSpec(name="helper", user_profile=True), broken)
     assert step(failed).error.error == "StoreCorrupt"
     assert "<user_profile>" not in failed.system_instruction

@@ -43,16 +43,19 @@ def test_the_profile_of_a_backfilled_user(service: MemoryService) -> None:
     assert parrot.specific >= 2 and parrot.term == "parrot"
     # Evidence: the user's own memories that hold those turns, newest first.
     rows = {m.memory_id: m for m in service.snapshot().rows_for_user("app", "alice")}
-    assert parrot.evidence and all(rows[i].kind == "chunk" and "parrot" in rows[i].text.lower()
-                                   for i in parrot.evidence)
+    assert parrot.evidence and all(
+        rows[i].kind == "chunk" and "parrot" in rows[i].text.lower() for i in parrot.evidence
+    )
     days = [rows[i].event_time_start for i in parrot.evidence]
     assert days == sorted(days, reverse=True)
     assert p.expertise[0].topic == "parrot"  # the deepest first
     assert not any(a.topic in ("sourdough", "every", "divorce") for a in p.expertise)
     # Declined: a bare "No thanks." declines what the question asked; a stated one
     # names its own topic.
-    assert [(d.topic, d.session_id) for d in p.declined] == [("divorce", "a1"),
-                                                              ("ex-husband", "a3")]
+    assert [(d.topic, d.session_id) for d in p.declined] == [
+        ("divorce", "a1"),
+        ("ex-husband", "a3"),
+    ]
     assert p.declined[0].said == "No thanks."
     s = p.style
     assert s.turns == 9 and s.question_ratio == round(1 / 9, 3)
@@ -68,8 +71,12 @@ def test_style_tells_registers_apart(service: MemoryService) -> None:
     assert bob.style.formality == "informal" and bob.style.informal_markers >= 3
     assert bob.style.specifics_ratio == 0
     assert area(bob, "parrot").depth == "surface"  # one session, no specifics
-    assert [depth_of(1, 1, 0), depth_of(2, 2, 0), depth_of(1, 3, 0), depth_of(3, 3, 2)] == \
-        ["surface", "moderate", "moderate", "expert"]
+    assert [depth_of(1, 1, 0), depth_of(2, 2, 0), depth_of(1, 3, 0), depth_of(3, 3, 2)] == [
+        "surface",
+        "moderate",
+        "moderate",
+        "expert",
+    ]
 
 
 def test_the_domain_index_counts_users_never_names_them(service: MemoryService) -> None:
@@ -125,12 +132,16 @@ def test_forget_and_ingest_change_the_view_at_once(tmp_path: Path) -> None:
         assert service.forget_session("app", "alice", "a1") > 0
         gone = service.profile("app", "alice")
         assert [d.session_id for d in gone.declined] == ["a3"] and gone.sessions == 3
-        assert "a1" not in {m.session_id for m in service.snapshot().rows_for_user(
-            "app", "alice")}
+        assert "a1" not in {m.session_id for m in service.snapshot().rows_for_user("app", "alice")}
         # An online ingestion updates it too: a fourth session on parrots.
-        service.ingest_session(session(
-            "a5", T0 + 200 * 86_400, ("u", "The parrot club asked me to judge the 2024 "
-                                           "parrot show in Bremen."), user="alice"))
+        service.ingest_session(
+            session(
+                "a5",
+                T0 + 200 * 86_400,
+                ("u", "The parrot club asked me to judge the 2024 parrot show in Bremen."),
+                user="alice",
+            )
+        )
         grown = service.profile("app", "alice")
         assert grown.sessions == 4 and area(grown, "parrot").sessions == 3
         assert grown.last_active > gone.last_active
@@ -184,7 +195,8 @@ def test_a_lancedb_store_has_profiles_too(tmp_path: Path) -> None:
 
 
 def test_a_commit_computes_again_only_the_users_it_changed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from collections import OrderedDict
 
     from mnemoray.profiles import reads
@@ -196,6 +208,7 @@ def test_a_commit_computes_again_only_the_users_it_changed(
     def counted(snap, app, user, memories=None):  # type: ignore[no-untyped-def]
         computed.append(user)
         return real(snap, app, user, memories)
+
     monkeypatch.setattr(reads, "build_profile", counted)
     store = build_store(tmp_path, [*ALICE, BOB[0]])
     service = MemoryService.open(store, embedder=None)
@@ -212,24 +225,35 @@ def test_a_commit_computes_again_only_the_users_it_changed(
         service.close()
 
 
-@pytest.mark.parametrize(("said", "declined"), [
-    ("I'd rather not talk about my divorce right now.", "divorce"),
-    ("Please don't ask me about work", "work"),
-    ("Let's not get into politics, ok?", "politics"),
-    ("I'd rather not talk about it.", "divorce"),  # "it": what was asked
-    ("No thanks.", "divorce"),
-    ("Nope, it went fine, we are friends now.", None),  # an answer, not a refusal
-    ("No thanks, I would rather keep it between me and my family honestly", None),
-    ("Sure, it was hard but we are fine.", None),
-])
+@pytest.mark.parametrize(
+    ("said", "declined"),
+    [
+        ("I'd rather not talk about my divorce right now.", "divorce"),
+        ("Please don't ask me about work", "work"),
+        ("Let's not get into politics, ok?", "politics"),
+        ("I'd rather not talk about it.", "divorce"),  # "it": what was asked
+        ("No thanks.", "divorce"),
+        ("Nope, it went fine, we are friends now.", None),  # an answer, not a refusal
+        ("No thanks, I would rather keep it between me and my family honestly", None),
+        ("Sure, it was hard but we are fine.", None),
+    ],
+)
 def test_declined_topics_by_fixed_cues(said: str, declined: str | None) -> None:
     from mnemoray.profiles.style import declined_in
     from mnemoray.profiles.turns import Turn
 
-    asked = Turn("e1", "s", "assistant", "Would you like to talk about your divorce?",
-                 "2023-01-01", ("m1",), False)
-    assert declined_in(Turn("e2", "s", "user", said, "2023-01-01", ("m1",), True),
-                       asked) == declined
+    asked = Turn(
+        "e1",
+        "s",
+        "assistant",
+        "Would you like to talk about your divorce?",
+        "2023-01-01",
+        ("m1",),
+        False,
+    )
+    assert (
+        declined_in(Turn("e2", "s", "user", said, "2023-01-01", ("m1",), True), asked) == declined
+    )
 
 
 def test_an_agents_own_memories_stay_out_of_the_profile(tmp_path: Path) -> None:
@@ -240,25 +264,30 @@ def test_an_agents_own_memories_stay_out_of_the_profile(tmp_path: Path) -> None:
         for s in ALICE[:2]:
             service.ingest_session(s)
         before = service.profile("app", "alice")
-        own = [Memory("app", "alice", "online", "fact", text, agent_name="coach")
-               for text in ("I play the violin in an orchestra.",
-                            "My violin teacher is strict about violin scales.")]
+        own = [
+            Memory("app", "alice", "online", "fact", text, agent_name="coach")
+            for text in (
+                "I play the violin in an orchestra.",
+                "My violin teacher is strict about violin scales.",
+            )
+        ]
         assert len(service.add_memories(own)) == 2
         after = service.profile("app", "alice")  # what a recall without an agent sees
         assert after.memories == before.memories and after.sessions == before.sessions
         assert not any(a.topic == "violin" for a in after.expertise)
         assert not any(t.topic == "violin" for t in service.domain("app").topics)
         shared = Memory("app", "alice", "online", "fact", "I also play the violin at home.")
-        service.add_memories([shared, Memory("app", "alice", "online", "fact",
-                                             "Violin lessons on Fridays.")])
+        service.add_memories(
+            [shared, Memory("app", "alice", "online", "fact", "Violin lessons on Fridays.")]
+        )
         assert any(a.topic == "violin" for a in service.profile("app", "alice").expertise)
     finally:
         service.close()
 
 
 def test_a_damaged_graph_shard_leaves_the_profile_without_entities(
-        store: Path, service: MemoryService, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    store: Path, service: MemoryService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import shutil
     from collections import OrderedDict
 
@@ -285,8 +314,11 @@ def test_a_damaged_graph_shard_leaves_the_profile_without_entities(
             damaged.snapshot().graph.user("app", "alice")
         p = damaged.profile("app", "alice")
         assert p.entities == []
-        assert (p.expertise, p.declined, p.style) == (healthy.expertise, healthy.declined,
-                                                      healthy.style)
+        assert (p.expertise, p.declined, p.style) == (
+            healthy.expertise,
+            healthy.declined,
+            healthy.style,
+        )
         assert MemoryOps(damaged).call("profile", "app", "alice")["entities"] == []
         d = damaged.domain("app")  # the app's index still answers
         # Every topic is still there (without the graph, a person's name such as

@@ -31,9 +31,18 @@ def views(store: Path) -> list[dict[str, Any]]:
 def test_ray_data_backfill_gives_the_same_views(tmp_path: Path, ray_cluster: None) -> None:
     inproc = build_store(tmp_path / "inproc")
     write_archive(SESSIONS, tmp_path / "archive" / "sessions.jsonl")
-    backfill(BackfillConfig(archive=str(tmp_path / "archive"), store=str(tmp_path / "ray"),
-                            shards=2, embedder=None, commit_every=2, progress_interval_s=0.0,
-                            ray=RayOptions(batch_size=2)), RayDataEngine())
+    backfill(
+        BackfillConfig(
+            archive=str(tmp_path / "archive"),
+            store=str(tmp_path / "ray"),
+            shards=2,
+            embedder=None,
+            commit_every=2,
+            progress_interval_s=0.0,
+            ray=RayOptions(batch_size=2),
+        ),
+        RayDataEngine(),
+    )
     got = views(tmp_path / "ray")
     assert got[0]["expertise"][0]["topic"] == "parrot"
     assert got == views(inproc)

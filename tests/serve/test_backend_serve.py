@@ -45,24 +45,36 @@ def test_serve_on_a_lancedb_store(ray_cluster, tmp_path: Path) -> None:  # a ray
     seeded.close()
     serve.start(http_options={"host": "127.0.0.1", "port": _free_port()})
     port = _get_global_client().http_config.port
-    serve.run(build_app({"store": store, "server": {"reload_interval_s": 0.1, "ingress": "proxy"}}),
-              name=APP_NAME, route_prefix="/")
+    serve.run(
+        build_app({"store": store, "server": {"reload_interval_s": 0.1, "ingress": "proxy"}}),
+        name=APP_NAME,
+        route_prefix="/",
+    )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
-            r = c.post("/v1/recall", json={"app_name": "app", "user_id": "alice",
-                                           "query": FLYING, "top_k": 3})
+            r = c.post(
+                "/v1/recall",
+                json={"app_name": "app", "user_id": "alice", "query": FLYING, "top_k": 3},
+            )
             assert r.status_code == 200, r.text
             assert r.json()["memories"][0]["provenance"]["session_id"] == "parrot"
-            added = c.post("/v1/memories", json={"app_name": "app", "user_id": "bob",
-                                                 "memories": [{"text": "Bob keeps bees."}]})
+            added = c.post(
+                "/v1/memories",
+                json={
+                    "app_name": "app",
+                    "user_id": "bob",
+                    "memories": [{"text": "Bob keeps bees."}],
+                },
+            )
             assert added.status_code in (200, 201), added.text
-            r = c.post("/v1/recall", json={"app_name": "app", "user_id": "bob",
-                                           "query": "honey bees", "top_k": 3})
+            r = c.post(
+                "/v1/recall",
+                json={"app_name": "app", "user_id": "bob", "query": "honey bees", "top_k": 3},
+            )
             assert [m["text"] for m in r.json()["memories"]] == ["Bob keeps bees."]
             gone = c.delete("/v1/users/app/alice/memories")
             assert gone.status_code == 200 and gone.json()["forgotten"] > 0, gone.text
-            r = c.post("/v1/recall", json={"app_name": "app", "user_id": "alice",
-                                           "query": FLYING})
+            r = c.post("/v1/recall", json={"app_name": "app", "user_id": "alice", "query": FLYING})
             assert r.status_code == 200 and r.json()["memories"] == []
     finally:
         serve.delete(APP_NAME)

@@ -44,8 +44,9 @@ def _free_port_pair() -> int:
 def _listeners(port: int) -> int:
     """Sockets listening on ``port`` (IPv4, from /proc/net/tcp; state 0A = LISTEN)."""
     rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
-    return sum(1 for row in rows if row.split()[1].endswith(f":{port:04X}")
-               and row.split()[3] == "0A")
+    return sum(
+        1 for row in rows if row.split()[1].endswith(f":{port:04X}") and row.split()[3] == "0A"
+    )
 
 
 def _non_loopback_ip() -> str | None:
@@ -60,15 +61,35 @@ def _non_loopback_ip() -> str | None:
 
 def test_default_serve_answers_on_its_port_from_every_replica(tmp_path: Path) -> None:
     port = _free_port_pair()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RAY_ADDRESS", "MNEMORAY_API_KEYS", "MNEMORAY_SERVER__API_KEYS")
-           and not k.startswith("MNEMORAY_SERVER__")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RAY_ADDRESS", "MNEMORAY_API_KEYS", "MNEMORAY_SERVER__API_KEYS")
+        and not k.startswith("MNEMORAY_SERVER__")
+    }
     env.update(HF_HUB_OFFLINE="1", RAY_USAGE_STATS_ENABLED="0")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mnemoray.cli", "serve", "--store", str(tmp_path / "store"),
-         "--port", str(port), "--replicas", "2", "--set", "server.num_cpus.ingress=0.1"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "mnemoray.cli",
+            "serve",
+            "--store",
+            str(tmp_path / "store"),
+            "--port",
+            str(port),
+            "--replicas",
+            "2",
+            "--set",
+            "server.num_cpus.ingress=0.1",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 240
@@ -92,15 +113,29 @@ def test_default_serve_answers_on_its_port_from_every_replica(tmp_path: Path) ->
         assert _listeners(port) == 2 and _listeners(port + 1) == 0
 
         with httpx.Client(base_url=replica, timeout=30) as c:
-            r = c.post("/v1/memories", json={
-                "app_name": "app", "user_id": "alice",
-                "memories": [{"text": "Alice adopted an African Grey parrot named Kiwi."},
-                             {"text": "Alice roasts chicken at 220C for crispy skin."}]})
+            r = c.post(
+                "/v1/memories",
+                json={
+                    "app_name": "app",
+                    "user_id": "alice",
+                    "memories": [
+                        {"text": "Alice adopted an African Grey parrot named Kiwi."},
+                        {"text": "Alice roasts chicken at 220C for crispy skin."},
+                    ],
+                },
+            )
             assert r.status_code == 201 and r.json()["added"] == 2, r.text
             hits: list = []
             for _ in range(40):  # visible to this replica within a second (reload)
-                r = c.post("/v1/recall", json={"app_name": "app", "user_id": "alice",
-                                               "query": "that flying animal", "top_k": 1})
+                r = c.post(
+                    "/v1/recall",
+                    json={
+                        "app_name": "app",
+                        "user_id": "alice",
+                        "query": "that flying animal",
+                        "top_k": 1,
+                    },
+                )
                 assert r.status_code == 200, r.text
                 hits = r.json()["memories"]
                 if hits:
@@ -111,16 +146,16 @@ def test_default_serve_answers_on_its_port_from_every_replica(tmp_path: Path) ->
             r = c.post("/v1/recall", json={"app_name": "app", "user_id": "alice"})
             assert r.status_code == 422 and "query" in r.text
             # Another tenant sees nothing.
-            r = c.post("/v1/recall", json={"app_name": "app", "user_id": "bob",
-                                           "query": "parrot"})
+            r = c.post("/v1/recall", json={"app_name": "app", "user_id": "bob", "query": "parrot"})
             assert r.status_code == 200 and r.json()["memories"] == []
         # Any new connection (either replica) sees the same data (the other replica
         # reloads the store within its reload interval, 0.25 s) and answers /healthz.
         time.sleep(1.5)
         for _ in range(6):
             with httpx.Client(base_url=replica, timeout=30) as c:
-                r = c.post("/v1/recall", json={"app_name": "app", "user_id": "alice",
-                                               "query": "parrot"})
+                r = c.post(
+                    "/v1/recall", json={"app_name": "app", "user_id": "alice", "query": "parrot"}
+                )
                 assert r.status_code == 200 and r.json()["memories"], r.text
                 assert r.headers.get("x-request-id")
                 assert c.get("/healthz").json() == {"status": "ok"}

@@ -38,16 +38,23 @@ class Recorder:
         return {"added": 2}
 
 
-def open_jobs(tmp_path: Path, op: Recorder, job_settings: dict[str, Any] | None = None,
-              **trigger: Any) -> IngestionJobs:
-    settings = parse_settings({"store": str(tmp_path / "store"),
-                               "ingestion": {"trigger": trigger, "jobs": job_settings or {}}})
-    return IngestionJobs(settings, SQLiteSessionStore(settings.sessions_path), op,
-                         Metrics(lambda: {}))
+def open_jobs(
+    tmp_path: Path, op: Recorder, job_settings: dict[str, Any] | None = None, **trigger: Any
+) -> IngestionJobs:
+    settings = parse_settings(
+        {
+            "store": str(tmp_path / "store"),
+            "ingestion": {"trigger": trigger, "jobs": job_settings or {}},
+        }
+    )
+    return IngestionJobs(
+        settings, SQLiteSessionStore(settings.sessions_path), op, Metrics(lambda: {})
+    )
 
 
-def wait_done(jobs: IngestionJobs, job_id: str, who: tuple[str, str] = ("app", "ana")
-              ) -> dict[str, Any]:
+def wait_done(
+    jobs: IngestionJobs, job_id: str, who: tuple[str, str] = ("app", "ana")
+) -> dict[str, Any]:
     return jobs.queue.wait(*who, job_id, timeout_s=10).public()
 
 
@@ -60,17 +67,22 @@ def test_end_queues_a_job_that_reaches_done(tmp_path: Path) -> None:
         op.gate.clear()  # the worker blocks: the answer must not wait for it
         start = time.perf_counter()
         out = jobs.end_session("app", "ana", "s1")
-        assert time.perf_counter() - start < 5 and set(out) == {"session_id", "ended_at",
-                                                                "job_id"}
+        assert time.perf_counter() - start < 5 and set(out) == {"session_id", "ended_at", "job_id"}
         assert jobs.get_job("app", "ana", out["job_id"])["status"] in ("queued", "running")
         op.gate.set()
-        assert wait_done(jobs, out["job_id"]) == {"job_id": out["job_id"], "status": "done",
-                                                  "memories_added": 2, "error": None}
+        assert wait_done(jobs, out["job_id"]) == {
+            "job_id": out["job_id"],
+            "status": "done",
+            "memories_added": 2,
+            "error": None,
+        }
         assert [x.session_id for x in op.sessions] == ["s1"] and op.sessions[0].ended
         waited = jobs.end_session("app", "ana", "s1", wait=True)  # ended: a new job, run here
         assert waited["ingestion"] == {"status": "ingested", "memories_added": 2}
-        assert 'mnemoray_ingestion_job_duration_seconds_count{status="done"} 2.0' in \
-            jobs.metrics.render().decode()
+        assert (
+            'mnemoray_ingestion_job_duration_seconds_count{status="done"} 2.0'
+            in jobs.metrics.render().decode()
+        )
     finally:
         jobs.stop()
 
@@ -86,8 +98,10 @@ def test_a_failed_job_reports_and_retries(tmp_path: Path) -> None:
         job_id = jobs.end_session("app", "ana", "s1")["job_id"]
         assert wait_done(jobs, job_id)["status"] == "failed"
         assert jobs.queue.get("app", "ana", job_id).attempts == 3  # retried with backoff
-        assert 'mnemoray_session_ingestions_total{status="retried"} 2.0' in \
-            jobs.metrics.render().decode()
+        assert (
+            'mnemoray_session_ingestions_total{status="retried"} 2.0'
+            in jobs.metrics.render().decode()
+        )
         op.fail = None
         assert jobs.retry_job("app", "ana", job_id)["status"] in ("queued", "running", "done")
         assert wait_done(jobs, job_id)["status"] == "done"
@@ -100,8 +114,9 @@ def test_message_count_trigger_uses_the_queue(tmp_path: Path) -> None:
     jobs = open_jobs(tmp_path, op, type="message_count", message_count=2)
     try:
         s = jobs.sessions.create_session("app", "ana", "s1")
-        jobs.sessions.append_events(s, [user_message("I like tea."),
-                                        model_message("helper", "Noted.")])
+        jobs.sessions.append_events(
+            s, [user_message("I like tea."), model_message("helper", "Noted.")]
+        )
         deadline = time.time() + 10
         while not op.sessions and time.time() < deadline:
             time.sleep(0.02)
@@ -121,8 +136,9 @@ def test_a_restart_resumes_unfinished_jobs(tmp_path: Path) -> None:
     running = left.enqueue("app", "ana", "s1", kind="session_end", running=True)
     # ...and died: its heartbeat stopped long ago (a live replica's job is not taken).
     left._conn().execute("UPDATE jobs SET heartbeat = heartbeat - 3600")
-    queued = left.enqueue("app", "ana", "s2", kind="add_session",
-                          payload={"session_id": "s2", "events": []})
+    queued = left.enqueue(
+        "app", "ana", "s2", kind="add_session", payload={"session_id": "s2", "events": []}
+    )
     left.close()
     jobs = open_jobs(tmp_path, op)
     try:
@@ -143,8 +159,7 @@ def test_posted_sessions_need_an_id(tmp_path: Path) -> None:
         jobs.stop()
 
 
-def test_a_job_running_when_its_user_is_forgotten_takes_back_what_it_wrote(
-        tmp_path: Path) -> None:
+def test_a_job_running_when_its_user_is_forgotten_takes_back_what_it_wrote(tmp_path: Path) -> None:
     class Writes(Recorder):  # add_session answers with the records it wrote
         forgot: list[dict[str, Any]] = []
 
@@ -153,8 +168,11 @@ def test_a_job_running_when_its_user_is_forgotten_takes_back_what_it_wrote(
                 self.forgot.append(kwargs)
                 return 1
             out = super().__call__(op, app_name, user_id, **kwargs)
-            return {**out, "memories": [{"memory_id": "m1"}, {"memory_id": "m2"}]} \
-                if op == "add_session" else out
+            return (
+                {**out, "memories": [{"memory_id": "m1"}, {"memory_id": "m2"}]}
+                if op == "add_session"
+                else out
+            )
 
     op = Writes()
     jobs = open_jobs(tmp_path, op)
@@ -162,14 +180,15 @@ def test_a_job_running_when_its_user_is_forgotten_takes_back_what_it_wrote(
         op.gate.clear()  # the worker is inside add_session when the erase lands
         job = jobs.enqueue_session("app", "ana", {"session_id": "s1", "events": []})
         deadline = time.time() + 10
-        while jobs.get_job("app", "ana", job["job_id"])["status"] != "running" \
-                and time.time() < deadline:
+        while (
+            jobs.get_job("app", "ana", job["job_id"])["status"] != "running"
+            and time.time() < deadline
+        ):
             time.sleep(0.02)
         jobs.queue.forget_owner("app", "ana")  # e.g. on another replica
         op.gate.set()
         out = wait_done(jobs, job["job_id"])
-        assert (out["status"], out["error"], out["memories_added"]) == \
-            ("failed", "forgotten", 0)
+        assert (out["status"], out["error"], out["memories_added"]) == ("failed", "forgotten", 0)
         assert [f["memory_id"] for f in op.forgot] == ["m1", "m2"]
     finally:
         jobs.stop()

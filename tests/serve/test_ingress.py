@@ -32,25 +32,34 @@ def _free_port() -> int:
 def test_the_default_ingress_is_direct_and_proxy_can_be_chosen(tmp_path: Path) -> None:
     store = str(tmp_path)
     assert load_settings({"store": store}, env={}).server.ingress == "direct"
-    assert load_settings({"store": store, "server.ingress": "proxy"},
-                         env={}).server.ingress == "proxy"
-    assert load_settings({"store": store}, env={"MNEMORAY_SERVER__INGRESS": "proxy"}
-                         ).server.ingress == "proxy"
+    assert (
+        load_settings({"store": store, "server.ingress": "proxy"}, env={}).server.ingress == "proxy"
+    )
+    assert (
+        load_settings({"store": store}, env={"MNEMORAY_SERVER__INGRESS": "proxy"}).server.ingress
+        == "proxy"
+    )
     with pytest.raises(SettingsError) as bad:
         load_settings({"store": store, "server.ingress": "lb"}, env={})
     assert bad.value.field == "server.ingress"
 
 
-def test_the_old_direct_ingress_setting_reads_as_the_ingress_it_asked_for(
-        tmp_path: Path) -> None:
+def test_the_old_direct_ingress_setting_reads_as_the_ingress_it_asked_for(tmp_path: Path) -> None:
     store = str(tmp_path)
-    assert load_settings({"store": store, "server.direct_ingress": "true"},
-                         env={}).server.ingress == "direct"
-    assert load_settings({"store": store}, env={"MNEMORAY_SERVER__DIRECT_INGRESS": "false"}
-                         ).server.ingress == "proxy"
+    assert (
+        load_settings({"store": store, "server.direct_ingress": "true"}, env={}).server.ingress
+        == "direct"
+    )
+    assert (
+        load_settings(
+            {"store": store}, env={"MNEMORAY_SERVER__DIRECT_INGRESS": "false"}
+        ).server.ingress
+        == "proxy"
+    )
     with pytest.raises(SettingsError, match="deprecated"):
-        load_settings({"store": store, "server": {"direct_ingress": False,
-                                                  "ingress": "direct"}}, env={})
+        load_settings(
+            {"store": store, "server": {"direct_ingress": False, "ingress": "direct"}}, env={}
+        )
 
 
 # -- the CLI -------------------------------------------------------------------------------
@@ -59,8 +68,13 @@ def started(monkeypatch) -> Iterator[list[Any]]:
     """`mnemoray serve` up to run_local, which records the settings it was given."""
     import mnemoray.serve.app as serve_app
 
-    for name in ("MNEMORAY_CONFIG", "MNEMORAY_SERVER__API_KEYS", "MNEMORAY_SERVER__HOST",
-                 "MNEMORAY_SERVER__INGRESS", "MNEMORAY_SERVER__DIRECT_INGRESS"):
+    for name in (
+        "MNEMORAY_CONFIG",
+        "MNEMORAY_SERVER__API_KEYS",
+        "MNEMORAY_SERVER__HOST",
+        "MNEMORAY_SERVER__INGRESS",
+        "MNEMORAY_SERVER__DIRECT_INGRESS",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # the CLI sets it; undone
     calls: list[Any] = []
@@ -74,8 +88,9 @@ def _serve(args: list[str]) -> Any:
     return CliRunner().invoke(app, ["serve", *args])
 
 
-def test_cli_serve_uses_direct_ingress_unless_told_proxy(tmp_path: Path, started,
-                                                         monkeypatch) -> None:
+def test_cli_serve_uses_direct_ingress_unless_told_proxy(
+    tmp_path: Path, started, monkeypatch
+) -> None:
     result = _serve(["--store", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert started[-1].server.ingress == "direct"
@@ -114,16 +129,22 @@ def test_run_local_starts_no_proxy_for_direct_ingress(tmp_path: Path, monkeypatc
     monkeypatch.setattr(serve_app.signal, "signal", lambda *a: None)
     monkeypatch.setattr(serve_app.time, "sleep", stop)
     serve_app.run_local({"store": str(tmp_path), "server.port": 8123})
-    serve_app.run_local({"store": str(tmp_path), "server.port": 8123,
-                         "server.ingress": "proxy"})
-    assert started == [{"proxy_location": "Disabled"},
-                       {"http_options": {"host": "127.0.0.1", "port": 8123}}]
+    serve_app.run_local({"store": str(tmp_path), "server.port": 8123, "server.ingress": "proxy"})
+    assert started == [
+        {"proxy_location": "Disabled"},
+        {"http_options": {"host": "127.0.0.1", "port": 8123}},
+    ]
 
 
 # -- replicas on one port ---------------------------------------------------------------------
 async def _ok(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": json.dumps({"status": "ok"}).encode()})
 
 
@@ -189,26 +210,40 @@ def test_a_higher_layer_ingress_beats_a_file_direct_ingress(tmp_path: Path) -> N
     config = tmp_path / "settings.json"
     config.write_text(json.dumps({"store": str(tmp_path), "server": {"direct_ingress": True}}))
     assert load_settings({"config": str(config)}, env={}).server.ingress == "direct"
-    assert load_settings({"config": str(config), "server.ingress": "proxy"},
-                         env={}).server.ingress == "proxy"
-    assert load_settings({"config": str(config)}, env={"MNEMORAY_SERVER__INGRESS": "proxy"}
-                         ).server.ingress == "proxy"
+    assert (
+        load_settings({"config": str(config), "server.ingress": "proxy"}, env={}).server.ingress
+        == "proxy"
+    )
+    assert (
+        load_settings(
+            {"config": str(config)}, env={"MNEMORAY_SERVER__INGRESS": "proxy"}
+        ).server.ingress
+        == "proxy"
+    )
     # The environment's old key beats the file, a flag beats the environment's old key.
-    assert load_settings({"config": str(config)},
-                         env={"MNEMORAY_SERVER__DIRECT_INGRESS": "false"}
-                         ).server.ingress == "proxy"
-    assert load_settings({"config": str(config), "server.ingress": "direct"},
-                         env={"MNEMORAY_SERVER__DIRECT_INGRESS": "false"}
-                         ).server.ingress == "direct"
+    assert (
+        load_settings(
+            {"config": str(config)}, env={"MNEMORAY_SERVER__DIRECT_INGRESS": "false"}
+        ).server.ingress
+        == "proxy"
+    )
+    assert (
+        load_settings(
+            {"config": str(config), "server.ingress": "direct"},
+            env={"MNEMORAY_SERVER__DIRECT_INGRESS": "false"},
+        ).server.ingress
+        == "direct"
+    )
     # Both keys in one layer, disagreeing: still an error, naming the old key.
     with pytest.raises(SettingsError, match="contradicts") as bad:
-        load_settings({"config": str(config)}, env={
-            "MNEMORAY_SERVER__DIRECT_INGRESS": "false", "MNEMORAY_SERVER__INGRESS": "direct"})
+        load_settings(
+            {"config": str(config)},
+            env={"MNEMORAY_SERVER__DIRECT_INGRESS": "false", "MNEMORAY_SERVER__INGRESS": "direct"},
+        )
     assert bad.value.field == "server.direct_ingress"
 
 
-def test_cli_ingress_proxy_beats_a_config_file_direct_ingress(tmp_path: Path,
-                                                              started) -> None:
+def test_cli_ingress_proxy_beats_a_config_file_direct_ingress(tmp_path: Path, started) -> None:
     config = tmp_path / "settings.json"
     config.write_text(json.dumps({"server": {"direct_ingress": True}}))
     result = _serve(["--store", str(tmp_path), "--config", str(config), "--ingress", "proxy"])
@@ -221,11 +256,16 @@ def test_build_app_tells_the_replicas_whether_the_ingress_was_chosen(tmp_path: P
     from mnemoray.serve.app import build_app
 
     def chosen(flags: dict[str, Any], env: dict[str, str] | None = None) -> bool:
-        settings = load_settings({"store": str(tmp_path), "models.embedder": "none",
-                                  "models.summarizer_deployment": False, **flags},
-                                 env=env or {})
-        return build_app(settings)._bound_deployment._replica_config.init_kwargs[
-            "ingress_chosen"]
+        settings = load_settings(
+            {
+                "store": str(tmp_path),
+                "models.embedder": "none",
+                "models.summarizer_deployment": False,
+                **flags,
+            },
+            env=env or {},
+        )
+        return build_app(settings)._bound_deployment._replica_config.init_kwargs["ingress_chosen"]
 
     assert chosen({}) is False
     assert chosen({"server.ingress": "direct"}) is True
@@ -423,5 +463,9 @@ def test_the_ingress_destructor_awaits_the_server_within_serves_budget() -> None
     replica.http = Http()
     asyncio.run(replica.__del__())
     assert stopped == [18.0]  # outside a replica: Serve's defaults, 20 s less the 2 s drain
-    assert shutdown_budget_s(SimpleNamespace(graceful_shutdown_timeout_s=60,
-                                             graceful_shutdown_wait_loop_s=2)) == 58
+    assert (
+        shutdown_budget_s(
+            SimpleNamespace(graceful_shutdown_timeout_s=60, graceful_shutdown_wait_loop_s=2)
+        )
+        == 58
+    )

@@ -35,18 +35,24 @@ def free_port() -> int:
 
 
 def settings(tmp_path: Path, ingress: str, port: int = 0) -> dict[str, Any]:
-    return {"store": str(tmp_path / "store"),
-            "models": {"embedder": "none", "embedder_deployment": False,
-                       "summarizer_deployment": False},
-            "server": {"ingress": ingress, "host": "127.0.0.1", "port": port or 8000}}
+    return {
+        "store": str(tmp_path / "store"),
+        "models": {
+            "embedder": "none",
+            "embedder_deployment": False,
+            "summarizer_deployment": False,
+        },
+        "server": {"ingress": ingress, "host": "127.0.0.1", "port": port or 8000},
+    }
 
 
 def late_failure(*_args: Any, **_kwargs: Any) -> Any:
     raise RuntimeError("late failure")
 
 
-def test_a_late_failure_stops_the_parts_and_raises_it(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_late_failure_stops_the_parts_and_raises_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The last step: the "ready" log line reads the store's stats.
     monkeypatch.setattr(Replica, "store_stats", late_failure)
     before = own_threads()
@@ -61,15 +67,15 @@ def test_a_late_failure_stops_the_parts_and_raises_it(tmp_path: Path,
         parts.sessions.list_sessions("app", "user")  # the session store is closed
 
 
-def test_a_failure_after_the_http_server_started_stops_it(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_after_the_http_server_started_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     port = free_port()
     servers: list[ReplicaHttp] = []
 
     async def direct_here(self: Any) -> ReplicaHttp:
         """_direct_ingress, with a fixed instance id instead of the Ray runtime's."""
-        api = build_api(self, http_config(self.settings.server, self.keys,
-                                          echo_request_id=True))
+        api = build_api(self, http_config(self.settings.server, self.keys, echo_request_id=True))
         servers.append(ReplicaHttp(api, "127.0.0.1", port, instance="test", loop=self.loop))
         return servers[-1]
 

@@ -9,8 +9,11 @@ from mnemoray.serve.metrics_merge import merge, snapshot
 
 
 def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for fam in text_string_to_metric_families(text.decode()) for s in fam.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(text.decode())
+        for s in fam.samples
+    }
 
 
 def _replicas() -> tuple[Metrics, Metrics]:
@@ -27,17 +30,32 @@ def _replicas() -> tuple[Metrics, Metrics]:
 
 def test_counters_histograms_sum_and_gauges_are_per_replica() -> None:
     a, b = _replicas()
-    out = _samples(merge([snapshot(a.registry, "r-a", 100.0),
-                          snapshot(b.registry, "r-b", 100.0)], now=101.0))
-    ok = ("mnemoray_http_requests_total",
-          (("method", "POST"), ("route", "/v1/recall"), ("status", "200")))
+    out = _samples(
+        merge([snapshot(a.registry, "r-a", 100.0), snapshot(b.registry, "r-b", 100.0)], now=101.0)
+    )
+    ok = (
+        "mnemoray_http_requests_total",
+        (("method", "POST"), ("route", "/v1/recall"), ("status", "200")),
+    )
     assert out[ok] == 5.0
-    assert out[("mnemoray_http_requests_total",
-                (("method", "POST"), ("route", "/v1/recall"), ("status", "404")))] == 1.0
+    assert (
+        out[
+            (
+                "mnemoray_http_requests_total",
+                (("method", "POST"), ("route", "/v1/recall"), ("status", "404")),
+            )
+        ]
+        == 1.0
+    )
     labels = (("method", "POST"), ("route", "/v1/recall"))
     assert out[("mnemoray_http_request_duration_seconds_count", labels)] == 6.0
-    assert abs(out[("mnemoray_http_request_duration_seconds_sum", labels)]
-               - (3 * 0.004 + 0.2 + 2 * 0.04)) < 1e-9
+    assert (
+        abs(
+            out[("mnemoray_http_request_duration_seconds_sum", labels)]
+            - (3 * 0.004 + 0.2 + 2 * 0.04)
+        )
+        < 1e-9
+    )
     # Buckets are cumulative per replica, so their sums stay cumulative.
     assert out[("mnemoray_http_request_duration_seconds_bucket", (("le", "0.005"), *labels))] == 3.0
     assert out[("mnemoray_http_request_duration_seconds_bucket", (("le", "0.05"), *labels))] == 5.0
@@ -54,11 +72,23 @@ def test_counters_histograms_sum_and_gauges_are_per_replica() -> None:
 
 def test_a_silent_replica_keeps_its_counters_but_not_its_gauges() -> None:
     a, b = _replicas()
-    out = _samples(merge([snapshot(a.registry, "r-a", 100.0),
-                          snapshot(b.registry, "r-b", 10.0)], now=101.0, gauge_ttl_s=60.0))
+    out = _samples(
+        merge(
+            [snapshot(a.registry, "r-a", 100.0), snapshot(b.registry, "r-b", 10.0)],
+            now=101.0,
+            gauge_ttl_s=60.0,
+        )
+    )
     # Counters never fall when a replica goes away (Prometheus would read a reset).
-    assert out[("mnemoray_http_requests_total",
-                (("method", "POST"), ("route", "/v1/recall"), ("status", "200")))] == 5.0
+    assert (
+        out[
+            (
+                "mnemoray_http_requests_total",
+                (("method", "POST"), ("route", "/v1/recall"), ("status", "200")),
+            )
+        ]
+        == 5.0
+    )
     assert out[("mnemoray_index_rows", (("replica", "r-a"),))] == 3.0
     assert ("mnemoray_index_rows", (("replica", "r-b"),)) not in out
     assert out[("mnemoray_metrics_replicas", ())] == 1.0

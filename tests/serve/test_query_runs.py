@@ -12,13 +12,24 @@ from mnemoray.embedders.onnx import OnnxEmbedder
 from mnemoray.serve.query_batching import query_run_rows
 from mnemoray.settings.serve import parse_settings
 
-QUERIES = ["what did my sister say about the trip to Oslo in March",
-           "Max", "where is the dentist", "when is my flight", "who is Caroline's brother",
-           "what did I cook for the party with my friends from work last Saturday night",
-           "budget", "pet food brand", "how much did I spend on running shoes this year",
-           "which day is the concert", "my plans in Berlin", "what was I worried about",
-           "the book Mel recommended", "did I cancel the gym", "what happened on Monday?",
-           "my partner's favourite restaurant in Lisbon and the dish we ordered there"]
+QUERIES = [
+    "what did my sister say about the trip to Oslo in March",
+    "Max",
+    "where is the dentist",
+    "when is my flight",
+    "who is Caroline's brother",
+    "what did I cook for the party with my friends from work last Saturday night",
+    "budget",
+    "pet food brand",
+    "how much did I spend on running shoes this year",
+    "which day is the concert",
+    "my plans in Berlin",
+    "what was I worried about",
+    "the book Mel recommended",
+    "did I cancel the gym",
+    "what happened on Monday?",
+    "my partner's favourite restaurant in Lisbon and the dish we ordered there",
+]
 
 
 @pytest.fixture(scope="module")
@@ -59,5 +70,6 @@ def test_run_vectors_are_the_one_run_vectors_up_to_rounding(onnx: OnnxEmbedder) 
     assert np.abs(runs - whole).max() < 1e-6
     assert np.abs(runs - alone).max() < 1e-6
     # The nearest query to each query (the ranking a recall makes) is unchanged.
-    np.testing.assert_array_equal(np.argsort(-(runs @ runs.T), axis=1),
-                                  np.argsort(-(whole @ whole.T), axis=1))
+    np.testing.assert_array_equal(
+        np.argsort(-(runs @ runs.T), axis=1), np.argsort(-(whole @ whole.T), axis=1)
+    )

@@ -50,13 +50,16 @@ def test_keys_map_to_apps_and_are_stored_hashed() -> None:
     assert ApiKeys.none().open and not keys.open
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    (["not", "a", "dict"], "JSON object"),
-    ({"short": "a"}, "at least 16"),
-    ({"has space in the key!!": "a"}, "whitespace"),
-    ({KEY_A: []}, "non-empty list"),
-    ({KEY_A: ["a", 3]}, "non-empty list"),
-])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        (["not", "a", "dict"], "JSON object"),
+        ({"short": "a"}, "at least 16"),
+        ({"has space in the key!!": "a"}, "whitespace"),
+        ({KEY_A: []}, "non-empty list"),
+        ({KEY_A: ["a", 3]}, "non-empty list"),
+    ],
+)
 def test_bad_key_config_is_refused(raw: object, fragment: str) -> None:
     with pytest.raises(AuthConfigError, match=fragment):
         ApiKeys.from_mapping(raw)
@@ -66,8 +69,7 @@ def test_keys_from_file_and_environment(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
     path.write_text(json.dumps({KEY_A: "a"}))
     assert load_api_keys(path, env={}).apps_for(KEY_A) == {"a"}
-    assert load_api_keys(None, env={ENV_VAR: json.dumps({KEY_AB: ["b"]})}).apps_for(
-        KEY_AB) == {"b"}
+    assert load_api_keys(None, env={ENV_VAR: json.dumps({KEY_AB: ["b"]})}).apps_for(KEY_AB) == {"b"}
     assert load_api_keys(None, env={ENV_VAR: str(path)}).apps_for(KEY_A) == {"a"}
     assert load_api_keys(None, env={}).open
     path.write_text("{oops")
@@ -83,8 +85,14 @@ def test_authenticate() -> None:
     keys = ApiKeys.from_mapping({KEY_A: "a", KEY_AB: ["a", "b"]})
     assert authenticate(keys, f"Bearer {KEY_A}", "10.0.0.5").apps == {"a"}
     assert authenticate(keys, f"bearer   {KEY_AB} ", None).apps == {"a", "b"}
-    for header in (None, "", "Bearer", "Basic abc", "Token " + KEY_A,
-                   "Bearer not-a-configured-key-000"):
+    for header in (
+        None,
+        "",
+        "Bearer",
+        "Basic abc",
+        "Token " + KEY_A,
+        "Bearer not-a-configured-key-000",
+    ):
         with pytest.raises(AuthError) as err:
             authenticate(keys, header, "127.0.0.1")
         assert err.value.status == 401
@@ -102,8 +110,9 @@ def test_open_server_answers_loopback_only() -> None:
     with pytest.raises(AuthError) as remote:
         authenticate(open_keys, None, "192.168.1.20")
     assert remote.value.status == 403
-    assert authenticate(open_keys, None, "192.168.1.20",
-                        allow_remote_without_keys=True).apps is None
+    assert (
+        authenticate(open_keys, None, "192.168.1.20", allow_remote_without_keys=True).apps is None
+    )
     assert is_loopback("127.0.0.2") and is_loopback("localhost") and not is_loopback(None)
     assert bearer_token("Bearer x") == "x" and bearer_token("x") is None
 
@@ -113,20 +122,27 @@ def _loc(exc: ValidationError) -> str:
     return ".".join(str(p) for p in exc.errors()[0]["loc"])
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"user_id": "u", "query": "q"}, "app_name"),
-    ({"app_name": "a", "user_id": "u", "query": ""}, "query"),
-    ({"app_name": "a", "user_id": "u", "query": "x" * (MAX_QUERY_CHARS + 1)}, "query"),
-    ({"app_name": "a", "user_id": "u", "query": "q", "top_k": 0}, "top_k"),
-    ({"app_name": "a", "user_id": "u", "query": "q", "top_k": 101}, "top_k"),
-    ({"app_name": "a", "user_id": "u", "query": "q", "extra": 1}, "extra"),
-    ({"app_name": "a\x00", "user_id": "u", "query": "q"}, "app_name"),
-    ({"app_name": "a" * 257, "user_id": "u", "query": "q"}, "app_name"),
-    ({"app_name": "a", "user_id": "u", "query": "q", "filters": {"kinds": []}},
-     "filters.kinds"),
-    ({"app_name": "a", "user_id": "u", "query": "q", "filters": {"colour": "red"}},
-     "filters.colour"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"user_id": "u", "query": "q"}, "app_name"),
+        ({"app_name": "a", "user_id": "u", "query": ""}, "query"),
+        ({"app_name": "a", "user_id": "u", "query": "x" * (MAX_QUERY_CHARS + 1)}, "query"),
+        ({"app_name": "a", "user_id": "u", "query": "q", "top_k": 0}, "top_k"),
+        ({"app_name": "a", "user_id": "u", "query": "q", "top_k": 101}, "top_k"),
+        ({"app_name": "a", "user_id": "u", "query": "q", "extra": 1}, "extra"),
+        ({"app_name": "a\x00", "user_id": "u", "query": "q"}, "app_name"),
+        ({"app_name": "a" * 257, "user_id": "u", "query": "q"}, "app_name"),
+        (
+            {"app_name": "a", "user_id": "u", "query": "q", "filters": {"kinds": []}},
+            "filters.kinds",
+        ),
+        (
+            {"app_name": "a", "user_id": "u", "query": "q", "filters": {"colour": "red"}},
+            "filters.colour",
+        ),
+    ],
+)
 def test_recall_request_limits(body: dict, field: str) -> None:
     with pytest.raises(ValidationError) as err:
         RecallRequest.model_validate(body)
@@ -139,11 +155,13 @@ def test_other_request_limits() -> None:
     with pytest.raises(ValidationError, match="exactly one"):
         AddMemoriesRequest.model_validate({"app_name": "a", "user_id": "u"})
     with pytest.raises(ValidationError, match="exactly one"):
-        AddMemoriesRequest.model_validate({"app_name": "a", "user_id": "u", "session": {},
-                                           "memories": [{"text": "t"}]})
+        AddMemoriesRequest.model_validate(
+            {"app_name": "a", "user_id": "u", "session": {}, "memories": [{"text": "t"}]}
+        )
     with pytest.raises(ValidationError) as many:
-        AddMemoriesRequest.model_validate({"app_name": "a", "user_id": "u",
-                                           "memories": [{"text": "t"}] * 257})
+        AddMemoriesRequest.model_validate(
+            {"app_name": "a", "user_id": "u", "memories": [{"text": "t"}] * 257}
+        )
     assert _loc(many.value) == "memories"
     with pytest.raises(ValidationError):
         AppendEventsRequest.model_validate({"app_name": "a", "user_id": "u", "events": []})
@@ -154,9 +172,13 @@ def test_other_request_limits() -> None:
 
 # -- settings ------------------------------------------------------------------------------
 def test_settings_from_cli_strings_and_env(tmp_path: Path) -> None:
-    s = parse_settings({"store": str(tmp_path), "server": {"replicas": "2",
-                                                           "offload_search": "true"},
-                        "ingestion": {"trigger": {"type": "inactivity", "inactivity_s": "5"}}})
+    s = parse_settings(
+        {
+            "store": str(tmp_path),
+            "server": {"replicas": "2", "offload_search": "true"},
+            "ingestion": {"trigger": {"type": "inactivity", "inactivity_s": "5"}},
+        }
+    )
     assert s.server.replicas == 2 and s.server.offload_search
     assert s.ingestion.trigger.config().inactivity_s == 5
     assert s.sessions_path == str(tmp_path / "sessions.db")
@@ -166,8 +188,13 @@ def test_settings_from_cli_strings_and_env(tmp_path: Path) -> None:
         parse_settings({"store": str(tmp_path), "server": {"index_mode": "elsewhere"}})
     with pytest.raises(SettingsError, match="replicas: moved: use server.replicas"):
         parse_settings({"store": str(tmp_path), "replicas": 2})
-    env = settings_from_env({"MNEMORAY_STORE": str(tmp_path), "MNEMORAY_SERVER__REPLICAS": "3",
-                             "MNEMORAY_INGESTION__TRIGGER__TYPE": "message_count"})
+    env = settings_from_env(
+        {
+            "MNEMORAY_STORE": str(tmp_path),
+            "MNEMORAY_SERVER__REPLICAS": "3",
+            "MNEMORAY_INGESTION__TRIGGER__TYPE": "message_count",
+        }
+    )
     assert parse_settings(env).server.replicas == 3
     assert env["ingestion"] == {"trigger": {"type": "message_count"}}
 
@@ -186,8 +213,10 @@ def _served(store: MemoryStore) -> MemoryOps:
 def test_reload_swaps_without_blocking_and_ops_are_tenant_scoped(tmp_path: Path) -> None:
     root = tmp_path / "store"
     writer = MemoryService(MemoryStore(root), None, ExtractiveSummarizer())
-    writer.add_memories([_mem("ana", f"Ana note {i} about tulips", t=1000.0 + i)
-                         for i in range(5)] + [_mem("bob", "Bob likes tulips too")])
+    writer.add_memories(
+        [_mem("ana", f"Ana note {i} about tulips", t=1000.0 + i) for i in range(5)]
+        + [_mem("bob", "Bob likes tulips too")]
+    )
     served = _served(MemoryStore(root))
     before = served.service.snapshot()
     assert served.op_recall("app", "ana", "tulips", None, 10)["memories"]
@@ -197,8 +226,7 @@ def test_reload_swaps_without_blocking_and_ops_are_tenant_scoped(tmp_path: Path)
     assert not served.op_recall("app", "ana", "zebra", None, 3)["memories"]
     reloader = served.service.reloader
     assert reloader.refresh() and reloader.reloads == 1
-    assert served.op_recall("app", "ana", "zebra", None, 3)["memories"][0]["text"].endswith(
-        "zebra")
+    assert served.op_recall("app", "ana", "zebra", None, 3)["memories"][0]["text"].endswith("zebra")
     assert not reloader.refresh()  # unchanged manifest: no reload
 
     page1 = served.op_list_memories("app", "ana", limit=4)
@@ -228,7 +256,8 @@ def test_one_shard_store_serves_its_tenants(tmp_path: Path) -> None:
     for u in users:
         by_shard.setdefault(shard_of("app", u, 4), []).append(u)
     MemoryService(store, None, ExtractiveSummarizer()).add_memories(
-        [_mem(u, f"{u} enjoys sailing") for u in users])
+        [_mem(u, f"{u} enjoys sailing") for u in users]
+    )
     shard, mine = next(iter(by_shard.items()))
     other = next(u for s, us in by_shard.items() if s != shard for u in us)
     served = _served(MemoryStore(root, load_shards=[shard]))
@@ -246,8 +275,10 @@ def test_one_shard_store_serves_its_tenants(tmp_path: Path) -> None:
 
 def test_add_session_dict_checks_the_tenant(tmp_path: Path) -> None:
     served = _served(MemoryStore(tmp_path / "s"))
-    raw = {"session_id": "s1", "events": [
-        {"author": "user", "role": "user", "text": "I moved to Porto last spring."}]}
+    raw = {
+        "session_id": "s1",
+        "events": [{"author": "user", "role": "user", "text": "I moved to Porto last spring."}],
+    }
     out = served.op_add_session("app", "ana", raw)
     assert out["added"] > 0
     assert served.op_recall("app", "ana", "Porto", None, 2)["memories"]
@@ -274,8 +305,10 @@ def test_body_limit_middleware() -> None:
 
     def call(headers: list, chunks: list[bytes]) -> int:
         sent: list[dict] = []
-        queue = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1}
-                 for i, c in enumerate(chunks)]
+        queue = [
+            {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1}
+            for i, c in enumerate(chunks)
+        ]
 
         async def receive():
             return queue.pop(0)

@@ -40,8 +40,12 @@ def two_sessions(store: SessionStore) -> tuple[str, str]:
     store.create_session(APP, USER, "s0", state={"user:name": "Ana"})
     s1 = store.create_session(APP, USER, "s1", state={"mood": "calm"})
     e1 = store.append_event(s1, user_message("hello", timestamp=100.0))
-    e2 = store.append_event(s1, model_message("agent", "hi", timestamp=101.0, state_delta={
-        "mood": "angry", "user:name": "Bob"}))
+    e2 = store.append_event(
+        s1,
+        model_message(
+            "agent", "hi", timestamp=101.0, state_delta={"mood": "angry", "user:name": "Bob"}
+        ),
+    )
     return e1.id, e2.id
 
 
@@ -58,12 +62,12 @@ def test_store_keeps_the_state_a_session_was_created_with(store: SessionStore) -
 
 
 def test_session_at_restores_creation_state_and_other_sessions_user_state(
-        store: SessionStore) -> None:
+    store: SessionStore,
+) -> None:
     e1, e2 = two_sessions(store)
     s1 = store.get_session(APP, USER, "s1")
     created = store.created_state(APP, USER, "s1")
-    assert session_at(s1, e1, created_state=created).state == {"mood": "calm",
-                                                               "user:name": "Ana"}
+    assert session_at(s1, e1, created_state=created).state == {"mood": "calm", "user:name": "Ana"}
     assert session_at(s1, e2, created_state=created).state == s1.state
     got, _ = replay(store, s1, e1, Services())
     assert got.state == {"mood": "calm", "user:name": "Ana"} and len(got.events) == 1
@@ -72,8 +76,19 @@ def test_session_at_restores_creation_state_and_other_sessions_user_state(
 def test_keys_first_set_later_are_left_out_and_kept_events_win(store: SessionStore) -> None:
     s = store.create_session(APP, USER, "s", state={"mood": "calm", "app:theme": "dark"})
     e1 = store.append_event(s, user_message("a", timestamp=1.0, state_delta={"mood": "ok"}))
-    store.append_event(s, user_message("b", timestamp=2.0, state_delta={
-        "mood": "sad", "topic": "parrots", "user:pet": "Kiwi", "app:theme": "light"}))
+    store.append_event(
+        s,
+        user_message(
+            "b",
+            timestamp=2.0,
+            state_delta={
+                "mood": "sad",
+                "topic": "parrots",
+                "user:pet": "Kiwi",
+                "app:theme": "light",
+            },
+        ),
+    )
     got, _ = replay(store, store.get_session(APP, USER, "s"), e1.id, Services())
     # mood: the kept event's value; app:theme: the creation value; topic and user:pet did
     # not exist when the session began and only a later event set them.
@@ -107,14 +122,20 @@ def v1_file(path: Path) -> None:
         value TEXT NOT NULL, PRIMARY KEY (app_name, key))""")
     conn.execute("""CREATE TABLE user_state (app_name TEXT NOT NULL, user_id TEXT NOT NULL,
         key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (app_name, user_id, key))""")
-    events = [user_message("hello", timestamp=100.0),
-              model_message("agent", "hi", timestamp=101.0,
-                            state_delta={"mood": "angry", "user:name": "Bob"})]
-    conn.execute("INSERT INTO sessions VALUES (?, ?, 'old', ?, 99.0, 101.0, NULL, 2)",
-                 (APP, USER, json.dumps({"mood": "angry"})))
-    conn.executemany("INSERT INTO events VALUES (?, ?, 'old', ?, ?, ?)",
-                     [(APP, USER, i, e.id, json.dumps(e.to_dict()))
-                      for i, e in enumerate(events)])
+    events = [
+        user_message("hello", timestamp=100.0),
+        model_message(
+            "agent", "hi", timestamp=101.0, state_delta={"mood": "angry", "user:name": "Bob"}
+        ),
+    ]
+    conn.execute(
+        "INSERT INTO sessions VALUES (?, ?, 'old', ?, 99.0, 101.0, NULL, 2)",
+        (APP, USER, json.dumps({"mood": "angry"})),
+    )
+    conn.executemany(
+        "INSERT INTO events VALUES (?, ?, 'old', ?, ?, ?)",
+        [(APP, USER, i, e.id, json.dumps(e.to_dict())) for i, e in enumerate(events)],
+    )
     conn.execute("INSERT INTO user_state VALUES (?, ?, 'user:name', '\"Bob\"')", (APP, USER))
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
@@ -155,18 +176,24 @@ def test_a_newer_file_is_refused(tmp_path: Path) -> None:
 
 
 # -- the artifacts a replayed compile sees ---------------------------------------------------
-def session_with_artifacts(store: SessionStore,
-                           artifacts: InMemoryArtifactStore) -> tuple[str, str]:
+def session_with_artifacts(
+    store: SessionStore, artifacts: InMemoryArtifactStore
+) -> tuple[str, str]:
     """notes.md v0 recorded by e1; notes.md v1 and plan.md v0 by e2; a user: artifact saved
     by another session, and a payload nobody recorded. Returns (e1, e2)."""
     s = store.create_session(APP, USER, "s")
     v0 = artifacts.save(APP, USER, "s", "notes.md", "seeds only", summary="care v0")
-    e1 = store.append_event(s, model_message("agent", "noted", timestamp=1.0,
-                                             artifact_delta={"notes.md": v0}))
+    e1 = store.append_event(
+        s, model_message("agent", "noted", timestamp=1.0, artifact_delta={"notes.md": v0})
+    )
     v1 = artifacts.save(APP, USER, "s", "notes.md", "seeds and apples", summary="care v1")
     plan = artifacts.save(APP, USER, "s", "plan.md", "vet on Monday")
-    e2 = store.append_event(s, model_message("agent", "updated", timestamp=2.0,
-                                             artifact_delta={"notes.md": v1, "plan.md": plan}))
+    e2 = store.append_event(
+        s,
+        model_message(
+            "agent", "updated", timestamp=2.0, artifact_delta={"notes.md": v1, "plan.md": plan}
+        ),
+    )
     artifacts.save(APP, USER, "other", "user:diet.md", "fruit")
     artifacts.save(APP, USER, "s", "scratch.txt", "unrecorded")
     return e1.id, e2.id
@@ -198,8 +225,9 @@ def test_the_artifact_view_reads_only_its_time_and_refuses_writes() -> None:
     artifacts = InMemoryArtifactStore()
     sessions = InMemorySessionStore()
     e1, _ = session_with_artifacts(sessions, artifacts)
-    _, services = replay(sessions, sessions.get_session(APP, USER, "s"), e1,
-                         Services(artifacts=artifacts))
+    _, services = replay(
+        sessions, sessions.get_session(APP, USER, "s"), e1, Services(artifacts=artifacts)
+    )
     view = services.artifacts
     assert isinstance(view, ArtifactsAt)
     assert view.list_names(APP, USER, "s") == ["notes.md"]
@@ -213,18 +241,23 @@ def test_the_artifact_view_reads_only_its_time_and_refuses_writes() -> None:
     assert view.list_names(APP, USER, "other") == [] and view.list_names(APP, "ben", "s") == []
     with pytest.raises(ArtifactNotFoundError):
         view.load(APP, "ben", "s", "notes.md")
-    for write in (lambda: view.save(APP, USER, "s", "notes.md", "edited"),
-                  lambda: view.delete(APP, USER, "s", "notes.md"),
-                  lambda: view.delete_version(APP, USER, "s", "notes.md", 0)):
+    for write in (
+        lambda: view.save(APP, USER, "s", "notes.md", "edited"),
+        lambda: view.delete(APP, USER, "s", "notes.md"),
+        lambda: view.delete_version(APP, USER, "s", "notes.md", 0),
+    ):
         with pytest.raises(ReadOnlyArtifacts) as err:
             write()
         assert err.value.status == 409
     assert artifacts.list_versions(APP, USER, "s", "notes.md") == [0, 1]  # untouched
     # A recorded version deleted since: the highest older one left is shown.
     artifacts.save(APP, USER, "s", "notes.md", "v2")
-    _, later = replay(sessions, sessions.get_session(APP, USER, "s"),
-                      sessions.get_session(APP, USER, "s").events[-1].id,
-                      Services(artifacts=artifacts))
+    _, later = replay(
+        sessions,
+        sessions.get_session(APP, USER, "s"),
+        sessions.get_session(APP, USER, "s").events[-1].id,
+        Services(artifacts=artifacts),
+    )
     artifacts.delete_version(APP, USER, "s", "notes.md", 1)
     assert later.artifacts is not None
     assert later.artifacts.load(APP, USER, "s", "notes.md").text() == "seeds only"
@@ -241,22 +274,31 @@ def test_no_artifact_store_stays_none(store: SessionStore) -> None:
 def ui_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[UiStore, TestClient]]:
     store = build_ui_store(tmp_path_factory.mktemp("ui") / "store")
     backend = LocalBackend.open(str(store.store))
-    yield store, TestClient(build_api(backend), base_url="http://127.0.0.1:8765",
-                            client=("127.0.0.1", 50000))
+    yield (
+        store,
+        TestClient(
+            build_api(backend), base_url="http://127.0.0.1:8765", client=("127.0.0.1", 50000)
+        ),
+    )
     backend.close()
 
 
 def test_compile_at_an_earlier_event_over_http(ui_http: tuple[UiStore, TestClient]) -> None:
     store, client = ui_http
-    agent = {"name": "parrot_agent",
-             "instruction": "Owner {user:name?}; pet {user:pet?}; mood {mood?}; "
-                            "topic {app:last_topic?}."}
+    agent = {
+        "name": "parrot_agent",
+        "instruction": "Owner {user:name?}; pet {user:pet?}; mood {mood?}; "
+        "topic {app:last_topic?}.",
+    }
     body = {"app_name": UI_APP, "user_id": ANA, "session_id": ANA_SESSION, "agent": agent}
     now = client.post("/v1/context:compile", json=body).json()
-    first = client.post("/v1/context:compile",
-                        json={**body, "at_event_id": store.user_turn_ids[0]}).json()
-    assert "Owner Ana; pet Kiwi the parrot; mood happy; topic parrot care." \
+    first = client.post(
+        "/v1/context:compile", json={**body, "at_event_id": store.user_turn_ids[0]}
+    ).json()
+    assert (
+        "Owner Ana; pet Kiwi the parrot; mood happy; topic parrot care."
         in now["system_instruction"]
+    )
     assert "Owner Ana; pet Kiwi the parrot; mood ; topic ." in first["system_instruction"]
     assert f"{ARTIFACT}@1" in now["system_instruction"]
     assert ARTIFACT not in first["system_instruction"]  # v1 was recorded by a later event

@@ -32,8 +32,9 @@ def store(any_session_store: SessionStore) -> SessionStore:
     return any_session_store  # every SessionStore (tests/conftest.py)
 
 
-def append_with_retry(store: SessionStore, key: tuple[str, str, str],
-                      make_event: Callable[[], Event]) -> None:
+def append_with_retry(
+    store: SessionStore, key: tuple[str, str, str], make_event: Callable[[], Event]
+) -> None:
     """Append one event, reloading and retrying on StaleSessionError."""
     session = store.get_session(*key)
     while True:
@@ -50,19 +51,25 @@ def test_create_get_round_trip(store: SessionStore) -> None:
     assert created.key == (APP, USER, "s1")
     assert created.state == {"topic": "lisbon"} and created.version == 0
     e1 = store.append_event(created, user_message("Find me a flight", timestamp=100.0))
-    call = tool_call("travel_agent", "search_flights", {"to": "LIS"}, call_id="c1",
-                     timestamp=101.0)
+    call = tool_call("travel_agent", "search_flights", {"to": "LIS"}, call_id="c1", timestamp=101.0)
     store.append_event(created, call)
-    store.append_event(created, model_message("travel_agent", "TAP at 89 EUR", timestamp=102.0,
-                                              state_delta={"topic": "booking"}))
+    store.append_event(
+        created,
+        model_message(
+            "travel_agent", "TAP at 89 EUR", timestamp=102.0, state_delta={"topic": "booking"}
+        ),
+    )
     assert created.version == 3
 
     loaded = store.get_session(APP, USER, "s1")
     assert loaded.version == 3
     assert [e.id for e in loaded.events] == [e1.id, call.id, created.events[2].id]
     assert loaded.events == created.events
-    assert loaded.events[1].data == {"name": "search_flights", "args": {"to": "LIS"},
-                                     "call_id": "c1"}
+    assert loaded.events[1].data == {
+        "name": "search_flights",
+        "args": {"to": "LIS"},
+        "call_id": "c1",
+    }
     assert all(e.session_id == "s1" for e in loaded.events)
     assert loaded.state == {"topic": "booking"}
     assert loaded.created_at == created.created_at
@@ -118,8 +125,7 @@ def test_end_and_delete_notify_listeners(store: SessionStore) -> None:
     assert notices[0].session is not None and len(notices[0].session.events) == 1
 
     store.delete_session(APP, USER, "s1")
-    assert [(n.change, n.session_id, n.session) for n in notices[1:]] == [
-        ("deleted", "s1", None)]
+    assert [(n.change, n.session_id, n.session) for n in notices[1:]] == [("deleted", "s1", None)]
     with pytest.raises(SessionNotFoundError):
         store.get_session(APP, USER, "s1")
     assert store.list_sessions(APP) == []
@@ -173,22 +179,46 @@ def test_partial_events_not_persisted(store: SessionStore) -> None:
 
 # -- scoped state ---------------------------------------------------------------------
 def test_scoped_state(store: SessionStore) -> None:
-    s1 = store.create_session(APP, USER, "s1", state={"user:name": "Maya", "app:model": "m1",
-                                                      "draft": "a", "temp:scratch": 1})
+    s1 = store.create_session(
+        APP,
+        USER,
+        "s1",
+        state={"user:name": "Maya", "app:model": "m1", "draft": "a", "temp:scratch": 1},
+    )
     assert s1.state == {"user:name": "Maya", "app:model": "m1", "draft": "a"}
-    store.append_event(s1, user_message("I moved", state_delta={
-        "user:home": "Lisbon", "app:greeting": "hi", "leg": 1, "temp:step": "plan"}))
+    store.append_event(
+        s1,
+        user_message(
+            "I moved",
+            state_delta={
+                "user:home": "Lisbon",
+                "app:greeting": "hi",
+                "leg": 1,
+                "temp:step": "plan",
+            },
+        ),
+    )
     # temp: reaches the in-memory copy of this invocation only.
     assert s1.state["temp:step"] == "plan"
     reloaded = store.get_session(APP, USER, "s1")
-    assert reloaded.state == {"user:name": "Maya", "user:home": "Lisbon", "app:model": "m1",
-                              "app:greeting": "hi", "draft": "a", "leg": 1}
+    assert reloaded.state == {
+        "user:name": "Maya",
+        "user:home": "Lisbon",
+        "app:model": "m1",
+        "app:greeting": "hi",
+        "draft": "a",
+        "leg": 1,
+    }
     # The event itself keeps its full delta (it is the record of what happened).
     assert reloaded.events[0].state_delta["temp:step"] == "plan"
 
     same_user = store.create_session(APP, USER, "s2")
-    assert same_user.state == {"user:name": "Maya", "user:home": "Lisbon",
-                               "app:model": "m1", "app:greeting": "hi"}
+    assert same_user.state == {
+        "user:name": "Maya",
+        "user:home": "Lisbon",
+        "app:model": "m1",
+        "app:greeting": "hi",
+    }
     other_user = store.create_session(APP, "lee", "s3")
     assert other_user.state == {"app:model": "m1", "app:greeting": "hi"}
     other_app = store.create_session("other-app", USER, "s4")
@@ -226,9 +256,13 @@ def test_threads_append_without_losing_events(store: SessionStore) -> None:
     def worker(t: int) -> None:
         try:
             for m in range(per_thread):
-                append_with_retry(store, (APP, USER, "s1"),
-                                  lambda t=t, m=m: user_message(f"{t}-{m}", id=f"t{t}m{m}",
-                                                                state_delta={f"last{t}": m}))
+                append_with_retry(
+                    store,
+                    (APP, USER, "s1"),
+                    lambda t=t, m=m: user_message(
+                        f"{t}-{m}", id=f"t{t}m{m}", state_delta={f"last{t}": m}
+                    ),
+                )
         except BaseException as exc:  # surfaced below: a thread cannot fail the test
             errors.append(exc)
 
@@ -240,8 +274,9 @@ def test_threads_append_without_losing_events(store: SessionStore) -> None:
     assert errors == []
     final = store.get_session(APP, USER, "s1")
     assert final.version == len(final.events) == n_threads * per_thread
-    assert {e.id for e in final.events} == {f"t{t}m{m}" for t in range(n_threads)
-                                            for m in range(per_thread)}
+    assert {e.id for e in final.events} == {
+        f"t{t}m{m}" for t in range(n_threads) for m in range(per_thread)
+    }
     for t in range(n_threads):  # each thread's events keep their order
         mine = [e.id for e in final.events if e.id.startswith(f"t{t}m")]
         assert mine == [f"t{t}m{m}" for m in range(per_thread)]
@@ -253,8 +288,11 @@ def _process_writer(path: str, worker: int, count: int, start: Any) -> None:
     store = SQLiteSessionStore(path)
     start.wait()  # all writers begin together, so they really contend
     for m in range(count):
-        append_with_retry(store, (APP, USER, "shared"),
-                          lambda m=m: user_message(f"{worker}-{m}", id=f"p{worker}m{m}"))
+        append_with_retry(
+            store,
+            (APP, USER, "shared"),
+            lambda m=m: user_message(f"{worker}-{m}", id=f"p{worker}m{m}"),
+        )
     store.close()
 
 
@@ -265,8 +303,9 @@ def test_sqlite_processes_share_one_file(tmp_path: Path) -> None:
     n_procs, per_proc = 3, 20
     ctx = multiprocessing.get_context("spawn")  # no inherited SQLite handles
     start = ctx.Barrier(n_procs)
-    procs = [ctx.Process(target=_process_writer, args=(path, w, per_proc, start))
-             for w in range(n_procs)]
+    procs = [
+        ctx.Process(target=_process_writer, args=(path, w, per_proc, start)) for w in range(n_procs)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -276,7 +315,8 @@ def test_sqlite_processes_share_one_file(tmp_path: Path) -> None:
         final = store.get_session(APP, USER, "shared")
     assert final.version == n_procs * per_proc
     assert sorted(e.id for e in final.events) == sorted(
-        f"p{w}m{m}" for w in range(n_procs) for m in range(per_proc))
+        f"p{w}m{m}" for w in range(n_procs) for m in range(per_proc)
+    )
 
 
 def _forked_writer(store: SQLiteSessionStore, count: int) -> None:
@@ -289,8 +329,7 @@ def test_sqlite_store_survives_fork(tmp_path: Path) -> None:
     with SQLiteSessionStore(tmp_path / "s.db") as store:
         s = store.create_session(APP, USER, "s1")
         store.append_event(s, user_message("parent"))
-        child = multiprocessing.get_context("fork").Process(target=_forked_writer,
-                                                            args=(store, 5))
+        child = multiprocessing.get_context("fork").Process(target=_forked_writer, args=(store, 5))
         child.start()
         child.join(timeout=30)
         assert child.exitcode == 0
@@ -301,12 +340,23 @@ def test_sqlite_store_survives_fork(tmp_path: Path) -> None:
 def test_sqlite_reload_from_new_store(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "dir" / "sessions.db"  # parent folders are created
     with SQLiteSessionStore(path) as store:
-        s = store.create_session(APP, USER, "s1", state={"user:name": "Maya", "app:v": 2,
-                                                         "draft": True})
-        store.append_event(s, user_message("hello", id="e1", timestamp=10.0,
-                                           state_delta={"temp:t": 1, "n": 1}))
-        store.append_event(s, tool_call("agent", "lookup", {"q": "ü"}, call_id="c9",
-                                        timestamp=11.0, artifact_delta={"plan.md": 2}))
+        s = store.create_session(
+            APP, USER, "s1", state={"user:name": "Maya", "app:v": 2, "draft": True}
+        )
+        store.append_event(
+            s, user_message("hello", id="e1", timestamp=10.0, state_delta={"temp:t": 1, "n": 1})
+        )
+        store.append_event(
+            s,
+            tool_call(
+                "agent",
+                "lookup",
+                {"q": "ü"},
+                call_id="c9",
+                timestamp=11.0,
+                artifact_delta={"plan.md": 2},
+            ),
+        )
         store.end_session(s, ended_at=20.0)
         before = store.get_session(APP, USER, "s1")
     with SQLiteSessionStore(path) as reopened:

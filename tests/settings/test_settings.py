@@ -27,12 +27,19 @@ def _write(path: Path, data: dict) -> Path:
 # -- layers --------------------------------------------------------------------------------
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
 def test_precedence_flag_over_env_over_file_over_default(tmp_path: Path, suffix: str) -> None:
-    file = _write(tmp_path / f"settings{suffix}",
-                  {"store": str(tmp_path / "from-file"),
-                   "server": {"replicas": 2, "port": 9100},
-                   "models": {"summarizer": "extractive", "batch_max_size": 8}})
-    env = {"MNEMORAY_CONFIG": str(file), "MNEMORAY_SERVER__REPLICAS": "3",
-           "MNEMORAY_MODELS__BATCH_MAX_SIZE": "12"}
+    file = _write(
+        tmp_path / f"settings{suffix}",
+        {
+            "store": str(tmp_path / "from-file"),
+            "server": {"replicas": 2, "port": 9100},
+            "models": {"summarizer": "extractive", "batch_max_size": 8},
+        },
+    )
+    env = {
+        "MNEMORAY_CONFIG": str(file),
+        "MNEMORAY_SERVER__REPLICAS": "3",
+        "MNEMORAY_MODELS__BATCH_MAX_SIZE": "12",
+    }
     s = load_settings({"server.replicas": "4"}, env=env)
     assert s.server.replicas == 4  # flag
     assert s.models.batch_max_size == 12  # env over file
@@ -51,9 +58,13 @@ def test_the_config_flag_beats_the_config_variable(tmp_path: Path) -> None:
 
 
 def test_groups_merge_across_layers_and_flags_nest(tmp_path: Path) -> None:
-    file = _write(tmp_path / "s.yaml", {"store": str(tmp_path),
-                                        "ingestion": {"trigger": {"type": "inactivity",
-                                                                  "inactivity_s": 60}}})
+    file = _write(
+        tmp_path / "s.yaml",
+        {
+            "store": str(tmp_path),
+            "ingestion": {"trigger": {"type": "inactivity", "inactivity_s": 60}},
+        },
+    )
     s = load_settings({"config": str(file), "ingestion.trigger.inactivity_s": "5"}, env={})
     assert s.ingestion.trigger.type == "inactivity" and s.ingestion.trigger.inactivity_s == 5
     assert nest({"a.b": 1, "a": {"c": 2}}) == {"a": {"b": 1, "c": 2}}
@@ -64,10 +75,16 @@ def test_groups_merge_across_layers_and_flags_nest(tmp_path: Path) -> None:
 
 def test_serve_run_string_arguments(tmp_path: Path) -> None:
     # `serve run mnemoray.serve.app:build_app KEY=VALUE ...` passes strings only.
-    s = load_settings({"store": str(tmp_path), "server.replicas": "2",
-                       "server.offload_search": "true",
-                       "models.summarizer_options": '{"model": "m"}',
-                       "recall.apps.bot.weights": '{"recency": 0.2}'}, env={})
+    s = load_settings(
+        {
+            "store": str(tmp_path),
+            "server.replicas": "2",
+            "server.offload_search": "true",
+            "models.summarizer_options": '{"model": "m"}',
+            "recall.apps.bot.weights": '{"recency": 0.2}',
+        },
+        env={},
+    )
     assert s.server.replicas == 2 and s.server.offload_search
     assert s.models.summarizer_options == {"model": "m"}
     assert s.retrieval_for("bot").weights["recency"] == 0.2
@@ -76,22 +93,26 @@ def test_serve_run_string_arguments(tmp_path: Path) -> None:
 
 
 def test_replicas_get_settings_that_round_trip(tmp_path: Path) -> None:
-    s = load_settings({"store": str(tmp_path), "recall.apps.bot.mode": "dense",
-                       "recall.weights.bm25": "0.3"}, env={})
+    s = load_settings(
+        {"store": str(tmp_path), "recall.apps.bot.mode": "dense", "recall.weights.bm25": "0.3"},
+        env={},
+    )
     again = parse_settings(s.model_dump())
     assert again == s
     assert again.retrieval_for("bot") == s.retrieval_for("bot")
 
 
 # -- unknown and moved keys ----------------------------------------------------------------
-@pytest.mark.parametrize("flags, field", [
-    ({"server.replica": 2}, "server.replica"),
-    ({"sever.replicas": 2}, "sever"),
-    ({"recall.apps.bot.mdoe": "dense"}, "recall.apps.bot.mdoe"),
-    ({"ingestion.trigger.kind": "x"}, "ingestion.trigger.kind"),
-])
-def test_unknown_keys_are_errors_naming_the_key(tmp_path: Path, flags: dict,
-                                                 field: str) -> None:
+@pytest.mark.parametrize(
+    "flags, field",
+    [
+        ({"server.replica": 2}, "server.replica"),
+        ({"sever.replicas": 2}, "sever"),
+        ({"recall.apps.bot.mdoe": "dense"}, "recall.apps.bot.mdoe"),
+        ({"ingestion.trigger.kind": "x"}, "ingestion.trigger.kind"),
+    ],
+)
+def test_unknown_keys_are_errors_naming_the_key(tmp_path: Path, flags: dict, field: str) -> None:
     with pytest.raises(ConfigError) as exc:
         load_settings({"store": str(tmp_path), **flags}, env={})
     assert exc.value.field == field
@@ -103,10 +124,12 @@ def test_unknown_keys_in_a_file_and_the_environment(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"replicas: moved: use server.replicas \(in ") as f:
         load_settings({"config": str(file)}, env={})
     assert f.value.field == "replicas"
-    for env, field in [({"MNEMORAY_FOO": "1"}, "MNEMORAY_FOO"),
-                       ({"MNEMORAY_REPLICAS": "2"}, "MNEMORAY_REPLICAS"),
-                       ({"MNEMORAY_API_KEYS": "/k.json"}, "MNEMORAY_API_KEYS"),
-                       ({"MNEMORAY_SERVER__REPLICA": "2"}, "server.replica")]:
+    for env, field in [
+        ({"MNEMORAY_FOO": "1"}, "MNEMORAY_FOO"),
+        ({"MNEMORAY_REPLICAS": "2"}, "MNEMORAY_REPLICAS"),
+        ({"MNEMORAY_API_KEYS": "/k.json"}, "MNEMORAY_API_KEYS"),
+        ({"MNEMORAY_SERVER__REPLICA": "2"}, "server.replica"),
+    ]:
         with pytest.raises(ConfigError) as exc:
             load_settings({"store": str(tmp_path)}, env=env)
         assert exc.value.field == field, env
@@ -133,13 +156,18 @@ def test_bad_values_name_the_key(tmp_path: Path) -> None:
 
 # -- the environment -----------------------------------------------------------------------
 def test_environment_nesting_and_json_values(tmp_path: Path) -> None:
-    env = {"MNEMORAY_STORE": str(tmp_path), "MNEMORAY_SERVER__NUM_CPUS__INGRESS": "1.5",
-           "MNEMORAY_MODELS__SUMMARIZER_OPTIONS": '{"model": "m", "base_url": "http://x"}',
-           "MNEMORAY_SERVER__API_KEYS": '{"k1": "app"}',
-           "mnemoray_recall__apps__Support__recency_window": "0.1",
-           "MNEMORAY_RECALL__WEIGHTS__BM25": "0.3",
-           "MNEMORAY_ONNX_CACHE": "/cache", "MNEMORAY_CRASH_AFTER": "",  # not settings
-           "MNEMORAY_SERVER__PORT": "", "PATH": "/bin"}  # empty: unset
+    env = {
+        "MNEMORAY_STORE": str(tmp_path),
+        "MNEMORAY_SERVER__NUM_CPUS__INGRESS": "1.5",
+        "MNEMORAY_MODELS__SUMMARIZER_OPTIONS": '{"model": "m", "base_url": "http://x"}',
+        "MNEMORAY_SERVER__API_KEYS": '{"k1": "app"}',
+        "mnemoray_recall__apps__Support__recency_window": "0.1",
+        "MNEMORAY_RECALL__WEIGHTS__BM25": "0.3",
+        "MNEMORAY_ONNX_CACHE": "/cache",
+        "MNEMORAY_CRASH_AFTER": "",  # not settings
+        "MNEMORAY_SERVER__PORT": "",
+        "PATH": "/bin",
+    }  # empty: unset
     s = load_settings(env=env)
     assert s.server.num_cpus.ingress == 1.5 and s.server.port == 8000
     assert s.models.summarizer_options == {"model": "m", "base_url": "http://x"}
@@ -147,8 +175,9 @@ def test_environment_nesting_and_json_values(tmp_path: Path) -> None:
     # Environment names are case-insensitive: app names arrive lower-cased.
     assert s.retrieval_for("support").recency_window == 0.1
     assert s.retrieval_for("support").weights["bm25"] == 0.3
-    assert settings_from_env({"MNEMORAY_SERVER__API_KEYS": "/etc/keys.json"}) == \
-        {"server": {"api_keys": "/etc/keys.json"}}
+    assert settings_from_env({"MNEMORAY_SERVER__API_KEYS": "/etc/keys.json"}) == {
+        "server": {"api_keys": "/etc/keys.json"}
+    }
 
 
 # -- recall ---------------------------------------------------------------------------------
@@ -156,9 +185,12 @@ def test_retrieval_config_from_a_mapping() -> None:
     cfg = retrieval_config({"mode": "dense", "depth": "50", "weights": {"bm25": "0.5"}})
     assert cfg == RetrievalConfig(mode="dense", depth=50, weights={"bm25": 0.5})
     assert retrieval_config({}) == RetrievalConfig()
-    for bad, field in [({"mode": "fuzzy"}, "recall.mode"), ({"dpeth": 1}, "recall.dpeth"),
-                       ({"depth": "many"}, "recall.depth"),
-                       ({"weights": "x"}, "recall.weights")]:
+    for bad, field in [
+        ({"mode": "fuzzy"}, "recall.mode"),
+        ({"dpeth": 1}, "recall.dpeth"),
+        ({"depth": "many"}, "recall.depth"),
+        ({"weights": "x"}, "recall.weights"),
+    ]:
         with pytest.raises(InvalidInput) as exc:
             retrieval_config(bad)
         assert exc.value.field == field, bad
@@ -169,9 +201,13 @@ def test_retrieval_config_from_a_mapping() -> None:
 
 
 def test_per_app_overrides_merge_over_the_default() -> None:
-    r = recall_settings({"recency_window": 0.08, "weights": {"bm25": 0.2},
-                         "apps": {"bot": {"mode": "keyword", "weights": {"recency": 0.1}},
-                                  "plain": {}}})
+    r = recall_settings(
+        {
+            "recency_window": 0.08,
+            "weights": {"bm25": 0.2},
+            "apps": {"bot": {"mode": "keyword", "weights": {"recency": 0.1}}, "plain": {}},
+        }
+    )
     bot, other = r.retrieval_for("bot"), r.retrieval_for("someone-else")
     assert bot.mode == "keyword" and bot.recency_window == 0.08
     assert bot.weights == {**DEFAULT_WEIGHTS, "bm25": 0.2, "recency": 0.1}
@@ -188,11 +224,11 @@ def test_per_app_overrides_merge_over_the_default() -> None:
 
 
 def test_recall_group_of_a_settings_file(tmp_path: Path) -> None:
-    file = _write(tmp_path / "s.yaml", {"store": "/elsewhere",
-                                        "recall": {"apps": {"bot": {"depth": 20}}}})
+    file = _write(
+        tmp_path / "s.yaml", {"store": "/elsewhere", "recall": {"apps": {"bot": {"depth": 20}}}}
+    )
     assert recall_settings_from_file(file).retrieval_for("bot").depth == 20
-    assert recall_settings_from_file(_write(tmp_path / "e.json", {})).default == \
-        RetrievalConfig()
+    assert recall_settings_from_file(_write(tmp_path / "e.json", {})).default == RetrievalConfig()
 
 
 # -- the CLI -------------------------------------------------------------------------------
@@ -210,8 +246,9 @@ def test_cli_serve_reads_the_config_file_and_environment(tmp_path: Path, monkeyp
     monkeypatch.setenv("MNEMORAY_SERVER__HOST", "10.0.0.1")
     result = CliRunner().invoke(app, ["serve", "--store", str(tmp_path)])
     assert result.exit_code == 2 and "--host needs API keys" in result.output
-    bad = CliRunner().invoke(app, ["serve", "--config", str(file), "--set",
-                                   "recall.apps.bot.mode=fuzzy"])
+    bad = CliRunner().invoke(
+        app, ["serve", "--config", str(file), "--set", "recall.apps.bot.mode=fuzzy"]
+    )
     assert bad.exit_code == 2 and "recall.apps.bot.mode" in bad.output
 
 
@@ -224,11 +261,24 @@ def test_cli_recall_takes_its_ranking_from_a_config_file(tmp_path: Path) -> None
 
     store = tmp_path / "kw"
     assert MemoryService.open(store, embedder=None).add_session(parrot())
-    base = ["recall", "--store", str(store), "--app", "app", "--user", "alice",
-            "--embedder", "none", "--json", "African Grey parrot"]
+    base = [
+        "recall",
+        "--store",
+        str(store),
+        "--app",
+        "app",
+        "--user",
+        "alice",
+        "--embedder",
+        "none",
+        "--json",
+        "African Grey parrot",
+    ]
     # bm25 off for this app: only the entity signal ranks.
-    file = _write(tmp_path / "s.yaml", {"recall": {"mode": "keyword", "apps": {
-        "app": {"weights": {"bm25": 0}}}}})
+    file = _write(
+        tmp_path / "s.yaml",
+        {"recall": {"mode": "keyword", "apps": {"app": {"weights": {"bm25": 0}}}}},
+    )
     result = CliRunner().invoke(app, [*base, "--config", str(file)])
     assert result.exit_code == 0, result.output
     memories = json.loads(result.stdout)["memories"]

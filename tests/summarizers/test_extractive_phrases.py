@@ -27,7 +27,7 @@ def reference(sentences: list) -> tuple:
         keep = [w if _is_topic_word(w) or w in _MODIFIERS else None for w in words(s.text)]
         for j in range(len(keep)):
             for size in range(1, 4):
-                gram = keep[j:j + size]
+                gram = keep[j : j + size]
                 if len(gram) < size or None in gram:
                     break
                 if gram[-1] in _MODIFIERS:
@@ -44,8 +44,25 @@ def conversations() -> list[list[Event]]:
     out = [s.events for s in generate(DatasetConfig(users=10, sessions_per_user=5)).sessions]
     out += [s.events for s in generate_longconv(LongConvConfig(pairs=2, sessions=4)).sessions]
     rng = random.Random(5)
-    vocab = [*sorted(_MODIFIERS)[:12], "flat", "flats", "parrot", "parrots", "the", "a", "42",
-             "booking", "booked", "it's", "Lisbon", "rua", "das", "flores", "new", "small"]
+    vocab = [
+        *sorted(_MODIFIERS)[:12],
+        "flat",
+        "flats",
+        "parrot",
+        "parrots",
+        "the",
+        "a",
+        "42",
+        "booking",
+        "booked",
+        "it's",
+        "Lisbon",
+        "rua",
+        "das",
+        "flores",
+        "new",
+        "small",
+    ]
     for _ in range(60):  # runs of modifiers, stopwords, digits and topic words
         text = " ".join(rng.choice(vocab) for _ in range(rng.randrange(1, 30))) + "."
         out.append([user_message(text), user_message(text.upper())])
@@ -54,8 +71,12 @@ def conversations() -> list[list[Event]]:
 
 def _as_lists(result: tuple) -> tuple:
     counts, first_seen, surfaces, where = result
-    return (list(counts.items()), list(first_seen.items()),
-            [(k, list(v.items())) for k, v in surfaces.items()], list(where.items()))
+    return (
+        list(counts.items()),
+        list(first_seen.items()),
+        [(k, list(v.items())) for k, v in surfaces.items()],
+        list(where.items()),
+    )
 
 
 def test_phrases_equal_the_old_loop() -> None:

@@ -19,23 +19,44 @@ from mnemoray.summarizers import (
 def parrot_apartment() -> list[Event]:
     return [
         user_message("Hi! I'm Sam and I live in Lisbon with my parrot Kiwi.", id="u1"),
-        model_message("assistant", "Nice to meet you, Sam. Parrots are great companions.",
-                      id="m1"),
-        user_message("I'm looking for a new apartment in Porto. My budget is 1,200 EUR a month.",
-                     id="u2"),
-        model_message("assistant", "Porto has many apartments in that range. Do you need a "
-                      "pet-friendly apartment for your parrot?", id="m2"),
-        user_message("Yes, the apartment must allow pets. Kiwi is loud in the morning. "
-                     "I prefer a balcony.", id="u3"),
-        tool_call("assistant", "search_apartments",
-                  {"city": "Porto", "max_rent_eur": 1200, "pets": True}, call_id="c1", id="t1"),
-        tool_result("search_apartments", "search_apartments",
-                    {"results": [{"street": "Rua das Flores 12", "rent_eur": 1100}]},
-                    call_id="c1", id="t2"),
-        model_message("assistant", "I found a pet-friendly apartment on Rua das Flores for "
-                      "1,100 EUR with a balcony.", id="m3"),
-        user_message("My parrot needs a quiet apartment. Is the Rua das Flores apartment close "
-                     "to a vet for parrots?", id="u4"),
+        model_message("assistant", "Nice to meet you, Sam. Parrots are great companions.", id="m1"),
+        user_message(
+            "I'm looking for a new apartment in Porto. My budget is 1,200 EUR a month.", id="u2"
+        ),
+        model_message(
+            "assistant",
+            "Porto has many apartments in that range. Do you need a "
+            "pet-friendly apartment for your parrot?",
+            id="m2",
+        ),
+        user_message(
+            "Yes, the apartment must allow pets. Kiwi is loud in the morning. I prefer a balcony.",
+            id="u3",
+        ),
+        tool_call(
+            "assistant",
+            "search_apartments",
+            {"city": "Porto", "max_rent_eur": 1200, "pets": True},
+            call_id="c1",
+            id="t1",
+        ),
+        tool_result(
+            "search_apartments",
+            "search_apartments",
+            {"results": [{"street": "Rua das Flores 12", "rent_eur": 1100}]},
+            call_id="c1",
+            id="t2",
+        ),
+        model_message(
+            "assistant",
+            "I found a pet-friendly apartment on Rua das Flores for 1,100 EUR with a balcony.",
+            id="m3",
+        ),
+        user_message(
+            "My parrot needs a quiet apartment. Is the Rua das Flores apartment close "
+            "to a vet for parrots?",
+            id="u4",
+        ),
     ]
 
 
@@ -66,8 +87,7 @@ def test_length_budget_is_respected() -> None:
 
 
 def test_redundant_sentences_are_not_repeated() -> None:
-    events = [user_message("My parrot Kiwi loves sunflower seeds.", id=f"u{i}")
-              for i in range(3)]
+    events = [user_message("My parrot Kiwi loves sunflower seeds.", id=f"u{i}") for i in range(3)]
     events.append(user_message("The landlord allows pets in the apartment.", id="u9"))
     summary = ExtractiveSummarizer().summarize(events)
     assert summary.summary.count("sunflower") == 1
@@ -94,26 +114,29 @@ def test_key_facts_are_user_self_disclosures_with_provenance() -> None:
     assert not any("Parrots are great" in t or t.endswith("?") for t in by_text)
 
 
-@pytest.mark.parametrize("text,is_fact", [
-    ("I'm allergic to peanuts.", True),
-    ("Oh, and I work as a nurse at night.", True),
-    ("I hate early flights.", True),
-    ("I plan to move in June.", True),
-    ("I usually prefer trains.", True),
-    ("My daughter's name is Ana.", True),
-    ("my daughter's name is Ana.", True),
-    ("I'm thinking about getting a pet parrot.", True),
-    ("I really like African Grey parrots because they can talk.", True),
-    ("My apartment is small though.", True),
-    ("I moved to Madrid in March.", True),
-    ("I will start a new job next week.", True),
-    ("I'll be in Rome from the 3rd to the 9th.", True),
-    ("I was wondering about the price.", False),
-    ("I'm not sure about that.", False),
-    ("I'd like to know the price.", False),
-    ("Do I have any bookings?", False),
-    ("The weather is nice.", False),
-])
+@pytest.mark.parametrize(
+    "text,is_fact",
+    [
+        ("I'm allergic to peanuts.", True),
+        ("Oh, and I work as a nurse at night.", True),
+        ("I hate early flights.", True),
+        ("I plan to move in June.", True),
+        ("I usually prefer trains.", True),
+        ("My daughter's name is Ana.", True),
+        ("my daughter's name is Ana.", True),
+        ("I'm thinking about getting a pet parrot.", True),
+        ("I really like African Grey parrots because they can talk.", True),
+        ("My apartment is small though.", True),
+        ("I moved to Madrid in March.", True),
+        ("I will start a new job next week.", True),
+        ("I'll be in Rome from the 3rd to the 9th.", True),
+        ("I was wondering about the price.", False),
+        ("I'm not sure about that.", False),
+        ("I'd like to know the price.", False),
+        ("Do I have any bookings?", False),
+        ("The weather is nice.", False),
+    ],
+)
 def test_first_person_fact_patterns(text: str, is_fact: bool) -> None:
     facts = ExtractiveSummarizer().summarize([user_message(text, id="u")]).key_facts
     assert bool(facts) is is_fact
@@ -122,17 +145,19 @@ def test_first_person_fact_patterns(text: str, is_fact: bool) -> None:
 
 
 def test_repeated_fact_keeps_every_source_event() -> None:
-    events = [user_message("I'm vegetarian.", id="a"), model_message("bot", "Noted.", id="b"),
-              user_message("Again: I'm vegetarian.", id="c"),
-              user_message("I'm vegetarian.", id="d")]
+    events = [
+        user_message("I'm vegetarian.", id="a"),
+        model_message("bot", "Noted.", id="b"),
+        user_message("Again: I'm vegetarian.", id="c"),
+        user_message("I'm vegetarian.", id="d"),
+    ]
     facts = ExtractiveSummarizer().summarize(events).key_facts
     assert [(f.text, f.source_event_ids) for f in facts] == [("I'm vegetarian.", ("a", "d"))]
 
 
 def test_entities_are_names_and_quantities_not_sentence_starts() -> None:
     entities = ExtractiveSummarizer().summarize(parrot_apartment()).entities
-    for expected in ("Sam", "Lisbon", "Kiwi", "Porto", "Rua das Flores", "1,200 EUR",
-                     "1,100 EUR"):
+    for expected in ("Sam", "Lisbon", "Kiwi", "Porto", "Rua das Flores", "1,200 EUR", "1,100 EUR"):
         assert expected in entities
     assert not {"Hi", "Nice", "Yes", "I'm", "EUR", "My", "Parrots"} & set(entities)
 
@@ -149,15 +174,21 @@ def test_open_threads_are_unanswered_questions_and_pending_calls() -> None:
     # The model's earlier question and the answered call c1 are not open.
     answered = events + [model_message("assistant", "Yes, a vet is 200 m away.", id="m9")]
     assert ExtractiveSummarizer().summarize(answered).open_threads == (
-        "Pending tool call: find_vets(near=Rua das Flores)",)
+        "Pending tool call: find_vets(near=Rua das Flores)",
+    )
 
 
 def test_tool_events_are_rendered_briefly() -> None:
     big = {"rows": [{"id": i, "note": "x" * 50} for i in range(200)]}
     events = [
         user_message("Find me flights from Berlin to Lisbon in May.", id="u"),
-        tool_call("agent", "search_flights", {"origin": "Berlin", "destination": "Lisbon"},
-                  call_id="c", id="tc"),
+        tool_call(
+            "agent",
+            "search_flights",
+            {"origin": "Berlin", "destination": "Lisbon"},
+            call_id="c",
+            id="tc",
+        ),
         tool_result("agent", "search_flights", big, call_id="c", id="tr"),
     ]
     summary = ExtractiveSummarizer(max_sentences=10).summarize(events)
@@ -171,8 +202,14 @@ def test_empty_and_non_content_input() -> None:
     empty = ExtractiveSummarizer().summarize([])
     assert empty == Summary(summary="")
     skipped = [
-        Event(author="compactor", role="system", type="compaction", text="old summary",
-              data={"start_ts": 0.0, "end_ts": 1.0}, id="k"),
+        Event(
+            author="compactor",
+            role="system",
+            type="compaction",
+            text="old summary",
+            data={"start_ts": 0.0, "end_ts": 1.0},
+            id="k",
+        ),
         Event(author="agent", role="system", type="control", data={"action": "x"}, id="ctl"),
         Event(author="agent", role="model", text="partial tok", partial=True, id="p"),
     ]
@@ -182,9 +219,11 @@ def test_empty_and_non_content_input() -> None:
 
 
 def test_source_event_ids_exclude_non_content() -> None:
-    events = [user_message("I live in Lisbon.", id="a"),
-              Event(author="agent", role="system", type="control", data={"x": 1}, id="ctl"),
-              model_message("bot", "Lisbon is lovely in spring.", id="b")]
+    events = [
+        user_message("I live in Lisbon.", id="a"),
+        Event(author="agent", role="system", type="control", data={"x": 1}, id="ctl"),
+        model_message("bot", "Lisbon is lovely in spring.", id="b"),
+    ]
     assert ExtractiveSummarizer().summarize(events).source_event_ids == ("a", "b")
 
 
@@ -213,10 +252,11 @@ def test_registry() -> None:
 
 
 def test_adjectives_only_narrow_a_topic() -> None:
-    events = [user_message("I'm thinking about getting a pet parrot. My apartment is small.",
-                           id="a"),
-              model_message("bot", "A small apartment suits a small parrot.", id="b"),
-              user_message("Is a small apartment too loud for a parrot?", id="c")]
+    events = [
+        user_message("I'm thinking about getting a pet parrot. My apartment is small.", id="a"),
+        model_message("bot", "A small apartment suits a small parrot.", id="b"),
+        user_message("Is a small apartment too loud for a parrot?", id="c"),
+    ]
     topics = ExtractiveSummarizer().summarize(events).topics
     assert "small apartment" in topics
     assert not {"small", "thinking", "getting"} & set(topics)
@@ -235,8 +275,9 @@ def bird_chat() -> list[Event]:
         user_message("I'm thinking about getting a pet parrot.", id="a"),
         model_message("bot", "Cockatiels and budgies are friendly birds for beginners.", id="b"),
         user_message("My car broke down on the highway yesterday.", id="c"),
-        model_message("bot", "African Greys are clever talkers but need a lot of attention.",
-                      id="d"),
+        model_message(
+            "bot", "African Greys are clever talkers but need a lot of attention.", id="d"
+        ),
         user_message("Which bird is easiest to keep in a flat?", id="e"),
     ]
 
@@ -253,25 +294,25 @@ def test_summarize_many_matches_one_by_one(embedder: Embedder) -> None:
     assert summarizer.summarize_many(batches) == [summarizer.summarize(b) for b in batches]
 
 
-def test_embedding_centrality_prefers_what_the_conversation_is_about(
-        embedder: Embedder) -> None:
+def test_embedding_centrality_prefers_what_the_conversation_is_about(embedder: Embedder) -> None:
     summary = ExtractiveSummarizer(embedder=embedder, max_sentences=3).summarize(bird_chat())
     # No word is shared between the bird sentences, yet they are about one thing;
     # the broken-down car is not.
     assert "car broke down" not in summary.summary
     assert "parrot" in summary.summary and "Cockatiels" in summary.summary
-    assert all(line.split(": ", 1)[0] in {"User", "bot"}
-               for line in summary.summary.splitlines())
+    assert all(line.split(": ", 1)[0] in {"User", "bot"} for line in summary.summary.splitlines())
     topics = summary.topics
     assert topics[:2] == ("birds", "parrot")
     assert not {"car", "broke", "highway"} & set(topics)
 
 
 def test_embedding_mmr_skips_near_duplicates(embedder: Embedder) -> None:
-    events = [user_message("My parrot Kiwi loves sunflower seeds.", id="a"),
-              user_message("My parrot Kiwi loves sunflower seeds!", id="b"),
-              user_message("Kiwi, my parrot, loves sunflower seeds.", id="c"),
-              user_message("The landlord allows pets in the apartment.", id="d")]
+    events = [
+        user_message("My parrot Kiwi loves sunflower seeds.", id="a"),
+        user_message("My parrot Kiwi loves sunflower seeds!", id="b"),
+        user_message("Kiwi, my parrot, loves sunflower seeds.", id="c"),
+        user_message("The landlord allows pets in the apartment.", id="d"),
+    ]
     summary = ExtractiveSummarizer(embedder=embedder).summarize(events)
     assert summary.summary.count("sunflower") == 1
     assert "landlord" in summary.summary

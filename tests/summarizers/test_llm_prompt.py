@@ -25,14 +25,16 @@ T0 = 1_735_725_600  # 2025-01-01 10:00 UTC
 
 @pytest.fixture
 def events() -> list[Event]:
-    call = tool_call("travel_agent", "search_flights", {"to": "Lisbon", "max_price": 300},
-                     timestamp=T0 + 20)
+    call = tool_call(
+        "travel_agent", "search_flights", {"to": "Lisbon", "max_price": 300}, timestamp=T0 + 20
+    )
     return [
         user_message("I'm vegetarian and I want to visit Lisbon in May.", timestamp=T0),  # e0
         model_message("travel_agent", "Great choice!\nLet me look.", timestamp=T0 + 10),  # e1
         call,  # e2
-        tool_result("search_flights", "search_flights", {"flights": 2}, call.call_id,
-                    timestamp=T0 + 30),  # e3
+        tool_result(
+            "search_flights", "search_flights", {"flights": 2}, call.call_id, timestamp=T0 + 30
+        ),  # e3
         Event(author="user", text="Lis", partial=True, timestamp=T0 + 35),  # skipped
         Event(author="system", role="system", type="control", timestamp=T0 + 36),  # skipped
         user_message("Book the cheaper one, my budget is tight.", timestamp=T0 + 40),  # e6
@@ -44,7 +46,7 @@ def test_transcript_numbers_lines_by_position_and_skips_partial_and_control(even
     assert lines == [
         "[e0] user (2025-01-01 10:00): I'm vegetarian and I want to visit Lisbon in May.",
         "[e1] model:travel_agent (2025-01-01 10:00): Great choice! Let me look.",
-        '[e2] model:travel_agent (2025-01-01 10:00): called search_flights('
+        "[e2] model:travel_agent (2025-01-01 10:00): called search_flights("
         '{"max_price": 300, "to": "Lisbon"})',
         '[e3] tool:search_flights (2025-01-01 10:00): search_flights returned {"flights": 2}',
         "[e6] user (2025-01-01 10:00): Book the cheaper one, my budget is tight.",
@@ -54,15 +56,23 @@ def test_transcript_numbers_lines_by_position_and_skips_partial_and_control(even
 
 def test_transcript_clips_long_events_and_renders_errors_and_compactions():
     long = user_message("word " * 1000, timestamp=T0)
-    err = Event(author="travel_agent", role="model", type="error", text="quota exceeded",
-                timestamp=T0)
-    comp = Event(author="system", role="system", type="compaction", text="User likes trains.",
-                 data={"start_ts": 0.0, "end_ts": 1.0}, timestamp=T0)
+    err = Event(
+        author="travel_agent", role="model", type="error", text="quota exceeded", timestamp=T0
+    )
+    comp = Event(
+        author="system",
+        role="system",
+        type="compaction",
+        text="User likes trains.",
+        data={"start_ts": 0.0, "end_ts": 1.0},
+        timestamp=T0,
+    )
     lines = render_transcript([long, err, comp], max_event_chars=50).splitlines()
     assert lines[0].endswith("…") and len(lines[0].split(": ", 1)[1]) == 50
     assert lines[1].endswith("): error: quota exceeded")
-    assert lines[2] == ("[e2] system (2025-01-01 10:00): summary of earlier events: "
-                        "User likes trains.")
+    assert lines[2] == (
+        "[e2] system (2025-01-01 10:00): summary of earlier events: User likes trains."
+    )
 
 
 def test_prompt_holds_transcript_and_schema(events):
@@ -76,16 +86,18 @@ def test_prompt_holds_transcript_and_schema(events):
 
 
 def test_plain_json_maps_citations_to_event_ids(events):
-    raw = json.dumps({
-        "summary": "User plans a vegetarian-friendly Lisbon trip in May on a tight budget.",
-        "topics": ["travel", "Lisbon", "travel"],
-        "key_facts": [
-            {"text": "User is vegetarian", "events": [0]},
-            {"text": "User is on a tight budget", "events": [6, 3]},
-        ],
-        "entities": ["Lisbon"],
-        "open_threads": ["Confirm the cheaper flight booking"],
-    })
+    raw = json.dumps(
+        {
+            "summary": "User plans a vegetarian-friendly Lisbon trip in May on a tight budget.",
+            "topics": ["travel", "Lisbon", "travel"],
+            "key_facts": [
+                {"text": "User is vegetarian", "events": [0]},
+                {"text": "User is on a tight budget", "events": [6, 3]},
+            ],
+            "entities": ["Lisbon"],
+            "open_threads": ["Confirm the cheaper flight booking"],
+        }
+    )
     summary = parse_summary(raw, events)
     assert summary.key_facts == (
         Fact("User is vegetarian", (events[0].id,)),
@@ -98,18 +110,22 @@ def test_plain_json_maps_citations_to_event_ids(events):
 
 
 def test_fenced_json_with_prose_and_braces_around_it(events):
-    raw = ('Sure! Here is the memory {as requested}:\n\n```json\n'
-           '{"summary": "User wants Lisbon.", "topics": ["travel"], '
-           '"key_facts": [{"text": "Wants to visit Lisbon in May", "events": [0]}], '
-           '"entities": [], "open_threads": []}\n```\nLet me know if you need more.')
+    raw = (
+        "Sure! Here is the memory {as requested}:\n\n```json\n"
+        '{"summary": "User wants Lisbon.", "topics": ["travel"], '
+        '"key_facts": [{"text": "Wants to visit Lisbon in May", "events": [0]}], '
+        '"entities": [], "open_threads": []}\n```\nLet me know if you need more.'
+    )
     summary = parse_summary(raw, events)
     assert summary.summary == "User wants Lisbon."
     assert summary.key_facts == (Fact("Wants to visit Lisbon in May", (events[0].id,)),)
 
 
 def test_reasoning_preamble_is_ignored(events):
-    raw = ('<think>The user said {vegetarian}. Output {"summary": "draft"}?</think>\n'
-           '{"summary": "Final.", "key_facts": [{"text": "Vegetarian", "events": [0]}]}')
+    raw = (
+        '<think>The user said {vegetarian}. Output {"summary": "draft"}?</think>\n'
+        '{"summary": "Final.", "key_facts": [{"text": "Vegetarian", "events": [0]}]}'
+    )
     summary = parse_summary(raw, events)
     assert summary.summary == "Final."
     assert summary.key_facts[0].source_event_ids == (events[0].id,)
@@ -131,19 +147,21 @@ def test_trailing_commas_single_quotes_and_python_literals(events):
 
 
 def test_bad_citations_are_dropped_and_counted(events):
-    raw = json.dumps({
-        "summary": "Trip planning [e0] for Lisbon [e6].",
-        "keyFacts": [  # camelCase, as some prompts in the wild ask for
-            {"text": "Vegetarian", "events": ["e0", "[e99]", 4]},  # e4 is a partial event
-            {"text": "Budget is tight", "events": [99]},  # nothing valid left: dropped
-            {"text": "Prefers May", "events": []},  # uncited: dropped
-            "Wants the cheaper flight [e6]",  # inline citation
-            {"text": "Going to Lisbon [e0]", "events": "e6"},
-            {"text": "", "events": [0]},  # no text: dropped
-            {"text": "Bool is not an index", "events": [True]},
-        ],
-        "entities": [{"name": "Lisbon", "type": "city"}, "lisbon", 7],
-    })
+    raw = json.dumps(
+        {
+            "summary": "Trip planning [e0] for Lisbon [e6].",
+            "keyFacts": [  # camelCase, as some prompts in the wild ask for
+                {"text": "Vegetarian", "events": ["e0", "[e99]", 4]},  # e4 is a partial event
+                {"text": "Budget is tight", "events": [99]},  # nothing valid left: dropped
+                {"text": "Prefers May", "events": []},  # uncited: dropped
+                "Wants the cheaper flight [e6]",  # inline citation
+                {"text": "Going to Lisbon [e0]", "events": "e6"},
+                {"text": "", "events": [0]},  # no text: dropped
+                {"text": "Bool is not an index", "events": [True]},
+            ],
+            "entities": [{"name": "Lisbon", "type": "city"}, "lisbon", 7],
+        }
+    )
     report = parse_summary_report(raw, events)
     assert report.summary.key_facts == (
         Fact("Vegetarian", (events[0].id,)),
@@ -163,8 +181,11 @@ def test_nested_fact_alone_is_not_taken_for_a_summary(events):
 
 
 def test_unrecoverable_output_raises_with_excerpt(events):
-    with pytest.raises(SummaryParseError, match=r"no summary JSON object in model output of "
-                                                r"\d+ chars: 'The user talked about"):
+    with pytest.raises(
+        SummaryParseError,
+        match=r"no summary JSON object in model output of "
+        r"\d+ chars: 'The user talked about",
+    ):
         parse_summary("The user talked about Lisbon and food. " * 20, events)
     with pytest.raises(SummaryParseError, match="looks truncated"):
         parse_summary('{"summary": "User plans a trip", "topics": ["tra', events)

@@ -19,20 +19,33 @@ from mnemoray.summarizers.openai_backend import OpenAISummarizer
 
 Reply = tuple[int, Any, dict[str, str]]  # status, JSON payload, headers
 
-GOOD = json.dumps({
-    "summary": "User adopted a parrot named Kiwi.",
-    "topics": ["parrots"],
-    "key_facts": [{"text": "User owns a parrot named Kiwi", "events": [0]},
-                  {"text": "Invented fact", "events": [42]}],
-    "entities": ["Kiwi"],
-    "open_threads": ["Which seeds are safe"],
-})
+GOOD = json.dumps(
+    {
+        "summary": "User adopted a parrot named Kiwi.",
+        "topics": ["parrots"],
+        "key_facts": [
+            {"text": "User owns a parrot named Kiwi", "events": [0]},
+            {"text": "Invented fact", "events": [42]},
+        ],
+        "entities": ["Kiwi"],
+        "open_threads": ["Which seeds are safe"],
+    }
+)
 
 
 def completion(content: str | None, finish_reason: str = "stop") -> dict[str, Any]:
-    return {"id": "cmpl-1", "object": "chat.completion", "model": "tiny",
-            "choices": [{"index": 0, "finish_reason": finish_reason,
-                         "message": {"role": "assistant", "content": content}}]}
+    return {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "model": "tiny",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": finish_reason,
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
+    }
 
 
 class FakeChatServer:
@@ -65,8 +78,9 @@ class FakeChatServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         # A short poll interval keeps shutdown (once per test) from taking 0.5 s.
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.01}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
 
     def script(self, *replies: Reply) -> None:
         """Answer requests with ``replies`` in order (the last one repeats)."""
@@ -90,9 +104,10 @@ def server() -> Iterator[FakeChatServer]:
 
 @pytest.fixture
 def events() -> list[Event]:
-    return [user_message("I just adopted a parrot, her name is Kiwi.", timestamp=1_700_000_000),
-            model_message("pet_bot", "Lovely! What would you like to know?",
-                          timestamp=1_700_000_005)]
+    return [
+        user_message("I just adopted a parrot, her name is Kiwi.", timestamp=1_700_000_000),
+        model_message("pet_bot", "Lovely! What would you like to know?", timestamp=1_700_000_005),
+    ]
 
 
 class FixedSummarizer(Summarizer):
@@ -121,10 +136,13 @@ def test_valid_json_reply_keeps_provenance_and_request_is_openai_shaped(server, 
     [(path, headers, body)] = server.requests
     assert path == "/v1/chat/completions"
     assert headers["Authorization"] == "Bearer sk-test"
-    assert body == {"model": "tiny-chat",
-                    "messages": [{"role": "user", "content": build_prompt(events)}],
-                    "max_tokens": 300, "temperature": 0.0,
-                    "response_format": {"type": "json_object"}}
+    assert body == {
+        "model": "tiny-chat",
+        "messages": [{"role": "user", "content": build_prompt(events)}],
+        "max_tokens": 300,
+        "temperature": 0.0,
+        "response_format": {"type": "json_object"},
+    }
 
 
 def test_fenced_reply_and_key_from_environment(server, events, monkeypatch):
@@ -142,9 +160,11 @@ def test_no_key_sends_no_authorization(server, events, monkeypatch):
 
 
 def test_server_error_then_success_is_retried(server, events):
-    server.script((500, {"error": {"message": "engine overloaded"}}, {}),
-                  (429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}),
-                  (200, completion(GOOD), {}))
+    server.script(
+        (500, {"error": {"message": "engine overloaded"}}, {}),
+        (429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}),
+        (200, completion(GOOD), {}),
+    )
     summary = make(server).summarize(events)
     assert summary.summary == "User adopted a parrot named Kiwi."
     assert len(server.requests) == 3
@@ -161,8 +181,9 @@ def test_persistent_5xx_gives_up_after_max_retries(server, events):
 
 def test_client_error_is_not_retried_and_names_status_and_message(server, events):
     server.script((400, {"error": {"message": "The model `tiny-chat` does not exist."}}, {}))
-    with pytest.raises(BackendRequestError,
-                       match=r"HTTP 400: The model `tiny-chat` does not exist\.") as exc:
+    with pytest.raises(
+        BackendRequestError, match=r"HTTP 400: The model `tiny-chat` does not exist\."
+    ) as exc:
         make(server).summarize(events)
     assert exc.value.status == 400
     assert len(server.requests) == 1
@@ -187,8 +208,13 @@ def test_summarize_many_sends_windows_concurrently_and_keeps_order(server):
         # Echo the window's own first line back as its fact, citing e0.
         first = body["messages"][0]["content"].split("[e0] user (")[1].split(": ", 1)[1]
         first = first.splitlines()[0]
-        return 200, completion(json.dumps(
-            {"summary": first, "key_facts": [{"text": first, "events": [0]}]})), {}
+        return (
+            200,
+            completion(
+                json.dumps({"summary": first, "key_facts": [{"text": first, "events": [0]}]})
+            ),
+            {},
+        )
 
     server.handler = handler
     windows = [[user_message(f"window number {i}", timestamp=1_700_000_000)] for i in range(5)]
@@ -222,8 +248,9 @@ def test_unreachable_server_is_retried_then_reported(events):
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    summarizer = OpenAISummarizer(f"http://127.0.0.1:{port}/v1", "m", max_retries=1,
-                                  backoff_s=0.01, timeout=2)
+    summarizer = OpenAISummarizer(
+        f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff_s=0.01, timeout=2
+    )
     with pytest.raises(BackendRequestError, match="failed after 2 attempts"):
         summarizer.summarize(events)
 

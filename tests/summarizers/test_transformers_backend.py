@@ -27,19 +27,22 @@ from mnemoray.summarizers.errors import PromptTooLongError, SummaryParseError  #
 from mnemoray.summarizers.transformers_backend import TransformersSummarizer  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "<|assistant|>"]
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m.role }}|> {{ m.content }} {% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m.role }}|> {{ m.content }} {% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 # What the hand-wired model emits; every whitespace token is distinct so that
 # "next token = f(current token)" spells it out exactly.
-CANNED = json.dumps({
-    "summary": "User adopted a parrot named Kiwi and wants vet advice.",
-    "topics": ["parrots", "pet care"],
-    "key_facts": [{"text": "Owns an African Grey called Kiwi", "events": [0]}],
-    "entities": ["Kiwi"],
-    "open_threads": [],
-})
-PLAIN_WORDS = ["the", "user", "has", "a", "parrot", "named", "kiwi", "and", "asks", "about",
-               "food"]
+CANNED = json.dumps(
+    {
+        "summary": "User adopted a parrot named Kiwi and wants vet advice.",
+        "topics": ["parrots", "pet care"],
+        "key_facts": [{"text": "Owns an African Grey called Kiwi", "events": [0]}],
+        "entities": ["Kiwi"],
+        "open_threads": [],
+    }
+)
+PLAIN_WORDS = ["the", "user", "has", "a", "parrot", "named", "kiwi", "and", "asks", "about", "food"]
 
 
 def _tokenizer(words: list[str], chat_template: str | None = None) -> PreTrainedTokenizerFast:
@@ -47,8 +50,13 @@ def _tokenizer(words: list[str], chat_template: str | None = None) -> PreTrained
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")  # re-joins words with single spaces
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                   bos_token="[BOS]", eos_token="[EOS]")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        bos_token="[BOS]",
+        eos_token="[EOS]",
+    )
     if chat_template:
         fast.chat_template = chat_template
     return fast
@@ -73,9 +81,17 @@ def wired_causal(tmp_path_factory) -> str:
     tokenizer = _tokenizer(words, CHAT_TEMPLATE)
     vocab = tokenizer.get_vocab()
     size = len(vocab)
-    config = GPT2Config(vocab_size=size, n_positions=1024, n_embd=size, n_layer=1, n_head=1,
-                        tie_word_embeddings=False, bos_token_id=vocab["[BOS]"],
-                        eos_token_id=vocab["[EOS]"], pad_token_id=vocab["[PAD]"])
+    config = GPT2Config(
+        vocab_size=size,
+        n_positions=1024,
+        n_embd=size,
+        n_layer=1,
+        n_head=1,
+        tie_word_embeddings=False,
+        bos_token_id=vocab["[BOS]"],
+        eos_token_id=vocab["[EOS]"],
+        pad_token_id=vocab["[PAD]"],
+    )
     model = GPT2LMHeadModel(config)
     chain = ["<|assistant|>", *words, "[EOS]"]
     with torch.no_grad():
@@ -95,9 +111,16 @@ def random_causal(tmp_path_factory) -> str:
     torch.manual_seed(0)
     tokenizer = _tokenizer(PLAIN_WORDS)
     vocab = tokenizer.get_vocab()
-    config = GPT2Config(vocab_size=len(vocab), n_positions=512, n_embd=32, n_layer=1, n_head=2,
-                        bos_token_id=vocab["[BOS]"], eos_token_id=vocab["[EOS]"],
-                        pad_token_id=vocab["[PAD]"])
+    config = GPT2Config(
+        vocab_size=len(vocab),
+        n_positions=512,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        bos_token_id=vocab["[BOS]"],
+        eos_token_id=vocab["[EOS]"],
+        pad_token_id=vocab["[PAD]"],
+    )
     return _save(GPT2LMHeadModel(config), tokenizer, tmp_path_factory.mktemp("random_gpt2"))
 
 
@@ -106,9 +129,18 @@ def random_seq2seq(tmp_path_factory) -> str:
     torch.manual_seed(0)
     tokenizer = _tokenizer(PLAIN_WORDS)
     vocab = tokenizer.get_vocab()
-    config = T5Config(vocab_size=len(vocab), d_model=16, d_kv=8, d_ff=32, num_layers=1,
-                      num_decoder_layers=1, num_heads=2, pad_token_id=vocab["[PAD]"],
-                      eos_token_id=vocab["[EOS]"], decoder_start_token_id=vocab["[PAD]"])
+    config = T5Config(
+        vocab_size=len(vocab),
+        d_model=16,
+        d_kv=8,
+        d_ff=32,
+        num_layers=1,
+        num_decoder_layers=1,
+        num_heads=2,
+        pad_token_id=vocab["[PAD]"],
+        eos_token_id=vocab["[EOS]"],
+        decoder_start_token_id=vocab["[PAD]"],
+    )
     return _save(T5ForConditionalGeneration(config), tokenizer, tmp_path_factory.mktemp("t5"))
 
 
@@ -122,10 +154,13 @@ class FixedSummarizer(Summarizer):
 
 
 def _window(text: str = "I just adopted an African Grey parrot, her name is Kiwi.") -> list[Event]:
-    return [user_message(text, timestamp=1_700_000_000),
-            model_message("vet_bot", "Congratulations! Ask me anything about Kiwi.",
-                          timestamp=1_700_000_060),
-            Event(author="system", role="system", type="control", timestamp=1_700_000_061)]
+    return [
+        user_message(text, timestamp=1_700_000_000),
+        model_message(
+            "vet_bot", "Congratulations! Ask me anything about Kiwi.", timestamp=1_700_000_060
+        ),
+        Event(author="system", role="system", type="control", timestamp=1_700_000_061),
+    ]
 
 
 def test_wired_model_end_to_end_with_chat_template(wired_causal):
@@ -142,7 +177,8 @@ def test_wired_model_end_to_end_with_chat_template(wired_causal):
     assert summary.topics == ("parrots", "pet care")
     assert summary.entities == ("Kiwi",)
     assert [(f.text, f.source_event_ids) for f in summary.key_facts] == [
-        ("Owns an African Grey called Kiwi", (events[0].id,))]
+        ("Owns an African Grey called Kiwi", (events[0].id,))
+    ]
     # The control event was never shown to the model, so it is not a source.
     assert summary.source_event_ids == (events[0].id, events[1].id)
 
@@ -153,7 +189,10 @@ def test_summarize_many_batches_windows_of_different_lengths(wired_causal):
     third = _window("Another window")
     summaries = summarizer.summarize_many([short, long, third])
     assert [s.key_facts[0].source_event_ids for s in summaries] == [
-        (short[0].id,), (long[0].id,), (third[0].id,)]
+        (short[0].id,),
+        (long[0].id,),
+        (third[0].id,),
+    ]
     assert summarizer.summarize_many([]) == []
 
 
@@ -171,15 +210,18 @@ def test_random_causal_output_is_rejected_or_falls_back(random_causal):
         summarizer.summarize(_window())
 
     events = _window()
-    with_fallback = TransformersSummarizer(random_causal, max_new_tokens=12,
-                                           fallback=FixedSummarizer())
+    with_fallback = TransformersSummarizer(
+        random_causal, max_new_tokens=12, fallback=FixedSummarizer()
+    )
     assert with_fallback.summarize(events) == Summary(
-        "fallback summary", source_event_ids=tuple(e.id for e in events))
+        "fallback summary", source_event_ids=tuple(e.id for e in events)
+    )
 
 
 def test_random_seq2seq_auto_detected_and_batched_with_fallback(random_seq2seq):
-    summarizer = TransformersSummarizer(random_seq2seq, max_new_tokens=8,
-                                        fallback=FixedSummarizer())
+    summarizer = TransformersSummarizer(
+        random_seq2seq, max_new_tokens=8, fallback=FixedSummarizer()
+    )
     assert summarizer.kind == "seq2seq"
     assert summarizer.max_input_tokens is None  # T5's relative positions have no hard limit
     out = summarizer.summarize_many([_window(), _window("short")])
@@ -206,4 +248,5 @@ def test_bad_arguments(tmp_path, random_causal):
         TransformersSummarizer(random_causal, fallback="extractive")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="nothing to summarize"):
         TransformersSummarizer(random_causal).summarize(
-            [Event(author="system", role="system", type="control")])
+            [Event(author="system", role="system", type="control")]
+        )

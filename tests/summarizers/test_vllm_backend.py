@@ -20,18 +20,26 @@ from mnemoray.sessions.events import Event, model_message, user_message
 from mnemoray.summarizers.errors import BackendUnavailableError, SummaryParseError
 from mnemoray.summarizers.llm_prompt import SUMMARY_JSON_SCHEMA, build_prompt
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m.role }}|> {{ m.content }} {% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m.role }}|> {{ m.content }} {% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 
 def _window(i: int) -> list[Event]:
-    return [user_message(f"My cat is called Tom {i}.", timestamp=1_700_000_000),
-            model_message("pet_bot", "Nice name!", timestamp=1_700_000_001)]
+    return [
+        user_message(f"My cat is called Tom {i}.", timestamp=1_700_000_000),
+        model_message("pet_bot", "Nice name!", timestamp=1_700_000_001),
+    ]
 
 
 def _answer(i: int) -> str:
-    return json.dumps({"summary": f"window {i}",
-                       "key_facts": [{"text": f"Has a cat named Tom {i}", "events": [0]}]})
+    return json.dumps(
+        {
+            "summary": f"window {i}",
+            "key_facts": [{"text": f"Has a cat named Tom {i}", "events": [0]}],
+        }
+    )
 
 
 def _tokenizer(chat_template: str | None):
@@ -41,8 +49,9 @@ def _tokenizer(chat_template: str | None):
     vocab = {w: i for i, w in enumerate(["[UNK]", "[BOS]", *words])}
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]",
-                                                bos_token="[BOS]")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", bos_token="[BOS]"
+    )
     fast.chat_template = chat_template
     return fast
 
@@ -66,8 +75,10 @@ class FakeLLM:
     def generate(self, prompts, sampling_params, **kw):
         self.calls.append((list(prompts), sampling_params, kw))
         answers = FakeLLM.answers or [_answer(i) for i in range(len(prompts))]
-        return [SimpleNamespace(outputs=[SimpleNamespace(text=a, finish_reason=self.finish_reason)])
-                for a in answers]
+        return [
+            SimpleNamespace(outputs=[SimpleNamespace(text=a, finish_reason=self.finish_reason)])
+            for a in answers
+        ]
 
 
 class FakeSamplingParams:
@@ -95,6 +106,7 @@ def fake_vllm(monkeypatch):
         FakeLLM.instances, FakeLLM.tokenizer = [], _tokenizer(chat_template)
         FakeLLM.finish_reason, FakeLLM.answers = "stop", None
         from mnemoray.summarizers.vllm_backend import VLLMSummarizer
+
         return VLLMSummarizer
 
     return install
@@ -139,8 +151,9 @@ def test_chat_template_prompts_go_in_as_token_ids(fake_vllm):
     assert expected[0] == FakeLLM.tokenizer.get_vocab()["<|user|>"]  # no BOS added twice
 
 
-@pytest.mark.parametrize(("guide", "field"), [("GuidedDecodingParams", "guided_decoding"),
-                                               (None, None)])
+@pytest.mark.parametrize(
+    ("guide", "field"), [("GuidedDecodingParams", "guided_decoding"), (None, None)]
+)
 def test_guided_decoding_follows_the_installed_version(fake_vllm, guide, field):
     summarizer = fake_vllm(guide)("some/model")
     assert summarizer.guided == field

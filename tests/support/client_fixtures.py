@@ -44,8 +44,10 @@ class JobsBackend(ServiceBackend):
 def api(tmp_path: Path) -> Iterator[FastAPI]:
     service = MemoryService.open(tmp_path / "memories", embedder=None)
     backend = JobsBackend(service, tmp_path)
-    yield build_api(backend,  # type: ignore[arg-type]
-                    HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"})))
+    yield build_api(
+        backend,  # type: ignore[arg-type]
+        HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"})),
+    )
     backend.jobs.stop()
     service.close()
 
@@ -58,8 +60,14 @@ class Flaky:
     ``Retry-After`` when given), later ones ``final`` (200: with ``body``; else an error
     body). ``calls`` records each request as ``(method, path)``."""
 
-    def __init__(self, fails: int, status: int = 503, retry_after: str | None = None,
-                 body: Mapping[str, Any] = RECALL_OK, final: int = 200) -> None:
+    def __init__(
+        self,
+        fails: int,
+        status: int = 503,
+        retry_after: str | None = None,
+        body: Mapping[str, Any] = RECALL_OK,
+        final: int = 200,
+    ) -> None:
         self.fails, self.status, self.retry_after = fails, status, retry_after
         self.final = final
         self.body = json.dumps(body).encode()
@@ -73,8 +81,15 @@ class Flaky:
         self.calls.append((scope["method"], scope["path"]))
         status = self.status if len(self.calls) <= self.fails else self.final
         if status != 200:
-            body = json.dumps({"error": {"status": status, "message": "busy, try again",
-                                         "request_id": f"r{len(self.calls)}"}}).encode()
+            body = json.dumps(
+                {
+                    "error": {
+                        "status": status,
+                        "message": "busy, try again",
+                        "request_id": f"r{len(self.calls)}",
+                    }
+                }
+            ).encode()
         else:
             body = self.body
         headers = [(b"content-type", b"application/json")]

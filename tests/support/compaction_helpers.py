@@ -47,10 +47,14 @@ def turns(n: int, first: int = 0, text: Callable[[int], str] | None = None) -> l
     out: list[Event] = []
     for k in range(first, first + n):
         inv = f"inv-{k}"
-        out += [user_message(text(k) if text else f"Question {k} about parrots?", id=f"u{k}",
-                             invocation_id=inv),
-                model_message("agent", f"Answer {k}: parrots like quiet rooms.", id=f"m{k}",
-                              invocation_id=inv)]
+        out += [
+            user_message(
+                text(k) if text else f"Question {k} about parrots?", id=f"u{k}", invocation_id=inv
+            ),
+            model_message(
+                "agent", f"Answer {k}: parrots like quiet rooms.", id=f"m{k}", invocation_id=inv
+            ),
+        ]
     return out
 
 

@@ -23,26 +23,35 @@ Turn = tuple[str, str]  # ("u" | "m", text)
 
 PARROT_TURNS: tuple[Turn, ...] = (
     ("u", "I'm thinking about getting a pet parrot. What should I know?"),
-    ("m", "Parrots are social and intelligent birds. They need a large cage, daily "
-          "attention and a varied diet."),
-    ("u", "I really like African Grey parrots because they can talk. My apartment is "
-          "small though."),
-    ("m", "African Greys are great talkers but need space and stimulation; a smaller "
-          "species may suit a small apartment."),
+    (
+        "m",
+        "Parrots are social and intelligent birds. They need a large cage, daily "
+        "attention and a varied diet.",
+    ),
+    (
+        "u",
+        "I really like African Grey parrots because they can talk. My apartment is small though.",
+    ),
+    (
+        "m",
+        "African Greys are great talkers but need space and stimulation; a smaller "
+        "species may suit a small apartment.",
+    ),
 )
 
 
-def session(sid: str, t: float, *turns: Turn, user: str = "alice",
-            app: str = "app") -> Session:
+def session(sid: str, t: float, *turns: Turn, user: str = "alice", app: str = "app") -> Session:
     """A session of alternating turns one minute apart; event ids ``<sid>-e<i>``."""
-    events = [user_message(text, timestamp=t + i * 60, id=f"{sid}-e{i}") if who == "u"
-              else model_message("assistant", text, timestamp=t + i * 60, id=f"{sid}-e{i}")
-              for i, (who, text) in enumerate(turns)]
+    events = [
+        user_message(text, timestamp=t + i * 60, id=f"{sid}-e{i}")
+        if who == "u"
+        else model_message("assistant", text, timestamp=t + i * 60, id=f"{sid}-e{i}")
+        for i, (who, text) in enumerate(turns)
+    ]
     return Session(app, user, sid, events=events, created_at=t)
 
 
-def parrot(user: str = "alice", sid: str = "parrot", t: float = T0,
-           app: str = "app") -> Session:
+def parrot(user: str = "alice", sid: str = "parrot", t: float = T0, app: str = "app") -> Session:
     """The seed-003 conversation: a user asks about getting a pet parrot."""
     return session(sid, t, *PARROT_TURNS, user=user, app=app)
 

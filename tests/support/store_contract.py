@@ -28,11 +28,28 @@ def unit(rng: np.random.Generator, dim: int = DIM) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def make(rng: np.random.Generator, app: str = "app", user: str = "u0", session: str = "s0",
-         n: int = 1, start: int = 0, kind: str = "fact", **kw) -> list[Memory]:
-    return [Memory(app, user, session, kind, f"{app}/{user}/{session} note {start + i}",
-                   created_at=1000.0 + start + i, **kw).with_embedding(unit(rng))
-            for i in range(n)]
+def make(
+    rng: np.random.Generator,
+    app: str = "app",
+    user: str = "u0",
+    session: str = "s0",
+    n: int = 1,
+    start: int = 0,
+    kind: str = "fact",
+    **kw,
+) -> list[Memory]:
+    return [
+        Memory(
+            app,
+            user,
+            session,
+            kind,
+            f"{app}/{user}/{session} note {start + i}",
+            created_at=1000.0 + start + i,
+            **kw,
+        ).with_embedding(unit(rng))
+        for i in range(n)
+    ]
 
 
 def location(kind: str, path: Path) -> str:
@@ -41,8 +58,10 @@ def location(kind: str, path: Path) -> str:
 
 def store_opener(kind: str, root: Path) -> OpenStore:
     """``open_store(name)``: the ``kind`` store at ``root/name``, opened by its location."""
+
     def opener(name: str = "store", **kw) -> MemoryBackend:
         return open_backend(location(kind, root / name), **kw)
+
     return opener
 
 
@@ -50,5 +69,14 @@ def new_rng() -> np.random.Generator:
     return np.random.default_rng(3)
 
 
-__all__ = ["BACKENDS", "DIM", "MODEL", "OpenStore", "location", "make", "new_rng",
-           "store_opener", "unit"]
+__all__ = [
+    "BACKENDS",
+    "DIM",
+    "MODEL",
+    "OpenStore",
+    "location",
+    "make",
+    "new_rng",
+    "store_opener",
+    "unit",
+]

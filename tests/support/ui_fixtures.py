@@ -54,49 +54,90 @@ class UiStore:
         return self.root / "artifacts"
 
 
-def _ana_parrot(sessions: SQLiteSessionStore, artifacts: FileArtifactStore,
-                out: UiStore) -> None:
-    session = sessions.create_session(APP, ANA, ANA_SESSION,
-                                      state={"user:name": "Ana"})
+def _ana_parrot(sessions: SQLiteSessionStore, artifacts: FileArtifactStore, out: UiStore) -> None:
+    session = sessions.create_session(APP, ANA, ANA_SESSION, state={"user:name": "Ana"})
     compactor = Compactor(get_summarizer("extractive"), CompactionConfig(interval=2, overlap=0))
     ts = T_PARROT
-    v0 = artifacts.save(APP, ANA, ANA_SESSION, ARTIFACT, "# Kiwi\n- seeds\n",
-                        mime_type="text/markdown", summary="How to care for Kiwi")
+    v0 = artifacts.save(
+        APP,
+        ANA,
+        ANA_SESSION,
+        ARTIFACT,
+        "# Kiwi\n- seeds\n",
+        mime_type="text/markdown",
+        summary="How to care for Kiwi",
+    )
     turns = [
-        ("I adopted a parrot named Kiwi, an African Grey who loves sunflower seeds.",
-         {"user:pet": "Kiwi the parrot"}, "Congratulations on adopting Kiwi!"),
-        ("Kiwi says hello every morning and hates the vacuum cleaner.",
-         {"mood": "happy"}, "Parrots often mimic greetings; Kiwi sounds clever."),
-        ("What fruit can Kiwi eat safely?", {},
-         None),
-        ("Please add apples to Kiwi's care sheet.", {"app:last_topic": "parrot care"},
-         "Added apples to the care sheet."),
+        (
+            "I adopted a parrot named Kiwi, an African Grey who loves sunflower seeds.",
+            {"user:pet": "Kiwi the parrot"},
+            "Congratulations on adopting Kiwi!",
+        ),
+        (
+            "Kiwi says hello every morning and hates the vacuum cleaner.",
+            {"mood": "happy"},
+            "Parrots often mimic greetings; Kiwi sounds clever.",
+        ),
+        ("What fruit can Kiwi eat safely?", {}, None),
+        (
+            "Please add apples to Kiwi's care sheet.",
+            {"app:last_topic": "parrot care"},
+            "Added apples to the care sheet.",
+        ),
     ]
     for i, (text, delta, reply) in enumerate(turns):
         inv = f"inv-{i}"
         ts += 60.0
-        ev = sessions.append_event(session, user_message(text, invocation_id=inv, timestamp=ts,
-                                                         state_delta=delta))
+        ev = sessions.append_event(
+            session, user_message(text, invocation_id=inv, timestamp=ts, state_delta=delta)
+        )
         out.user_turn_ids.append(ev.id)
         if reply is None:  # a tool call and its result: the fruit list
-            call = tool_call("parrot_agent", "safe_fruits", {"animal": "parrot"},
-                             invocation_id=inv, timestamp=ts + 1)
+            call = tool_call(
+                "parrot_agent",
+                "safe_fruits",
+                {"animal": "parrot"},
+                invocation_id=inv,
+                timestamp=ts + 1,
+            )
             sessions.append_event(session, call)
-            sessions.append_event(session, tool_result(
-                "parrot_agent", "safe_fruits", {"fruits": ["apple", "banana", "mango"]},
-                call.data["call_id"], invocation_id=inv, timestamp=ts + 2))
+            sessions.append_event(
+                session,
+                tool_result(
+                    "parrot_agent",
+                    "safe_fruits",
+                    {"fruits": ["apple", "banana", "mango"]},
+                    call.data["call_id"],
+                    invocation_id=inv,
+                    timestamp=ts + 2,
+                ),
+            )
             reply = "Kiwi can eat apple, banana and mango (no avocado)."
         if i == 3:
-            version = artifacts.save(APP, ANA, ANA_SESSION, ARTIFACT,
-                                     "# Kiwi\n- seeds\n- apples\n", mime_type="text/markdown",
-                                     summary="How to care for Kiwi")
+            version = artifacts.save(
+                APP,
+                ANA,
+                ANA_SESSION,
+                ARTIFACT,
+                "# Kiwi\n- seeds\n- apples\n",
+                mime_type="text/markdown",
+                summary="How to care for Kiwi",
+            )
             assert version == v0 + 1
-            sessions.append_event(session, model_message(
-                "parrot_agent", reply, invocation_id=inv, timestamp=ts + 3,
-                artifact_delta={ARTIFACT: version}))
+            sessions.append_event(
+                session,
+                model_message(
+                    "parrot_agent",
+                    reply,
+                    invocation_id=inv,
+                    timestamp=ts + 3,
+                    artifact_delta={ARTIFACT: version},
+                ),
+            )
         else:
-            sessions.append_event(session, model_message("parrot_agent", reply,
-                                                         invocation_id=inv, timestamp=ts + 3))
+            sessions.append_event(
+                session, model_message("parrot_agent", reply, invocation_id=inv, timestamp=ts + 3)
+            )
         compactor.maybe_compact(sessions, session)
     session = sessions.get_session(APP, ANA, ANA_SESSION)
     if not any(e.type == "compaction" for e in session.events):
@@ -104,15 +145,16 @@ def _ana_parrot(sessions: SQLiteSessionStore, artifacts: FileArtifactStore,
     out.event_ids = [e.id for e in session.events]
 
 
-def _simple(sessions: SQLiteSessionStore, user: str, sid: str, ts: float,
-            lines: list[tuple[str, str]]) -> None:
+def _simple(
+    sessions: SQLiteSessionStore, user: str, sid: str, ts: float, lines: list[tuple[str, str]]
+) -> None:
     session = sessions.create_session(APP, user, sid)
     for i, (text, reply) in enumerate(lines):
         inv = f"inv-{i}"
-        sessions.append_event(session, user_message(text, invocation_id=inv,
-                                                    timestamp=ts + 60 * i))
-        sessions.append_event(session, model_message("assistant", reply, invocation_id=inv,
-                                                     timestamp=ts + 60 * i + 5))
+        sessions.append_event(session, user_message(text, invocation_id=inv, timestamp=ts + 60 * i))
+        sessions.append_event(
+            session, model_message("assistant", reply, invocation_id=inv, timestamp=ts + 60 * i + 5)
+        )
 
 
 def build_ui_store(root: Path) -> UiStore:
@@ -122,12 +164,26 @@ def build_ui_store(root: Path) -> UiStore:
     sessions = SQLiteSessionStore(out.sessions_db)
     artifacts = FileArtifactStore(out.artifacts_dir)
     _ana_parrot(sessions, artifacts, out)
-    _simple(sessions, ANA, ANA_PLANS, T_PLANS, [
-        ("I am planning a trip to Lisbon in May.", "Lisbon in May is lovely."),
-        ("Book a window seat for the flight to Lisbon.", "Window seat noted.")])
-    _simple(sessions, BEN, BEN_SESSION, T_BEN, [
-        ("I ride a red road bike to work every day.", "Cycling to work is great."),
-        ("My bike needs new brake pads.", "Worth fixing soon.")])
+    _simple(
+        sessions,
+        ANA,
+        ANA_PLANS,
+        T_PLANS,
+        [
+            ("I am planning a trip to Lisbon in May.", "Lisbon in May is lovely."),
+            ("Book a window seat for the flight to Lisbon.", "Window seat noted."),
+        ],
+    )
+    _simple(
+        sessions,
+        BEN,
+        BEN_SESSION,
+        T_BEN,
+        [
+            ("I ride a red road bike to work every day.", "Cycling to work is great."),
+            ("My bike needs new brake pads.", "Worth fixing soon."),
+        ],
+    )
     service = MemoryService.open(root, embedder=None)
     try:
         for user, sid in ((ANA, ANA_SESSION), (ANA, ANA_PLANS), (BEN, BEN_SESSION)):
@@ -139,8 +195,17 @@ def build_ui_store(root: Path) -> UiStore:
     return out
 
 
-__all__ = ["ANA", "ANA_PLANS", "ANA_SESSION", "APP", "ARTIFACT", "BEN", "BEN_SESSION",
-           "UiStore", "build_ui_store"]
+__all__ = [
+    "ANA",
+    "ANA_PLANS",
+    "ANA_SESSION",
+    "APP",
+    "ARTIFACT",
+    "BEN",
+    "BEN_SESSION",
+    "UiStore",
+    "build_ui_store",
+]
 
 
 def damage_shard_of(store: Path, user: str) -> int:

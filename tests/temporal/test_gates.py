@@ -13,23 +13,98 @@ from mnemoray.temporal import expressions, resolve_times
 from tests.support.text_variants import variant
 
 EXPRESSIONS = (
-    "May 7, 2023", "7th of May 2023", "2023-05-07", "2023/5/7", "in March", "last May",
-    "next June", "this October", "mid July", "during August", "until  \t May", "past Sunday",
-    "this\n\nFriday", "since Dec 2020", "since 2019", "in 2021", "the year 2020",
-    "back in the 90s", "the '80s", "1990s", "the 2010s", "the 1980's", "yesterday", "today",
-    "tonight", "tomorrow", "last night", "this morning", "this evening", "the day before yesterday",
-    "the day after tomorrow", "two weeks ago", "a couple of months ago", "3 years ago",
-    "a few days ago", "several weeks ago", "last week", "this weekend", "next month",
-    "the past year", "the past weekend", "earlier this month", "later this year",
-    "last Saturday", "on Monday", "next Friday", "Sundays", "this summer", "last winter",
-    "the summer of 2021", "in the fall", "autumn 2019", "the week before", "the month after",
-    "the day after", "Sept. 3", "Dec 25th", "February 30", "June 31, 2022", "recently",
-    "a while ago", "Monday", "May", "spring", "Jan 2024", "12 March", "3rd of Aug",
+    "May 7, 2023",
+    "7th of May 2023",
+    "2023-05-07",
+    "2023/5/7",
+    "in March",
+    "last May",
+    "next June",
+    "this October",
+    "mid July",
+    "during August",
+    "until  \t May",
+    "past Sunday",
+    "this\n\nFriday",
+    "since Dec 2020",
+    "since 2019",
+    "in 2021",
+    "the year 2020",
+    "back in the 90s",
+    "the '80s",
+    "1990s",
+    "the 2010s",
+    "the 1980's",
+    "yesterday",
+    "today",
+    "tonight",
+    "tomorrow",
+    "last night",
+    "this morning",
+    "this evening",
+    "the day before yesterday",
+    "the day after tomorrow",
+    "two weeks ago",
+    "a couple of months ago",
+    "3 years ago",
+    "a few days ago",
+    "several weeks ago",
+    "last week",
+    "this weekend",
+    "next month",
+    "the past year",
+    "the past weekend",
+    "earlier this month",
+    "later this year",
+    "last Saturday",
+    "on Monday",
+    "next Friday",
+    "Sundays",
+    "this summer",
+    "last winter",
+    "the summer of 2021",
+    "in the fall",
+    "autumn 2019",
+    "the week before",
+    "the month after",
+    "the day after",
+    "Sept. 3",
+    "Dec 25th",
+    "February 30",
+    "June 31, 2022",
+    "recently",
+    "a while ago",
+    "Monday",
+    "May",
+    "spring",
+    "Jan 2024",
+    "12 March",
+    "3rd of Aug",
 )
 FILLERS = (
-    "We went hiking", "Caroline said", "and then", "the café", "🙂", "\n", ",", ".", "my",
-    "I fall asleep", "summer camp", "every day", "in Paris", "about 20 euros", "was it",
-    "Mayday", "dayly", "agora", "the market", "afternoons", "nights", "weekly", "-",
+    "We went hiking",
+    "Caroline said",
+    "and then",
+    "the café",
+    "🙂",
+    "\n",
+    ",",
+    ".",
+    "my",
+    "I fall asleep",
+    "summer camp",
+    "every day",
+    "in Paris",
+    "about 20 euros",
+    "was it",
+    "Mayday",
+    "dayly",
+    "agora",
+    "the market",
+    "afternoons",
+    "nights",
+    "weekly",
+    "-",
 )
 
 
@@ -37,15 +112,23 @@ def corpus(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     out = [*EXPRESSIONS, *(variant(e, rng) for e in EXPRESSIONS for _ in range(3))]
     for _ in range(n):
-        parts = [rng.choice(FILLERS) if rng.random() < 0.5 else rng.choice(EXPRESSIONS)
-                 for _ in range(rng.randint(1, 6))]
+        parts = [
+            rng.choice(FILLERS) if rng.random() < 0.5 else rng.choice(EXPRESSIONS)
+            for _ in range(rng.randint(1, 6))
+        ]
         text = " ".join(variant(p, rng) if rng.random() < 0.3 else p for p in parts)
         out.append(text)
     return out
 
 
-REFERENCES: tuple[Any, ...] = ("2023-05-08", "2020-02-29", "1999-12-31", "2024-01-01",
-                                1_704_067_200.0, 1_650_000_000.5)
+REFERENCES: tuple[Any, ...] = (
+    "2023-05-08",
+    "2020-02-29",
+    "1999-12-31",
+    "2024-01-01",
+    1_704_067_200.0,
+    1_650_000_000.5,
+)
 
 
 def _outcome(text: str, reference: Any) -> Any:
@@ -90,11 +173,17 @@ def test_fold_table_lists_every_non_ascii_letter_re_folds_onto_ascii() -> None:
     assert found == expressions._FOLD
 
 
-@pytest.mark.parametrize(("hostile", "plain"), [
-    ("th\u0130s morn\u0130ng", "this morning"), ("\u017fummer of 2021", "summer of 2021"),
-    ("la\u017ft wee\u212a", "last week"), ("next fr\u0131day", "next friday"),
-    ("\u017feveral days ago", "several days ago"), ("the wee\u212a before", "the week before"),
-])
+@pytest.mark.parametrize(
+    ("hostile", "plain"),
+    [
+        ("th\u0130s morn\u0130ng", "this morning"),
+        ("\u017fummer of 2021", "summer of 2021"),
+        ("la\u017ft wee\u212a", "last week"),
+        ("next fr\u0131day", "next friday"),
+        ("\u017feveral days ago", "several days ago"),
+        ("the wee\u212a before", "the week before"),
+    ],
+)
 def test_letters_re_folds_onto_ascii_read_as_those_letters(hostile: str, plain: str) -> None:
     """A word the patterns match case-insensitively names the time the ASCII word does
     (it used to raise KeyError, failing the whole recall that read it)."""

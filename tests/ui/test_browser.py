@@ -40,8 +40,10 @@ from tests.support.ui_fixtures import (
 )
 
 MISSING = missing_reason()
-browser_test = [pytest.mark.browser,
-                pytest.mark.skipif(MISSING is not None, reason=f"no browser: {MISSING}")]
+browser_test = [
+    pytest.mark.browser,
+    pytest.mark.skipif(MISSING is not None, reason=f"no browser: {MISSING}"),
+]
 KEY = "inspector-test-key-0123456789"  # app_wide: lists users, reads the store report
 USER_KEY = "inspector-user-key-0123456789"  # a user-facing agent's key: neither
 # Every visible element with its own text: WCAG contrast of its colour against the first
@@ -81,8 +83,11 @@ class Server:
 
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning", lifespan="off"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+            )
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> Server:
@@ -105,16 +110,21 @@ def ui_store(tmp_path_factory: pytest.TempPathFactory) -> UiStore:
     # A batch run's report, written as a backfill writes it, for the health view's table
     # (the figures are the fixture's, not a measurement).
     run = RunRecorder(out.store, engine="local", config={}, kind="backfill")
-    run.update(counts={"sessions_read": 3, "memories_written": 9},
-               stage_seconds={"read": 0.25, "distill": 1.5, "embed": 0.75, "commit": 0.5})
+    run.update(
+        counts={"sessions_read": 3, "memories_written": 9},
+        stage_seconds={"read": 0.25, "distill": 1.5, "embed": 0.75, "commit": 0.5},
+    )
     run.finish("done")
     return out
 
 
 @pytest.fixture(scope="module")
 def backend(ui_store: UiStore) -> Iterator[LocalBackend]:
-    b = LocalBackend.open(str(ui_store.store), sessions_db=str(ui_store.sessions_db),
-                          artifacts_dir=str(ui_store.artifacts_dir))
+    b = LocalBackend.open(
+        str(ui_store.store),
+        sessions_db=str(ui_store.sessions_db),
+        artifacts_dir=str(ui_store.artifacts_dir),
+    )
     yield b
     b.close()
 
@@ -147,8 +157,10 @@ def page(browser: Any) -> Iterator[Any]:
         errors: list[str] = []
         p.on("pageerror", lambda exc: errors.append(str(exc)))
         # What the Content-Security-Policy blocked would silently be missing from the page.
-        p.on("console", lambda m: errors.append(m.text)
-             if "Content Security Policy" in m.text else None)
+        p.on(
+            "console",
+            lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
+        )
         yield p
         assert not errors, f"the page threw or was blocked: {errors}"
 
@@ -173,8 +185,12 @@ def static_client() -> TestClient:
 
 
 def test_static_files_served_with_types_and_no_cache(static_client: TestClient) -> None:
-    for path, ctype in (("/ui/", "text/html"), ("/ui/app.js", "text/javascript"),
-                        ("/ui/views/recall.js", "text/javascript"), ("/ui/style.css", "text/css")):
+    for path, ctype in (
+        ("/ui/", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/views/recall.js", "text/javascript"),
+        ("/ui/style.css", "text/css"),
+    ):
         r = static_client.get(path)
         assert r.status_code == 200, path
         assert r.headers["content-type"].startswith(ctype), path
@@ -185,9 +201,20 @@ def test_static_files_served_with_types_and_no_cache(static_client: TestClient) 
     assert r.status_code == 307 and r.headers["location"] == "/ui/?app_name=a&user_id=b"
 
 
-@pytest.mark.parametrize("path", ["/ui/../routes.py", "/ui/%2e%2e/routes.py", "/ui/..%2Froutes.py",
-                                  "/ui/views/../../browser.py", "/ui/nope.js", "/ui/views",
-                                  "/ui/.hidden", "/ui/%2Fetc/passwd", "/ui/..\\routes.py"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/ui/../routes.py",
+        "/ui/%2e%2e/routes.py",
+        "/ui/..%2Froutes.py",
+        "/ui/views/../../browser.py",
+        "/ui/nope.js",
+        "/ui/views",
+        "/ui/.hidden",
+        "/ui/%2Fetc/passwd",
+        "/ui/..\\routes.py",
+    ],
+)
 def test_static_path_check_refuses_everything_else(static_client: TestClient, path: str) -> None:
     assert static_client.get(path).status_code == 404
 
@@ -239,8 +266,9 @@ class TestPage:
         plot.wait_for()
         assert "bm25" in plot.inner_html()
 
-    def test_keyboard_tab_reaches_the_form_and_enter_submits(self, server: Server,
-                                                            page: Any) -> None:
+    def test_keyboard_tab_reaches_the_form_and_enter_submits(
+        self, server: Server, page: Any
+    ) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA, view="recall"))
         page.get_by_test_id("recall-form").wait_for()
         page.locator("body").focus()
@@ -255,8 +283,7 @@ class TestPage:
         page.get_by_test_id("recall-row").first.wait_for()
         assert query_of(page)["q"] == "sunflower seeds"
 
-    def test_session_timeline_state_compaction_artifacts(self, server: Server,
-                                                         page: Any) -> None:
+    def test_session_timeline_state_compaction_artifacts(self, server: Server, page: Any) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA))
         page.get_by_test_id("nav-session").click()
         page.get_by_test_id("session-link").filter(has_text=ANA_SESSION).click()
@@ -264,8 +291,11 @@ class TestPage:
         timeline.wait_for()
         assert query_of(page)["session_id"] == ANA_SESSION
         scopes = page.locator("[data-testid=session-state] [data-scope]")
-        assert {scopes.nth(i).get_attribute("data-scope") for i in range(scopes.count())} \
-            >= {"user", "app", "session"}
+        assert {scopes.nth(i).get_attribute("data-scope") for i in range(scopes.count())} >= {
+            "user",
+            "app",
+            "session",
+        }
         compaction = timeline.get_by_test_id("event-compaction").first
         compaction.get_by_test_id("compaction-toggle").click()
         assert compaction.get_by_test_id("compaction-raw").locator("li").count() >= 2
@@ -275,41 +305,54 @@ class TestPage:
         versions.last.click()
         page.get_by_text("- apples").wait_for()
 
-    def test_compile_trace_and_prefix_across_turns(self, server: Server, ui_store: UiStore,
-                                                  page: Any) -> None:
-        page.goto(ui(server, app_name=APP, user_id=ANA, view="compile",
-                     session_id=ANA_SESSION))
+    def test_compile_trace_and_prefix_across_turns(
+        self, server: Server, ui_store: UiStore, page: Any
+    ) -> None:
+        page.goto(ui(server, app_name=APP, user_id=ANA, view="compile", session_id=ANA_SESSION))
         tokens = page.get_by_test_id("trace-tokens")
         tokens.wait_for()
         for step in ("static_instruction", "history", "memory_preload", "token_budget"):
             assert step in tokens.inner_html()
         assert page.get_by_test_id("trace-time").count() == 1
         sections = page.locator("[data-testid=compiled-sections] [data-section]")
-        assert [sections.nth(i).get_attribute("data-section") for i in range(sections.count())] \
-            == ["Static prefix (cacheable)", "Instruction", "Memory block", "Artifacts listing"]
+        assert [sections.nth(i).get_attribute("data-section") for i in range(sections.count())] == [
+            "Static prefix (cacheable)",
+            "Instruction",
+            "Memory block",
+            "Artifacts listing",
+        ]
         turns = page.get_by_test_id("prefix-turns")
         turns.wait_for()
         assert turns.locator("tbody tr").count() == len(ui_store.user_turn_ids)
         assert "same at all" in page.get_by_test_id("prefix-verdict").inner_text()
 
-    @pytest.mark.parametrize("params,ready", [
-        ({}, "[data-testid=memory-card]"),
-        ({"view": "recall", "q": "Lisbon"}, "[data-testid=recall-row]"),
-        ({"view": "session", "session_id": ANA_SESSION}, "[data-testid=session-timeline]"),
-        ({"view": "compile", "session_id": ANA_SESSION}, "[data-testid=trace-tokens]"),
-        ({"view": "health"}, "[data-testid=store-stats]"),
-    ])
-    def test_deep_link_opens_the_view(self, server: Server, page: Any,
-                                      params: dict[str, str], ready: str) -> None:
+    @pytest.mark.parametrize(
+        "params,ready",
+        [
+            ({}, "[data-testid=memory-card]"),
+            ({"view": "recall", "q": "Lisbon"}, "[data-testid=recall-row]"),
+            ({"view": "session", "session_id": ANA_SESSION}, "[data-testid=session-timeline]"),
+            ({"view": "compile", "session_id": ANA_SESSION}, "[data-testid=trace-tokens]"),
+            ({"view": "health"}, "[data-testid=store-stats]"),
+        ],
+    )
+    def test_deep_link_opens_the_view(
+        self, server: Server, page: Any, params: dict[str, str], ready: str
+    ) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA, **params))
         page.locator(ready).first.wait_for()
         current = page.locator("nav a[aria-current=page]")
         assert current.get_attribute("data-testid") == f"nav-{params.get('view', 'memories')}"
 
     def test_correct_then_forget_with_confirmation(self, server: Server, page: Any) -> None:
-        added = httpx.post(f"{server.url}/v1/memories", json={
-            "app_name": APP, "user_id": "throwaway", "memories": [
-                {"text": "A red kite nests behind the barn.", "session_id": "kites"}]})
+        added = httpx.post(
+            f"{server.url}/v1/memories",
+            json={
+                "app_name": APP,
+                "user_id": "throwaway",
+                "memories": [{"text": "A red kite nests behind the barn.", "session_id": "kites"}],
+            },
+        )
         assert added.status_code == 201, added.text
         memory_id = added.json()["memories"][0]["memory_id"]
         page.goto(ui(server, app_name=APP, user_id="throwaway"))
@@ -324,12 +367,12 @@ class TestPage:
         assert page.get_by_test_id("memory-card").count() == 1  # asks first
         card.get_by_test_id("forget-confirm").click()
         page.get_by_test_id("forgotten").wait_for()
-        left = httpx.get(f"{server.url}/v1/memories",
-                         params={"app_name": APP, "user_id": "throwaway"}).json()
+        left = httpx.get(
+            f"{server.url}/v1/memories", params={"app_name": APP, "user_id": "throwaway"}
+        ).json()
         assert left["memories"] == []
 
-    def test_keyed_server_asks_for_a_key_then_works(self, keyed_server: Server,
-                                                    page: Any) -> None:
+    def test_keyed_server_asks_for_a_key_then_works(self, keyed_server: Server, page: Any) -> None:
         page.goto(ui(keyed_server, app_name=APP, user_id=ANA))
         dialog = page.get_by_test_id("key-dialog")
         dialog.wait_for()
@@ -339,15 +382,21 @@ class TestPage:
         assert page.evaluate("sessionStorage.getItem('mnemoray.apiKey')") == KEY
         assert page.evaluate("localStorage.length") == 0  # in the tab only
 
-    @pytest.mark.parametrize("params", [{}, {"view": "recall", "q": "parrot"},
-                                        {"view": "session", "session_id": ANA_SESSION},
-                                        {"view": "compile", "session_id": ANA_SESSION},
-                                        {"view": "health"}])
-    def test_contrast_and_fit_at_1280x800(self, server: Server, page: Any,
-                                          params: dict[str, str]) -> None:
+    @pytest.mark.parametrize(
+        "params",
+        [
+            {},
+            {"view": "recall", "q": "parrot"},
+            {"view": "session", "session_id": ANA_SESSION},
+            {"view": "compile", "session_id": ANA_SESSION},
+            {"view": "health"},
+        ],
+    )
+    def test_contrast_and_fit_at_1280x800(
+        self, server: Server, page: Any, params: dict[str, str]
+    ) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA, **params))
-        page.locator(f"[data-testid=view][data-ready={params.get('view', 'memories')}]") \
-            .wait_for()
+        page.locator(f"[data-testid=view][data-ready={params.get('view', 'memories')}]").wait_for()
         low = page.evaluate(CONTRAST_JS)
         assert not low, f"text under 4.5:1 contrast: {low[:5]}"
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no h-scroll
@@ -363,8 +412,9 @@ class TestPage:
         assert run.count() == 1
         assert "backfill" in run.inner_text() and "distill" in run.locator("svg").inner_html()
 
-    def test_user_key_types_the_user_and_is_refused_the_store(self, keyed_server: Server,
-                                                              page: Any) -> None:
+    def test_user_key_types_the_user_and_is_refused_the_store(
+        self, keyed_server: Server, page: Any
+    ) -> None:
         page.goto(ui(keyed_server))
         page.get_by_test_id("key-input").fill(USER_KEY)
         page.get_by_test_id("key-input").press("Enter")
@@ -380,15 +430,21 @@ class TestPage:
         error.wait_for()
         assert error.inner_text().startswith("403")
 
-    def test_markup_in_a_memory_is_shown_as_text_and_never_runs(self, server: Server,
-                                                                page: Any) -> None:
+    def test_markup_in_a_memory_is_shown_as_text_and_never_runs(
+        self, server: Server, page: Any
+    ) -> None:
         """A memory holds what users and tools wrote: markup in it is text. The page writes
         text nodes only, and its Content-Security-Policy would stop an inline script (the
         ``page`` fixture fails a test on any CSP violation, in every view)."""
         markup = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
-        r = httpx.post(f"{server.url}/v1/memories", json={
-            "app_name": APP, "user_id": "mallory",
-            "memories": [{"text": f"My nickname is {markup}", "topics": ["<b>bold</b>"]}]})
+        r = httpx.post(
+            f"{server.url}/v1/memories",
+            json={
+                "app_name": APP,
+                "user_id": "mallory",
+                "memories": [{"text": f"My nickname is {markup}", "topics": ["<b>bold</b>"]}],
+            },
+        )
         assert r.status_code == 201, r.text
         page.goto(ui(server, app_name=APP, user_id="mallory"))
         card = page.get_by_test_id("memory-card").first
@@ -400,7 +456,8 @@ class TestPage:
         assert page.locator("main img, main script").count() == 0  # the fixture: no CSP hit
 
     def test_a_damaged_shard_is_named_in_the_picker_and_the_health_view(
-            self, tmp_path: Path, page: Any) -> None:
+        self, tmp_path: Path, page: Any
+    ) -> None:
         store = build_ui_store(tmp_path / "store")
         shard = damage_shard_of(store.store, ANA)
         backend = LocalBackend.open(str(store.store))
@@ -437,11 +494,23 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_screenshots_one_png_per_view(keyed_server: Server, tmp_path: Path) -> None:
     # Its own thread: this module's browser fixture holds Playwright's sync loop here.
     with ThreadPoolExecutor(1) as pool:
-        paths = pool.submit(take_screenshots, keyed_server.url, tmp_path / "shots", APP, ANA,
-                            ANA_SESSION, "parrot", api_key=KEY).result(timeout=300)
-    assert [p.name for p in paths] == ["memories.png", "recall.png", "session.png",
-                                       "compile.png", "health.png"]
+        paths = pool.submit(
+            take_screenshots,
+            keyed_server.url,
+            tmp_path / "shots",
+            APP,
+            ANA,
+            ANA_SESSION,
+            "parrot",
+            api_key=KEY,
+        ).result(timeout=300)
+    assert [p.name for p in paths] == [
+        "memories.png",
+        "recall.png",
+        "session.png",
+        "compile.png",
+        "health.png",
+    ]
     for p in paths:
         assert p.stat().st_size > 10_000, p
         assert _png_size(p) == (1280, 800)
-

@@ -33,8 +33,10 @@ from mnemoray.sessions.session import Session
 from mnemoray.tokens import count_tokens
 
 HANDLE_PREFIX = "artifact://"
-LISTING_HEADER = ("Artifacts available to you (content is not shown; call load_artifacts "
-                  "with their names to see it for your next step):")
+LISTING_HEADER = (
+    "Artifacts available to you (content is not shown; call load_artifacts "
+    "with their names to see it for your next step):"
+)
 
 
 class ArtifactsProcessor:
@@ -47,8 +49,7 @@ class ArtifactsProcessor:
             given = list(ctx.callee.artifacts)
             if given:
                 if store is None:
-                    raise ArtifactError("no artifact store is configured",
-                                        field="callee.artifacts")
+                    raise ArtifactError("no artifact store is configured", field="callee.artifacts")
                 ctx.add_content(given_content(store, session, given), ctx.new_message_index())
             ctx.detail.update(mode="callee", given=given)
             return
@@ -61,8 +62,9 @@ class ArtifactsProcessor:
         if not names:
             return
         # Metadata only: the payloads (offloaded tool results among them) stay unread.
-        latest = [store.describe(session.app_name, session.user_id, session.session_id, n)
-                  for n in names]
+        latest = [
+            store.describe(session.app_name, session.user_id, session.session_id, n) for n in names
+        ]
         ctx.add_instruction(listing(latest))
         offer_tool(ctx, LOAD_ARTIFACTS_TOOL, "the session has artifacts")
         ctx.detail["listed"] = [a.handle for a in latest]
@@ -99,8 +101,11 @@ def requested_in_last_step(events: Sequence[Event], agent_name: str) -> list[str
     wanted = {e.data["call_id"]: e for e in results if e.data["name"] == LOAD_ARTIFACTS}
     if not wanted:
         return []
-    calls = {e.data["call_id"]: e for e in events
-             if e.type == "tool_call" and e.data["call_id"] in wanted}
+    calls = {
+        e.data["call_id"]: e
+        for e in events
+        if e.type == "tool_call" and e.data["call_id"] in wanted
+    }
     names: list[str] = []
     for call_id, result in reversed(list(wanted.items())):
         call = calls.get(call_id)
@@ -144,9 +149,11 @@ def _render(artifact: Artifact) -> str:
     try:
         text = artifact.text()
     except ArtifactError:
-        return (f"[Artifact {artifact.name} ({artifact.handle}) is binary "
-                f"({artifact.mime_type}, {artifact.size} bytes); its content cannot be shown "
-                f"as text.]")
+        return (
+            f"[Artifact {artifact.name} ({artifact.handle}) is binary "
+            f"({artifact.mime_type}, {artifact.size} bytes); its content cannot be shown "
+            f"as text.]"
+        )
     return f"[Artifact {artifact.name} ({artifact.handle}, {artifact.mime_type})]:\n{text}"
 
 
@@ -156,8 +163,9 @@ def _load(store: ArtifactStore, session: Session, name: str) -> Artifact:
     if not name.startswith(HANDLE_PREFIX):
         return store.load(session.app_name, session.user_id, session.session_id, name)
     app_name, user_id, session_id, artifact_name, version = parse_handle(name)
-    if (app_name, user_id) != (session.app_name, session.user_id) \
-            or session_id not in (session.session_id, USER_SCOPE_SESSION):
+    if (app_name, user_id) != (session.app_name, session.user_id) or session_id not in (
+        session.session_id,
+        USER_SCOPE_SESSION,
+    ):
         raise ArtifactError("the handle belongs to another session or user")
-    return store.load(session.app_name, session.user_id, session.session_id, artifact_name,
-                      version)
+    return store.load(session.app_name, session.user_id, session.session_id, artifact_name, version)

@@ -16,8 +16,12 @@ class HistoryProcessor:
     def process(self, ctx: CompileContext) -> None:
         if ctx.callee is not None:  # agents as tools: the prompt is all the callee sees
             ctx.add_new_message(ctx.callee.prompt)
-            ctx.detail.update(mode="callee", events=0,
-                              caller_events_hidden=len(ctx.session.events), new_message=True)
+            ctx.detail.update(
+                mode="callee",
+                events=0,
+                caller_events_hidden=len(ctx.session.events),
+                new_message=True,
+            )
             return
         view = MEMO.view(ctx.session, ctx.agent.name, ctx.agent.include_contents)
         ctx.extend_history(view.contents, view.tokens)

@@ -29,8 +29,10 @@ log = logging.getLogger(__name__)
 
 MEMORY_OPEN = "<memory>"
 MEMORY_CLOSE = "</memory>"
-MEMORY_HEADER = ("Memories recalled from earlier conversations with this user. "
-                 "They may be relevant or out of date; prefer the conversation when they disagree.")
+MEMORY_HEADER = (
+    "Memories recalled from earlier conversations with this user. "
+    "They may be relevant or out of date; prefer the conversation when they disagree."
+)
 
 
 class MemoryPreloadProcessor:
@@ -53,17 +55,24 @@ class MemoryPreloadProcessor:
         session = ctx.session
         ctx.detail["query"] = query
         try:
-            snippets = list(search(session.app_name, session.user_id, query,
-                                   ctx.agent.preload_top_k))[: ctx.agent.preload_top_k]
+            snippets = list(
+                search(session.app_name, session.user_id, query, ctx.agent.preload_top_k)
+            )[: ctx.agent.preload_top_k]
             block = memory_block(snippets) if snippets else ""
         except Exception as exc:
             if not degradable(exc):
                 raise
             err = ctx.degrade(exc)
             # The full error (a damaged store's path) is for the operator only.
-            log.warning("compile of %s/%s/%s goes on without memories: %s: %s",
-                        session.app_name, session.user_id, session.session_id, err.error, exc,
-                        exc_info=exc)
+            log.warning(
+                "compile of %s/%s/%s goes on without memories: %s: %s",
+                session.app_name,
+                session.user_id,
+                session.session_id,
+                err.error,
+                exc,
+                exc_info=exc,
+            )
             return
         ctx.detail["memory_ids"] = [s.memory_id for s in snippets]
         ctx.detail["placement"] = ctx.agent.memory_placement
@@ -83,9 +92,14 @@ def before_current_turn(ctx: CompileContext) -> int:
     if ctx.new_message_content is not None:
         return ctx.new_message_index()
     last = last_user_message(ctx.session.events)
-    return next((i for i in range(len(ctx.contents) - 1, -1, -1)
-                 if last is not None and last.id in ctx.contents[i].event_ids),
-                len(ctx.contents))
+    return next(
+        (
+            i
+            for i in range(len(ctx.contents) - 1, -1, -1)
+            if last is not None and last.id in ctx.contents[i].event_ids
+        ),
+        len(ctx.contents),
+    )
 
 
 def last_user_message(events: list[Event]) -> Event | None:
@@ -103,8 +117,11 @@ def last_user_text(events: list[Event]) -> str:
 def memory_block(snippets: list[MemorySnippet]) -> str:
     lines = [MEMORY_OPEN, MEMORY_HEADER]
     for s in snippets:
-        when = datetime.fromtimestamp(s.time, tz=timezone.utc).strftime("%Y-%m-%d") \
-            if s.time is not None else "date unknown"
+        when = (
+            datetime.fromtimestamp(s.time, tz=timezone.utc).strftime("%Y-%m-%d")
+            if s.time is not None
+            else "date unknown"
+        )
         where = f"session {s.session_id}" if s.session_id else "session unknown"
         # A memory must not be able to close the block early.
         text = s.text.replace(MEMORY_CLOSE, "&lt;/memory&gt;")

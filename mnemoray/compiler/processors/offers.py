@@ -21,5 +21,4 @@ def offer_tool(ctx: CompileContext, tool: dict[str, Any], why: str) -> bool:
 
 
 def not_offered(ctx: CompileContext, name: str) -> None:
-    ctx.detail.setdefault("tools_not_offered", {})[name] = \
-        "the agent's memory_tools leaves it out"
+    ctx.detail.setdefault("tools_not_offered", {})[name] = "the agent's memory_tools leaves it out"

@@ -25,7 +25,6 @@ class StaticInstructionProcessor:
         ctx.detail["prefix_hash"] = digest
         if self.reuse is not None and ctx.callee is None:
             s = ctx.session
-            seen = self.reuse.observe((s.app_name, s.user_id, s.session_id, ctx.agent.name),
-                                      digest)
+            seen = self.reuse.observe((s.app_name, s.user_id, s.session_id, ctx.agent.name), digest)
             if seen is not None:
                 ctx.detail["prefix_reuse"] = seen

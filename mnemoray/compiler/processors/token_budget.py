@@ -46,7 +46,8 @@ class TokenBudgetProcessor:
             ctx.detail["reason"] = (
                 f"what must stay exceeds the budget: system instruction "
                 f"({ctx.static_tokens} static-prefix tokens), new message, per-call contents "
-                f"and {pinned} content(s) holding unfinished tool calls")
+                f"and {pinned} content(s) holding unfinished tool calls"
+            )
 
 
 def drop_groups(contents: list[Content], events: list[Event]) -> tuple[list[list[int]], int]:

@@ -36,8 +36,11 @@ class ToolResultsProcessor:
         events = ctx.session.events
         invocation = invocation_index(events)
         current = max(invocation.values(), default=0) + (1 if ctx.new_message else 0)
-        old = {e.id: e for e in events
-               if e.type == "tool_result" and current - invocation.get(e.id, 0) >= window}
+        old = {
+            e.id: e
+            for e in events
+            if e.type == "tool_result" and current - invocation.get(e.id, 0) >= window
+        }
         ctx.detail["window"] = window
         if not old:
             ctx.detail["dropped_results"] = 0
@@ -50,8 +53,9 @@ class ToolResultsProcessor:
                 continue
             event = old[content.event_ids[0]]
             short = replace(event, data={**event.data, "response": summary(event)})
-            ctx.replace_content(i, render(short, agent_name,
-                                          owner.get(event.data["call_id"], event.author)))
+            ctx.replace_content(
+                i, render(short, agent_name, owner.get(event.data["call_id"], event.author))
+            )
             dropped.append(event.id)
         ctx.detail.update(dropped_results=len(dropped), dropped_event_ids=dropped)
 
@@ -78,11 +82,15 @@ def summary(event: Event) -> dict[str, Any]:
     """The one line that stands for the result of ``event``."""
     response = event.data.get("response")
     if isinstance(response, dict) and response.get(OFFLOADED_KEY):
-        return {"summary": str(response.get("summary", ""))[:SUMMARY_CHARS * 2],
-                "artifact": response.get("artifact"),
-                "note": "result of an earlier invocation; load_artifacts shows it"}
+        return {
+            "summary": str(response.get("summary", ""))[: SUMMARY_CHARS * 2],
+            "artifact": response.get("artifact"),
+            "note": "result of an earlier invocation; load_artifacts shows it",
+        }
     text = response if isinstance(response, str) else to_json(response)
-    head = " ".join(text[:SUMMARY_CHARS * 2].split())
-    line = head if len(head) <= SUMMARY_CHARS else head[:SUMMARY_CHARS - 1] + "…"
-    return {"summary": f"{len(text.encode('utf-8'))} bytes: {line}",
-            "note": "result of an earlier invocation, left out of the history"}
+    head = " ".join(text[: SUMMARY_CHARS * 2].split())
+    line = head if len(head) <= SUMMARY_CHARS else head[: SUMMARY_CHARS - 1] + "…"
+    return {
+        "summary": f"{len(text.encode('utf-8'))} bytes: {line}",
+        "note": "result of an earlier invocation, left out of the history",
+    }

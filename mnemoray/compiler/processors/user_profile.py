@@ -33,21 +33,26 @@ MAX_DECLINED = 5
 def profile_block(p: Mapping[str, Any]) -> str:
     """The profile as the model reads it (deterministic: same profile, same text)."""
     s = p["style"]
-    lines = [PROFILE_OPEN, f"What earlier conversations with this user ({p['sessions']} "
-             f"sessions) show. Adapt to it; the conversation wins when they disagree."]
+    lines = [
+        PROFILE_OPEN,
+        f"What earlier conversations with this user ({p['sessions']} "
+        f"sessions) show. Adapt to it; the conversation wins when they disagree.",
+    ]
     areas = p["expertise"][:MAX_AREAS]
     if areas:
-        lines.append("Knows about: " + ", ".join(f"{a['topic']} ({a['depth']})"
-                                                 for a in areas) + ".")
+        lines.append(
+            "Knows about: " + ", ".join(f"{a['topic']} ({a['depth']})" for a in areas) + "."
+        )
     if s["turns"]:
-        lines.append(f"Writes {s['verbosity']} messages (about {round(s['words_per_turn'])} "
-                     f"words), {s['formality']} register, asks questions in "
-                     f"{s['question_ratio']:.0%} of turns, gives specifics (numbers, names) "
-                     f"in {s['specifics_ratio']:.0%}.")
+        lines.append(
+            f"Writes {s['verbosity']} messages (about {round(s['words_per_turn'])} "
+            f"words), {s['formality']} register, asks questions in "
+            f"{s['question_ratio']:.0%} of turns, gives specifics (numbers, names) "
+            f"in {s['specifics_ratio']:.0%}."
+        )
     declined = list(dict.fromkeys(d["topic"] for d in p["declined"]))[:MAX_DECLINED]
     if declined:
-        lines.append("Declined to talk about: " + ", ".join(declined)
-                     + ". Do not bring these up.")
+        lines.append("Declined to talk about: " + ", ".join(declined) + ". Do not bring these up.")
     lines.append(PROFILE_CLOSE)
     # Nothing in the profile may close the block early.
     body = [ln.replace(PROFILE_CLOSE, "&lt;/user_profile&gt;") for ln in lines[1:-1]]
@@ -71,9 +76,15 @@ class UserProfileProcessor:
             if not degradable(exc):
                 raise
             err = ctx.degrade(exc)
-            log.warning("compile of %s/%s/%s goes on without the user profile: %s: %s",
-                        session.app_name, session.user_id, session.session_id, err.error,
-                        exc, exc_info=exc)
+            log.warning(
+                "compile of %s/%s/%s goes on without the user profile: %s: %s",
+                session.app_name,
+                session.user_id,
+                session.session_id,
+                err.error,
+                exc,
+                exc_info=exc,
+            )
             return
         if profile is None:
             ctx.detail["skipped"] = "no memories of this user yet"

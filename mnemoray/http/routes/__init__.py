@@ -23,9 +23,18 @@ from mnemoray.http.routes import (
 )
 from mnemoray.ui.routes import router as ui_router
 
-ROUTERS: tuple[APIRouter, ...] = (ops.router, memories.router, sessions.router,
-                                  context.router, artifacts.router, jobs.router,
-                                  graph.router, profiles.router, apps.router, store.router,
-                                  ui_router)
+ROUTERS: tuple[APIRouter, ...] = (
+    ops.router,
+    memories.router,
+    sessions.router,
+    context.router,
+    artifacts.router,
+    jobs.router,
+    graph.router,
+    profiles.router,
+    apps.router,
+    store.router,
+    ui_router,
+)
 
 __all__ = ["ROUTERS"]

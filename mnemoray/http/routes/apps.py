@@ -13,9 +13,13 @@ from mnemoray.schemas.store import AppsResponse
 router = APIRouter(tags=["inspect"])
 
 
-@router.get("/v1/apps", operation_id="list_apps", response_model=AppsResponse,
-            summary="The apps this key may use that have memories or sessions (with their "
-            "users for an open server or an app_wide key)")
+@router.get(
+    "/v1/apps",
+    operation_id="list_apps",
+    response_model=AppsResponse,
+    summary="The apps this key may use that have memories or sessions (with their "
+    "users for an open server or an app_wide key)",
+)
 async def list_apps(caller: Caller, backend: Backend) -> dict[str, Any]:
     # Only the caller's apps are read: another tenant's app is not even named.
     found: dict[str, Any] = await backend.run_io(backend.tenants, caller.apps)

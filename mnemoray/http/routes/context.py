@@ -17,11 +17,13 @@ router = APIRouter(tags=["context"])
 
 
 # Documented, not re-validated: the answer is built by the compiler itself.
-@router.post("/v1/context:compile", operation_id="compile_context",
-             responses={200: {"model": CompiledRequestOut}},
-             summary="Compile the working context of one model call (CompiledRequest)")
-async def compile_context(body: CompileRequest, caller: Caller,
-                          backend: Backend) -> dict[str, Any]:
+@router.post(
+    "/v1/context:compile",
+    operation_id="compile_context",
+    responses={200: {"model": CompiledRequestOut}},
+    summary="Compile the working context of one model call (CompiledRequest)",
+)
+async def compile_context(body: CompileRequest, caller: Caller, backend: Backend) -> dict[str, Any]:
     start = time.perf_counter()
     caller.check(body.app_name)
     agent = body.agent.model_dump()
@@ -30,15 +32,21 @@ async def compile_context(body: CompileRequest, caller: Caller,
     except InvalidInput as exc:
         raise exc.within("agent") from exc
     # Only a callee compile passes `callee`: backends that predate it still serve the rest.
-    extra: dict[str, Any] = {"callee": body.callee.model_dump()} \
-        if body.callee is not None else {}
+    extra: dict[str, Any] = {"callee": body.callee.model_dump()} if body.callee is not None else {}
     if body.memory_agent is not None:
         extra["memory_agent"] = body.memory_agent
     if body.at_event_id is not None:
         extra["at_event_id"] = body.at_event_id
     try:
-        out = await backend.compile(body.app_name, body.user_id, body.session_id, agent,
-                                    body.new_message, body.temp_state, **extra)
+        out = await backend.compile(
+            body.app_name,
+            body.user_id,
+            body.session_id,
+            agent,
+            body.new_message,
+            body.temp_state,
+            **extra,
+        )
     except TemplateError as exc:  # the template is the request's agent.instruction
         raise exc.within("agent") from exc
     # A step skipped on a failed memory source still answers 200; /metrics counts it.

@@ -19,17 +19,26 @@ async def backend(request: Request) -> ApiBackend:
 
 # Declares the key in OpenAPI (the docs' Authorize button, `security` on each route);
 # it never refuses a request itself: mnemoray.http.auth decides, with its own errors.
-BEARER = HTTPBearer(scheme_name="ApiKey", auto_error=False,
-                    description="`Authorization: Bearer <api key>` (servers with keys)")
+BEARER = HTTPBearer(
+    scheme_name="ApiKey",
+    auto_error=False,
+    description="`Authorization: Bearer <api key>` (servers with keys)",
+)
 
 
-async def principal(request: Request, _declared: Annotated[
-        HTTPAuthorizationCredentials | None, Depends(BEARER)] = None) -> Principal:
+async def principal(
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)] = None,
+) -> Principal:
     """The caller (a dependency of every route but /healthz)."""
     http: HttpConfig = request.app.state.http
     client = request.client.host if request.client else None
-    return authenticate(http.keys, request.headers.get("authorization"), client,
-                        allow_remote_without_keys=http.allow_remote_without_keys)
+    return authenticate(
+        http.keys,
+        request.headers.get("authorization"),
+        client,
+        allow_remote_without_keys=http.allow_remote_without_keys,
+    )
 
 
 # Module level: FastAPI resolves (string) annotations in the route module's namespace.

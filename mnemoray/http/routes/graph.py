@@ -18,22 +18,40 @@ router = APIRouter(tags=["graph"])
 PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS)]
 
 
-@router.get("/v1/graph/{app_name}/{user_id}", operation_id="graph",
-            response_model=GraphResponse, summary="A user's entity graph around one entity")
-async def graph(app_name: PathId, user_id: PathId, caller: Caller, backend: Backend,
-                entity: Annotated[str, Query(min_length=1, max_length=MAX_ID_CHARS,
-                                             description="a name, an alias or an ent-... id")],
-                depth: Annotated[int, Query(ge=1, le=MAX_DEPTH)] = 2,
-                type: Annotated[list[str] | None, Query(  # noqa: A002  (the query name)
-                    max_length=32, description="only relations of these types")] = None,
-                at: Annotated[str | None, Query(
-                    max_length=64, description="only relations valid then: epoch seconds "
-                    "or ISO-8601")] = None,
-                limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-                ) -> JSONResponse:
+@router.get(
+    "/v1/graph/{app_name}/{user_id}",
+    operation_id="graph",
+    response_model=GraphResponse,
+    summary="A user's entity graph around one entity",
+)
+async def graph(
+    app_name: PathId,
+    user_id: PathId,
+    caller: Caller,
+    backend: Backend,
+    entity: Annotated[
+        str,
+        Query(
+            min_length=1, max_length=MAX_ID_CHARS, description="a name, an alias or an ent-... id"
+        ),
+    ],
+    depth: Annotated[int, Query(ge=1, le=MAX_DEPTH)] = 2,
+    type: Annotated[
+        list[str] | None,
+        Query(  # noqa: A002  (the query name)
+            max_length=32, description="only relations of these types"
+        ),
+    ] = None,
+    at: Annotated[
+        str | None,
+        Query(max_length=64, description="only relations valid then: epoch seconds or ISO-8601"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+) -> JSONResponse:
     start = time.perf_counter()
     caller.check(app_name)
-    out = await backend.memory_op("graph", app_name, user_id, entity=entity, depth=depth,
-                                  types=type, at=at, limit=limit)
+    out = await backend.memory_op(
+        "graph", app_name, user_id, entity=entity, depth=depth, types=type, at=at, limit=limit
+    )
     out["took_ms"] = elapsed_ms(start)
     return JSONResponse(out)

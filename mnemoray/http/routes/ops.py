@@ -16,7 +16,11 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/metrics", operation_id="metrics", summary="Prometheus metrics of the app",
-            response_class=Response)
+@router.get(
+    "/metrics",
+    operation_id="metrics",
+    summary="Prometheus metrics of the app",
+    response_class=Response,
+)
 async def metrics(caller: Caller, backend: Backend) -> Response:
     return Response(await backend.metrics.exposition(), media_type=CONTENT_TYPE)

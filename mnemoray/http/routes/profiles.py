@@ -21,10 +21,15 @@ router = APIRouter(tags=["profiles"])
 PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS)]
 
 
-@router.get("/v1/profiles/{app_name}/{user_id}", operation_id="profile",
-            response_model=ProfileResponse, summary="A user's profile")
-async def profile(app_name: PathId, user_id: PathId, caller: Caller,
-                  backend: Backend) -> JSONResponse:
+@router.get(
+    "/v1/profiles/{app_name}/{user_id}",
+    operation_id="profile",
+    response_model=ProfileResponse,
+    summary="A user's profile",
+)
+async def profile(
+    app_name: PathId, user_id: PathId, caller: Caller, backend: Backend
+) -> JSONResponse:
     start = time.perf_counter()
     caller.check(app_name)
     out = await backend.memory_op("profile", app_name, user_id)
@@ -32,8 +37,12 @@ async def profile(app_name: PathId, user_id: PathId, caller: Caller,
     return JSONResponse(out)
 
 
-@router.get("/v1/domains/{app_name}", operation_id="domain", response_model=DomainResponse,
-            summary="An app's domain index (app-wide keys only)")
+@router.get(
+    "/v1/domains/{app_name}",
+    operation_id="domain",
+    response_model=DomainResponse,
+    summary="An app's domain index (app-wide keys only)",
+)
 async def domain(app_name: PathId, caller: Caller, backend: Backend) -> JSONResponse:
     start = time.perf_counter()
     # Tenant isolation: it reads every user of the app, as app-wide recall does.

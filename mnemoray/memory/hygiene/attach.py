@@ -70,12 +70,18 @@ def attach_hygiene(service: MemoryService, settings: HygienePolicies) -> MemoryH
     forgets reach the consolidated summaries that merged what went."""
     usage = None
     if settings.usage_needed:
-        usage = RecallUsage.of_store(service.store.root,
-                                     flush_interval_s=settings.usage_flush_s).attach(service)
-    limits = UserLimits(service, settings.limits_for(None), app_policies=settings.app_limits,
-                        usage=usage)
-    return MemoryHygiene(service, usage, limits.attach() if limits.any_limit else None,
-                         ForgetCascade(service).attach())
+        usage = RecallUsage.of_store(
+            service.store.root, flush_interval_s=settings.usage_flush_s
+        ).attach(service)
+    limits = UserLimits(
+        service, settings.limits_for(None), app_policies=settings.app_limits, usage=usage
+    )
+    return MemoryHygiene(
+        service,
+        usage,
+        limits.attach() if limits.any_limit else None,
+        ForgetCascade(service).attach(),
+    )
 
 
 @dataclass
@@ -98,15 +104,16 @@ def attach_forget_effects(service: MemoryService) -> ForgetEffects:
     return ForgetEffects(ForgetCascade(service).attach(), guard_store_jobs(service))
 
 
-def close_service(service: MemoryService, hygiene: MemoryHygiene | None,
-                  *attached: Any) -> None:
+def close_service(service: MemoryService, hygiene: MemoryHygiene | None, *attached: Any) -> None:
     """Shut a server's service down in order: its hygiene (hooks delivered, recall
     counts written), the service, then what else was ``attached`` to it (a webhook, a
     job queue: each ``stop()``-ed or ``close()``-d; None skipped). Each step runs even
     when one before it failed; the first error is raised at the end."""
-    steps = [hygiene.stop if hygiene is not None else None, service.close,
-             *(getattr(a, "stop", None) or getattr(a, "close", None) for a in attached
-               if a is not None)]
+    steps = [
+        hygiene.stop if hygiene is not None else None,
+        service.close,
+        *(getattr(a, "stop", None) or getattr(a, "close", None) for a in attached if a is not None),
+    ]
     error: BaseException | None = None
     for step in steps:
         if step is None:

@@ -42,8 +42,11 @@ _HOUSEKEEPING_ACTORS = frozenset({ACTOR, evict.ACTOR})
 class ForgetCascade:
     def __init__(self, service: MemoryService, ledger_path: str | Path | None = None) -> None:
         self.service = service
-        self.ledger = ConsolidationLedger(ledger_path) if ledger_path is not None \
+        self.ledger = (
+            ConsolidationLedger(ledger_path)
+            if ledger_path is not None
             else ConsolidationLedger.of_store(service.store.root)
+        )
         self.cascaded = 0  # summaries forgotten so far (stats)
 
     def attach(self) -> ForgetCascade:
@@ -56,15 +59,24 @@ class ForgetCascade:
         self.ledger.close()
 
     def on_forgotten(self, event: MemoryEvent) -> None:
-        if event.scope == "user" or not purposeful(event.reason, event.actor) \
-                or not event.memory_ids:
+        if (
+            event.scope == "user"
+            or not purposeful(event.reason, event.actor)
+            or not event.memory_ids
+        ):
             return
-        n = forget_summaries_of(self.service, self.ledger, event.app_name, event.user_id,
-                                set(event.memory_ids))
+        n = forget_summaries_of(
+            self.service, self.ledger, event.app_name, event.user_id, set(event.memory_ids)
+        )
         self.cascaded += n
         if n:
-            log.info("consolidation: %d summaries of %s/%s forgotten with a source (%s)", n,
-                     event.app_name, event.user_id, event.reason or event.scope)
+            log.info(
+                "consolidation: %d summaries of %s/%s forgotten with a source (%s)",
+                n,
+                event.app_name,
+                event.user_id,
+                event.reason or event.scope,
+            )
 
 
 def purposeful(reason: str, actor: str) -> bool:
@@ -75,50 +87,61 @@ def purposeful(reason: str, actor: str) -> bool:
     return actor not in _HOUSEKEEPING_ACTORS and reason != SUPERSEDED
 
 
-def forget_summaries_of(service: MemoryService, ledger: ConsolidationLedger, app_name: str,
-                        user_id: str, gone: set[str]) -> int:
+def forget_summaries_of(
+    service: MemoryService, ledger: ConsolidationLedger, app_name: str, user_id: str, gone: set[str]
+) -> int:
     """Forget the user's live summaries that merge any of ``gone`` and release their
     other originals from the ledger; how many summaries went."""
     service.reloader.refresh()
     rows = service.snapshot().rows_for_user(app_name, user_id)
-    hit = [m.memory_id for m in rows if m.kind == CONSOLIDATED_KIND
-           and gone.intersection(m.source_event_ids)]
+    hit = [
+        m.memory_id
+        for m in rows
+        if m.kind == CONSOLIDATED_KIND and gone.intersection(m.source_event_ids)
+    ]
     if not hit:
         return 0
-    n = service.forget_memories(app_name, user_id, hit, reason=SOURCE_FORGOTTEN,
-                                actor=ACTOR)
+    n = service.forget_memories(app_name, user_id, hit, reason=SOURCE_FORGOTTEN, actor=ACTOR)
     ledger.release(app_name, user_id, hit)
     return n
 
 
-def catch_up(service: MemoryService, ledger: ConsolidationLedger, app_name: str,
-             user_id: str) -> int:
+def catch_up(
+    service: MemoryService, ledger: ConsolidationLedger, app_name: str, user_id: str
+) -> int:
     """Forget the user's live summaries that merge a memory forgotten on purpose since
     (a cascade missed: another process without it, a crash in between); how many.
     Run at the start of each consolidation of the user."""
     snap = service.snapshot()
     rows = snap.rows_for_user(app_name, user_id)
-    sources = {i for m in rows if m.kind == CONSOLIDATED_KIND
-               for i in m.source_event_ids}
+    sources = {i for m in rows if m.kind == CONSOLIDATED_KIND for i in m.source_event_ids}
     missing = sources - {m.memory_id for m in rows}
     if not missing:
         return 0
-    records = [t for t in forget_records(service.store.root, snap.tombstones, app_name,
-                                         user_id) if purposeful(t.reason, t.actor)]
+    records = [
+        t
+        for t in forget_records(service.store.root, snap.tombstones, app_name, user_id)
+        if purposeful(t.reason, t.actor)
+    ]
     gone = {t.memory_id for t in records if t.scope == "memory"} & missing
     sessions = {t.session_id for t in records if t.scope == "session"}
     if sessions and missing - gone:  # which session each missing source was in
         for seg, (start, end) in snap.user_spans(app_name, user_id):
             ids = seg.table["memory_id"].slice(start, end - start).to_pylist()
             sids = seg.table["session_id"].slice(start, end - start).to_pylist()
-            gone.update(i for i, sid in zip(ids, sids, strict=True)
-                        if i in missing and sid in sessions)
+            gone.update(
+                i for i, sid in zip(ids, sids, strict=True) if i in missing and sid in sessions
+            )
     return forget_summaries_of(service, ledger, app_name, user_id, gone) if gone else 0
 
 
-def drop_orphans(service: MemoryService, ledger: ConsolidationLedger, app_name: str,
-                 user_id: str, merged: Sequence[tuple[Memory, Sequence[Memory]]],
-                 ) -> list[tuple[Memory, Sequence[Memory]]]:
+def drop_orphans(
+    service: MemoryService,
+    ledger: ConsolidationLedger,
+    app_name: str,
+    user_id: str,
+    merged: Sequence[tuple[Memory, Sequence[Memory]]],
+) -> list[tuple[Memory, Sequence[Memory]]]:
     """After summaries were written: forget those whose originals are no longer all
     live (forgotten while the group was summarized: the cascade found no summary then);
     the groups that stand. A forget after this check finds the summary written."""
@@ -130,9 +153,19 @@ def drop_orphans(service: MemoryService, ledger: ConsolidationLedger, app_name: 
         live = all(snap.get(m.memory_id, owner) is not None for m in group)
         (kept if live else orphans).append((record, group))
     if orphans:
-        n = service.forget_memories(app_name, user_id, [r.memory_id for r, _ in orphans],
-                                    reason=SOURCE_FORGOTTEN, actor=ACTOR)
+        n = service.forget_memories(
+            app_name,
+            user_id,
+            [r.memory_id for r, _ in orphans],
+            reason=SOURCE_FORGOTTEN,
+            actor=ACTOR,
+        )
         ledger.release(app_name, user_id, [r.memory_id for r, _ in orphans])
-        log.info("consolidation: %d summaries of %s/%s forgotten at once: a source went "
-                 "while they were written", n, app_name, user_id)
+        log.info(
+            "consolidation: %d summaries of %s/%s forgotten at once: a source went "
+            "while they were written",
+            n,
+            app_name,
+            user_id,
+        )
     return kept

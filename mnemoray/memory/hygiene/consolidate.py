@@ -76,9 +76,11 @@ class ConsolidationPolicy:
         object.__setattr__(self, "kinds", tuple(self.kinds))
         bad = [k for k in self.kinds if k not in MEMORY_KINDS or k == CONSOLIDATED_KIND]
         if bad or not self.kinds:
-            raise InvalidInput(f"{bad[0] if bad else 'empty'}: expected kinds among "
-                               f"{', '.join(k for k in MEMORY_KINDS if k != CONSOLIDATED_KIND)}",
-                               field="kinds")
+            raise InvalidInput(
+                f"{bad[0] if bad else 'empty'}: expected kinds among "
+                f"{', '.join(k for k in MEMORY_KINDS if k != CONSOLIDATED_KIND)}",
+                field="kinds",
+            )
         if self.originals not in ("keep", "expire"):
             raise InvalidInput(f"{self.originals!r} is not keep or expire", field="originals")
 
@@ -105,9 +107,11 @@ class ConsolidationReport:
 
     def summary(self) -> str:
         verb = "would merge" if self.dry_run else "merged"
-        return (f"consolidation: {self.users} user(s), {verb} {self.originals_consolidated} "
-                f"memories into {self.groups} summaries, {self.originals_expired} originals "
-                f"expired, {self.seconds:.2f}s")
+        return (
+            f"consolidation: {self.users} user(s), {verb} {self.originals_consolidated} "
+            f"memories into {self.groups} summaries, {self.originals_expired} originals "
+            f"expired, {self.seconds:.2f}s"
+        )
 
 
 def memory_time(m: Memory) -> float:
@@ -115,24 +119,30 @@ def memory_time(m: Memory) -> float:
     return m.event_time_end if m.event_time_end is not None else m.created_at
 
 
-def plan_groups(memories: Iterable[Memory], policy: ConsolidationPolicy, covered: set[str],
-                now: float) -> list[list[Memory]]:
+def plan_groups(
+    memories: Iterable[Memory], policy: ConsolidationPolicy, covered: set[str], now: float
+) -> list[list[Memory]]:
     """The groups to merge: eligible memories by period, oldest first, in runs of at
     most ``max_group`` (a run shorter than ``min_group`` waits for a later run)."""
-    eligible = sorted((m for m in memories if m.kind in policy.kinds
-                       and m.memory_id not in covered
-                       and now - memory_time(m) >= policy.min_age_s),
-                      key=lambda m: (memory_time(m), m.memory_id))
+    eligible = sorted(
+        (
+            m
+            for m in memories
+            if m.kind in policy.kinds
+            and m.memory_id not in covered
+            and now - memory_time(m) >= policy.min_age_s
+        ),
+        key=lambda m: (memory_time(m), m.memory_id),
+    )
     # One agent's memories per group: an agent-only memory must never reach a summary
     # that another agent (or every agent) sees (mnemoray.memory.store.scopes).
     buckets: dict[tuple[str, int], list[Memory]] = {}
     for m in eligible:
-        buckets.setdefault((m.agent_name, int(memory_time(m) // policy.period_s)),
-                           []).append(m)
+        buckets.setdefault((m.agent_name, int(memory_time(m) // policy.period_s)), []).append(m)
     groups: list[list[Memory]] = []
     for _, members in sorted(buckets.items()):
         for i in range(0, len(members), policy.max_group):
-            run = members[i:i + policy.max_group]
+            run = members[i : i + policy.max_group]
             if len(run) >= policy.min_group:
                 groups.append(run)
     return groups
@@ -150,18 +160,28 @@ def stand_ins(m: Memory) -> list[Event]:
         elif match:
             speaker = _SPEAKER.sub("_", match.group(1).strip()) or "memory"
             is_user = speaker.casefold() == "user"
-            author, role, text = ("user" if is_user else speaker,
-                                  "user" if is_user else "model", match.group(2).strip())
+            author, role, text = (
+                "user" if is_user else speaker,
+                "user" if is_user else "model",
+                match.group(2).strip(),
+            )
         else:
             author, role, text = "memory", "model", line
-        out.append(Event(author=author, role=role, type="message", text=text,  # type: ignore[arg-type]
-                         id=f"{m.memory_id}#{j}", session_id=m.session_id,
-                         timestamp=memory_time(m)))
+        out.append(
+            Event(
+                author=author,
+                role=role,
+                type="message",
+                text=text,  # type: ignore[arg-type]
+                id=f"{m.memory_id}#{j}",
+                session_id=m.session_id,
+                timestamp=memory_time(m),
+            )
+        )
     return out
 
 
-def summarize_group(group: Sequence[Memory], summarizer: Summarizer,
-                    now: float) -> Memory | None:
+def summarize_group(group: Sequence[Memory], summarizer: Summarizer, now: float) -> Memory | None:
     """The consolidated record of ``group`` (None: the summarizer said nothing)."""
     events = [e for m in group for e in stand_ins(m)]
     summary = summarizer.summarize(events)
@@ -173,28 +193,44 @@ def summarize_group(group: Sequence[Memory], summarizer: Summarizer,
     digest = hashlib.sha256("\x1f".join(ids).encode()).hexdigest()[:16]
     topics = tuple(summary.topics)
     key = text + ("\nTopics: " + ", ".join(topics) if topics else "")
-    return Memory(app_name=first.app_name, user_id=first.user_id,
-                  session_id=f"consolidated:{digest}", kind=CONSOLIDATED_KIND,  # type: ignore[arg-type]
-                  text=text, source_event_ids=ids, key_text=key, topics=topics,
-                  key_facts=tuple(f.text for f in summary.key_facts),
-                  entities=tuple(summary.entities),
-                  event_time_start=min(m.event_time_start if m.event_time_start is not None
-                                       else memory_time(m) for m in group),
-                  event_time_end=max(memory_time(m) for m in group), created_at=now,
-                  agent_name=first.agent_name,
-                  # What the originals left open or settled stays on the summary (seed 004).
-                  **{name: _union(group, name) for name in CARRIED})
+    return Memory(
+        app_name=first.app_name,
+        user_id=first.user_id,
+        session_id=f"consolidated:{digest}",
+        kind=CONSOLIDATED_KIND,  # type: ignore[arg-type]
+        text=text,
+        source_event_ids=ids,
+        key_text=key,
+        topics=topics,
+        key_facts=tuple(f.text for f in summary.key_facts),
+        entities=tuple(summary.entities),
+        event_time_start=min(
+            m.event_time_start if m.event_time_start is not None else memory_time(m) for m in group
+        ),
+        event_time_end=max(memory_time(m) for m in group),
+        created_at=now,
+        agent_name=first.agent_name,
+        # What the originals left open or settled stays on the summary (seed 004).
+        **{name: _union(group, name) for name in CARRIED},
+    )
 
 
 def _union(group: Sequence[Memory], name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(x for m in group for x in getattr(m, name)))
 
 
-def consolidate_user(service: MemoryService, app_name: str, user_id: str,
-                     policy: ConsolidationPolicy, ledger: ConsolidationLedger, *,
-                     summarizer: Summarizer | None = None, now: float | None = None,
-                     dry_run: bool = False, report: ConsolidationReport | None = None,
-                     ) -> ConsolidationReport:
+def consolidate_user(
+    service: MemoryService,
+    app_name: str,
+    user_id: str,
+    policy: ConsolidationPolicy,
+    ledger: ConsolidationLedger,
+    *,
+    summarizer: Summarizer | None = None,
+    now: float | None = None,
+    dry_run: bool = False,
+    report: ConsolidationReport | None = None,
+) -> ConsolidationReport:
     """Consolidate one user's old memories, then expire the originals that are due."""
 
     now = time.time() if now is None else now
@@ -203,11 +239,11 @@ def consolidate_user(service: MemoryService, app_name: str, user_id: str,
     if not dry_run:  # forgets this store's cascade did not see reach their summaries
         report.summaries_dropped += cascade.catch_up(service, ledger, app_name, user_id)
     rows = service.snapshot().rows_for_user(app_name, user_id)
-    summaries = [(m.memory_id, m.source_event_ids, m.created_at)
-                 for m in rows if m.kind == CONSOLIDATED_KIND]
+    summaries = [
+        (m.memory_id, m.source_event_ids, m.created_at) for m in rows if m.kind == CONSOLIDATED_KIND
+    ]
     if not dry_run:
-        report.ledger_healed += ledger.reconcile(app_name, user_id, summaries,
-                                                 policy.expire_s)
+        report.ledger_healed += ledger.reconcile(app_name, user_id, summaries, policy.expire_s)
     covered = ledger.covered(app_name, user_id)
     covered.update(i for _, ids, _ in summaries for i in ids)
     summ = summarizer or service.summarizer
@@ -219,13 +255,23 @@ def consolidate_user(service: MemoryService, app_name: str, user_id: str,
         if dry_run:
             report.groups += 1
             report.originals_consolidated += len(group)
-            report.planned.append({"app_name": app_name, "user_id": user_id,
-                                   "memory_ids": [m.memory_id for m in group]})
+            report.planned.append(
+                {
+                    "app_name": app_name,
+                    "user_id": user_id,
+                    "memory_ids": [m.memory_id for m in group],
+                }
+            )
             continue
         record = summarize_group(group, summ, now)
         if record is None:
-            log.warning("consolidation of %d memories of %s/%s: the summarizer returned "
-                        "nothing; left as they are", len(group), app_name, user_id)
+            log.warning(
+                "consolidation of %d memories of %s/%s: the summarizer returned "
+                "nothing; left as they are",
+                len(group),
+                app_name,
+                user_id,
+            )
             continue
         merged.append((record, group))
     if merged:
@@ -238,8 +284,14 @@ def consolidate_user(service: MemoryService, app_name: str, user_id: str,
         merged = kept
         expire_at = None if policy.expire_s is None else now + policy.expire_s
         for record, group in merged:
-            ledger.record(app_name, user_id, record.memory_id, [m.memory_id for m in group],
-                          expire_at, now=now)
+            ledger.record(
+                app_name,
+                user_id,
+                record.memory_id,
+                [m.memory_id for m in group],
+                expire_at,
+                now=now,
+            )
             report.originals_consolidated += len(group)
         report.groups += len(merged)
         report.summaries_written += len(written)
@@ -248,25 +300,34 @@ def consolidate_user(service: MemoryService, app_name: str, user_id: str,
     return report
 
 
-def expire_due(service: MemoryService, app_name: str, user_id: str,
-               ledger: ConsolidationLedger, now: float | None = None) -> int:
+def expire_due(
+    service: MemoryService,
+    app_name: str,
+    user_id: str,
+    ledger: ConsolidationLedger,
+    now: float | None = None,
+) -> int:
     """Forget (reason ``consolidated``) the user's originals whose expiry has come."""
     due = ledger.due(app_name, user_id, now)
     if not due:
         return 0
-    hidden = service.forget_memories(app_name, user_id, due, reason=CONSOLIDATED,
-                                     actor=ACTOR)
+    hidden = service.forget_memories(app_name, user_id, due, reason=CONSOLIDATED, actor=ACTOR)
     ledger.mark_expired(app_name, user_id, due, now)
     return hidden
 
 
-def consolidate(service: MemoryService, policy: ConsolidationPolicy | None = None, *,
-                app_policies: Mapping[str, ConsolidationPolicy] | None = None,
-                apps: Iterable[str] | None = None,
-                users: Iterable[tuple[str, str]] | None = None,
-                ledger: ConsolidationLedger | None = None,
-                summarizer: Summarizer | None = None, now: float | None = None,
-                dry_run: bool = False) -> ConsolidationReport:
+def consolidate(
+    service: MemoryService,
+    policy: ConsolidationPolicy | None = None,
+    *,
+    app_policies: Mapping[str, ConsolidationPolicy] | None = None,
+    apps: Iterable[str] | None = None,
+    users: Iterable[tuple[str, str]] | None = None,
+    ledger: ConsolidationLedger | None = None,
+    summarizer: Summarizer | None = None,
+    now: float | None = None,
+    dry_run: bool = False,
+) -> ConsolidationReport:
     """Consolidate every user of the store (or of ``apps``, or the ``users`` given),
     each with its app's policy (``app_policies``, else ``policy``)."""
     start = time.perf_counter()
@@ -283,8 +344,17 @@ def consolidate(service: MemoryService, policy: ConsolidationPolicy | None = Non
             app_policy = per_app.get(app_name, default)
             if (wanted is not None and app_name not in wanted) or not app_policy.enabled:
                 continue
-            consolidate_user(service, app_name, user_id, app_policy, ledger,
-                             summarizer=summarizer, now=now, dry_run=dry_run, report=report)
+            consolidate_user(
+                service,
+                app_name,
+                user_id,
+                app_policy,
+                ledger,
+                summarizer=summarizer,
+                now=now,
+                dry_run=dry_run,
+                report=report,
+            )
     finally:
         if own:
             ledger.close()

@@ -37,8 +37,12 @@ EVICTION_POLICIES: tuple[str, ...] = get_args(EvictionName)
 ACTOR = "eviction"
 EVICT_LOCK = "evict.lock"
 DEFAULT_KIND_WEIGHTS: Mapping[str, float] = {
-    "consolidated_summary": 3.0, "session_summary": 2.0, "fact": 2.0,
-    "compaction_summary": 1.5, "chunk": 1.0}
+    "consolidated_summary": 3.0,
+    "session_summary": 2.0,
+    "fact": 2.0,
+    "compaction_summary": 1.5,
+    "chunk": 1.0,
+}
 
 
 def eviction_reason(policy: str) -> str:
@@ -55,11 +59,11 @@ class EvictionPolicy:
     def __post_init__(self) -> None:
         n = self.max_memories
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
-            raise InvalidInput(f"must be an integer >= 0 or None, got {n!r}",
-                               field="max_memories")
+            raise InvalidInput(f"must be an integer >= 0 or None, got {n!r}", field="max_memories")
         if self.policy not in EVICTION_POLICIES:
-            raise InvalidInput(f"{self.policy!r} is not one of {', '.join(EVICTION_POLICIES)}",
-                               field="policy")
+            raise InvalidInput(
+                f"{self.policy!r} is not one of {', '.join(EVICTION_POLICIES)}", field="policy"
+            )
         if not float(self.half_life_s) > 0:
             raise InvalidInput("must be > 0 seconds", field="half_life_s")
 
@@ -81,8 +85,12 @@ def value(m: Memory, usage: Mapping[str, Usage], policy: EvictionPolicy, now: fl
     return weight * (1 + recalls) * 0.5 ** (idle / float(policy.half_life_s))
 
 
-def eviction_order(memories: Sequence[Memory], usage: Mapping[str, Usage],
-                   policy: EvictionPolicy, now: float | None = None) -> list[Memory]:
+def eviction_order(
+    memories: Sequence[Memory],
+    usage: Mapping[str, Usage],
+    policy: EvictionPolicy,
+    now: float | None = None,
+) -> list[Memory]:
     """``memories``, the first to evict first."""
     now = time.time() if now is None else now
 
@@ -96,8 +104,14 @@ def eviction_order(memories: Sequence[Memory], usage: Mapping[str, Usage],
     return sorted(memories, key=lambda m: (value(m, usage, policy, now), *age(m)))
 
 
-def evict_user(service: MemoryService, app_name: str, user_id: str, policy: EvictionPolicy,
-               usage: RecallUsage | None = None, now: float | None = None) -> list[str]:
+def evict_user(
+    service: MemoryService,
+    app_name: str,
+    user_id: str,
+    policy: EvictionPolicy,
+    usage: RecallUsage | None = None,
+    now: float | None = None,
+) -> list[str]:
     """Forget the user's memories over ``policy.max_memories``; the ids evicted."""
     if not policy.limited:
         return []
@@ -115,10 +129,20 @@ def evict_user(service: MemoryService, app_name: str, user_id: str, policy: Evic
             return []
         used = usage.of_user(app_name, user_id) if usage is not None else {}
         victims = [m.memory_id for m in eviction_order(live, used, policy, now)[:excess]]
-        service.forget_memories(app_name, user_id, victims,
-                                reason=eviction_reason(policy.policy), actor=ACTOR)
+        service.forget_memories(
+            app_name, user_id, victims, reason=eviction_reason(policy.policy), actor=ACTOR
+        )
     return victims
 
 
-__all__ = ["ACTOR", "DEFAULT_KIND_WEIGHTS", "EVICTION_POLICIES", "EvictionName",
-           "EvictionPolicy", "evict_user", "eviction_order", "eviction_reason", "value"]
+__all__ = [
+    "ACTOR",
+    "DEFAULT_KIND_WEIGHTS",
+    "EVICTION_POLICIES",
+    "EvictionName",
+    "EvictionPolicy",
+    "evict_user",
+    "eviction_order",
+    "eviction_reason",
+    "value",
+]

@@ -43,27 +43,44 @@ class ConsolidationLedger:
 
     def covered(self, app_name: str, user_id: str) -> set[str]:
         """The user's memory ids already merged into a summary."""
-        rows = self.db.conn().execute(
-            "SELECT memory_id FROM consolidated WHERE app_name = ? AND user_id = ?",
-            (app_name, user_id)).fetchall()
+        rows = (
+            self.db.conn()
+            .execute(
+                "SELECT memory_id FROM consolidated WHERE app_name = ? AND user_id = ?",
+                (app_name, user_id),
+            )
+            .fetchall()
+        )
         return {r[0] for r in rows}
 
-    def record(self, app_name: str, user_id: str, summary_id: str, originals: Sequence[str],
-               expire_at: float | None, now: float | None = None) -> int:
+    def record(
+        self,
+        app_name: str,
+        user_id: str,
+        summary_id: str,
+        originals: Sequence[str],
+        expire_at: float | None,
+        now: float | None = None,
+    ) -> int:
         """Record ``originals`` as merged into ``summary_id`` (ids already recorded keep
         their first summary); how many were new."""
         now = time.time() if now is None else now
         with self.db.tx() as c:
             before = c.total_changes
-            c.executemany("INSERT OR IGNORE INTO consolidated (app_name, user_id, memory_id, "
-                          "summary_id, consolidated_at, expire_at) VALUES (?, ?, ?, ?, ?, ?)",
-                          [(app_name, user_id, m, summary_id, now, expire_at)
-                           for m in originals])
+            c.executemany(
+                "INSERT OR IGNORE INTO consolidated (app_name, user_id, memory_id, "
+                "summary_id, consolidated_at, expire_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [(app_name, user_id, m, summary_id, now, expire_at) for m in originals],
+            )
             return c.total_changes - before
 
-    def reconcile(self, app_name: str, user_id: str,
-                  summaries: Iterable[tuple[str, Sequence[str], float]],
-                  expire_after_s: float | None) -> int:
+    def reconcile(
+        self,
+        app_name: str,
+        user_id: str,
+        summaries: Iterable[tuple[str, Sequence[str], float]],
+        expire_after_s: float | None,
+    ) -> int:
         """Record what stored summaries (id, originals, created_at) merge but the ledger
         lacks (a run stopped between the two writes); how many were missing."""
         covered = self.covered(app_name, user_id)
@@ -72,33 +89,45 @@ class ConsolidationLedger:
             missing = [m for m in originals if m not in covered]
             if missing:
                 expire_at = None if expire_after_s is None else created_at + expire_after_s
-                added += self.record(app_name, user_id, summary_id, missing, expire_at,
-                                     now=created_at)
+                added += self.record(
+                    app_name, user_id, summary_id, missing, expire_at, now=created_at
+                )
                 covered.update(missing)
         return added
 
     def due(self, app_name: str, user_id: str, now: float | None = None) -> list[str]:
         """Originals of the user whose expiry has come and that are not yet forgotten."""
         now = time.time() if now is None else now
-        rows = self.db.conn().execute(
-            "SELECT memory_id FROM consolidated WHERE app_name = ? AND user_id = ? AND "
-            "expired_at IS NULL AND expire_at IS NOT NULL AND expire_at <= ? "
-            "ORDER BY expire_at, memory_id", (app_name, user_id, now)).fetchall()
+        rows = (
+            self.db.conn()
+            .execute(
+                "SELECT memory_id FROM consolidated WHERE app_name = ? AND user_id = ? AND "
+                "expired_at IS NULL AND expire_at IS NOT NULL AND expire_at <= ? "
+                "ORDER BY expire_at, memory_id",
+                (app_name, user_id, now),
+            )
+            .fetchall()
+        )
         return [r[0] for r in rows]
 
-    def mark_expired(self, app_name: str, user_id: str, memory_ids: Sequence[str],
-                     now: float | None = None) -> None:
+    def mark_expired(
+        self, app_name: str, user_id: str, memory_ids: Sequence[str], now: float | None = None
+    ) -> None:
         now = time.time() if now is None else now
         with self.db.tx() as c:
-            c.executemany("UPDATE consolidated SET expired_at = ? WHERE app_name = ? AND "
-                          "user_id = ? AND memory_id = ?",
-                          [(now, app_name, user_id, m) for m in memory_ids])
+            c.executemany(
+                "UPDATE consolidated SET expired_at = ? WHERE app_name = ? AND "
+                "user_id = ? AND memory_id = ?",
+                [(now, app_name, user_id, m) for m in memory_ids],
+            )
 
     def release(self, app_name: str, user_id: str, summary_ids: Sequence[str]) -> int:
         """Forget that these summaries merged anything: their originals may be merged
         again (their summary is gone); how many ledger rows went."""
         with self.db.tx() as c:
             before = c.total_changes
-            c.executemany("DELETE FROM consolidated WHERE app_name = ? AND user_id = ? AND "
-                          "summary_id = ?", [(app_name, user_id, s) for s in summary_ids])
+            c.executemany(
+                "DELETE FROM consolidated WHERE app_name = ? AND user_id = ? AND summary_id = ?",
+                [(app_name, user_id, s) for s in summary_ids],
+            )
             return c.total_changes - before

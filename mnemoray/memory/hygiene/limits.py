@@ -29,9 +29,14 @@ log = logging.getLogger(__name__)
 
 
 class UserLimits:
-    def __init__(self, service: MemoryService, policy: EvictionPolicy | None = None, *,
-                 app_policies: Mapping[str, EvictionPolicy] | None = None,
-                 usage: RecallUsage | None = None) -> None:
+    def __init__(
+        self,
+        service: MemoryService,
+        policy: EvictionPolicy | None = None,
+        *,
+        app_policies: Mapping[str, EvictionPolicy] | None = None,
+        usage: RecallUsage | None = None,
+    ) -> None:
         self.service = service
         self.policy = policy or EvictionPolicy()
         self.app_policies = dict(app_policies or {})
@@ -66,12 +71,18 @@ class UserLimits:
     # -- passes --------------------------------------------------------------------------
     def enforce(self, app_name: str, user_id: str, now: float | None = None) -> list[str]:
         """Evict this user down to the app's limit now; the ids evicted."""
-        evicted = evict_user(self.service, app_name, user_id, self.policy_for(app_name),
-                             self.usage, now)
+        evicted = evict_user(
+            self.service, app_name, user_id, self.policy_for(app_name), self.usage, now
+        )
         if evicted:
             self.evicted += len(evicted)
-            log.info("memory limits: evicted %d memories of %s/%s (%s)", len(evicted),
-                     app_name, user_id, self.policy_for(app_name).policy)
+            log.info(
+                "memory limits: evicted %d memories of %s/%s (%s)",
+                len(evicted),
+                app_name,
+                user_id,
+                self.policy_for(app_name).policy,
+            )
         return evicted
 
     def enforce_all(self, now: float | None = None) -> dict[tuple[str, str], list[str]]:
@@ -103,8 +114,9 @@ class UserLimits:
     def start(self) -> UserLimits:
         if self._thread is None:
             self._stopping = False
-            self._thread = threading.Thread(target=self._loop, name="mnemoray-memory-limits",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._loop, name="mnemoray-memory-limits", daemon=True
+            )
             self._thread.start()
         return self
 

@@ -62,8 +62,9 @@ class RecallUsage:
         return cls(hygiene_path(store_root, "usage.db"), **options)
 
     # -- counting (cheap: a dict update) ---------------------------------------------------
-    def touch(self, app_name: str, user_id: str, memory_ids: Iterable[str],
-              at: float | None = None) -> None:
+    def touch(
+        self, app_name: str, user_id: str, memory_ids: Iterable[str], at: float | None = None
+    ) -> None:
         at = time.time() if at is None else at
         with self._lock:
             for memory_id in memory_ids:
@@ -102,7 +103,8 @@ class RecallUsage:
                     "last_recalled_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (app_name, "
                     "user_id, memory_id) DO UPDATE SET recalls = recalls + excluded.recalls, "
                     "last_recalled_at = MAX(last_recalled_at, excluded.last_recalled_at)",
-                    [(*k, int(v[0]), float(v[1])) for k, v in pending.items()])
+                    [(*k, int(v[0]), float(v[1])) for k, v in pending.items()],
+                )
         except Exception:
             with self._lock:  # keep them for the next flush
                 for k, (n, last) in pending.items():
@@ -118,9 +120,15 @@ class RecallUsage:
             return self._of_user(app_name, user_id)
 
     def _of_user(self, app_name: str, user_id: str) -> dict[str, Usage]:
-        rows = self.db.conn().execute(
-            "SELECT memory_id, recalls, last_recalled_at FROM usage WHERE app_name = ? AND "
-            "user_id = ?", (app_name, user_id)).fetchall()
+        rows = (
+            self.db.conn()
+            .execute(
+                "SELECT memory_id, recalls, last_recalled_at FROM usage WHERE app_name = ? AND "
+                "user_id = ?",
+                (app_name, user_id),
+            )
+            .fetchall()
+        )
         out: dict[str, Usage] = {m: (int(n), float(t)) for m, n, t in rows}
         with self._lock:
             for (a, u, m), (n, t) in self._pending.items():
@@ -136,8 +144,10 @@ class RecallUsage:
                 for m in ids:
                     self._pending.pop((app_name, user_id, m), None)
             with self.db.tx() as c:
-                c.executemany("DELETE FROM usage WHERE app_name = ? AND user_id = ? AND "
-                              "memory_id = ?", [(app_name, user_id, m) for m in ids])
+                c.executemany(
+                    "DELETE FROM usage WHERE app_name = ? AND user_id = ? AND memory_id = ?",
+                    [(app_name, user_id, m) for m in ids],
+                )
 
     # -- the flusher -----------------------------------------------------------------------
     def start(self) -> RecallUsage:

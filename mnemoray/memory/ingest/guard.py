@@ -23,13 +23,14 @@ JOBS_DB = "jobs.db"  # Serve's default place: beside sessions.db in the store
 
 def guard_jobs(service: MemoryService, queue: JobQueue) -> JobQueue:
     """Forgets on ``service`` cancel the owner's jobs in ``queue`` first."""
-    service.hooks.before_erase(lambda app, user, session: queue.forget_owner(app, user,
-                                                                             session))
+    service.hooks.before_erase(lambda app, user, session: queue.forget_owner(app, user, session))
     return queue
 
 
-def guard_store_jobs(service: MemoryService, path: str | Path | None = None,
-                     ) -> JobQueue | None:
+def guard_store_jobs(
+    service: MemoryService,
+    path: str | Path | None = None,
+) -> JobQueue | None:
     """:func:`guard_jobs` with the queue file at ``path`` (default ``STORE/jobs.db``),
     when one exists (a store no server ran has none); the opened queue, to close."""
     path = Path(path) if path is not None else Path(service.store.root) / JOBS_DB

@@ -46,8 +46,12 @@ class Job:
 
     def public(self) -> dict[str, Any]:
         """What a client sees (``GET /v1/jobs/{id}``)."""
-        return {"job_id": self.job_id, "status": self.status,
-                "memories_added": self.memories_added, "error": self.error}
+        return {
+            "job_id": self.job_id,
+            "status": self.status,
+            "memories_added": self.memories_added,
+            "error": self.error,
+        }
 
 
 def public_error(exc: BaseException) -> str:
@@ -78,10 +82,14 @@ class RetryPolicy:
     jitter: float = 0.1
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
-                or self.max_attempts < 1:
-            raise InvalidInput(f"must be an integer >= 1, got {self.max_attempts!r}",
-                               field="max_attempts")
+        if (
+            isinstance(self.max_attempts, bool)
+            or not isinstance(self.max_attempts, int)
+            or self.max_attempts < 1
+        ):
+            raise InvalidInput(
+                f"must be an integer >= 1, got {self.max_attempts!r}", field="max_attempts"
+            )
         for name in ("backoff_s", "max_backoff_s"):
             if not float(getattr(self, name)) >= 0:
                 raise InvalidInput("must be >= 0", field=name)

@@ -50,10 +50,16 @@ _ERASURES = """CREATE TABLE IF NOT EXISTS erasures (
 # Columns added after the first queues were written (a reopened old file gains them).
 # ``owner`` / ``heartbeat``: which queue instance (one per replica process) runs a job,
 # and when it last said it still does (:meth:`JobQueue.beat`).
-_ADDED = (("tries", "INTEGER NOT NULL DEFAULT 0"), ("not_before", "REAL"), ("owner", "TEXT"),
-          ("heartbeat", "REAL"))
-_COLS = ("job_id, app_name, user_id, kind, session_id, payload, status, memories_added, "
-         "error, attempts, created_at, updated_at, tries, not_before")
+_ADDED = (
+    ("tries", "INTEGER NOT NULL DEFAULT 0"),
+    ("not_before", "REAL"),
+    ("owner", "TEXT"),
+    ("heartbeat", "REAL"),
+)
+_COLS = (
+    "job_id, app_name, user_id, kind, session_id, payload, status, memories_added, "
+    "error, attempts, created_at, updated_at, tries, not_before"
+)
 # Pruning these would drop input nobody ingested yet: the issue's "never a silent drop".
 _UNPRUNABLE = frozenset({"queued", "running"})
 
@@ -65,9 +71,13 @@ class JobQueue:
         self.path = str(path)
         self.changed = threading.Condition()  # notified on every status change here
         self.owner = uuid.uuid4().hex  # this replica's mark on the jobs it runs
-        self.db = SmallDb(path, (_SCHEMA, _INDEX, _ERASURES),
-                          busy_timeout_s=busy_timeout_s, durable=True,
-                          on_commit=self._notify)
+        self.db = SmallDb(
+            path,
+            (_SCHEMA, _INDEX, _ERASURES),
+            busy_timeout_s=busy_timeout_s,
+            durable=True,
+            on_commit=self._notify,
+        )
         with self._tx() as c:
             have = {row[1] for row in c.execute("PRAGMA table_info(jobs)")}
             for name, decl in _ADDED:
@@ -88,35 +98,63 @@ class JobQueue:
         self.db.close()
 
     # -- writes -----------------------------------------------------------------------
-    def enqueue(self, app_name: str, user_id: str, session_id: str, *, kind: str,
-                payload: dict[str, Any] | None = None, running: bool = False) -> Job:
+    def enqueue(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        running: bool = False,
+    ) -> Job:
         """Commit a new job (``running``: the caller runs it itself, now)."""
         now = time.time()
         job_id = uuid.uuid4().hex
         body = None if payload is None else json.dumps(payload, allow_nan=False)
         with self._tx() as c:
             seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
-            c.execute("INSERT INTO jobs (job_id, seq, app_name, user_id, kind, session_id, "
-                      "payload, status, attempts, tries, created_at, updated_at, owner, "
-                      "heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      (job_id, seq, app_name, user_id, kind, session_id, body,
-                       "running" if running else "queued", int(running), int(running),
-                       now, now, self.owner if running else None, now if running else None))
+            c.execute(
+                "INSERT INTO jobs (job_id, seq, app_name, user_id, kind, session_id, "
+                "payload, status, attempts, tries, created_at, updated_at, owner, "
+                "heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    job_id,
+                    seq,
+                    app_name,
+                    user_id,
+                    kind,
+                    session_id,
+                    body,
+                    "running" if running else "queued",
+                    int(running),
+                    int(running),
+                    now,
+                    now,
+                    self.owner if running else None,
+                    now if running else None,
+                ),
+            )
         return self._get(job_id)
 
     def claim(self, now: float | None = None) -> Job | None:
         """The oldest queued job that is due, now ``running`` (None: nothing due)."""
         now = time.time() if now is None else now
         with self._tx() as c:
-            row = c.execute("SELECT job_id FROM jobs WHERE status = 'queued' AND "
-                            "(not_before IS NULL OR not_before <= ?) ORDER BY seq LIMIT 1",
-                            (now,)).fetchone()
+            row = c.execute(
+                "SELECT job_id FROM jobs WHERE status = 'queued' AND "
+                "(not_before IS NULL OR not_before <= ?) ORDER BY seq LIMIT 1",
+                (now,),
+            ).fetchone()
             if row is None:
                 return None
             t = time.time()
-            c.execute("UPDATE jobs SET status = 'running', attempts = attempts + 1, "
-                      "tries = tries + 1, not_before = NULL, updated_at = ?, owner = ?, "
-                      "heartbeat = ? WHERE job_id = ?", (t, self.owner, t, row[0]))
+            c.execute(
+                "UPDATE jobs SET status = 'running', attempts = attempts + 1, "
+                "tries = tries + 1, not_before = NULL, updated_at = ?, owner = ?, "
+                "heartbeat = ? WHERE job_id = ?",
+                (t, self.owner, t, row[0]),
+            )
         return self._get(row[0])
 
     def finish(self, job_id: str, memories_added: int) -> Job:
@@ -130,9 +168,11 @@ class JobQueue:
     def requeue(self, job_id: str, error: str, not_before: float) -> Job:
         """An automatic retry: queued again, due at ``not_before``, its error kept."""
         with self._tx() as c:
-            c.execute("UPDATE jobs SET status = 'queued', memories_added = 0, error = ?, "
-                      "not_before = ?, updated_at = ? WHERE job_id = ?",
-                      (error, not_before, time.time(), job_id))
+            c.execute(
+                "UPDATE jobs SET status = 'queued', memories_added = 0, error = ?, "
+                "not_before = ?, updated_at = ? WHERE job_id = ?",
+                (error, not_before, time.time(), job_id),
+            )
         return self._get(job_id)
 
     def retry(self, app_name: str, user_id: str, job_id: str) -> Job:
@@ -140,62 +180,89 @@ class JobQueue:
         retries (409 unless it failed)."""
         job = self.get(app_name, user_id, job_id)
         if job.status == "failed" and job.error == FORGOTTEN:
-            raise Conflict(f"job {job_id!r} was cancelled when its user or session was "
-                           f"forgotten; its input is gone", field="job_id")
+            raise Conflict(
+                f"job {job_id!r} was cancelled when its user or session was "
+                f"forgotten; its input is gone",
+                field="job_id",
+            )
         if job.status != "failed":
-            raise Conflict(f"job {job_id!r} is {job.status}; only a failed job is retried",
-                           field="job_id")
+            raise Conflict(
+                f"job {job_id!r} is {job.status}; only a failed job is retried", field="job_id"
+            )
         with self._tx() as c:
-            c.execute("UPDATE jobs SET status = 'queued', error = NULL, tries = 0, "
-                      "not_before = NULL, updated_at = ? WHERE job_id = ? AND "
-                      "status = 'failed'", (time.time(), job_id))
+            c.execute(
+                "UPDATE jobs SET status = 'queued', error = NULL, tries = 0, "
+                "not_before = NULL, updated_at = ? WHERE job_id = ? AND "
+                "status = 'failed'",
+                (time.time(), job_id),
+            )
         return self._get(job_id)
 
-    def forget_owner(self, app_name: str, user_id: str, session_id: str | None = None,
-                     now: float | None = None) -> int:
+    def forget_owner(
+        self, app_name: str, user_id: str, session_id: str | None = None, now: float | None = None
+    ) -> int:
         """A user (or one session of theirs) is being forgotten: record the erasure and
         cancel their queued and failed jobs, dropping every stored input of theirs
         (failed, error ``forgotten``); how many were cancelled. A job running now
         checks :meth:`erased_since` and writes nothing (or takes back what it wrote)."""
         now = time.time() if now is None else now
-        where = "app_name = ? AND user_id = ?" + ("" if session_id is None
-                                                  else " AND session_id = ?")
+        where = "app_name = ? AND user_id = ?" + (
+            "" if session_id is None else " AND session_id = ?"
+        )
         who = (app_name, user_id) if session_id is None else (app_name, user_id, session_id)
         with self._tx() as c:
-            c.execute("INSERT INTO erasures (app_name, user_id, session_id, at) "
-                      "VALUES (?, ?, ?, ?)", (app_name, user_id, session_id or "", now))
-            n = c.execute(f"UPDATE jobs SET status = 'failed', error = ?, payload = NULL, "
-                          f"not_before = NULL, updated_at = ? WHERE {where} AND status IN "
-                          f"('queued', 'failed')", (FORGOTTEN, now, *who)).rowcount
+            c.execute(
+                "INSERT INTO erasures (app_name, user_id, session_id, at) VALUES (?, ?, ?, ?)",
+                (app_name, user_id, session_id or "", now),
+            )
+            n = c.execute(
+                f"UPDATE jobs SET status = 'failed', error = ?, payload = NULL, "
+                f"not_before = NULL, updated_at = ? WHERE {where} AND status IN "
+                f"('queued', 'failed')",
+                (FORGOTTEN, now, *who),
+            ).rowcount
             c.execute(f"UPDATE jobs SET payload = NULL WHERE {where} AND status = 'done'", who)
         return n
 
     def erased_since(self, job: Job) -> bool:
         """Whether the job's user or session was forgotten after the job was created."""
-        row = self._conn().execute(
-            "SELECT 1 FROM erasures WHERE app_name = ? AND user_id = ? AND "
-            "session_id IN ('', ?) AND at >= ? LIMIT 1",
-            (job.app_name, job.user_id, job.session_id, job.created_at)).fetchone()
+        row = (
+            self._conn()
+            .execute(
+                "SELECT 1 FROM erasures WHERE app_name = ? AND user_id = ? AND "
+                "session_id IN ('', ?) AND at >= ? LIMIT 1",
+                (job.app_name, job.user_id, job.session_id, job.created_at),
+            )
+            .fetchone()
+        )
         return row is not None
 
     def cancel_forgotten(self, job_id: str) -> Job:
         """A job whose owner was forgotten while it ran: failed, ``forgotten``, no input."""
         with self._tx() as c:
-            c.execute("UPDATE jobs SET status = 'failed', error = ?, payload = NULL, "
-                      "memories_added = 0, not_before = NULL, updated_at = ? "
-                      "WHERE job_id = ?", (FORGOTTEN, time.time(), job_id))
+            c.execute(
+                "UPDATE jobs SET status = 'failed', error = ?, payload = NULL, "
+                "memories_added = 0, not_before = NULL, updated_at = ? "
+                "WHERE job_id = ?",
+                (FORGOTTEN, time.time(), job_id),
+            )
         return self._get(job_id)
 
     def beat(self, now: float | None = None) -> int:
         """Say that this queue's running jobs still run (the worker calls it every few
         seconds); how many."""
         with self._tx() as c:
-            return c.execute("UPDATE jobs SET heartbeat = ? WHERE owner = ? AND "
-                             "status = 'running'",
-                             (time.time() if now is None else now, self.owner)).rowcount
+            return c.execute(
+                "UPDATE jobs SET heartbeat = ? WHERE owner = ? AND status = 'running'",
+                (time.time() if now is None else now, self.owner),
+            ).rowcount
 
-    def recover(self, max_tries: int | None = None, stale_after_s: float | None = None,
-                now: float | None = None) -> int:
+    def recover(
+        self,
+        max_tries: int | None = None,
+        stale_after_s: float | None = None,
+        now: float | None = None,
+    ) -> int:
         """Jobs left ``running`` by a stopped process go back to ``queued``; with
         ``max_tries``, one that already had that many runs this round fails instead (a
         job that kills its process must not do so forever). ``stale_after_s``: only
@@ -203,27 +270,37 @@ class JobQueue:
         stay its own); None: every running job (one process per queue). Returns those
         requeued."""
         now = time.time() if now is None else now
-        stale = "" if stale_after_s is None else \
-            " AND (heartbeat IS NULL OR heartbeat < ?)"
+        stale = "" if stale_after_s is None else " AND (heartbeat IS NULL OR heartbeat < ?)"
         since = () if stale_after_s is None else (now - float(stale_after_s),)
         with self._tx() as c:
             if max_tries is not None:
-                c.execute(f"UPDATE jobs SET status = 'failed', error = ?, updated_at = ? "
-                          f"WHERE status = 'running' AND tries >= ?{stale}",
-                          (f"the process running it stopped {max_tries} times; retry it "
-                           f"by hand", now, max_tries, *since))
-            return c.execute(f"UPDATE jobs SET status = 'queued', updated_at = ? "
-                             f"WHERE status = 'running'{stale}", (now, *since)).rowcount
+                c.execute(
+                    f"UPDATE jobs SET status = 'failed', error = ?, updated_at = ? "
+                    f"WHERE status = 'running' AND tries >= ?{stale}",
+                    (
+                        f"the process running it stopped {max_tries} times; retry it by hand",
+                        now,
+                        max_tries,
+                        *since,
+                    ),
+                )
+            return c.execute(
+                f"UPDATE jobs SET status = 'queued', updated_at = ? "
+                f"WHERE status = 'running'{stale}",
+                (now, *since),
+            ).rowcount
 
-    def prune(self, older_than_s: float, statuses: Iterable[str] = ("done",),
-              now: float | None = None) -> int:
+    def prune(
+        self, older_than_s: float, statuses: Iterable[str] = ("done",), now: float | None = None
+    ) -> int:
         """Delete jobs in ``statuses`` (``done``, ``failed``) last changed more than
         ``older_than_s`` ago; how many. Queued and running jobs are never pruned."""
         wanted = sorted(set(statuses))
         bad = [s for s in wanted if s in _UNPRUNABLE or s not in ("done", "failed")]
         if bad:
-            raise InvalidInput(f"{bad[0]!r}: only done and failed jobs are pruned",
-                               field="statuses")
+            raise InvalidInput(
+                f"{bad[0]!r}: only done and failed jobs are pruned", field="statuses"
+            )
         if not float(older_than_s) >= 0:
             raise InvalidInput("must be >= 0", field="older_than_s")
         if not wanted:
@@ -231,52 +308,82 @@ class JobQueue:
         cutoff = (time.time() if now is None else now) - float(older_than_s)
         marks = ", ".join("?" * len(wanted))
         with self._tx() as c:
-            n = c.execute(f"DELETE FROM jobs WHERE status IN ({marks}) AND updated_at < ?",
-                          (*wanted, cutoff)).rowcount
+            n = c.execute(
+                f"DELETE FROM jobs WHERE status IN ({marks}) AND updated_at < ?", (*wanted, cutoff)
+            ).rowcount
             # An erasure matters only to jobs created before it that may still run.
-            c.execute("DELETE FROM erasures WHERE at < ? AND at < COALESCE((SELECT "
-                      "MIN(created_at) FROM jobs WHERE status IN ('queued', 'running')), ?)",
-                      (cutoff, cutoff))
+            c.execute(
+                "DELETE FROM erasures WHERE at < ? AND at < COALESCE((SELECT "
+                "MIN(created_at) FROM jobs WHERE status IN ('queued', 'running')), ?)",
+                (cutoff, cutoff),
+            )
             return n
 
-    def _set(self, job_id: str, status: JobStatus, added: int, error: str | None, *,
-             drop_payload: bool = False) -> Job:
+    def _set(
+        self,
+        job_id: str,
+        status: JobStatus,
+        added: int,
+        error: str | None,
+        *,
+        drop_payload: bool = False,
+    ) -> Job:
         payload = ", payload = NULL" if drop_payload else ""
         with self._tx() as c:
-            c.execute(f"UPDATE jobs SET status = ?, memories_added = ?, error = ?, "
-                      f"not_before = NULL, updated_at = ?{payload} WHERE job_id = ?",
-                      (status, added, error, time.time(), job_id))
+            c.execute(
+                f"UPDATE jobs SET status = ?, memories_added = ?, error = ?, "
+                f"not_before = NULL, updated_at = ?{payload} WHERE job_id = ?",
+                (status, added, error, time.time(), job_id),
+            )
         return self._get(job_id)
 
     # -- reads ------------------------------------------------------------------------
     def _get(self, job_id: str) -> Job:
-        row = self._conn().execute(f"SELECT {_COLS} FROM jobs WHERE job_id = ?",
-                                   (job_id,)).fetchone()
+        row = (
+            self._conn().execute(f"SELECT {_COLS} FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        )
         if row is None:
             raise NotFound(f"no job {job_id!r}", field="job_id")
         return Job._from_row(row)
 
     def get(self, app_name: str, user_id: str, job_id: str) -> Job:
         """The tenant's job; another tenant's is "not found" (nothing leaks)."""
-        row = self._conn().execute(
-            f"SELECT {_COLS} FROM jobs WHERE job_id = ? AND app_name = ? AND user_id = ?",
-            (job_id, app_name, user_id)).fetchone()
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT {_COLS} FROM jobs WHERE job_id = ? AND app_name = ? AND user_id = ?",
+                (job_id, app_name, user_id),
+            )
+            .fetchone()
+        )
         if row is None:
             raise NotFound(f"no job {job_id!r} for this user", field="job_id")
         return Job._from_row(row)
 
     def depth(self) -> int:  # queued (retries waiting included) or running
-        return int(self._conn().execute("SELECT COUNT(*) FROM jobs WHERE status IN "
-                                        "('queued', 'running')").fetchone()[0])
+        return int(
+            self._conn()
+            .execute("SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'running')")
+            .fetchone()[0]
+        )
 
     def next_due(self) -> float | None:
         """When the earliest queued job is due (None: nothing queued)."""
-        row = self._conn().execute("SELECT MIN(COALESCE(not_before, 0)) FROM jobs "
-                                   "WHERE status = 'queued'").fetchone()
+        row = (
+            self._conn()
+            .execute("SELECT MIN(COALESCE(not_before, 0)) FROM jobs WHERE status = 'queued'")
+            .fetchone()
+        )
         return None if row is None or row[0] is None else float(row[0])
 
-    def wait(self, app_name: str, user_id: str, job_id: str,
-             timeout_s: float | None = None, poll_s: float = 0.2) -> Job:
+    def wait(
+        self,
+        app_name: str,
+        user_id: str,
+        job_id: str,
+        timeout_s: float | None = None,
+        poll_s: float = 0.2,
+    ) -> Job:
         """Block until the job is done or failed for good (another process's worker
         included: the file is polled), or ``timeout_s`` passes; the job as it is then."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s

@@ -76,19 +76,32 @@ class TriggerConfig:
 
     def __post_init__(self) -> None:
         if self.type not in TRIGGER_TYPES:
-            raise InvalidInput(f"{self.type!r} is not one of "
-                               f"{', '.join(TRIGGER_TYPES)}", field="TriggerConfig.type")
-        if isinstance(self.inactivity_s, bool) or not isinstance(self.inactivity_s, (int, float)) \
-                or self.inactivity_s < 0:
-            raise InvalidInput("must be a number >= 0, "
-                               f"got {self.inactivity_s!r}", field="TriggerConfig.inactivity_s")
-        if isinstance(self.message_count, bool) or not isinstance(self.message_count, int) \
-                or self.message_count < 1:
-            raise InvalidInput("must be an int >= 1, "
-                               f"got {self.message_count!r}", field="TriggerConfig.message_count")
+            raise InvalidInput(
+                f"{self.type!r} is not one of {', '.join(TRIGGER_TYPES)}",
+                field="TriggerConfig.type",
+            )
+        if (
+            isinstance(self.inactivity_s, bool)
+            or not isinstance(self.inactivity_s, (int, float))
+            or self.inactivity_s < 0
+        ):
+            raise InvalidInput(
+                f"must be a number >= 0, got {self.inactivity_s!r}",
+                field="TriggerConfig.inactivity_s",
+            )
+        if (
+            isinstance(self.message_count, bool)
+            or not isinstance(self.message_count, int)
+            or self.message_count < 1
+        ):
+            raise InvalidInput(
+                f"must be an int >= 1, got {self.message_count!r}",
+                field="TriggerConfig.message_count",
+            )
         if isinstance(self.app_names, str):
-            raise InvalidInput("expected a list of app names, "
-                               "got a single string", field="TriggerConfig.app_names")
+            raise InvalidInput(
+                "expected a list of app names, got a single string", field="TriggerConfig.app_names"
+            )
         object.__setattr__(self, "app_names", tuple(self.app_names))
 
 
@@ -113,10 +126,15 @@ class IngestionTrigger:
     never ingested by two threads at the same time.
     """
 
-    def __init__(self, config: TriggerConfig, ingest: Ingest,
-                 forget_session: ForgetSession | None = None, *,
-                 on_error: ErrorHandler | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: TriggerConfig,
+        ingest: Ingest,
+        forget_session: ForgetSession | None = None,
+        *,
+        on_error: ErrorHandler | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not isinstance(config, TriggerConfig):
             raise TypeError(f"config: expected TriggerConfig, got {type(config).__name__}")
         if not callable(ingest):
@@ -171,8 +189,11 @@ class IngestionTrigger:
             self.ingest(session, force=True)
         elif notice.change == "deleted":
             self.forget(notice.app_name, notice.user_id, notice.session_id)
-        elif notice.change == "appended" and notice.session is not None \
-                and self.config.type == "message_count":
+        elif (
+            notice.change == "appended"
+            and notice.session is not None
+            and self.config.type == "message_count"
+        ):
             self.on_event(notice.session)
 
     # -- triggers --------------------------------------------------------------
@@ -188,8 +209,13 @@ class IngestionTrigger:
             return False
         return self.ingest(session)
 
-    def poll(self, store: SessionStore, now: float | None = None, *,
-             app_names: Iterable[str] | None = None) -> list[SessionKey]:
+    def poll(
+        self,
+        store: SessionStore,
+        now: float | None = None,
+        *,
+        app_names: Iterable[str] | None = None,
+    ) -> list[SessionKey]:
         """Ingest the sessions idle for ``inactivity_s`` that changed since their
         last ingestion (ended sessions are left to the "ended" notice).
 
@@ -271,11 +297,19 @@ class IngestionTrigger:
         return None if mark is None else mark.at
 
     # -- background runner -----------------------------------------------------
-    def start_background(self, store: SessionStore, interval_s: float = 60.0, *,
-                         app_names: Iterable[str] | None = None) -> threading.Thread:
+    def start_background(
+        self,
+        store: SessionStore,
+        interval_s: float = 60.0,
+        *,
+        app_names: Iterable[str] | None = None,
+    ) -> threading.Thread:
         """Run :meth:`poll` every ``interval_s`` in a daemon thread (servers)."""
-        if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) \
-                or interval_s <= 0:
+        if (
+            isinstance(interval_s, bool)
+            or not isinstance(interval_s, (int, float))
+            or interval_s <= 0
+        ):
             raise InvalidInput(f"must be a positive number, got {interval_s!r}", field="interval_s")
         if self._thread is not None and self._thread.is_alive():
             raise RuntimeError("the background poller is already running; stop() it first")
@@ -290,8 +324,7 @@ class IngestionTrigger:
                     log.exception("ingestion trigger: poll failed")
                 self._stopping.wait(interval_s)
 
-        self._thread = threading.Thread(target=run, name="mnemoray-ingestion-trigger",
-                                        daemon=True)
+        self._thread = threading.Thread(target=run, name="mnemoray-ingestion-trigger", daemon=True)
         self._thread.start()
         return self._thread
 
@@ -314,5 +347,4 @@ class IngestionTrigger:
                 return
             except Exception:
                 log.exception("ingestion trigger: on_error handler failed")
-        log.error("ingestion trigger: %s failed for session %s/%s/%s", action, *key,
-                  exc_info=exc)
+        log.error("ingestion trigger: %s failed for session %s/%s/%s", action, *key, exc_info=exc)

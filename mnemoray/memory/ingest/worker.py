@@ -25,11 +25,19 @@ class JobWorker:
     once a job is done or failed for good, ``on_retry`` each time a failed run is
     requeued. ``retention``: finished jobs are pruned from the loop (None: never)."""
 
-    def __init__(self, queue: JobQueue, run: RunJob, *, poll_s: float = 0.5,
-                 on_finish: OnFinish | None = None, retry: RetryPolicy | None = None,
-                 retention: RetentionPolicy | None = None,
-                 on_retry: OnFinish | None = None, heartbeat_s: float = 5.0,
-                 stale_after_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        queue: JobQueue,
+        run: RunJob,
+        *,
+        poll_s: float = 0.5,
+        on_finish: OnFinish | None = None,
+        retry: RetryPolicy | None = None,
+        retention: RetentionPolicy | None = None,
+        on_retry: OnFinish | None = None,
+        heartbeat_s: float = 5.0,
+        stale_after_s: float = 60.0,
+    ) -> None:
         self.queue = queue
         self._run = run
         self._poll_s = poll_s
@@ -53,8 +61,9 @@ class JobWorker:
         # (e.g. out of memory) fails once it used its attempts, instead of looping forever.
         self.recover_stale()
         self._stopping.clear()
-        self._thread = threading.Thread(target=self._loop, name="mnemoray-ingestion-jobs",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name="mnemoray-ingestion-jobs", daemon=True
+        )
         self._thread.start()
         self._next_recover = time.monotonic() + self.stale_after_s / 2
         self._beater.start()
@@ -62,8 +71,9 @@ class JobWorker:
 
     def recover_stale(self, now: float | None = None) -> int:
         """Requeue the jobs whose runner stopped beating (a replica that died)."""
-        resumed = self.queue.recover(max_tries=max(2, self.retry.max_attempts),
-                                     stale_after_s=self.stale_after_s, now=now)
+        resumed = self.queue.recover(
+            max_tries=max(2, self.retry.max_attempts), stale_after_s=self.stale_after_s, now=now
+        )
         if resumed:
             log.warning("ingestion jobs: %d left running by a stopped process, requeued", resumed)
             self.notify()
@@ -107,21 +117,40 @@ class JobWorker:
                 raise JobForgotten(job.job_id)
             added = self._run(job)
         except JobForgotten:
-            log.info("ingestion job %s (%s/%s/%s) cancelled: its owner was forgotten",
-                     job.job_id, job.app_name, job.user_id, job.session_id)
+            log.info(
+                "ingestion job %s (%s/%s/%s) cancelled: its owner was forgotten",
+                job.job_id,
+                job.app_name,
+                job.user_id,
+                job.session_id,
+            )
             job = self.queue.cancel_forgotten(job.job_id)
         except Exception as exc:  # recorded on the job, never lost
             error = public_error(exc)
             if auto_retry and self.retry.should_retry(exc, job.tries):
                 delay = self.retry.delay(job.tries)
-                log.warning("ingestion job %s (%s/%s/%s) failed (try %d of %d), retried in "
-                            "%.1fs: %s", job.job_id, job.app_name, job.user_id,
-                            job.session_id, job.tries, self.retry.max_attempts, delay, exc)
+                log.warning(
+                    "ingestion job %s (%s/%s/%s) failed (try %d of %d), retried in %.1fs: %s",
+                    job.job_id,
+                    job.app_name,
+                    job.user_id,
+                    job.session_id,
+                    job.tries,
+                    self.retry.max_attempts,
+                    delay,
+                    exc,
+                )
                 job = self.queue.requeue(job.job_id, error, time.time() + delay)
                 self._notify(self._on_retry, job)
                 return job
-            log.error("ingestion job %s (%s/%s/%s) failed", job.job_id, job.app_name,
-                      job.user_id, job.session_id, exc_info=exc)
+            log.error(
+                "ingestion job %s (%s/%s/%s) failed",
+                job.job_id,
+                job.app_name,
+                job.user_id,
+                job.session_id,
+                exc_info=exc,
+            )
             job = self.queue.fail(job.job_id, error)
         else:
             job = self.queue.finish(job.job_id, int(added))
@@ -143,8 +172,9 @@ class JobWorker:
             return 0
         pruned = self.queue.prune(r.retention_s, r.statuses, now=now)
         if pruned:
-            log.info("ingestion jobs: pruned %d finished job(s) older than %.0fs", pruned,
-                     r.retention_s)
+            log.info(
+                "ingestion jobs: pruned %d finished job(s) older than %.0fs", pruned, r.retention_s
+            )
         return pruned
 
     def _idle_wait(self) -> float:

@@ -41,8 +41,11 @@ FOUND = 1.0
 WHEN_BODY = 0.6
 WHEN_DATED = 0.3
 PRESENT_BOOST = 3.0
-_PRESENT = re.compile(r"\b(?:now|these\s+days|nowadays|currently|at\s+the\s+moment|"
-                      r"at\s+present|still|anymore|today)\b", re.IGNORECASE)
+_PRESENT = re.compile(
+    r"\b(?:now|these\s+days|nowadays|currently|at\s+the\s+moment|"
+    r"at\s+present|still|anymore|today)\b",
+    re.IGNORECASE,
+)
 # A chunk line's "[2023-05-07] " prefix (mnemoray.memory.records.distill._render) and the key
 # expansion lines after the words (distill._expanded): neither is what was said.
 _LINE_DATE = re.compile(r"^\[\d{4}-\d\d-\d\d\] ?", re.MULTILINE)
@@ -110,8 +113,14 @@ def query_time(query: str, reference: Any) -> QueryTime:
     return QueryTime(query, intent, present)
 
 
-def time_signal(qt: QueryTime, positions: Sequence[int], facts: Callable[[int], TimeFacts],
-                t_start: np.ndarray, t_end: np.ndarray, size: int) -> np.ndarray:
+def time_signal(
+    qt: QueryTime,
+    positions: Sequence[int],
+    facts: Callable[[int], TimeFacts],
+    t_start: np.ndarray,
+    t_end: np.ndarray,
+    size: int,
+) -> np.ndarray:
     """The time axis over a candidate set: values at ``positions`` (the records the
     query looks at), 0 elsewhere."""
     out = np.zeros(size, dtype=np.float64)
@@ -138,8 +147,9 @@ def time_signal(qt: QueryTime, positions: Sequence[int], facts: Callable[[int], 
     return out
 
 
-def event_overlaps(periods: Sequence[tuple[float, float]], t_start: np.ndarray,
-                   t_end: np.ndarray) -> np.ndarray:
+def event_overlaps(
+    periods: Sequence[tuple[float, float]], t_start: np.ndarray, t_end: np.ndarray
+) -> np.ndarray:
     """Which records' event times ``[t_start, t_end]`` overlap one of ``periods``
     (``[a, b)``; an event ending exactly where a period starts counts)."""
     hit = np.zeros(len(t_end), dtype=bool)
@@ -148,8 +158,9 @@ def event_overlaps(periods: Sequence[tuple[float, float]], t_start: np.ndarray,
     return hit
 
 
-def period_positions(qt: QueryTime, t_start: np.ndarray, t_end: np.ndarray,
-                     eligible: np.ndarray) -> np.ndarray:
+def period_positions(
+    qt: QueryTime, t_start: np.ndarray, t_end: np.ndarray, eligible: np.ndarray
+) -> np.ndarray:
     """Records whose event time overlaps a period the query names (found by time alone)."""
     return np.flatnonzero(event_overlaps(qt.periods, t_start, t_end) & eligible)
 
@@ -157,8 +168,9 @@ def period_positions(qt: QueryTime, t_start: np.ndarray, t_end: np.ndarray,
 def found_by(signals: dict[str, Any]) -> tuple[str, ...]:
     """The axes that found or raised a record: those that ranked it (``<axis>_rank``),
     and time when it scored the record at all (a "when" answer it raised)."""
-    return tuple(a for a in AXES if f"{a}_rank" in signals
-                 or (a == "time" and signals.get("time", 0) > 0))
+    return tuple(
+        a for a in AXES if f"{a}_rank" in signals or (a == "time" and signals.get("time", 0) > 0)
+    )
 
 
 def distinct(order: Sequence[int], key_texts: Callable[[int], str], top_k: int) -> list[int]:

@@ -17,8 +17,13 @@ from mnemoray.memory.recall.keywords import KeywordTokenizer
 
 
 class BM25:
-    def __init__(self, docs: Sequence[str], k1: float = 1.2, b: float = 0.75,
-                 tokenizer: KeywordTokenizer | None = None) -> None:
+    def __init__(
+        self,
+        docs: Sequence[str],
+        k1: float = 1.2,
+        b: float = 0.75,
+        tokenizer: KeywordTokenizer | None = None,
+    ) -> None:
         self.tokenizer = tokenizer or KeywordTokenizer()
         self.tokenizer_version = self.tokenizer.version
         vocab: dict[str, int] = {}
@@ -50,8 +55,9 @@ class BM25:
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
         norm = k1 * (1 - b + b * lengths[row_idx] / avg) if n else np.zeros(0, np.float32)
         weights = idf[col_idx] * tf * (k1 + 1) / (tf + norm)
-        self._matrix = sparse.csc_matrix((weights, (row_idx, col_idx)), shape=(n, len(vocab)),
-                                         dtype=np.float32)
+        self._matrix = sparse.csc_matrix(
+            (weights, (row_idx, col_idx)), shape=(n, len(vocab)), dtype=np.float32
+        )
         self.size = n
 
     def scores(self, query: str) -> np.ndarray:

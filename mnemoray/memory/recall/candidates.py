@@ -50,8 +50,9 @@ class EntityIndex:
     naming "grey" alone 0.5.
     """
 
-    def __init__(self, entities: Sequence[Sequence[str]],
-                 tokenizer: KeywordTokenizer | None = None) -> None:
+    def __init__(
+        self, entities: Sequence[Sequence[str]], tokenizer: KeywordTokenizer | None = None
+    ) -> None:
         self.tokenizer = tokenizer or KeywordTokenizer()
         self.tokenizer_version = self.tokenizer.version
         vocab: dict[str, int] = {}
@@ -74,8 +75,11 @@ class EntityIndex:
         self.vocab = vocab
         self.languages = frozenset(languages)
         self.size = len(entities)
-        self._matrix = sparse.csc_matrix((np.asarray(vals, dtype=np.float32), (rows, cols)),
-                                         shape=(self.size, len(vocab)), dtype=np.float32)
+        self._matrix = sparse.csc_matrix(
+            (np.asarray(vals, dtype=np.float32), (rows, cols)),
+            shape=(self.size, len(vocab)),
+            dtype=np.float32,
+        )
 
     def scores(self, query: str) -> np.ndarray:
         terms = self.tokenizer.query_terms(query, self.languages)
@@ -86,8 +90,19 @@ class EntityIndex:
 
 
 # -- candidate sets ------------------------------------------------------------
-_COLUMNS = ["memory_id", "app_name", "session_id", "kind", "key_text", "entities",
-            "event_time_start", "event_time_end", "created_at", "expires_at", "agent_name"]
+_COLUMNS = [
+    "memory_id",
+    "app_name",
+    "session_id",
+    "kind",
+    "key_text",
+    "entities",
+    "event_time_start",
+    "event_time_end",
+    "created_at",
+    "expires_at",
+    "agent_name",
+]
 
 
 @dataclass
@@ -105,8 +120,13 @@ class Candidates:
     nothing here depends on the query or the clock.
     """
 
-    def __init__(self, table: pa.Table, parts: list[_Part] | None = None,
-                 memories: list[Memory] | None = None, dense: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        table: pa.Table,
+        parts: list[_Part] | None = None,
+        memories: list[Memory] | None = None,
+        dense: np.ndarray | None = None,
+    ) -> None:
         self.parts = parts or []
         self._memories = memories  # a transient set (app ANN candidates)
         self._built: dict[int, Memory] = {}  # position -> record, materialized on demand
@@ -134,15 +154,23 @@ class Candidates:
     # Each is rebuilt when asked for with another tokenizer (version or language):
     # an index is never queried with terms of a tokenizer other than its own.
     def bm25(self, tokenizer: KeywordTokenizer | None = None) -> BM25:
-        return self._keyword_index("_bm25", tokenizer, lambda t: BM25(
-            self._table["key_text"].to_pylist(), tokenizer=t))
+        return self._keyword_index(
+            "_bm25", tokenizer, lambda t: BM25(self._table["key_text"].to_pylist(), tokenizer=t)
+        )
 
     def entity_index(self, tokenizer: KeywordTokenizer | None = None) -> EntityIndex:
-        return self._keyword_index("_entities", tokenizer, lambda t: EntityIndex(
-            [e or () for e in self._table["entities"].to_pylist()], t))
+        return self._keyword_index(
+            "_entities",
+            tokenizer,
+            lambda t: EntityIndex([e or () for e in self._table["entities"].to_pylist()], t),
+        )
 
-    def _keyword_index(self, attr: str, tokenizer: KeywordTokenizer | None,
-                       build: Callable[[KeywordTokenizer], _Index]) -> _Index:
+    def _keyword_index(
+        self,
+        attr: str,
+        tokenizer: KeywordTokenizer | None,
+        build: Callable[[KeywordTokenizer], _Index],
+    ) -> _Index:
         """The index kept in ``attr``, built once per tokenizer version (locked: two
         queries on a new set build it once)."""
         tokenizer = tokenizer or KeywordTokenizer()
@@ -176,14 +204,14 @@ class Candidates:
         if not self.parts:
             found = self._time_facts.get(pos)
             if found is None:
-                found = self._time_facts[pos] = recent_time_facts(self.key_text(pos),
-                                                                   float(self.t_start[pos]))
+                found = self._time_facts[pos] = recent_time_facts(
+                    self.key_text(pos), float(self.t_start[pos])
+                )
             return found
         slots, rows = self._time_slots or self._open_time_slots()
         found = slots[pos][rows[pos]]
         if found is None:
-            found = slots[pos][rows[pos]] = time_facts(self.key_text(pos),
-                                                       float(self.t_start[pos]))
+            found = slots[pos][rows[pos]] = time_facts(self.key_text(pos), float(self.t_start[pos]))
         return found
 
     def times_resolved(self, timeout: float | None = None) -> bool:
@@ -198,8 +226,9 @@ class Candidates:
             if self._time_slots is None:
                 found = set_slots((p.seg, p.start, p.end, p.local) for p in self.parts)
                 if self.size <= RESOLVE_ALL_ROWS:
-                    self._times_done = resolve_all_later(found, self._table["key_text"],
-                                                         self.t_start)
+                    self._times_done = resolve_all_later(
+                        found, self._table["key_text"], self.t_start
+                    )
                 self._time_slots = found
             return self._time_slots
 
@@ -217,8 +246,10 @@ class Candidates:
         for p in self.parts:
             assert p.seg.vectors is not None
             if q.shape[1] != p.seg.vectors.shape[1]:
-                raise RetrievalError(f"expected dimension {p.seg.vectors.shape[1]}, "
-                                     f"got {q.shape[1]}", field="query_vec")
+                raise RetrievalError(
+                    f"expected dimension {p.seg.vectors.shape[1]}, got {q.shape[1]}",
+                    field="query_vec",
+                )
             s = _slice_scores(p.seg.vectors, q, p.start, p.end)[0]
             chunks.append(s if p.local is None else s[p.local])
         return np.concatenate(chunks).astype(np.float64) if chunks else np.zeros(0)
@@ -236,8 +267,9 @@ class Candidates:
 
     def _build(self, positions: Sequence[int]) -> dict[int, Memory]:
         # Map positions back to segment rows; one Arrow take per segment.
-        offsets = np.cumsum([0] + [len(p.local) if p.local is not None else p.end - p.start
-                                   for p in self.parts])
+        offsets = np.cumsum(
+            [0] + [len(p.local) if p.local is not None else p.end - p.start for p in self.parts]
+        )
         by_part: dict[int, list[tuple[int, int]]] = {}
         for pos in positions:
             j = int(np.searchsorted(offsets, pos, side="right") - 1)
@@ -254,15 +286,19 @@ class Candidates:
 
     # -- building --------------------------------------------------------------
     @classmethod
-    def from_spans(cls, snap: StoreSnapshot,
-                   spans: Iterable[tuple[LoadedSegment, tuple[int, int]]]) -> Candidates:
+    def from_spans(
+        cls, snap: StoreSnapshot, spans: Iterable[tuple[LoadedSegment, tuple[int, int]]]
+    ) -> Candidates:
         """Every row of the spans that no tombstone of ``snap`` hides."""
         parts: list[_Part] = []
         tables: list[pa.Table] = []
         for seg, (start, end) in spans:
             dead = snap.forgotten(seg)
-            local = None if dead is None or not dead[start:end].any() \
+            local = (
+                None
+                if dead is None or not dead[start:end].any()
                 else np.flatnonzero(~dead[start:end])
+            )
             if local is not None and not len(local):
                 continue
             sliced = seg.table.select(_COLUMNS).slice(start, end - start)
@@ -273,27 +309,37 @@ class Candidates:
 
     @classmethod
     def from_memories(cls, memories: list[Memory], dense: np.ndarray | None) -> Candidates:
-        table = pa.table({
-            "memory_id": [m.memory_id for m in memories],
-            "app_name": pa.array([m.app_name for m in memories], pa.string()),
-            "agent_name": pa.array([m.agent_name for m in memories], pa.string()),
-            "session_id": [m.session_id for m in memories],
-            "kind": [m.kind for m in memories],
-            "key_text": [m.key_text for m in memories],
-            "entities": pa.array([list(m.entities) for m in memories], pa.list_(pa.string())),
-            **{name: pa.array([getattr(m, name) for m in memories], pa.float64())
-               for name in ("event_time_start", "event_time_end", "created_at", "expires_at")},
-        })
+        table = pa.table(
+            {
+                "memory_id": [m.memory_id for m in memories],
+                "app_name": pa.array([m.app_name for m in memories], pa.string()),
+                "agent_name": pa.array([m.agent_name for m in memories], pa.string()),
+                "session_id": [m.session_id for m in memories],
+                "kind": [m.kind for m in memories],
+                "key_text": [m.key_text for m in memories],
+                "entities": pa.array([list(m.entities) for m in memories], pa.list_(pa.string())),
+                **{
+                    name: pa.array([getattr(m, name) for m in memories], pa.float64())
+                    for name in ("event_time_start", "event_time_end", "created_at", "expires_at")
+                },
+            }
+        )
         return cls(table, memories=memories, dense=dense)
 
 
 def _empty_table() -> pa.Table:
-    return pa.table({"memory_id": pa.array([], pa.string()),
-                     "app_name": pa.array([], pa.string()),
-                     "agent_name": pa.array([], pa.string()),
-                     "session_id": pa.array([], pa.string()),
-                     "kind": pa.array([], pa.string()),
-                     "key_text": pa.array([], pa.string()),
-                     "entities": pa.array([], pa.list_(pa.string())),
-                     **{n: pa.array([], pa.float64()) for n in
-                        ("event_time_start", "event_time_end", "created_at", "expires_at")}})
+    return pa.table(
+        {
+            "memory_id": pa.array([], pa.string()),
+            "app_name": pa.array([], pa.string()),
+            "agent_name": pa.array([], pa.string()),
+            "session_id": pa.array([], pa.string()),
+            "kind": pa.array([], pa.string()),
+            "key_text": pa.array([], pa.string()),
+            "entities": pa.array([], pa.list_(pa.string())),
+            **{
+                n: pa.array([], pa.float64())
+                for n in ("event_time_start", "event_time_end", "created_at", "expires_at")
+            },
+        }
+    )

@@ -43,8 +43,14 @@ MODE_SIGNALS: dict[str, tuple[str, ...]] = {
 #   configure it per deployment.
 # - time 0.1 (mnemoray.memory.recall.axes): only for a question with a time intent; a record of
 #   the period it names gains 0.1, a "when" answer that states a time a little less.
-DEFAULT_WEIGHTS: dict[str, float] = {"dense": 1.0, "bm25": 0.15, "entity": 0.05,
-                                     "graph": 0.25, "time": 0.1, "recency": 0.03}
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "dense": 1.0,
+    "bm25": 0.15,
+    "entity": 0.05,
+    "graph": 0.25,
+    "time": 0.1,
+    "recency": 0.03,
+}
 
 
 @dataclass(frozen=True)
@@ -80,29 +86,43 @@ class RetrievalConfig:
         weights = dict(DEFAULT_WEIGHTS)
         for name, value in dict(self.weights).items():
             if name not in SIGNALS:
-                raise RetrievalError(f"unknown signal {name!r}; known: "
-                                     f"{', '.join(SIGNALS)}", field="weights")
-            if not isinstance(value, (int, float)) or isinstance(value, bool) \
-                    or not math.isfinite(value) or value < 0:
-                raise RetrievalError("must be a finite number >= 0, "
-                                     f"got {value!r}", field=f"weights.{name}")
+                raise RetrievalError(
+                    f"unknown signal {name!r}; known: {', '.join(SIGNALS)}", field="weights"
+                )
+            if (
+                not isinstance(value, (int, float))
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise RetrievalError(
+                    f"must be a finite number >= 0, got {value!r}", field=f"weights.{name}"
+                )
             weights[name] = float(value)
         object.__setattr__(self, "weights", weights)
-        if not (isinstance(self.bm25_saturation, (int, float))
-                and math.isfinite(self.bm25_saturation) and self.bm25_saturation > 0):
-            raise RetrievalError("must be a positive number, "
-                                 f"got {self.bm25_saturation!r}", field="bm25_saturation")
+        if not (
+            isinstance(self.bm25_saturation, (int, float))
+            and math.isfinite(self.bm25_saturation)
+            and self.bm25_saturation > 0
+        ):
+            raise RetrievalError(
+                f"must be a positive number, got {self.bm25_saturation!r}", field="bm25_saturation"
+            )
         for name in ("depth", "app_candidates", "cache_scopes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise RetrievalError(f"must be a positive integer, got {value!r}", field=name)
         if not isinstance(self.recency_window, (int, float)) or self.recency_window < 0:
-            raise RetrievalError(f"must be >= 0, got {self.recency_window!r}",
-                                 field="recency_window")
-        if not isinstance(self.recency_half_life_s, (int, float)) \
-                or not self.recency_half_life_s > 0:
-            raise RetrievalError("must be > 0, got "
-                                 f"{self.recency_half_life_s!r}", field="recency_half_life_s")
+            raise RetrievalError(
+                f"must be >= 0, got {self.recency_window!r}", field="recency_window"
+            )
+        if (
+            not isinstance(self.recency_half_life_s, (int, float))
+            or not self.recency_half_life_s > 0
+        ):
+            raise RetrievalError(
+                f"must be > 0, got {self.recency_half_life_s!r}", field="recency_half_life_s"
+            )
 
     @property
     def tokenizer(self) -> KeywordTokenizer:
@@ -112,8 +132,11 @@ class RetrievalConfig:
 
     def active(self, mode: str | None = None) -> dict[str, float]:
         """Signal -> weight for a mode (weight 0 turns a signal off)."""
-        return {s: self.weights[s] for s in MODE_SIGNALS[check_mode(mode or self.mode)]
-                if self.weights[s] > 0}
+        return {
+            s: self.weights[s]
+            for s in MODE_SIGNALS[check_mode(mode or self.mode)]
+            if self.weights[s] > 0
+        }
 
 
 def check_mode(mode: str) -> str:

@@ -12,9 +12,11 @@ from mnemoray.memory.recall.axes import FOUND
 
 BM25_SATURATION = 3.0  # bm25 / (bm25 + c): why this c, see retrieval.DEFAULT_WEIGHTS
 
+
 # -- pure functions over candidate arrays ------------------------------------
-def rank_desc(values: np.ndarray, eligible: np.ndarray, depth: int,
-              positive_only: bool = False) -> np.ndarray:
+def rank_desc(
+    values: np.ndarray, eligible: np.ndarray, depth: int, positive_only: bool = False
+) -> np.ndarray:
     """1-based ranks of the top ``depth`` eligible values (0 = not ranked).
 
     Equal values share the better rank. ``positive_only``: a zero (no
@@ -35,8 +37,13 @@ def rank_desc(values: np.ndarray, eligible: np.ndarray, depth: int,
     return ranks
 
 
-def freshness(times: np.ndarray, dense: np.ndarray, eligible: np.ndarray,
-              window: float, half_life: float = 86_400.0) -> np.ndarray:
+def freshness(
+    times: np.ndarray,
+    dense: np.ndarray,
+    eligible: np.ndarray,
+    window: float,
+    half_life: float = 86_400.0,
+) -> np.ndarray:
     """Recency in [0, 1) among the records about as relevant as the best one.
 
     A record qualifies when its dense cosine is within ``window`` of the best
@@ -57,8 +64,7 @@ def freshness(times: np.ndarray, dense: np.ndarray, eligible: np.ndarray,
     return out
 
 
-def signal_ranks(name: str, values: np.ndarray, eligible: np.ndarray,
-                 depth: int) -> np.ndarray:
+def signal_ranks(name: str, values: np.ndarray, eligible: np.ndarray, depth: int) -> np.ndarray:
     """How :func:`fuse` ranks signal ``name``: time only where it matched in full
     (:data:`~mnemoray.memory.recall.axes.FOUND`), every signal but dense only where positive."""
     if name == "time":
@@ -80,10 +86,17 @@ class Fusion(NamedTuple):
 OFFSET = "offset"
 
 
-def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mapping[str, float],
-         times: np.ndarray, depth: int = 100, recency_window: float = 0.05,
-         recency_half_life: float = 86_400.0, bm25_saturation: float = BM25_SATURATION,
-         known_ranks: Mapping[str, np.ndarray] | None = None) -> Fusion:
+def fuse(
+    signals: Mapping[str, np.ndarray],
+    eligible: np.ndarray,
+    weights: Mapping[str, float],
+    times: np.ndarray,
+    depth: int = 100,
+    recency_window: float = 0.05,
+    recency_half_life: float = 86_400.0,
+    bm25_saturation: float = BM25_SATURATION,
+    known_ranks: Mapping[str, np.ndarray] | None = None,
+) -> Fusion:
     """Fused scores, per-signal ranks, freshness and contributions for aligned arrays.
 
     ``signals`` holds the raw relevance arrays (dense, bm25, entity, graph where the user
@@ -107,8 +120,9 @@ def fuse(signals: Mapping[str, np.ndarray], eligible: np.ndarray, weights: Mappi
     for name, values in signals.items():
         if name in weights and name != "recency":
             found = known.get(name)
-            ranks[name] = found if found is not None \
-                else signal_ranks(name, values, eligible, depth)
+            ranks[name] = (
+                found if found is not None else signal_ranks(name, values, eligible, depth)
+            )
     n = len(times)
     voted = np.zeros(n, dtype=bool)
     for r in ranks.values():
@@ -159,8 +173,9 @@ def reported_contributions(parts: Mapping[str, float], score: float) -> dict[str
     return out
 
 
-def top_positions(score: np.ndarray, times: np.ndarray, tiebreak: Sequence[str],
-                  top_k: int) -> list[int]:
+def top_positions(
+    score: np.ndarray, times: np.ndarray, tiebreak: Sequence[str], top_k: int
+) -> list[int]:
     """Positions of the best ``top_k`` scores > 0; ties go to the newer record, then the id."""
     cand = np.flatnonzero(score > 0)
     if len(cand) > top_k * 4 + 16:

@@ -25,13 +25,20 @@ class ScopeCache:
         self._cache: OrderedDict[Hashable, Candidates] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _scope(self, snap: StoreSnapshot, spans: list[tuple[LoadedSegment, tuple[int, int]]],
-               scope: tuple[str, str | None]) -> Candidates:
+    def _scope(
+        self,
+        snap: StoreSnapshot,
+        spans: list[tuple[LoadedSegment, tuple[int, int]]],
+        scope: tuple[str, str | None],
+    ) -> Candidates:
         # Tombstone files are only ever appended (a compaction that retires some
         # also rewrites the segments, renaming them): count + last name identify them.
         tombs = snap.manifest.tombstones
-        key = (scope, tuple((s.shard, s.name, span) for s, span in spans),
-               (len(tombs), tombs[-1] if tombs else ""))
+        key = (
+            scope,
+            tuple((s.shard, s.name, span) for s, span in spans),
+            (len(tombs), tombs[-1] if tombs else ""),
+        )
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:

@@ -47,17 +47,42 @@ DEFAULT_LANGUAGE = "english"
 DETECTED = ("english", "german", "french", "spanish", "italian", "dutch", "portuguese")
 LANGUAGES: frozenset[str] = frozenset(Stemmer.algorithms())
 
-_CJK = ("\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-        "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f")
+_CJK = (
+    "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
+)
 # A CJK run, or a word: letters/digits other than CJK, with inner apostrophes.
 _TOKEN_RE = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+(?:'[^\W_{_CJK}]+)*)")
 _WORD_RE = re.compile(rf"[^\W_{_CJK}]+")
 _CJK_RE = re.compile(rf"[{_CJK}]")
-_ELISIONS = frozenset({"l", "d", "j", "m", "n", "s", "t", "c", "qu", "jusqu", "lorsqu",
-                       "puisqu", "quoiqu", "dell", "all", "dall", "nell", "sull", "un"})
-_SCRIPTS = (("russian", re.compile(r"[\u0400-\u04ff]")),
-            ("greek", re.compile(r"[\u0370-\u03ff]")),
-            ("arabic", re.compile(r"[\u0600-\u06ff]")))
+_ELISIONS = frozenset(
+    {
+        "l",
+        "d",
+        "j",
+        "m",
+        "n",
+        "s",
+        "t",
+        "c",
+        "qu",
+        "jusqu",
+        "lorsqu",
+        "puisqu",
+        "quoiqu",
+        "dell",
+        "all",
+        "dall",
+        "nell",
+        "sull",
+        "un",
+    }
+)
+_SCRIPTS = (
+    ("russian", re.compile(r"[\u0400-\u04ff]")),
+    ("greek", re.compile(r"[\u0370-\u03ff]")),
+    ("arabic", re.compile(r"[\u0600-\u06ff]")),
+)
 
 
 class KeywordLanguageError(InvalidInput):
@@ -66,8 +91,10 @@ class KeywordLanguageError(InvalidInput):
 
 def check_language(language: str, field: str = "keyword_language") -> str:
     if language != AUTO and language not in LANGUAGES:
-        raise KeywordLanguageError(f"{language!r} is not {AUTO!r} or a Snowball language: "
-                                   f"{', '.join(sorted(LANGUAGES))}", field=field)
+        raise KeywordLanguageError(
+            f"{language!r} is not {AUTO!r} or a Snowball language: {', '.join(sorted(LANGUAGES))}",
+            field=field,
+        )
     return language
 
 
@@ -95,7 +122,7 @@ def _split(text: str) -> tuple[list[str], list[str]]:
     for cjk, word in _TOKEN_RE.findall(text):
         if cjk:
             grams.extend(c for c in cjk if c not in CJK_STOP_CHARS)
-            grams.extend(cjk[i:i + 2] for i in range(len(cjk) - 1))
+            grams.extend(cjk[i : i + 2] for i in range(len(cjk) - 1))
             continue
         head, sep, tail = word.partition("'")
         words.append(tail if sep and head in _ELISIONS and tail else word)
@@ -187,5 +214,12 @@ class KeywordTokenizer:
         return out
 
 
-__all__ = ["AUTO", "LANGUAGES", "TOKENIZER_VERSION", "KeywordLanguageError", "KeywordTokenizer",
-           "check_language", "detect_language"]
+__all__ = [
+    "AUTO",
+    "LANGUAGES",
+    "TOKENIZER_VERSION",
+    "KeywordLanguageError",
+    "KeywordTokenizer",
+    "check_language",
+    "detect_language",
+]

@@ -47,7 +47,6 @@ def segment_slots(segment: object, rows: int) -> list[TimeFacts | None]:
     return found
 
 
-
 def set_slots(parts: Iterable[tuple[Any, int, int, np.ndarray | None]]) -> SetSlots:
     """The slots of a set built from ``parts``: (loaded segment, start row, end row, live
     rows relative to start, None for all), in the set's order."""
@@ -84,8 +83,7 @@ def _later(work: Callable[[], None]) -> threading.Event:
     done = threading.Event()
     with _LOCK:
         if _worker is None or not _worker.is_alive():
-            _worker = threading.Thread(target=_run_queued, name="mnemoray-times",
-                                       daemon=True)
+            _worker = threading.Thread(target=_run_queued, name="mnemoray-times", daemon=True)
             _worker.start()
     _queued.put((work, done))
     return done
@@ -122,8 +120,7 @@ _recent: WeighedCache[tuple[bytes, float], TimeFacts] = WeighedCache(RECENT_TIME
 
 
 def recent_time_facts(key_text: str, reference: float) -> TimeFacts:
-    digest = hashlib.blake2b(key_text.encode("utf-8", "surrogatepass"),
-                             digest_size=16).digest()
+    digest = hashlib.blake2b(key_text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
     key = (digest, reference)
     found = _recent.get(key)
     return found if found is not None else _recent.put(key, time_facts(key_text, reference))

@@ -41,17 +41,25 @@ class RecallResult:
         """The one JSON form of a recalled memory: CLI, HTTP, MCP and agent tools.
         ``explain``: with ``contributions`` (what each signal added to the score)."""
         m = self.memory
-        out = {"memory_id": m.memory_id, "app_name": m.app_name, "kind": m.kind,
-               "text": m.text,
-               "score": round(float(self.score), 6), "date": iso_date(self.time),
-               "signals": dict(self.signals), "axes": list(self.axes),
-               "topics": list(m.topics),
-               "key_facts": list(m.key_facts),
-               "provenance": {"session_id": m.session_id,
-                              "source_event_ids": list(m.source_event_ids),
-                              "event_time_start": m.event_time_start,
-                              "event_time_end": m.event_time_end,
-                              "created_at": m.created_at}}
+        out = {
+            "memory_id": m.memory_id,
+            "app_name": m.app_name,
+            "kind": m.kind,
+            "text": m.text,
+            "score": round(float(self.score), 6),
+            "date": iso_date(self.time),
+            "signals": dict(self.signals),
+            "axes": list(self.axes),
+            "topics": list(m.topics),
+            "key_facts": list(m.key_facts),
+            "provenance": {
+                "session_id": m.session_id,
+                "source_event_ids": list(m.source_event_ids),
+                "event_time_start": m.event_time_start,
+                "event_time_end": m.event_time_end,
+                "created_at": m.created_at,
+            },
+        }
         # Seed 004 outcomes, only where a summary had some (most records have none).
         for name in ("open_threads", "decisions", "commitments"):
             if getattr(m, name):
@@ -59,10 +67,17 @@ class RecallResult:
         if m.agent_name:  # an agent-only memory (mnemoray.memory.store.scopes)
             out["agent_name"] = m.agent_name
         if self.facts:  # what it states, and whether that still holds
-            out["facts"] = [{"relation": f.relation, "subject": f.subject, "object": f.object,
-                             "valid_from": iso_date(f.valid_from),
-                             "valid_to": iso_date(f.valid_to), "holds": f.holds}
-                            for f in self.facts]
+            out["facts"] = [
+                {
+                    "relation": f.relation,
+                    "subject": f.subject,
+                    "object": f.object,
+                    "valid_from": iso_date(f.valid_from),
+                    "valid_to": iso_date(f.valid_to),
+                    "holds": f.holds,
+                }
+                for f in self.facts
+            ]
         if explain:
             out["contributions"] = dict(self.contributions)
         return out

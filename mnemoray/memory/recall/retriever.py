@@ -74,11 +74,19 @@ from mnemoray.memory.store.snapshot import StoreSnapshot
 GRAPH_SEEDS = 3  # the best hits whose entities the graph axis hops from
 
 
-def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None, top_k: int,
-                    filters: RecallFilters, config: RetrievalConfig, mode: str,
-                    now: float | None = None, extra_mask: np.ndarray | None = None,
-                    one_user: bool = True, graph: UserGraph | None = None,
-                    ) -> list[RecallResult]:
+def rank_candidates(
+    cands: Candidates,
+    query: str,
+    query_vec: np.ndarray | None,
+    top_k: int,
+    filters: RecallFilters,
+    config: RetrievalConfig,
+    mode: str,
+    now: float | None = None,
+    extra_mask: np.ndarray | None = None,
+    one_user: bool = True,
+    graph: UserGraph | None = None,
+) -> list[RecallResult]:
     """Top-k of one candidate set for a query (the whole ranking step). The query's time
     intent (read against ``filters.reference_time``, else ``now``) adds the time axis and
     sets how much recency counts (:mod:`mnemoray.memory.recall.axes`). ``one_user``: the set is
@@ -113,26 +121,29 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
     # The graph also says which facts each result states (their validity), so it is
     # laid over the candidates whenever the user has one (built once per candidate set).
     gr = cands.graph_recall(graph) if graph is not None and graph.entities else None
-    gq = gr.query(query) if gr is not None and ("entity" in weights or "graph" in weights) \
-        else None
+    gq = gr.query(query) if gr is not None and ("entity" in weights or "graph" in weights) else None
     if "entity" in weights:
-        entity = gr.entity_signal(gq) if gr is not None and gq is not None and gq.entities \
-            else None
+        entity = gr.entity_signal(gq) if gr is not None and gq is not None and gq.entities else None
         # Where the graph tells no memory apart by the names the query says (it knows
         # none of them, or each is in every memory that names anything: "African Grey"
         # in a one-session store), the query still ranks by the words it shares with the
         # records' entities, as it does without a graph.
-        signals["entity"] = entity if entity is not None and entity.any() \
+        signals["entity"] = (
+            entity
+            if entity is not None and entity.any()
             else cands.entity_index(config.tokenizer).scores(query).astype(np.float64)
+        )
     depth = max(config.depth, top_k)
-    qt = query_time(query, filters.reference_time if filters.reference_time is not None
-                    else now)
+    qt = query_time(query, filters.reference_time if filters.reference_time is not None else now)
     ranks: dict[str, np.ndarray] = {}  # taken once, for the time axis and fusion
     if "time" in weights or "recency" in weights:
         if "recency" in weights:  # off (absent) for the past or a named period
             factor = qt.recency_factor()
-            weights = {k: v * (factor if k == "recency" else 1.0) for k, v in weights.items()
-                       if k != "recency" or factor > 0}
+            weights = {
+                k: v * (factor if k == "recency" else 1.0)
+                for k, v in weights.items()
+                if k != "recency" or factor > 0
+            }
         if "time" in weights and qt.active:
             # Only the records the query looks at: those a relevance signal ranks, and
             # those of a period it names.
@@ -141,18 +152,37 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
                 ranks[name] = signal_ranks(name, values, eligible, depth)
                 looked |= ranks[name] > 0
             looked[period_positions(qt, cands.t_start, cands.t_end, eligible)] = True
-            signals["time"] = time_signal(qt, np.flatnonzero(looked), cands.time_facts,
-                                          cands.t_start, cands.t_end, cands.size)
-    fused = fuse(signals, eligible, weights, cands.t_end, depth, config.recency_window,
-                 config.recency_half_life_s, config.bm25_saturation, known_ranks=ranks)
+            signals["time"] = time_signal(
+                qt, np.flatnonzero(looked), cands.time_facts, cands.t_start, cands.t_end, cands.size
+            )
+    fused = fuse(
+        signals,
+        eligible,
+        weights,
+        cands.t_end,
+        depth,
+        config.recency_window,
+        config.recency_half_life_s,
+        config.bm25_saturation,
+        known_ranks=ranks,
+    )
     if "graph" in weights and gr is not None and gq is not None:
         # One hop from the best hits of the other axes: a second fusion with the graph.
         seeds = top_positions(fused.score, cands.t_end, cands.memory_ids, GRAPH_SEEDS)
-        signals["graph"] = gr.graph_signal(gq, past=qt.intent.about_past,
-                                           present=qt.present, seeds=seeds)
-        fused = fuse(signals, eligible, weights, cands.t_end, depth, config.recency_window,
-                     config.recency_half_life_s, config.bm25_saturation,
-                     known_ranks=fused.ranks)
+        signals["graph"] = gr.graph_signal(
+            gq, past=qt.intent.about_past, present=qt.present, seeds=seeds
+        )
+        fused = fuse(
+            signals,
+            eligible,
+            weights,
+            cands.t_end,
+            depth,
+            config.recency_window,
+            config.recency_half_life_s,
+            config.bm25_saturation,
+            known_ranks=fused.ranks,
+        )
     score, ranks, fresh = fused.score, fused.ranks, fused.fresh
     # A few spare places: records that repeat a better one's words are left out.
     if one_user:
@@ -175,10 +205,18 @@ def rank_candidates(cands: Candidates, query: str, query_vec: np.ndarray | None,
                 sig[f"{name}_rank"] = int(ranks[name][pos])
         contributions = reported_contributions(
             {name: float(values[pos]) for name, values in fused.contributions.items()},
-            float(score[pos]))
-        results.append(RecallResult(memory, float(score[pos]), sig, found_by(sig),
-                                    gr.facts_at(int(pos)) if gr is not None else (),
-                                    contributions))
+            float(score[pos]),
+        )
+        results.append(
+            RecallResult(
+                memory,
+                float(score[pos]),
+                sig,
+                found_by(sig),
+                gr.facts_at(int(pos)) if gr is not None else (),
+                contributions,
+            )
+        )
     return results
 
 
@@ -192,12 +230,19 @@ class Retriever(ScopeCache):
     forget that could touch it.
     """
 
-
-    def search_user(self, snap: StoreSnapshot, app: str, user: str, query: str,
-                    query_vec: np.ndarray | None, top_k: int = 5,
-                    filters: RecallFilters | Mapping[str, Any] | None = None,
-                    mode: str | None = None, now: float | None = None,
-                    shared_apps: Sequence[str] = ()) -> list[RecallResult]:
+    def search_user(
+        self,
+        snap: StoreSnapshot,
+        app: str,
+        user: str,
+        query: str,
+        query_vec: np.ndarray | None,
+        top_k: int = 5,
+        filters: RecallFilters | Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        now: float | None = None,
+        shared_apps: Sequence[str] = (),
+    ) -> list[RecallResult]:
         """Exact hybrid recall over one user's records (only the user's shard is read).
 
         ``shared_apps``: other apps whose records of the SAME user join the candidate set
@@ -216,15 +261,33 @@ class Retriever(ScopeCache):
         else:
             cands = self.user_candidates(snap, app, user)
         vec = None if snap.manifest.keyword_only else query_vec
-        view = visible(cands.app_names, cands.agent_names, app, flt.agent_name) \
-            if cands.size else None
-        return rank_candidates(cands, query, vec, top_k, flt, self.config, mode, now,
-                               extra_mask=view, graph=user_graph(snap, app, user))
+        view = (
+            visible(cands.app_names, cands.agent_names, app, flt.agent_name) if cands.size else None
+        )
+        return rank_candidates(
+            cands,
+            query,
+            vec,
+            top_k,
+            flt,
+            self.config,
+            mode,
+            now,
+            extra_mask=view,
+            graph=user_graph(snap, app, user),
+        )
 
-    def search_app(self, snap: StoreSnapshot, app: str, query: str,
-                   query_vec: np.ndarray | None, top_k: int = 5,
-                   filters: RecallFilters | Mapping[str, Any] | None = None,
-                   mode: str | None = None, now: float | None = None) -> list[RecallResult]:
+    def search_app(
+        self,
+        snap: StoreSnapshot,
+        app: str,
+        query: str,
+        query_vec: np.ndarray | None,
+        top_k: int = 5,
+        filters: RecallFilters | Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        now: float | None = None,
+    ) -> list[RecallResult]:
         """Recall across an app's users.
 
         hybrid / dense: the app's ``app_candidates`` nearest records by ANN
@@ -236,24 +299,54 @@ class Retriever(ScopeCache):
         check_ids(app, "-")
         mode = check_mode(mode or self.config.mode)
         flt = RecallFilters.of(filters)
-        dense_ok = query_vec is not None and not snap.manifest.keyword_only \
+        dense_ok = (
+            query_vec is not None
+            and not snap.manifest.keyword_only
             and snap.manifest.embedding_model is not None
+        )
         if mode == "keyword" or not dense_ok:
             cands = self._scope(snap, snap.app_spans(app), (app, None))
-            return rank_candidates(cands, query, None, top_k, flt, self.config, "keyword", now,
-                                   extra_mask=visible(cands.app_names, cands.agent_names, app,
-                                                      flt.agent_name), one_user=False)
+            return rank_candidates(
+                cands,
+                query,
+                None,
+                top_k,
+                flt,
+                self.config,
+                "keyword",
+                now,
+                extra_mask=visible(cands.app_names, cands.agent_names, app, flt.agent_name),
+                one_user=False,
+            )
         depth = max(self.config.app_candidates, top_k)
         hits = snap.search_app(app, query_vec, k=depth, filters=flt)
-        return rank_proposed(self.config, [h.memory for h in hits], [h.score for h in hits],
-                             app, query, query_vec, top_k, flt, mode, now)
+        return rank_proposed(
+            self.config,
+            [h.memory for h in hits],
+            [h.score for h in hits],
+            app,
+            query,
+            query_vec,
+            top_k,
+            flt,
+            mode,
+            now,
+        )
 
 
-def rank_proposed(config: RetrievalConfig, memories: list[Memory],
-                  dense: Sequence[float] | None, app: str, query: str,
-                  query_vec: np.ndarray | None, top_k: int, flt: RecallFilters,
-                  mode: str, now: float | None = None,
-                  one_user: bool = False) -> list[RecallResult]:
+def rank_proposed(
+    config: RetrievalConfig,
+    memories: list[Memory],
+    dense: Sequence[float] | None,
+    app: str,
+    query: str,
+    query_vec: np.ndarray | None,
+    top_k: int,
+    flt: RecallFilters,
+    mode: str,
+    now: float | None = None,
+    one_user: bool = False,
+) -> list[RecallResult]:
     """The last step of app-wide recall: one fused ranking of the records proposed for
     ``app`` (the nearest by ANN with their cosine in ``dense``, or the keyword best with
     ``dense`` None), whether one snapshot or each shard's replica proposed them."""
@@ -262,9 +355,18 @@ def rank_proposed(config: RetrievalConfig, memories: list[Memory],
     cands = Candidates.from_memories(memories, vector)
     if vector is None:
         query_vec, mode = None, "keyword"
-    return rank_candidates(cands, query, query_vec, top_k, flt, config, mode, now,
-                           extra_mask=visible(cands.app_names, cands.agent_names, app,
-                                              flt.agent_name), one_user=one_user)
+    return rank_candidates(
+        cands,
+        query,
+        query_vec,
+        top_k,
+        flt,
+        config,
+        mode,
+        now,
+        extra_mask=visible(cands.app_names, cands.agent_names, app, flt.agent_name),
+        one_user=one_user,
+    )
 
 
 # Names other modules import from here (defined in the modules above).

@@ -47,7 +47,9 @@ por que quem se sem seu sua são também te tem um uma você
 }
 
 STOPWORDS: dict[str, frozenset[str]] = {
-    "english": ENGLISH, **{lang: frozenset(text.split()) for lang, text in _TEXT.items()}}
+    "english": ENGLISH,
+    **{lang: frozenset(text.split()) for lang, text in _TEXT.items()},
+}
 
 # English function words only (no chat filler): the English list is long, so telling
 # languages apart by it would favour English.
@@ -56,12 +58,20 @@ a an and are as at be but by for from have he her his i in is it my not of on or
 that the their there they this to was we were what when where which who will with you your
 """
 _ENGLISH_SIGNS = frozenset(_ENGLISH_SIGN_TEXT.split())
-SIGNS: dict[str, frozenset[str]] = {"english": _ENGLISH_SIGNS,
-                                    **{k: v for k, v in STOPWORDS.items() if k != "english"}}
+SIGNS: dict[str, frozenset[str]] = {
+    "english": _ENGLISH_SIGNS,
+    **{k: v for k, v in STOPWORDS.items() if k != "english"},
+}
 
 # Letters each language has and English lacks: a second, weaker sign.
-LETTERS: dict[str, str] = {"german": "äöüß", "french": "éèêàçœùëïîâô", "spanish": "ñáíóú¿¡",
-                           "italian": "àèìòù", "dutch": "ĳ", "portuguese": "ãõçáâêô"}
+LETTERS: dict[str, str] = {
+    "german": "äöüß",
+    "french": "éèêàçœùëïîâô",
+    "spanish": "ñáíóú¿¡",
+    "italian": "àèìòù",
+    "dutch": "ĳ",
+    "portuguese": "ãõçáâêô",
+}
 
 # Chinese and Japanese characters so frequent that alone they match nearly everything
 # (the bigrams containing them still count).

@@ -11,14 +11,18 @@ from mnemoray.errors import InvalidInput
 AGENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
 
 
-def check_agent_name(value: Any, error: type[InvalidInput] = InvalidInput,
-                     field: str = "agent_name") -> str:
+def check_agent_name(
+    value: Any, error: type[InvalidInput] = InvalidInput, field: str = "agent_name"
+) -> str:
     """``value`` if it is "" (shared) or a valid agent name, else ``error`` naming ``field``."""
     if not isinstance(value, str):
         raise error(f"expected a string, got {type(value).__name__}", field=field)
     if value and not AGENT_NAME.fullmatch(value):
-        raise error(f"{value[:40]!r} is not an agent name (a letter or '_', then up to "
-                    f"127 letters, digits, '_', '.', '-')", field=field)
+        raise error(
+            f"{value[:40]!r} is not an agent name (a letter or '_', then up to "
+            f"127 letters, digits, '_', '.', '-')",
+            field=field,
+        )
     return value
 
 

@@ -55,16 +55,25 @@ _NOT_CONTENT = frozenset({"compaction", "control"})
 STAND_IN_AUTHOR = "earlier_summary"
 _SPEAKER_LINE = re.compile(r"^([^:\n]{1,60}):\s+(\S.*)$")
 _RESULT_CHARS = 200
+
+
 # Turns a chunk shares with the next, by default (distill_session's chunk_overlap): half,
 # so every turn is recalled once with what led to it and once with what followed.
 def default_overlap(chunk_turns: int) -> int:
     return chunk_turns // 2
 
 
-def distill_session(session: Session, summarizer: Summarizer | None, *, chunk_turns: int = 4,
-                    expand_keys: bool = True, ttl_s: float | None = None,
-                    now: float | None = None, summarize: bool = True,
-                    chunk_overlap: int | None = None) -> list[Memory]:
+def distill_session(
+    session: Session,
+    summarizer: Summarizer | None,
+    *,
+    chunk_turns: int = 4,
+    expand_keys: bool = True,
+    ttl_s: float | None = None,
+    now: float | None = None,
+    summarize: bool = True,
+    chunk_overlap: int | None = None,
+) -> list[Memory]:
     """The memory records of ``session`` (not embedded), in a stable order.
 
     ``summarize=False``: raw chunks only (seed 003's behaviour matrix without
@@ -86,21 +95,27 @@ def distill_session(session: Session, summarizer: Summarizer | None, *, chunk_tu
     if not isinstance(overlap, int) or isinstance(overlap, bool) or overlap < 0:
         raise InvalidInput(f"must be an int >= 0, got {chunk_overlap!r}", field="chunk_overlap")
     overlap = min(overlap, chunk_turns - 1)
-    if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float))
-                              or ttl_s <= 0):
-        raise InvalidInput(f"must be a positive number of seconds or None, got {ttl_s!r}",
-                           field="ttl_s")
+    if ttl_s is not None and (
+        isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or ttl_s <= 0
+    ):
+        raise InvalidInput(
+            f"must be a positive number of seconds or None, got {ttl_s!r}", field="ttl_s"
+        )
     if summarize and not callable(getattr(summarizer, "summarize", None)):
         raise TypeError(f"summarizer: expected a Summarizer, got {type(summarizer).__name__}")
     events = [e for e in session.events if not e.partial]
     if not events:
         return []
     created_at = time.time() if now is None else float(now)
-    ctx = _Context(session, events, created_at,
-                   None if ttl_s is None else created_at + float(ttl_s))
+    ctx = _Context(
+        session, events, created_at, None if ttl_s is None else created_at + float(ttl_s)
+    )
     compactions = _compactions(events) if summarize else []
-    summary, facts = (_summarize(ctx, summarizer, compactions)
-                      if summarize and summarizer is not None else (None, []))
+    summary, facts = (
+        _summarize(ctx, summarizer, compactions)
+        if summarize and summarizer is not None
+        else (None, [])
+    )
     records: list[Memory] = []
     if summary is not None and summary.summary.strip():
         ids = summary.source_event_ids
@@ -108,24 +123,47 @@ def distill_session(session: Session, summarizer: Summarizer | None, *, chunk_tu
         key = summary.summary
         if expand_keys and topics:
             key += "\nTopics: " + ", ".join(topics)
-        records.append(ctx.memory("session_summary", summary.summary, ids, key_text=key,
-                                  topics=topics, key_facts=tuple(f.text for f in facts),
-                                  entities=tuple(summary.entities), outcomes=summary))
+        records.append(
+            ctx.memory(
+                "session_summary",
+                summary.summary,
+                ids,
+                key_text=key,
+                topics=topics,
+                key_facts=tuple(f.text for f in facts),
+                entities=tuple(summary.entities),
+                outcomes=summary,
+            )
+        )
     for fact in facts:
         records.append(ctx.memory("fact", fact.text, fact.source_event_ids))
     for c in compactions:
         start, end = ctx.times(c.source_event_ids)
-        records.append(ctx.memory(
-            "compaction_summary", c.text, c.source_event_ids,
-            topics=c.summary.topics, key_facts=tuple(f.text for f in c.summary.key_facts),
-            entities=c.summary.entities, outcomes=c.summary,
-            times=(start if start is not None else c.start_ts,
-                   end if end is not None else c.end_ts)))
+        records.append(
+            ctx.memory(
+                "compaction_summary",
+                c.text,
+                c.source_event_ids,
+                topics=c.summary.topics,
+                key_facts=tuple(f.text for f in c.summary.key_facts),
+                entities=c.summary.entities,
+                outcomes=c.summary,
+                times=(
+                    start if start is not None else c.start_ts,
+                    end if end is not None else c.end_ts,
+                ),
+            )
+        )
 
-    topics = _unique([*(summary.topics if summary else ()),
-                      *(t for c in compactions for t in c.summary.topics)])
-    entities = _unique([*(summary.entities if summary else ()),
-                        *(n for c in compactions for n in c.summary.entities)])
+    topics = _unique(
+        [*(summary.topics if summary else ()), *(t for c in compactions for t in c.summary.topics)]
+    )
+    entities = _unique(
+        [
+            *(summary.entities if summary else ()),
+            *(n for c in compactions for n in c.summary.entities),
+        ]
+    )
     for window in _windows(events, chunk_turns, overlap):
         text = "\n".join(_render(e) for e in window)
         ids = tuple(e.id for e in window)
@@ -137,14 +175,24 @@ def distill_session(session: Session, summarizer: Summarizer | None, *, chunk_tu
         said = "\n".join(_body(e) for e in window)
         chunk_terms = {stem(w) for w in words(said)}
         lowered = said.lower()
-        chunk_topics = tuple(t for t in topics
-                             if (ts := {stem(w) for w in words(t)}) and ts <= chunk_terms)
+        chunk_topics = tuple(
+            t for t in topics if (ts := {stem(w) for w in words(t)}) and ts <= chunk_terms
+        )
         chunk_entities = tuple(n for n in entities if n.lower() in lowered)
         key = text
         if expand_keys:
             key = _expanded(_keyed(window), new_facts, chunk_topics, chunk_entities)
-        records.append(ctx.memory("chunk", text, ids, key_text=key, topics=chunk_topics,
-                                  key_facts=chunk_facts, entities=chunk_entities))
+        records.append(
+            ctx.memory(
+                "chunk",
+                text,
+                ids,
+                key_text=key,
+                topics=chunk_topics,
+                key_facts=chunk_facts,
+                entities=chunk_entities,
+            )
+        )
 
     unique: dict[str, Memory] = {}
     for record in records:
@@ -156,8 +204,9 @@ def distill_session(session: Session, summarizer: Summarizer | None, *, chunk_tu
 class _Context:
     """Positions, times and the record constructor for one session."""
 
-    def __init__(self, session: Session, events: list[Event], created_at: float,
-                 expires_at: float | None) -> None:
+    def __init__(
+        self, session: Session, events: list[Event], created_at: float, expires_at: float | None
+    ) -> None:
         self.session = session
         self.events = events
         self.by_id = {e.id: e for e in events}
@@ -176,23 +225,42 @@ class _Context:
         stamps = [self.by_id[i].timestamp for i in ids if i in self.by_id]
         return (min(stamps), max(stamps)) if stamps else (None, None)
 
-    def memory(self, kind: MemoryKind, text: str, ids: Sequence[str], *, key_text: str = "",
-               topics: Sequence[str] = (), key_facts: Sequence[str] = (),
-               entities: Sequence[str] = (),
-               times: tuple[float | None, float | None] | None = None,
-               outcomes: Summary | None = None) -> Memory:
+    def memory(
+        self,
+        kind: MemoryKind,
+        text: str,
+        ids: Sequence[str],
+        *,
+        key_text: str = "",
+        topics: Sequence[str] = (),
+        key_facts: Sequence[str] = (),
+        entities: Sequence[str] = (),
+        times: tuple[float | None, float | None] | None = None,
+        outcomes: Summary | None = None,
+    ) -> Memory:
         """A record of this session; ``outcomes``: the summary whose open threads,
         decisions and commitments the record keeps (seed 004)."""
         start, end = self.times(ids) if times is None else times
         s = self.session
-        return Memory(app_name=s.app_name, user_id=s.user_id, session_id=s.session_id,
-                      kind=kind, text=text, source_event_ids=tuple(ids), key_text=key_text,
-                      topics=tuple(topics), key_facts=tuple(key_facts), entities=tuple(entities),
-                      event_time_start=start, event_time_end=end, created_at=self.created_at,
-                      expires_at=self.expires_at,
-                      open_threads=_texts(outcomes.open_threads) if outcomes else (),
-                      decisions=_texts(outcomes.decisions) if outcomes else (),
-                      commitments=_texts(outcomes.commitments) if outcomes else ())
+        return Memory(
+            app_name=s.app_name,
+            user_id=s.user_id,
+            session_id=s.session_id,
+            kind=kind,
+            text=text,
+            source_event_ids=tuple(ids),
+            key_text=key_text,
+            topics=tuple(topics),
+            key_facts=tuple(key_facts),
+            entities=tuple(entities),
+            event_time_start=start,
+            event_time_end=end,
+            created_at=self.created_at,
+            expires_at=self.expires_at,
+            open_threads=_texts(outcomes.open_threads) if outcomes else (),
+            decisions=_texts(outcomes.decisions) if outcomes else (),
+            commitments=_texts(outcomes.commitments) if outcomes else (),
+        )
 
 
 # -- compaction events ------------------------------------------------------------
@@ -222,8 +290,9 @@ class _Compaction:
         if isinstance(ids, (list, tuple)) and ids:
             sources = tuple(str(i) for i in ids)
         else:  # written elsewhere: its time range says what it covered
-            sources = tuple(e.id for e in events if e.type not in _NOT_CONTENT
-                            and start <= e.timestamp <= end)
+            sources = tuple(
+                e.id for e in events if e.type not in _NOT_CONTENT and start <= e.timestamp <= end
+            )
         if not sources:
             return None
         return cls(event, text, summary, sources, start, end, bool(summary.key_facts))
@@ -234,9 +303,12 @@ def _reused(compactions: Sequence[_Compaction]) -> list[_Compaction]:
     keep: list[_Compaction] = []
     for i, c in enumerate(compactions):
         mine = set(c.source_event_ids)
-        if not any(j != i and mine <= set(d.source_event_ids)
-                   and (mine != set(d.source_event_ids) or j > i)
-                   for j, d in enumerate(compactions)):
+        if not any(
+            j != i
+            and mine <= set(d.source_event_ids)
+            and (mine != set(d.source_event_ids) or j > i)
+            for j, d in enumerate(compactions)
+        ):
             keep.append(c)
     return keep
 
@@ -261,10 +333,19 @@ def _stand_ins(c: _Compaction, speakers: dict[str, tuple[str, str]]) -> list[Eve
             out[-1] = (author, role, f"{text}\n{line}")
         else:
             out.append((STAND_IN_AUTHOR, "model", line))
-    return [Event(author=author, role=role, type="message", text=text,  # type: ignore[arg-type]
-                  id=f"{c.event.id}#{j}", session_id=c.event.session_id,
-                  invocation_id=c.event.invocation_id, timestamp=c.start_ts)
-            for j, (author, role, text) in enumerate(out)]
+    return [
+        Event(
+            author=author,
+            role=role,
+            type="message",
+            text=text,  # type: ignore[arg-type]
+            id=f"{c.event.id}#{j}",
+            session_id=c.event.session_id,
+            invocation_id=c.event.invocation_id,
+            timestamp=c.start_ts,
+        )
+        for j, (author, role, text) in enumerate(out)
+    ]
 
 
 def _speakers(events: Sequence[Event]) -> dict[str, tuple[str, str]]:
@@ -279,8 +360,11 @@ def _speakers(events: Sequence[Event]) -> dict[str, tuple[str, str]]:
 
 
 def _compactions(events: Sequence[Event]) -> list[_Compaction]:
-    return [c for c in (_Compaction.of(e, events) for e in events if e.type == "compaction")
-            if c is not None]
+    return [
+        c
+        for c in (_Compaction.of(e, events) for e in events if e.type == "compaction")
+        if c is not None
+    ]
 
 
 # -- summary and facts ----------------------------------------------------------------
@@ -308,8 +392,9 @@ def summary_inputs(session: Session) -> list[Event]:
 
 def _plan(ctx: _Context, compactions: list[_Compaction]) -> _Plan | None:
     events = ctx.events
-    has_text = any(e.type == "message" and e.role in MESSAGE_ROLES and e.text.strip()
-                   for e in events)
+    has_text = any(
+        e.type == "message" and e.role in MESSAGE_ROLES and e.text.strip() for e in events
+    )
     if not has_text:
         return None
     covered = {i for c in compactions for i in c.source_event_ids}
@@ -334,8 +419,11 @@ def _plan(ctx: _Context, compactions: list[_Compaction]) -> _Plan | None:
     return _Plan(inputs, stand_in_sources, stand_in_structured) if inputs else None
 
 
-def _summarize(ctx: _Context, summarizer: Summarizer, compactions: list[_Compaction],
-               ) -> tuple[Summary | None, list[Fact]]:
+def _summarize(
+    ctx: _Context,
+    summarizer: Summarizer,
+    compactions: list[_Compaction],
+) -> tuple[Summary | None, list[Fact]]:
     """The session summary (source ids mapped to real events) and the key facts."""
     plan = _plan(ctx, compactions)
     if plan is None:
@@ -353,8 +441,11 @@ def _summarize(ctx: _Context, summarizer: Summarizer, compactions: list[_Compact
     summarized = summary.source_event_ids or tuple(e.id for e in inputs)
     mapped = replace(summary, source_event_ids=ctx.ordered(real(summarized)))
 
-    candidates: list[Fact] = [Fact(f.text, ctx.ordered(f.source_event_ids))
-                              for c in compactions for f in c.summary.key_facts]
+    candidates: list[Fact] = [
+        Fact(f.text, ctx.ordered(f.source_event_ids))
+        for c in compactions
+        for f in c.summary.key_facts
+    ]
     for fact in summary.key_facts:
         ids = fact.source_event_ids
         stand = [i for i in ids if i in stand_in_sources]
@@ -379,15 +470,24 @@ def _merge_facts(ctx: _Context, facts: Sequence[Fact]) -> list[Fact]:
     far = len(ctx.position)
     out = [Fact(text, ctx.ordered(ids)) for text, ids in merged.values()]
     order = {id(f): n for n, f in enumerate(out)}
-    return sorted(out, key=lambda f: (min((ctx.position.get(i, far) for i in f.source_event_ids),
-                                          default=far), order[id(f)]))
+    return sorted(
+        out,
+        key=lambda f: (
+            min((ctx.position.get(i, far) for i in f.source_event_ids), default=far),
+            order[id(f)],
+        ),
+    )
 
 
 # -- chunks ----------------------------------------------------------------------------
 def is_turn(event: Event) -> bool:
     """A user or model message with text: what ``chunk_turns`` counts."""
-    return (event.type == "message" and event.role in MESSAGE_ROLES and not event.partial
-            and bool(event.text.strip()))
+    return (
+        event.type == "message"
+        and event.role in MESSAGE_ROLES
+        and not event.partial
+        and bool(event.text.strip())
+    )
 
 
 def _in_chunks(event: Event) -> bool:
@@ -410,8 +510,11 @@ def _windows(events: Sequence[Event], chunk_turns: int, overlap: int = 0) -> lis
             units.append(pending)
             pending = []
     stride = chunk_turns - overlap
-    windows = [[e for unit in units[i:i + chunk_turns] for e in unit]
-               for i in range(0, max(len(units) - overlap, 1), stride) if units]
+    windows = [
+        [e for unit in units[i : i + chunk_turns] for e in unit]
+        for i in range(0, max(len(units) - overlap, 1), stride)
+        if units
+    ]
     if pending:
         if windows and len(units) - (len(windows) - 1) * stride < chunk_turns:
             windows[-1].extend(pending)
@@ -434,8 +537,8 @@ def _keyed(window: Sequence[Event]) -> str:
     lines, last = [], None
     for e in window:
         line = _render(e)
-        date = line[:line.index("]") + 1]
-        lines.append(line if date != last else line[len(date) + 1:])
+        date = line[: line.index("]") + 1]
+        lines.append(line if date != last else line[len(date) + 1 :])
         last = date
     return "\n".join(lines)
 
@@ -450,8 +553,9 @@ def _body(e: Event) -> str:
     return f"error: {e.text.strip() or brief(e.data, _RESULT_CHARS)}"
 
 
-def _expanded(text: str, facts: Sequence[str], topics: Sequence[str],
-              entities: Sequence[str]) -> str:
+def _expanded(
+    text: str, facts: Sequence[str], topics: Sequence[str], entities: Sequence[str]
+) -> str:
     lines = [text]
     if facts:
         lines.append("Facts: " + " ".join(facts))

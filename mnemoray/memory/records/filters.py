@@ -21,8 +21,6 @@ class RetrievalError(InvalidInput):
     """Bad retrieval input (config, filters, query); ``field`` names it."""
 
 
-
-
 def _time(value: Any, name: str) -> float | None:
     if value is None:
         return None
@@ -58,13 +56,15 @@ class RecallFilters:
         if self.agent_name is not None:
             check_agent_name(self.agent_name, RetrievalError, "filters.agent_name")
             object.__setattr__(self, "agent_name", self.agent_name or None)
-        if self.session_id is not None and (not isinstance(self.session_id, str)
-                                            or not self.session_id):
+        if self.session_id is not None and (
+            not isinstance(self.session_id, str) or not self.session_id
+        ):
             raise RetrievalError("must be a non-empty string", field="filters.session_id")
         object.__setattr__(self, "after", _time(self.after, "filters.after"))
         object.__setattr__(self, "before", _time(self.before, "filters.before"))
-        object.__setattr__(self, "reference_time",
-                           _time(self.reference_time, "filters.reference_time"))
+        object.__setattr__(
+            self, "reference_time", _time(self.reference_time, "filters.reference_time")
+        )
         if self.after is not None and self.before is not None and self.after > self.before:
             raise RetrievalError("after is later than before", field="filters")
         if self.kinds is not None:
@@ -74,8 +74,9 @@ class RecallFilters:
             kinds = tuple(kinds)
             for kind in kinds:
                 if kind not in MEMORY_KINDS:
-                    raise RetrievalError(f"{kind!r} is not one of "
-                                         f"{', '.join(MEMORY_KINDS)}", field="filters.kinds")
+                    raise RetrievalError(
+                        f"{kind!r} is not one of {', '.join(MEMORY_KINDS)}", field="filters.kinds"
+                    )
             object.__setattr__(self, "kinds", kinds)
 
     @classmethod
@@ -84,13 +85,21 @@ class RecallFilters:
             return cls()
         if not isinstance(raw, Mapping):
             raise RetrievalError(f"expected an object, got {type(raw).__name__}", field="filters")
-        unknown = set(raw) - {"session_id", "after", "before", "kinds", "agent_name",
-                              "reference_time"}
+        unknown = set(raw) - {
+            "session_id",
+            "after",
+            "before",
+            "kinds",
+            "agent_name",
+            "reference_time",
+        }
         if unknown:
-            raise RetrievalError("unknown filter (known: "
-                                 "session_id, after, before, kinds, agent_name, "
-                                 "reference_time)",
-                                 field=f"filters.{sorted(unknown)[0]}")
+            raise RetrievalError(
+                "unknown filter (known: "
+                "session_id, after, before, kinds, agent_name, "
+                "reference_time)",
+                field=f"filters.{sorted(unknown)[0]}",
+            )
         return cls(**raw)
 
     @classmethod
@@ -98,18 +107,28 @@ class RecallFilters:
         return value if isinstance(value, RecallFilters) else cls.from_dict(value)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "after": self.after, "before": self.before,
-                "kinds": list(self.kinds) if self.kinds is not None else None,
-                "agent_name": self.agent_name, "reference_time": self.reference_time}
+        return {
+            "session_id": self.session_id,
+            "after": self.after,
+            "before": self.before,
+            "kinds": list(self.kinds) if self.kinds is not None else None,
+            "agent_name": self.agent_name,
+            "reference_time": self.reference_time,
+        }
 
     @property
     def empty(self) -> bool:
         """No row filter (``agent_name`` is a view, applied by :func:`rank_candidates`)."""
-        return self.session_id is None and self.after is None and self.before is None \
+        return (
+            self.session_id is None
+            and self.after is None
+            and self.before is None
             and self.kinds is None
+        )
 
-    def mask(self, session_ids: np.ndarray, kinds: np.ndarray, t_start: np.ndarray,
-             t_end: np.ndarray) -> np.ndarray:
+    def mask(
+        self, session_ids: np.ndarray, kinds: np.ndarray, t_start: np.ndarray, t_end: np.ndarray
+    ) -> np.ndarray:
         """Keep-mask over aligned candidate arrays (times already with their fallbacks)."""
         keep = np.ones(len(t_end), dtype=bool)
         if self.session_id is not None:
@@ -126,8 +145,11 @@ class RecallFilters:
         """The same mask over a segment's Arrow rows (a snapshot ``mask_fn``)."""
         start, end = event_times(table)
         empty = np.empty(0, dtype=object)
-        sessions = table["session_id"].to_numpy(zero_copy_only=False) \
-            if self.session_id is not None else empty
+        sessions = (
+            table["session_id"].to_numpy(zero_copy_only=False)
+            if self.session_id is not None
+            else empty
+        )
         kinds = table["kind"].to_numpy(zero_copy_only=False) if self.kinds is not None else empty
         return self.mask(sessions, kinds, start, end)
 
@@ -137,6 +159,7 @@ class RecallFilters:
 # both missing, created_at (the time it was stored).
 def event_times(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) event times per row of ``table`` (the span rule above, vectorised)."""
+
     def floats(name: str) -> np.ndarray:
         return table[name].to_numpy(zero_copy_only=False).astype(np.float64)
 

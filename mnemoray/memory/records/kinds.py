@@ -7,6 +7,7 @@ from typing import Literal, get_args
 
 # consolidated_summary: old memories merged (mnemoray.memory.hygiene.consolidate); its
 # source_event_ids are the ids of the memories it merges.
-MemoryKind = Literal["session_summary", "fact", "chunk", "compaction_summary",
-                     "consolidated_summary"]
+MemoryKind = Literal[
+    "session_summary", "fact", "chunk", "compaction_summary", "consolidated_summary"
+]
 MEMORY_KINDS: tuple[str, ...] = get_args(MemoryKind)

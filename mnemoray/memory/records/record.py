@@ -40,22 +40,32 @@ class MemoryVersion:
     written_by: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"memory_id": self.memory_id, "text": self.text, "written_at": self.written_at,
-                "written_by": self.written_by}
+        return {
+            "memory_id": self.memory_id,
+            "text": self.text,
+            "written_at": self.written_at,
+            "written_by": self.written_by,
+        }
 
     @classmethod
     def from_dict(cls, raw: Any) -> MemoryVersion:
         if isinstance(raw, MemoryVersion):
             return raw
         if not isinstance(raw, dict):
-            raise MemoryRecordError(f"expected an object, got {type(raw).__name__}",
-                                    field="previous_versions")
+            raise MemoryRecordError(
+                f"expected an object, got {type(raw).__name__}", field="previous_versions"
+            )
         try:
-            return cls(str(raw["memory_id"]), str(raw["text"]), float(raw["written_at"]),
-                       str(raw.get("written_by") or ""))
+            return cls(
+                str(raw["memory_id"]),
+                str(raw["text"]),
+                float(raw["written_at"]),
+                str(raw.get("written_by") or ""),
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise MemoryRecordError(f"malformed version ({exc})",
-                                    field="previous_versions") from exc
+            raise MemoryRecordError(
+                f"malformed version ({exc})", field="previous_versions"
+            ) from exc
 
 
 # Fields set after a record is made that no text, hash or id depends on (``with_derived``).
@@ -111,8 +121,9 @@ class Memory:
             if not isinstance(value, str) or not value:
                 raise MemoryRecordError("must be a non-empty string", field=name)
         if self.kind not in MEMORY_KINDS:
-            raise MemoryRecordError(f"{self.kind!r} is not one of {', '.join(MEMORY_KINDS)}",
-                                    field="kind")
+            raise MemoryRecordError(
+                f"{self.kind!r} is not one of {', '.join(MEMORY_KINDS)}", field="kind"
+            )
         if not isinstance(self.text, str) or not self.text.strip():
             raise MemoryRecordError("must be a non-empty string", field="text")
         self._check_values()
@@ -123,17 +134,33 @@ class Memory:
             # The agent is part of the identity only when set: shared records keep the
             # hashes (and ids) they had before scopes existed.
             scope = (f"agent:{self.agent_name}",) if self.agent_name else ()
-            object.__setattr__(self, "content_hash", content_hash(
-                self.app_name, self.user_id, self.session_id, self.kind, self.text,
-                ",".join(self.source_event_ids), *scope))
+            object.__setattr__(
+                self,
+                "content_hash",
+                content_hash(
+                    self.app_name,
+                    self.user_id,
+                    self.session_id,
+                    self.kind,
+                    self.text,
+                    ",".join(self.source_event_ids),
+                    *scope,
+                ),
+            )
         if not self.memory_id:
             object.__setattr__(self, "memory_id", self.content_hash[:24])
 
     def _check_values(self) -> None:
         """Times in the valid range, valid Unicode: recall answers them as JSON and ISO
         dates, and Parquet stores them (``mnemoray.limits``)."""
-        for name in ("event_time_start", "event_time_end", "created_at", "expires_at",
-                     "session_updated_at", "edited_at"):
+        for name in (
+            "event_time_start",
+            "event_time_end",
+            "created_at",
+            "expires_at",
+            "session_updated_at",
+            "edited_at",
+        ):
             limits.check_optional_time(getattr(self, name, None), name, MemoryRecordError)
         for name in ("app_name", "user_id", "session_id", "text", "key_text", "memory_id"):
             value = getattr(self, name)
@@ -147,8 +174,7 @@ class Memory:
             limits.text_bytes(self.edited_by, "edited_by", MemoryRecordError)
         for i, version in enumerate(self.previous_versions):
             if not isinstance(version, MemoryVersion):
-                raise MemoryRecordError("expected a MemoryVersion",
-                                        field=f"previous_versions[{i}]")
+                raise MemoryRecordError("expected a MemoryVersion", field=f"previous_versions[{i}]")
 
     @classmethod
     def stored(cls, values: dict[str, Any], embedding: np.ndarray | None) -> Memory:
@@ -170,11 +196,13 @@ class Memory:
         a backfill did three times per record (embed, version stamp, shard)."""
         unknown = set(values) - DERIVED_FIELDS
         if unknown:
-            raise TypeError(f"with_derived sets only {sorted(DERIVED_FIELDS)}, "
-                            f"not {sorted(unknown)}")
+            raise TypeError(
+                f"with_derived sets only {sorted(DERIVED_FIELDS)}, not {sorted(unknown)}"
+            )
         if "session_updated_at" in values:
-            limits.check_optional_time(values["session_updated_at"], "session_updated_at",
-                                       MemoryRecordError)
+            limits.check_optional_time(
+                values["session_updated_at"], "session_updated_at", MemoryRecordError
+            )
         record = object.__new__(Memory)
         record.__dict__.update(self.__dict__)  # frozen: no __setattr__; the fields are the dict
         record.__dict__.update(values)
@@ -185,18 +213,29 @@ class Memory:
 
     def to_dict(self, with_embedding: bool = False) -> dict[str, Any]:
         out = {
-            "memory_id": self.memory_id, "app_name": self.app_name, "user_id": self.user_id,
-            "session_id": self.session_id, "kind": self.kind, "text": self.text,
-            "key_text": self.key_text, "topics": list(self.topics),
-            "key_facts": list(self.key_facts), "entities": list(self.entities),
+            "memory_id": self.memory_id,
+            "app_name": self.app_name,
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "kind": self.kind,
+            "text": self.text,
+            "key_text": self.key_text,
+            "topics": list(self.topics),
+            "key_facts": list(self.key_facts),
+            "entities": list(self.entities),
             "source_event_ids": list(self.source_event_ids),
-            "event_time_start": self.event_time_start, "event_time_end": self.event_time_end,
-            "created_at": self.created_at, "expires_at": self.expires_at,
-            "content_hash": self.content_hash, "shard": self.shard,
+            "event_time_start": self.event_time_start,
+            "event_time_end": self.event_time_end,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "content_hash": self.content_hash,
+            "shard": self.shard,
             "session_events": self.session_events,
             "session_updated_at": self.session_updated_at,
-            "open_threads": list(self.open_threads), "decisions": list(self.decisions),
-            "commitments": list(self.commitments), "edited_at": self.edited_at,
+            "open_threads": list(self.open_threads),
+            "decisions": list(self.decisions),
+            "commitments": list(self.commitments),
+            "edited_at": self.edited_at,
             "edited_by": self.edited_by,
             "previous_versions": [v.to_dict() for v in self.previous_versions],
             "agent_name": self.agent_name,
@@ -225,8 +264,9 @@ class Memory:
         if "previous_versions" in kwargs:
             if not isinstance(kwargs["previous_versions"], (list, tuple)):
                 raise MemoryRecordError("expected a list", field="previous_versions")
-            kwargs["previous_versions"] = tuple(MemoryVersion.from_dict(v)
-                                                for v in kwargs["previous_versions"])
+            kwargs["previous_versions"] = tuple(
+                MemoryVersion.from_dict(v) for v in kwargs["previous_versions"]
+            )
         if "embedding" in kwargs:
             kwargs["embedding"] = np.asarray(kwargs["embedding"], dtype=np.float32)
         try:

@@ -36,10 +36,15 @@ class AppProposal:
     store_version: int
 
 
-def propose(service: MemoryService, app_name: str, query: str,
-            query_vec: np.ndarray | None, top_k: int,
-            filters: RecallFilters | Mapping[str, Any] | None = None,
-            mode: str | None = None) -> AppProposal:
+def propose(
+    service: MemoryService,
+    app_name: str,
+    query: str,
+    query_vec: np.ndarray | None,
+    top_k: int,
+    filters: RecallFilters | Mapping[str, Any] | None = None,
+    mode: str | None = None,
+) -> AppProposal:
     """The candidates of ``app_name`` in the shards ``service`` holds."""
     retriever = service.retriever_for(app_name)
     mode = check_mode(mode or retriever.config.mode)
@@ -47,8 +52,12 @@ def propose(service: MemoryService, app_name: str, query: str,
     snap = service.snapshot()
     depth = max(retriever.config.app_candidates, top_k)
     manifest = snap.manifest
-    if mode != "keyword" and query_vec is not None and not manifest.keyword_only \
-            and manifest.embedding_model is not None:
+    if (
+        mode != "keyword"
+        and query_vec is not None
+        and not manifest.keyword_only
+        and manifest.embedding_model is not None
+    ):
         check_query_vector(snap, service.query_model(snap), query_vec)
         hits = snap.search_app(app_name, query_vec, k=depth, filters=flt)
         return AppProposal([h.memory for h in hits], [h.score for h in hits], snap.version)
@@ -56,26 +65,42 @@ def propose(service: MemoryService, app_name: str, query: str,
     return AppProposal([r.memory for r in found], None, snap.version)
 
 
-def rank(config: RetrievalConfig, proposals: Sequence[AppProposal], app_name: str,
-         query: str, query_vec: np.ndarray | None, top_k: int,
-         filters: RecallFilters | Mapping[str, Any] | None = None,
-         mode: str | None = None) -> list[RecallResult]:
+def rank(
+    config: RetrievalConfig,
+    proposals: Sequence[AppProposal],
+    app_name: str,
+    query: str,
+    query_vec: np.ndarray | None,
+    top_k: int,
+    filters: RecallFilters | Mapping[str, Any] | None = None,
+    mode: str | None = None,
+) -> list[RecallResult]:
     """One fused ranking of every replica's proposal (by keyword if any proposed so)."""
     memories = [m for p in proposals for m in p.memories]
     dense = None
     if query_vec is not None and all(p.dense is not None for p in proposals):
         # The whole store's nearest `depth`, ties in shard order (as one snapshot's ANN
         # search orders them): BM25 and ranks are then over the same candidates.
-        scored = [(s, m) for p in proposals for s, m in zip(p.dense or (), p.memories,
-                                                              strict=True)]
+        scored = [(s, m) for p in proposals for s, m in zip(p.dense or (), p.memories, strict=True)]
         scored.sort(key=lambda pair: -pair[0])
-        scored = scored[:max(config.app_candidates, top_k)]
+        scored = scored[: max(config.app_candidates, top_k)]
         dense, memories = [s for s, _ in scored], [m for _, m in scored]
-    return rank_proposed(config, memories, dense, app_name, query, query_vec, top_k,
-                         RecallFilters.of(filters), check_mode(mode or config.mode))
+    return rank_proposed(
+        config,
+        memories,
+        dense,
+        app_name,
+        query,
+        query_vec,
+        top_k,
+        RecallFilters.of(filters),
+        check_mode(mode or config.mode),
+    )
 
 
 def answer(results: list[RecallResult], store_version: int) -> dict[str, Any]:
     """The JSON answer of app-wide recall: each memory names its user."""
-    return {"memories": [{**r.to_dict(), "user_id": r.memory.user_id} for r in results],
-            "store_version": store_version}
+    return {
+        "memories": [{**r.to_dict(), "user_id": r.memory.user_id} for r in results],
+        "store_version": store_version,
+    }

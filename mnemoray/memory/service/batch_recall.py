@@ -60,8 +60,15 @@ def parse_line(lineno: int, line: bytes | str, default_top_k: int) -> QueryLine:
     top_k = default_top_k if top_k is None else top_k
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
-    return QueryLine(lineno, raw.get("qid"), raw["app_name"], raw["user_id"], raw["query"],
-                     top_k, RecallFilters.from_dict(raw.get("filters")))
+    return QueryLine(
+        lineno,
+        raw.get("qid"),
+        raw["app_name"],
+        raw["user_id"],
+        raw["query"],
+        top_k,
+        RecallFilters.from_dict(raw.get("filters")),
+    )
 
 
 def _qid_of(line: bytes | str) -> Any:
@@ -75,9 +82,15 @@ def _qid_of(line: bytes | str) -> Any:
 class BatchRecall:
     """Answers query lines over one service (see the module docstring)."""
 
-    def __init__(self, service: MemoryService, *, default_top_k: int = 5,
-                 mode: str | None = None, batch_size: int = DEFAULT_BATCH,
-                 workers: int = 1) -> None:
+    def __init__(
+        self,
+        service: MemoryService,
+        *,
+        default_top_k: int = 5,
+        mode: str | None = None,
+        batch_size: int = DEFAULT_BATCH,
+        workers: int = 1,
+    ) -> None:
         if batch_size < 1:
             raise ConfigError(f"must be >= 1, got {batch_size}", field="batch_size")
         if workers < 1:
@@ -96,8 +109,9 @@ class BatchRecall:
             while chunk := list(islice(numbered, self.batch_size)):
                 yield from self._batch(chunk, pool)
 
-    def _batch(self, chunk: list[tuple[int, bytes | str]],
-               pool: ThreadPoolExecutor) -> list[dict[str, Any]]:
+    def _batch(
+        self, chunk: list[tuple[int, bytes | str]], pool: ThreadPoolExecutor
+    ) -> list[dict[str, Any]]:
         parsed: list[QueryLine | dict[str, Any]] = []
         for lineno, line in chunk:
             try:
@@ -119,8 +133,11 @@ class BatchRecall:
         return out
 
     def _vectors(self, lines: list[QueryLine], snap: StoreSnapshot) -> dict[int, np.ndarray]:
-        need = [q for q in lines if self.service.needs_query_vector(
-            q.app_name, q.user_id, q.query, self.mode, snap)]
+        need = [
+            q
+            for q in lines
+            if self.service.needs_query_vector(q.app_name, q.user_id, q.query, self.mode, snap)
+        ]
         if not need:
             return {}
         embedder = self.service.embedder
@@ -134,14 +151,22 @@ class BatchRecall:
             found[text] = cache.put(text, vec)
         return {q.lineno: found[q.query] for q in need}
 
-    def _rank(self, q: QueryLine, vec: np.ndarray | None, snap: StoreSnapshot,
-              encode_ms: float) -> dict[str, Any]:
+    def _rank(
+        self, q: QueryLine, vec: np.ndarray | None, snap: StoreSnapshot, encode_ms: float
+    ) -> dict[str, Any]:
         start = time.perf_counter()
         try:
-            results = self.service.search(q.app_name, q.user_id, q.query, q.top_k, q.filters,
-                                          self.mode, query_vec=vec, snap=snap)
+            results = self.service.search(
+                q.app_name,
+                q.user_id,
+                q.query,
+                q.top_k,
+                q.filters,
+                self.mode,
+                query_vec=vec,
+                snap=snap,
+            )
         except (ValueError, TypeError) as exc:
             return {"qid": q.qid, "line": q.lineno, "error": str(exc)}
         took = (time.perf_counter() - start) * 1000 + (encode_ms if vec is not None else 0.0)
-        return {"qid": q.qid, "memories": [r.to_dict() for r in results],
-                "took_ms": round(took, 3)}
+        return {"qid": q.qid, "memories": [r.to_dict() for r in results], "took_ms": round(took, 3)}

@@ -46,8 +46,10 @@ def token_key(store_root: Path) -> bytes:
     except FileNotFoundError:
         key = _create_key(path)
     if len(key) != KEY_BYTES:
-        raise StoreCorrupt(f"{path}: expected a {KEY_BYTES}-byte key, got {len(key)} bytes; "
-                           f"delete it (outstanding confirm tokens become invalid)")
+        raise StoreCorrupt(
+            f"{path}: expected a {KEY_BYTES}-byte key, got {len(key)} bytes; "
+            f"delete it (outstanding confirm tokens become invalid)"
+        )
     return key
 
 
@@ -82,26 +84,39 @@ class ForgetPreview:
         return [r.memory.memory_id for r in self.results]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dry_run": True, "query": self.query, "memory_ids": self.memory_ids,
-                "memories": [r.to_dict() for r in self.results],
-                "confirm_token": self.confirm_token, "expires_at": self.expires_at}
+        return {
+            "dry_run": True,
+            "query": self.query,
+            "memory_ids": self.memory_ids,
+            "memories": [r.to_dict() for r in self.results],
+            "confirm_token": self.confirm_token,
+            "expires_at": self.expires_at,
+        }
 
 
-def seal(key: bytes, app_name: str, user_id: str, query: str, ids: Sequence[str],
-         expires_at: float) -> str:
-    payload = json.dumps({"a": app_name, "u": user_id, "q": query, "ids": list(ids),
-                          "exp": expires_at}, separators=(",", ":"), ensure_ascii=False)
+def seal(
+    key: bytes, app_name: str, user_id: str, query: str, ids: Sequence[str], expires_at: float
+) -> str:
+    payload = json.dumps(
+        {"a": app_name, "u": user_id, "q": query, "ids": list(ids), "exp": expires_at},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
     body = base64.urlsafe_b64encode(zlib.compress(payload.encode("utf-8"))).decode().rstrip("=")
     mac = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()[:32]
     return f"{body}.{mac}"
 
 
-def unseal(key: bytes, token: str, app_name: str, user_id: str,
-           now: float | None = None) -> dict[str, Any]:
+def unseal(
+    key: bytes, token: str, app_name: str, user_id: str, now: float | None = None
+) -> dict[str, Any]:
     """The preview a token was issued for; InvalidInput (field ``confirm``) when it was
     altered, issued for another user, or expired."""
-    bad = InvalidInput("not a confirm token of this user's preview (altered, or issued for "
-                       "another user); preview again with dry_run", field="confirm")
+    bad = InvalidInput(
+        "not a confirm token of this user's preview (altered, or issued for "
+        "another user); preview again with dry_run",
+        field="confirm",
+    )
     if not isinstance(token, str) or token.count(".") != 1:
         raise bad
     body, mac = token.split(".")
@@ -113,10 +128,14 @@ def unseal(key: bytes, token: str, app_name: str, user_id: str,
     except (ValueError, zlib.error) as exc:
         raise bad from exc
     # Sealed by a key holder, yet checked: a well-formed body is no proof of a sane one.
-    if not isinstance(raw, dict) or (raw.get("a"), raw.get("u")) != (app_name, user_id) \
-            or not isinstance(raw.get("ids"), list) \
-            or not all(isinstance(i, str) for i in raw["ids"]) \
-            or isinstance(raw.get("exp"), bool) or not isinstance(raw.get("exp"), int | float):
+    if (
+        not isinstance(raw, dict)
+        or (raw.get("a"), raw.get("u")) != (app_name, user_id)
+        or not isinstance(raw.get("ids"), list)
+        or not all(isinstance(i, str) for i in raw["ids"])
+        or isinstance(raw.get("exp"), bool)
+        or not isinstance(raw.get("exp"), int | float)
+    ):
         raise bad
     if float(raw["exp"]) < (time.time() if now is None else now):
         raise InvalidInput("the preview expired; preview again with dry_run", field="confirm")
@@ -130,8 +149,7 @@ def pick(previewed: Sequence[str], only: Sequence[str] | None) -> list[str]:
     allowed = set(previewed)
     for i, memory_id in enumerate(only):
         if memory_id not in allowed:
-            raise InvalidInput(f"{memory_id!r} was not in the preview",
-                               field=f"memory_ids[{i}]")
+            raise InvalidInput(f"{memory_id!r} was not in the preview", field=f"memory_ids[{i}]")
     return list(dict.fromkeys(only))
 
 

@@ -37,33 +37,53 @@ def parse_at(value: float | int | str | None) -> float | None:
 def check_query(depth: int, types: Iterable[str] | None, limit: int) -> list[str] | None:
     """Checked ``depth``, ``types`` (None: all) and ``limit``; one InvalidInput each."""
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
-        raise InvalidInput(f"must be an integer from 1 to {MAX_DEPTH}, got {depth!r}",
-                           field="depth")
+        raise InvalidInput(
+            f"must be an integer from 1 to {MAX_DEPTH}, got {depth!r}", field="depth"
+        )
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"must be an integer from 1 to {MAX_LIMIT}, got {limit!r}",
-                           field="limit")
+        raise InvalidInput(
+            f"must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit"
+        )
     if types is None:
         return None
     picked = [t for t in types if t]
     unknown = [t for t in picked if t not in RELATION_TYPES]
     if unknown:
-        raise InvalidInput(f"unknown relation type {unknown[0]!r}; known: "
-                           f"{', '.join(sorted(RELATION_TYPES))}", field="type")
+        raise InvalidInput(
+            f"unknown relation type {unknown[0]!r}; known: {', '.join(sorted(RELATION_TYPES))}",
+            field="type",
+        )
     return picked or None
 
 
 def _relation(r: Relation) -> dict[str, Any]:
-    return {"relation_id": r.relation_id, "type": r.type, "src": r.src, "dst": r.dst,
-            "strength": r.strength, "confidence": r.confidence, "valid_from": r.valid_from,
-            "valid_to": r.valid_to, "ended_by": r.ended_by, "evidence": r.evidence,
-            "session_ids": list(r.session_ids)}
+    return {
+        "relation_id": r.relation_id,
+        "type": r.type,
+        "src": r.src,
+        "dst": r.dst,
+        "strength": r.strength,
+        "confidence": r.confidence,
+        "valid_from": r.valid_from,
+        "valid_to": r.valid_to,
+        "ended_by": r.ended_by,
+        "evidence": r.evidence,
+        "session_ids": list(r.session_ids),
+    }
 
 
 def _entity(graph: UserGraph, e: Entity) -> dict[str, Any]:
     aliases = sorted(a.alias for a in graph.aliases.values() if a.entity_id == e.entity_id)
-    return {"entity_id": e.entity_id, "name": e.name, "type": e.type, "aliases": aliases,
-            "mention_count": e.mention_count, "first_seen": e.first_seen,
-            "last_seen": e.last_seen, "speaker": e.speaker}
+    return {
+        "entity_id": e.entity_id,
+        "name": e.name,
+        "type": e.type,
+        "aliases": aliases,
+        "mention_count": e.mention_count,
+        "first_seen": e.first_seen,
+        "last_seen": e.last_seen,
+        "speaker": e.speaker,
+    }
 
 
 @dataclass(frozen=True)
@@ -101,23 +121,32 @@ def find_entity(graph: UserGraph, entity: str) -> Entity:
     """The entity ``entity`` names (an id, a name or an alias), else NotFound naming
     close matches."""
     if not isinstance(entity, str) or not entity.strip():
-        raise InvalidInput("name an entity (a name, an alias or an ent-... id)",
-                           field="entity")
+        raise InvalidInput("name an entity (a name, an alias or an ent-... id)", field="entity")
     found = graph.entities.get(entity) or graph.find(entity.strip())
     if found is not None:
         return found
     where = f"{graph.app_name}/{graph.user_id}"
     if not graph.entities:
-        raise NotFound(f"{where} has no entity graph (no session of theirs was "
-                       f"ingested since the graph was kept)", field="entity")
+        raise NotFound(
+            f"{where} has no entity graph (no session of theirs was "
+            f"ingested since the graph was kept)",
+            field="entity",
+        )
     close = close_names(graph, entity.strip())
     hint = f"; close: {', '.join(close)}" if close else ""
     raise NotFound(f"no entity {entity!r} in the graph of {where}{hint}", field="entity")
 
 
-def neighbours(snap: StoreSnapshot, app: str, user: str, entity: str, depth: int = 2,
-               types: Sequence[str] | None = None, at: float | str | None = None,
-               limit: int = DEFAULT_LIMIT) -> GraphAnswer:
+def neighbours(
+    snap: StoreSnapshot,
+    app: str,
+    user: str,
+    entity: str,
+    depth: int = 2,
+    types: Sequence[str] | None = None,
+    at: float | str | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> GraphAnswer:
     """The graph around ``entity`` of (app, user) in snapshot ``snap``."""
     picked = check_query(depth, types, limit)
     when = parse_at(at)
@@ -137,10 +166,12 @@ def neighbours(snap: StoreSnapshot, app: str, user: str, entity: str, depth: int
         mem = snap.get(node, (app, user))
         if mem is not None:  # an expired memory is not shown
             out.append(Neighbour(node, "memory", mem.text[:TEXT_CHARS], mem.kind, hops, rel))
-    facts = [_relation(r) for r in graph.facts(start.entity_id, at=when)
-             if picked is None or r.type in picked]
-    return GraphAnswer(app, user, _entity(graph, start), depth, picked, when, facts,
-                       out[:limit])
+    facts = [
+        _relation(r)
+        for r in graph.facts(start.entity_id, at=when)
+        if picked is None or r.type in picked
+    ]
+    return GraphAnswer(app, user, _entity(graph, start), depth, picked, when, facts, out[:limit])
 
 
 def user_graph(snap: StoreSnapshot, app: str, user: str) -> UserGraph:
@@ -155,8 +186,11 @@ def _require_parquet(store: Any) -> None:
     # Not backend.require_parquet: its message names the store's path, and this one
     # may be answered to an HTTP client.
     if getattr(store, "backend", None) != "parquet":
-        raise Unsupported(f"{FEATURE} needs a Parquet store; this is a "
-                          f"{getattr(store, 'backend', 'different')} store", field="store")
+        raise Unsupported(
+            f"{FEATURE} needs a Parquet store; this is a "
+            f"{getattr(store, 'backend', 'different')} store",
+            field="store",
+        )
 
 
 class GraphReads:
@@ -168,18 +202,43 @@ class GraphReads:
         _require_parquet(self.store)  # type: ignore[attr-defined]
         g = user_graph(self.snapshot(), app_name, user_id)  # type: ignore[attr-defined]
         # A copy: the snapshot's one is shared by every reader (records are frozen).
-        return UserGraph(app_name, user_id, g.entities.values(), g.aliases.values(),
-                         g.relations.values())
+        return UserGraph(
+            app_name, user_id, g.entities.values(), g.aliases.values(), g.relations.values()
+        )
 
-    def neighbours(self, app_name: str, user_id: str, entity: str, depth: int = 2,
-                   types: Sequence[str] | None = None, at: float | str | None = None,
-                   limit: int = DEFAULT_LIMIT) -> GraphAnswer:
+    def neighbours(
+        self,
+        app_name: str,
+        user_id: str,
+        entity: str,
+        depth: int = 2,
+        types: Sequence[str] | None = None,
+        at: float | str | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> GraphAnswer:
         """What is within ``depth`` hops of ``entity`` in the user's graph (relations of
         ``types``, valid at ``at``), with the entity's facts."""
         _require_parquet(self.store)  # type: ignore[attr-defined]
-        return neighbours(self.snapshot(), app_name, user_id,  # type: ignore[attr-defined]
-                          entity, depth, types, at, limit)
+        return neighbours(
+            self.snapshot(),
+            app_name,
+            user_id,  # type: ignore[attr-defined]
+            entity,
+            depth,
+            types,
+            at,
+            limit,
+        )
 
 
-__all__ = ["GraphAnswer", "GraphReads", "Neighbour", "check_query", "close_names",
-           "find_entity", "neighbours", "parse_at", "user_graph"]
+__all__ = [
+    "GraphAnswer",
+    "GraphReads",
+    "Neighbour",
+    "check_query",
+    "close_names",
+    "find_entity",
+    "neighbours",
+    "parse_at",
+    "user_graph",
+]

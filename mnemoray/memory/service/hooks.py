@@ -61,10 +61,18 @@ class MemoryEvent:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the webhook body); memories without their embeddings."""
-        return {"hook": self.hook, "app_name": self.app_name, "user_id": self.user_id,
-                "memory_ids": list(self.memory_ids), "at": self.at, "query": self.query,
-                "reason": self.reason, "actor": self.actor, "scope": self.scope,
-                "memories": [m.to_dict() for m in self.memories]}
+        return {
+            "hook": self.hook,
+            "app_name": self.app_name,
+            "user_id": self.user_id,
+            "memory_ids": list(self.memory_ids),
+            "at": self.at,
+            "query": self.query,
+            "reason": self.reason,
+            "actor": self.actor,
+            "scope": self.scope,
+            "memories": [m.to_dict() for m in self.memories],
+        }
 
 
 Hook = Callable[[MemoryEvent], Any]
@@ -168,8 +176,13 @@ class MemoryHooks:
                 self.dropped += 1
                 dropped = self.dropped
             if dropped <= LOGGED_ERRORS or dropped % 1000 == 0:  # no log flood
-                log.warning("memory hooks: queue full, %s event for %s/%s dropped (%d so "
-                            "far)", event.hook, event.app_name, event.user_id, dropped)
+                log.warning(
+                    "memory hooks: queue full, %s event for %s/%s dropped (%d so far)",
+                    event.hook,
+                    event.app_name,
+                    event.user_id,
+                    dropped,
+                )
 
     def _ensure_thread(self) -> None:
         if self._thread is not None:
@@ -177,9 +190,12 @@ class MemoryHooks:
         with self._lock:
             if self._thread is None:
                 self._stopping, self._quit = threading.Event(), threading.Event()
-                self._thread = threading.Thread(target=self._run, name="mnemoray-memory-hooks",
-                                                args=(self._stopping, self._quit),
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run,
+                    name="mnemoray-memory-hooks",
+                    args=(self._stopping, self._quit),
+                    daemon=True,
+                )
                 self._thread.start()
 
     def _run(self, stopping: threading.Event, quit_: threading.Event) -> None:
@@ -208,9 +224,15 @@ class MemoryHooks:
         except Exception as exc:  # a hook's failure is its own: count it, go on
             self.errors += 1
             if self.errors <= LOGGED_ERRORS or self.errors % 1000 == 0:  # no log flood
-                log.warning("memory hook %s for %s failed (%d failures so far): %s: %s",
-                            getattr(fn, "__qualname__", repr(fn)), event.hook, self.errors,
-                            type(exc).__name__, exc, exc_info=exc)
+                log.warning(
+                    "memory hook %s for %s failed (%d failures so far): %s: %s",
+                    getattr(fn, "__qualname__", repr(fn)),
+                    event.hook,
+                    self.errors,
+                    type(exc).__name__,
+                    exc,
+                    exc_info=exc,
+                )
 
     # -- control -----------------------------------------------------------------------
     def flush(self, timeout_s: float = 10.0) -> bool:
@@ -239,8 +261,11 @@ class MemoryHooks:
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             quit_.set()  # after the event in hand; nobody waits for it any longer
-            log.warning("memory hooks: still delivering after %.1fs at stop; %d event(s) "
-                        "left undelivered", timeout_s, self._queue.qsize())
+            log.warning(
+                "memory hooks: still delivering after %.1fs at stop; %d event(s) left undelivered",
+                timeout_s,
+                self._queue.qsize(),
+            )
         with self._lock:
             if self._thread is thread:
                 self._thread = None
@@ -250,26 +275,38 @@ class MemoryHooks:
         self._stat_sources.append(source)
 
     def stats(self) -> dict[str, int]:
-        out = {"hooks_delivered": self.delivered, "hook_errors": self.errors,
-               "hook_events_dropped": self.dropped, "hooks_queued": self._queue.qsize()}
+        out = {
+            "hooks_delivered": self.delivered,
+            "hook_errors": self.errors,
+            "hook_events_dropped": self.dropped,
+            "hooks_queued": self._queue.qsize(),
+        }
         for source in self._stat_sources:
             out.update(source())
         return out
 
 
-def memory_events(hook: HookName, memories: Sequence[Memory],
-                  **details: str) -> list[MemoryEvent]:
+def memory_events(hook: HookName, memories: Sequence[Memory], **details: str) -> list[MemoryEvent]:
     """One event per (app, user) among ``memories`` (embeddings left out)."""
     owners: dict[tuple[str, str], list[Memory]] = {}
     for m in memories:
         owners.setdefault((m.app_name, m.user_id), []).append(m.with_derived(embedding=None))
-    return [MemoryEvent(hook, app_name, user_id, tuple(m.memory_id for m in group),
-                        memories=tuple(group), **details)
-            for (app_name, user_id), group in owners.items()]
+    return [
+        MemoryEvent(
+            hook,
+            app_name,
+            user_id,
+            tuple(m.memory_id for m in group),
+            memories=tuple(group),
+            **details,
+        )
+        for (app_name, user_id), group in owners.items()
+    ]
 
 
-def emit_memories(hooks: MemoryHooks, hook: HookName, memories: Sequence[Memory],
-                  **details: str) -> None:
+def emit_memories(
+    hooks: MemoryHooks, hook: HookName, memories: Sequence[Memory], **details: str
+) -> None:
     """Queue one event per (app, user) among ``memories`` for the hooks."""
     if not memories or not hooks.wants(hook):
         return
@@ -277,5 +314,13 @@ def emit_memories(hooks: MemoryHooks, hook: HookName, memories: Sequence[Memory]
         hooks.emit(event)
 
 
-__all__ = ["HOOK_NAMES", "EraseGuard", "Hook", "HookName", "MemoryEvent", "MemoryHooks",
-           "emit_memories", "memory_events"]
+__all__ = [
+    "HOOK_NAMES",
+    "EraseGuard",
+    "Hook",
+    "HookName",
+    "MemoryEvent",
+    "MemoryHooks",
+    "emit_memories",
+    "memory_events",
+]

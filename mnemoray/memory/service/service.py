@@ -64,8 +64,9 @@ SUPERSEDED = "superseded by a newer copy of its session"
 
 
 # -- shared steps (the backfill uses them too) -------------------------------------
-def embed_memories(memories: Sequence[Memory], embedder: Embedder | None,
-                   batch_size: int | None = None) -> list[Memory]:
+def embed_memories(
+    memories: Sequence[Memory], embedder: Embedder | None, batch_size: int | None = None
+) -> list[Memory]:
     """Memories with their ``key_text`` embedded, in one encode call (unchanged if no embedder)."""
     memories = list(memories)
     if embedder is None or not memories:
@@ -110,16 +111,25 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
     is never called); ``summarize_for`` decides it per app (a server sets it).
     """
 
-    def __init__(self, store: MemoryBackend, embedder: Embedder | EmbedderSpec | str | None,
-                 summarizer: Summarizer,
-                 config: RetrievalConfig | None = None, *, ttl_s: float | None = None,
-                 chunk_turns: int = 4, reloader: SnapshotReloader | None = None,
-                 app_configs: Mapping[str, RetrievalConfig] | None = None,
-                 query_cache: QueryVectorCache | None = None,
-                 hooks: MemoryHooks | None = None, summarize: bool = True) -> None:
+    def __init__(
+        self,
+        store: MemoryBackend,
+        embedder: Embedder | EmbedderSpec | str | None,
+        summarizer: Summarizer,
+        config: RetrievalConfig | None = None,
+        *,
+        ttl_s: float | None = None,
+        chunk_turns: int = 4,
+        reloader: SnapshotReloader | None = None,
+        app_configs: Mapping[str, RetrievalConfig] | None = None,
+        query_cache: QueryVectorCache | None = None,
+        hooks: MemoryHooks | None = None,
+        summarize: bool = True,
+    ) -> None:
         if not isinstance(store, MemoryBackend):
-            raise TypeError(f"store: expected a memory store (MemoryBackend), got "
-                            f"{type(store).__name__}")
+            raise TypeError(
+                f"store: expected a memory store (MemoryBackend), got {type(store).__name__}"
+            )
         # A spec is opened, a built embedder checked, both against the store's model.
         embedder = open_embedder(embedder, store, "write")
         self.store = store
@@ -142,10 +152,15 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         self.scopes: ScopePolicy = NO_SHARING
 
     @classmethod
-    def open(cls, store_dir: str | Path | MemoryBackend,
-             embedder: str | EmbedderSpec | Embedder | None = "default",
-             summarizer: str | Summarizer = "extractive", shards: int | None = None,
-             config: RetrievalConfig | None = None, **options: Any) -> MemoryService:
+    def open(
+        cls,
+        store_dir: str | Path | MemoryBackend,
+        embedder: str | EmbedderSpec | Embedder | None = "default",
+        summarizer: str | Summarizer = "extractive",
+        shards: int | None = None,
+        config: RetrievalConfig | None = None,
+        **options: Any,
+    ) -> MemoryService:
         """A service over the store at ``store_dir`` (created on first write): a path
         or ``parquet://DIR`` (Parquet + FAISS), or ``lancedb://DIR`` (LanceDB), see
         :func:`~mnemoray.memory.store.protocol.open_backend`; or an opened store.
@@ -181,8 +196,9 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         (see :meth:`ingest_session`)."""
         return self.ingest_session(session).added
 
-    def ingest_session(self, session: Session, *, session_hash: str | None = None,
-                       agent_name: str | None = None) -> Ingested:
+    def ingest_session(
+        self, session: Session, *, session_hash: str | None = None, agent_name: str | None = None
+    ) -> Ingested:
         """Distill, embed and commit a session; what was really written.
 
         A session whose content hash (``session_hash``, default the hash of
@@ -206,11 +222,20 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
                 return Ingested([], 0, "unchanged")
             # The app's memory prompt (seed 003 ``memoryPrompt``), if it has one.
             prompt = self.memory_prompt(session.app_name)
-            summarizer = self.summarizer if prompt is None else \
-                self.summarizer.with_prompt(prompt)
-            records = stamp_version(stamp_agent(distill_session(
-                session, summarizer, chunk_turns=self.chunk_turns, ttl_s=self.ttl_s,
-                summarize=self.summarize_for(session.app_name)), agent), session)
+            summarizer = self.summarizer if prompt is None else self.summarizer.with_prompt(prompt)
+            records = stamp_version(
+                stamp_agent(
+                    distill_session(
+                        session,
+                        summarizer,
+                        chunk_turns=self.chunk_turns,
+                        ttl_s=self.ttl_s,
+                        summarize=self.summarize_for(session.app_name),
+                    ),
+                    agent,
+                ),
+                session,
+            )
             self.reloader.refresh()  # decide against what is committed now
             snap = self.snapshot()
             try:
@@ -223,18 +248,21 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
                 # Forget first, then write records + ledger in one commit: a crash in
                 # between leaves the session unledgered, so the next ingestion redoes it.
                 if replaced:
-                    self.store.forget(memory_ids=replaced, owner=session.key[:2],
-                                      reason=SUPERSEDED)
-                    self.hooks.emit(MemoryEvent("on_memory_forgotten", *session.key[:2],
-                                                tuple(replaced), reason=SUPERSEDED,
-                                                scope="memory"))
+                    self.store.forget(memory_ids=replaced, owner=session.key[:2], reason=SUPERSEDED)
+                    self.hooks.emit(
+                        MemoryEvent(
+                            "on_memory_forgotten",
+                            *session.key[:2],
+                            tuple(replaced),
+                            reason=SUPERSEDED,
+                            scope="memory",
+                        )
+                    )
                 # The session's entity graph evidence commits with its records (Parquet).
-                found = safe_extract(session, records) \
-                    if self.store.backend == "parquet" else None
+                found = safe_extract(session, records) if self.store.backend == "parquet" else None
                 graph = [(session_hash, found)] if found is not None else []
                 added = self._write(fresh, [session_hash], graph=graph)
-                return Ingested(added, len(records) - len(added),
-                                "added" if added else "unchanged")
+                return Ingested(added, len(records) - len(added), "added" if added else "unchanged")
             finally:
                 self.reloader.refresh()
 
@@ -247,17 +275,23 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
             if not isinstance(m, Memory):
                 raise TypeError(f"memories[{i}]: expected a Memory, got {type(m).__name__}")
         if self.embedder is None:
-            memories = [m if m.embedding is None else m.with_derived(embedding=None)
-                        for m in memories]
+            memories = [
+                m if m.embedding is None else m.with_derived(embedding=None) for m in memories
+            ]
         with self._write_lock:
             try:
                 return self._write(memories, [], index_kind="flat", actor=actor)
             finally:
                 self.reloader.refresh()
 
-    def _write(self, memories: list[Memory], session_hashes: list[str],
-               index_kind: str = "auto", actor: str = "",
-               graph: Sequence[tuple[str, Any]] = ()) -> list[Memory]:
+    def _write(
+        self,
+        memories: list[Memory],
+        session_hashes: list[str],
+        index_kind: str = "auto",
+        actor: str = "",
+        graph: Sequence[tuple[str, Any]] = (),
+    ) -> list[Memory]:
         extra = {"graph": graph} if graph else {}  # only a Parquet store takes one
         if not memories:
             if session_hashes:
@@ -266,11 +300,20 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         model, dim = write_model(self.store, self.embedder)
         memories = embed_memories(memories, self.embedder)
         result: WriteResult = self.store.write_segment(
-            memories, model, dim, index_kind=index_kind,  # type: ignore[arg-type]
-            session_hashes=session_hashes, summarizer=getattr(self.summarizer, "name", None),
-            **extra)
-        log.debug("memory write: %d rows, %d skipped, version %d", result.written,
-                  result.skipped, result.version)
+            memories,
+            model,
+            dim,
+            index_kind=index_kind,  # type: ignore[arg-type]
+            session_hashes=session_hashes,
+            summarizer=getattr(self.summarizer, "name", None),
+            **extra,
+        )
+        log.debug(
+            "memory write: %d rows, %d skipped, version %d",
+            result.written,
+            result.skipped,
+            result.version,
+        )
         written = self._written_hashes(result)
         shards = self.store.shards
         out: list[Memory] = []
@@ -293,24 +336,35 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
             return None
         return (self.embedder.model_id, self.embedder.dim)
 
-    def has_memories(self, app_name: str, user_id: str,
-                     snap: StoreSnapshot | None = None) -> bool:
+    def has_memories(self, app_name: str, user_id: str, snap: StoreSnapshot | None = None) -> bool:
         """Whether the user has any live memory (validates the ids), here or in an app
         that shares with this one (mnemoray.memory.store.scopes)."""
         snap = snap or self.snapshot()
         retriever = self.retriever_for(app_name)
-        return any(retriever.user_candidates(snap, app, user_id).size > 0
-                   for app in (app_name, *self.scopes.readable_apps(app_name)))
+        return any(
+            retriever.user_candidates(snap, app, user_id).size > 0
+            for app in (app_name, *self.scopes.readable_apps(app_name))
+        )
 
-    def needs_query_vector(self, app_name: str, user_id: str, query: str,
-                           mode: str | None = None, snap: StoreSnapshot | None = None) -> bool:
+    def needs_query_vector(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        mode: str | None = None,
+        snap: StoreSnapshot | None = None,
+    ) -> bool:
         """Whether a recall needs the query embedded: a non-keyword mode on an embedded
         store, a non-blank query, and a user with rows (no model call for a new user)."""
         mode = check_mode(mode or self.retriever_for(app_name).config.mode)
         snap = snap or self.snapshot()
-        return (mode != "keyword" and self.query_model(snap) is not None
-                and isinstance(query, str) and bool(query.strip())
-                and self.has_memories(app_name, user_id, snap))
+        return (
+            mode != "keyword"
+            and self.query_model(snap) is not None
+            and isinstance(query, str)
+            and bool(query.strip())
+            and self.has_memories(app_name, user_id, snap)
+        )
 
     def _query_vec(self, query: str) -> np.ndarray:
         if self.embedder is None:
@@ -318,11 +372,20 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         embedder = self.embedder
         return self.query_cache.encode(query, lambda text: embedder.encode([text])[0])
 
-    def search(self, app_name: str, user_id: str, query: str, top_k: int = 5,
-               filters: RecallFilters | Mapping[str, Any] | None = None,
-               mode: str | None = None, *, query_vec: np.ndarray | None = None,
-               snap: StoreSnapshot | None = None, recalled: bool = True,
-               shared: bool = True) -> list[RecallResult]:
+    def search(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int = 5,
+        filters: RecallFilters | Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        *,
+        query_vec: np.ndarray | None = None,
+        snap: StoreSnapshot | None = None,
+        recalled: bool = True,
+        shared: bool = True,
+    ) -> list[RecallResult]:
         """Best ``top_k`` memories of one user (only that user's rows are read).
 
         ``query_vec``: the query already embedded (by a server's batched encoder);
@@ -346,28 +409,45 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
             query_vec = self._query_vec(query)
         apps = self.scopes.readable_apps(app_name) if shared else ()
         check_readable(snap, self.store.load_shards, apps, user_id)
-        results = retriever.search_user(snap, app_name, user_id, query, query_vec, top_k, flt,
-                                        mode, shared_apps=apps)
+        results = retriever.search_user(
+            snap, app_name, user_id, query, query_vec, top_k, flt, mode, shared_apps=apps
+        )
         if results and recalled and self.hooks.wants("on_memory_recalled"):
             # One event per owner app: ids are unique per (app, user), and recall counts
             # (eviction by use) belong to the app that holds the memory.
             for owner in dict.fromkeys(r.memory.app_name for r in results):
-                self.hooks.emit(MemoryEvent("on_memory_recalled", owner, user_id, tuple(
-                    r.memory.memory_id for r in results if r.memory.app_name == owner),
-                    query=query))
+                self.hooks.emit(
+                    MemoryEvent(
+                        "on_memory_recalled",
+                        owner,
+                        user_id,
+                        tuple(r.memory.memory_id for r in results if r.memory.app_name == owner),
+                        query=query,
+                    )
+                )
         return results
 
-    def search_app(self, app_name: str, query: str, top_k: int = 5,
-                   filters: RecallFilters | Mapping[str, Any] | None = None,
-                   mode: str | None = None) -> list[RecallResult]:
+    def search_app(
+        self,
+        app_name: str,
+        query: str,
+        top_k: int = 5,
+        filters: RecallFilters | Mapping[str, Any] | None = None,
+        mode: str | None = None,
+    ) -> list[RecallResult]:
         """Best ``top_k`` memories across an app's users (ANN candidates, re-ranked)."""
         retriever = self.retriever_for(app_name)
         mode = check_mode(mode or retriever.config.mode)
         flt = RecallFilters.of(filters)
         snap = self.snapshot()
         vec = None
-        if mode != "keyword" and self.query_model(snap) is not None and snap.count(app_name) \
-                and isinstance(query, str) and query.strip():
+        if (
+            mode != "keyword"
+            and self.query_model(snap) is not None
+            and snap.count(app_name)
+            and isinstance(query, str)
+            and query.strip()
+        ):
             vec = self._query_vec(query)
         return retriever.search_app(snap, app_name, query, vec, top_k, flt, mode)
 
@@ -378,11 +458,18 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
 
         def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
             return [r.snippet() for r in self.search(app_name, user_id, query, top_k, flt)]
+
         return search
 
-    def load_memory(self, app_name: str, user_id: str, query: str,
-                    top_k: int = 5, limit: Any = None, agent_name: str | None = None,
-                    ) -> list[dict[str, Any]] | dict[str, str]:
+    def load_memory(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int = 5,
+        limit: Any = None,
+        agent_name: str | None = None,
+    ) -> list[dict[str, Any]] | dict[str, str]:
         """The ``load_memory`` tool's answer: :meth:`RecallResult.to_dict`, best first.
 
         ``limit``: the model's own argument (None: ``top_k``, the app's default); one
@@ -395,33 +482,58 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         if (bad := limit_error(limit)) is not None:
             return bad
         try:
-            return [r.to_dict() for r in self.search(app_name, user_id, query,
-                                                     top_k if limit is None else limit,
-                                                     RecallFilters(agent_name=agent_name))]
+            return [
+                r.to_dict()
+                for r in self.search(
+                    app_name,
+                    user_id,
+                    query,
+                    top_k if limit is None else limit,
+                    RecallFilters(agent_name=agent_name),
+                )
+            ]
         except Exception as exc:
             if not degradable(exc):
                 raise
-            log.warning("load_memory for %s/%s answers an error: %s: %s", app_name, user_id,
-                        type(exc).__name__, exc, exc_info=exc)
+            log.warning(
+                "load_memory for %s/%s answers an error: %s: %s",
+                app_name,
+                user_id,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
             return unavailable_result("memory", exc)
 
     # -- reading ------------------------------------------------------------------
-    def list_memories(self, app_name: str, user_id: str, after: tuple[float, str] | None = None,
-                      limit: int = 50, *, kind: str | None = None,
-                      session_id: str | None = None, since: float | None = None,
-                      until: float | None = None) -> tuple[list[Memory], bool]:
+    def list_memories(
+        self,
+        app_name: str,
+        user_id: str,
+        after: tuple[float, str] | None = None,
+        limit: int = 50,
+        *,
+        kind: str | None = None,
+        session_id: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> tuple[list[Memory], bool]:
         """A page of the user's live memories, oldest first, strictly after the
         ``(created_at, memory_id)`` key ``after``; and whether more follow. Filters:
         ``kind``, ``session_id``, and ``since`` / ``until`` (epoch seconds): the
         remembered events' span (else the time it was stored) overlaps them."""
         if since is not None and until is not None and since > until:
-            raise InvalidInput(f"must not be before since ({since!r}), got {until!r}",
-                               field="until")
-        rows = [m for m in self.snapshot().rows_for_user(app_name, user_id)
-                if (kind is None or m.kind == kind)
-                and (session_id is None or m.session_id == session_id)
-                and (since is None or event_span(m)[1] >= since)
-                and (until is None or event_span(m)[0] <= until)]
+            raise InvalidInput(
+                f"must not be before since ({since!r}), got {until!r}", field="until"
+            )
+        rows = [
+            m
+            for m in self.snapshot().rows_for_user(app_name, user_id)
+            if (kind is None or m.kind == kind)
+            and (session_id is None or m.session_id == session_id)
+            and (since is None or event_span(m)[1] >= since)
+            and (until is None or event_span(m)[0] <= until)
+        ]
         if after is not None:
             rows = [m for m in rows if (m.created_at, m.memory_id) > after]
         return rows[:limit], len(rows) > limit
@@ -429,24 +541,32 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
     def stats(self) -> dict[str, Any]:
         snap = self.snapshot()
         m = snap.manifest
-        return {"version": m.version, "rows": m.rows, "tombstones": m.tombstone_count,
-                "segments": sum(len(s) for s in snap.segments), "shards": m.shards,
-                "loaded_shards": None if self.store.load_shards is None
-                else sorted(self.store.load_shards),
-                "embedding_model": m.embedding_model, "dim": m.dim, **self.reloader.stats(),
-                **self.hooks.stats()}
+        return {
+            "version": m.version,
+            "rows": m.rows,
+            "tombstones": m.tombstone_count,
+            "segments": sum(len(s) for s in snap.segments),
+            "shards": m.shards,
+            "loaded_shards": None
+            if self.store.load_shards is None
+            else sorted(self.store.load_shards),
+            "embedding_model": m.embedding_model,
+            "dim": m.dim,
+            **self.reloader.stats(),
+            **self.hooks.stats(),
+        }
 
 
-def check_query_vector(snap: StoreSnapshot, model: tuple[str, int] | None,
-                       query_vec: np.ndarray) -> None:
+def check_query_vector(
+    snap: StoreSnapshot, model: tuple[str, int] | None, query_vec: np.ndarray
+) -> None:
     """A ready-made query vector must come from the store's model."""
     m = snap.manifest
     if model is None or m.embedding_model is None or m.keyword_only:
         return
     check_model(model, m.embedding_model, m.dim, where="the store")
     if np.shape(query_vec) != (m.dim,):
-        raise StoreError(f"expected shape ({m.dim},), got {np.shape(query_vec)}",
-                         field="query_vec")
+        raise StoreError(f"expected shape ({m.dim},), got {np.shape(query_vec)}", field="query_vec")
 
 
 __all__ = ["Ingested", "MemoryService", "check_query_vector", "embed_memories"]

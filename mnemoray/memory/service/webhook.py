@@ -29,20 +29,28 @@ class Webhook:
     """POST each event's JSON (:meth:`MemoryEvent.to_dict`) to ``url``; a non-2xx
     answer or a network error counts as a hook error."""
 
-    def __init__(self, url: str, *, timeout_s: float = 5.0,
-                 headers: dict[str, str] | None = None, max_queue: int = 1000) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 5.0,
+        headers: dict[str, str] | None = None,
+        max_queue: int = 1000,
+    ) -> None:
         self.url = check_webhook_url(url)
         self.timeout_s = timeout_s
-        self.headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-                        **(headers or {})}
+        self.headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            **(headers or {}),
+        }
         self.outbox = MemoryHooks(max_queue)
         for name in HOOK_NAMES:
             self.outbox.register(name, self.post)
 
     def post(self, event: MemoryEvent) -> None:
         body = json.dumps(event.to_dict(), ensure_ascii=False).encode("utf-8")
-        request = urllib.request.Request(self.url, data=body, headers=self.headers,
-                                         method="POST")
+        request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
             if not 200 <= response.status < 300:
                 raise OSError(f"webhook answered {response.status}")
@@ -59,8 +67,10 @@ class Webhook:
         self.outbox.stop(timeout_s)
 
     def stats(self) -> dict[str, int]:
-        return {f"webhook_{k.removeprefix('hook_').removeprefix('hooks_')}": v
-                for k, v in self.outbox.stats().items()}
+        return {
+            f"webhook_{k.removeprefix('hook_').removeprefix('hooks_')}": v
+            for k, v in self.outbox.stats().items()
+        }
 
 
 __all__ = ["Webhook", "check_webhook_url"]

@@ -29,9 +29,15 @@ class SmallDb:
     committed ``tx()`` (e.g. to wake waiters). ``schema``: statements, or one string
     of them split at ``;``."""
 
-    def __init__(self, path: str | Path, schema: str | Sequence[str], *,
-                 busy_timeout_s: float = 30.0, durable: bool = False,
-                 on_commit: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        schema: str | Sequence[str],
+        *,
+        busy_timeout_s: float = 30.0,
+        durable: bool = False,
+        on_commit: Callable[[], object] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._timeout = busy_timeout_s
@@ -49,8 +55,9 @@ class SmallDb:
     def conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
             if self._durable:
                 conn.execute("PRAGMA synchronous = FULL")  # committed means on disk
             self._local.conn = conn

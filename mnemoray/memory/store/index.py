@@ -55,8 +55,8 @@ def check_vectors(vectors: Any, name: str = "vectors") -> np.ndarray:
         bad = np.flatnonzero(np.abs(norms - 1.0) > NORM_TOLERANCE)
         if len(bad):
             raise VectorIndexError(
-                f"row {bad[0]} has L2 norm {norms[bad[0]]:.4f}; rows must be normalised",
-                field=name)
+                f"row {bad[0]} has L2 norm {norms[bad[0]]:.4f}; rows must be normalised", field=name
+            )
     return arr
 
 
@@ -65,8 +65,9 @@ def _check_query(query: Any, dim: int) -> np.ndarray:
     if q.ndim == 1:
         q = q[None, :]
     if q.ndim != 2 or q.shape[1] != dim:
-        raise VectorIndexError(f"expected shape ({dim},) or (n, {dim}), got {q.shape}",
-                               field="query")
+        raise VectorIndexError(
+            f"expected shape ({dim},) or (n, {dim}), got {q.shape}", field="query"
+        )
     if not np.isfinite(q).all():
         raise VectorIndexError("contains NaN or infinite values", field="query")
     return q
@@ -121,8 +122,10 @@ def read_index(path: str | Path, mmap: bool = True) -> faiss.Index:
     if not p.is_file():
         raise StoreCorrupt(f"index file does not exist: {p}")
     if mmap:
-        for flags in (faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY,
-                      faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY):
+        for flags in (
+            faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY,
+            faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY,
+        ):
             try:
                 return faiss.read_index(str(p), flags)
             except RuntimeError:
@@ -140,8 +143,12 @@ class _Pinned:
         self.index = index
         n, dim = flat.ntotal, flat.d
         view = faiss.rev_swig_ptr(flat.get_xb(), n * dim)
-        self.__array_interface__ = {"shape": (n, dim), "typestr": "<f4",
-                                    "data": (view.ctypes.data, True), "version": 3}
+        self.__array_interface__ = {
+            "shape": (n, dim),
+            "typestr": "<f4",
+            "data": (view.ctypes.data, True),
+            "version": 3,
+        }
 
 
 def flat_vectors(index: faiss.Index) -> np.ndarray | None:
@@ -182,8 +189,9 @@ def _as_allowed_ids(allowed: np.ndarray, ntotal: int) -> np.ndarray:
     arr = np.asarray(allowed)
     if arr.dtype == bool:
         if arr.shape != (ntotal,):
-            raise VectorIndexError(f"a mask needs shape ({ntotal},), got {arr.shape}",
-                                   field="allowed")
+            raise VectorIndexError(
+                f"a mask needs shape ({ntotal},), got {arr.shape}", field="allowed"
+            )
         return np.flatnonzero(arr)
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
         raise VectorIndexError("expected a boolean mask or a 1-d array of row ids", field="allowed")
@@ -192,8 +200,9 @@ def _as_allowed_ids(allowed: np.ndarray, ntotal: int) -> np.ndarray:
     return np.unique(arr)
 
 
-def _selector_search(index: faiss.Index, q: np.ndarray, k: int, ids: np.ndarray,
-                     exhaustive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _selector_search(
+    index: faiss.Index, q: np.ndarray, k: int, ids: np.ndarray, exhaustive: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     mask = np.zeros(index.ntotal, dtype=bool)
     mask[ids] = True
     bitmap = np.packbits(mask, bitorder="little")  # must outlive the search
@@ -201,8 +210,9 @@ def _selector_search(index: faiss.Index, q: np.ndarray, k: int, ids: np.ndarray,
     if isinstance(index, faiss.IndexHNSW):
         params: Any = faiss.SearchParametersHNSW(sel=sel, efSearch=max(index.hnsw.efSearch, k))
     elif isinstance(index, faiss.IndexIVF):
-        params = faiss.SearchParametersIVF(sel=sel,
-                                           nprobe=index.nlist if exhaustive else index.nprobe)
+        params = faiss.SearchParametersIVF(
+            sel=sel, nprobe=index.nlist if exhaustive else index.nprobe
+        )
     else:
         params = faiss.SearchParameters(sel=sel)
     scores, found = index.search(q, k, params=params)
@@ -226,15 +236,24 @@ def _slice_scores(vectors: np.ndarray, q: np.ndarray, start: int, end: int) -> n
     if end > start:
         base = vectors.ctypes.data + start * vectors.strides[0]
         for row in range(len(q)):
-            faiss.fvec_inner_products_ny(faiss.swig_ptr(out[row]), faiss.swig_ptr(q[row]),
-                                         faiss.cast_integer_to_float_ptr(base),
-                                         vectors.shape[1], end - start)
+            faiss.fvec_inner_products_ny(
+                faiss.swig_ptr(out[row]),
+                faiss.swig_ptr(q[row]),
+                faiss.cast_integer_to_float_ptr(base),
+                vectors.shape[1],
+                end - start,
+            )
     return out
 
 
-def search_range(index_or_vectors: faiss.Index | np.ndarray, query: np.ndarray, start: int,
-                 end: int, k: int, mask: np.ndarray | None = None,
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def search_range(
+    index_or_vectors: faiss.Index | np.ndarray,
+    query: np.ndarray,
+    start: int,
+    end: int,
+    k: int,
+    mask: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k over rows [start, end) (one tenant's contiguous slice).
 
     ``mask`` (bool, length end - start) drops rows (tombstoned, expired,
@@ -256,8 +275,9 @@ def search_range(index_or_vectors: faiss.Index | np.ndarray, query: np.ndarray, 
     if mask is not None:
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != (end - start,):
-            raise VectorIndexError(f"expected shape ({end - start},), got {mask.shape}",
-                                   field="mask")
+            raise VectorIndexError(
+                f"expected shape ({end - start},), got {mask.shape}", field="mask"
+            )
     q = _check_query(query, dim)
     if vectors is None:
         ids = np.arange(start, end) if mask is None else start + np.flatnonzero(mask)
@@ -272,8 +292,9 @@ def search_range(index_or_vectors: faiss.Index | np.ndarray, query: np.ndarray, 
     return s, i
 
 
-def search_ann(index: faiss.Index, query: np.ndarray, k: int,
-               allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def search_ann(
+    index: faiss.Index, query: np.ndarray, k: int, allowed: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Top-k by the index's own search (approximate for HNSW / IVF).
 
     ``allowed`` restricts results to some rows: a boolean mask over all rows

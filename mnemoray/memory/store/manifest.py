@@ -32,9 +32,14 @@ class SegmentEntry:
     index: str | None  # "flat" | "hnsw" | "ivf"; None in a keyword-only store
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "parquet": f"{self.name}.parquet",
-                "faiss": f"{self.name}.faiss" if self.index else None,
-                "rows": self.rows, "version": self.version, "index": self.index}
+        return {
+            "name": self.name,
+            "parquet": f"{self.name}.parquet",
+            "faiss": f"{self.name}.faiss" if self.index else None,
+            "rows": self.rows,
+            "version": self.version,
+            "index": self.index,
+        }
 
 
 @dataclass(frozen=True)
@@ -82,21 +87,32 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "version": self.version,
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "version": self.version,
             "shards": self.shards,
-            "embedding": (None if self.embedding_model is None
-                          else {"model": self.embedding_model, "dim": self.dim}),
+            "embedding": (
+                None
+                if self.embedding_model is None
+                else {"model": self.embedding_model, "dim": self.dim}
+            ),
             "summarizer": self.summarizer,
-            "segments": {f"{i:04d}": [s.to_dict() for s in segs]
-                         for i, segs in enumerate(self.segments)},
+            "segments": {
+                f"{i:04d}": [s.to_dict() for s in segs] for i, segs in enumerate(self.segments)
+            },
             "ledger": list(self.ledger),
             "tombstones": list(self.tombstones),
-            "graph": {f"{i:04d}": [p.to_dict() for p in parts]
-                      for i, parts in enumerate(self.graph) if parts},
-            "counts": {"rows": self.rows,
-                       "segments": sum(len(s) for s in self.segments),
-                       "ledger_sessions": self.ledger_sessions,
-                       "tombstones": self.tombstone_count},
+            "graph": {
+                f"{i:04d}": [p.to_dict() for p in parts]
+                for i, parts in enumerate(self.graph)
+                if parts
+            },
+            "counts": {
+                "rows": self.rows,
+                "segments": sum(len(s) for s in self.segments),
+                "ledger_sessions": self.ledger_sessions,
+                "tombstones": self.tombstone_count,
+            },
             "updated_at": self.updated_at,
         }
 
@@ -106,7 +122,8 @@ class Manifest:
             raise StoreCorrupt(f"manifest: format is {raw.get('format')!r}, expected {FORMAT!r}")
         if raw.get("format_version") != FORMAT_VERSION:
             raise StoreCorrupt(
-                f"manifest: unsupported format_version {raw.get('format_version')!r}")
+                f"manifest: unsupported format_version {raw.get('format_version')!r}"
+            )
         shards = int(raw["shards"])
         if shards < 1:
             raise StoreCorrupt(f"manifest: shards is {shards}, expected >= 1")
@@ -115,29 +132,39 @@ class Manifest:
             shard = int(key)
             if not 0 <= shard < shards:
                 raise StoreCorrupt(f"manifest: segment shard {key} outside 0..{shards - 1}")
-            segments[shard] = [SegmentEntry(e["name"], int(e["rows"]), int(e["version"]),
-                                            e["index"]) for e in entries]
+            segments[shard] = [
+                SegmentEntry(e["name"], int(e["rows"]), int(e["version"]), e["index"])
+                for e in entries
+            ]
         graph: list[list[GraphPart]] = [[] for _ in range(shards)]
         for key, parts in (raw.get("graph") or {}).items():
             shard = int(key)
             if not 0 <= shard < shards:
                 raise StoreCorrupt(f"manifest: graph shard {key} outside 0..{shards - 1}")
-            graph[shard] = [GraphPart(p["name"], int(p["users"]), int(p["version"]))
-                            for p in parts]
+            graph[shard] = [GraphPart(p["name"], int(p["users"]), int(p["version"])) for p in parts]
         embedding = raw.get("embedding")
         if embedding is not None:
             model, dim = embedding["model"], int(embedding["dim"])
-            if not isinstance(model, str) or not model or dim < 0 or (
-                    (model == KEYWORD_ONLY_MODEL) != (dim == 0)):
-                raise StoreCorrupt(f"manifest: embedding {embedding!r} is not a model id with "
-                                   f"its dim ({KEYWORD_ONLY_MODEL!r} with 0 for keyword-only)")
+            if (
+                not isinstance(model, str)
+                or not model
+                or dim < 0
+                or ((model == KEYWORD_ONLY_MODEL) != (dim == 0))
+            ):
+                raise StoreCorrupt(
+                    f"manifest: embedding {embedding!r} is not a model id with "
+                    f"its dim ({KEYWORD_ONLY_MODEL!r} with 0 for keyword-only)"
+                )
         counts = raw.get("counts") or {}
         return cls(
-            shards=shards, version=int(raw["version"]),
+            shards=shards,
+            version=int(raw["version"]),
             embedding_model=embedding["model"] if embedding else None,
             dim=int(embedding["dim"]) if embedding else None,
-            summarizer=raw.get("summarizer"), segments=segments,
-            ledger=list(raw.get("ledger") or []), tombstones=list(raw.get("tombstones") or []),
+            summarizer=raw.get("summarizer"),
+            segments=segments,
+            ledger=list(raw.get("ledger") or []),
+            tombstones=list(raw.get("tombstones") or []),
             graph=graph,
             ledger_sessions=int(counts.get("ledger_sessions", 0)),
             tombstone_count=int(counts.get("tombstones", 0)),
@@ -153,8 +180,7 @@ def load_manifest(root: Path) -> Manifest | None:
     except FileNotFoundError:
         return None
     except OSError as exc:  # a directory, no permission, an I/O error
-        raise StoreCorrupt(f"manifest: cannot read {path} ({exc}); {repair_hint(root)}") \
-            from exc
+        raise StoreCorrupt(f"manifest: cannot read {path} ({exc}); {repair_hint(root)}") from exc
     try:
         raw = json.loads(data.decode("utf-8"))
         if not isinstance(raw, dict):
@@ -162,16 +188,27 @@ def load_manifest(root: Path) -> Manifest | None:
         return Manifest.from_dict(raw)
     except StoreCorrupt as exc:
         raise StoreCorrupt(f"{exc} in {path}; {repair_hint(root)}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError,
-            AttributeError) as exc:
-        raise StoreCorrupt(f"manifest: {path} is not a valid manifest ({exc}); "
-                           f"{repair_hint(root)}") from exc
+    except (
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+    ) as exc:
+        raise StoreCorrupt(
+            f"manifest: {path} is not a valid manifest ({exc}); {repair_hint(root)}"
+        ) from exc
 
 
 def data_files(root: Path) -> list[Path]:
     """Store data files under ``root`` (segments, indexes, ledger, tombstones; no temp files)."""
-    return sorted(p for sub in DATA_DIRS for p in (root / sub).rglob("*")
-                  if p.is_file() and not p.name.endswith(TMP_SUFFIX))
+    return sorted(
+        p
+        for sub in DATA_DIRS
+        for p in (root / sub).rglob("*")
+        if p.is_file() and not p.name.endswith(TMP_SUFFIX)
+    )
 
 
 def read_manifest(root: Path) -> Manifest | None:
@@ -187,9 +224,11 @@ def read_manifest(root: Path) -> Manifest | None:
         return m
     found = data_files(root)
     if found:
-        raise StoreCorrupt(f"no {MANIFEST} in {root}, but it holds {len(found)} store "
-                           f"file(s) (e.g. {found[0].relative_to(root)}): the manifest is "
-                           f"lost; {repair_hint(root)}")
+        raise StoreCorrupt(
+            f"no {MANIFEST} in {root}, but it holds {len(found)} store "
+            f"file(s) (e.g. {found[0].relative_to(root)}): the manifest is "
+            f"lost; {repair_hint(root)}"
+        )
     return None
 
 

@@ -78,23 +78,31 @@ class MemoryView(Protocol):
     def forgotten(self, seg: LoadedSegment) -> np.ndarray | None:
         """Mask of ``seg``'s rows a forget hides (None: none; rows deleted for real)."""
 
-    def count(self, app: str | None = None, user: str | None = None,
-              now: float | None = None) -> int: ...
+    def count(
+        self, app: str | None = None, user: str | None = None, now: float | None = None
+    ) -> int: ...
 
     def rows_for_user(self, app: str, user: str, now: float | None = None) -> list[Memory]:
         """The user's live memories, oldest first."""
 
-    def iter_memories(self, app: str | None = None, user: str | None = None,
-                      batch: int = 2048) -> Iterator[Memory]: ...
+    def iter_memories(
+        self, app: str | None = None, user: str | None = None, batch: int = 2048
+    ) -> Iterator[Memory]: ...
 
     def tenants(self) -> list[tuple[str, str]]:
         """Every (app, user) with stored rows, sorted."""
 
     def get(self, memory_id: str, owner: tuple[str, str] | None = None) -> Memory | None: ...
 
-    def search_app(self, app: str, query_vec: np.ndarray, k: int = 10,
-                   mask_fn: MaskFn | None = None, *,
-                   filters: RecallFilters | None = None) -> list[Hit]:
+    def search_app(
+        self,
+        app: str,
+        query_vec: np.ndarray,
+        k: int = 10,
+        mask_fn: MaskFn | None = None,
+        *,
+        filters: RecallFilters | None = None,
+    ) -> list[Hit]:
         """Nearest ``k`` live memories of an app (any user) to a unit query vector."""
 
 
@@ -129,19 +137,33 @@ class MemoryBackend(Protocol):
     def load(self) -> MemoryView: ...
 
     # -- writes ------------------------------------------------------------------
-    def prepare_segments(self, memories: Sequence[Memory], embedding_model: str, dim: int,
-                         index_kind: Any = "auto") -> PreparedWrite:
+    def prepare_segments(
+        self, memories: Sequence[Memory], embedding_model: str, dim: int, index_kind: Any = "auto"
+    ) -> PreparedWrite:
         """Check and stage ``memories`` (those already stored are skipped)."""
 
-    def commit(self, pending: Any = None, *, session_hashes: Iterable[str] = (),
-               run_id: str | None = None, summarizer: str | None = None) -> WriteResult:
+    def commit(
+        self,
+        pending: Any = None,
+        *,
+        session_hashes: Iterable[str] = (),
+        run_id: str | None = None,
+        summarizer: str | None = None,
+    ) -> WriteResult:
         """Publish ``pending`` and the sessions' ledger entries (see each backend for how
         atomic); rows another writer committed meanwhile are skipped."""
 
-    def write_segment(self, memories: Sequence[Memory], embedding_model: str, dim: int, *,
-                      index_kind: Any = "auto", session_hashes: Iterable[str] = (),
-                      run_id: str | None = None, summarizer: str | None = None,
-                      ) -> WriteResult:
+    def write_segment(
+        self,
+        memories: Sequence[Memory],
+        embedding_model: str,
+        dim: int,
+        *,
+        index_kind: Any = "auto",
+        session_hashes: Iterable[str] = (),
+        run_id: str | None = None,
+        summarizer: str | None = None,
+    ) -> WriteResult:
         """Prepare and commit in one step."""
 
     def written_hashes(self, result: WriteResult) -> set[str]:
@@ -158,10 +180,17 @@ class MemoryBackend(Protocol):
 
     def ledger_add(self, session_hashes: Iterable[str], run_id: str | None = None) -> int: ...
 
-    def forget(self, memory_ids: Iterable[str] = (),
-               session: tuple[str, str, str] | None = None,
-               user: tuple[str, str] | None = None, *, owner: tuple[str, str] | None = None,
-               owned: Iterable[OwnedId] = (), reason: str = "", actor: str = "") -> int:
+    def forget(
+        self,
+        memory_ids: Iterable[str] = (),
+        session: tuple[str, str, str] | None = None,
+        user: tuple[str, str] | None = None,
+        *,
+        owner: tuple[str, str] | None = None,
+        owned: Iterable[OwnedId] = (),
+        reason: str = "",
+        actor: str = "",
+    ) -> int:
         """Remove memories for good; how many live ones went."""
 
     def quarantine(self, rows: Sequence[Mapping[str, Any]]) -> int: ...
@@ -181,19 +210,30 @@ def parse_location(location: str | Path) -> tuple[str, Path]:
         scheme, sep, rest = location.partition("://")
         scheme, text = (scheme, rest) if sep else (None, location)
     else:
-        raise ConfigError(f"expected a path or a parquet:// / lancedb:// URI, got "
-                          f"{location!r}", field="store")
+        raise ConfigError(
+            f"expected a path or a parquet:// / lancedb:// URI, got {location!r}", field="store"
+        )
     if scheme is not None and scheme not in SCHEMES:
-        raise ConfigError(f"unknown scheme {scheme + '://'!r}; known: parquet://, lancedb:// "
-                          f"(or a plain path)", field="store")
+        raise ConfigError(
+            f"unknown scheme {scheme + '://'!r}; known: parquet://, lancedb:// (or a plain path)",
+            field="store",
+        )
     if not text:
         raise ConfigError(f"{scheme}:// names no directory", field="store")
     root = Path(text)
-    found = ("lancedb" if (root / LANCE_HEAD).is_file() else
-             "parquet" if (root / MANIFEST).is_file() else None)
+    found = (
+        "lancedb"
+        if (root / LANCE_HEAD).is_file()
+        else "parquet"
+        if (root / MANIFEST).is_file()
+        else None
+    )
     if scheme is not None and found is not None and found != scheme:
-        raise ConfigError(f"{scheme}:// names a directory that holds a {found} store; "
-                          f"open it as {found}://{text} or a plain path", field="store")
+        raise ConfigError(
+            f"{scheme}:// names a directory that holds a {found} store; "
+            f"open it as {found}://{text} or a plain path",
+            field="store",
+        )
     return scheme or found or "parquet", root
 
 
@@ -219,8 +259,12 @@ def absolute_location(location: str) -> str:
     return str(Path(location).expanduser().absolute())
 
 
-def open_backend(location: str | Path | MemoryBackend, shards: int | None = None, *,
-                 load_shards: Iterable[int] | None = None) -> MemoryBackend:
+def open_backend(
+    location: str | Path | MemoryBackend,
+    shards: int | None = None,
+    *,
+    load_shards: Iterable[int] | None = None,
+) -> MemoryBackend:
     """The store at ``location`` (see :func:`parse_location`); a backend passes through.
 
     ``shards`` / ``load_shards``: the Parquet store's sharding; a LanceDB store is one
@@ -232,11 +276,13 @@ def open_backend(location: str | Path | MemoryBackend, shards: int | None = None
     if kind == "parquet":
         return MemoryStore(root, shards, load_shards=load_shards)
     if load_shards is not None:
-        raise Unsupported("a LanceDB store is one table: serving some shards of it "
-                          "(index_mode sharded) needs a Parquet store", field="load_shards")
+        raise Unsupported(
+            "a LanceDB store is one table: serving some shards of it "
+            "(index_mode sharded) needs a Parquet store",
+            field="load_shards",
+        )
     if shards is not None and shards != 1:
-        raise Unsupported(f"a LanceDB store is not sharded; drop shards ({shards})",
-                          field="shards")
+        raise Unsupported(f"a LanceDB store is not sharded; drop shards ({shards})", field="shards")
     try:
         from mnemoray.memory.store.lance import LanceStore
     except ModuleNotFoundError as exc:
@@ -248,10 +294,20 @@ def require_parquet(store: MemoryBackend, feature: str) -> MemoryStore:
     """``store`` as the Parquet store ``feature`` needs, else :class:`Unsupported`."""
     if isinstance(store, MemoryStore):
         return store
-    raise Unsupported(f"{feature} needs a Parquet store; {store.uri} is a {store.backend} "
-                      f"store", field="store")
+    raise Unsupported(
+        f"{feature} needs a Parquet store; {store.uri} is a {store.backend} store", field="store"
+    )
 
 
-__all__ = ["LANCE_HEAD", "SCHEMES", "MemoryBackend", "MemoryView", "PreparedWrite",
-           "absolute_location", "missing_store", "open_backend", "parse_location",
-           "require_parquet"]
+__all__ = [
+    "LANCE_HEAD",
+    "SCHEMES",
+    "MemoryBackend",
+    "MemoryView",
+    "PreparedWrite",
+    "absolute_location",
+    "missing_store",
+    "open_backend",
+    "parse_location",
+    "require_parquet",
+]

@@ -35,10 +35,16 @@ def write_quarantine(root: Path, rows: Sequence[Mapping[str, Any]]) -> int:
             raw = json.loads(json.dumps(row["raw"], ensure_ascii=False, default=repr))
         except RecursionError:  # hostile nesting: keep what it was, not the row
             raw = f"<{type(row['raw']).__name__} nested too deeply to keep>"
-        key = hashlib.sha256(json.dumps([row["location"], row["reason"], raw],
-                                        sort_keys=True).encode()).hexdigest()[:16]
-        record = {"key": key, "location": row["location"], "reason": row["reason"],
-                  "raw": raw, "at": time.time()}
+        key = hashlib.sha256(
+            json.dumps([row["location"], row["reason"], raw], sort_keys=True).encode()
+        ).hexdigest()[:16]
+        record = {
+            "key": key,
+            "location": row["location"],
+            "reason": row["reason"],
+            "raw": raw,
+            "at": time.time(),
+        }
         line = json.dumps(record, ensure_ascii=False)
         try:
             line.encode("utf-8")
@@ -46,8 +52,10 @@ def write_quarantine(root: Path, rows: Sequence[Mapping[str, Any]]) -> int:
             line = json.dumps(record, ensure_ascii=True)
         lines.append(line)
     if lines:
-        atomic_write_bytes(root / QUARANTINE_DIR / f"{new_name('q')}.jsonl",
-                           ("\n".join(lines) + "\n").encode("utf-8"))
+        atomic_write_bytes(
+            root / QUARANTINE_DIR / f"{new_name('q')}.jsonl",
+            ("\n".join(lines) + "\n").encode("utf-8"),
+        )
     return len(lines)
 
 

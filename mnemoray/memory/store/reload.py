@@ -42,12 +42,18 @@ def manifest_stamp(root: Path) -> Stamp:
 class SnapshotReloader:
     """The current snapshot of one store, reloaded when its manifest changes."""
 
-    def __init__(self, load: Callable[[], StoreSnapshot], root: Path, *,
-                 watch_interval_s: float | None = None,
-                 stamp: Callable[[], Stamp] | None = None) -> None:
+    def __init__(
+        self,
+        load: Callable[[], StoreSnapshot],
+        root: Path,
+        *,
+        watch_interval_s: float | None = None,
+        stamp: Callable[[], Stamp] | None = None,
+    ) -> None:
         if watch_interval_s is not None and not watch_interval_s > 0:
-            raise InvalidInput(f"must be > 0 or None, got {watch_interval_s!r}",
-                               field="watch_interval_s")
+            raise InvalidInput(
+                f"must be > 0 or None, got {watch_interval_s!r}", field="watch_interval_s"
+            )
         self._load = load
         self._root = Path(root)
         # What changes on every commit: the store's own ``stamp`` (a backend whose
@@ -92,8 +98,11 @@ class SnapshotReloader:
             self.last_load_s = time.perf_counter() - start
             if not first:
                 self.reloads += 1
-            log.debug("memory store snapshot: version %d loaded in %.1f ms", snap.version,
-                      self.last_load_s * 1000)
+            log.debug(
+                "memory store snapshot: version %d loaded in %.1f ms",
+                snap.version,
+                self.last_load_s * 1000,
+            )
             return True
 
     def start(self) -> SnapshotReloader:
@@ -101,8 +110,12 @@ class SnapshotReloader:
         self.current()
         if self.watch_interval_s is None or self._watcher is not None:
             return self
-        self._watcher = Periodic(self._watch, self.watch_interval_s, "mnemoray-snapshot-watch",
-                                 on_error=self._watch_failed).start()
+        self._watcher = Periodic(
+            self._watch,
+            self.watch_interval_s,
+            "mnemoray-snapshot-watch",
+            on_error=self._watch_failed,
+        ).start()
         return self
 
     def _watch(self) -> None:
@@ -113,8 +126,10 @@ class SnapshotReloader:
         # A half-written store must not stop the watcher: the old snapshot keeps serving.
         self.failures += 1
         self.last_error = str(exc)
-        log.exception("memory store reload failed; still serving version %s",
-                      None if self._snap is None else self._snap.version)
+        log.exception(
+            "memory store reload failed; still serving version %s",
+            None if self._snap is None else self._snap.version,
+        )
 
     def stop(self) -> None:
         watcher, self._watcher = self._watcher, None
@@ -123,7 +138,10 @@ class SnapshotReloader:
 
     def stats(self) -> dict[str, object]:
         snap = self._snap
-        return {"reloads": self.reloads, "reload_failures": self.failures,
-                "last_load_ms": round(self.last_load_s * 1000, 3),
-                # Shards whose files failed to load: their tenants get 500s until repaired.
-                "damaged_shards": len(snap.damaged) if snap is not None else 0}
+        return {
+            "reloads": self.reloads,
+            "reload_failures": self.failures,
+            "last_load_ms": round(self.last_load_s * 1000, 3),
+            # Shards whose files failed to load: their tenants get 500s until repaired.
+            "damaged_shards": len(snap.damaged) if snap is not None else 0,
+        }

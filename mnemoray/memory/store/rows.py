@@ -15,22 +15,57 @@ import pyarrow as pa
 
 from mnemoray.memory.records.record import Memory, MemoryVersion
 
-STRING_FIELDS = ("memory_id", "app_name", "user_id", "session_id", "kind", "text", "key_text",
-                 "content_hash")
-LIST_FIELDS = ("topics", "key_facts", "entities", "source_event_ids", "open_threads",
-               "decisions", "commitments")
-FLOAT_FIELDS = ("event_time_start", "event_time_end", "created_at", "expires_at",
-                "session_updated_at", "edited_at")
+STRING_FIELDS = (
+    "memory_id",
+    "app_name",
+    "user_id",
+    "session_id",
+    "kind",
+    "text",
+    "key_text",
+    "content_hash",
+)
+LIST_FIELDS = (
+    "topics",
+    "key_facts",
+    "entities",
+    "source_event_ids",
+    "open_threads",
+    "decisions",
+    "commitments",
+)
+FLOAT_FIELDS = (
+    "event_time_start",
+    "event_time_end",
+    "created_at",
+    "expires_at",
+    "session_updated_at",
+    "edited_at",
+)
 INT_FIELDS = ("session_events",)
 NULLABLE_STRING_FIELDS = ("edited_by", "agent_name")  # agent_name null = ""
 VERSIONS = "previous_versions"
-VERSION_TYPE = pa.struct([pa.field("memory_id", pa.string()), pa.field("text", pa.string()),
-                          pa.field("written_at", pa.float64()),
-                          pa.field("written_by", pa.string())])
+VERSION_TYPE = pa.struct(
+    [
+        pa.field("memory_id", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("written_at", pa.float64()),
+        pa.field("written_by", pa.string()),
+    ]
+)
 # Columns added after the first stores were written: a segment without them loads
 # with nulls (version unknown, nothing open, never edited), see ``with_optional_columns``.
-OPTIONAL_FIELDS = ("session_events", "session_updated_at", "open_threads", "decisions",
-                   "commitments", "edited_at", "edited_by", VERSIONS, "agent_name")
+OPTIONAL_FIELDS = (
+    "session_events",
+    "session_updated_at",
+    "open_threads",
+    "decisions",
+    "commitments",
+    "edited_at",
+    "edited_by",
+    VERSIONS,
+    "agent_name",
+)
 EMBEDDING = "embedding"
 
 
@@ -56,8 +91,13 @@ def memories_to_table(memories: Sequence[Memory], dim: int) -> pa.Table:
     columns[VERSIONS] = [[v.to_dict() for v in m.previous_versions] for m in memories]
     columns["shard"] = [m.shard for m in memories]
     if dim:
-        flat = np.concatenate([np.asarray(m.embedding, dtype=np.float32).reshape(dim)
-                               for m in memories]) if memories else np.zeros(0, np.float32)
+        flat = (
+            np.concatenate(
+                [np.asarray(m.embedding, dtype=np.float32).reshape(dim) for m in memories]
+            )
+            if memories
+            else np.zeros(0, np.float32)
+        )
         columns[EMBEDDING] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
     return pa.table(columns, schema=memory_schema(dim))
 
@@ -67,8 +107,9 @@ def with_optional_columns(table: pa.Table) -> pa.Table:
     schema = memory_schema(0)
     for name in OPTIONAL_FIELDS:
         if name not in table.column_names:
-            table = table.append_column(schema.field(name),
-                                        pa.nulls(table.num_rows, schema.field(name).type))
+            table = table.append_column(
+                schema.field(name), pa.nulls(table.num_rows, schema.field(name).type)
+            )
     return table
 
 
@@ -84,8 +125,9 @@ BY_COLUMN_ROWS = 1000
 JOIN_ROWS_PER_CHUNK = 4000
 
 
-def rows_to_memories(table: pa.Table, rows: Sequence[int] | np.ndarray,
-                     vectors: np.ndarray | None) -> list[Memory]:
+def rows_to_memories(
+    table: pa.Table, rows: Sequence[int] | np.ndarray, vectors: np.ndarray | None
+) -> list[Memory]:
     """Memories for the given row numbers; embeddings are copied out of the segment.
 
     The values are those of ``table.take(rows).to_pylist()``, lists as tuples."""
@@ -96,13 +138,16 @@ def rows_to_memories(table: pa.Table, rows: Sequence[int] | np.ndarray,
         raise IndexError(f"rows out of range for a table of {table.num_rows} rows")
     if len(rows) <= BY_VALUE_ROWS:
         names, columns = _columns(table)
-        values = [_fixed(dict(zip(names, [column[row].as_py() for column in columns],
-                                  strict=True))) for row in rows.tolist()]
+        values = [
+            _fixed(dict(zip(names, [column[row].as_py() for column in columns], strict=True)))
+            for row in rows.tolist()
+        ]
     else:
         values = _taken(table, rows)
-    return [Memory.stored(raw, None if vectors is None
-                          else np.array(vectors[row], dtype=np.float32))
-            for row, raw in zip(rows.tolist(), values, strict=True)]
+    return [
+        Memory.stored(raw, None if vectors is None else np.array(vectors[row], dtype=np.float32))
+        for row, raw in zip(rows.tolist(), values, strict=True)
+    ]
 
 
 # A table's column arrays, kept while it lives (a segment's, as long as its snapshot):
@@ -116,8 +161,11 @@ def _columns(table: pa.Table) -> tuple[list[str], list[Any]]:
     if found is not None and found[0]() is table:
         return found[1], found[2]
     columns = [c.chunk(0) if c.num_chunks == 1 else c for c in table.columns]
-    _COLUMNS[key] = (weakref.ref(table, lambda _, key=key: _COLUMNS.pop(key, None)),
-                     table.column_names, columns)
+    _COLUMNS[key] = (
+        weakref.ref(table, lambda _, key=key: _COLUMNS.pop(key, None)),
+        table.column_names,
+        columns,
+    )
     return table.column_names, columns
 
 
@@ -134,8 +182,7 @@ def _taken(table: pa.Table, rows: np.ndarray) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{}] * len(rows)
     for j in chunks:
         at = np.flatnonzero(which == j)
-        for i, raw in zip(at.tolist(), _values(batches[j].take(rows[at] - starts[j])),
-                          strict=True):
+        for i, raw in zip(at.tolist(), _values(batches[j].take(rows[at] - starts[j])), strict=True):
             out[i] = raw
     return out
 
@@ -144,9 +191,12 @@ def _values(taken: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
     if taken.num_rows < BY_COLUMN_ROWS:
         return [_fixed(raw) for raw in taken.to_pylist()]
     names = taken.schema.names
-    by_column = [_column_values(name, column.combine_chunks()
-                                if isinstance(column, pa.ChunkedArray) else column)
-                 for name, column in zip(names, taken.columns, strict=True)]
+    by_column = [
+        _column_values(
+            name, column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        )
+        for name, column in zip(names, taken.columns, strict=True)
+    ]
     return [dict(zip(names, record, strict=True)) for record in zip(*by_column, strict=True)]
 
 
@@ -169,7 +219,7 @@ def _column_values(name: str, column: pa.Array) -> list[Any]:
     if name in LIST_FIELDS:  # null: ()
         offsets = (column.offsets.to_numpy() - column.offsets[0].as_py()).tolist()
         flat = column.flatten().to_numpy(zero_copy_only=False).tolist()
-        out = [tuple(flat[offsets[i]:offsets[i + 1]]) for i in range(len(column))]
+        out = [tuple(flat[offsets[i] : offsets[i + 1]]) for i in range(len(column))]
         return _nulls_as(column, out, ())
     if name == VERSIONS:
         if column.null_count == len(column) or not len(column.flatten()):

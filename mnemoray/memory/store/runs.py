@@ -65,9 +65,16 @@ class RunRecorder:
     workers on Ray, so they can exceed the wall time).
     """
 
-    def __init__(self, root: str | Path, *, engine: str, config: Mapping[str, Any],
-                 kind: str = "backfill", run_id: str | None = None,
-                 min_interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        engine: str,
+        config: Mapping[str, Any],
+        kind: str = "backfill",
+        run_id: str | None = None,
+        min_interval_s: float = 5.0,
+    ) -> None:
         self.root = Path(root)
         self.run_id = run_id or new_run_id()
         self.path = run_report_path(self.root, self.run_id)
@@ -93,21 +100,32 @@ class RunRecorder:
         sessions = self.counts.get("sessions_read", 0)
         memories = self.counts.get("memories_written", 0)
         return {
-            "run_id": self.run_id, "kind": self.kind, "engine": self.engine,
-            "status": self.status, "error": self.error,
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "engine": self.engine,
+            "status": self.status,
+            "error": self.error,
             "started_at": self.started_at,
             "finished_at": None if self.status == "running" else time.time(),
             "seconds": round(seconds, 3),
             "counts": dict(self.counts),
-            "throughput": {"sessions_per_s": round(sessions / seconds, 3) if seconds else 0.0,
-                           "memories_per_s": round(memories / seconds, 3) if seconds else 0.0},
+            "throughput": {
+                "sessions_per_s": round(sessions / seconds, 3) if seconds else 0.0,
+                "memories_per_s": round(memories / seconds, 3) if seconds else 0.0,
+            },
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
-            "config": self.config, **self.extra,
+            "config": self.config,
+            **self.extra,
         }
 
-    def update(self, counts: Mapping[str, int] | None = None,
-               stage_seconds: Mapping[str, float] | None = None, *, force: bool = False,
-               **extra: Any) -> None:
+    def update(
+        self,
+        counts: Mapping[str, int] | None = None,
+        stage_seconds: Mapping[str, float] | None = None,
+        *,
+        force: bool = False,
+        **extra: Any,
+    ) -> None:
         if counts:
             self.counts.update(counts)
         if stage_seconds:
@@ -138,9 +156,16 @@ class Progress:
     every ``interval_s`` seconds. ``total`` may be an estimate (or None: no ETA).
     """
 
-    def __init__(self, total: int | None = None, *, label: str = "backfill",
-                 stream: TextIO | None = None, interval_s: float = 10.0,
-                 redraw_s: float = 0.2, tty: bool | None = None) -> None:
+    def __init__(
+        self,
+        total: int | None = None,
+        *,
+        label: str = "backfill",
+        stream: TextIO | None = None,
+        interval_s: float = 10.0,
+        redraw_s: float = 0.2,
+        tty: bool | None = None,
+    ) -> None:
         self.total = total
         self.label = label
         self.stream = stream if stream is not None else sys.stderr

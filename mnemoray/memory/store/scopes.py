@@ -68,8 +68,10 @@ class AppScope:
 
     def __post_init__(self) -> None:
         if self.memory_scope not in MEMORY_SCOPES:
-            raise ScopeError(f"{self.memory_scope!r} is not one of "
-                             f"{', '.join(MEMORY_SCOPES)}", field="memory_scope")
+            raise ScopeError(
+                f"{self.memory_scope!r} is not one of {', '.join(MEMORY_SCOPES)}",
+                field="memory_scope",
+            )
         for name in ("read_from", "share_with"):
             apps = getattr(self, name)
             if isinstance(apps, str) or not isinstance(apps, Iterable):
@@ -97,8 +99,11 @@ class ScopePolicy:
     def readable_apps(self, app_name: str) -> tuple[str, ...]:
         """The other apps whose (same user's) shared memories ``app_name`` recalls: those
         it reads from that also share with it. Both sides consent or nothing is read."""
-        return tuple(b for b in self.for_app(app_name).read_from
-                     if b != app_name and app_name in self.for_app(b).share_with)
+        return tuple(
+            b
+            for b in self.for_app(app_name).read_from
+            if b != app_name and app_name in self.for_app(b).share_with
+        )
 
     @classmethod
     def of(cls, value: ScopePolicy | Mapping[str, Mapping[str, object]] | None) -> ScopePolicy:
@@ -136,9 +141,11 @@ def session_agent(session: Session, scope: MemoryScope, agent_name: str | None =
     authors = sorted({e.author for e in session.events if e.role != "user"})
     if len(authors) != 1:
         which = ", ".join(repr(a) for a in authors[:5]) if authors else "no agent"
-        raise ScopeError(f"the app's memory_scope is 'agent' and this session has events of "
-                         f"{which}; pass agent_name to say whose memories they are",
-                         field="agent_name")
+        raise ScopeError(
+            f"the app's memory_scope is 'agent' and this session has events of "
+            f"{which}; pass agent_name to say whose memories they are",
+            field="agent_name",
+        )
     return check_agent_name(authors[0], ScopeError)
 
 
@@ -153,8 +160,11 @@ def stamp_agent(memories: Sequence[Memory], agent_name: str) -> list[Memory]:
             out.append(m)
             continue
         derived = m.memory_id == m.content_hash[:24]
-        out.append(replace(m, agent_name=agent_name, content_hash="",
-                           memory_id="" if derived else m.memory_id))
+        out.append(
+            replace(
+                m, agent_name=agent_name, content_hash="", memory_id="" if derived else m.memory_id
+            )
+        )
     return out
 
 
@@ -176,8 +186,9 @@ def agent_rows(table: pa.Table, agent_name: str | None) -> np.ndarray | None:
     return keep.to_numpy(zero_copy_only=False)
 
 
-def visible(app_names: np.ndarray, agent_names: np.ndarray, app_name: str,
-            agent_name: str | None) -> np.ndarray | None:
+def visible(
+    app_names: np.ndarray, agent_names: np.ndarray, app_name: str, agent_name: str | None
+) -> np.ndarray | None:
     """Keep-mask of the candidates a recall of ``app_name`` for ``agent_name`` may see:
     shared rows, plus the agent's own rows of ``app_name`` (None: every row is visible)."""
     scoped = agent_names != ""
@@ -188,8 +199,9 @@ def visible(app_names: np.ndarray, agent_names: np.ndarray, app_name: str,
     return ~scoped | ((agent_names == agent_name) & (app_names == app_name))
 
 
-def check_readable(snap: Snapshot, loaded: Iterable[int] | None, apps: Sequence[str],
-                   user_id: str) -> None:
+def check_readable(
+    snap: Snapshot, loaded: Iterable[int] | None, apps: Sequence[str], user_id: str
+) -> None:
     """A replica that holds only some shards (``index_mode: deployment``) must hold every
     shared app's shard of the user, or its answer would silently miss memories."""
     if loaded is None:
@@ -197,24 +209,40 @@ def check_readable(snap: Snapshot, loaded: Iterable[int] | None, apps: Sequence[
     have = set(loaded)
     for app in apps:
         if shard_of(app, user_id, snap.shards) not in have:
-            raise Unavailable(f"recall shares app {app!r}, whose memories of this user are on "
-                              f"another shard; cross-app recall needs the whole store in "
-                              f"one replica (server.index_mode: ingress)")
+            raise Unavailable(
+                f"recall shares app {app!r}, whose memories of this user are on "
+                f"another shard; cross-app recall needs the whole store in "
+                f"one replica (server.index_mode: ingress)"
+            )
 
 
-def refuse_foreign(snap: Snapshot, policy: ScopePolicy, app_name: str, user_id: str,
-                   memory_id: str, action: str) -> None:
+def refuse_foreign(
+    snap: Snapshot, policy: ScopePolicy, app_name: str, user_id: str, memory_id: str, action: str
+) -> None:
     """Raise :class:`NotOwner` when ``memory_id`` is not ``app_name``'s but a memory of the
     same user that a consenting app shares with it (so the caller could see it in recall);
     any other id stays a plain "not found" that says nothing about other apps."""
     for owner in policy.readable_apps(app_name):
         m = snap.get(memory_id, (owner, user_id))
         if m is not None and not m.agent_name:
-            raise NotOwner(f"{memory_id!r} belongs to app {owner!r}, which shares it with "
-                           f"{app_name!r} to read only; {action} it through app {owner!r}",
-                           field="memory_id")
+            raise NotOwner(
+                f"{memory_id!r} belongs to app {owner!r}, which shares it with "
+                f"{app_name!r} to read only; {action} it through app {owner!r}",
+                field="memory_id",
+            )
 
 
-__all__ = ["MEMORY_SCOPES", "NO_SHARING", "AppScope", "MemoryScope", "NotOwner",
-           "ScopeError", "ScopePolicy", "check_readable", "refuse_foreign", "session_agent",
-           "stamp_agent", "visible"]
+__all__ = [
+    "MEMORY_SCOPES",
+    "NO_SHARING",
+    "AppScope",
+    "MemoryScope",
+    "NotOwner",
+    "ScopeError",
+    "ScopePolicy",
+    "check_readable",
+    "refuse_foreign",
+    "session_agent",
+    "stamp_agent",
+    "visible",
+]

@@ -60,23 +60,30 @@ def index_kind_of(index: faiss.Index) -> str:
     return "flat"
 
 
-def write_segment_files(root: Path, shard: int, name: str, memories: Sequence[Memory], dim: int,
-                        index_kind: IndexKind = "auto") -> SegmentEntry:
+def write_segment_files(
+    root: Path,
+    shard: int,
+    name: str,
+    memories: Sequence[Memory],
+    dim: int,
+    index_kind: IndexKind = "auto",
+) -> SegmentEntry:
     """Write ``<name>.parquet`` (+ ``<name>.faiss``) for already sorted memories.
 
     Uncommitted until a manifest lists the returned entry (version 0 here).
     """
-    return write_segment_table(root, shard, name, memories_to_table(memories, dim), dim,
-                               index_kind)
+    return write_segment_table(root, shard, name, memories_to_table(memories, dim), dim, index_kind)
 
 
-def write_segment_table(root: Path, shard: int, name: str, table: pa.Table, dim: int,
-                        index_kind: IndexKind = "auto") -> SegmentEntry:
+def write_segment_table(
+    root: Path, shard: int, name: str, table: pa.Table, dim: int, index_kind: IndexKind = "auto"
+) -> SegmentEntry:
     """``write_segment_files`` for rows already in a sorted ``memory_schema(dim)`` table."""
     table = table.cast(memory_schema(dim))
-    atomic_write(parquet_path(root, shard, name),
-                 lambda tmp: pq.write_table(table, tmp, compression="zstd",
-                                            row_group_size=ROW_GROUP_SIZE))
+    atomic_write(
+        parquet_path(root, shard, name),
+        lambda tmp: pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_SIZE),
+    )
     kind = None
     if dim:
         vectors = table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, dim)
@@ -92,12 +99,17 @@ def tenant_ranges(table: pa.Table) -> tuple[dict[Tenant, Range], dict[str, Range
     ranges: list[dict[Tenant | str, Range]] = []
     for keys in (["app_name", "user_id"], ["app_name"]):
         spans = frame.group_by(keys, maintain_order=True).agg(
-            start=pl.col("row").min(), end=pl.col("row").max() + 1, n=pl.len())
+            start=pl.col("row").min(), end=pl.col("row").max() + 1, n=pl.len()
+        )
         if (spans["end"] - spans["start"] != spans["n"]).any():
             raise StoreCorrupt(f"segment rows are not sorted by {', '.join(keys)}")
         names = spans.select(keys).rows()
-        ranges.append({(key if len(keys) == 2 else key[0]): (int(s), int(e))
-                       for key, s, e in zip(names, spans["start"], spans["end"], strict=True)})
+        ranges.append(
+            {
+                (key if len(keys) == 2 else key[0]): (int(s), int(e))
+                for key, s, e in zip(names, spans["start"], spans["end"], strict=True)
+            }
+        )
     return ranges[0], ranges[1]  # type: ignore[return-value]
 
 
@@ -130,31 +142,49 @@ class LoadedSegment:
             raise StoreCorrupt(f"segment file listed in the manifest is missing: {ppath}")
         index = read_index(faiss_path(root, shard, entry.name)) if entry.index else None
         if index is not None and index.ntotal != entry.rows:
-            raise StoreCorrupt(f"index {faiss_path(root, shard, entry.name)} holds "
-                               f"{index.ntotal} vectors, manifest says {entry.rows} rows")
+            raise StoreCorrupt(
+                f"index {faiss_path(root, shard, entry.name)} holds "
+                f"{index.ntotal} vectors, manifest says {entry.rows} rows"
+            )
         # Flat/HNSW vectors are a zero-copy view of the memory-mapped index, so
         # the Parquet embedding column is not decoded a second time.
         vectors = flat_vectors(index) if index is not None else None
         columns = [f.name for f in memory_schema(0)]
         try:
             present = set(pq.read_schema(ppath, memory_map=True).names)
-            table = with_optional_columns(pq.read_table(ppath, memory_map=True, columns=[
-                c for c in columns if c in present or c not in OPTIONAL_FIELDS] + (
-                [EMBEDDING] if dim and vectors is None else [])))
+            table = with_optional_columns(
+                pq.read_table(
+                    ppath,
+                    memory_map=True,
+                    columns=[c for c in columns if c in present or c not in OPTIONAL_FIELDS]
+                    + ([EMBEDDING] if dim and vectors is None else []),
+                )
+            )
         except (OSError, pa.ArrowException) as exc:  # truncated, overwritten, wrong schema
             raise StoreCorrupt(f"cannot read segment {ppath}: {exc}") from exc
         if dim and vectors is None:
             vectors = table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, dim)
             table = table.drop_columns([EMBEDDING])
         if table.num_rows != entry.rows:
-            raise StoreCorrupt(f"segment {ppath} has {table.num_rows} rows, manifest says "
-                               f"{entry.rows}")
+            raise StoreCorrupt(
+                f"segment {ppath} has {table.num_rows} rows, manifest says {entry.rows}"
+            )
         if vectors is not None and vectors.shape != (entry.rows, dim):
-            raise StoreCorrupt(f"segment {entry.name}: vectors have shape {vectors.shape}, "
-                               f"expected ({entry.rows}, {dim})")
+            raise StoreCorrupt(
+                f"segment {entry.name}: vectors have shape {vectors.shape}, "
+                f"expected ({entry.rows}, {dim})"
+            )
         ranges, app_ranges = tenant_ranges(table)
         expires = table["expires_at"].to_numpy(zero_copy_only=False).astype(np.float64)
         finite = expires[~np.isnan(expires)]
-        return cls(shard=shard, entry=entry, table=table, vectors=vectors, index=index,
-                   ranges=ranges, app_ranges=app_ranges, expires=expires,
-                   min_expiry=float(finite.min()) if len(finite) else math.inf)
+        return cls(
+            shard=shard,
+            entry=entry,
+            table=table,
+            vectors=vectors,
+            index=index,
+            ranges=ranges,
+            app_ranges=app_ranges,
+            expires=expires,
+            min_expiry=float(finite.min()) if len(finite) else math.inf,
+        )

@@ -62,9 +62,15 @@ class StoreSnapshot:
     # rows (same cost argument as index.AUTO_FLAT_MAX), by ANN above it.
     exact_max_rows: int = AUTO_FLAT_MAX
 
-    def __init__(self, manifest: Manifest, segments: list[list[LoadedSegment]],
-                 tombstones: list[Tombstone], damaged: Mapping[int, str] | None = None, *,
-                 graph: GraphView | None = None) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        segments: list[list[LoadedSegment]],
+        tombstones: list[Tombstone],
+        damaged: Mapping[int, str] | None = None,
+        *,
+        graph: GraphView | None = None,
+    ) -> None:
         self.manifest = manifest
         # The entity graph of this version (mnemoray.memory.store.graph.view); None: a
         # snapshot built without one (a forget's count) has no graph to ask.
@@ -94,8 +100,9 @@ class StoreSnapshot:
             self.check_shard(min(self.damaged))
 
     # -- row liveness ----------------------------------------------------
-    def _keep(self, seg: LoadedSegment, span: Range, now: float,
-              mask_fn: MaskFn | None = None) -> np.ndarray | None:
+    def _keep(
+        self, seg: LoadedSegment, span: Range, now: float, mask_fn: MaskFn | None = None
+    ) -> np.ndarray | None:
         """Keep-mask over rows [start, end): live, unexpired, passing mask_fn (None = all)."""
         start, end = span
         keep: np.ndarray | None = None
@@ -108,8 +115,9 @@ class StoreSnapshot:
         if mask_fn is not None:
             chosen = np.asarray(mask_fn(seg.table.slice(start, end - start)), dtype=bool)
             if chosen.shape != (end - start,):
-                raise StoreError(f"mask_fn: returned shape {chosen.shape}, "
-                                 f"expected ({end - start},)")
+                raise StoreError(
+                    f"mask_fn: returned shape {chosen.shape}, expected ({end - start},)"
+                )
             keep = chosen if keep is None else keep & chosen
         return keep
 
@@ -144,8 +152,11 @@ class StoreSnapshot:
             for seg in segs:
                 yield seg, (0, seg.rows)
 
-    def _spans(self, app: str | None, user: str | None,
-               ) -> Iterator[tuple[LoadedSegment, Range]]:
+    def _spans(
+        self,
+        app: str | None,
+        user: str | None,
+    ) -> Iterator[tuple[LoadedSegment, Range]]:
         if user is not None:
             if app is None:
                 raise StoreError("a user id is scoped by its app; pass app as well", field="user")
@@ -170,8 +181,9 @@ class StoreSnapshot:
         return self._dead[id(seg)]
 
     # -- reads -------------------------------------------------------------
-    def count(self, app: str | None = None, user: str | None = None,
-              now: float | None = None) -> int:
+    def count(
+        self, app: str | None = None, user: str | None = None, now: float | None = None
+    ) -> int:
         now = time.time() if now is None else now
         total = 0
         for seg, span in self._spans(app, user):
@@ -188,14 +200,15 @@ class StoreSnapshot:
         out.sort(key=lambda m: (m.created_at, m.memory_id))
         return out
 
-    def iter_memories(self, app: str | None = None, user: str | None = None,
-                      batch: int = 2048) -> Iterator[Memory]:
+    def iter_memories(
+        self, app: str | None = None, user: str | None = None, batch: int = 2048
+    ) -> Iterator[Memory]:
         """Every live memory (of an app, or of one user), segment by segment."""
         now = time.time()
         for seg, span in self._spans(app, user):
             rows = self._live_rows(seg, span, now)
             for i in range(0, len(rows), batch):
-                yield from rows_to_memories(seg.table, rows[i:i + batch], seg.vectors)
+                yield from rows_to_memories(seg.table, rows[i : i + batch], seg.vectors)
 
     def tenants(self) -> list[tuple[str, str]]:
         """Every (app, user) with stored rows (live or not), sorted."""
@@ -224,8 +237,9 @@ class StoreSnapshot:
             raise StoreError("search: this store has no embeddings (keyword-only or empty)")
         q = np.asarray(query_vec, dtype=np.float32)
         if q.shape != (self.manifest.dim,):
-            raise StoreError(f"expected shape ({self.manifest.dim},), got {q.shape}",
-                             field="query_vec")
+            raise StoreError(
+                f"expected shape ({self.manifest.dim},), got {q.shape}", field="query_vec"
+            )
         return q
 
     def _hits(self, found: list[tuple[float, LoadedSegment, int]], k: int) -> list[Hit]:
@@ -238,13 +252,17 @@ class StoreSnapshot:
         for _, seg, _ in found:
             if id(seg) in by_seg:
                 rows = by_seg.pop(id(seg))
-                memories.update(((id(seg), r), m) for r, m in
-                                zip(rows, rows_to_memories(seg.table, rows, seg.vectors),
-                                    strict=True))
+                memories.update(
+                    ((id(seg), r), m)
+                    for r, m in zip(
+                        rows, rows_to_memories(seg.table, rows, seg.vectors), strict=True
+                    )
+                )
         return [Hit(memories[(id(seg), row)], score) for score, seg, row in found]
 
-    def search_user(self, app: str, user: str, query_vec: np.ndarray, k: int = 10,
-                    mask_fn: MaskFn | None = None) -> list[Hit]:
+    def search_user(
+        self, app: str, user: str, query_vec: np.ndarray, k: int = 10, mask_fn: MaskFn | None = None
+    ) -> list[Hit]:
         """Exact top-k over one user's live memories."""
         if self.manifest.embedding_model is None:
             return []
@@ -253,15 +271,23 @@ class StoreSnapshot:
         found: list[tuple[float, LoadedSegment, int]] = []
         for seg, span in self._user_spans(app, user):
             assert seg.vectors is not None  # an embedding store always has vectors
-            scores, ids = search_range(seg.vectors, q, span[0], span[1], k,
-                                       self._keep(seg, span, now, mask_fn))
-            found.extend((float(s), seg, int(i)) for s, i in zip(scores[0], ids[0], strict=True)
-                         if i >= 0)
+            scores, ids = search_range(
+                seg.vectors, q, span[0], span[1], k, self._keep(seg, span, now, mask_fn)
+            )
+            found.extend(
+                (float(s), seg, int(i)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0
+            )
         return self._hits(found, k)
 
-    def search_app(self, app: str, query_vec: np.ndarray, k: int = 10,
-                   mask_fn: MaskFn | None = None, *,
-                   filters: RowFilter | None = None) -> list[Hit]:
+    def search_app(
+        self,
+        app: str,
+        query_vec: np.ndarray,
+        k: int = 10,
+        mask_fn: MaskFn | None = None,
+        *,
+        filters: RowFilter | None = None,
+    ) -> list[Hit]:
         """Top-k over one app's live memories: ANN on big segments, exact on small ones.
 
         ``filters``: recall filters applied inside the search, like ``mask_fn`` (both
@@ -270,8 +296,7 @@ class StoreSnapshot:
         if self.manifest.embedding_model is None:
             return []
         if filters is not None and not filters.empty:
-            mask_fn = filters.mask_table if mask_fn is None else _both(mask_fn,
-                                                                       filters.mask_table)
+            mask_fn = filters.mask_table if mask_fn is None else _both(mask_fn, filters.mask_table)
         # Other agents' agent-only rows never fill the top-k (scopes: always, not a filter).
         agent = getattr(filters, "agent_name", None)
         q = self._query(query_vec)
@@ -293,6 +318,7 @@ class StoreSnapshot:
                     allowed = np.zeros(seg.rows, dtype=bool)
                     allowed[start:end] = True if keep is None else keep
                 scores, ids = search_ann(seg.index, q, k, allowed)
-            found.extend((float(s), seg, int(i)) for s, i in zip(scores[0], ids[0], strict=True)
-                         if i >= 0)
+            found.extend(
+                (float(s), seg, int(i)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0
+            )
         return self._hits(found, k)

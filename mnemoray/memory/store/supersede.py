@@ -51,14 +51,17 @@ def record_version(memory: Memory) -> SessionVersion | None:
 
 def stored_version(snap: StoreSnapshot, session_key: SessionKey) -> SessionVersion | None:
     """The newest version among the session's live rows; None when none carries one."""
-    versions = [(r["session_events"], r["session_updated_at"])
-                for r in stored_session_rows(snap, *session_key)
-                if r["session_events"] is not None and r["session_updated_at"] is not None]
+    versions = [
+        (r["session_events"], r["session_updated_at"])
+        for r in stored_session_rows(snap, *session_key)
+        if r["session_events"] is not None and r["session_updated_at"] is not None
+    ]
     return max(versions) if versions else None
 
 
-def is_older_copy(snap: StoreSnapshot, session_key: SessionKey,
-                  version: SessionVersion | None) -> bool:
+def is_older_copy(
+    snap: StoreSnapshot, session_key: SessionKey, version: SessionVersion | None
+) -> bool:
     """Whether the store already holds a newer copy of the session than ``version``: such a
     copy is recorded as processed but replaces nothing. Unknown versions never block."""
     if version is None:
@@ -67,26 +70,34 @@ def is_older_copy(snap: StoreSnapshot, session_key: SessionKey,
     return stored is not None and version < stored
 
 
-def stored_session_rows(snap: StoreSnapshot, app: str, user: str,
-                        session_id: str) -> list[dict[str, Any]]:
+def stored_session_rows(
+    snap: StoreSnapshot, app: str, user: str, session_id: str
+) -> list[dict[str, Any]]:
     """The session's stored, unforgotten rows (id, kind, hash, source ids); user's shard only."""
     out: list[dict[str, Any]] = []
     for seg, (start, end) in snap.user_spans(app, user):
-        sessions = seg.table["session_id"].slice(start, end - start) \
-            .to_numpy(zero_copy_only=False)
+        sessions = seg.table["session_id"].slice(start, end - start).to_numpy(zero_copy_only=False)
         rows = np.flatnonzero(sessions == session_id)
         dead = snap.forgotten(seg)
         if dead is not None:
             rows = rows[~dead[start + rows]]
         if len(rows):
-            cols = ["memory_id", "kind", "content_hash", "source_event_ids", "session_events",
-                    "session_updated_at", "edited_at"]
+            cols = [
+                "memory_id",
+                "kind",
+                "content_hash",
+                "source_event_ids",
+                "session_events",
+                "session_updated_at",
+                "edited_at",
+            ]
             out.extend(seg.table.select(cols).take(start + rows).to_pylist())
     return out
 
 
-def superseded_ids(snap: StoreSnapshot, session_key: tuple[str, str, str],
-                   records: Sequence[Memory]) -> list[str]:
+def superseded_ids(
+    snap: StoreSnapshot, session_key: tuple[str, str, str], records: Sequence[Memory]
+) -> list[str]:
     """Stored records of a session that its newly distilled ``records`` replace.
 
     The session's previous ``session_summary`` and ``fact`` records not among
@@ -105,11 +116,21 @@ def superseded_ids(snap: StoreSnapshot, session_key: tuple[str, str, str],
             continue  # identical, or a user's correction: never replaced by re-distillation
         ids = row["source_event_ids"] or []
         if row["kind"] in REPLACED_KINDS or (
-                row["kind"] in COVERED_KINDS and ids and set(ids) <= covered[row["kind"]]):
+            row["kind"] in COVERED_KINDS and ids and set(ids) <= covered[row["kind"]]
+        ):
             out.append(row["memory_id"])
     return out
 
 
-__all__ = ["COVERED_KINDS", "REPLACED_KINDS", "SessionVersion", "is_older_copy",
-           "record_version", "session_version", "stamp_version", "stored_session_rows",
-           "stored_version", "superseded_ids"]
+__all__ = [
+    "COVERED_KINDS",
+    "REPLACED_KINDS",
+    "SessionVersion",
+    "is_older_copy",
+    "record_version",
+    "session_version",
+    "stamp_version",
+    "stored_session_rows",
+    "stored_version",
+    "superseded_ids",
+]

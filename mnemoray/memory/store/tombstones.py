@@ -48,8 +48,9 @@ class Tombstone:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Tombstone:
         if raw.get("scope") not in SCOPES:
-            raise StoreCorrupt(f"tombstone: scope {raw.get('scope')!r} is not one of "
-                               f"{', '.join(SCOPES)}")
+            raise StoreCorrupt(
+                f"tombstone: scope {raw.get('scope')!r} is not one of {', '.join(SCOPES)}"
+            )
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(raw) - known)
         if unknown:
@@ -66,11 +67,14 @@ def read_tombstones(paths: Iterable[Path]) -> list[Tombstone]:
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError as exc:
-            raise StoreCorrupt(f"tombstone file listed in the manifest is missing: {path}; "
-                               f"{repair_hint(path.parent.parent)}") from exc
+            raise StoreCorrupt(
+                f"tombstone file listed in the manifest is missing: {path}; "
+                f"{repair_hint(path.parent.parent)}"
+            ) from exc
         except (OSError, UnicodeDecodeError) as exc:
-            raise StoreCorrupt(f"cannot read tombstone file {path} ({exc}); "
-                               f"{repair_hint(path.parent.parent)}") from exc
+            raise StoreCorrupt(
+                f"cannot read tombstone file {path} ({exc}); {repair_hint(path.parent.parent)}"
+            ) from exc
         for lineno, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -78,8 +82,10 @@ def read_tombstones(paths: Iterable[Path]) -> list[Tombstone]:
                 raw = json.loads(line)
                 out.append(Tombstone.from_dict(raw if isinstance(raw, dict) else {}))
             except (ValueError, TypeError, StoreCorrupt) as exc:
-                raise StoreCorrupt(f"tombstone file {path}:{lineno} is not a tombstone ({exc}); "
-                                   f"{repair_hint(path.parent.parent)}") from exc
+                raise StoreCorrupt(
+                    f"tombstone file {path}:{lineno} is not a tombstone ({exc}); "
+                    f"{repair_hint(path.parent.parent)}"
+                ) from exc
     return out
 
 
@@ -109,8 +115,9 @@ def archive_retired(root: Path, tombstones: Iterable[Tombstone]) -> list[Path]:
             erased[key] = max(erased.get(key, t.version), t.version)
     owners: dict[tuple[str, str], list[Tombstone]] = {}
     for t in batch:
-        if (t.reason or t.actor) and not (t.scope != "user" and t.version
-                                          < erased.get((t.app_name, t.user_id), -1)):
+        if (t.reason or t.actor) and not (
+            t.scope != "user" and t.version < erased.get((t.app_name, t.user_id), -1)
+        ):
             owners.setdefault((t.app_name, t.user_id), []).append(t)
     _split_legacy(root)
     paths = []
@@ -131,8 +138,9 @@ def _split_legacy(root: Path) -> None:
         for t in read_tombstones([path]):
             owners.setdefault((t.app_name, t.user_id), []).append(t)
         for (app_name, user_id), kept in owners.items():
-            atomic_write_bytes(owner_dir(root, app_name, user_id) / path.name,
-                               tombstone_lines(kept))
+            atomic_write_bytes(
+                owner_dir(root, app_name, user_id) / path.name, tombstone_lines(kept)
+            )
         path.unlink()
 
 
@@ -149,13 +157,16 @@ def drop_history(root: Path, app_name: str, user_id: str) -> int:
     return len(files)
 
 
-def forget_records(root: Path, live: Iterable[Tombstone], app_name: str,
-                   user_id: str) -> list[Tombstone]:
+def forget_records(
+    root: Path, live: Iterable[Tombstone], app_name: str, user_id: str
+) -> list[Tombstone]:
     """The owner's forget records, live and retired, each once, oldest first."""
     folder = owner_dir(root, app_name, user_id)
     legacy = root / HISTORY_DIR
-    history = [*(sorted(folder.glob("*.jsonl")) if folder.is_dir() else []),
-               *(sorted(legacy.glob("*.jsonl")) if legacy.is_dir() else [])]
+    history = [
+        *(sorted(folder.glob("*.jsonl")) if folder.is_dir() else []),
+        *(sorted(legacy.glob("*.jsonl")) if legacy.is_dir() else []),
+    ]
     seen: dict[tuple[Any, ...], Tombstone] = {}
     for t in [*read_tombstones(history), *live]:
         if t.owned_by(app_name, user_id):
@@ -164,8 +175,9 @@ def forget_records(root: Path, live: Iterable[Tombstone], app_name: str,
 
 
 def tombstone_lines(tombstones: Iterable[Tombstone]) -> bytes:
-    return "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n"
-                   for t in tombstones).encode("utf-8")
+    return "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in tombstones).encode(
+        "utf-8"
+    )
 
 
 def dead_rows(segment: LoadedSegment, tombstones: Iterable[Tombstone]) -> np.ndarray | None:

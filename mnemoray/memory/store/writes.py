@@ -56,11 +56,13 @@ def session_content_hash(session: Session | Mapping[str, Any]) -> str:
     """
     raw = session.to_dict() if isinstance(session, Session) else session
     if not isinstance(raw, Mapping):
-        raise StoreError(f"expected a Session or a mapping, got {type(raw).__name__}",
-                         field="session")
+        raise StoreError(
+            f"expected a Session or a mapping, got {type(raw).__name__}", field="session"
+        )
     try:
-        text = json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-                          default=_jsonable)
+        text = json.dumps(
+            raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_jsonable
+        )
     except (TypeError, ValueError) as exc:
         raise StoreError(f"cannot hash its content ({exc})", field="session") from exc
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
@@ -84,12 +86,16 @@ def check_model(m: Manifest, embedding_model: str, dim: int) -> None:
     if not isinstance(dim, int) or dim < 0:
         raise StoreError(f"must be a non-negative integer, got {dim!r}", field="dim")
     if (embedding_model == KEYWORD_ONLY_MODEL) != (dim == 0):
-        raise StoreError(f"embedding_model/dim: a keyword-only store is "
-                         f"{KEYWORD_ONLY_MODEL!r} with dim 0, got {embedding_model!r} "
-                         f"with dim {dim}")
+        raise StoreError(
+            f"embedding_model/dim: a keyword-only store is "
+            f"{KEYWORD_ONLY_MODEL!r} with dim 0, got {embedding_model!r} "
+            f"with dim {dim}"
+        )
     if m.embedding_model is not None and (m.embedding_model, m.dim) != (embedding_model, dim):
-        raise StoreError(f"store uses {m.embedding_model!r} (dim {m.dim}), "
-                         f"got {embedding_model!r} (dim {dim})", field="embedding_model")
+        raise StoreError(
+            f"store uses {m.embedding_model!r} (dim {m.dim}), got {embedding_model!r} (dim {dim})",
+            field="embedding_model",
+        )
 
 
 def check_memories(memories: Sequence[Memory], embedding_model: str, dim: int) -> None:
@@ -97,16 +103,16 @@ def check_memories(memories: Sequence[Memory], embedding_model: str, dim: int) -
     vectors = []
     for i, mem in enumerate(memories):
         if not isinstance(mem, Memory):
-            raise StoreError(f"expected a Memory, got {type(mem).__name__}",
-                             field=f"memories[{i}]")
+            raise StoreError(f"expected a Memory, got {type(mem).__name__}", field=f"memories[{i}]")
         where = f"memories[{i}] ({mem.memory_id})"
         if dim == 0:
             if mem.embedding is not None:
                 raise StoreError("has an embedding but the store is keyword-only", field=where)
             continue
         if mem.embedding is None:
-            raise StoreError("has no embedding; the store embeds with "
-                             f"{embedding_model!r}", field=where)
+            raise StoreError(
+                f"has no embedding; the store embeds with {embedding_model!r}", field=where
+            )
         vec = np.asarray(mem.embedding, dtype=np.float32)
         if vec.shape != (dim,):
             raise StoreError(f"embedding has shape {vec.shape}, expected ({dim},)", field=where)
@@ -115,9 +121,11 @@ def check_memories(memories: Sequence[Memory], embedding_model: str, dim: int) -
         norms = np.linalg.norm(np.stack(vectors), axis=1)
         bad = np.flatnonzero(~(np.abs(norms - 1.0) <= NORM_TOLERANCE))  # NaN is bad too
         if len(bad):
-            raise StoreError(f"memories[{bad[0]}] ({memories[bad[0]].memory_id}): embedding "
-                             f"has L2 norm {norms[bad[0]]:.4f}; it must be finite and "
-                             f"normalised")
+            raise StoreError(
+                f"memories[{bad[0]}] ({memories[bad[0]].memory_id}): embedding "
+                f"has L2 norm {norms[bad[0]]:.4f}; it must be finite and "
+                f"normalised"
+            )
 
 
 def dedupe_batch(memories: Sequence[Memory]) -> tuple[list[Memory], int]:
@@ -131,17 +139,25 @@ def dedupe_batch(memories: Sequence[Memory]) -> tuple[list[Memory], int]:
             continue
         key = (mem.app_name, mem.user_id, mem.memory_id)
         if ids.get(key, mem.content_hash) != mem.content_hash:
-            raise StoreError(f"{mem.memory_id!r} is used by two memories with "
-                             f"different content in this batch", field="memory_id")
+            raise StoreError(
+                f"{mem.memory_id!r} is used by two memories with different content in this batch",
+                field="memory_id",
+            )
         seen.add(mem.content_hash)
         ids[key] = mem.content_hash
         out.append(mem)
     return out, len(memories) - len(out)
 
 
-def forget_targets(memory_ids: Iterable[str], session: tuple[str, str, str] | None,
-                   user: tuple[str, str] | None, owner: tuple[str, str] | None,
-                   owned: Iterable[OwnedId], reason: str, actor: str) -> list[OwnedId]:
+def forget_targets(
+    memory_ids: Iterable[str],
+    session: tuple[str, str, str] | None,
+    user: tuple[str, str] | None,
+    owner: tuple[str, str] | None,
+    owned: Iterable[OwnedId],
+    reason: str,
+    actor: str,
+) -> list[OwnedId]:
     """The checked arguments of a forget: the (app, user, memory_id) triples it names
     (``memory_ids`` of ``owner`` plus ``owned``), unique, in order."""
     for name, value in (("reason", reason), ("actor", actor)):
@@ -149,26 +165,43 @@ def forget_targets(memory_ids: Iterable[str], session: tuple[str, str, str] | No
             raise StoreError(f"expected a string, got {type(value).__name__}", field=name)
     ids = str_list(memory_ids, "memory_ids")
     if ids and owner is None:
-        raise StoreError("memory ids are unique per user: pass owner=(app_name, user_id)",
-                         field="owner")
+        raise StoreError(
+            "memory ids are unique per user: pass owner=(app_name, user_id)", field="owner"
+        )
     targets: list[OwnedId] = [(owner[0], owner[1], i) for i in ids] if owner else []
     for i, triple in enumerate(owned):
-        if not (isinstance(triple, tuple) and len(triple) == 3
-                and all(isinstance(v, str) and v for v in triple)):
-            raise StoreError(f"expected (app_name, user_id, memory_id), got {triple!r}",
-                             field=f"owned[{i}]")
+        if not (
+            isinstance(triple, tuple)
+            and len(triple) == 3
+            and all(isinstance(v, str) and v for v in triple)
+        ):
+            raise StoreError(
+                f"expected (app_name, user_id, memory_id), got {triple!r}", field=f"owned[{i}]"
+            )
         targets.append(triple)
-    for name, value, size in (("session", session, 3), ("user", user, 2),
-                              ("owner", owner, 2)):
-        if value is not None and (not isinstance(value, tuple) or len(value) != size
-                                  or not all(isinstance(v, str) and v for v in value)):
-            raise StoreError(f"expected a tuple of {size} non-empty strings, "
-                             f"got {value!r}", field=name)
+    for name, value, size in (("session", session, 3), ("user", user, 2), ("owner", owner, 2)):
+        if value is not None and (
+            not isinstance(value, tuple)
+            or len(value) != size
+            or not all(isinstance(v, str) and v for v in value)
+        ):
+            raise StoreError(
+                f"expected a tuple of {size} non-empty strings, got {value!r}", field=name
+            )
     if not targets and session is None and user is None:
-        raise StoreError("pass memory_ids with owner, owned, session or user",
-                         field="forget")
+        raise StoreError("pass memory_ids with owner, owned, session or user", field="forget")
     return list(dict.fromkeys(targets))
 
 
-__all__ = ["IMPORT_BATCH", "OwnedId", "SessionKey", "WriteResult", "check_memories",
-           "check_model", "dedupe_batch", "forget_targets", "session_content_hash", "str_list"]
+__all__ = [
+    "IMPORT_BATCH",
+    "OwnedId",
+    "SessionKey",
+    "WriteResult",
+    "check_memories",
+    "check_model",
+    "dedupe_batch",
+    "forget_targets",
+    "session_content_hash",
+    "str_list",
+]

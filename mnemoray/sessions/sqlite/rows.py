@@ -85,8 +85,6 @@ class Prepared:
         out = cls([event_body(e) for e in events], {}, {})
         for event in events:
             delta = split_delta(event.state_delta)
-            out.app_rows.update({k: to_json(v, f"state_delta.{k}")
-                                 for k, v in delta.app.items()})
-            out.user_rows.update({k: to_json(v, f"state_delta.{k}")
-                                  for k, v in delta.user.items()})
+            out.app_rows.update({k: to_json(v, f"state_delta.{k}") for k, v in delta.app.items()})
+            out.user_rows.update({k: to_json(v, f"state_delta.{k}") for k, v in delta.user.items()})
         return out

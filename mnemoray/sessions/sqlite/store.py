@@ -78,8 +78,13 @@ class SQLiteSessionStore(SessionStore):
         self._memory_conn = self._open() if self._in_memory else None
 
     def _open(self) -> _Connection:
-        conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None,
-                               check_same_thread=False, factory=_Connection)
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=_Connection,
+        )
         conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
         with self._registry_lock:
             self._open_conns.add(conn)
@@ -126,8 +131,10 @@ class SQLiteSessionStore(SessionStore):
         with self._tx(write=True) as conn:
             found = conn.execute("PRAGMA user_version").fetchone()[0]
             if not 0 <= found <= SCHEMA_VERSION:
-                raise RuntimeError(f"{self.path}: session store schema version {found}, "
-                                   f"this mnemoray reads versions up to {SCHEMA_VERSION}")
+                raise RuntimeError(
+                    f"{self.path}: session store schema version {found}, "
+                    f"this mnemoray reads versions up to {SCHEMA_VERSION}"
+                )
             if found == 0:
                 for statement in SCHEMA:
                     conn.execute(statement)
@@ -154,31 +161,53 @@ class SQLiteSessionStore(SessionStore):
 
     # -- scoped state ------------------------------------------------------
     @staticmethod
-    def _scoped_state(conn: sqlite3.Connection, app_name: str,
-                      user_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        app = {k: json.loads(v) for k, v in conn.execute(
-            "SELECT key, value FROM app_state WHERE app_name = ?", (app_name,))}
-        user = {k: json.loads(v) for k, v in conn.execute(
-            "SELECT key, value FROM user_state WHERE app_name = ? AND user_id = ?",
-            (app_name, user_id))}
+    def _scoped_state(
+        conn: sqlite3.Connection, app_name: str, user_id: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        app = {
+            k: json.loads(v)
+            for k, v in conn.execute(
+                "SELECT key, value FROM app_state WHERE app_name = ?", (app_name,)
+            )
+        }
+        user = {
+            k: json.loads(v)
+            for k, v in conn.execute(
+                "SELECT key, value FROM user_state WHERE app_name = ? AND user_id = ?",
+                (app_name, user_id),
+            )
+        }
         return app, user
 
     @staticmethod
-    def _write_scoped(conn: sqlite3.Connection, app_name: str, user_id: str,
-                      app_rows: dict[str, str], user_rows: dict[str, str]) -> None:
+    def _write_scoped(
+        conn: sqlite3.Connection,
+        app_name: str,
+        user_id: str,
+        app_rows: dict[str, str],
+        user_rows: dict[str, str],
+    ) -> None:
         conn.executemany(
             "INSERT INTO app_state (app_name, key, value) VALUES (?, ?, ?) "
             "ON CONFLICT (app_name, key) DO UPDATE SET value = excluded.value",
-            [(app_name, k, v) for k, v in app_rows.items()])
+            [(app_name, k, v) for k, v in app_rows.items()],
+        )
         conn.executemany(
             "INSERT INTO user_state (app_name, user_id, key, value) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (app_name, user_id, key) DO UPDATE SET value = excluded.value",
-            [(app_name, user_id, k, v) for k, v in user_rows.items()])
+            [(app_name, user_id, k, v) for k, v in user_rows.items()],
+        )
 
     # -- API -----------------------------------------------------------------
-    def create_session(self, app_name: str, user_id: str, session_id: str | None = None,
-                       state: dict[str, Any] | None = None, *,
-                       events: Sequence[Event] = ()) -> Session:
+    def create_session(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        state: dict[str, Any] | None = None,
+        *,
+        events: Sequence[Event] = (),
+    ) -> Session:
         fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
         delta = initial_state(state)
         first = initial_events(fresh, events)
@@ -190,17 +219,18 @@ class SQLiteSessionStore(SessionStore):
         with self._tx(write=True) as conn:
             app, user = self._scoped_state(conn, app_name, user_id)
             # The state it starts from, before its first events (mnemoray.compiler.replay).
-            created = to_json(merged_state({**app, **delta.app}, {**user, **delta.user},
-                                           delta.session), "state")
+            created = to_json(
+                merged_state({**app, **delta.app}, {**user, **delta.user}, delta.session), "state"
+            )
             try:
                 conn.execute(
                     "INSERT INTO sessions (app_name, user_id, session_id, state, created_at, "
                     "updated_at, ended_at, version, created_state) "
                     "VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?)",
-                    (*fresh.key, session_json, fresh.created_at, fresh.updated_at, created))
+                    (*fresh.key, session_json, fresh.created_at, fresh.updated_at, created),
+                )
             except sqlite3.IntegrityError as exc:
-                raise SessionExistsError(
-                    f"session already exists: {fresh.session_id!r}") from exc
+                raise SessionExistsError(f"session already exists: {fresh.session_id!r}") from exc
             self._write_scoped(conn, app_name, user_id, app_rows, user_rows)
             own = dict(delta.session)
             if first:  # the first events in the same transaction: all there, or no session
@@ -217,11 +247,14 @@ class SQLiteSessionStore(SessionStore):
         with self._tx(write=False) as conn:
             row = conn.execute(
                 f"SELECT state, created_at, updated_at, ended_at, version FROM sessions "
-                f"WHERE {_KEY}", key).fetchone()
+                f"WHERE {_KEY}",
+                key,
+            ).fetchone()
             if row is None:
                 raise SessionNotFoundError(*key)
-            bodies = conn.execute(f"SELECT body FROM events WHERE {_KEY} ORDER BY seq",
-                                  key).fetchall()
+            bodies = conn.execute(
+                f"SELECT body FROM events WHERE {_KEY} ORDER BY seq", key
+            ).fetchall()
             app, user = self._scoped_state(conn, app_name, user_id)
         state_json, created_at, updated_at, ended_at, version = row
         return Session(
@@ -236,19 +269,19 @@ class SQLiteSessionStore(SessionStore):
             version=version,
         )
 
-    def created_state(self, app_name: str, user_id: str,
-                      session_id: str) -> dict[str, Any] | None:
+    def created_state(self, app_name: str, user_id: str, session_id: str) -> dict[str, Any] | None:
         key = (app_name, user_id, session_id)
         with self._tx(write=False) as conn:
-            row = conn.execute(f"SELECT created_state FROM sessions WHERE {_KEY}",
-                               key).fetchone()
+            row = conn.execute(f"SELECT created_state FROM sessions WHERE {_KEY}", key).fetchone()
         if row is None:
             raise SessionNotFoundError(*key)
         return None if row[0] is None else json.loads(row[0])
 
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[SessionInfo]:
-        query = ("SELECT app_name, user_id, session_id, created_at, updated_at, ended_at, "
-                 "version FROM sessions WHERE app_name = ?")
+        query = (
+            "SELECT app_name, user_id, session_id, created_at, updated_at, ended_at, "
+            "version FROM sessions WHERE app_name = ?"
+        )
         params: tuple[str, ...] = (app_name,)
         if user_id is not None:
             query += " AND user_id = ?"
@@ -262,18 +295,23 @@ class SQLiteSessionStore(SessionStore):
         with self._tx(write=False) as conn:
             return [row[0] for row in conn.execute(_APPS)]
 
-    def app_users(self, apps: Collection[str] | None = None,
-                  limit: int | None = None) -> dict[str, list[str]]:
+    def app_users(
+        self, apps: Collection[str] | None = None, limit: int | None = None
+    ) -> dict[str, list[str]]:
         # DISTINCT over the primary key's (app_name, user_id) prefix: an index walk that
         # skips each user's sessions, one app at a time so ``limit`` bounds every app.
         out: dict[str, list[str]] = {}
         with self._tx(write=False) as conn:
-            names = ([r[0] for r in conn.execute(_APPS)] if apps is None
-                     else sorted(set(apps)))
+            names = [r[0] for r in conn.execute(_APPS)] if apps is None else sorted(set(apps))
             for app in names:
-                users = [r[0] for r in conn.execute(
-                    "SELECT DISTINCT user_id FROM sessions WHERE app_name = ? "
-                    "ORDER BY user_id LIMIT ?", (app, -1 if limit is None else limit))]
+                users = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT DISTINCT user_id FROM sessions WHERE app_name = ? "
+                        "ORDER BY user_id LIMIT ?",
+                        (app, -1 if limit is None else limit),
+                    )
+                ]
                 if users:
                     out[app] = users
         return out
@@ -285,45 +323,57 @@ class SQLiteSessionStore(SessionStore):
         with self._tx(write=True) as conn:
             self._insert_events(conn, session, events, prepared)
 
-    def _insert_events(self, conn: sqlite3.Connection, session: Session, events: list[Event],
-                       prepared: Prepared) -> dict[str, Any]:
+    def _insert_events(
+        self, conn: sqlite3.Connection, session: Session, events: list[Event], prepared: Prepared
+    ) -> dict[str, Any]:
         """Write ``events`` after ``session.version`` inside the caller's transaction;
         the session's own (session-scoped) state after them."""
         row = conn.execute(
-            f"SELECT version, state, updated_at, ended_at FROM sessions WHERE {_KEY}",
-            session.key).fetchone()
+            f"SELECT version, state, updated_at, ended_at FROM sessions WHERE {_KEY}", session.key
+        ).fetchone()
         if row is None:
             raise SessionNotFoundError(*session.key)
         version, state_json, updated_at, ended_at = row
         if version != session.version:
             raise StaleSessionError(
                 f"session {session.session_id!r} is at version {version}, "
-                f"this copy at {session.version}: reload and retry")
+                f"this copy at {session.version}: reload and retry"
+            )
         if ended_at is not None:  # ended through another copy: this one cannot know
             raise SessionEndedError(f"session {session.session_id!r} has ended")
         for seq, (event, body) in enumerate(zip(events, prepared.bodies, strict=True), version):
             try:
                 conn.execute(
                     "INSERT INTO events (app_name, user_id, session_id, seq, event_id, "
-                    "body) VALUES (?, ?, ?, ?, ?, ?)", (*session.key, seq, event.id, body))
+                    "body) VALUES (?, ?, ?, ?, ?, ?)",
+                    (*session.key, seq, event.id, body),
+                )
             except sqlite3.IntegrityError as exc:
-                raise DuplicateEventError(f"event id {event.id!r} already in session "
-                                          f"{session.session_id!r}") from exc
+                raise DuplicateEventError(
+                    f"event id {event.id!r} already in session {session.session_id!r}"
+                ) from exc
         state = json.loads(state_json)
         for event in events:
             state.update(split_delta(event.state_delta).session)
-        self._write_scoped(conn, session.app_name, session.user_id, prepared.app_rows,
-                           prepared.user_rows)
+        self._write_scoped(
+            conn, session.app_name, session.user_id, prepared.app_rows, prepared.user_rows
+        )
         conn.execute(
             f"UPDATE sessions SET state = ?, updated_at = ?, version = ? WHERE {_KEY}",
-            (to_json(state, "state"), max([updated_at, *(e.timestamp for e in events)]),
-             version + len(events), *session.key))
+            (
+                to_json(state, "state"),
+                max([updated_at, *(e.timestamp for e in events)]),
+                version + len(events),
+                *session.key,
+            ),
+        )
         return state
 
     def _end(self, session: Session, ended_at: float) -> None:
         with self._tx(write=True) as conn:
-            cursor = conn.execute(f"UPDATE sessions SET ended_at = ? WHERE {_KEY}",
-                                  (ended_at, *session.key))
+            cursor = conn.execute(
+                f"UPDATE sessions SET ended_at = ? WHERE {_KEY}", (ended_at, *session.key)
+            )
             if cursor.rowcount == 0:
                 raise SessionNotFoundError(*session.key)
 

@@ -44,14 +44,24 @@ POLICY = ConsolidationPolicy(period_s=YEAR, kinds=("session_summary", "fact"))
 def old_sessions(user: str = "alice", app: str = "app") -> list:
     return [
         parrot(user=user, app=app),
-        session("cooking", T0 + 3 * DAY,
-                ("u", "How long should I roast a whole chicken? I like crispy skin."),
-                ("m", "Roast it at 220C for about 75 minutes."),
-                ("u", "I usually cook dinner for four people on Sundays."), user=user, app=app),
-        session("running", T0 + 9 * DAY,
-                ("u", "I'm training for a half marathon in October."),
-                ("m", "Build up to 30-40 km per week with one long run."),
-                ("u", "I run in the mornings before work."), user=user, app=app),
+        session(
+            "cooking",
+            T0 + 3 * DAY,
+            ("u", "How long should I roast a whole chicken? I like crispy skin."),
+            ("m", "Roast it at 220C for about 75 minutes."),
+            ("u", "I usually cook dinner for four people on Sundays."),
+            user=user,
+            app=app,
+        ),
+        session(
+            "running",
+            T0 + 9 * DAY,
+            ("u", "I'm training for a half marathon in October."),
+            ("m", "Build up to 30-40 km per week with one long run."),
+            ("u", "I run in the mornings before work."),
+            user=user,
+            app=app,
+        ),
     ]
 
 
@@ -72,12 +82,20 @@ def kinds(svc: MemoryService, user: str = "alice", app: str = "app") -> dict[str
 
 
 def test_old_memories_merge_into_a_summary_with_provenance(service: MemoryService) -> None:
-    recent = session("recent", T0 + 2 * YEAR, ("u", "I adopted a parrot named Kiwi."),
-                     ("m", "Congratulations on Kiwi!"))
+    recent = session(
+        "recent",
+        T0 + 2 * YEAR,
+        ("u", "I adopted a parrot named Kiwi."),
+        ("m", "Congratulations on Kiwi!"),
+    )
     service.add_session(recent)
     before = kinds(service)
-    old_ids = {m.memory_id for k in ("session_summary", "fact") for m in before[k]
-               if m.session_id != "recent"}
+    old_ids = {
+        m.memory_id
+        for k in ("session_summary", "fact")
+        for m in before[k]
+        if m.session_id != "recent"
+    }
     report = consolidate(service, POLICY, now=T0 + 2 * YEAR + DAY)
     assert (report.groups, report.summaries_written) == (1, 1)
     assert report.originals_consolidated == len(old_ids)
@@ -109,8 +127,12 @@ def test_running_twice_consolidates_nothing_twice(service: MemoryService) -> Non
 
 
 def test_originals_expire_with_reason_consolidated(service: MemoryService) -> None:
-    policy = ConsolidationPolicy(period_s=YEAR, kinds=("session_summary", "fact"),
-                                 originals="expire", expire_after_s=10 * DAY)
+    policy = ConsolidationPolicy(
+        period_s=YEAR,
+        kinds=("session_summary", "fact"),
+        originals="expire",
+        expire_after_s=10 * DAY,
+    )
     now = T0 + YEAR
     report = consolidate(service, policy, now=now)
     merged = set(kinds(service)[CONSOLIDATED_KIND][0].source_event_ids)
@@ -127,8 +149,9 @@ def test_originals_expire_with_reason_consolidated(service: MemoryService) -> No
 
 
 def test_expire_after_zero_forgets_in_the_same_run(service: MemoryService) -> None:
-    policy = ConsolidationPolicy(period_s=YEAR, kinds=("fact",), originals="expire",
-                                 expire_after_s=0)
+    policy = ConsolidationPolicy(
+        period_s=YEAR, kinds=("fact",), originals="expire", expire_after_s=0
+    )
     report = consolidate(service, policy)
     assert report.originals_expired == report.originals_consolidated > 0
     assert "fact" not in kinds(service)
@@ -140,8 +163,12 @@ def test_young_memories_and_small_groups_wait(service: MemoryService) -> None:
     tiny = ConsolidationPolicy(period_s=DAY, kinds=("session_summary",), min_group=2)
     assert consolidate(service, tiny).groups == 0  # one summary per day: nothing to merge
     rows = service.snapshot().rows_for_user("app", "alice")
-    groups = plan_groups(rows, ConsolidationPolicy(period_s=YEAR, min_group=2, max_group=4,
-                                                   kinds=("chunk", "fact")), set(), T0 + YEAR)
+    groups = plan_groups(
+        rows,
+        ConsolidationPolicy(period_s=YEAR, min_group=2, max_group=4, kinds=("chunk", "fact")),
+        set(),
+        T0 + YEAR,
+    )
     assert groups and all(2 <= len(g) <= 4 for g in groups)
     times = [m.event_time_end for g in groups for m in g]
     assert times == sorted(times)  # oldest first
@@ -152,11 +179,15 @@ def test_per_app_policy_and_app_filter(tmp_path: Path) -> None:
     for app in ("app", "quiet"):
         for s in old_sessions(app=app):
             svc.add_session(s)
-    settings = hygiene_settings({"consolidation": {"period_s": YEAR,
-                                                   "kinds": ["session_summary", "fact"]},
-                                 "apps": {"quiet": {"consolidation": {"enabled": False}}}})
-    report = consolidate(svc, settings.consolidation_for(None),
-                         app_policies=settings.app_consolidation)
+    settings = hygiene_settings(
+        {
+            "consolidation": {"period_s": YEAR, "kinds": ["session_summary", "fact"]},
+            "apps": {"quiet": {"consolidation": {"enabled": False}}},
+        }
+    )
+    report = consolidate(
+        svc, settings.consolidation_for(None), app_policies=settings.app_consolidation
+    )
     assert report.groups == 1 and report.users == 1
     assert CONSOLIDATED_KIND not in kinds(svc, app="quiet")
     assert consolidate(svc, POLICY, apps=["other"]).users == 0
@@ -173,7 +204,9 @@ def test_a_run_stopped_before_the_ledger_is_healed(service: MemoryService) -> No
     ledger = ConsolidationLedger.of_store(service.store.root)
     assert ledger.db.conn().execute(
         "SELECT summary_id FROM consolidated WHERE app_name = 'app' AND user_id = 'alice' "
-        "AND memory_id = ?", (group[0].memory_id,)).fetchone() == (record.memory_id,)
+        "AND memory_id = ?",
+        (group[0].memory_id,),
+    ).fetchone() == (record.memory_id,)
 
 
 def test_dry_run_writes_nothing(service: MemoryService) -> None:
@@ -183,10 +216,16 @@ def test_dry_run_writes_nothing(service: MemoryService) -> None:
     assert consolidate(service, POLICY).groups == 1
 
 
-@pytest.mark.parametrize(("values", "field"), [
-    ({"min_group": 1}, "min_group"), ({"max_group": 2, "min_group": 3}, "max_group"),
-    ({"kinds": ("consolidated_summary",)}, "kinds"), ({"period_s": 0}, "period_s"),
-    ({"originals": "drop"}, "originals")])
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"min_group": 1}, "min_group"),
+        ({"max_group": 2, "min_group": 3}, "max_group"),
+        ({"kinds": ("consolidated_summary",)}, "kinds"),
+        ({"period_s": 0}, "period_s"),
+        ({"originals": "drop"}, "originals"),
+    ],
+)
 def test_bad_policies_name_their_field(values: dict, field: str) -> None:
     with pytest.raises(InvalidInput) as exc:
         ConsolidationPolicy(**values)
@@ -201,15 +240,22 @@ def test_bad_settings_name_their_key() -> None:
 
 def _settings_file(tmp_path: Path) -> Path:
     path = tmp_path / "settings.json"
-    path.write_text(json.dumps({"hygiene": {"consolidation": {
-        "period_s": YEAR, "kinds": ["session_summary", "fact"]}},
-        "models": {"summarizer": "extractive", "embedder": "none"}}))
+    path.write_text(
+        json.dumps(
+            {
+                "hygiene": {
+                    "consolidation": {"period_s": YEAR, "kinds": ["session_summary", "fact"]}
+                },
+                "models": {"summarizer": "extractive", "embedder": "none"},
+            }
+        )
+    )
     return path
 
 
-def test_the_job_consolidates_reports_and_is_idempotent(service: MemoryService,
-                                                        tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture) -> None:
+def test_the_job_consolidates_reports_and_is_idempotent(
+    service: MemoryService, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     store = str(service.store.root)
     argv = ["--store", store, "--config", str(_settings_file(tmp_path)), "--json"]
     assert job_main(argv, out=io.StringIO()) == 0
@@ -229,12 +275,32 @@ def test_the_job_consolidates_reports_and_is_idempotent(service: MemoryService,
 def test_the_cli_command(service: MemoryService, tmp_path: Path) -> None:
     store = str(service.store.root)
     runner = CliRunner()
-    dry = runner.invoke(cli_app, ["memory", "consolidate", "--store", store, "--config",
-                                  str(_settings_file(tmp_path)), "--dry-run"])
+    dry = runner.invoke(
+        cli_app,
+        [
+            "memory",
+            "consolidate",
+            "--store",
+            store,
+            "--config",
+            str(_settings_file(tmp_path)),
+            "--dry-run",
+        ],
+    )
     assert dry.exit_code == 0, dry.output
     assert "app/alice: would merge" in dry.output
-    done = runner.invoke(cli_app, ["memory", "consolidate", "--store", store, "--config",
-                                   str(_settings_file(tmp_path)), "--json"])
+    done = runner.invoke(
+        cli_app,
+        [
+            "memory",
+            "consolidate",
+            "--store",
+            store,
+            "--config",
+            str(_settings_file(tmp_path)),
+            "--json",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout.strip().splitlines()[-1])["summaries_written"] == 1
 
@@ -267,8 +333,9 @@ def test_forgetting_an_original_reaches_its_summary(service: MemoryService) -> N
         assert set(fresh.source_event_ids) == set(summary.source_event_ids) - {wrong.memory_id}
         # An edit replaces wrong words: the summary that repeats them goes too.
         parrot_fact = next(m for m in kinds(service)["fact"] if "African Grey" in m.text)
-        edited = service.edit_memory("app", "alice", parrot_fact.memory_id,
-                                     "I really like Senegal parrots.", actor="ana")
+        edited = service.edit_memory(
+            "app", "alice", parrot_fact.memory_id, "I really like Senegal parrots.", actor="ana"
+        )
         assert hygiene.drain()
         assert CONSOLIDATED_KIND not in kinds(service)
         assert consolidate(service, POLICY).groups == 1
@@ -281,8 +348,9 @@ def test_forgetting_an_original_reaches_its_summary(service: MemoryService) -> N
 def test_housekeeping_forgets_keep_the_summary(service: MemoryService) -> None:
     hygiene = attach_hygiene(service, hygiene_settings({}))
     try:
-        policy = ConsolidationPolicy(period_s=YEAR, kinds=("session_summary", "fact"),
-                                     originals="expire", expire_after_s=0)
+        policy = ConsolidationPolicy(
+            period_s=YEAR, kinds=("session_summary", "fact"), originals="expire", expire_after_s=0
+        )
         report = consolidate(service, policy)
         assert report.originals_expired > 0
         assert hygiene.drain()
@@ -325,14 +393,16 @@ def test_the_apps_memory_prompt_instructs_the_summarizer(service: MemoryService)
     recorder = PromptRecorder()
     assert consolidate(service, POLICY, summarizer=recorder).groups == 1
     assert recorder.prompts == ["Merge into a user profile."]
-    prompts = memory_prompts({"memory_prompt": "default words",
-                              "apps": {"bot": {"memory_prompt": "bot words"}}})
+    prompts = memory_prompts(
+        {"memory_prompt": "default words", "apps": {"bot": {"memory_prompt": "bot words"}}}
+    )
     assert (prompts("bot"), prompts("other")) == ("bot words", "default words")
 
 
 # -- a forget is never outrun by a consolidation, nor lost ----------------------------
 def test_an_original_forgotten_while_its_group_is_summarized_never_stays_merged(
-        service: MemoryService) -> None:
+    service: MemoryService,
+) -> None:
     hygiene = attach_hygiene(service, hygiene_settings({}))
     victim = next(m for m in kinds(service)["fact"] if "parrot" in m.text.lower())
 
@@ -354,8 +424,9 @@ def test_an_original_forgotten_while_its_group_is_summarized_never_stays_merged(
 
 
 @pytest.mark.parametrize("scope", ["memory", "session"])
-def test_a_run_catches_up_on_forgets_no_cascade_saw(service: MemoryService, tmp_path: Path,
-                                                    scope: str) -> None:
+def test_a_run_catches_up_on_forgets_no_cascade_saw(
+    service: MemoryService, tmp_path: Path, scope: str
+) -> None:
     consolidate(service, POLICY)
     (summary,) = kinds(service)[CONSOLIDATED_KIND]
     wrong = next(m for m in kinds(service)["fact"] if "marathon" in m.text)
@@ -370,8 +441,9 @@ def test_a_run_catches_up_on_forgets_no_cascade_saw(service: MemoryService, tmp_
     assert [m.memory_id for m in kinds(service)[CONSOLIDATED_KIND]] == [summary.memory_id]
     report = consolidate(service, POLICY)
     assert report.summaries_dropped == 1
-    assert all(wrong.memory_id not in m.source_event_ids
-               for m in kinds(service).get(CONSOLIDATED_KIND, []))
+    assert all(
+        wrong.memory_id not in m.source_event_ids for m in kinds(service).get(CONSOLIDATED_KIND, [])
+    )
     gone = {t["memory_id"]: t["reason"] for t in service.forgotten("app", "alice")}
     assert gone[summary.memory_id] == SOURCE_FORGOTTEN
 
@@ -389,9 +461,23 @@ def test_cli_forgets_reach_summaries(service: MemoryService) -> None:
     consolidate(service, POLICY)
     (summary,) = kinds(service)[CONSOLIDATED_KIND]
     wrong = next(m for m in kinds(service)["fact"] if "marathon" in m.text)
-    out = CliRunner().invoke(cli_app, ["memory", "forget", "--store", str(service.store.root),
-                                       "--app", "app", "--user", "alice", "--id",
-                                       wrong.memory_id, "--reason", "asked"])
+    out = CliRunner().invoke(
+        cli_app,
+        [
+            "memory",
+            "forget",
+            "--store",
+            str(service.store.root),
+            "--app",
+            "app",
+            "--user",
+            "alice",
+            "--id",
+            wrong.memory_id,
+            "--reason",
+            "asked",
+        ],
+    )
     assert out.exit_code == 0, out.output
     service.reloader.refresh()
     assert CONSOLIDATED_KIND not in kinds(service)

@@ -41,10 +41,17 @@ def service(tmp_path: Path) -> Iterator[MemoryService]:
     svc.close()
 
 
-def fact(i: int, user: str = "ana", app: str = "app", kind: str = "fact",
-         at: float | None = None) -> Memory:
-    return Memory(app, user, "online", kind, f"I like the {WORDS[i]} a lot.",  # type: ignore[arg-type]
-                  created_at=T + i * DAY if at is None else at)
+def fact(
+    i: int, user: str = "ana", app: str = "app", kind: str = "fact", at: float | None = None
+) -> Memory:
+    return Memory(
+        app,
+        user,
+        "online",
+        kind,
+        f"I like the {WORDS[i]} a lot.",  # type: ignore[arg-type]
+        created_at=T + i * DAY if at is None else at,
+    )
 
 
 def live(svc: MemoryService, user: str = "ana", app: str = "app") -> list[str]:
@@ -100,18 +107,20 @@ def test_lowest_value_weighs_kind_recalls_and_idleness() -> None:
     idle = fact(2, kind="chunk", at=now - DAY)
     assert value(idle, {}, policy, now) == pytest.approx(value(chunk, {}, policy, now) / 2)
     order = eviction_order([summary, chunk, idle], {}, policy, now)
-    assert [m.memory_id for m in order] == [idle.memory_id, chunk.memory_id,
-                                             summary.memory_id]
+    assert [m.memory_id for m in order] == [idle.memory_id, chunk.memory_id, summary.memory_id]
 
 
 def test_per_app_limits(service: MemoryService) -> None:
-    settings = hygiene_settings({"limits": {"max_memories": 2, "policy": "oldest"},
-                                 "apps": {"free": {"limits": {"max_memories": 0}}}})
+    settings = hygiene_settings(
+        {
+            "limits": {"max_memories": 2, "policy": "oldest"},
+            "apps": {"free": {"limits": {"max_memories": 0}}},
+        }
+    )
     hygiene = attach_hygiene(service, settings)
     assert hygiene.usage is None  # "oldest" needs no recall counts
     try:
-        service.add_memories([fact(i) for i in range(4)] +
-                             [fact(i, app="free") for i in range(4)])
+        service.add_memories([fact(i) for i in range(4)] + [fact(i, app="free") for i in range(4)])
         assert hygiene.drain()
         assert live(service) == WORDS[2:4] and len(live(service, app="free")) == 4
     finally:
@@ -145,8 +154,9 @@ def test_recall_usage_is_flushed_and_replicas_add_up(tmp_path: Path) -> None:
 
 
 def test_the_flusher_writes_in_the_background(service: MemoryService) -> None:
-    hygiene = attach_hygiene(service, hygiene_settings({"track_usage": True,
-                                                        "usage_flush_s": 0.05}))
+    hygiene = attach_hygiene(
+        service, hygiene_settings({"track_usage": True, "usage_flush_s": 0.05})
+    )
     assert hygiene.usage is not None and hygiene.limits is None
     try:
         service.add_memories([fact(0)])
@@ -161,10 +171,14 @@ def test_the_flusher_writes_in_the_background(service: MemoryService) -> None:
         hygiene.stop()
 
 
-@pytest.mark.parametrize(("limits", "field"), [
-    ({"max_memories": -1}, "hygiene.limits.max_memories"),
-    ({"policy": "random"}, "hygiene.limits.policy"),
-    ({"half_life_s": 0}, "hygiene.limits.half_life_s")])
+@pytest.mark.parametrize(
+    ("limits", "field"),
+    [
+        ({"max_memories": -1}, "hygiene.limits.max_memories"),
+        ({"policy": "random"}, "hygiene.limits.policy"),
+        ({"half_life_s": 0}, "hygiene.limits.half_life_s"),
+    ],
+)
 def test_bad_limits_name_their_key(limits: dict, field: str) -> None:
     with pytest.raises(InvalidInput) as exc:
         hygiene_settings({"limits": limits})
@@ -173,13 +187,23 @@ def test_bad_limits_name_their_key(limits: dict, field: str) -> None:
 
 def test_limits_hold_over_http(service: MemoryService) -> None:
     hygiene = attach(service, max_memories=3, policy="oldest")
-    client = TestClient(build_api(ServiceBackend(service),  # type: ignore[arg-type]
-                                  HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"}))),
-                        headers={"Authorization": f"Bearer {KEY}"})
+    client = TestClient(
+        build_api(
+            ServiceBackend(service),  # type: ignore[arg-type]
+            HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"})),
+        ),
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
     try:
         for word in WORDS[:5]:
-            r = client.post("/v1/memories", json={"app_name": "app", "user_id": "ana",
-                                                  "memories": [{"text": f"I like {word}."}]})
+            r = client.post(
+                "/v1/memories",
+                json={
+                    "app_name": "app",
+                    "user_id": "ana",
+                    "memories": [{"text": f"I like {word}."}],
+                },
+            )
             assert r.status_code == 201, r.text
         assert hygiene.drain()
         listed = client.get("/v1/memories", params={"app_name": "app", "user_id": "ana"})
@@ -190,21 +214,35 @@ def test_limits_hold_over_http(service: MemoryService) -> None:
 
 
 def test_the_scheduled_job_enforces_limits_on_writes_it_did_not_see(
-        service: MemoryService, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    service: MemoryService, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     service.add_memories([fact(i) for i in range(5)])  # e.g. a backfill: no hooks attached
     config = tmp_path / "settings.json"
-    config.write_text(json.dumps({"hygiene": {"limits": {"max_memories": 2, "policy": "oldest"},
-                                              "consolidation": {"enabled": False}},
-                                  "models": {"embedder": "none"}}))
-    argv = ["--store", str(service.store.root), "--config", str(config), "--enforce-limits",
-            "--json"]
+    config.write_text(
+        json.dumps(
+            {
+                "hygiene": {
+                    "limits": {"max_memories": 2, "policy": "oldest"},
+                    "consolidation": {"enabled": False},
+                },
+                "models": {"embedder": "none"},
+            }
+        )
+    )
+    argv = [
+        "--store",
+        str(service.store.root),
+        "--config",
+        str(config),
+        "--enforce-limits",
+        "--json",
+    ]
     assert job_main(argv, out=io.StringIO()) == 0
     assert json.loads(capsys.readouterr().out)["memories_evicted"] == 3
     assert live(service) == WORDS[3:5]
 
 
-def test_closing_a_served_service_stops_its_hygiene_and_keeps_recall_counts(
-        tmp_path: Path) -> None:
+def test_closing_a_served_service_stops_its_hygiene_and_keeps_recall_counts(tmp_path: Path) -> None:
     from mnemoray.memory.hygiene.attach import close_service
     from mnemoray.memory.service.webhook import Webhook
 
@@ -215,8 +253,12 @@ def test_closing_a_served_service_stops_its_hygiene_and_keeps_recall_counts(
     webhook = Webhook("http://127.0.0.1:9/unreachable", timeout_s=0.5).attach(svc.hooks)
     svc.add_memories([fact(0)])
     assert svc.search("app", "ana", "parrot")
-    threads = [svc.hooks._thread, hygiene.limits._thread, hygiene.usage._flusher._thread,
-               webhook.outbox._thread]
+    threads = [
+        svc.hooks._thread,
+        hygiene.limits._thread,
+        hygiene.usage._flusher._thread,
+        webhook.outbox._thread,
+    ]
     assert all(t is not None and t.is_alive() for t in threads)
     close_service(svc, hygiene, webhook)
     for t in threads:

@@ -92,14 +92,19 @@ def test_jobs_are_scoped_to_their_tenant(path: Path) -> None:
         with pytest.raises(NotFound):
             q.retry(app, user, job.job_id)
     assert q.get("app", "ana", job.job_id).public() == {
-        "job_id": job.job_id, "status": "queued", "memories_added": 0, "error": None}
+        "job_id": job.job_id,
+        "status": "queued",
+        "memories_added": 0,
+        "error": None,
+    }
 
 
 def test_the_background_worker_drains_and_wait_returns(path: Path) -> None:
     q = JobQueue(path)
     finished: list[str] = []
-    worker = JobWorker(q, lambda j: 1, poll_s=0.05,
-                       on_finish=lambda j: finished.append(j.job_id)).start()
+    worker = JobWorker(
+        q, lambda j: 1, poll_s=0.05, on_finish=lambda j: finished.append(j.job_id)
+    ).start()
     try:
         jobs = [q.enqueue("app", "ana", f"s{i}", kind="trigger") for i in range(3)]
         worker.notify()
@@ -110,8 +115,9 @@ def test_the_background_worker_drains_and_wait_returns(path: Path) -> None:
     finally:
         worker.stop()
     assert finished == [j.job_id for j in jobs]  # on_finish runs after the commit
-    assert not any(t.name == "mnemoray-ingestion-jobs" and t.is_alive()
-                   for t in threading.enumerate())
+    assert not any(
+        t.name == "mnemoray-ingestion-jobs" and t.is_alive() for t in threading.enumerate()
+    )
 
 
 def test_an_inline_job_is_never_claimed_by_the_worker(path: Path) -> None:
@@ -176,8 +182,11 @@ def test_backoff_doubles_up_to_its_cap() -> None:
     assert [policy.delay(n) for n in range(1, 6)] == [1, 2, 4, 5, 5]
     spread = RetryPolicy(backoff_s=10, jitter=0.1)
     assert all(9 <= spread.delay(1) <= 11 for _ in range(50))
-    for bad, name in (({"max_attempts": 0}, "max_attempts"), ({"jitter": 2}, "jitter"),
-                      ({"backoff_s": -1}, "backoff_s")):
+    for bad, name in (
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"jitter": 2}, "jitter"),
+        ({"backoff_s": -1}, "backoff_s"),
+    ):
         with pytest.raises(InvalidInput) as exc:
             RetryPolicy(**bad)
         assert exc.value.field == name
@@ -194,8 +203,14 @@ def test_the_background_worker_retries_until_done(path: Path) -> None:
         return 7
 
     retried: list[Job] = []
-    worker = JobWorker(q, run, poll_s=0.05, on_finish=finished.append, on_retry=retried.append,
-                       retry=RetryPolicy(max_attempts=5, backoff_s=0.05)).start()
+    worker = JobWorker(
+        q,
+        run,
+        poll_s=0.05,
+        on_finish=finished.append,
+        on_retry=retried.append,
+        retry=RetryPolicy(max_attempts=5, backoff_s=0.05),
+    ).start()
     try:
         job = q.enqueue("app", "ana", "s1", kind="trigger")
         worker.notify()
@@ -206,7 +221,9 @@ def test_the_background_worker_retries_until_done(path: Path) -> None:
     assert done.error is None
     assert [j.status for j in finished] == ["done"]  # on_finish: only the final outcome
     assert [(j.status, j.error) for j in retried] == [
-        ("queued", "busy"), ("queued", "internal error (RuntimeError); the server logged it")]
+        ("queued", "busy"),
+        ("queued", "internal error (RuntimeError); the server logged it"),
+    ]
 
 
 def test_a_job_that_keeps_stopping_its_process_fails_on_recovery(path: Path) -> None:
@@ -219,8 +236,9 @@ def test_a_job_that_keeps_stopping_its_process_fails_on_recovery(path: Path) -> 
 
 # -- pruning -------------------------------------------------------------------------------
 def _age(q: JobQueue, job_id: str, seconds: float) -> None:
-    q._conn().execute("UPDATE jobs SET updated_at = updated_at - ? WHERE job_id = ?",
-                      (seconds, job_id))
+    q._conn().execute(
+        "UPDATE jobs SET updated_at = updated_at - ? WHERE job_id = ?", (seconds, job_id)
+    )
 
 
 def test_prune_removes_only_old_finished_jobs(path: Path) -> None:
@@ -249,15 +267,18 @@ def test_prune_removes_only_old_finished_jobs(path: Path) -> None:
 
 def test_the_worker_prunes_after_the_retention(path: Path) -> None:
     q = JobQueue(path)
-    worker = JobWorker(q, lambda j: 1, poll_s=0.05,
-                       retention=RetentionPolicy(retention_s=0, interval_s=0.05)).start()
+    worker = JobWorker(
+        q, lambda j: 1, poll_s=0.05, retention=RetentionPolicy(retention_s=0, interval_s=0.05)
+    ).start()
     try:
         job = q.enqueue("app", "ana", "s1", kind="trigger")
         worker.notify()
         assert q.wait("app", "ana", job.job_id, timeout_s=5).status == "done"
         deadline = time.monotonic() + 5
-        while q._conn().execute("SELECT COUNT(*) FROM jobs WHERE status = 'done'"
-                                ).fetchone()[0] and time.monotonic() < deadline:
+        while (
+            q._conn().execute("SELECT COUNT(*) FROM jobs WHERE status = 'done'").fetchone()[0]
+            and time.monotonic() < deadline
+        ):
             with q.changed:
                 q.changed.wait(0.05)
     finally:
@@ -269,15 +290,19 @@ def test_the_worker_prunes_after_the_retention(path: Path) -> None:
 def test_a_queue_file_of_the_first_schema_gains_the_new_columns(path: Path) -> None:
     path.parent.mkdir(parents=True)
     with sqlite3.connect(path) as old:
-        old.execute("CREATE TABLE jobs (job_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
-                    "app_name TEXT NOT NULL, user_id TEXT NOT NULL, kind TEXT NOT NULL, "
-                    "session_id TEXT NOT NULL, payload TEXT, status TEXT NOT NULL, "
-                    "memories_added INTEGER NOT NULL DEFAULT 0, error TEXT, "
-                    "attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, "
-                    "updated_at REAL NOT NULL)")
-        old.execute("INSERT INTO jobs (job_id, seq, app_name, user_id, kind, session_id, "
-                    "status, created_at, updated_at) VALUES ('j1', 1, 'app', 'ana', "
-                    "'trigger', 's1', 'queued', 0, 0)")
+        old.execute(
+            "CREATE TABLE jobs (job_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+            "app_name TEXT NOT NULL, user_id TEXT NOT NULL, kind TEXT NOT NULL, "
+            "session_id TEXT NOT NULL, payload TEXT, status TEXT NOT NULL, "
+            "memories_added INTEGER NOT NULL DEFAULT 0, error TEXT, "
+            "attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, "
+            "updated_at REAL NOT NULL)"
+        )
+        old.execute(
+            "INSERT INTO jobs (job_id, seq, app_name, user_id, kind, session_id, "
+            "status, created_at, updated_at) VALUES ('j1', 1, 'app', 'ana', "
+            "'trigger', 's1', 'queued', 0, 0)"
+        )
     q = JobQueue(path)
     job = q.claim()
     assert job and job.job_id == "j1" and job.tries == 1 and job.not_before is None
@@ -297,15 +322,17 @@ def _service_worker(tmp_path: Path, q: JobQueue):
 
     def run(job: Job) -> int:
         ran.append(job.job_id)
-        return ops.call("add_session", job.app_name, job.user_id,
-                        {"session": job.payload})["added"]
+        return ops.call("add_session", job.app_name, job.user_id, {"session": job.payload})["added"]
+
     return svc, JobWorker(q, run), ran
 
 
 def test_forgetting_a_user_cancels_their_queued_jobs_and_drops_their_input(
-        tmp_path: Path, path: Path) -> None:
+    tmp_path: Path, path: Path
+) -> None:
     from mnemoray.memory.ingest.job import FORGOTTEN
     from tests.support.factories import parrot
+
     q = JobQueue(path)
     svc, worker, ran = _service_worker(tmp_path, q)
     queued = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
@@ -331,6 +358,7 @@ def test_forgetting_a_user_cancels_their_queued_jobs_and_drops_their_input(
 def test_a_job_claimed_before_an_erase_writes_nothing(tmp_path: Path, path: Path) -> None:
     from mnemoray.memory.ingest.job import FORGOTTEN
     from tests.support.factories import parrot
+
     q = JobQueue(path)
     svc, worker, ran = _service_worker(tmp_path, q)
     mine = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
@@ -376,8 +404,11 @@ def test_the_worker_beats_for_the_jobs_it_runs(path: Path) -> None:
     job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)  # run inline
 
     def heartbeat() -> float:
-        return q._conn().execute("SELECT heartbeat FROM jobs WHERE job_id = ?",
-                                 (job.job_id,)).fetchone()[0]
+        return (
+            q._conn()
+            .execute("SELECT heartbeat FROM jobs WHERE job_id = ?", (job.job_id,))
+            .fetchone()[0]
+        )
 
     first = heartbeat()
     worker = JobWorker(q, lambda j: 1, heartbeat_s=0.05).start()

@@ -20,21 +20,35 @@ def test_a_scheduled_backfill_into_a_lancedb_store(tmp_path: Path) -> None:
     archive, root = tmp_path / "archive", tmp_path / "ln"
     make_archive(archive, 4, files=2, bad=False)
     out = io.StringIO()
-    code = scheduled_main(["--archive", str(archive), "--store", f"lancedb://{root}",
-                           "--slack-seconds", "0", *FAST], out=out)
+    code = scheduled_main(
+        ["--archive", str(archive), "--store", f"lancedb://{root}", "--slack-seconds", "0", *FAST],
+        out=out,
+    )
     assert code == 0, out.getvalue()
     assert open_backend(f"lancedb://{root}").backend == "lancedb"  # not a Parquet store
     (report,) = read_run_reports(root)  # in the store's own directory
     assert report["status"] == "succeeded" and report["schedule"]["files_selected"] == 2
     again = io.StringIO()
-    assert scheduled_main(["--archive", str(archive), "--store", f"lancedb://{root}",
-                           "--slack-seconds", "0", *FAST], out=again) == 0
+    assert (
+        scheduled_main(
+            [
+                "--archive",
+                str(archive),
+                "--store",
+                f"lancedb://{root}",
+                "--slack-seconds",
+                "0",
+                *FAST,
+            ],
+            out=again,
+        )
+        == 0
+    )
     assert "nothing new" in again.getvalue()  # the watermark was read from there too
 
 
 def test_bad_locations_are_one_line(tmp_path: Path) -> None:
-    for main, extra in ((scheduled_main, ["--archive", str(tmp_path)]),
-                        (consolidate_main, [])):
+    for main, extra in ((scheduled_main, ["--archive", str(tmp_path)]), (consolidate_main, [])):
         out = io.StringIO()
         code = main(["--store", "s3://bucket/mem", *extra], out=out)
         assert code == 2 and "unknown scheme" in out.getvalue(), out.getvalue()

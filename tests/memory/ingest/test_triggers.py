@@ -42,9 +42,12 @@ class Memories:
             if self.fail:
                 self.fail -= 1
                 raise RuntimeError("memory store is down")
-            fresh = {m.memory_id: m for m in distill_session(session, SUMMARIZER,
-                                                             chunk_turns=2, chunk_overlap=0,
-                                                             now=0.0)}
+            fresh = {
+                m.memory_id: m
+                for m in distill_session(
+                    session, SUMMARIZER, chunk_turns=2, chunk_overlap=0, now=0.0
+                )
+            }
             current = self.records.setdefault(session.key, {})
             added = [i for i in fresh if i not in current]
             for stale in set(current) - set(fresh):
@@ -77,16 +80,25 @@ def chat(store: SessionStore, session: Session, *texts: str) -> None:
 
 
 def trigger_for(memories: Memories, **config: object) -> IngestionTrigger:
-    return IngestionTrigger(TriggerConfig(**config), memories.add_session,  # type: ignore[arg-type]
-                            memories.forget_session)
+    return IngestionTrigger(
+        TriggerConfig(**config),
+        memories.add_session,  # type: ignore[arg-type]
+        memories.forget_session,
+    )
 
 
 def test_session_end_ingests_once_and_delete_forgets(store: SessionStore) -> None:
     memories = Memories()
     trigger_for(memories, type="session_end").attach(store)
     s = store.create_session(APP, USER, "s1")
-    chat(store, s, "I'm thinking about getting a pet parrot.", "Parrots need attention.",
-         "My apartment is small though.", "Consider a budgie.")
+    chat(
+        store,
+        s,
+        "I'm thinking about getting a pet parrot.",
+        "Parrots need attention.",
+        "My apartment is small though.",
+        "Consider a budgie.",
+    )
     assert memories.calls == []  # nothing before the end
     store.end_session(s)
     assert memories.calls == [((APP, USER, "s1"), 4, True)]
@@ -98,8 +110,7 @@ def test_session_end_ingests_once_and_delete_forgets(store: SessionStore) -> Non
     assert (APP, USER, "s1") not in memories.records
 
 
-def test_ended_session_is_ingested_complete_even_from_a_stale_copy(
-        store: SessionStore) -> None:
+def test_ended_session_is_ingested_complete_even_from_a_stale_copy(store: SessionStore) -> None:
     memories = Memories()
     trigger_for(memories).attach(store)
     s = store.create_session(APP, USER, "s1")
@@ -140,8 +151,11 @@ def test_on_event_works_without_a_store() -> None:
     trigger = trigger_for(memories, type="message_count", message_count=3)
     session = Session(APP, USER, "s1")
     for i in range(7):
-        session.apply(user_message(f"I like parrot number {i}.") if i % 2 == 0
-                      else model_message("assistant", "Nice."))
+        session.apply(
+            user_message(f"I like parrot number {i}.")
+            if i % 2 == 0
+            else model_message("assistant", "Nice.")
+        )
         trigger.on_event(session)
     assert [c[1] for c in memories.calls] == [3, 6]
     assert trigger_for(Memories(), type="session_end").on_event(session) is False
@@ -199,8 +213,7 @@ def test_background_poller_ingests_and_stops(store: SessionStore) -> None:
     assert len(memories.calls) == calls  # unchanged sessions are not re-ingested
 
 
-def test_grown_session_keeps_identical_records_and_replaces_superseded(
-        store: SessionStore) -> None:
+def test_grown_session_keeps_identical_records_and_replaces_superseded(store: SessionStore) -> None:
     memories = Memories()
     trigger_for(memories, type="message_count", message_count=2).attach(store)
     s = store.create_session(APP, USER, "s1")
@@ -218,9 +231,12 @@ def test_grown_session_keeps_identical_records_and_replaces_superseded(
 def test_failing_ingest_is_reported_and_retried(store: SessionStore) -> None:
     memories = Memories(fail=1)
     errors: list[tuple[str, Key]] = []
-    trigger = IngestionTrigger(TriggerConfig(type="message_count", message_count=1),
-                               memories.add_session, memories.forget_session,
-                               on_error=lambda exc, key: errors.append((str(exc), key)))
+    trigger = IngestionTrigger(
+        TriggerConfig(type="message_count", message_count=1),
+        memories.add_session,
+        memories.forget_session,
+        on_error=lambda exc, key: errors.append((str(exc), key)),
+    )
     trigger.attach(store)
     s = store.create_session(APP, USER, "s1")
     store.append_event(s, user_message("I'm allergic to peanuts."))  # the write still works
@@ -251,12 +267,15 @@ def test_detach_and_listener_opt_in(store: SessionStore) -> None:
         store.add_listener(print, changes=("created",))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"type": "hourly"}, "type"),
-    ({"inactivity_s": -1}, "inactivity_s"),
-    ({"message_count": 0}, "message_count"),
-    ({"app_names": "bird-chat"}, "app_names"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"type": "hourly"}, "type"),
+        ({"inactivity_s": -1}, "inactivity_s"),
+        ({"message_count": 0}, "message_count"),
+        ({"app_names": "bird-chat"}, "app_names"),
+    ],
+)
 def test_bad_config(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         TriggerConfig(**kwargs)

@@ -23,16 +23,32 @@ def ts(day: str) -> float:
 
 
 def mem(text: str, t: float, kind: str = "chunk", sid: str = "s1") -> Memory:
-    return Memory("app", "mel", sid, kind, text, event_time_start=t, event_time_end=t,
-                  created_at=t)
+    return Memory("app", "mel", sid, kind, text, event_time_start=t, event_time_end=t, created_at=t)
 
 
-def rank(memories: list[Memory], query: str, dense: list[float] | None, *, top_k: int = 10,
-         now: float | None = None, **filters) -> list:
+def rank(
+    memories: list[Memory],
+    query: str,
+    dense: list[float] | None,
+    *,
+    top_k: int = 10,
+    now: float | None = None,
+    **filters,
+) -> list:
     mode = "keyword" if dense is None else "hybrid"
-    return rank_proposed(RetrievalConfig(), memories, dense, "app", query,
-                         None if dense is None else np.ones(4, np.float32), top_k,
-                         RecallFilters(**filters), mode, now, one_user=True)
+    return rank_proposed(
+        RetrievalConfig(),
+        memories,
+        dense,
+        "app",
+        query,
+        None if dense is None else np.ones(4, np.float32),
+        top_k,
+        RecallFilters(**filters),
+        mode,
+        now,
+        one_user=True,
+    )
 
 
 def test_a_named_period_finds_records_of_that_time_even_without_a_word_in_common() -> None:
@@ -69,8 +85,9 @@ def test_relative_periods_in_the_question_read_against_reference_time() -> None:
 
 def test_a_when_question_prefers_the_record_that_states_the_time() -> None:
     fact = mem("We adopted a greyhound named Juniper.", ts("2023-06-10"), kind="fact")
-    chunk = mem("[2023-06-10] Alex: We adopted a greyhound named Juniper three days ago.",
-                ts("2023-06-10"))
+    chunk = mem(
+        "[2023-06-10] Alex: We adopted a greyhound named Juniper three days ago.", ts("2023-06-10")
+    )
     dated = mem("[2023-06-10] Alex: Juniper the greyhound loves the park.", ts("2023-06-10"))
     got = rank([fact, dated, chunk], "When did Alex adopt Juniper?", [0.52, 0.50, 0.50])
     assert [r.memory for r in got] == [chunk, dated, fact]
@@ -82,8 +99,9 @@ def test_a_when_question_prefers_the_record_that_states_the_time() -> None:
 
 
 def test_recency_follows_the_question_now_before_or_neither() -> None:
-    old = mem("[2023-03-01] Alex: Our neighborhood in Toronto has the best bakeries.",
-              ts("2023-03-01"))
+    old = mem(
+        "[2023-03-01] Alex: Our neighborhood in Toronto has the best bakeries.", ts("2023-03-01")
+    )
     new = mem("[2023-09-01] Alex: We finally moved to Berlin last weekend.", ts("2023-09-01"))
     dense = [0.50, 0.49]  # the older statement is a hair closer in meaning
     assert rank([old, new], "Where does Alex live?", dense)[0].memory is new  # recency
@@ -99,8 +117,7 @@ def test_query_time_reads_the_intent() -> None:
     assert query_time("Where do you live these days?", None).present
     assert not query_time("Where did you live before Berlin?", None).present
     qt = query_time("What did we do last May?", "2023-06-12")
-    assert qt.active and qt.recency_factor() == 0.0 and "last may" in [c.lower()
-                                                                        for c in qt.cues()]
+    assert qt.active and qt.recency_factor() == 0.0 and "last may" in [c.lower() for c in qt.cues()]
     assert not query_time("tell me about parrots", None).active
 
 
@@ -130,19 +147,28 @@ def test_every_result_names_its_axes_in_the_one_json_form() -> None:
 
 
 def test_a_record_repeating_a_better_ones_words_is_left_out() -> None:
-    chunk = mem("[2023-05-20] Mel: the parrot learned a new word. It says hello.",
-                ts("2023-05-20"))
+    chunk = mem("[2023-05-20] Mel: the parrot learned a new word. It says hello.", ts("2023-05-20"))
     quoted = mem("the parrot learned a new word.", ts("2023-05-20"), kind="fact")
-    again = mem("The parrot  learned a new word.\nTopics: parrot", ts("2023-06-20"),
-                kind="fact", sid="s2")
+    again = mem(
+        "The parrot  learned a new word.\nTopics: parrot", ts("2023-06-20"), kind="fact", sid="s2"
+    )
     other = mem("[2023-05-21] Mel: we bought the parrot a cage", ts("2023-05-21"))
     got = rank([chunk, quoted, again, other], "parrot word", [0.6, 0.5, 0.5, 0.4])
     # The fact quoted from the chunk stays (its own record); its second copy does not.
     mems = [r.memory for r in got]
     assert mems[0] is chunk and len(mems) == 3 and (quoted in mems) != (again in mems)
     # App-wide (several users' records), equal words are different memories.
-    wide = rank_proposed(RetrievalConfig(), [quoted, again], [0.5, 0.5], "app", "parrot",
-                         np.ones(4, np.float32), 10, RecallFilters(), "hybrid")
+    wide = rank_proposed(
+        RetrievalConfig(),
+        [quoted, again],
+        [0.5, 0.5],
+        "app",
+        "parrot",
+        np.ones(4, np.float32),
+        10,
+        RecallFilters(),
+        "hybrid",
+    )
     assert len(wide) == 2
 
 
@@ -150,24 +176,34 @@ def test_a_record_repeating_a_better_ones_words_is_left_out() -> None:
 def _session(n: int) -> Session:
     s = Session("app", "mel", "s1", created_at=ts("2023-05-01"))
     for i in range(n):
-        s.apply(user_message(f"turn number {i} about topic{i}", author="Mel" if i % 2 else "Ana",
-                             timestamp=ts("2023-05-01") + 60 * i, id=f"e{i}").with_session("s1"))
+        s.apply(
+            user_message(
+                f"turn number {i} about topic{i}",
+                author="Mel" if i % 2 else "Ana",
+                timestamp=ts("2023-05-01") + 60 * i,
+                id=f"e{i}",
+            ).with_session("s1")
+        )
     return s
 
 
 def test_overlapping_windows_share_turns_and_stay_stable_as_the_session_grows() -> None:
-    records = distill_session(_session(7), None, chunk_turns=3, chunk_overlap=1,
-                              summarize=False, now=0.0)
-    windows = [[int(t.split()[4]) for t in r.text.splitlines() if "turn number" in t]
-               for r in records]
+    records = distill_session(
+        _session(7), None, chunk_turns=3, chunk_overlap=1, summarize=False, now=0.0
+    )
+    windows = [
+        [int(t.split()[4]) for t in r.text.splitlines() if "turn number" in t] for r in records
+    ]
     assert windows == [[0, 1, 2], [2, 3, 4], [4, 5, 6]]
-    grown = distill_session(_session(9), None, chunk_turns=3, chunk_overlap=1,
-                            summarize=False, now=0.0)
+    grown = distill_session(
+        _session(9), None, chunk_turns=3, chunk_overlap=1, summarize=False, now=0.0
+    )
     assert [r.memory_id for r in grown[:3]] == [r.memory_id for r in records]
     assert len(grown) == 4
     # No overlap: the windows of before, unchanged.
-    plain = distill_session(_session(7), None, chunk_turns=3, chunk_overlap=0,
-                            summarize=False, now=0.0)
+    plain = distill_session(
+        _session(7), None, chunk_turns=3, chunk_overlap=0, summarize=False, now=0.0
+    )
     assert [len(r.source_event_ids) for r in plain] == [3, 3, 1]
     with pytest.raises(Exception, match="int >= 0"):
         distill_session(_session(3), None, chunk_overlap=-1, summarize=False)
@@ -180,9 +216,13 @@ class _Paraphrasing:
 
     def summarize(self, events):  # noqa: ANN001, ANN201
         first = events[0]
-        return Summary(summary="a chat", key_facts=(
-            Fact("Ana owns a bicycle shop.", (first.id,)),
-            Fact("turn number 1 about topic1", (events[1].id,))))
+        return Summary(
+            summary="a chat",
+            key_facts=(
+                Fact("Ana owns a bicycle shop.", (first.id,)),
+                Fact("turn number 1 about topic1", (events[1].id,)),
+            ),
+        )
 
 
 def test_a_chunk_key_adds_the_facts_it_does_not_already_say() -> None:

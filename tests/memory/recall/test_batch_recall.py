@@ -17,9 +17,13 @@ from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.summarizers import ExtractiveSummarizer
 from tests.memory.store.test_compact import HashEmbedder
 
-FACTS = ["keeps a grey parrot called Kiwi", "runs marathons in October",
-         "bakes sourdough bread every Sunday", "plays the cello in an orchestra",
-         "drives an old blue Volvo"]
+FACTS = [
+    "keeps a grey parrot called Kiwi",
+    "runs marathons in October",
+    "bakes sourdough bread every Sunday",
+    "plays the cello in an orchestra",
+    "drives an old blue Volvo",
+]
 
 
 class CountingEmbedder(HashEmbedder):
@@ -33,21 +37,36 @@ class CountingEmbedder(HashEmbedder):
 
 @pytest.fixture
 def service(tmp_path: Path) -> MemoryService:
-    svc = MemoryService(MemoryStore(tmp_path / "store", 2), CountingEmbedder(),
-                        ExtractiveSummarizer())
-    svc.add_memories([Memory("app", f"u{u}", f"s{u}", "fact", f"User {u} {fact}",
-                             created_at=1_700_000_000.0 + i)
-                      for u in range(4) for i, fact in enumerate(FACTS)])
+    svc = MemoryService(
+        MemoryStore(tmp_path / "store", 2), CountingEmbedder(), ExtractiveSummarizer()
+    )
+    svc.add_memories(
+        [
+            Memory(
+                "app", f"u{u}", f"s{u}", "fact", f"User {u} {fact}", created_at=1_700_000_000.0 + i
+            )
+            for u in range(4)
+            for i, fact in enumerate(FACTS)
+        ]
+    )
     svc.embedder.calls.clear()
     return svc
 
 
 def _lines(n: int, distinct: bool = False) -> list[bytes]:
     queries = ["parrot", "marathon", "bread on Sunday", "cello", "blue car"]
-    return [json.dumps({"qid": i, "app_name": "app", "user_id": f"u{i % 4}",
-                        "query": queries[i % len(queries)] + (f" {i}" if distinct else ""),
-                        "top_k": 3}).encode()
-            for i in range(n)]
+    return [
+        json.dumps(
+            {
+                "qid": i,
+                "app_name": "app",
+                "user_id": f"u{i % 4}",
+                "query": queries[i % len(queries)] + (f" {i}" if distinct else ""),
+                "top_k": 3,
+            }
+        ).encode()
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("workers", [1, 3])
@@ -59,8 +78,9 @@ def test_batches_answer_as_one_at_a_time_recall(service: MemoryService, workers:
     for raw, answer in zip(lines, got, strict=True):
         q = json.loads(raw)
         alone = service.search("app", q["user_id"], q["query"], 3)
-        assert [(m["memory_id"], m["score"]) for m in answer["memories"]] == \
-            [(r.memory.memory_id, round(r.score, 6)) for r in alone]
+        assert [(m["memory_id"], m["score"]) for m in answer["memories"]] == [
+            (r.memory.memory_id, round(r.score, 6)) for r in alone
+        ]
         assert answer["took_ms"] >= 0
 
 
@@ -72,10 +92,15 @@ def test_repeated_queries_come_from_the_query_cache(service: MemoryService) -> N
 
 
 def test_bad_lines_are_answered_in_place(service: MemoryService) -> None:
-    lines = [_lines(1)[0], b"{bad", b"   ", b'{"qid": "x", "app_name": "app"}',
-             b'{"qid": "k", "app_name": "app", "user_id": "u1", "query": "parrot", '
-             b'"filters": {"kinds": ["nope"]}}', b'{"qid": "n", "app_name": "app", '
-             b'"user_id": "nobody", "query": "parrot"}']
+    lines = [
+        _lines(1)[0],
+        b"{bad",
+        b"   ",
+        b'{"qid": "x", "app_name": "app"}',
+        b'{"qid": "k", "app_name": "app", "user_id": "u1", "query": "parrot", '
+        b'"filters": {"kinds": ["nope"]}}',
+        b'{"qid": "n", "app_name": "app", "user_id": "nobody", "query": "parrot"}',
+    ]
     batch = BatchRecall(service, batch_size=2)
     got = list(batch.answers(lines))
     assert [a.get("qid") for a in got] == [0, None, "x", "k", "n"]

@@ -42,8 +42,20 @@ TEXTS = {
 
 
 def memories() -> list[Memory]:
-    return [Memory("app", "pair", "s", "chunk", text, memory_id=mid, event_time_start=t,
-                   event_time_end=t, created_at=t) for mid, (text, t) in TEXTS.items()]
+    return [
+        Memory(
+            "app",
+            "pair",
+            "s",
+            "chunk",
+            text,
+            memory_id=mid,
+            event_time_start=t,
+            event_time_end=t,
+            created_at=t,
+        )
+        for mid, (text, t) in TEXTS.items()
+    ]
 
 
 def entity(eid: str, name: str, type_: str, speaker: bool = False) -> Entity:
@@ -58,39 +70,83 @@ def mention(mid: str, eid: str) -> Relation:
     return Relation(f"r-{mid}-{eid}", "app", "pair", mid, "memory", "mentions", eid, "entity")
 
 
-def fact(rid: str, src: str, rtype: str, dst: str, mid: str, start: float,
-         end: float | None = None, ended_by: str = "") -> Relation:
-    return Relation(rid, "app", "pair", src, "entity", rtype, dst, "entity", valid_from=start,
-                    valid_to=end, ended_by=ended_by,
-                    supports=(Support("s", (), (mid,), start),))
+def fact(
+    rid: str,
+    src: str,
+    rtype: str,
+    dst: str,
+    mid: str,
+    start: float,
+    end: float | None = None,
+    ended_by: str = "",
+) -> Relation:
+    return Relation(
+        rid,
+        "app",
+        "pair",
+        src,
+        "entity",
+        rtype,
+        dst,
+        "entity",
+        valid_from=start,
+        valid_to=end,
+        ended_by=ended_by,
+        supports=(Support("s", (), (mid,), start),),
+    )
 
 
 def graph() -> UserGraph:
-    ents = [entity("e-liz", "Elizabeth", "person", speaker=True),
-            entity("e-alex", "Alexander", "person", speaker=True),
-            entity("e-boston", "Boston", "place"), entity("e-seattle", "Seattle", "place"),
-            entity("e-jonas", "Jonas", "person")]
-    aliases = [alias("e-liz", "Elizabeth"), alias("e-liz", "Liz", "nickname"),
-               alias("e-alex", "Alexander"), alias("e-boston", "Boston"),
-               alias("e-seattle", "Seattle"), alias("e-jonas", "Jonas")]
+    ents = [
+        entity("e-liz", "Elizabeth", "person", speaker=True),
+        entity("e-alex", "Alexander", "person", speaker=True),
+        entity("e-boston", "Boston", "place"),
+        entity("e-seattle", "Seattle", "place"),
+        entity("e-jonas", "Jonas", "person"),
+    ]
+    aliases = [
+        alias("e-liz", "Elizabeth"),
+        alias("e-liz", "Liz", "nickname"),
+        alias("e-alex", "Alexander"),
+        alias("e-boston", "Boston"),
+        alias("e-seattle", "Seattle"),
+        alias("e-jonas", "Jonas"),
+    ]
     rels = [mention(mid, "e-liz") for mid in TEXTS if mid != "m-rain"]
-    rels += [mention("m-rain", "e-alex"), mention("m-boston", "e-boston"),
-             mention("m-seattle", "e-seattle"), mention("m-jonas1", "e-jonas"),
-             mention("m-jonas2", "e-jonas"),
-             fact("f-boston", "e-liz", "lives_in", "e-boston", "m-boston", T1, T2, "f-seattle"),
-             fact("f-seattle", "e-liz", "lives_in", "e-seattle", "m-seattle", T2),
-             fact("f-jonas", "e-jonas", "brother_of", "e-liz", "m-jonas1", T1)]
+    rels += [
+        mention("m-rain", "e-alex"),
+        mention("m-boston", "e-boston"),
+        mention("m-seattle", "e-seattle"),
+        mention("m-jonas1", "e-jonas"),
+        mention("m-jonas2", "e-jonas"),
+        fact("f-boston", "e-liz", "lives_in", "e-boston", "m-boston", T1, T2, "f-seattle"),
+        fact("f-seattle", "e-liz", "lives_in", "e-seattle", "m-seattle", T2),
+        fact("f-jonas", "e-jonas", "brother_of", "e-liz", "m-jonas1", T1),
+    ]
     return UserGraph("app", "pair", ents, aliases, rels)
 
 
-def rank(query: str, dense: list[float] | None = None, g: UserGraph | None = None,
-         mode: str = "hybrid", top_k: int = 6) -> list:
+def rank(
+    query: str,
+    dense: list[float] | None = None,
+    g: UserGraph | None = None,
+    mode: str = "hybrid",
+    top_k: int = 6,
+) -> list:
     mems = memories()
     vec = np.asarray(dense if dense is not None else [0.3] * len(mems), dtype=np.float64)
     cands = Candidates.from_memories(mems, None if mode == "keyword" else vec)
-    return rank_candidates(cands, query, None if mode == "keyword" else np.ones(4), top_k,
-                           RecallFilters(), RetrievalConfig(), mode, now=ts("2023-12-01"),
-                           graph=g if g is not None else graph())
+    return rank_candidates(
+        cands,
+        query,
+        None if mode == "keyword" else np.ones(4),
+        top_k,
+        RecallFilters(),
+        RetrievalConfig(),
+        mode,
+        now=ts("2023-12-01"),
+        graph=g if g is not None else graph(),
+    )
 
 
 def by_id(results: list) -> dict:
@@ -110,8 +166,9 @@ def test_the_entity_axis_resolves_a_nickname_through_the_graph() -> None:
 
 
 def test_a_nickname_the_graph_never_saw_resolves_by_the_person_rules() -> None:
-    g = UserGraph("app", "pair", [entity("e-rob", "Robert", "person")],
-                  [alias("e-rob", "Robert")], [])
+    g = UserGraph(
+        "app", "pair", [entity("e-rob", "Robert", "person")], [alias("e-rob", "Robert")], []
+    )
     assert GraphRecall(g, []).named("what did Bob cook?") == ("e-rob",)
     assert GraphRecall(g, []).named("what did we cook?") == ()
 
@@ -133,8 +190,7 @@ def test_now_prefers_the_open_fact_and_before_finds_the_closed_one() -> None:
     now = rank("Which city does Liz live in now?", dense)
     assert now[0].memory.memory_id == "m-seattle" and "graph" in now[0].axes
     assert by_id(now)["m-boston"].signals["graph"] == STALE
-    before = rank("Where did Liz live before moving to Seattle?", [0.3, 0.4, 0.3, 0.3,
-                                                                    0.3, 0.3])
+    before = rank("Where did Liz live before moving to Seattle?", [0.3, 0.4, 0.3, 0.3, 0.3, 0.3])
     assert before[0].memory.memory_id == "m-boston"
     assert before[0].signals["graph"] == 1.0 and "graph" in before[0].axes
     assert by_id(before)["m-seattle"].signals["graph"] >= 0  # not demoted for the past
@@ -148,8 +204,12 @@ def test_the_hop_reaches_other_sessions_and_the_hits_keep_their_order() -> None:
     sessions = ["d1", "d2", "d1", "d3", "d3", "d4"]
     gr = GraphRecall(graph(), list(TEXTS), sessions)
     pos = {mid: i for i, mid in enumerate(TEXTS)}
-    signal = gr.graph_signal(gr.query("anything new lately?"), past=False, present=False,
-                             seeds=[pos["m-jonas1"], pos["m-rain"]])
+    signal = gr.graph_signal(
+        gr.query("anything new lately?"),
+        past=False,
+        present=False,
+        seeds=[pos["m-jonas1"], pos["m-rain"]],
+    )
     # Jonas (two memories) leads to the skating day; Elizabeth (five) less far.
     assert signal[pos["m-jonas2"]] > signal[pos["m-seattle"]] > 0
     # The hit's own session is no hop away: it ranks by its own words already.
@@ -162,12 +222,22 @@ def test_the_hop_reaches_other_sessions_and_the_hits_keep_their_order() -> None:
 def test_names_the_graph_cannot_tell_apart_rank_by_the_records_entities() -> None:
     # "Portland" is no entity of the graph: the entity axis falls back to the words the
     # query shares with the records' entities, as it does without a graph.
-    mems = [replace(m, entities=("Portland",) if m.memory_id == "m-rain" else ())
-            for m in memories()]
+    mems = [
+        replace(m, entities=("Portland",) if m.memory_id == "m-rain" else ()) for m in memories()
+    ]
     cands = Candidates.from_memories(mems, None)
     config = RetrievalConfig(weights={"bm25": 0})
-    got = rank_candidates(cands, "the weather in Portland", None, 3, RecallFilters(), config,
-                          "keyword", now=ts("2023-12-01"), graph=graph())
+    got = rank_candidates(
+        cands,
+        "the weather in Portland",
+        None,
+        3,
+        RecallFilters(),
+        config,
+        "keyword",
+        now=ts("2023-12-01"),
+        graph=graph(),
+    )
     assert [r.memory.memory_id for r in got] == ["m-rain"]
     assert "entity" in got[0].axes
 
@@ -200,20 +270,32 @@ def test_question_words_name_the_relations_they_ask() -> None:
 
 def conv(sid: str, day: date, *turns: tuple[str, str]) -> Session:
     t = epoch(day) + 9 * 3600
-    events = [Event(author=a, role="user", text=x, id=f"{sid}-{i}", timestamp=t + 60 * i)
-              for i, (a, x) in enumerate(turns)]
+    events = [
+        Event(author=a, role="user", text=x, id=f"{sid}-{i}", timestamp=t + 60 * i)
+        for i, (a, x) in enumerate(turns)
+    ]
     return Session("app", "pair", session_id=sid, events=events, created_at=t)
 
 
 def moved_service(tmp_path: Path) -> MemoryService:
     """A keyword-only service holding Liz's move from Boston to Seattle."""
     svc = MemoryService.open(tmp_path / "store", embedder=None, summarizer="extractive")
-    svc.add_session(conv("s1", date(2023, 4, 10),
-                         ("Elizabeth", "Our neighborhood in Boston has the best bakeries."),
-                         ("Alexander", "Lucky you, Liz.")))
-    svc.add_session(conv("s2", date(2023, 6, 20),
-                         ("Elizabeth", "We finally moved to Seattle last weekend!"),
-                         ("Alexander", "Congrats!")))
+    svc.add_session(
+        conv(
+            "s1",
+            date(2023, 4, 10),
+            ("Elizabeth", "Our neighborhood in Boston has the best bakeries."),
+            ("Alexander", "Lucky you, Liz."),
+        )
+    )
+    svc.add_session(
+        conv(
+            "s2",
+            date(2023, 6, 20),
+            ("Elizabeth", "We finally moved to Seattle last weekend!"),
+            ("Alexander", "Congrats!"),
+        )
+    )
     return svc
 
 
@@ -233,13 +315,30 @@ def test_recall_through_the_service_names_the_graph_axes(tmp_path: Path) -> None
 def test_a_name_kept_apart_but_linked_asks_about_the_linked_entity_too() -> None:
     # "Gabe" stayed its own entity (a prefix of Gabriel, 0.6 < the merge threshold) with a
     # same_entity link; the car is Gabriel's fact.
-    g = UserGraph("app", "pair",
-                  [entity("e-gabriel", "Gabriel", "person"), entity("e-gabe", "Gabe", "person"),
-                   entity("e-car", "car", "thing")],
-                  [alias("e-gabriel", "Gabriel"), alias("e-gabe", "Gabe"), alias("e-car", "car")],
-                  [Relation("r-same", "app", "pair", "e-gabe", "entity", "same_entity",
-                            "e-gabriel", "entity", confidence=0.6),
-                   fact("f-car", "e-gabriel", "owns", "e-car", "m-bread", T3)])
+    g = UserGraph(
+        "app",
+        "pair",
+        [
+            entity("e-gabriel", "Gabriel", "person"),
+            entity("e-gabe", "Gabe", "person"),
+            entity("e-car", "car", "thing"),
+        ],
+        [alias("e-gabriel", "Gabriel"), alias("e-gabe", "Gabe"), alias("e-car", "car")],
+        [
+            Relation(
+                "r-same",
+                "app",
+                "pair",
+                "e-gabe",
+                "entity",
+                "same_entity",
+                "e-gabriel",
+                "entity",
+                confidence=0.6,
+            ),
+            fact("f-car", "e-gabriel", "owns", "e-car", "m-bread", T3),
+        ],
+    )
     gr = GraphRecall(g, list(TEXTS))
     gq = gr.query("What does Gabe drive these days?")
     assert set(gq.entities) == {"e-gabe", "e-gabriel"} and gq.relations == {"owns"}
@@ -250,9 +349,16 @@ def test_a_name_kept_apart_but_linked_asks_about_the_linked_entity_too() -> None
 def test_results_say_which_facts_they_state_and_whether_they_still_hold() -> None:
     results = by_id(rank("Where did Liz live before moving to Seattle?"))
     boston = results["m-boston"].to_dict()["facts"]
-    assert boston == [{"relation": "lives_in", "subject": "Elizabeth", "object": "Boston",
-                       "valid_from": "2023-04-10T00:00:00Z",
-                       "valid_to": "2023-06-20T00:00:00Z", "holds": False}]
+    assert boston == [
+        {
+            "relation": "lives_in",
+            "subject": "Elizabeth",
+            "object": "Boston",
+            "valid_from": "2023-04-10T00:00:00Z",
+            "valid_to": "2023-06-20T00:00:00Z",
+            "holds": False,
+        }
+    ]
     seattle = results["m-seattle"].to_dict()["facts"]
     assert seattle[0]["object"] == "Seattle" and seattle[0]["holds"] is True
     assert seattle[0]["valid_to"] is None
@@ -265,10 +371,13 @@ def test_results_say_which_facts_they_state_and_whether_they_still_hold() -> Non
 def test_the_service_json_carries_fact_validity(tmp_path: Path) -> None:
     svc = moved_service(tmp_path)
     try:
-        found = [r.to_dict() for r in svc.search("app", "pair", "Where does Liz live?",
-                                                  top_k=10)]
-        facts = {(f["object"], f["holds"]) for r in found for f in r.get("facts", ())
-                 if f["relation"] == "lives_in"}
+        found = [r.to_dict() for r in svc.search("app", "pair", "Where does Liz live?", top_k=10)]
+        facts = {
+            (f["object"], f["holds"])
+            for r in found
+            for f in r.get("facts", ())
+            if f["relation"] == "lives_in"
+        }
         assert ("Seattle", True) in facts and ("Boston", False) in facts
     finally:
         svc.close()

@@ -33,10 +33,19 @@ def with_entities(mems: list[Memory], seed: int) -> list[Memory]:
     rng = random.Random(seed)
     out = []
     for m in mems:
-        out.append(Memory(m.app_name, m.user_id, m.session_id, m.kind, m.text,
-                          entities=tuple(rng.sample(NAMES, rng.randint(0, 3))),
-                          event_time_start=m.event_time_start, event_time_end=m.event_time_end,
-                          created_at=m.created_at))
+        out.append(
+            Memory(
+                m.app_name,
+                m.user_id,
+                m.session_id,
+                m.kind,
+                m.text,
+                entities=tuple(rng.sample(NAMES, rng.randint(0, 3))),
+                event_time_start=m.event_time_start,
+                event_time_end=m.event_time_end,
+                created_at=m.created_at,
+            )
+        )
     return out
 
 
@@ -44,15 +53,21 @@ def with_entities(mems: list[Memory], seed: int) -> list[Memory]:
 def test_column_sums_equal_the_sliced_matrix_sums_bit_for_bit(seed: int) -> None:
     mems = with_entities(records(1500, seed), seed)
     rng = random.Random(seed)
-    for matrix in (BM25([m.key_text for m in mems])._matrix,
-                   EntityIndex([m.entities for m in mems])._matrix):
+    for matrix in (
+        BM25([m.key_text for m in mems])._matrix,
+        EntityIndex([m.entities for m in mems])._matrix,
+    ):
         cols = matrix.shape[1]
         # Frequent columns (many rows share them) make the additions overlap.
         frequent = np.argsort(-np.diff(matrix.indptr))[:12].tolist()
         overlapping = 0
         for _ in range(200):
-            ids = sorted(set(rng.sample(frequent, rng.randint(1, 6))
-                             + rng.sample(range(cols), rng.randint(0, 4))))
+            ids = sorted(
+                set(
+                    rng.sample(frequent, rng.randint(1, 6))
+                    + rng.sample(range(cols), rng.randint(0, 4))
+                )
+            )
             got = column_sums(matrix, ids)
             want = sliced_sums(matrix, ids)
             assert got.dtype == want.dtype == np.float32
@@ -63,8 +78,9 @@ def test_column_sums_equal_the_sliced_matrix_sums_bit_for_bit(seed: int) -> None
 
 
 @pytest.mark.parametrize("seed", [3, 4])
-def test_recall_results_equal_the_unshortened_path(seed: int,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recall_results_equal_the_unshortened_path(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mems = with_entities(records(1200, seed), seed)
     rng = np.random.default_rng(seed)
     dim = 16
@@ -82,8 +98,9 @@ def test_recall_results_equal_the_unshortened_path(seed: int,
             for mode in ("hybrid", "keyword", "dense"):
                 # A fresh set each time: nothing computed in one run carries into the other.
                 cands = Candidates.from_memories(mems, dense)
-                results = rank_candidates(cands, question, q, 8, RecallFilters(), config,
-                                          mode, now=T0 + 86_400.0 * i)
+                results = rank_candidates(
+                    cands, question, q, 8, RecallFilters(), config, mode, now=T0 + 86_400.0 * i
+                )
                 out.append([r.to_dict(True) for r in results])
         return out
 

@@ -54,8 +54,7 @@ def test_english_keeps_its_stopwords_and_stems() -> None:
 
 
 def test_a_short_query_is_stemmed_in_every_language_of_the_documents() -> None:
-    index = BM25(["Maya wohnt in München und sammelt alte Bücher",
-                  "Maya likes old maps"])
+    index = BM25(["Maya wohnt in München und sammelt alte Bücher", "Maya likes old maps"])
     assert index.languages == {"german", "english"}
     # "Bücher" alone reads as English; its German stem still finds the German text.
     scores = index.scores("Bücher")
@@ -77,7 +76,8 @@ def test_language_is_configurable_and_checked() -> None:
 
 def test_an_index_is_rebuilt_for_another_tokenizer_never_mixed() -> None:
     cands = Candidates.from_memories(
-        [Memory("a", "u", "s", "fact", "Die Bücher liegen auf dem Tisch")], None)
+        [Memory("a", "u", "s", "fact", "Die Bücher liegen auf dem Tisch")], None
+    )
     auto = cands.bm25(AUTO)
     assert auto.tokenizer_version == f"{TOKENIZER_VERSION}:auto"
     assert cands.bm25(AUTO) is auto  # cached for the same tokenizer
@@ -92,33 +92,49 @@ def service(tmp_path: Path) -> MemoryService:
     built from them when the store is read, so a store written by an older version
     is searched with the current tokenizer)."""
     svc = MemoryService(MemoryStore(tmp_path / "store"), None, ExtractiveSummarizer())
-    svc.add_memories([
-        Memory("app", "lena", "de", "fact", "Lena ist nach München gezogen und wohnt "
-               "jetzt in der Leopoldstraße"),
-        Memory("app", "lena", "de2", "fact", "Lena sammelt alte Bücher über Vögel"),
-        Memory("app", "lena", "fr", "fact", "Lena adore les chevaux et monte à cheval "
-               "chaque dimanche"),
-        Memory("app", "lena", "fr2", "fact", "L'appartement de Lena est près de la gare"),
-        Memory("app", "lena", "zh", "fact", "丽娜住在北京，喜欢吃饺子"),
-        Memory("app", "lena", "zh2", "fact", "丽娜的妹妹在上海工作"),
-        Memory("app", "lena", "en", "fact", "Lena's parrot is called Kiwi"),
-    ])
+    svc.add_memories(
+        [
+            Memory(
+                "app",
+                "lena",
+                "de",
+                "fact",
+                "Lena ist nach München gezogen und wohnt jetzt in der Leopoldstraße",
+            ),
+            Memory("app", "lena", "de2", "fact", "Lena sammelt alte Bücher über Vögel"),
+            Memory(
+                "app",
+                "lena",
+                "fr",
+                "fact",
+                "Lena adore les chevaux et monte à cheval chaque dimanche",
+            ),
+            Memory("app", "lena", "fr2", "fact", "L'appartement de Lena est près de la gare"),
+            Memory("app", "lena", "zh", "fact", "丽娜住在北京，喜欢吃饺子"),
+            Memory("app", "lena", "zh2", "fact", "丽娜的妹妹在上海工作"),
+            Memory("app", "lena", "en", "fact", "Lena's parrot is called Kiwi"),
+        ]
+    )
     return svc
 
 
-@pytest.mark.parametrize(("query", "session"), [
-    ("Wo wohnt Lena? In München?", "de"),
-    ("welches Buch", "de2"),
-    ("Vogel", "de2"),
-    ("Lena et son cheval", "fr"),
-    ("l'appartement près de la gare", "fr2"),
-    ("北京", "zh"),
-    ("她喜欢吃什么饺子", "zh"),
-    ("上海", "zh2"),
-    ("parrots", "en"),
-])
-def test_keyword_recall_in_german_french_and_chinese(service: MemoryService, query: str,
-                                                     session: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "session"),
+    [
+        ("Wo wohnt Lena? In München?", "de"),
+        ("welches Buch", "de2"),
+        ("Vogel", "de2"),
+        ("Lena et son cheval", "fr"),
+        ("l'appartement près de la gare", "fr2"),
+        ("北京", "zh"),
+        ("她喜欢吃什么饺子", "zh"),
+        ("上海", "zh2"),
+        ("parrots", "en"),
+    ],
+)
+def test_keyword_recall_in_german_french_and_chinese(
+    service: MemoryService, query: str, session: str
+) -> None:
     results = service.search("app", "lena", query, top_k=3, mode="keyword")
     assert results, query
     assert results[0].memory.session_id == session, [r.memory.text for r in results]
@@ -128,8 +144,9 @@ def test_keyword_recall_in_german_french_and_chinese(service: MemoryService, que
 def test_the_language_is_a_recall_setting_per_app() -> None:
     from mnemoray.settings.base import recall_settings
 
-    s = recall_settings({"keyword_language": "german",
-                         "apps": {"paris_app": {"keyword_language": "french"}}})
+    s = recall_settings(
+        {"keyword_language": "german", "apps": {"paris_app": {"keyword_language": "french"}}}
+    )
     assert s.default.tokenizer.language == "german"
     assert s.retrieval_for("paris_app").tokenizer.language == "french"
     with pytest.raises(ValueError, match="keyword_language"):

@@ -32,10 +32,28 @@ def axis(i: int, noise: float = 0.0, seed: int = 0) -> np.ndarray:
     return unit(v + noise * rng.standard_normal(DIM).astype(np.float32))
 
 
-def mem(text: str, vec: np.ndarray | None, *, app: str = "app", user: str = "alice",
-        session: str = "s1", kind: str = "fact", t: float = T0, **kw) -> Memory:
-    m = Memory(app, user, session, kind, text, event_time_start=t, event_time_end=t,
-               created_at=kw.pop("created_at", t), **kw)
+def mem(
+    text: str,
+    vec: np.ndarray | None,
+    *,
+    app: str = "app",
+    user: str = "alice",
+    session: str = "s1",
+    kind: str = "fact",
+    t: float = T0,
+    **kw,
+) -> Memory:
+    m = Memory(
+        app,
+        user,
+        session,
+        kind,
+        text,
+        event_time_start=t,
+        event_time_end=t,
+        created_at=kw.pop("created_at", t),
+        **kw,
+    )
     return m if vec is None else m.with_embedding(vec)
 
 
@@ -56,8 +74,14 @@ def test_fused_sum_bounds_each_lexical_signal() -> None:
     dense = np.array([0.45, 0.30, -0.2])
     bm25 = np.array([0.0, 1.5, 0.0])
     weights = {"dense": 1.0, "bm25": 0.15}
-    score, ranks, fresh, parts = fuse({"dense": dense, "bm25": bm25}, np.ones(3, bool),
-                                      weights, np.full(3, T0), depth=2, bm25_saturation=3.0)
+    score, ranks, fresh, parts = fuse(
+        {"dense": dense, "bm25": bm25},
+        np.ones(3, bool),
+        weights,
+        np.full(3, T0),
+        depth=2,
+        bm25_saturation=3.0,
+    )
     # The score is 1 + the sum of what each signal added (explain on recall shows these).
     assert score[1] == pytest.approx(1.0 + parts["dense"][1] + parts["bm25"][1], abs=1e-6)
     assert fresh is None and ranks["bm25"].tolist() == [0, 1, 0]
@@ -65,8 +89,13 @@ def test_fused_sum_bounds_each_lexical_signal() -> None:
     assert score[1] == pytest.approx(1.0 + 0.30 + 0.15 * 1.5 / 4.5, abs=1e-6)
     assert score[0] > score[1]  # one incidental word never beats a clearly better meaning
     assert score[2] == 0.0  # outside the dense depth and no lexical evidence: not returned
-    strong = fuse({"dense": dense, "bm25": np.array([0.0, 30.0, 0.0])}, np.ones(3, bool),
-                  weights, np.full(3, T0), depth=2)[0]
+    strong = fuse(
+        {"dense": dense, "bm25": np.array([0.0, 30.0, 0.0])},
+        np.ones(3, bool),
+        weights,
+        np.full(3, T0),
+        depth=2,
+    )[0]
     assert strong[1] < strong[0] + 0.15  # bounded: BM25 adds at most its weight
 
 
@@ -78,8 +107,13 @@ def test_freshness_orders_only_near_equal_relevance_and_real_age_gaps() -> None:
     assert fresh[1] == pytest.approx(1.0, abs=1e-3) and fresh[2] == pytest.approx(1.0, abs=1e-3)
     assert fresh[3] == 0.0  # newest of all, but not about the same thing: no boost
     # One conversation (minutes apart): practically no reordering.
-    minutes = freshness(np.array([T0, T0 + 180.0]), np.array([0.4, 0.4]), np.ones(2, bool),
-                        window=0.15, half_life=DAY)
+    minutes = freshness(
+        np.array([T0, T0 + 180.0]),
+        np.array([0.4, 0.4]),
+        np.ones(2, bool),
+        window=0.15,
+        half_life=DAY,
+    )
     assert minutes.max() < 0.01
 
 
@@ -89,9 +123,14 @@ def test_fuse_recency_breaks_near_ties_but_never_lifts_off_topic_records() -> No
     bm25 = np.array([2.8, 0.0, 0.0])
     times = np.array([T0, T0 + 30 * DAY, T0 + 90 * DAY])
     weights = RetrievalConfig(weights={"recency": 0.2}, recency_window=0.15).active("hybrid")
-    score, ranks, fresh, _ = fuse({"dense": dense, "bm25": bm25, "entity": np.zeros(3)},
-                                  np.ones(3, bool), weights, times, depth=10,
-                                  recency_window=0.15)
+    score, ranks, fresh, _ = fuse(
+        {"dense": dense, "bm25": bm25, "entity": np.zeros(3)},
+        np.ones(3, bool),
+        weights,
+        times,
+        depth=10,
+        recency_window=0.15,
+    )
     assert ranks["bm25"].tolist() == [1, 0, 0]
     assert score[1] > score[0] > score[2]
     assert fresh is not None and fresh[2] == 0.0
@@ -133,14 +172,17 @@ def test_config_validation() -> None:
 
 
 def test_filters_parse_and_mask() -> None:
-    f = RecallFilters.from_dict({"after": "2023-11-15T00:00:00Z", "before": T0 + 10 * DAY,
-                                 "kinds": "fact"})
+    f = RecallFilters.from_dict(
+        {"after": "2023-11-15T00:00:00Z", "before": T0 + 10 * DAY, "kinds": "fact"}
+    )
     assert f.after == pytest.approx(1_700_006_400.0) and f.kinds == ("fact",)
-    for bad, match in (({"session": "x"}, "filters.session: unknown filter"),
-                       ({"kinds": ["note"]}, "filters.kinds: 'note'"),
-                       ({"after": "yesterday"}, "filters.after"),
-                       ({"after": T0 + 1, "before": T0}, "after is later than before"),
-                       ({"session_id": ""}, "filters.session_id")):
+    for bad, match in (
+        ({"session": "x"}, "filters.session: unknown filter"),
+        ({"kinds": ["note"]}, "filters.kinds: 'note'"),
+        ({"after": "yesterday"}, "filters.after"),
+        ({"after": T0 + 1, "before": T0}, "after is later than before"),
+        ({"session_id": ""}, "filters.session_id"),
+    ):
         with pytest.raises(RetrievalError, match=match):
             RecallFilters.from_dict(bad)
     with pytest.raises(RetrievalError, match="filters: expected an object"):
@@ -153,7 +195,8 @@ def test_filters_parse_and_mask() -> None:
     window = RecallFilters(after=T0 + DAY, before=T0 + 5 * DAY)
     assert window.mask(sessions, kinds, start, end).tolist() == [True, True, False]
     assert RecallFilters(session_id="a", kinds=("fact",)).mask(
-        sessions, kinds, start, end).tolist() == [True, False, True]
+        sessions, kinds, start, end
+    ).tolist() == [True, False, True]
     assert RecallFilters().empty and not window.empty
 
 
@@ -161,19 +204,44 @@ def test_filters_parse_and_mask() -> None:
 @pytest.fixture
 def store(tmp_path) -> MemoryStore:
     s = MemoryStore(tmp_path / "store", shards=4)
-    s.write_segment([
-        mem("I adopted an African Grey parrot", axis(0), session="birds", t=T0,
-            entities=("African Grey",)),
-        mem("parrots need big cages", axis(0, 0.3, seed=1), session="birds", kind="chunk",
-            t=T0 + 60),
-        mem("roast chicken at 220C", axis(1), session="food", t=T0 + DAY),
-        mem("half marathon in October", axis(2), session="run", t=T0 + 2 * DAY,
-            entities=("October",)),
-        # Another user, in the same app, talking about parrots too.
-        mem("my parrot is an African Grey", axis(0), user="bob", session="b1", t=T0,
-            entities=("African Grey",)),
-        mem("parrot in another app", axis(0), app="other", user="alice", session="o1", t=T0),
-    ], MODEL, DIM)
+    s.write_segment(
+        [
+            mem(
+                "I adopted an African Grey parrot",
+                axis(0),
+                session="birds",
+                t=T0,
+                entities=("African Grey",),
+            ),
+            mem(
+                "parrots need big cages",
+                axis(0, 0.3, seed=1),
+                session="birds",
+                kind="chunk",
+                t=T0 + 60,
+            ),
+            mem("roast chicken at 220C", axis(1), session="food", t=T0 + DAY),
+            mem(
+                "half marathon in October",
+                axis(2),
+                session="run",
+                t=T0 + 2 * DAY,
+                entities=("October",),
+            ),
+            # Another user, in the same app, talking about parrots too.
+            mem(
+                "my parrot is an African Grey",
+                axis(0),
+                user="bob",
+                session="b1",
+                t=T0,
+                entities=("African Grey",),
+            ),
+            mem("parrot in another app", axis(0), app="other", user="alice", session="o1", t=T0),
+        ],
+        MODEL,
+        DIM,
+    )
     return s
 
 
@@ -186,14 +254,20 @@ def test_user_search_hybrid_dense_keyword(store) -> None:
     assert {"dense", "dense_rank", "bm25", "entity", "recency"} <= set(top.signals)
     w, sig = RetrievalConfig().weights, top.signals
     assert top.score == pytest.approx(
-        1.0 + w["dense"] * sig["dense"] + w["bm25"] * sig["bm25"] / (sig["bm25"] + 3.0)
+        1.0
+        + w["dense"] * sig["dense"]
+        + w["bm25"] * sig["bm25"] / (sig["bm25"] + 3.0)
         + w["entity"] * sig["entity"] / (sig["entity"] + 1.0)
-        + w["recency"] * sig["recency"], abs=1e-4)
+        + w["recency"] * sig["recency"],
+        abs=1e-4,
+    )
     dense = r.search_user(snap, "app", "alice", "parrot", axis(0), top_k=10, mode="dense")
     assert len(dense) == 4 and set(dense[0].signals) == {"dense", "dense_rank"}
     keyword = r.search_user(snap, "app", "alice", "parrot", axis(0), top_k=10, mode="keyword")
-    assert {h.memory.text for h in keyword} == {"I adopted an African Grey parrot",
-                                                 "parrots need big cages"}
+    assert {h.memory.text for h in keyword} == {
+        "I adopted an African Grey parrot",
+        "parrots need big cages",
+    }
     assert set(keyword[0].signals) <= {"bm25", "bm25_rank", "entity", "entity_rank"}
     # No query vector (e.g. no embedder): hybrid falls back to keyword signals.
     fallback = r.search_user(snap, "app", "alice", "parrot", None, top_k=10)
@@ -207,13 +281,26 @@ def test_tenant_isolation_every_mode_and_filter(store) -> None:
     r = Retriever()
     snap = store.load()
     for mode in ("hybrid", "dense", "keyword"):
-        for flt in (None, {"session_id": "b1"}, {"kinds": ["fact"]},
-                    {"after": T0 - DAY, "before": T0 + DAY}):
-            got = r.search_user(snap, "app", "alice", "my parrot is an African Grey", axis(0),
-                                top_k=50, filters=flt, mode=mode)
+        for flt in (
+            None,
+            {"session_id": "b1"},
+            {"kinds": ["fact"]},
+            {"after": T0 - DAY, "before": T0 + DAY},
+        ):
+            got = r.search_user(
+                snap,
+                "app",
+                "alice",
+                "my parrot is an African Grey",
+                axis(0),
+                top_k=50,
+                filters=flt,
+                mode=mode,
+            )
             assert all((h.memory.app_name, h.memory.user_id) == ("app", "alice") for h in got)
-    assert r.search_user(snap, "app", "alice", "parrot", axis(0), filters={"session_id": "b1"}) \
-        == []
+    assert (
+        r.search_user(snap, "app", "alice", "parrot", axis(0), filters={"session_id": "b1"}) == []
+    )
     # Only alice's shard is touched: her candidate set holds her rows and nothing else.
     cands = r.user_candidates(snap, "app", "alice")
     assert cands.size == 4 and set(cands.session_ids) == {"birds", "food", "run"}
@@ -232,24 +319,48 @@ def test_filters_apply_before_ranking(store) -> None:
     r = Retriever()
     snap = store.load()
     # The best match overall is the parrot; restricted to "run", top-1 is the run memory.
-    got = r.search_user(snap, "app", "alice", "parrot", axis(0), top_k=1,
-                        filters={"session_id": "run"})
+    got = r.search_user(
+        snap, "app", "alice", "parrot", axis(0), top_k=1, filters={"session_id": "run"}
+    )
     assert [h.memory.session_id for h in got] == ["run"]
-    kinds = r.search_user(snap, "app", "alice", "parrot", axis(0), top_k=10,
-                          filters={"kinds": ["chunk"]})
+    kinds = r.search_user(
+        snap, "app", "alice", "parrot", axis(0), top_k=10, filters={"kinds": ["chunk"]}
+    )
     assert [h.memory.kind for h in kinds] == ["chunk"]
-    window = r.search_user(snap, "app", "alice", "parrot", axis(0), top_k=10,
-                           filters={"after": T0 + DAY / 2, "before": T0 + 1.5 * DAY})
+    window = r.search_user(
+        snap,
+        "app",
+        "alice",
+        "parrot",
+        axis(0),
+        top_k=10,
+        filters={"after": T0 + DAY / 2, "before": T0 + 1.5 * DAY},
+    )
     assert [h.memory.session_id for h in window] == ["food"]
 
 
 def test_forgotten_and_expired_rows_never_come_back(store) -> None:
     r = Retriever()
-    store.write_segment([mem("parrot food brands", axis(0, 0.1, seed=2), session="birds2",
-                             t=T0 + 3 * DAY, expires_at=T0 + 4 * DAY)], MODEL, DIM)
+    store.write_segment(
+        [
+            mem(
+                "parrot food brands",
+                axis(0, 0.1, seed=2),
+                session="birds2",
+                t=T0 + 3 * DAY,
+                expires_at=T0 + 4 * DAY,
+            )
+        ],
+        MODEL,
+        DIM,
+    )
     snap = store.load()
-    texts = {h.memory.text for h in r.search_user(snap, "app", "alice", "parrot", axis(0),
-                                                  top_k=10, now=T0 + 3.5 * DAY)}
+    texts = {
+        h.memory.text
+        for h in r.search_user(
+            snap, "app", "alice", "parrot", axis(0), top_k=10, now=T0 + 3.5 * DAY
+        )
+    }
     assert "parrot food brands" in texts
     later = r.search_user(snap, "app", "alice", "parrot", axis(0), top_k=10, now=T0 + 5 * DAY)
     assert "parrot food brands" not in {h.memory.text for h in later}  # TTL passed
@@ -260,13 +371,25 @@ def test_forgotten_and_expired_rows_never_come_back(store) -> None:
     after = r.user_candidates(snap2, "app", "alice")
     assert after is not before  # a forget invalidates the cached candidate set
     for mode in ("hybrid", "dense", "keyword"):
-        got = r.search_user(snap2, "app", "alice", "African Grey parrot", axis(0), top_k=10,
-                            mode=mode, now=T0 + 3.5 * DAY)
+        got = r.search_user(
+            snap2,
+            "app",
+            "alice",
+            "African Grey parrot",
+            axis(0),
+            top_k=10,
+            mode=mode,
+            now=T0 + 3.5 * DAY,
+        )
         assert parrot.memory.memory_id not in {h.memory.memory_id for h in got}
         # The rows around the forgotten one still map back to the right memories.
         assert all(h.memory.user_id == "alice" for h in got)
-    assert "parrots need big cages" in {h.memory.text for h in r.search_user(
-        snap2, "app", "alice", "parrot", axis(0), top_k=10, now=T0 + 3.5 * DAY)}
+    assert "parrots need big cages" in {
+        h.memory.text
+        for h in r.search_user(
+            snap2, "app", "alice", "parrot", axis(0), top_k=10, now=T0 + 3.5 * DAY
+        )
+    }
     store.forget(user=("app", "alice"))
     assert r.search_user(store.load(), "app", "alice", "parrot", axis(0)) == []
 

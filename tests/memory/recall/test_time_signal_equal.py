@@ -28,9 +28,14 @@ DAY = 86_400.0
 T0 = 1_672_531_200.0  # 2023-01-01
 
 
-def reference_time_signal(qt: QueryTime, positions: Sequence[int],
-                          facts: Callable[[int], TimeFacts], t_start: np.ndarray,
-                          t_end: np.ndarray, size: int) -> np.ndarray:
+def reference_time_signal(
+    qt: QueryTime,
+    positions: Sequence[int],
+    facts: Callable[[int], TimeFacts],
+    t_start: np.ndarray,
+    t_end: np.ndarray,
+    size: int,
+) -> np.ndarray:
     """The loop before the rewrite, kept as the oracle."""
     out = np.zeros(size, dtype=np.float64)
     if not qt.active:
@@ -41,7 +46,8 @@ def reference_time_signal(qt: QueryTime, positions: Sequence[int],
         if periods:
             lo, hi = float(t_start[pos]), float(t_end[pos])
             if any(a <= hi and lo < b for a, b in periods) or any(
-                    a < sb and sa < b for a, b in periods for sa, sb in tf.spans):
+                a < sb and sa < b for a, b in periods for sa, sb in tf.spans
+            ):
                 out[pos] = FOUND
                 continue
         if qt.intent.asks_when:
@@ -63,20 +69,41 @@ def records(n: int, seed: int) -> list[Memory]:
         start = None if rng.random() < 0.1 else t
         end = None if rng.random() < 0.3 else t + rng.choice((0.0, 3600.0, 40 * DAY))
         if rng.random() < 0.15:  # ends exactly where a named period starts
-            end = datetime(rng.choice((2022, 2023)), rng.randint(1, 12), 1,
-                           tzinfo=timezone.utc).timestamp()
+            end = datetime(
+                rng.choice((2022, 2023)), rng.randint(1, 12), 1, tzinfo=timezone.utc
+            ).timestamp()
             start = end - rng.choice((0.0, DAY))
-        out.append(Memory("app", "mel", f"s{i % 7}", rng.choice(("chunk", "fact")), text,
-                          event_time_start=start, event_time_end=end, created_at=t + 60))
+        out.append(
+            Memory(
+                "app",
+                "mel",
+                f"s{i % 7}",
+                rng.choice(("chunk", "fact")),
+                text,
+                event_time_start=start,
+                event_time_end=end,
+                created_at=t + 60,
+            )
+        )
     return out
 
 
-QUESTIONS = ("what did we do last May?", "when did Mel adopt Max?", "what happened in 2023?",
-             "when did we go camping last summer?", "what did Mel say yesterday?",
-             "where did I live before Berlin?", "what is Mel's dog called?",
-             "which day did we meet in March 2023?", "what did we do two weeks ago?",
-             "when was the week before May 7, 2023?", "what do I do these days?",
-             "how long ago did we move in the 2010s?", "when?", "what did we do on Monday?")
+QUESTIONS = (
+    "what did we do last May?",
+    "when did Mel adopt Max?",
+    "what happened in 2023?",
+    "when did we go camping last summer?",
+    "what did Mel say yesterday?",
+    "where did I live before Berlin?",
+    "what is Mel's dog called?",
+    "which day did we meet in March 2023?",
+    "what did we do two weeks ago?",
+    "when was the week before May 7, 2023?",
+    "what do I do these days?",
+    "how long ago did we move in the 2010s?",
+    "when?",
+    "what did we do on Monday?",
+)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -95,10 +122,12 @@ def test_time_signal_equals_the_record_by_record_loop(seed: int) -> None:
             looked[rng.sample(range(len(mems)), 150)] = True
             looked[period_positions(qt, cands.t_start, cands.t_end, eligible)] = True
             positions = np.flatnonzero(looked)
-            new = time_signal(qt, positions, cands.time_facts, cands.t_start, cands.t_end,
-                              cands.size)
-            want = reference_time_signal(qt, positions, old.time_facts, old.t_start,
-                                         old.t_end, old.size)
+            new = time_signal(
+                qt, positions, cands.time_facts, cands.t_start, cands.t_end, cands.size
+            )
+            want = reference_time_signal(
+                qt, positions, old.time_facts, old.t_start, old.t_end, old.size
+            )
             np.testing.assert_array_equal(new, want, err_msg=f"{question!r} at {ref}")
             compared += 1
             found += int((want == FOUND).sum())
@@ -126,7 +155,8 @@ def count_resolves(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments(
-        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mnemoray.memory.recall import record_times
     from mnemoray.memory.recall.axes import time_facts
     from mnemoray.memory.recall.retriever import Retriever
@@ -161,10 +191,11 @@ def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments
         qt = query_time(question, T0)
         positions = np.arange(again.size)
         np.testing.assert_array_equal(
-            time_signal(qt, positions, again.time_facts, again.t_start, again.t_end,
-                        again.size),
-            reference_time_signal(qt, positions, again.time_facts, again.t_start,
-                                  again.t_end, again.size))
+            time_signal(qt, positions, again.time_facts, again.t_start, again.t_end, again.size),
+            reference_time_signal(
+                qt, positions, again.time_facts, again.t_start, again.t_end, again.size
+            ),
+        )
     # Slots go with their segments.
     segments = {id(p.seg) for p in again.parts}
     assert segments <= set(record_times._BY_SEGMENT)
@@ -176,7 +207,8 @@ def test_a_stored_set_resolves_its_records_once_and_keeps_them_with_the_segments
 
 
 def test_a_set_larger_than_the_limit_resolves_only_what_is_asked(
-        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mnemoray.memory.recall import candidates as cmod
     from mnemoray.memory.recall.axes import time_facts
     from mnemoray.memory.recall.retriever import Retriever
@@ -204,6 +236,7 @@ def test_the_transient_cache_is_bounded_and_keeps_digests_not_texts(monkeypatch)
     for text in texts:
         assert record_times.recent_time_facts(text, 1.7e9) == resolve(text, 1.7e9)
     assert len(record_times._recent) == 3
-    assert all(isinstance(digest, bytes) and len(digest) == 16
-               for digest, _ in record_times._recent)  # the keys: no texts kept
+    assert all(
+        isinstance(digest, bytes) and len(digest) == 16 for digest, _ in record_times._recent
+    )  # the keys: no texts kept
     assert record_times.recent_time_facts(texts[-1], 1.7e9) == resolve(texts[-1], 1.7e9)

@@ -38,27 +38,75 @@ class CountingSummarizer(ExtractiveSummarizer):
 
 def parrot_events() -> list[Event]:
     return [
-        user_message("I'm thinking about getting a pet parrot. What should I know?",
-                     id="u1", timestamp=T, invocation_id="i1"),
-        model_message(AGENT, "Parrots are intelligent, social birds that need daily "
-                      "attention, a large cage and a varied diet.", id="m1",
-                      timestamp=T + 10, invocation_id="i1"),
-        user_message("I really like African Grey parrots because they can talk. "
-                     "My apartment is small though.", id="u2", timestamp=T + 20,
-                     invocation_id="i2"),
-        tool_call(AGENT, "search_birds", {"size": "small"}, call_id="c1", id="t1",
-                  timestamp=T + 21, invocation_id="i2"),
-        tool_result("search_birds", "search_birds", {"birds": ["budgie", "cockatiel"]},
-                    call_id="c1", id="r1", timestamp=T + 22, invocation_id="i2"),
-        model_message(AGENT, "African Greys need space. In a small apartment, consider "
-                      "budgies or cockatiels.", id="m2", timestamp=T + 30, invocation_id="i2"),
-        Event(author=AGENT, role="system", type="control", data={"action": "noop"},
-              id="ctl", timestamp=T + 31, invocation_id="i2"),
+        user_message(
+            "I'm thinking about getting a pet parrot. What should I know?",
+            id="u1",
+            timestamp=T,
+            invocation_id="i1",
+        ),
+        model_message(
+            AGENT,
+            "Parrots are intelligent, social birds that need daily "
+            "attention, a large cage and a varied diet.",
+            id="m1",
+            timestamp=T + 10,
+            invocation_id="i1",
+        ),
+        user_message(
+            "I really like African Grey parrots because they can talk. "
+            "My apartment is small though.",
+            id="u2",
+            timestamp=T + 20,
+            invocation_id="i2",
+        ),
+        tool_call(
+            AGENT,
+            "search_birds",
+            {"size": "small"},
+            call_id="c1",
+            id="t1",
+            timestamp=T + 21,
+            invocation_id="i2",
+        ),
+        tool_result(
+            "search_birds",
+            "search_birds",
+            {"birds": ["budgie", "cockatiel"]},
+            call_id="c1",
+            id="r1",
+            timestamp=T + 22,
+            invocation_id="i2",
+        ),
+        model_message(
+            AGENT,
+            "African Greys need space. In a small apartment, consider budgies or cockatiels.",
+            id="m2",
+            timestamp=T + 30,
+            invocation_id="i2",
+        ),
+        Event(
+            author=AGENT,
+            role="system",
+            type="control",
+            data={"action": "noop"},
+            id="ctl",
+            timestamp=T + 31,
+            invocation_id="i2",
+        ),
         model_message(AGENT, "Cockat", partial=True, id="p1", timestamp=T + 32),
-        user_message("I moved to Madrid in March. My daughter's name is Ana.", id="u3",
-                     timestamp=T + DAY, invocation_id="i3"),
-        model_message(AGENT, "Thanks, noted for future trips.", id="m3",
-                      timestamp=T + DAY + 5, invocation_id="i3"),
+        user_message(
+            "I moved to Madrid in March. My daughter's name is Ana.",
+            id="u3",
+            timestamp=T + DAY,
+            invocation_id="i3",
+        ),
+        model_message(
+            AGENT,
+            "Thanks, noted for future trips.",
+            id="m3",
+            timestamp=T + DAY + 5,
+            invocation_id="i3",
+        ),
     ]
 
 
@@ -74,8 +122,13 @@ def by_kind(records: list[Memory], kind: str) -> list[Memory]:
 
 
 def test_record_kinds_and_exact_provenance() -> None:
-    records = distill_session(make_session(parrot_events()), ExtractiveSummarizer(),
-                              chunk_turns=2, chunk_overlap=0, now=NOW)
+    records = distill_session(
+        make_session(parrot_events()),
+        ExtractiveSummarizer(),
+        chunk_turns=2,
+        chunk_overlap=0,
+        now=NOW,
+    )
     assert [r.kind for r in records] == ["session_summary"] + ["fact"] * 5 + ["chunk"] * 3
     summary = by_kind(records, "session_summary")[0]
     # Exactly the events summarized: no control, no partial event.
@@ -94,19 +147,31 @@ def test_record_kinds_and_exact_provenance() -> None:
     ]
     # Tool events join the window of the message they led to; no control/partial.
     assert [r.source_event_ids for r in by_kind(records, "chunk")] == [
-        ("u1", "m1"), ("u2", "t1", "r1", "m2"), ("u3", "m3")]
+        ("u1", "m1"),
+        ("u2", "t1", "r1", "m2"),
+        ("u3", "m3"),
+    ]
     for r in records:
         assert (r.app_name, r.user_id, r.session_id) == ("bird-chat", "maya", "s1")
         assert r.created_at == NOW and r.expires_at is None and r.embedding is None
 
 
 def test_chunk_text_is_dated_and_names_the_speaker() -> None:
-    chunks = by_kind(distill_session(make_session(parrot_events()), ExtractiveSummarizer(),
-                                     chunk_turns=2, chunk_overlap=0, now=NOW), "chunk")
+    chunks = by_kind(
+        distill_session(
+            make_session(parrot_events()),
+            ExtractiveSummarizer(),
+            chunk_turns=2,
+            chunk_overlap=0,
+            now=NOW,
+        ),
+        "chunk",
+    )
     assert chunks[0].text == (
         "[2026-01-05] user: I'm thinking about getting a pet parrot. What should I know?\n"
         "[2026-01-05] travel_agent: Parrots are intelligent, social birds that need daily "
-        "attention, a large cage and a varied diet.")
+        "attention, a large cage and a varied diet."
+    )
     lines = chunks[1].text.splitlines()
     assert lines[1] == "[2026-01-05] travel_agent: called search_birds(size=small)"
     assert lines[2] == '[2026-01-05] search_birds returned {"birds": ["budgie", "cockatiel"]}'
@@ -116,10 +181,12 @@ def test_chunk_text_is_dated_and_names_the_speaker() -> None:
 
 def test_key_expansion_changes_only_the_key_text() -> None:
     session = make_session(parrot_events())
-    plain = distill_session(session, ExtractiveSummarizer(), chunk_turns=2, chunk_overlap=0,
-                            expand_keys=False, now=NOW)
-    expanded = distill_session(session, ExtractiveSummarizer(), chunk_turns=2, chunk_overlap=0,
-                               now=NOW)
+    plain = distill_session(
+        session, ExtractiveSummarizer(), chunk_turns=2, chunk_overlap=0, expand_keys=False, now=NOW
+    )
+    expanded = distill_session(
+        session, ExtractiveSummarizer(), chunk_turns=2, chunk_overlap=0, now=NOW
+    )
     assert [r.memory_id for r in plain] == [r.memory_id for r in expanded]
     assert [r.text for r in plain] == [r.text for r in expanded]
     assert all(r.key_text == r.text for r in plain)
@@ -129,7 +196,7 @@ def test_key_expansion_changes_only_the_key_text() -> None:
     lines = last.text.splitlines()
     keyed = "\n".join([lines[0], *(ln.split("] ", 1)[1] for ln in lines[1:])])
     assert last.key_text.startswith(keyed + "\n")
-    extra = last.key_text[len(keyed):]
+    extra = last.key_text[len(keyed) :]
     # Its facts are quoted from its own words: the key does not repeat them
     # (a fact in other words is appended: tests/memory/recall/test_axes.py).
     assert "I moved to Madrid in March." in last.text and "Facts:" not in extra
@@ -146,8 +213,9 @@ def test_compaction_summaries_are_reused_not_resummarized() -> None:
     for e in events[:6]:
         store.append_event(session, e)
     summarizer = CountingSummarizer()
-    compaction = Compactor(summarizer, CompactionConfig(interval=2, overlap=0)) \
-        .maybe_compact(store, session)
+    compaction = Compactor(summarizer, CompactionConfig(interval=2, overlap=0)).maybe_compact(
+        store, session
+    )
     assert compaction is not None
     covered = compaction.data["source_event_ids"]
     assert covered == ["u1", "m1", "u2", "t1", "r1", "m2"]
@@ -155,8 +223,13 @@ def test_compaction_summaries_are_reused_not_resummarized() -> None:
         store.append_event(session, e)
 
     summarizer.calls.clear()
-    records = distill_session(store.get_session("bird-chat", "maya", "s1"), summarizer,
-                              chunk_turns=2, chunk_overlap=0, now=NOW)
+    records = distill_session(
+        store.get_session("bird-chat", "maya", "s1"),
+        summarizer,
+        chunk_turns=2,
+        chunk_overlap=0,
+        now=NOW,
+    )
     assert len(summarizer.calls) == 1
     assert not set(covered) & set(summarizer.seen_ids)  # never asked again
     assert [i for i in summarizer.seen_ids if "#" not in i] == ["u3", "m3"]
@@ -171,8 +244,7 @@ def test_compaction_summaries_are_reused_not_resummarized() -> None:
     assert reused[0].text == compaction.text
     assert reused[0].source_event_ids == tuple(covered)
     assert (reused[0].event_time_start, reused[0].event_time_end) == (T, T + 30)
-    assert reused[0].key_facts == tuple(
-        f["text"] for f in compaction.data["summary"]["key_facts"])
+    assert reused[0].key_facts == tuple(f["text"] for f in compaction.data["summary"]["key_facts"])
     # Facts of the compaction come back with their own provenance, once each.
     facts = [(r.text, r.source_event_ids) for r in by_kind(records, "fact")]
     assert facts == [
@@ -184,15 +256,24 @@ def test_compaction_summaries_are_reused_not_resummarized() -> None:
     ]
     # Raw turns stay searchable, compacted or not.
     assert [r.source_event_ids for r in by_kind(records, "chunk")] == [
-        ("u1", "m1"), ("u2", "t1", "r1", "m2"), ("u3", "m3")]
+        ("u1", "m1"),
+        ("u2", "t1", "r1", "m2"),
+        ("u3", "m3"),
+    ]
 
 
 def test_adk_style_compaction_covers_its_time_range() -> None:
     events = [e for e in parrot_events() if e.id not in ("ctl", "p1")]
     text = "The user wants a small talking parrot for a small apartment."
-    compaction = Event(author="adk", role="model", type="compaction", text=text,
-                       data={"start_ts": T, "end_ts": T + 30, "summary": text},
-                       id="k1", timestamp=T + 40)
+    compaction = Event(
+        author="adk",
+        role="model",
+        type="compaction",
+        text=text,
+        data={"start_ts": T, "end_ts": T + 30, "summary": text},
+        id="k1",
+        timestamp=T + 40,
+    )
     session = make_session([*events[:6], compaction, *events[6:]])
     summarizer = CountingSummarizer()
     records = distill_session(session, summarizer, now=NOW)
@@ -200,27 +281,43 @@ def test_adk_style_compaction_covers_its_time_range() -> None:
     assert summarizer.calls[0][0].text == text and summarizer.calls[0][0].role == "model"
     reused = by_kind(records, "compaction_summary")[0]
     assert reused.source_event_ids == ("u1", "m1", "u2", "t1", "r1", "m2")
-    assert by_kind(records, "session_summary")[0].source_event_ids[:6] == \
-        reused.source_event_ids
+    assert by_kind(records, "session_summary")[0].source_event_ids[:6] == reused.source_event_ids
 
 
 def test_overlapping_compactions_feed_the_summary_once() -> None:
     events = [e for e in parrot_events() if e.id not in ("ctl", "p1")]
 
     def compaction(cid: str, ids: list[str], text: str, ts: float) -> Event:
-        return Event(author="compactor", role="system", type="compaction", text=text,
-                     data={"start_ts": T, "end_ts": T + 30, "source_event_ids": ids,
-                           "summary": {"summary": text}}, id=cid, timestamp=ts)
+        return Event(
+            author="compactor",
+            role="system",
+            type="compaction",
+            text=text,
+            data={
+                "start_ts": T,
+                "end_ts": T + 30,
+                "source_event_ids": ids,
+                "summary": {"summary": text},
+            },
+            id=cid,
+            timestamp=ts,
+        )
 
     first = compaction("k1", ["u1", "m1"], "User: I'm thinking about a parrot.", T + 11)
-    wider = compaction("k2", ["u1", "m1", "u2", "t1", "r1", "m2"],
-                       "User: I'm thinking about a parrot. I like African Greys.", T + 31)
+    wider = compaction(
+        "k2",
+        ["u1", "m1", "u2", "t1", "r1", "m2"],
+        "User: I'm thinking about a parrot. I like African Greys.",
+        T + 31,
+    )
     session = make_session([*events[:2], first, *events[2:6], wider, *events[6:]])
     summarizer = CountingSummarizer()
     records = distill_session(session, summarizer, now=NOW)
     assert [i for i in summarizer.seen_ids if i.startswith("k1")] == []  # subsumed by k2
     assert [r.source_event_ids for r in by_kind(records, "compaction_summary")] == [
-        ("u1", "m1"), ("u1", "m1", "u2", "t1", "r1", "m2")]
+        ("u1", "m1"),
+        ("u1", "m1", "u2", "t1", "r1", "m2"),
+    ]
 
 
 def test_deterministic_and_idempotent() -> None:
@@ -236,55 +333,67 @@ def test_deterministic_and_idempotent() -> None:
 
 def test_full_chunks_survive_a_growing_session() -> None:
     events = parrot_events()
-    early = distill_session(make_session(events[:6]), ExtractiveSummarizer(), chunk_turns=2,
-                            now=NOW)
-    late = distill_session(make_session(events), ExtractiveSummarizer(), chunk_turns=2,
-                           now=NOW)
+    early = distill_session(
+        make_session(events[:6]), ExtractiveSummarizer(), chunk_turns=2, now=NOW
+    )
+    late = distill_session(make_session(events), ExtractiveSummarizer(), chunk_turns=2, now=NOW)
     early_chunks = {r.memory_id for r in by_kind(early, "chunk")}
     late_chunks = {r.memory_id for r in by_kind(late, "chunk")}
     assert early_chunks <= late_chunks  # re-ingestion adds the new window only
-    assert by_kind(early, "session_summary")[0].memory_id != \
-        by_kind(late, "session_summary")[0].memory_id  # superseded, for ingest to replace
+    assert (
+        by_kind(early, "session_summary")[0].memory_id
+        != by_kind(late, "session_summary")[0].memory_id
+    )  # superseded, for ingest to replace
 
 
 def test_trailing_tool_events_form_their_own_window_once_the_last_is_full() -> None:
     events = parrot_events()[:3] + [
-        tool_call(AGENT, "search_birds", {"size": "small"}, call_id="c9", id="t9",
-                  timestamp=T + 50)]
-    chunks = by_kind(distill_session(make_session(events), ExtractiveSummarizer(),
-                                     chunk_turns=1, now=NOW), "chunk")
+        tool_call(AGENT, "search_birds", {"size": "small"}, call_id="c9", id="t9", timestamp=T + 50)
+    ]
+    chunks = by_kind(
+        distill_session(make_session(events), ExtractiveSummarizer(), chunk_turns=1, now=NOW),
+        "chunk",
+    )
     assert [c.source_event_ids for c in chunks] == [("u1",), ("m1",), ("u2",), ("t9",)]
-    chunks = by_kind(distill_session(make_session(events), ExtractiveSummarizer(),
-                                     chunk_turns=4, now=NOW), "chunk")
+    chunks = by_kind(
+        distill_session(make_session(events), ExtractiveSummarizer(), chunk_turns=4, now=NOW),
+        "chunk",
+    )
     assert [c.source_event_ids for c in chunks] == [("u1", "m1", "u2", "t9")]
 
 
 def test_empty_and_textless_sessions() -> None:
     assert distill_session(make_session([]), ExtractiveSummarizer(), now=NOW) == []
-    control = Event(author=AGENT, role="system", type="control", data={"a": 1}, id="x",
-                    timestamp=T)
+    control = Event(author=AGENT, role="system", type="control", data={"a": 1}, id="x", timestamp=T)
     assert distill_session(make_session([control]), ExtractiveSummarizer(), now=NOW) == []
-    tools = [tool_call(AGENT, "ping", {}, call_id="c", id="t", timestamp=T),
-             tool_result("ping", "ping", "pong", call_id="c", id="r", timestamp=T + 1)]
+    tools = [
+        tool_call(AGENT, "ping", {}, call_id="c", id="t", timestamp=T),
+        tool_result("ping", "ping", "pong", call_id="c", id="r", timestamp=T + 1),
+    ]
     summarizer = CountingSummarizer()
     records = distill_session(make_session(tools), summarizer, now=NOW)
     assert [r.kind for r in records] == ["chunk"] and summarizer.calls == []
-    assert records[0].text == ("[2026-01-05] travel_agent: called ping()\n"
-                               "[2026-01-05] ping returned pong")
+    assert records[0].text == (
+        "[2026-01-05] travel_agent: called ping()\n[2026-01-05] ping returned pong"
+    )
 
 
 def test_ttl_sets_expiry() -> None:
-    records = distill_session(make_session(parrot_events()), ExtractiveSummarizer(),
-                              ttl_s=3600, now=NOW)
+    records = distill_session(
+        make_session(parrot_events()), ExtractiveSummarizer(), ttl_s=3600, now=NOW
+    )
     assert records and all(r.expires_at == NOW + 3600 for r in records)
     assert all(r.expired(NOW + 3601) and not r.expired(NOW + 1) for r in records)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"chunk_turns": 0}, "chunk_turns"),
-    ({"ttl_s": 0}, "ttl_s"),
-    ({"ttl_s": -5.0}, "ttl_s"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"chunk_turns": 0}, "chunk_turns"),
+        ({"ttl_s": 0}, "ttl_s"),
+        ({"ttl_s": -5.0}, "ttl_s"),
+    ],
+)
 def test_bad_options(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         distill_session(make_session(parrot_events()), ExtractiveSummarizer(), **kwargs)

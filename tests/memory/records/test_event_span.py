@@ -18,16 +18,28 @@ START, END = 1_600_000_000.0, 1_600_000_500.0
 
 
 def test_both_shapes_agree_on_every_combination_of_missing_times() -> None:
-    records = [Memory("app", "ana", "s1", "fact", f"fact {i}", event_time_start=start,
-                      event_time_end=end, created_at=CREATED)
-               for i, (start, end) in enumerate(itertools.product((START, None), (END, None)))]
+    records = [
+        Memory(
+            "app",
+            "ana",
+            "s1",
+            "fact",
+            f"fact {i}",
+            event_time_start=start,
+            event_time_end=end,
+            created_at=CREATED,
+        )
+        for i, (start, end) in enumerate(itertools.product((START, None), (END, None)))
+    ]
     starts, ends = event_times(memories_to_table(records, 0))
     spans = [event_span(m) for m in records]
     assert [(float(s), float(e)) for s, e in zip(starts, ends, strict=True)] == spans
-    assert spans == [(START, END),  # both given
-                     (START, START),  # no end: the start
-                     (END, END),  # no start: the end
-                     (CREATED, CREATED)]  # neither: when it was stored
+    assert spans == [
+        (START, END),  # both given
+        (START, START),  # no end: the start
+        (END, END),  # no start: the end
+        (CREATED, CREATED),
+    ]  # neither: when it was stored
     assert starts.dtype == ends.dtype == np.float64
 
 

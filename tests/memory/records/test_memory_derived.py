@@ -12,19 +12,34 @@ from mnemoray.memory.records.record import DERIVED_FIELDS, Memory, MemoryRecordE
 
 
 def _record() -> Memory:
-    return Memory("app", "u1", "s1", "fact", "I moved to Lisbon in May.",
-                  source_event_ids=("e1", "e2"), topics=("move",), key_facts=("Lisbon",),
-                  event_time_start=1.7e9, created_at=1.72e9, agent_name="planner")
+    return Memory(
+        "app",
+        "u1",
+        "s1",
+        "fact",
+        "I moved to Lisbon in May.",
+        source_event_ids=("e1", "e2"),
+        topics=("move",),
+        key_facts=("Lisbon",),
+        event_time_start=1.7e9,
+        created_at=1.72e9,
+        agent_name="planner",
+    )
 
 
 def _fields(m: Memory) -> dict[str, object]:
     return {k: v for k, v in m.__dict__.items() if k != "embedding"}
 
 
-@pytest.mark.parametrize("values", [
-    {"shard": 3}, {"session_events": 12, "session_updated_at": 1.71e9},
-    {"embedding": np.ones(4, dtype=np.float32)}, {"embedding": None},
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"shard": 3},
+        {"session_events": 12, "session_updated_at": 1.71e9},
+        {"embedding": np.ones(4, dtype=np.float32)},
+        {"embedding": None},
+    ],
+)
 def test_equals_replace(values: dict[str, object]) -> None:
     m = _record()
     got, want = m.with_derived(**values), replace(m, **values)

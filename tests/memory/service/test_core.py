@@ -25,10 +25,10 @@ def _service(root: Path, shards: int | None = None, **options) -> MemoryService:
     return MemoryService(MemoryStore(root, shards), None, ExtractiveSummarizer(), **options)
 
 
-def _note(app: str, user: str, text: str, memory_id: str = "",
-          t: float = 1000.0) -> Memory:
-    return Memory(app, user, "online", "fact", text, memory_id=memory_id, created_at=t,
-                  event_time_end=t)
+def _note(app: str, user: str, text: str, memory_id: str = "", t: float = 1000.0) -> Memory:
+    return Memory(
+        app, user, "online", "fact", text, memory_id=memory_id, created_at=t, event_time_end=t
+    )
 
 
 def test_forget_memory_is_scoped_to_its_owner(tmp_path: Path) -> None:
@@ -38,8 +38,7 @@ def test_forget_memory_is_scoped_to_its_owner(tmp_path: Path) -> None:
     service.add_memories([_note("appB", "bob", "Bob keeps goats", "note-1")])
     assert service.forget_memory("appB", "alice", "note-1") == 0  # wrong app: nothing
     assert service.forget_memory("appB", "bob", "note-1") == 1
-    assert [r.memory.text for r in service.search("appA", "alice", "bees")] \
-        == ["Alice keeps bees"]
+    assert [r.memory.text for r in service.search("appA", "alice", "bees")] == ["Alice keeps bees"]
     assert service.search("appB", "bob", "goats") == []
     # A fresh process reading the store sees the same thing (the tombstone names its owner).
     again = _service(tmp_path / "s")
@@ -50,8 +49,9 @@ def test_forget_memory_is_scoped_to_its_owner(tmp_path: Path) -> None:
 
 def test_forget_session_and_user_are_scoped(tmp_path: Path) -> None:
     service = _service(tmp_path / "s")
-    service.add_memories([_note("app", "ana", "Ana likes tulips"),
-                          _note("app", "bo", "Bo likes tulips")])
+    service.add_memories(
+        [_note("app", "ana", "Ana likes tulips"), _note("app", "bo", "Bo likes tulips")]
+    )
     assert service.forget_user("app", "ana") == 1
     assert service.search("app", "ana", "tulips") == []
     assert len(service.search("app", "bo", "tulips")) == 1
@@ -75,6 +75,7 @@ def test_reloader_on_read_and_watching(tmp_path: Path) -> None:
     watched.start()
     try:
         import time
+
         deadline = time.monotonic() + 5
         while server.snapshot() is before and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -131,8 +132,19 @@ def test_one_json_form_for_a_recalled_memory(tmp_path: Path) -> None:
     service.add_memories([_note("app", "ana", "Ana flew to Lisbon", t=1_700_000_000.0)])
     result = service.search("app", "ana", "Lisbon")[0]
     out = result.to_dict()
-    assert set(out) == {"memory_id", "app_name", "kind", "text", "score", "date", "signals",
-                        "axes", "topics", "key_facts", "provenance"}
+    assert set(out) == {
+        "memory_id",
+        "app_name",
+        "kind",
+        "text",
+        "score",
+        "date",
+        "signals",
+        "axes",
+        "topics",
+        "key_facts",
+        "provenance",
+    }
     assert out["axes"] == ["bm25"]  # keyword-only service: BM25 found it
     assert out["app_name"] == "app"  # the owner (cross-app sharing: mnemoray.memory.store.scopes)
     assert out["date"] == "2023-11-14T22:13:20Z"
@@ -142,7 +154,10 @@ def test_one_json_form_for_a_recalled_memory(tmp_path: Path) -> None:
     snippet = result.snippet()
     assert snippet == MemorySnippet.from_recalled(out)
     assert (snippet.memory_id, snippet.session_id, snippet.time) == (
-        result.memory.memory_id, "online", 1_700_000_000.0)
+        result.memory.memory_id,
+        "online",
+        1_700_000_000.0,
+    )
 
 
 def test_client_memory_ids_are_unique_per_owner_only(tmp_path: Path) -> None:

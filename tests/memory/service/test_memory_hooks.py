@@ -29,16 +29,22 @@ def service(tmp_path) -> MemoryService:
 # -- hooks --------------------------------------------------------------------------------
 def test_hooks_see_created_recalled_and_forgotten(service) -> None:
     seen: list[MemoryEvent] = []
-    for register in (service.on_memory_created, service.on_memory_recalled,
-                     service.on_memory_forgotten):
+    for register in (
+        service.on_memory_created,
+        service.on_memory_recalled,
+        service.on_memory_forgotten,
+    ):
         register(seen.append)
     added = service.add_session(parrot())
     results = service.search("app", "alice", "parrot apartment", top_k=3)
     service.preview_forget("app", "alice", "parrot", top_k=2)  # a look, not a recall
     assert service.forget_session("app", "alice", "parrot", reason="done", actor="me")
     assert service.hooks.flush(10)
-    assert [e.hook for e in seen] == ["on_memory_created", "on_memory_recalled",
-                                      "on_memory_forgotten"]
+    assert [e.hook for e in seen] == [
+        "on_memory_created",
+        "on_memory_recalled",
+        "on_memory_forgotten",
+    ]
     created, recalled, forgotten = seen
     assert set(created.memory_ids) == {m.memory_id for m in added}
     assert all(m.embedding is None for m in created.memories)
@@ -91,8 +97,11 @@ def test_webhook_posts_events_off_the_request_path_and_counts_failures(service) 
         service.forget_memory("app", "alice", added[0].memory_id, reason="gdpr", actor="me")
         assert service.hooks.flush(10) and hook.outbox.flush(10)
         [body] = _Receiver.bodies
-        assert (body["hook"], body["memory_ids"], body["reason"]) == \
-            ("on_memory_forgotten", [added[0].memory_id], "gdpr")
+        assert (body["hook"], body["memory_ids"], body["reason"]) == (
+            "on_memory_forgotten",
+            [added[0].memory_id],
+            "gdpr",
+        )
         _Receiver.status = 500
         service.forget_memory("app", "alice", added[1].memory_id)
         assert service.hooks.flush(10) and hook.outbox.flush(10)
@@ -105,8 +114,10 @@ def test_webhook_posts_events_off_the_request_path_and_counts_failures(service) 
 def test_hooks_deliver_in_emission_order(service) -> None:
     got: list[str] = []
     service.on_memory_created(lambda ev: got.append(ev.memory_ids[0]))
-    written = [service.add_memories([Memory("app", "alice", "online", "fact", f"note {i}")])
-               for i in range(20)]
+    written = [
+        service.add_memories([Memory("app", "alice", "online", "fact", f"note {i}")])
+        for i in range(20)
+    ]
     assert service.hooks.flush(10)
     assert got == [w[0].memory_id for w in written]
 

@@ -58,13 +58,13 @@ def test_write_read_back_and_written_hashes(open_store, rng) -> None:
     assert isinstance(store, MemoryBackend) and store.manifest().version == 0
     a = make(rng, user="a", n=3)
     b = make(rng, user="b", n=2, start=5)
-    result = store.write_segment(b + a, MODEL, DIM, session_hashes=["h1"], run_id="r1",
-                                 summarizer="extractive-v1")
+    result = store.write_segment(
+        b + a, MODEL, DIM, session_hashes=["h1"], run_id="r1", summarizer="extractive-v1"
+    )
     assert (result.written, result.skipped, result.ledger_added) == (5, 0, 1)
     assert store.written_hashes(result) == {m.content_hash for m in a + b}
     m = store.manifest()
-    assert (m.version, m.embedding_model, m.dim, m.summarizer) == (1, MODEL, DIM,
-                                                                   "extractive-v1")
+    assert (m.version, m.embedding_model, m.dim, m.summarizer) == (1, MODEL, DIM, "extractive-v1")
     view = open_backend(store.uri).load()  # reopened by its location, as a worker does
     assert view.version == 1 and view.count() == 5 and view.count("app", "a") == 3
     assert [x.memory_id for x in view.rows_for_user("app", "a")] == [x.memory_id for x in a]
@@ -123,9 +123,12 @@ def test_sessions_with_rows_and_drop_sessions(open_store, rng) -> None:
     store.write_segment(make(rng, user="a", session="s1", n=2), MODEL, DIM)
     keys = {("app", "a", "s1"), ("app", "a", "s2"), ("app", "b", "s1")}
     assert store.sessions_with_rows(keys) == {("app", "a", "s1")}
-    pending = store.prepare_segments(make(rng, user="a", session="s2", n=2, start=9)
-                                     + make(rng, user="a", session="s3", n=1, start=20),
-                                     MODEL, DIM)
+    pending = store.prepare_segments(
+        make(rng, user="a", session="s2", n=2, start=9)
+        + make(rng, user="a", session="s3", n=1, start=20),
+        MODEL,
+        DIM,
+    )
     kept = store.drop_sessions(pending, {("app", "a", "s2")})
     result = store.commit(kept)
     assert (result.written, result.skipped) == (1, 2)
@@ -140,8 +143,7 @@ def test_tenant_isolation(open_store, rng) -> None:
     store.write_segment(alice + bob + elsewhere, MODEL, DIM)
     view = store.load()
     for m in alice[:4]:
-        assert {h.memory.app_name for h in view.search_app("bank", m.embedding, k=40)} \
-            == {"bank"}
+        assert {h.memory.app_name for h in view.search_app("bank", m.embedding, k=40)} == {"bank"}
     assert {x.user_id for x in view.rows_for_user("shop", "bob")} == {"bob"}
     assert {x.app_name for x in view.iter_memories(app="shop")} == {"shop"}
     assert len(list(view.iter_memories("bank", "alice"))) == 12
@@ -172,13 +174,19 @@ def test_forget_by_id_session_user(open_store, rng) -> None:
     b = make(rng, user="b", session="s1", n=4)
     store.write_segment(a1 + a2 + b, MODEL, DIM)
     assert store.forget(memory_ids=[a1[0].memory_id], owner=("app", "b")) == 0  # not b's
-    assert store.forget(memory_ids=[a1[0].memory_id, "no-such-id"], owner=("app", "a"),
-                        reason="asked", actor="alice") == 1
+    assert (
+        store.forget(
+            memory_ids=[a1[0].memory_id, "no-such-id"],
+            owner=("app", "a"),
+            reason="asked",
+            actor="alice",
+        )
+        == 1
+    )
     assert store.forget(session=("app", "a", "s2")) == 2
     assert store.forget(owned=[("app", "a", a1[0].memory_id)]) == 0  # already gone
     view = open_backend(store.uri).load()
-    assert {m.memory_id for m in view.rows_for_user("app", "a")} == \
-        {m.memory_id for m in a1[1:]}
+    assert {m.memory_id for m in view.rows_for_user("app", "a")} == {m.memory_id for m in a1[1:]}
     assert view.get(a1[0].memory_id, ("app", "a")) is None
     records = [t for t in view.tombstones if t.user_id == "a"]
     assert [(t.scope, t.reason, t.actor) for t in records][:1] == [("memory", "asked", "alice")]
@@ -188,8 +196,7 @@ def test_forget_by_id_session_user(open_store, rng) -> None:
     assert all(h.memory.user_id != "b" for h in view.search_app("app", b[0].embedding, 10))
     later = make(rng, user="b", session="s9", n=1, start=50)  # a later session shows
     store.write_segment(later, MODEL, DIM)
-    assert [m.memory_id for m in store.load().rows_for_user("app", "b")] == \
-        [later[0].memory_id]
+    assert [m.memory_id for m in store.load().rows_for_user("app", "b")] == [later[0].memory_id]
     with pytest.raises(StoreError, match="owner"):
         store.forget(memory_ids=["abc"])
     with pytest.raises(StoreError, match="forget"):
@@ -198,8 +205,9 @@ def test_forget_by_id_session_user(open_store, rng) -> None:
 
 # -- export / import ---------------------------------------------------------------------
 @pytest.mark.parametrize("target", BACKENDS)
-def test_export_import_lossless_across_backends(open_store, rng, tmp_path: Path,
-                                                target: str) -> None:
+def test_export_import_lossless_across_backends(
+    open_store, rng, tmp_path: Path, target: str
+) -> None:
     src = open_store("src")
     mems = [m for u in range(4) for m in make(rng, "app", f"u{u}", n=3 + u, start=u * 10)]
     src.write_segment(mems, MODEL, DIM, summarizer="extractive-v1")
@@ -212,9 +220,12 @@ def test_export_import_lossless_across_backends(open_store, rng, tmp_path: Path,
     assert result.written == count and dst.manifest().summarizer == "extractive-v1"
     second = tmp_path / "second.jsonl"
     dst.export_jsonl(second)
+
     def lines(path: Path) -> list[dict]:  # the shard count is the store's own layout
-        return [{k: v for k, v in json.loads(x).items() if k not in ("shard", "shards")}
-                for x in path.read_text().splitlines()]
+        return [
+            {k: v for k, v in json.loads(x).items() if k not in ("shard", "shards")}
+            for x in path.read_text().splitlines()
+        ]
 
     assert lines(first) == lines(second)
     assert json.loads(first.read_text().splitlines()[0])["count"] == count
@@ -229,8 +240,12 @@ def test_export_import_lossless_across_backends(open_store, rng, tmp_path: Path,
 # -- recall through MemoryService ----------------------------------------------------
 def test_recall_filters_forget_and_reingest_through_the_service(open_store, embedder) -> None:
     svc = service_on(open_store(), embedder)
-    cooking = session("cooking", T0 + 3 * DAY, ("u", "How long should I roast a chicken?"),
-                      ("m", "Roast it at 220C for about 75 minutes."))
+    cooking = session(
+        "cooking",
+        T0 + 3 * DAY,
+        ("u", "How long should I roast a chicken?"),
+        ("m", "Roast it at 220C for about 75 minutes."),
+    )
     for s in (parrot(), cooking, parrot(user="bob")):
         assert svc.add_session(s)
     assert svc.add_session(parrot()) == []  # the ledger holds it: nothing re-ingested
@@ -245,11 +260,11 @@ def test_recall_filters_forget_and_reingest_through_the_service(open_store, embe
     assert early and {h.memory.session_id for h in early} == {"parrot"}
     late = svc.search_app("app", FLYING, top_k=10, filters={"after": T0 + 2 * DAY})
     assert late and {h.memory.session_id for h in late} == {"cooking"}
-    assert {h.memory.user_id for h in svc.search_app("app", FLYING, top_k=10)} == \
-        {"alice", "bob"}
+    assert {h.memory.user_id for h in svc.search_app("app", FLYING, top_k=10)} == {"alice", "bob"}
     n = svc.forget_session("app", "alice", "parrot", reason="asked", actor="alice")
-    assert n > 0 and all(h.memory.session_id != "parrot"
-                         for h in svc.search("app", "alice", FLYING, top_k=10))
+    assert n > 0 and all(
+        h.memory.session_id != "parrot" for h in svc.search("app", "alice", FLYING, top_k=10)
+    )
     assert svc.forgotten("app", "alice")[-1]["reason"] == "asked"
     assert svc.add_session(parrot()) == []  # ledgered: a forgotten session is not revived
     assert svc.forget_user("app", "bob") > 0 and svc.search("app", "bob", FLYING) == []
@@ -259,27 +274,45 @@ def test_recall_filters_forget_and_reingest_through_the_service(open_store, embe
 def test_both_backends_rank_the_same(tmp_path: Path, embedder) -> None:
     """The same sessions give the same recall (ids and scores) on every backend, the
     graph axis aside: it is the Parquet store's alone (LanceDB keeps no entity graph)."""
-    sessions = [parrot(), parrot(user="bob"),
-                session("cooking", T0 + 3 * DAY, ("u", "Roast chicken, crispy skin?"),
-                        ("m", "220C for 75 minutes; dry the skin first.")),
-                session("birds", T0 + 5 * DAY, ("u", "Do cockatoos talk like parrots do?"),
-                        ("m", "Some do, but African greys are the best talkers."))]
+    sessions = [
+        parrot(),
+        parrot(user="bob"),
+        session(
+            "cooking",
+            T0 + 3 * DAY,
+            ("u", "Roast chicken, crispy skin?"),
+            ("m", "220C for 75 minutes; dry the skin first."),
+        ),
+        session(
+            "birds",
+            T0 + 5 * DAY,
+            ("u", "Do cockatoos talk like parrots do?"),
+            ("m", "Some do, but African greys are the best talkers."),
+        ),
+    ]
     # The entity axis asks the graph too, where there is one; these queries name no
     # entity it knows, so both backends rank them by the words of the records' entities.
     no_graph = RetrievalConfig(weights={"graph": 0})
     answers = []
     graph_axis = []
     for kind in BACKENDS:
-        svc = MemoryService(open_backend(location(kind, tmp_path / kind)), embedder,
-                            ExtractiveSummarizer(), no_graph)
+        svc = MemoryService(
+            open_backend(location(kind, tmp_path / kind)),
+            embedder,
+            ExtractiveSummarizer(),
+            no_graph,
+        )
         for s in sessions:
             svc.add_session(s)
-        user = [(r.memory.memory_id, round(r.score, 5), r.signals.get("dense_rank"))
-                for r in svc.search("app", "alice", FLYING, top_k=6)]
-        app = [(r.memory.memory_id, round(r.score, 5))
-               for r in svc.search_app("app", "a talking bird", top_k=6)]
-        keyword = [r.memory.memory_id for r in svc.search("app", "alice", "parrot",
-                                                         mode="keyword")]
+        user = [
+            (r.memory.memory_id, round(r.score, 5), r.signals.get("dense_rank"))
+            for r in svc.search("app", "alice", FLYING, top_k=6)
+        ]
+        app = [
+            (r.memory.memory_id, round(r.score, 5))
+            for r in svc.search_app("app", "a talking bird", top_k=6)
+        ]
+        keyword = [r.memory.memory_id for r in svc.search("app", "alice", "parrot", mode="keyword")]
         answers.append((user, app, keyword))
         svc.close()
         plain = service_on(open_backend(location(kind, tmp_path / kind)), embedder)

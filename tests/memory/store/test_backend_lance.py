@@ -50,10 +50,13 @@ def test_the_location_picks_the_backend(tmp_path: Path, rng) -> None:
     assert isinstance(open_backend(str(tmp_path / "ln")), LanceStore)  # a plain path: as found
     MemoryStore(tmp_path / "pq").write_segment(make(rng, n=1), MODEL, DIM)
     assert parse_location(str(tmp_path / "pq")) == ("parquet", tmp_path / "pq")
-    for bad, words in ((f"parquet://{tmp_path / 'ln'}", "holds a lancedb store"),
-                       (f"lancedb://{tmp_path / 'pq'}", "holds a parquet store"),
-                       ("s3://bucket/x", "unknown scheme"), ("lancedb://", "names no directory"),
-                       ("", "expected a path")):
+    for bad, words in (
+        (f"parquet://{tmp_path / 'ln'}", "holds a lancedb store"),
+        (f"lancedb://{tmp_path / 'pq'}", "holds a parquet store"),
+        ("s3://bucket/x", "unknown scheme"),
+        ("lancedb://", "names no directory"),
+        ("", "expected a path"),
+    ):
         with pytest.raises(ConfigError, match=words) as raised:
             open_backend(bad)
         assert raised.value.field == "store"
@@ -84,13 +87,21 @@ def test_tables_side_by_side_and_forget_deletes_rows(tmp_path: Path, rng) -> Non
     assert memories.schema.field("embedding").type.list_size == DIM  # fixed-size vectors
     assert db.open_table("ledger").count_rows() == 1
     head = json.loads((tmp_path / "ln" / "lancedb.json").read_text())
-    assert (head["version"], head["embedding_model"], head["dim"], head["rows"]) == \
-        (1, MODEL, DIM, 5)
+    assert (head["version"], head["embedding_model"], head["dim"], head["rows"]) == (
+        1,
+        MODEL,
+        DIM,
+        5,
+    )
     assert store.forget(user=("app", "a"), reason="gdpr", actor="ops") == 3
     assert db.open_table("memories").count_rows() == 2  # deleted, not hidden
     (record,) = db.open_table("forgets").search().limit(None).to_arrow().to_pylist()
-    assert (record["scope"], record["user_id"], record["reason"], record["actor"]) == \
-        ("user", "a", "gdpr", "ops")
+    assert (record["scope"], record["user_id"], record["reason"], record["actor"]) == (
+        "user",
+        "a",
+        "gdpr",
+        "ops",
+    )
     assert store.manifest().rows == 2
 
 
@@ -139,7 +150,8 @@ def test_a_view_is_pinned_and_the_stamp_moves(tmp_path: Path, rng) -> None:
 
 
 def test_a_commit_cut_short_after_its_memories_is_redone_without_duplicates(
-        tmp_path: Path, rng) -> None:
+    tmp_path: Path, rng
+) -> None:
     """Killed between the memories' add and the ledger: the batch is whole (never half of
     it), the session unledgered; writing it again adds no row and ledgers it."""
     mems = make(rng, user="a", n=4)
@@ -154,8 +166,9 @@ def test_a_commit_cut_short_after_its_memories_is_redone_without_duplicates(
             mems, {MODEL!r}, {DIM}, session_hashes=["h1"])
     """)
     env = {**os.environ, CRASH_ENV: "lance-memories:1"}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == CRASH_EXIT_CODE, done.stderr
     store = lance(tmp_path / "ln")
     assert store.load().count("app", "a") == 4  # all of the batch
@@ -165,20 +178,31 @@ def test_a_commit_cut_short_after_its_memories_is_redone_without_duplicates(
     assert store.load().count() == 4 and store.ledger_contains(["h1"]) == {"h1"}
 
 
-def test_app_search_where_clause_matches_the_exact_masked_search(tmp_path: Path,
-                                                                 rng) -> None:
+def test_app_search_where_clause_matches_the_exact_masked_search(tmp_path: Path, rng) -> None:
     store = lance(tmp_path / "ln")
     mems = []
     for u in range(5):
         for s in range(3):
-            mems += make(rng, user=f"u{u}", session=f"s{s}", n=4, start=100 * u + 10 * s,
-                         kind="fact" if s else "chunk", event_time_start=50.0 * s,
-                         event_time_end=50.0 * s + 20)
+            mems += make(
+                rng,
+                user=f"u{u}",
+                session=f"s{s}",
+                n=4,
+                start=100 * u + 10 * s,
+                kind="fact" if s else "chunk",
+                event_time_start=50.0 * s,
+                event_time_end=50.0 * s + 20,
+            )
     store.write_segment(mems + make(rng, app="other", n=5), MODEL, DIM)
     view = store.load()
     q = unit(rng)
-    for flt in (RecallFilters(), RecallFilters(session_id="s1"), RecallFilters(kinds=("chunk",)),
-                RecallFilters(after=60.0), RecallFilters(before=30.0, kinds=("fact", "chunk"))):
+    for flt in (
+        RecallFilters(),
+        RecallFilters(session_id="s1"),
+        RecallFilters(kinds=("chunk",)),
+        RecallFilters(after=60.0),
+        RecallFilters(before=30.0, kinds=("fact", "chunk")),
+    ):
         lance_hits = view.search_app("app", q, k=7, filters=flt)
         exact = view.search_app("app", q, k=7, mask_fn=flt.mask_table)
         assert [h.memory.memory_id for h in lance_hits] == [h.memory.memory_id for h in exact]
@@ -202,9 +226,13 @@ def test_in_process_backfill_into_lancedb_then_recall(tmp_path: Path) -> None:
         svc = MemoryService.open(uri)
         hits = svc.search("app", "alice", FLYING, top_k=3)
         assert hits and hits[0].memory.session_id == "parrot"
-        results[kind] = (report.memories_written, report.quarantined, store.load().count(),
-                         [(h.memory.memory_id, round(h.score, 5)) for h in hits],
-                         len(store.load().tenants()))
+        results[kind] = (
+            report.memories_written,
+            report.quarantined,
+            store.load().count(),
+            [(h.memory.memory_id, round(h.score, 5)) for h in hits],
+            len(store.load().tenants()),
+        )
         assert (tmp_path / kind / "runs").is_dir()  # the run record beside the tables
         svc.close()
     assert results["parquet"] == results["lancedb"]
@@ -216,18 +244,27 @@ def test_ray_backfill_into_lancedb(tmp_path: Path, ray_cluster: None) -> None:
 
     bad = make_archive(tmp_path / "archive", 10, files=2, bad=True, parquet=False)
     uri = f"lancedb://{tmp_path / 'ln'}"
-    cfg = BackfillConfig(archive=str(tmp_path / "archive"), store=uri, commit_every=3,
-                         embedder=None, progress_interval_s=0.0, ray=RayOptions(batch_size=3))
+    cfg = BackfillConfig(
+        archive=str(tmp_path / "archive"),
+        store=uri,
+        commit_every=3,
+        embedder=None,
+        progress_interval_s=0.0,
+        ray=RayOptions(batch_size=3),
+    )
     run = backfill(cfg, RayDataEngine(), stream=io.StringIO(), tty=False)
-    reference = backfill(BackfillConfig(tmp_path / "archive", tmp_path / "inproc",
-                                        commit_every=3, embedder=None))
-    assert (run.sessions_read, run.quarantined, run.memories_written) == \
-        (reference.sessions_read, bad, reference.memories_written)
+    reference = backfill(
+        BackfillConfig(tmp_path / "archive", tmp_path / "inproc", commit_every=3, embedder=None)
+    )
+    assert (run.sessions_read, run.quarantined, run.memories_written) == (
+        reference.sessions_read,
+        bad,
+        reference.memories_written,
+    )
     assert run.commits >= 2
     store = open_backend(uri)
     assert isinstance(store, LanceStore)
     ours = {m.content_hash for m in store.load().iter_memories()}
-    assert ours == {m.content_hash for m in MemoryStore(tmp_path / "inproc").load()
-                    .iter_memories()}
+    assert ours == {m.content_hash for m in MemoryStore(tmp_path / "inproc").load().iter_memories()}
     again = backfill(cfg, RayDataEngine(), stream=io.StringIO(), tty=False)
     assert again.memories_written == 0 and store.load().count() == len(ours)

@@ -26,8 +26,14 @@ from tests.support.archive_gen import make_session
 
 ROOT = Path(__file__).resolve().parents[3]
 USERS = ["u0", "u1", "u2", "u3"]
-QUERIES = ["beagle named Max", "allergic to peanuts", "moved to Madrid", "plan 3 topic",
-           "cello orchestra", "old blue Volvo"]
+QUERIES = [
+    "beagle named Max",
+    "allergic to peanuts",
+    "moved to Madrid",
+    "plan 3 topic",
+    "cello orchestra",
+    "old blue Volvo",
+]
 
 
 class HashEmbedder(Embedder):
@@ -56,8 +62,18 @@ def build(store_dir: Path) -> MemoryService:
     # Expired rows live in their own app: until compaction drops them they still
     # count in BM25 statistics of their scope (expiry is masked at query time).
     past = time.time() - 60
-    expired = [Memory("ttl", "u9", "s-old", "fact", f"The user once owned {n} cats.",
-                      expires_at=past, created_at=past - 10) for n in (2, 3)]
+    expired = [
+        Memory(
+            "ttl",
+            "u9",
+            "s-old",
+            "fact",
+            f"The user once owned {n} cats.",
+            expires_at=past,
+            created_at=past - 10,
+        )
+        for n in (2, 3)
+    ]
     service.add_memories(expired)
     service.add_memories([Memory("ttl", "u9", "s-note", "fact", "The user likes jazz cats.")])
     return service
@@ -67,11 +83,16 @@ def results(service: MemoryService) -> list:
     out = []
     for user in USERS:
         for q in QUERIES:
-            out.append([(r.memory.memory_id, round(r.score, 6))
-                        for r in service.search("app", user, q, top_k=5)])
+            out.append(
+                [
+                    (r.memory.memory_id, round(r.score, 6))
+                    for r in service.search("app", user, q, top_k=5)
+                ]
+            )
     for q in QUERIES:
-        out.append([(r.memory.memory_id, round(r.score, 6))
-                    for r in service.search_app("app", q, top_k=8)])
+        out.append(
+            [(r.memory.memory_id, round(r.score, 6)) for r in service.search_app("app", q, top_k=8)]
+        )
     ttl = service.search("ttl", "u9", "cats", top_k=5)
     assert [r.memory.text for r in ttl] == ["The user likes jazz cats."]  # never the expired
     return out
@@ -101,8 +122,12 @@ def test_compact_merges_segments_keeps_results_and_drops_dead_rows(tmp_path: Pat
     assert not list((tmp_path / "store" / TOMBSTONES_DIR).glob("*.jsonl"))
     assert len(list((tmp_path / "store" / LEDGER_DIR).glob("*.parquet"))) == 1
     assert results(service) == before  # the service reloads the new manifest by itself
-    assert results(MemoryService(MemoryStore(tmp_path / "store"), HashEmbedder(),
-                                 ExtractiveSummarizer())) == before
+    assert (
+        results(
+            MemoryService(MemoryStore(tmp_path / "store"), HashEmbedder(), ExtractiveSummarizer())
+        )
+        == before
+    )
     # Rows are re-sorted by tenant: the loader's contiguity check passes, ranges hold.
     snap = store.load()
     for shard in snap.segments:
@@ -121,12 +146,18 @@ def test_compact_crash_before_commit_changes_nothing(tmp_path: Path) -> None:
     before = results(service)
     manifest = (tmp_path / "store" / MANIFEST).read_bytes()
     files = segment_files(store)
-    code = ("import sys; from mnemoray.memory.store.ops.merge import compact_store; "
-            "from mnemoray.memory.store.parquet.store import MemoryStore; "
-            "compact_store(MemoryStore(sys.argv[1]))")
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")],
-                          env={**os.environ, CRASH_ENV: "compact-prepare"},
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys; from mnemoray.memory.store.ops.merge import compact_store; "
+        "from mnemoray.memory.store.parquet.store import MemoryStore; "
+        "compact_store(MemoryStore(sys.argv[1]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "store")],
+        env={**os.environ, CRASH_ENV: "compact-prepare"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == CRASH_EXIT_CODE, proc.stderr
     assert "crashing at 'compact-prepare'" in proc.stderr
     assert (tmp_path / "store" / MANIFEST).read_bytes() == manifest  # not committed

@@ -33,11 +33,14 @@ JOBS = ("Acme Labs", "Globex", "Initech", "Umbrella")
 def _session(user: str, i: int, extra: int = 0) -> Session:
     """Session i of ``user``: where they live and work now, who they met; ``extra``
     more turns make a newer copy of it (re-archived, longer)."""
-    turns = [("Melanie", f"I moved to {CITIES[i % len(CITIES)]} last month."),
-             ("Caroline", f"Nice! My sister Anna works at {JOBS[i % len(JOBS)]}."),
-             ("Melanie", f"I met Sam {i} times at {JOBS[(i + 1) % len(JOBS)]}.")]
-    turns += [("Melanie", f"Also, Max visited {CITIES[(i + k) % len(CITIES)]}.")
-              for k in range(extra)]
+    turns = [
+        ("Melanie", f"I moved to {CITIES[i % len(CITIES)]} last month."),
+        ("Caroline", f"Nice! My sister Anna works at {JOBS[i % len(JOBS)]}."),
+        ("Melanie", f"I met Sam {i} times at {JOBS[(i + 1) % len(JOBS)]}."),
+    ]
+    turns += [
+        ("Melanie", f"Also, Max visited {CITIES[(i + k) % len(CITIES)]}.") for k in range(extra)
+    ]
     return conv(f"{user}-s{i}", date(2023, 1 + i % 12, 1 + i), *turns, user=user)
 
 
@@ -67,12 +70,19 @@ def graph_rows(store: Path) -> dict[str, list[str]]:
 
 def memory_rows(store: Path) -> list[tuple[Any, ...]]:
     snap = MemoryStore(store).load()
-    return sorted((m.app_name, m.user_id, m.memory_id, m.text, m.session_id)
-                  for m in snap.iter_memories())
+    return sorted(
+        (m.app_name, m.user_id, m.memory_id, m.text, m.session_id) for m in snap.iter_memories()
+    )
 
 
-def run(arch: Path, store: Path, *, prepare: bool, monkeypatch: pytest.MonkeyPatch,
-        commit_every: int = 2) -> tuple[int, int, int]:
+def run(
+    arch: Path,
+    store: Path,
+    *,
+    prepare: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    commit_every: int = 2,
+) -> tuple[int, int, int]:
     """Backfill ``arch``; ``prepare=False``: the merge all in the commit (as before).
     Returns how many sessions the commits merged themselves, how many times a commit
     merged a shard's parts into one, and how many times it put a prepared rollup of a
@@ -115,20 +125,29 @@ def run(arch: Path, store: Path, *, prepare: bool, monkeypatch: pytest.MonkeyPat
         mp.setattr(extract_module, "time", SimpleNamespace(time=lambda: 1e9 + next(ticks)))
         if not prepare:
             mp.setattr(backfill_commit, "prepare_graph", lambda store, graph: ())
-        backfill(BackfillConfig(arch, store, shards=2, embedder=None,
-                                commit_every=commit_every, progress_interval_s=0))
+        backfill(
+            BackfillConfig(
+                arch,
+                store,
+                shards=2,
+                embedder=None,
+                commit_every=commit_every,
+                progress_interval_s=0,
+            )
+        )
     return len(merged), len(rewrites), len(roll_ups)
 
 
 def test_prepared_merge_writes_the_graph_the_commit_merge_writes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rows = archive_rows()
     write_archive(rows, tmp_path / "archive" / "sessions.jsonl")
     arch = tmp_path / "archive"
-    at_commit, merges, _ = run(arch, tmp_path / "before", prepare=False,
-                               monkeypatch=monkeypatch)
-    in_commit, rewrites, roll_ups = run(arch, tmp_path / "after", prepare=True,
-                                        monkeypatch=monkeypatch)
+    at_commit, merges, _ = run(arch, tmp_path / "before", prepare=False, monkeypatch=monkeypatch)
+    in_commit, rewrites, roll_ups = run(
+        arch, tmp_path / "after", prepare=True, monkeypatch=monkeypatch
+    )
     assert graph_rows(tmp_path / "after") == graph_rows(tmp_path / "before")
     assert memory_rows(tmp_path / "after") == memory_rows(tmp_path / "before")
     before, after = (MemoryStore(tmp_path / s).manifest() for s in ("before", "after"))
@@ -147,24 +166,27 @@ def test_prepared_merge_writes_the_graph_the_commit_merge_writes(
 
 
 def _extract(session: Session) -> tuple[str, Any]:
-    return (f"h-{session.user_id}-{session.session_id}-{len(session.events)}",
-            extract_session(session, [], recorded_at=session.created_at + len(session.events)))
+    return (
+        f"h-{session.user_id}-{session.session_id}-{len(session.events)}",
+        extract_session(session, [], recorded_at=session.created_at + len(session.events)),
+    )
 
 
 def _commit(store: MemoryStore, *sessions: Session, prepared: Any = ()) -> None:
     graph = [_extract(s) for s in sessions]
-    store.commit(None, session_hashes=[h for h, _ in graph], graph=graph,
-                 prepared_graph=prepared)
+    store.commit(None, session_hashes=[h for h, _ in graph], graph=graph, prepared_graph=prepared)
 
 
 def _leftovers(root: Path) -> set[Path]:
     return set((root / GRAPH_DIR).rglob("*.parquet")) - listed_files(
-        root, MemoryStore(root).manifest())
+        root, MemoryStore(root).manifest()
+    )
 
 
 @pytest.mark.parametrize("meanwhile", ["same_user", "other_user", "forget_then_merge"])
 def test_a_part_is_taken_only_while_its_users_graphs_are_unchanged(
-        tmp_path: Path, meanwhile: str) -> None:
+    tmp_path: Path, meanwhile: str
+) -> None:
     """A commit between prepare and commit: another user's (the part stands), the same
     user's (merged again at commit), or a forget of the user that a later merge of the
     shard's parts hides from the part list (merged again at commit)."""
@@ -203,8 +225,7 @@ def test_a_part_is_taken_only_while_its_users_graphs_are_unchanged(
     assert not _leftovers(tmp_path / "p")
 
 
-def test_a_part_for_other_sessions_than_the_commit_publishes_is_not_taken(
-        tmp_path: Path) -> None:
+def test_a_part_for_other_sessions_than_the_commit_publishes_is_not_taken(tmp_path: Path) -> None:
     """A session already ledgered is not merged again: a part that merged it is dropped."""
     store = MemoryStore(tmp_path / "s", 2)
     a, b = _session("u1", 0), _session("u1", 1)
@@ -220,16 +241,19 @@ def test_a_part_for_other_sessions_than_the_commit_publishes_is_not_taken(
 
 def _without_clock(rows: dict[str, list[str]]) -> dict[str, list[str]]:
     """``recorded_at`` is when a worker extracted the session: the rest must match."""
+
     def strip(row: str) -> str:
         data = json.loads(row)
         data.pop("recorded_at", None)
         return json.dumps(data, sort_keys=True)
+
     return {t: sorted(strip(r) for r in rs) for t, rs in rows.items()}
 
 
 @pytest.mark.ray
 def test_ray_data_backfill_writes_the_graph_the_in_process_commit_merge_writes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ray_cluster: None) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ray_cluster: None
+) -> None:
     """Chunks prepared ahead of their commits in Ray workers (some parts then stale, merged
     again at commit) against the in-process backfill merging everything in its commits."""
     from mnemoray.backfill import RayOptions
@@ -246,12 +270,22 @@ def test_ray_data_backfill_writes_the_graph_the_in_process_commit_merge_writes(
         return merged[-1]
 
     monkeypatch.setattr(store_module, "take_prepared", counting)
-    backfill(BackfillConfig(arch, tmp_path / "ray", shards=2, embedder=None, commit_every=2,
-                            progress_interval_s=0, ray=RayOptions(batch_size=2)),
-             RayDataEngine())
+    backfill(
+        BackfillConfig(
+            arch,
+            tmp_path / "ray",
+            shards=2,
+            embedder=None,
+            commit_every=2,
+            progress_interval_s=0,
+            ray=RayOptions(batch_size=2),
+        ),
+        RayDataEngine(),
+    )
     assert sum(merged) < at_commit  # the workers' parts were listed as they are
-    assert _without_clock(graph_rows(tmp_path / "ray")) == \
-        _without_clock(graph_rows(tmp_path / "before"))
+    assert _without_clock(graph_rows(tmp_path / "ray")) == _without_clock(
+        graph_rows(tmp_path / "before")
+    )
     assert memory_rows(tmp_path / "ray") == memory_rows(tmp_path / "before")
     m = MemoryStore(tmp_path / "ray").manifest()
     on_disk = set((tmp_path / "ray" / GRAPH_DIR).rglob("*.parquet"))
@@ -260,7 +294,8 @@ def test_ray_data_backfill_writes_the_graph_the_in_process_commit_merge_writes(
 
 @pytest.mark.parametrize("meanwhile", [0, 1, 2])
 def test_a_rollup_replaces_the_parts_it_read_only_while_they_lead_the_list(
-        tmp_path: Path, meanwhile: int) -> None:
+    tmp_path: Path, meanwhile: int
+) -> None:
     """A chunk prepared at a shard near its most parts carries the shard's rows as one part:
     it replaces the parts it was read from if they still lead the list (commits after them
     stay), and goes when a merge replaced them meanwhile (2 commits: the 8th part)."""

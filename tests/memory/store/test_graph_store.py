@@ -28,18 +28,25 @@ from mnemoray.temporal import epoch
 
 def conv(sid: str, day: date, *turns: tuple[str, str], user: str = "u1") -> Session:
     t = epoch(day) + 9 * 3600
-    events = [Event(author=a, role="user", text=x, id=f"{sid}-{i}", session_id=sid,
-                    timestamp=t + 60 * i) for i, (a, x) in enumerate(turns)]
+    events = [
+        Event(author=a, role="user", text=x, id=f"{sid}-{i}", session_id=sid, timestamp=t + 60 * i)
+        for i, (a, x) in enumerate(turns)
+    ]
     return Session("app", user, session_id=sid, events=events, created_at=t)
 
 
 def graph(user: str = "u1") -> UserGraph:
     g = UserGraph("app", user)
-    for s in (conv("s1", date(2023, 5, 8), ("Melanie", "I live in Berlin. My sister Anna "
-                                           "lives in Boston."), ("Caroline", "Hi Mel!"),
-                   user=user),
-              conv("s2", date(2023, 9, 2), ("Melanie", "I moved to Paris last month."),
-                   user=user)):
+    for s in (
+        conv(
+            "s1",
+            date(2023, 5, 8),
+            ("Melanie", "I live in Berlin. My sister Anna lives in Boston."),
+            ("Caroline", "Hi Mel!"),
+            user=user,
+        ),
+        conv("s2", date(2023, 9, 2), ("Melanie", "I moved to Paris last month."), user=user),
+    ):
         memories = distill_session(s, None, summarize=False, chunk_turns=2, now=0)
         g.add_session(extract_session(s, memories, recorded_at=1.0))
     return g

@@ -51,8 +51,11 @@ def test_kinds_and_auto(data):
 
 def test_write_read_mmap_roundtrip(tmp_path, data, hnsw):
     x = data[0]
-    for kind, index in (("flat", build_index(x[:5000], "flat")), ("hnsw", hnsw),
-                        ("ivf", build_index(x[:5000], "ivf"))):
+    for kind, index in (
+        ("flat", build_index(x[:5000], "flat")),
+        ("hnsw", hnsw),
+        ("ivf", build_index(x[:5000], "ivf")),
+    ):
         path = tmp_path / f"{kind}.faiss"
         write_index(index, path)
         assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
@@ -65,7 +68,7 @@ def test_write_read_mmap_roundtrip(tmp_path, data, hnsw):
             assert vectors is None
         else:
             # Zero-copy view of the mapped file: identical bits, not writable.
-            assert np.array_equal(vectors, x[:loaded.ntotal])
+            assert np.array_equal(vectors, x[: loaded.ntotal])
             assert not vectors.flags.writeable
             _, ids = search_range(loaded, q[0], 100, 900, 5)  # scores the mapped rows in place
             assert list(ids[0]) == list(brute(x, q[0], np.arange(100, 900), 5))

@@ -32,9 +32,18 @@ def unit(rng: np.random.Generator, dim: int = DIM) -> np.ndarray:
 
 
 def make(rng, app="app", user="u0", session="s0", n=1, start=0, kind="fact", **kw) -> list:
-    return [Memory(app, user, session, kind, f"{app}/{user}/{session} note {start + i}",
-                   created_at=1000.0 + start + i, **kw).with_embedding(unit(rng))
-            for i in range(n)]
+    return [
+        Memory(
+            app,
+            user,
+            session,
+            kind,
+            f"{app}/{user}/{session} note {start + i}",
+            created_at=1000.0 + start + i,
+            **kw,
+        ).with_embedding(unit(rng))
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -77,8 +86,7 @@ def test_layout_on_disk(tmp_path, rng):
     assert [p.name for p in (root / "ledger").iterdir()] == manifest["ledger"]
     assert not list(root.rglob("*.tmp"))
     assert shard_of("app", "a", 4) == shard_of("app", "a", 4)  # no per-process salt
-    assert {m.shard for m in store.load().iter_memories()} == {
-        shard_of("app", u, 4) for u in "ab"}
+    assert {m.shard for m in store.load().iter_memories()} == {shard_of("app", u, 4) for u in "ab"}
 
 
 def test_uncommitted_segments_are_invisible_and_gc_removes_them(tmp_path, rng):
@@ -88,16 +96,19 @@ def test_uncommitted_segments_are_invisible_and_gc_removes_them(tmp_path, rng):
     pending = store.prepare_segments(make(rng, user="late", n=4), MODEL, DIM)
     ledger_orphan = tmp_path / "ledger" / "ledger-orphan.parquet"
     ledger_orphan.parent.mkdir()
-    pl.DataFrame({"session_hash": ["sess-late"], "run_id": ["r"], "added_at": [0.0]}
-                 ).write_parquet(ledger_orphan)
+    pl.DataFrame({"session_hash": ["sess-late"], "run_id": ["r"], "added_at": [0.0]}).write_parquet(
+        ledger_orphan
+    )
     reopened = MemoryStore(tmp_path)
     assert reopened.load().count() == 3 and reopened.load().version == 1
     assert reopened.ledger_contains(["sess-late"]) == set()
     removed = reopened.gc()
     names = {p.name for p in removed}
     assert ledger_orphan.name in names
-    assert sum(n.endswith(".parquet") for n in names) == 2 and \
-        sum(n.endswith(".faiss") for n in names) == 1
+    assert (
+        sum(n.endswith(".parquet") for n in names) == 2
+        and sum(n.endswith(".faiss") for n in names) == 1
+    )
     assert reopened.load().count() == 3
     assert reopened.gc() == []
     with pytest.raises(StoreError, match="missing"):
@@ -139,8 +150,9 @@ def test_rows_sorted_and_user_search_exact(tmp_path, rng, tenants):
     snap = store.load()
     for segs in snap.segments:
         for seg in segs:
-            keys = list(zip(*(seg.table[c].to_pylist() for c in ("app_name", "user_id")),
-                            strict=True))
+            keys = list(
+                zip(*(seg.table[c].to_pylist() for c in ("app_name", "user_id")), strict=True)
+            )
             assert keys == sorted(keys)
     assert snap.count() == len(tenants)
     by_id = {m.memory_id: m for m in tenants}
@@ -152,11 +164,16 @@ def test_rows_sorted_and_user_search_exact(tmp_path, rng, tenants):
         truth = sorted(mine, key=lambda m: -float(m.embedding @ q))[:5]
         assert [h.memory.memory_id for h in hits] == [m.memory_id for m in truth]
         for h in hits:
-            assert h.score == pytest.approx(float(by_id[h.memory.memory_id].embedding @ q),
-                                            abs=1e-5)
+            assert h.score == pytest.approx(
+                float(by_id[h.memory.memory_id].embedding @ q), abs=1e-5
+            )
     facts_in_s1 = snap.search_user(
-        "app0", "user1", unit(rng), k=50,
-        mask_fn=lambda t: pc.equal(t["session_id"], "s1").to_numpy(zero_copy_only=False))
+        "app0",
+        "user1",
+        unit(rng),
+        k=50,
+        mask_fn=lambda t: pc.equal(t["session_id"], "s1").to_numpy(zero_copy_only=False),
+    )
     assert facts_in_s1 and all(h.memory.session_id == "s1" for h in facts_in_s1)
     assert snap.search_user("app0", "nobody", unit(rng)) == []
 
@@ -164,10 +181,16 @@ def test_rows_sorted_and_user_search_exact(tmp_path, rng, tenants):
 def test_app_search_with_hnsw_segments(tmp_path):
     rng = np.random.default_rng(11)
     store = MemoryStore(tmp_path, shards=2)
-    mems = [Memory("big", f"u{i % 40}", "s", "chunk", f"chunk {i}", created_at=float(i))
-            .with_embedding(unit(rng, 32)) for i in range(3000)]
-    mems += [Memory("other", "u0", "s", "chunk", f"other {i}").with_embedding(unit(rng, 32))
-             for i in range(300)]
+    mems = [
+        Memory("big", f"u{i % 40}", "s", "chunk", f"chunk {i}", created_at=float(i)).with_embedding(
+            unit(rng, 32)
+        )
+        for i in range(3000)
+    ]
+    mems += [
+        Memory("other", "u0", "s", "chunk", f"other {i}").with_embedding(unit(rng, 32))
+        for i in range(300)
+    ]
     store.write_segment(mems, MODEL, 32, index_kind="hnsw")
     snap = store.load()
     assert {seg.entry.index for segs in snap.segments for seg in segs} == {"hnsw"}
@@ -284,8 +307,10 @@ def test_export_import_lossless(tmp_path, rng, tenants):
 
 def test_quarantine(tmp_path):
     store = MemoryStore(tmp_path)
-    rows = [{"location": "a.jsonl:3", "reason": "events[0].role: bad", "raw": {"x": 1}},
-            {"location": "a.jsonl:9", "reason": "invalid JSON", "raw": "{oops"}]
+    rows = [
+        {"location": "a.jsonl:3", "reason": "events[0].role: bad", "raw": {"x": 1}},
+        {"location": "a.jsonl:9", "reason": "invalid JSON", "raw": "{oops"},
+    ]
     assert store.quarantine(rows) == 2 and store.quarantine_count() == 2
     store.quarantine(rows)  # a rerun quarantines the same rows again
     assert store.quarantine_count() == 2
@@ -312,14 +337,16 @@ def test_ledger(tmp_path, rng):
 
 
 def test_session_content_hash():
-    session = Session("app", "u", "s1", events=[user_message("hi", id="e1", timestamp=5.0)],
-                      created_at=1.0)
+    session = Session(
+        "app", "u", "s1", events=[user_message("hi", id="e1", timestamp=5.0)], created_at=1.0
+    )
     raw = session.to_dict()
     assert session_content_hash(session) == session_content_hash(raw)
     assert session_content_hash(dict(reversed(list(raw.items())))) == session_content_hash(raw)
     assert session_content_hash({**raw, "state": {"k": 1}}) != session_content_hash(raw)
-    assert session_content_hash({"events": np.array([1, 2])}) == \
-        session_content_hash({"events": [1, 2]})
+    assert session_content_hash({"events": np.array([1, 2])}) == session_content_hash(
+        {"events": [1, 2]}
+    )
     with pytest.raises(StoreError, match="session"):
         session_content_hash({"x": object()})
 
@@ -340,8 +367,9 @@ def test_keyword_only_store(tmp_path, rng):
     with pytest.raises(StoreError, match="store uses 'none'"):
         store.write_segment(make(rng), MODEL, DIM)
     assert store.add([Memory("app", "u", "s", "fact", "added later")]).written == 1
-    assert store.forget(memory_ids=[mems[0].memory_id],
-                        owner=(mems[0].app_name, mems[0].user_id)) == 1
+    assert (
+        store.forget(memory_ids=[mems[0].memory_id], owner=(mems[0].app_name, mems[0].user_id)) == 1
+    )
     assert MemoryStore(tmp_path).load().count() == 5
 
 
@@ -356,8 +384,9 @@ def test_write_errors_are_named(tmp_path, rng):
     with pytest.raises(StoreError, match="norm"):
         store.write_segment([unnormalised], MODEL, DIM)
     with pytest.raises(StoreError, match="shape"):
-        store.write_segment([Memory("app", "u", "s", "fact", "x").with_embedding(unit(rng, 8))],
-                            MODEL, DIM)
+        store.write_segment(
+            [Memory("app", "u", "s", "fact", "x").with_embedding(unit(rng, 8))], MODEL, DIM
+        )
     with pytest.raises(StoreError, match=r"memories\[0\]"):
         store.write_segment([{"text": "dict"}], MODEL, DIM)
     with pytest.raises(StoreError, match="keyword-only store is 'none' with dim 0"):
@@ -382,8 +411,9 @@ def test_ivf_segment_and_snapshot_reuse(tmp_path, rng):
     assert seg.entry.index == "ivf" and seg.vectors.shape == (200, DIM)
     q = unit(rng)
     truth = sorted(mems, key=lambda m: -float(m.embedding @ q))[:3]
-    assert [h.memory.memory_id for h in first.search_user("app", "i", q, 3)] == \
-        [m.memory_id for m in truth]
+    assert [h.memory.memory_id for h in first.search_user("app", "i", q, 3)] == [
+        m.memory_id for m in truth
+    ]
     store.add(make(rng, user="j", n=2))
     second = store.load()
     assert second is not first and second.segments[0][0] is seg  # old segment reused
@@ -400,9 +430,14 @@ def test_concurrent_writers_both_commit(tmp_path, rng):
     store = MemoryStore(tmp_path, shards=2)
     batches = [make(rng, user=f"w{i}", n=20) for i in range(4)]
     results: list = []
-    threads = [threading.Thread(target=lambda b=b: results.append(
-        MemoryStore(tmp_path).write_segment(b, MODEL, DIM, session_hashes=[b[0].user_id])))
-        for b in batches]
+    threads = [
+        threading.Thread(
+            target=lambda b=b: results.append(
+                MemoryStore(tmp_path).write_segment(b, MODEL, DIM, session_hashes=[b[0].user_id])
+            )
+        )
+        for b in batches
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -37,10 +37,20 @@ def unit(rng: np.random.Generator) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def memories(rng: np.random.Generator, users: list[str], n: int = 3,
-             app_name: str = "app", note: str = "note") -> list[Memory]:
-    return [Memory(app_name, u, "s0", "fact", f"{u} {note} {i}", created_at=1000.0 + i)
-            .with_embedding(unit(rng)) for u in users for i in range(n)]
+def memories(
+    rng: np.random.Generator,
+    users: list[str],
+    n: int = 3,
+    app_name: str = "app",
+    note: str = "note",
+) -> list[Memory]:
+    return [
+        Memory(app_name, u, "s0", "fact", f"{u} {note} {i}", created_at=1000.0 + i).with_embedding(
+            unit(rng)
+        )
+        for u in users
+        for i in range(n)
+    ]
 
 
 def users_on_two_shards(shards: int = 4) -> tuple[list[str], list[str]]:
@@ -61,8 +71,9 @@ def vector_store(tmp_path: Path) -> tuple[MemoryStore, list[str], list[str]]:
 
 
 def store_ids(store: MemoryStore) -> list[tuple[str, str, str, str]]:
-    return sorted((m.app_name, m.user_id, m.memory_id, m.content_hash)
-                  for m in store.load().iter_memories())
+    return sorted(
+        (m.app_name, m.user_id, m.memory_id, m.content_hash) for m in store.load().iter_memories()
+    )
 
 
 def backfilled(tmp_path: Path, sessions: int = 12) -> tuple[Path, Path]:
@@ -85,7 +96,8 @@ def one_line_error(result: Any) -> str:
 
 # -- a lost manifest ------------------------------------------------------------------------
 def test_a_store_with_data_but_no_manifest_is_refused_and_gc_deletes_nothing(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     store, a, _ = vector_store(tmp_path)
     root = store.root
     (root / "manifest.json").unlink()
@@ -99,9 +111,23 @@ def test_a_store_with_data_but_no_manifest_is_refused_and_gc_deletes_nothing(
         store.write_segment(memories(np.random.default_rng(1), a), MODEL, DIM)
     line = one_line_error(runner.invoke(app, ["gc", "--store", str(root), "--grace-s", "0"]))
     assert REPAIR in line
-    assert REPAIR in one_line_error(runner.invoke(
-        app, ["recall", "q", "--store", str(root), "--app", "app", "--user", a[0],
-              "--embedder", "none"]))
+    assert REPAIR in one_line_error(
+        runner.invoke(
+            app,
+            [
+                "recall",
+                "q",
+                "--store",
+                str(root),
+                "--app",
+                "app",
+                "--user",
+                a[0],
+                "--embedder",
+                "none",
+            ],
+        )
+    )
     assert sorted(p for p in root.rglob("*") if p.is_file()) == files  # nothing deleted
     assert not (root / "manifest.json").exists()
 
@@ -110,8 +136,19 @@ def test_a_backfill_into_a_store_that_lost_its_manifest_is_refused(tmp_path: Pat
     archive, root = backfilled(tmp_path)
     (root / "manifest.json").unlink()
     segments = sorted((root / "memories").rglob("*.parquet"))
-    result = runner.invoke(app, ["backfill", "--archive", str(archive), "--store", str(root),
-                                 "--embedder", "none", "--in-process"])
+    result = runner.invoke(
+        app,
+        [
+            "backfill",
+            "--archive",
+            str(archive),
+            "--store",
+            str(root),
+            "--embedder",
+            "none",
+            "--in-process",
+        ],
+    )
     assert REPAIR in one_line_error(result)
     assert not (root / "manifest.json").exists()  # no new empty store over the old files
     assert sorted((root / "memories").rglob("*.parquet")) == segments
@@ -129,8 +166,7 @@ def test_an_empty_or_new_directory_is_still_a_new_store(tmp_path: Path) -> None:
         assert store.write_segment(memories(rng, ["u1"]), MODEL, DIM).written == 3
 
 
-def test_a_first_run_killed_after_prepare_is_not_taken_for_a_lost_manifest(
-        tmp_path: Path) -> None:
+def test_a_first_run_killed_after_prepare_is_not_taken_for_a_lost_manifest(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = MemoryStore(root, shards=2)
     store.prepare_segments(memories(np.random.default_rng(0), ["u1"]), MODEL, DIM)
@@ -149,8 +185,19 @@ def test_a_deleted_ledger_is_refused_then_repaired_without_duplicates(tmp_path: 
     with pytest.raises(StoreCorrupt, match="ledger") as raised:
         backfilled(tmp_path)
     assert REPAIR in str(raised.value)
-    result = runner.invoke(app, ["backfill", "--archive", str(archive), "--store", str(root),
-                                 "--embedder", "none", "--in-process"])
+    result = runner.invoke(
+        app,
+        [
+            "backfill",
+            "--archive",
+            str(archive),
+            "--store",
+            str(root),
+            "--embedder",
+            "none",
+            "--in-process",
+        ],
+    )
     assert "ledger" in one_line_error(result)
     doctor = runner.invoke(app, ["doctor", str(root)])
     assert doctor.exit_code == 1 and "ledger" in doctor.output
@@ -163,10 +210,13 @@ def test_a_deleted_ledger_is_refused_then_repaired_without_duplicates(tmp_path: 
     assert runner.invoke(app, ["doctor", str(root)]).exit_code == 0
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe\x00\x01binary", b'{"format": "mnemoray.mem',
-                                     b"[1, 2]", b'{"format": 7}', b""])
-def test_gc_on_a_corrupt_manifest_is_one_line_naming_the_file(tmp_path: Path,
-                                                              content: bytes) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe\x00\x01binary", b'{"format": "mnemoray.mem', b"[1, 2]", b'{"format": 7}', b""],
+)
+def test_gc_on_a_corrupt_manifest_is_one_line_naming_the_file(
+    tmp_path: Path, content: bytes
+) -> None:
     store, _, _ = vector_store(tmp_path)
     manifest = store.root / "manifest.json"
     manifest.write_bytes(content)
@@ -174,33 +224,43 @@ def test_gc_on_a_corrupt_manifest_is_one_line_naming_the_file(tmp_path: Path,
     with pytest.raises(StoreCorrupt) as raised:
         MemoryStore(store.root)
     assert str(manifest) in str(raised.value) and REPAIR in str(raised.value)
-    line = one_line_error(runner.invoke(app, ["gc", "--store", str(store.root),
-                                              "--grace-s", "0"]))
+    line = one_line_error(runner.invoke(app, ["gc", "--store", str(store.root), "--grace-s", "0"]))
     assert str(manifest) in line and REPAIR in line
     assert sorted(p for p in store.root.rglob("*") if p.is_file()) == files
 
 
 # -- serving a corrupt store ------------------------------------------------------------------
-@pytest.mark.parametrize("damage", ["binary", "truncated", "not an object", "another model",
-                                    "keyword-only with a dim"])
+@pytest.mark.parametrize(
+    "damage", ["binary", "truncated", "not an object", "another model", "keyword-only with a dim"]
+)
 def test_a_corrupt_manifest_while_serving_is_a_500_without_the_path(
-        tmp_path: Path, damage: str) -> None:
+    tmp_path: Path, damage: str
+) -> None:
     service = MemoryService.open(tmp_path / "store", embedder=None)
     key = "recovery-test-key-0123456789"
-    client = TestClient(build_api(ServiceBackend(service),  # type: ignore[arg-type]
-                                  HttpConfig(keys=ApiKeys.from_mapping({key: "app"}))),
-                        headers={"Authorization": f"Bearer {key}"},
-                        raise_server_exceptions=False)
-    body = {"app_name": "app", "user_id": "ana",
-            "memories": [{"text": "ana grows tulips", "memory_id": "m1"}]}
+    client = TestClient(
+        build_api(
+            ServiceBackend(service),  # type: ignore[arg-type]
+            HttpConfig(keys=ApiKeys.from_mapping({key: "app"})),
+        ),
+        headers={"Authorization": f"Bearer {key}"},
+        raise_server_exceptions=False,
+    )
+    body = {
+        "app_name": "app",
+        "user_id": "ana",
+        "memories": [{"text": "ana grows tulips", "memory_id": "m1"}],
+    }
     assert client.post("/v1/memories", json=body).status_code == 201
     manifest = tmp_path / "store" / "manifest.json"
     raw = json.loads(manifest.read_text())
-    content = {"binary": b"\xff\xfe\x00\x01binary", "truncated": manifest.read_bytes()[:40],
-               "not an object": b"[1, 2]",
-               "another model": json.dumps({**raw, "embedding": {"model": "m", "dim": 3}}),
-               "keyword-only with a dim": json.dumps({**raw, "embedding": {"model": "none",
-                                                                         "dim": 5}})}[damage]
+    content = {
+        "binary": b"\xff\xfe\x00\x01binary",
+        "truncated": manifest.read_bytes()[:40],
+        "not an object": b"[1, 2]",
+        "another model": json.dumps({**raw, "embedding": {"model": "m", "dim": 3}}),
+        "keyword-only with a dim": json.dumps({**raw, "embedding": {"model": "none", "dim": 5}}),
+    }[damage]
     manifest.write_bytes(content if isinstance(content, bytes) else content.encode())
     body["memories"][0].update(text="ana moved to Madrid", memory_id="m2")
     r = client.post("/v1/memories", json=body)
@@ -232,10 +292,12 @@ def test_one_damaged_shard_leaves_the_others_serving(tmp_path: Path, how: str) -
     snap = fresh.load()  # loads: one shard is damaged, not the store
     assert [h.memory.memory_id for h in snap.search_user("app", b[0], q, k=3)] == expected_b
     assert len(snap.rows_for_user("app", b[1])) == 3
-    for read in (lambda: snap.search_user("app", a[0], q, k=3),
-                 lambda: snap.rows_for_user("app", a[0]),
-                 lambda: snap.search_app("app", q, k=3),  # spans every shard: no partial answer
-                 lambda: snap.count()):
+    for read in (
+        lambda: snap.search_user("app", a[0], q, k=3),
+        lambda: snap.rows_for_user("app", a[0]),
+        lambda: snap.search_app("app", q, k=3),  # spans every shard: no partial answer
+        lambda: snap.count(),
+    ):
         with pytest.raises(StoreCorrupt, match=f"shard {shard}") as raised:
             read()
         assert name in str(raised.value) and REPAIR in str(raised.value)
@@ -249,17 +311,20 @@ def test_one_damaged_shard_leaves_the_others_serving(tmp_path: Path, how: str) -
 
 
 def test_recall_of_a_healthy_tenant_survives_a_damaged_shard_through_the_service(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     a, b = users_on_two_shards()
     service = MemoryService.open(tmp_path / "store", embedder=None, shards=4)
-    service.add_memories([Memory("app", u, "s0", "fact", f"{u} grows tulips", created_at=1.0)
-                          for u in a + b])
+    service.add_memories(
+        [Memory("app", u, "s0", "fact", f"{u} grows tulips", created_at=1.0) for u in a + b]
+    )
     store = MemoryStore(tmp_path / "store")
     m = store.manifest()
     shard = shard_of("app", a[0], 4)
     name = m.segments[shard][0].name
     (tmp_path / "store" / "memories" / f"shard={shard:04d}" / f"{name}.parquet").write_bytes(
-        b"PAR1 truncated")
+        b"PAR1 truncated"
+    )
     served = MemoryService(store, None, service.summarizer)
     assert [r.memory.user_id for r in served.search("app", b[0], "tulips")] == [b[0]]
     with pytest.raises(StoreCorrupt, match=f"shard {shard}"):
@@ -280,8 +345,10 @@ def test_doctor_rebuilds_a_lost_index_from_the_parquet_vectors(tmp_path: Path) -
 
     store, a, b = vector_store(tmp_path)
     q = unit(np.random.default_rng(9))
-    before = [(h.memory.memory_id, round(h.score, 5))
-              for h in store.load().search_user("app", a[0], q, k=3)]
+    before = [
+        (h.memory.memory_id, round(h.score, 5))
+        for h in store.load().search_user("app", a[0], q, k=3)
+    ]
     shard, name = _damage(store, a, "missing faiss")
     check = runner.invoke(app, ["doctor", str(store.root)])
     assert check.exit_code == 1 and f"index {name} (shard {shard})" in check.output
@@ -289,23 +356,28 @@ def test_doctor_rebuilds_a_lost_index_from_the_parquet_vectors(tmp_path: Path) -
     fixed = runner.invoke(app, ["doctor", "--repair", str(store.root)])
     assert fixed.exit_code == 0 and "rebuilt" in fixed.output, fixed.output
     after = MemoryStore(store.root)
-    assert [(h.memory.memory_id, round(h.score, 5))
-            for h in after.load().search_user("app", a[0], q, k=3)] == before
+    assert [
+        (h.memory.memory_id, round(h.score, 5))
+        for h in after.load().search_user("app", a[0], q, k=3)
+    ] == before
     version = after.manifest().version
     again = repair(store.root)  # idempotent: nothing left, nothing changed
     assert again.problems == [] and again.repaired == [] and again.version == version
 
 
-def test_doctor_quarantines_an_unreadable_segment_and_the_rerun_restores_it(
-        tmp_path: Path) -> None:
+def test_doctor_quarantines_an_unreadable_segment_and_the_rerun_restores_it(tmp_path: Path) -> None:
     archive, root = backfilled(tmp_path)
     store = MemoryStore(root)
     before = store_ids(store)
     m = store.manifest()
     shard = next(s for s, segs in enumerate(m.segments) if segs)
     name = m.segments[shard][0].name
-    lost = {(r["app_name"], r["user_id"], r["session_id"]) for r in pq.read_table(
-        root / "memories" / f"shard={shard:04d}" / f"{name}.parquet").to_pylist()}
+    lost = {
+        (r["app_name"], r["user_id"], r["session_id"])
+        for r in pq.read_table(
+            root / "memories" / f"shard={shard:04d}" / f"{name}.parquet"
+        ).to_pylist()
+    }
     # Readable in part: the file holds fewer rows than the manifest says.
     path = root / "memories" / f"shard={shard:04d}" / f"{name}.parquet"
     pq.write_table(pq.read_table(path).slice(0, 1), path)
@@ -324,7 +396,8 @@ def test_doctor_quarantines_an_unreadable_segment_and_the_rerun_restores_it(
 
 
 def test_doctor_rebuilds_a_lost_manifest_keeping_forgotten_memories_forgotten(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     archive, root = backfilled(tmp_path)
     store = MemoryStore(root)
     gone = store.load().tenants()[0]
@@ -354,8 +427,9 @@ def test_doctor_rebuilding_a_vector_store_needs_the_model_id(tmp_path: Path) -> 
     refused = runner.invoke(app, ["doctor", "--repair", str(store.root)])
     assert "--embedding-model" in one_line_error(refused)
     assert (store.root / "manifest.json").read_bytes() == b"\x00\x01 not json"  # untouched
-    fixed = runner.invoke(app, ["doctor", "--repair", "--embedding-model", MODEL,
-                                "--shards", "4", str(store.root)])
+    fixed = runner.invoke(
+        app, ["doctor", "--repair", "--embedding-model", MODEL, "--shards", "4", str(store.root)]
+    )
     assert fixed.exit_code == 0, fixed.output
     after = MemoryStore(store.root)
     assert after.manifest().embedding_model == MODEL and after.manifest().dim == DIM

@@ -34,30 +34,53 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pa.Table]:
     return {
         "one chunk": table,
         "row groups": read,
-        "one-row chunks": pa.concat_tables([table.slice(i, 1) for i in range(40)]
-                                           + [table.slice(40, N - 40)]),
-        "uneven chunks": pa.concat_tables([table.slice(0, 1), table.slice(1, 998),
-                                           table.slice(999, 2), table.slice(1001, N - 1001)]),
+        "one-row chunks": pa.concat_tables(
+            [table.slice(i, 1) for i in range(40)] + [table.slice(40, N - 40)]
+        ),
+        "uneven chunks": pa.concat_tables(
+            [
+                table.slice(0, 1),
+                table.slice(1, 998),
+                table.slice(999, 2),
+                table.slice(1001, N - 1001),
+            ]
+        ),
         # A segment written before the optional columns: those load as one null chunk
         # beside the others' row-group chunks.
-        "columns chunked apart": with_optional_columns(pa.concat_tables(
-            [old.slice(0, 1200), old.slice(1200, N - 1200)])),
+        "columns chunked apart": with_optional_columns(
+            pa.concat_tables([old.slice(0, 1200), old.slice(1200, N - 1200)])
+        ),
     }
 
 
 def row_sets(rng: np.random.Generator) -> list[object]:
-    return [[], np.array([], dtype=np.int64), [0], [N - 1], [699, 700, 701, 1399, 1400],
-            [2999, 0, 1500, 3, 2], [7, 7, 7], [40, 39, 41, 0, 1, 40],
-            rng.integers(0, N, 5), rng.integers(0, N, 50), rng.integers(0, N, 400),
-            np.arange(650, 2050), np.arange(N)[::-1], rng.permutation(N),
-            np.array([5, 9], dtype=np.int32), [np.int64(12), 13]]
+    return [
+        [],
+        np.array([], dtype=np.int64),
+        [0],
+        [N - 1],
+        [699, 700, 701, 1399, 1400],
+        [2999, 0, 1500, 3, 2],
+        [7, 7, 7],
+        [40, 39, 41, 0, 1, 40],
+        rng.integers(0, N, 5),
+        rng.integers(0, N, 50),
+        rng.integers(0, N, 400),
+        np.arange(650, 2050),
+        np.arange(N)[::-1],
+        rng.permutation(N),
+        np.array([5, 9], dtype=np.int32),
+        [np.int64(12), 13],
+    ]
 
 
-@pytest.mark.parametrize("name", ["one chunk", "row groups", "one-row chunks",
-                                  "uneven chunks", "columns chunked apart"])
+@pytest.mark.parametrize(
+    "name", ["one chunk", "row groups", "one-row chunks", "uneven chunks", "columns chunked apart"]
+)
 @pytest.mark.parametrize("with_vectors", [True, False])
-def test_records_equal_the_take_of_the_rows(tables: dict[str, pa.Table], name: str,
-                                             with_vectors: bool) -> None:
+def test_records_equal_the_take_of_the_rows(
+    tables: dict[str, pa.Table], name: str, with_vectors: bool
+) -> None:
     table = tables[name]
     rng = np.random.default_rng(len(name))
     vectors = rng.standard_normal((N, 8)).astype(np.float32) if with_vectors else None
@@ -97,8 +120,9 @@ def test_a_table_with_the_embedding_column() -> None:
     assert EMBEDDING in table.column_names and table.schema == memory_schema(dim)
     vectors = np.arange(30 * dim, dtype=np.float32).reshape(30, dim)
     for rows in ([3, 1, 3], list(range(30))):
-        assert same(rows_to_memories(table, rows, vectors),
-                    rows_to_memories_take(table, rows, vectors))
+        assert same(
+            rows_to_memories(table, rows, vectors), rows_to_memories_take(table, rows, vectors)
+        )
 
 
 def test_column_arrays_are_kept_only_while_the_table_lives() -> None:

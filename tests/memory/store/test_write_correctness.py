@@ -56,8 +56,12 @@ MOVED = "Big news: I moved to Madrid last week, my new flat is near the Retiro p
 
 # -- the two copies of one session ---------------------------------------------------
 def _event(i: int, role: str, text: str, stamped: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"author": "user" if role == "user" else "assistant",
-                           "role": role, "type": "message", "text": text}
+    out: dict[str, Any] = {
+        "author": "user" if role == "user" else "assistant",
+        "role": role,
+        "type": "message",
+        "text": text,
+    }
     if stamped:
         out.update(id=f"e{i}", timestamp=T0 + 60 * i)
     return out
@@ -65,10 +69,11 @@ def _event(i: int, role: str, text: str, stamped: bool) -> dict[str, Any]:
 
 def older(stamped: bool = True) -> dict[str, Any]:
     """The session as archived first: the user lives in Berlin."""
-    events = [_event(0, "user", BERLIN, stamped),
-              _event(1, "model", "Berlin bakeries are wonderful.", stamped)]
-    raw: dict[str, Any] = {"app_name": APP, "user_id": USER, "session_id": SID,
-                           "events": events}
+    events = [
+        _event(0, "user", BERLIN, stamped),
+        _event(1, "model", "Berlin bakeries are wonderful.", stamped),
+    ]
+    raw: dict[str, Any] = {"app_name": APP, "user_id": USER, "session_id": SID, "events": events}
     if stamped:
         raw.update(created_at=T0, updated_at=T0 + 60)
     return raw
@@ -77,8 +82,10 @@ def older(stamped: bool = True) -> dict[str, Any]:
 def newer(stamped: bool = True) -> dict[str, Any]:
     """The same session later: it grew, the user moved to Madrid."""
     raw = older(stamped)
-    raw["events"] = raw["events"] + [_event(2, "user", MOVED, stamped),
-                                     _event(3, "model", "Congratulations on Madrid!", stamped)]
+    raw["events"] = raw["events"] + [
+        _event(2, "user", MOVED, stamped),
+        _event(3, "model", "Congratulations on Madrid!", stamped),
+    ]
     if stamped:
         raw["updated_at"] = T0 + 180
     return raw
@@ -107,15 +114,19 @@ def write_archive(root: Path, *files: list[dict[str, Any]]) -> Path:
 
 
 def run(archive: Path, store: Path, commit_every: int = 1) -> None:
-    backfill(BackfillConfig(archive, store, embedder=None, commit_every=commit_every,
-                            progress_interval_s=0.0))
+    backfill(
+        BackfillConfig(
+            archive, store, embedder=None, commit_every=commit_every, progress_interval_s=0.0
+        )
+    )
 
 
 # -- 1. an older copy never overwrites a newer one -------------------------------------
 @pytest.mark.parametrize("stamped", [True, False], ids=["timestamps", "no-timestamps"])
 @pytest.mark.parametrize("commit_every", [1, 10], ids=["separate-batches", "one-batch"])
-def test_older_copy_read_later_does_not_replace_newer(tmp_path: Path, stamped: bool,
-                                                      commit_every: int) -> None:
+def test_older_copy_read_later_does_not_replace_newer(
+    tmp_path: Path, stamped: bool, commit_every: int
+) -> None:
     archive = write_archive(tmp_path / "a", [newer(stamped)], [older(stamped)])
     run(archive, tmp_path / "store", commit_every)
     serves_madrid(tmp_path / "store")
@@ -143,9 +154,14 @@ def test_ray_engine_keeps_the_newer_copy(tmp_path: Path, ray_cluster: None, file
     from mnemoray.pipeline.backfill import RayDataEngine
 
     copies = [[newer()], [older()]] if files == "newer-first" else [[older()], [newer()]]
-    config = BackfillConfig(write_archive(tmp_path / "a", *copies), tmp_path / "store",
-                            embedder=None, commit_every=1, progress_interval_s=0.0,
-                            ray=RayOptions(batch_size=1))
+    config = BackfillConfig(
+        write_archive(tmp_path / "a", *copies),
+        tmp_path / "store",
+        embedder=None,
+        commit_every=1,
+        progress_interval_s=0.0,
+        ray=RayOptions(batch_size=1),
+    )
     backfill(config, RayDataEngine())
     serves_madrid(tmp_path / "store")
 
@@ -157,8 +173,7 @@ def _chunk(store: MemoryStore, raw: dict[str, Any], tmp: Path) -> Any:
     assert not bad
     distilled, failed = distill_sessions(items, ExtractiveSummarizer())
     assert not failed
-    return make_chunk(store, embed_sessions(distilled, None), KEYWORD_ONLY_MODEL, 0,
-                      {"read": 1})
+    return make_chunk(store, embed_sessions(distilled, None), KEYWORD_ONLY_MODEL, 0, {"read": 1})
 
 
 @pytest.mark.parametrize("order", ["newer-first", "older-first"])
@@ -167,11 +182,10 @@ def test_commit_decides_by_version_not_by_commit_order(tmp_path: Path, order: st
     # the driver commits), so the check must happen in commit_chunk.
     store = MemoryStore(tmp_path / "store", 2)
     new, old = _chunk(store, newer(), tmp_path / "n"), _chunk(store, older(), tmp_path / "o")
-    for chunk in ([new, old] if order == "newer-first" else [old, new]):
+    for chunk in [new, old] if order == "newer-first" else [old, new]:
         commit_chunk(store, chunk, run_id="r", summarizer="extractive")
     serves_madrid(tmp_path / "store")
-    assert store.ledger_contains(list(old.hashes) + list(new.hashes)) == {
-        *old.hashes, *new.hashes}
+    assert store.ledger_contains(list(old.hashes) + list(new.hashes)) == {*old.hashes, *new.hashes}
     assert store.gc() == []  # the dropped rows' prepared files were not left behind
 
 
@@ -216,7 +230,8 @@ def test_store_without_version_columns_still_loads_and_ingests(tmp_path: Path) -
     compact_store(MemoryStore(store_dir), max_segment_rows=1_000)
     serves_madrid(store_dir)
     assert service.store.manifest().segments[0][0].rows == len(
-        MemoryService.open(store_dir, embedder=None).list_memories(APP, USER)[0])
+        MemoryService.open(store_dir, embedder=None).list_memories(APP, USER)[0]
+    )
 
 
 # -- 2. acknowledgements ------------------------------------------------------------------
@@ -229,17 +244,24 @@ class LocalBackend:
         self.artifacts = InMemoryArtifactStore()
         self.ops = MemoryOps(MemoryService.open(store, embedder=None))
 
-    async def recall(self, app_name: str, user_id: str, query: str, top_k: int,
-                     filters: Mapping[str, Any] | None, mode: str | None) -> dict[str, Any]:
-        return self.ops.op_recall(app_name, user_id, query, top_k=top_k, filters=filters,
-                                  mode=mode)
+    async def recall(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        mode: str | None,
+    ) -> dict[str, Any]:
+        return self.ops.op_recall(app_name, user_id, query, top_k=top_k, filters=filters, mode=mode)
 
     async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
         return await self.run_io(self.ops.call, op, app_name, user_id, kwargs)
 
     async def run_io(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(fn, *args, **kwargs))
+            None, functools.partial(fn, *args, **kwargs)
+        )
 
     async def compile(self, *args: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -250,12 +272,18 @@ class LocalBackend:
 
 @pytest.fixture(params=["memory", "sqlite"])
 def http(request: pytest.FixtureRequest, tmp_path: Path) -> TestClient:
-    sessions = InMemorySessionStore() if request.param == "memory" \
+    sessions = (
+        InMemorySessionStore()
+        if request.param == "memory"
         else SQLiteSessionStore(tmp_path / "sessions.db")
-    app = build_api(LocalBackend(tmp_path / "store", sessions),
-                    HttpConfig(keys=ApiKeys.from_mapping({KEY: APP})))
-    return TestClient(app, headers={"Authorization": f"Bearer {KEY}"},
-                      raise_server_exceptions=False)
+    )
+    app = build_api(
+        LocalBackend(tmp_path / "store", sessions),
+        HttpConfig(keys=ApiKeys.from_mapping({KEY: APP})),
+    )
+    return TestClient(
+        app, headers={"Authorization": f"Bearer {KEY}"}, raise_server_exceptions=False
+    )
 
 
 def listed(c: TestClient) -> list[dict[str, Any]]:
@@ -273,8 +301,13 @@ def test_added_counts_only_rows_really_written(http: TestClient) -> None:
     assert again.status_code == 201, again.text
     assert (again.json()["added"], again.json()["duplicates"]) == (0, 1)
     assert again.json()["memories"] == []
-    both = http.post("/v1/memories", json={**WHO, "memories": [
-        {"text": "Ana prefers window seats."}, {"text": "Ana is vegetarian."}]})
+    both = http.post(
+        "/v1/memories",
+        json={
+            **WHO,
+            "memories": [{"text": "Ana prefers window seats."}, {"text": "Ana is vegetarian."}],
+        },
+    )
     assert (both.json()["added"], both.json()["duplicates"]) == (1, 1)
     assert [m["text"] for m in both.json()["memories"]] == ["Ana is vegetarian."]
     assert len(listed(http)) == 2
@@ -300,8 +333,7 @@ def test_same_session_posted_twice_is_stored_once(http: TestClient) -> None:
     assert listed(http) == stored
 
 
-def test_grown_session_posted_without_ids_keeps_one_copy_of_each_chunk(
-        http: TestClient) -> None:
+def test_grown_session_posted_without_ids_keeps_one_copy_of_each_chunk(http: TestClient) -> None:
     assert http.post("/v1/memories", json={**WHO, "session": older(False)}).status_code == 201
     assert http.post("/v1/memories", json={**WHO, "session": newer(False)}).status_code == 201
     chunks = [m["text"] for m in listed(http) if m["kind"] == "chunk"]
@@ -320,8 +352,10 @@ def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> SessionStore:
 def test_append_events_is_all_or_nothing(sessions: SessionStore) -> None:
     s = sessions.create_session(APP, USER, "s1")
     sessions.append_events(s, [user_message("first", id="a")])
-    batch = [user_message("second", id="b", state_delta={"k": 1}),
-             user_message("third", id="a")]  # repeats an id already stored
+    batch = [
+        user_message("second", id="b", state_delta={"k": 1}),
+        user_message("third", id="a"),
+    ]  # repeats an id already stored
     with pytest.raises(DuplicateEventError):
         sessions.append_events(s, batch)
     within = [user_message("x", id="c"), user_message("y", id="c")]  # repeats within the batch
@@ -338,8 +372,10 @@ def test_append_events_is_all_or_nothing(sessions: SessionStore) -> None:
 
 def test_http_append_with_a_repeated_id_persists_nothing(http: TestClient) -> None:
     assert http.post("/v1/sessions", json={**WHO, "session_id": "s1"}).status_code == 201
-    events = [{"author": "user", "text": "one", "id": "dup"},
-              {"author": "user", "text": "two", "id": "dup"}]
+    events = [
+        {"author": "user", "text": "one", "id": "dup"},
+        {"author": "user", "text": "two", "id": "dup"},
+    ]
     r = http.post("/v1/sessions/s1/events", json={**WHO, "events": events})
     assert r.status_code == 409, r.text
     got = http.get("/v1/sessions/s1", params=WHO).json()
@@ -349,8 +385,10 @@ def test_http_append_with_a_repeated_id_persists_nothing(http: TestClient) -> No
 # -- 4. a partial event is not persisted, and says so -------------------------------------------
 def test_http_partial_event_is_reported_not_persisted(http: TestClient) -> None:
     assert http.post("/v1/sessions", json={**WHO, "session_id": "s1"}).status_code == 201
-    events = [{"author": "model", "role": "model", "text": "Hel", "partial": True},
-              {"author": "model", "role": "model", "text": "Hello!"}]
+    events = [
+        {"author": "model", "role": "model", "text": "Hel", "partial": True},
+        {"author": "model", "role": "model", "text": "Hello!"},
+    ]
     r = http.post("/v1/sessions/s1/events", json={**WHO, "events": events})
     assert r.status_code == 200, r.text
     body = r.json()

@@ -43,8 +43,12 @@ def safe_extract(session: Session, memories: Sequence[Memory]) -> SessionExtract
     try:
         return extract_session(session, memories)
     except Exception as exc:  # any extractor failure must not lose the session's memories
-        log.warning("graph extraction failed for session %s/%s/%s: %s: %s", *session.key,
-                    type(exc).__name__, exc)
+        log.warning(
+            "graph extraction failed for session %s/%s/%s: %s: %s",
+            *session.key,
+            type(exc).__name__,
+            exc,
+        )
         return None
 
 
@@ -57,11 +61,11 @@ def _has_graph(m: Manifest, shard: int) -> bool:
     return bool(m.graph[shard])
 
 
-def by_shard_of(graph: GraphWrite, shards: int) -> tuple[
-        dict[int, dict[Owner, list[SessionExtract]]], dict[int, set[str]]]:
+def by_shard_of(
+    graph: GraphWrite, shards: int
+) -> tuple[dict[int, dict[Owner, list[SessionExtract]]], dict[int, set[str]]]:
     """The sessions' extracts per shard and owner, and their ledger keys per shard."""
-    by_shard: dict[int, dict[Owner, list[SessionExtract]]] = defaultdict(
-        lambda: defaultdict(list))
+    by_shard: dict[int, dict[Owner, list[SessionExtract]]] = defaultdict(lambda: defaultdict(list))
     keys: dict[int, set[str]] = defaultdict(set)
     for key, ex in graph:
         shard = shard_of(ex.app_name, ex.user_id, shards)
@@ -70,21 +74,22 @@ def by_shard_of(graph: GraphWrite, shards: int) -> tuple[
     return by_shard, keys
 
 
-def merge_extracts(root: Path, m: Manifest, graph: GraphWrite,
-                   read: Reader | None = None) -> bool:
+def merge_extracts(root: Path, m: Manifest, graph: GraphWrite, read: Reader | None = None) -> bool:
     """Merge ``graph`` ((ledger key, extract) pairs) into their users' graphs and list
     the parts in ``m``."""
     by_shard, _ = by_shard_of(graph, m.shards)
     for shard, owners in sorted(by_shard.items()):
         stored = _read(root, m, shard, read) if _has_graph(m, shard) else None
-        graphs = [merged_graph(app, user, stored, group)
-                  for (app, user), group in sorted(owners.items())]
+        graphs = [
+            merged_graph(app, user, stored, group) for (app, user), group in sorted(owners.items())
+        ]
         publish_part(root, m, shard, graphs, read=read)
     return bool(by_shard)
 
 
-def merged_graph(app: str, user: str, stored: dict[str, pa.Table] | None,
-            group: list[SessionExtract]) -> UserGraph:
+def merged_graph(
+    app: str, user: str, stored: dict[str, pa.Table] | None, group: list[SessionExtract]
+) -> UserGraph:
     """The user's stored graph with ``group`` added in time order (which keeps resolution
     deterministic: docs/graph.md, "Resolution"). A session the merge fails on is left
     out (logged), so it cannot stop the commit of the memories; the graph is rebuilt
@@ -92,25 +97,35 @@ def merged_graph(app: str, user: str, stored: dict[str, pa.Table] | None,
     ordered = sorted(group, key=lambda e: (e.at, e.session_id))
     skip: set[str] = set()
     while True:
-        graph = (graph_from_tables(app, user, stored) if stored is not None
-                 else UserGraph(app, user))
+        graph = graph_from_tables(app, user, stored) if stored is not None else UserGraph(app, user)
         for ex in ordered:
             if ex.session_id in skip:
                 continue
             try:
                 graph.add_session(ex)
             except Exception as exc:  # a merge bug must not cost the session its memories
-                log.warning("graph merge failed for session %s/%s/%s: %s: %s", app, user,
-                            ex.session_id, type(exc).__name__, exc)
+                log.warning(
+                    "graph merge failed for session %s/%s/%s: %s: %s",
+                    app,
+                    user,
+                    ex.session_id,
+                    type(exc).__name__,
+                    exc,
+                )
                 skip.add(ex.session_id)
                 break
         else:
             return graph
 
 
-def forget_in_graph(root: Path, m: Manifest, memories: Iterable[tuple[str, str, str]] = (),
-                    session: tuple[str, str, str] | None = None,
-                    user: Owner | None = None, read: Reader | None = None) -> bool:
+def forget_in_graph(
+    root: Path,
+    m: Manifest,
+    memories: Iterable[tuple[str, str, str]] = (),
+    session: tuple[str, str, str] | None = None,
+    user: Owner | None = None,
+    read: Reader | None = None,
+) -> bool:
     """Remove from the graph what a forget covers; True when ``m`` lists new parts."""
     changed = False
     if user is not None:
@@ -140,25 +155,33 @@ def forget_in_graph(root: Path, m: Manifest, memories: Iterable[tuple[str, str, 
 
 
 def _holds(tables: dict[str, pa.Table], owner: Owner) -> bool:
-    return any(a == owner[0] and u == owner[1] for t in TABLES
-               for a, u in zip(tables[t]["app_name"].to_pylist(),
-                               tables[t]["user_id"].to_pylist(), strict=True))
+    return any(
+        a == owner[0] and u == owner[1]
+        for t in TABLES
+        for a, u in zip(
+            tables[t]["app_name"].to_pylist(), tables[t]["user_id"].to_pylist(), strict=True
+        )
+    )
 
 
 def _drop_memories(graph: UserGraph, memory_ids: set[str]) -> bool:
     """Relations that join a forgotten memory go with it (its node is gone)."""
     if not memory_ids:
         return False
-    gone = [rid for rid, r in graph.relations.items()
-            if (r.src_kind == "memory" and r.src in memory_ids)
-            or (r.dst_kind == "memory" and r.dst in memory_ids)]
+    gone = [
+        rid
+        for rid, r in graph.relations.items()
+        if (r.src_kind == "memory" and r.src in memory_ids)
+        or (r.dst_kind == "memory" and r.dst in memory_ids)
+    ]
     for rid in gone:
         del graph.relations[rid]
     return bool(gone)
 
 
-def import_graph_rows(root: Path, m: Manifest, rows: dict[str, list[dict]],
-                      read: Reader | None = None) -> bool:
+def import_graph_rows(
+    root: Path, m: Manifest, rows: dict[str, list[dict]], read: Reader | None = None
+) -> bool:
     """Add exported graph rows (``rows``: table -> row dicts of any users): per user,
     records whose ids the store does not hold yet; an import run again adds nothing."""
     by_shard: dict[int, dict[str, list[dict]]] = defaultdict(lambda: {t: [] for t in TABLES})
@@ -173,12 +196,20 @@ def import_graph_rows(root: Path, m: Manifest, rows: dict[str, list[dict]],
         graphs = []
         for app, user in owners:
             new = graph_from_tables(app, user, incoming)
-            graph = (graph_from_tables(app, user, stored) if stored is not None
-                     else UserGraph(app, user))
+            graph = (
+                graph_from_tables(app, user, stored) if stored is not None else UserGraph(app, user)
+            )
             added = _union(graph, new)
             if added:
-                graphs.append(UserGraph(app, user, graph.entities.values(),
-                                        graph.aliases.values(), graph.relations.values()))
+                graphs.append(
+                    UserGraph(
+                        app,
+                        user,
+                        graph.entities.values(),
+                        graph.aliases.values(),
+                        graph.relations.values(),
+                    )
+                )
         if graphs:
             publish_part(root, m, shard, graphs, read=read)
             changed = True
@@ -196,5 +227,12 @@ def _union(graph: UserGraph, new: UserGraph) -> bool:
     return added
 
 
-__all__ = ["GraphWrite", "by_shard_of", "forget_in_graph", "import_graph_rows", "merge_extracts",
-           "merged_graph", "safe_extract"]
+__all__ = [
+    "GraphWrite",
+    "by_shard_of",
+    "forget_in_graph",
+    "import_graph_rows",
+    "merge_extracts",
+    "merged_graph",
+    "safe_extract",
+]

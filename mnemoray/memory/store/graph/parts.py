@@ -64,8 +64,9 @@ def _key(app: str, user: str) -> str:
     return f"{app}\x1f{user}"
 
 
-def read_part(root: Path, shard: int, part: GraphPart,
-              columns: Mapping[str, list[str]] | None = None) -> Tables:
+def read_part(
+    root: Path, shard: int, part: GraphPart, columns: Mapping[str, list[str]] | None = None
+) -> Tables:
     """One part's four tables; a listed file that is missing or unreadable is corrupt."""
     out: Tables = {}
     for t in PART_TABLES:
@@ -73,8 +74,10 @@ def read_part(root: Path, shard: int, part: GraphPart,
         try:
             out[t] = pq.read_table(path, columns=(columns or {}).get(t))
         except (OSError, pa.ArrowException) as exc:
-            raise StoreCorrupt(f"graph part {part.name} of shard {shard}: cannot read {path} "
-                               f"({exc}); {repair_hint(root)}") from exc
+            raise StoreCorrupt(
+                f"graph part {part.name} of shard {shard}: cannot read {path} "
+                f"({exc}); {repair_hint(root)}"
+            ) from exc
     return out
 
 
@@ -86,10 +89,13 @@ def resolve_parts(parts: Iterable[Tables]) -> tuple[Tables, set[Owner]]:
     chosen: dict[str, list[pa.Table]] = {t: [] for t in TABLES}
     for tables in reversed(list(parts)):
         users = tables[USERS]
-        keys = [_key(a, u) for a, u in zip(users["app_name"].to_pylist(),
-                                           users["user_id"].to_pylist(), strict=True)]
-        owners.update(zip(users["app_name"].to_pylist(), users["user_id"].to_pylist(),
-                          strict=True))
+        keys = [
+            _key(a, u)
+            for a, u in zip(
+                users["app_name"].to_pylist(), users["user_id"].to_pylist(), strict=True
+            )
+        ]
+        owners.update(zip(users["app_name"].to_pylist(), users["user_id"].to_pylist(), strict=True))
         wins = [k for k in keys if k not in claimed]
         claimed.update(wins)
         if not wins:
@@ -100,8 +106,10 @@ def resolve_parts(parts: Iterable[Tables]) -> tuple[Tables, set[Owner]]:
             if table.num_rows:
                 chosen[t].append(table.filter(pc.is_in(_owner_keys(table), value_set=allowed)))
     resolved = {t: pa.concat_tables(chosen[t][::-1]) if chosen[t] else None for t in TABLES}
-    return ({t: v if v is not None else SCHEMAS[t].empty_table() for t, v in resolved.items()},
-            owners)
+    return (
+        {t: v if v is not None else SCHEMAS[t].empty_table() for t, v in resolved.items()},
+        owners,
+    )
 
 
 def read_shard(root: Path, m: Manifest, shard: int) -> Tables:
@@ -113,8 +121,13 @@ def user_graph(root: Path, m: Manifest, shard: int, app: str, user: str) -> User
     return graph_from_tables(app, user, read_shard(root, m, shard))
 
 
-def write_part(root: Path, shard: int, graphs: Iterable[UserGraph],
-               forgotten: Iterable[Owner] = (), base: Tables | None = None) -> GraphPart:
+def write_part(
+    root: Path,
+    shard: int,
+    graphs: Iterable[UserGraph],
+    forgotten: Iterable[Owner] = (),
+    base: Tables | None = None,
+) -> GraphPart:
     """Write a new (uncommitted) part: the whole graphs of ``graphs``' users, the users
     ``forgotten`` with no rows, and ``base`` (rows of other users carried over when a
     merge rewrites the shard). The caller lists it in the manifest it commits."""
@@ -123,8 +136,9 @@ def write_part(root: Path, shard: int, graphs: Iterable[UserGraph],
     return write_rows(root, shard, shard_tables(graphs), owners, base)
 
 
-def write_rows(root: Path, shard: int, fresh: Tables, owners: Iterable[Owner],
-               base: Tables | None = None) -> GraphPart:
+def write_rows(
+    root: Path, shard: int, fresh: Tables, owners: Iterable[Owner], base: Tables | None = None
+) -> GraphPart:
     """``write_part`` from rows: ``fresh`` (the three tables) holds the whole graphs of
     ``owners`` (a user listed with no rows is forgotten)."""
     listed = dict.fromkeys(owners)
@@ -132,26 +146,45 @@ def write_rows(root: Path, shard: int, fresh: Tables, owners: Iterable[Owner],
     for t in TABLES:
         parts = [fresh[t].cast(SCHEMAS[t])]
         if base is not None and base[t].num_rows:
-            keep = pc.invert(pc.is_in(_owner_keys(base[t]), value_set=pa.array(
-                [_key(a, u) for a, u in listed], pa.string())))
+            keep = pc.invert(
+                pc.is_in(
+                    _owner_keys(base[t]),
+                    value_set=pa.array([_key(a, u) for a, u in listed], pa.string()),
+                )
+            )
             parts.insert(0, base[t].filter(keep).cast(SCHEMAS[t]))
         tables[t] = pa.concat_tables(parts)
     if base is not None:  # a merged part lists every user it holds rows of
         for t in TABLES:
-            listed.update(dict.fromkeys(zip(tables[t]["app_name"].to_pylist(),
-                                            tables[t]["user_id"].to_pylist(), strict=True)))
+            listed.update(
+                dict.fromkeys(
+                    zip(
+                        tables[t]["app_name"].to_pylist(),
+                        tables[t]["user_id"].to_pylist(),
+                        strict=True,
+                    )
+                )
+            )
     tables[USERS] = pa.Table.from_pylist(
-        [{"app_name": a, "user_id": u} for a, u in listed], schema=USERS_SCHEMA)
+        [{"app_name": a, "user_id": u} for a, u in listed], schema=USERS_SCHEMA
+    )
     name = new_name("graph")
     for t in PART_TABLES:
         table = tables[t]
-        atomic_write(part_path(root, shard, name, t),
-                     lambda tmp, table=table: pq.write_table(table, tmp))
+        atomic_write(
+            part_path(root, shard, name, t), lambda tmp, table=table: pq.write_table(table, tmp)
+        )
     return GraphPart(name, len(listed), 0)
 
 
-def publish(root: Path, m: Manifest, shard: int, graphs: list[UserGraph],
-            forgotten: Iterable[Owner] = (), read: Reader | None = None) -> None:
+def publish(
+    root: Path,
+    m: Manifest,
+    shard: int,
+    graphs: list[UserGraph],
+    forgotten: Iterable[Owner] = (),
+    read: Reader | None = None,
+) -> None:
     """Write the part for ``graphs`` (and ``forgotten`` users) and list it in ``m`` at
     its next version (``m`` is then written by the caller's commit). A shard at
     ``MAX_PARTS`` is merged into one part (its forgotten users dropped for good).
@@ -170,8 +203,15 @@ def must_merge(m: Manifest, shard: int) -> bool:
     return len(m.graph[shard]) + 1 >= MAX_PARTS
 
 
-def list_merged(root: Path, m: Manifest, shard: int, fresh: Tables, listed: Iterable[Owner],
-                gone: Iterable[Owner], read: Reader | None = None) -> None:
+def list_merged(
+    root: Path,
+    m: Manifest,
+    shard: int,
+    fresh: Tables,
+    listed: Iterable[Owner],
+    gone: Iterable[Owner],
+    read: Reader | None = None,
+) -> None:
     """Replace the shard's parts in ``m`` by one: its rows at ``m`` but those of ``gone``
     (a forgotten user's dropped for good), then ``fresh``, the whole graphs of
     ``listed``."""
@@ -184,14 +224,17 @@ def _without(tables: Tables, owners: set[Owner]) -> Tables:
     if not owners:
         return tables
     drop = pa.array([_key(a, u) for a, u in owners], pa.string())
-    return {t: tables[t].filter(pc.invert(pc.is_in(_owner_keys(tables[t]), value_set=drop)))
-            for t in TABLES}
+    return {
+        t: tables[t].filter(pc.invert(pc.is_in(_owner_keys(tables[t]), value_set=drop)))
+        for t in TABLES
+    }
 
 
 def listed_files(root: Path, m: Manifest) -> set[Path]:
     """Every graph file the manifest lists (what ``gc`` keeps)."""
-    return {f for shard, parts in enumerate(m.graph) for p in parts
-            for f in part_files(root, shard, p)}
+    return {
+        f for shard, parts in enumerate(m.graph) for p in parts for f in part_files(root, shard, p)
+    }
 
 
 def drop_unlisted(root: Path, before: list[list[GraphPart]], m: Manifest) -> None:
@@ -210,10 +253,24 @@ def graph_users(root: Path, m: Manifest, shard: int) -> list[Owner]:
     """The users with graph rows in ``shard`` (sorted)."""
     tables = read_shard(root, m, shard)
     ents = tables["entities"]
-    return sorted(set(zip(ents["app_name"].to_pylist(), ents["user_id"].to_pylist(),
-                          strict=True)))
+    return sorted(set(zip(ents["app_name"].to_pylist(), ents["user_id"].to_pylist(), strict=True)))
 
 
-__all__ = ["GRAPH_DIR", "MAX_PARTS", "Reader", "drop_unlisted", "empty_tables", "graph_users",
-           "list_merged", "listed_files", "must_merge", "publish", "read_part", "read_shard",
-           "resolve_parts", "user_graph", "write_part", "write_rows"]
+__all__ = [
+    "GRAPH_DIR",
+    "MAX_PARTS",
+    "Reader",
+    "drop_unlisted",
+    "empty_tables",
+    "graph_users",
+    "list_merged",
+    "listed_files",
+    "must_merge",
+    "publish",
+    "read_part",
+    "read_shard",
+    "resolve_parts",
+    "user_graph",
+    "write_part",
+    "write_rows",
+]

@@ -86,8 +86,7 @@ class PreparedPart:
 
 
 # -- which users a part names (read once per process) ---------------------------------------
-def _user_lists(budget: int = KEEP_USERS) -> WeighedCache[tuple[str, int, str],
-                                                         frozenset[Owner]]:
+def _user_lists(budget: int = KEEP_USERS) -> WeighedCache[tuple[str, int, str], frozenset[Owner]]:
     # A part naming over a quarter of the budget is read again rather than kept.
     return WeighedCache(budget, weigh=len, max_item=budget // 4)
 
@@ -101,8 +100,10 @@ def part_users(root: Path, shard: int, name: str) -> frozenset[Owner]:
     if found is not None:
         return found
     table = pq.read_table(part_path(root, shard, name, USERS))
-    return _users.put(key, frozenset(zip(table["app_name"].to_pylist(),
-                                         table["user_id"].to_pylist(), strict=True)))
+    return _users.put(
+        key,
+        frozenset(zip(table["app_name"].to_pylist(), table["user_id"].to_pylist(), strict=True)),
+    )
 
 
 # -- prepare (a worker) --------------------------------------------------------------------
@@ -114,16 +115,21 @@ def prepare_parts(root: Path, m: Manifest, graph: GraphWrite) -> tuple[PreparedP
     out = []
     for shard, owners in sorted(by_shard.items()):
         try:
-            out.append(_prepare(root, m, shard, owners, frozenset(keys[shard]),
-                                rollup=True))
+            out.append(_prepare(root, m, shard, owners, frozenset(keys[shard]), rollup=True))
         except (OSError, pa.ArrowException, StoreCorrupt) as exc:
-            log.info("graph of shard %d left to the commit: %s: %s", shard,
-                     type(exc).__name__, exc)
+            log.info("graph of shard %d left to the commit: %s: %s", shard, type(exc).__name__, exc)
     return tuple(out)
 
 
-def _prepare(root: Path, m: Manifest, shard: int, owners: dict[Owner, list[SessionExtract]],
-             sessions: frozenset[str], *, rollup: bool = False) -> PreparedPart:
+def _prepare(
+    root: Path,
+    m: Manifest,
+    shard: int,
+    owners: dict[Owner, list[SessionExtract]],
+    sessions: frozenset[str],
+    *,
+    rollup: bool = False,
+) -> PreparedPart:
     users = sorted(owners)
     wanted = set(users)
     base = m.graph[shard]
@@ -138,21 +144,39 @@ def _prepare(root: Path, m: Manifest, shard: int, owners: dict[Owner, list[Sessi
     graphs = [merged_graph(app, user, stored, owners[(app, user)]) for app, user in users]
     part = write_part(root, shard, graphs)
     _users.put((str(root), shard, part.name), frozenset(users))
-    return PreparedPart(shard, m.shards, part.name, tuple(users), sessions,
-                        tuple(p.name for p in base), bool(holding), rolled)
+    return PreparedPart(
+        shard,
+        m.shards,
+        part.name,
+        tuple(users),
+        sessions,
+        tuple(p.name for p in base),
+        bool(holding),
+        rolled,
+    )
 
 
 # -- commit (under the store's lock) -------------------------------------------------------
-def take_prepared(root: Path, m: Manifest, prepared: Sequence[PreparedPart],
-                  graph: GraphWrite, read: Reader | None = None) -> int:
+def take_prepared(
+    root: Path,
+    m: Manifest,
+    prepared: Sequence[PreparedPart],
+    graph: GraphWrite,
+    read: Reader | None = None,
+) -> int:
     """List in ``m`` each prepared part whose rows are what merging ``graph`` (what this
     commit publishes) gives, and merge the other shards' sessions here, reading only the
     parts that name their users (parts not listed are removed). Returns how many
     sessions were merged here."""
     by_shard, keys = by_shard_of(graph, m.shards)
     for p in prepared:
-        holds = (p.shards == m.shards and p.shard in by_shard and p.sessions == keys[p.shard]
-                 and _unchanged(root, m, p) and _on_disk(root, p.shard, _part(p)))
+        holds = (
+            p.shards == m.shards
+            and p.shard in by_shard
+            and p.sessions == keys[p.shard]
+            and _unchanged(root, m, p)
+            and _on_disk(root, p.shard, _part(p))
+        )
         if p.rollup is not None:
             _roll_up(root, m, p, p.rollup)
         if holds:
@@ -188,9 +212,12 @@ def _roll_up(root: Path, m: Manifest, p: PreparedPart, rollup: GraphPart) -> Non
     them first (else remove it). Each user then reads the same rows: those of the newest
     part naming it, and the rollup names every user with rows at ``p.base``."""
     parts = m.graph[p.shard] if p.shards == m.shards else []
-    if (p.base and [q.name for q in parts[:len(p.base)]] == list(p.base)
-            and _on_disk(root, p.shard, rollup)):
-        m.graph[p.shard] = [replace(rollup, version=m.version + 1), *parts[len(p.base):]]
+    if (
+        p.base
+        and [q.name for q in parts[: len(p.base)]] == list(p.base)
+        and _on_disk(root, p.shard, rollup)
+    ):
+        m.graph[p.shard] = [replace(rollup, version=m.version + 1), *parts[len(p.base) :]]
     else:
         _remove(root, p.shard, rollup)
 

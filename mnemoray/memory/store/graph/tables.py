@@ -39,29 +39,70 @@ GRAPH_DIR = "graph"
 CURRENT = "CURRENT.json"
 TABLES = ("entities", "aliases", "relations")
 _STRS = pa.list_(pa.string())
-SUPPORTS = pa.list_(pa.struct([("session_id", pa.string()), ("event_ids", _STRS),
-                               ("memory_ids", _STRS), ("valid_from", pa.float64()),
-                               ("valid_to", pa.float64()), ("ended", pa.bool_())]))
+SUPPORTS = pa.list_(
+    pa.struct(
+        [
+            ("session_id", pa.string()),
+            ("event_ids", _STRS),
+            ("memory_ids", _STRS),
+            ("valid_from", pa.float64()),
+            ("valid_to", pa.float64()),
+            ("ended", pa.bool_()),
+        ]
+    )
+)
 _COMMON = [("app_name", pa.string()), ("user_id", pa.string())]
 SCHEMAS = {
-    "entities": pa.schema([("entity_id", pa.string()), *_COMMON, ("name", pa.string()),
-                           ("type", pa.string()), ("confidence", pa.float64()),
-                           ("first_seen", pa.float64()), ("last_seen", pa.float64()),
-                           ("mention_count", pa.int64()), ("speaker", pa.bool_()),
-                           ("supports", SUPPORTS), ("recorded_at", pa.float64()),
-                           ("version", pa.int64()), ("changed_by", pa.string())]),
-    "aliases": pa.schema([("entity_id", pa.string()), *_COMMON, ("alias", pa.string()),
-                          ("key", pa.string()), ("rule", pa.string()),
-                          ("confidence", pa.float64()), ("session_ids", _STRS),
-                          ("recorded_at", pa.float64())]),
-    "relations": pa.schema([("relation_id", pa.string()), *_COMMON, ("src", pa.string()),
-                            ("src_kind", pa.string()), ("type", pa.string()),
-                            ("dst", pa.string()), ("dst_kind", pa.string()),
-                            ("strength", pa.float64()), ("confidence", pa.float64()),
-                            ("valid_from", pa.float64()), ("valid_to", pa.float64()),
-                            ("ended_by", pa.string()), ("recorded_at", pa.float64()),
-                            ("supports", SUPPORTS), ("evidence", pa.string()),
-                            ("version", pa.int64()), ("changed_by", pa.string())]),
+    "entities": pa.schema(
+        [
+            ("entity_id", pa.string()),
+            *_COMMON,
+            ("name", pa.string()),
+            ("type", pa.string()),
+            ("confidence", pa.float64()),
+            ("first_seen", pa.float64()),
+            ("last_seen", pa.float64()),
+            ("mention_count", pa.int64()),
+            ("speaker", pa.bool_()),
+            ("supports", SUPPORTS),
+            ("recorded_at", pa.float64()),
+            ("version", pa.int64()),
+            ("changed_by", pa.string()),
+        ]
+    ),
+    "aliases": pa.schema(
+        [
+            ("entity_id", pa.string()),
+            *_COMMON,
+            ("alias", pa.string()),
+            ("key", pa.string()),
+            ("rule", pa.string()),
+            ("confidence", pa.float64()),
+            ("session_ids", _STRS),
+            ("recorded_at", pa.float64()),
+        ]
+    ),
+    "relations": pa.schema(
+        [
+            ("relation_id", pa.string()),
+            *_COMMON,
+            ("src", pa.string()),
+            ("src_kind", pa.string()),
+            ("type", pa.string()),
+            ("dst", pa.string()),
+            ("dst_kind", pa.string()),
+            ("strength", pa.float64()),
+            ("confidence", pa.float64()),
+            ("valid_from", pa.float64()),
+            ("valid_to", pa.float64()),
+            ("ended_by", pa.string()),
+            ("recorded_at", pa.float64()),
+            ("supports", SUPPORTS),
+            ("evidence", pa.string()),
+            ("version", pa.int64()),
+            ("changed_by", pa.string()),
+        ]
+    ),
 }
 
 
@@ -74,9 +115,11 @@ def _row(record: Any, names: tuple[str, ...]) -> dict[str, Any]:
 
 
 _SUPPORT = tuple(f.name for f in fields(Support))
-_NAMES = {"entities": tuple(f.name for f in fields(Entity)),
-          "aliases": tuple(f.name for f in fields(Alias)),
-          "relations": tuple(f.name for f in fields(Relation))}
+_NAMES = {
+    "entities": tuple(f.name for f in fields(Entity)),
+    "aliases": tuple(f.name for f in fields(Alias)),
+    "relations": tuple(f.name for f in fields(Relation)),
+}
 
 
 def shard_tables(graphs: Iterable[UserGraph]) -> dict[str, pa.Table]:
@@ -84,30 +127,47 @@ def shard_tables(graphs: Iterable[UserGraph]) -> dict[str, pa.Table]:
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
     for g in graphs:
         rows["entities"].extend(_row(e, _NAMES["entities"]) for e in g.entities.values())
-        rows["aliases"].extend({**_row(a, _NAMES["aliases"]), "app_name": g.app_name,
-                                "user_id": g.user_id} for a in g.aliases.values())
+        rows["aliases"].extend(
+            {**_row(a, _NAMES["aliases"]), "app_name": g.app_name, "user_id": g.user_id}
+            for a in g.aliases.values()
+        )
         rows["relations"].extend(_row(r, _NAMES["relations"]) for r in g.relations.values())
     return {t: pa.Table.from_pylist(rows[t], schema=SCHEMAS[t]) for t in TABLES}
 
 
 def graph_from_tables(app_name: str, user_id: str, tables: dict[str, pa.Table]) -> UserGraph:
     """One user's graph read back from the three tables (rows of others are skipped)."""
+
     def mine(t: pa.Table) -> list[dict[str, Any]]:
         mask = pc.and_(pc.equal(t["app_name"], app_name), pc.equal(t["user_id"], user_id))
         return t.filter(mask).to_pylist()
 
     def supports(raw: list[dict[str, Any]] | None) -> tuple[Support, ...]:
-        return tuple(Support(s["session_id"], tuple(s["event_ids"] or ()),
-                             tuple(s["memory_ids"] or ()), s["valid_from"], s["valid_to"],
-                             bool(s["ended"])) for s in raw or ())
+        return tuple(
+            Support(
+                s["session_id"],
+                tuple(s["event_ids"] or ()),
+                tuple(s["memory_ids"] or ()),
+                s["valid_from"],
+                s["valid_to"],
+                bool(s["ended"]),
+            )
+            for s in raw or ()
+        )
 
-    entities = [Entity(**{**r, "supports": supports(r["supports"])})
-                for r in mine(tables["entities"])]
-    aliases = [Alias(**{k: v for k, v in r.items() if k not in ("app_name", "user_id")}
-                     | {"session_ids": tuple(r["session_ids"] or ())})
-               for r in mine(tables["aliases"])]
-    relations = [Relation(**{**r, "supports": supports(r["supports"])})
-                 for r in mine(tables["relations"])]
+    entities = [
+        Entity(**{**r, "supports": supports(r["supports"])}) for r in mine(tables["entities"])
+    ]
+    aliases = [
+        Alias(
+            **{k: v for k, v in r.items() if k not in ("app_name", "user_id")}
+            | {"session_ids": tuple(r["session_ids"] or ())}
+        )
+        for r in mine(tables["aliases"])
+    ]
+    relations = [
+        Relation(**{**r, "supports": supports(r["supports"])}) for r in mine(tables["relations"])
+    ]
     return UserGraph(app_name, user_id, entities, aliases, relations)
 
 
@@ -122,8 +182,9 @@ class GraphStore:
     def _dir(self, shard: int) -> Path:
         return self.root / GRAPH_DIR / shard_dir(shard)
 
-    def read_shard(self, shard: int, names: Iterable[str] = TABLES,
-                   columns: list[str] | None = None) -> dict[str, pa.Table]:
+    def read_shard(
+        self, shard: int, names: Iterable[str] = TABLES, columns: list[str] | None = None
+    ) -> dict[str, pa.Table]:
         """The shard's committed tables (empty ones when nothing is written yet)."""
         current = self._dir(shard) / CURRENT
         if not current.exists():
@@ -154,8 +215,7 @@ class GraphStore:
         fresh = shard_tables(graphs)
         tables = {}
         for t in TABLES:
-            keys = zip(old[t]["app_name"].to_pylist(), old[t]["user_id"].to_pylist(),
-                       strict=True)
+            keys = zip(old[t]["app_name"].to_pylist(), old[t]["user_id"].to_pylist(), strict=True)
             others = old[t].filter(pa.array([k not in users for k in keys], pa.bool_()))
             tables[t] = pa.concat_tables([others.cast(SCHEMAS[t]), fresh[t]])
         return self.write_tables(shard, tables)
@@ -173,8 +233,10 @@ class GraphStore:
             atomic_write(path, lambda tmp, table=table: pq.write_table(table, tmp))
             paths.append(path)
         previous = self._current_generation(shard)
-        atomic_write_bytes(folder / CURRENT, json.dumps(
-            {"generation": generation, "files": files, "previous": previous}).encode())
+        atomic_write_bytes(
+            folder / CURRENT,
+            json.dumps({"generation": generation, "files": files, "previous": previous}).encode(),
+        )
         keep = {generation, previous}
         for path in folder.glob("*-graph-*.parquet"):
             if path.stem.partition("-")[2] not in keep:
@@ -198,10 +260,19 @@ class GraphStore:
     def load_index(self, app_name: str, user_id: str | None = None) -> GraphIndex:
         """The traversal index of one user, or (``user_id`` None) of every user of the
         app: read straight from the relations' columns, no records built."""
-        shards = (range(self.shards) if user_id is None
-                  else [shard_of(app_name, user_id, self.shards)])
-        cols = ["relation_id", "app_name", "user_id", "src", "type", "dst", "valid_from",
-                "valid_to"]
+        shards = (
+            range(self.shards) if user_id is None else [shard_of(app_name, user_id, self.shards)]
+        )
+        cols = [
+            "relation_id",
+            "app_name",
+            "user_id",
+            "src",
+            "type",
+            "dst",
+            "valid_from",
+            "valid_to",
+        ]
         parts = []
         for shard in shards:
             t = self.read_shard(shard, ("relations",), cols)["relations"]
@@ -216,7 +287,10 @@ class GraphStore:
 def index_from_relations(t: pa.Table) -> GraphIndex:
     """The traversal index over a relations table (its columns, no records built)."""
     return GraphIndex.from_columns(
-        t["src"].to_numpy(zero_copy_only=False), t["dst"].to_numpy(zero_copy_only=False),
+        t["src"].to_numpy(zero_copy_only=False),
+        t["dst"].to_numpy(zero_copy_only=False),
         t["type"].to_numpy(zero_copy_only=False),
         t["valid_from"].to_numpy(zero_copy_only=False),
-        t["valid_to"].to_numpy(zero_copy_only=False), t["relation_id"].to_pylist())
+        t["valid_to"].to_numpy(zero_copy_only=False),
+        t["relation_id"].to_pylist(),
+    )

@@ -104,11 +104,13 @@ class GraphView:
 
     def user(self, app: str, user: str) -> UserGraph:
         """One user's entities, aliases and relations (empty when none were written)."""
-        return self._memo(("graph", app, user),
-                          lambda: graph_from_tables(app, user, self._user_tables(app, user)))
+        return self._memo(
+            ("graph", app, user), lambda: graph_from_tables(app, user, self._user_tables(app, user))
+        )
 
     def index(self, app: str, user: str | None = None) -> GraphIndex:
         """The traversal index of one user, or (``user`` None) of every user of the app."""
+
         def build() -> GraphIndex:
             if user is not None:
                 t = self._user_tables(app, user)["relations"]
@@ -119,8 +121,10 @@ class GraphView:
                 if self.manifest.graph[shard]:
                     t = self.shard_tables(shard)["relations"]
                     parts.append(t.filter(pc.equal(t["app_name"], app)))
-            return index_from_relations(pa.concat_tables(parts) if parts
-                                        else SCHEMAS["relations"].empty_table())
+            return index_from_relations(
+                pa.concat_tables(parts) if parts else SCHEMAS["relations"].empty_table()
+            )
+
         return self._memo(("index", app, user), build)
 
     def users(self, app: str) -> list[str]:

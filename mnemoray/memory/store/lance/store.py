@@ -87,8 +87,11 @@ class LanceStore(LanceWrites):
         """The head and each table's version list: a commit cut short before its head
         was rewritten still changes what readers see."""
         out: list[int] = []
-        for path in (self.root / t.HEAD, self.root / f"{t.MEMORIES}.lance" / "_versions",
-                     self.root / f"{t.FORGETS}.lance" / "_versions"):
+        for path in (
+            self.root / t.HEAD,
+            self.root / f"{t.MEMORIES}.lance" / "_versions",
+            self.root / f"{t.FORGETS}.lance" / "_versions",
+        ):
             try:
                 st = os.stat(path)
                 out += [st.st_ino, st.st_mtime_ns, st.st_size]
@@ -100,8 +103,10 @@ class LanceStore(LanceWrites):
         """A view of the latest committed table versions (reused while nothing changed)."""
         with self._view_lock:
             memories, forgets = self._table(t.MEMORIES), self._table(t.FORGETS)
-            key = (memories.version if memories is not None else 0,
-                   forgets.version if forgets is not None else 0)
+            key = (
+                memories.version if memories is not None else 0,
+                forgets.version if forgets is not None else 0,
+            )
             head = t.read_head(self.root)
             view = self._view
             if view is not None and (view.head, view.key) == (head, key):
@@ -113,10 +118,17 @@ class LanceStore(LanceWrites):
             return self._view
 
     # -- forgetting -----------------------------------------------------------------
-    def forget(self, memory_ids: Iterable[str] = (),
-               session: tuple[str, str, str] | None = None,
-               user: tuple[str, str] | None = None, *, owner: tuple[str, str] | None = None,
-               owned: Iterable[OwnedId] = (), reason: str = "", actor: str = "") -> int:
+    def forget(
+        self,
+        memory_ids: Iterable[str] = (),
+        session: tuple[str, str, str] | None = None,
+        user: tuple[str, str] | None = None,
+        *,
+        owner: tuple[str, str] | None = None,
+        owned: Iterable[OwnedId] = (),
+        reason: str = "",
+        actor: str = "",
+    ) -> int:
         """Delete memories for good (one LanceDB delete); returns how many live (unexpired)
         ones went. Ids are unique per owner: ``memory_ids`` of ``owner``, or ``owned``
         triples. Each forget is recorded with ``reason`` and ``actor`` in ``forgets``."""
@@ -128,24 +140,40 @@ class LanceStore(LanceWrites):
                 return 0
             head, now = t.read_head(self.root), time.time()
             version = head.version + 1
-            by_id = [t.both(t.owner_where(a, u), f"memory_id = {t.sql_str(i)}")
-                     for a, u, i in targets]
-            scoped = ([t.both(t.owner_where(*session[:2]),
-                              f"session_id = {t.sql_str(session[2])}")] if session else [])
+            by_id = [
+                t.both(t.owner_where(a, u), f"memory_id = {t.sql_str(i)}") for a, u, i in targets
+            ]
+            scoped = (
+                [t.both(t.owner_where(*session[:2]), f"session_id = {t.sql_str(session[2])}")]
+                if session
+                else []
+            )
             scoped += [t.owner_where(*user)] if user else []
             where = " OR ".join(f"({c})" for c in by_id + scoped)
             new: list[Tombstone] = []
             if by_id:
-                found = read_rows(table, t.both(" OR ".join(f"({c})" for c in by_id),
-                                                t.live_where(now)),
-                                  ["app_name", "user_id", "session_id", "memory_id"])
+                found = read_rows(
+                    table,
+                    t.both(" OR ".join(f"({c})" for c in by_id), t.live_where(now)),
+                    ["app_name", "user_id", "session_id", "memory_id"],
+                )
                 new += [Tombstone("memory", version, now, **r, **why) for r in found.to_pylist()]
             if session:
-                new.append(Tombstone("session", version, now, app_name=session[0],
-                                     user_id=session[1], session_id=session[2], **why))
+                new.append(
+                    Tombstone(
+                        "session",
+                        version,
+                        now,
+                        app_name=session[0],
+                        user_id=session[1],
+                        session_id=session[2],
+                        **why,
+                    )
+                )
             if user:
-                new.append(Tombstone("user", version, now, app_name=user[0], user_id=user[1],
-                                     **why))
+                new.append(
+                    Tombstone("user", version, now, app_name=user[0], user_id=user[1], **why)
+                )
             matched = int(table.count_rows(where))
             if not matched:
                 return 0
@@ -153,12 +181,18 @@ class LanceStore(LanceWrites):
             table.delete(where)  # expired rows of the same owners go too: nothing stays
             forgets = self._table_or_new(t.FORGETS, t.FORGETS_SCHEMA)
             if new:
-                forgets.add(pa.Table.from_pylist([x.to_dict() for x in new],
-                                                 schema=t.FORGETS_SCHEMA))
-            t.write_head(self.root, head.bumped(memories_version=table.version,
-                                                forgets_version=forgets.version,
-                                                forget_count=head.forget_count + len(new),
-                                                rows=max(0, head.rows - matched)))
+                forgets.add(
+                    pa.Table.from_pylist([x.to_dict() for x in new], schema=t.FORGETS_SCHEMA)
+                )
+            t.write_head(
+                self.root,
+                head.bumped(
+                    memories_version=table.version,
+                    forgets_version=forgets.version,
+                    forget_count=head.forget_count + len(new),
+                    rows=max(0, head.rows - matched),
+                ),
+            )
             return hidden
 
     # -- compaction, gc --------------------------------------------------------------------
@@ -185,7 +219,8 @@ class LanceStore(LanceWrites):
                 table = self._table(name)
                 if table is not None:
                     stats = table.to_lance().cleanup_old_versions(
-                        older_than=timedelta(seconds=grace_s))
+                        older_than=timedelta(seconds=grace_s)
+                    )
                     removed["versions"] += int(stats.old_versions)
                     removed["bytes"] += int(stats.bytes_removed)
         return removed
@@ -202,13 +237,17 @@ class LanceStore(LanceWrites):
     def import_jsonl(self, path: str | Path, batch_size: int = IMPORT_BATCH) -> WriteResult:
         header, batches = read_export(path, batch_size)
         model, dim = header.get("embedding_model"), header.get("dim")
-        results = [self.write_segment(batch, model, dim, summarizer=header.get("summarizer"))
-                   for batch in batches]
+        results = [
+            self.write_segment(batch, model, dim, summarizer=header.get("summarizer"))
+            for batch in batches
+        ]
         return WriteResult(
             version=results[-1].version if results else self.manifest().version,
-            written=sum(r.written for r in results), skipped=sum(r.skipped for r in results),
-            segments=tuple(s for r in results for s in r.segments), ledger_added=0)
+            written=sum(r.written for r in results),
+            skipped=sum(r.skipped for r in results),
+            segments=tuple(s for r in results for s in r.segments),
+            ledger_added=0,
+        )
 
 
 __all__ = ["LanceStore"]
-

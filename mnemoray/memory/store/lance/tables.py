@@ -38,14 +38,24 @@ FORMAT = "mnemoray.lance_store"
 MEMORIES, LEDGER, FORGETS = "memories", "ledger", "forgets"
 COMMITTED_IN = "committed_in"
 
-LEDGER_SCHEMA = pa.schema([pa.field("session_hash", pa.string(), nullable=False),
-                           pa.field("run_id", pa.string()),
-                           pa.field("added_at", pa.float64())])
+LEDGER_SCHEMA = pa.schema(
+    [
+        pa.field("session_hash", pa.string(), nullable=False),
+        pa.field("run_id", pa.string()),
+        pa.field("added_at", pa.float64()),
+    ]
+)
 FORGETS_SCHEMA = pa.schema(
-    [pa.field("scope", pa.string(), nullable=False), pa.field("version", pa.int64()),
-     pa.field("at", pa.float64())]
-    + [pa.field(n, pa.string()) for n in ("memory_id", "app_name", "user_id", "session_id",
-                                         "reason", "actor")])
+    [
+        pa.field("scope", pa.string(), nullable=False),
+        pa.field("version", pa.int64()),
+        pa.field("at", pa.float64()),
+    ]
+    + [
+        pa.field(n, pa.string())
+        for n in ("memory_id", "app_name", "user_id", "session_id", "reason", "actor")
+    ]
+)
 
 
 def memories_schema(dim: int) -> pa.Schema:
@@ -81,11 +91,17 @@ class Head:
 
     def manifest(self) -> Manifest:
         """The head in the form every reader of a store head takes (one shard, no files)."""
-        return LanceManifest(shards=1, version=self.version,
-                             embedding_model=self.embedding_model, dim=self.dim,
-                             summarizer=self.summarizer, ledger_sessions=self.ledger_sessions,
-                             tombstone_count=self.forget_count, updated_at=self.updated_at,
-                             row_count=self.rows)
+        return LanceManifest(
+            shards=1,
+            version=self.version,
+            embedding_model=self.embedding_model,
+            dim=self.dim,
+            summarizer=self.summarizer,
+            ledger_sessions=self.ledger_sessions,
+            tombstone_count=self.forget_count,
+            updated_at=self.updated_at,
+            row_count=self.rows,
+        )
 
     def bumped(self, **changes: Any) -> Head:
         return replace(self, version=self.version + 1, updated_at=time.time(), **changes)
@@ -108,8 +124,9 @@ def read_head(root: Path) -> Head:
 
 
 def write_head(root: Path, head: Head) -> None:
-    atomic_write_bytes(root / HEAD, json.dumps({"format": FORMAT, **asdict(head)},
-                                               indent=1).encode())
+    atomic_write_bytes(
+        root / HEAD, json.dumps({"format": FORMAT, **asdict(head)}, indent=1).encode()
+    )
 
 
 # -- SQL (DataFusion) ---------------------------------------------------------------
@@ -130,8 +147,7 @@ def owner_where(app: str, user: str | None = None) -> str:
 def agent_where(agent_name: str | None) -> str:
     """The rows an app-wide search for ``agent_name`` may see (scopes.agent_rows)."""
     shared = "(agent_name IS NULL OR agent_name = '')"
-    return shared if not agent_name else \
-        f"({shared} OR agent_name = {sql_str(agent_name)})"
+    return shared if not agent_name else f"({shared} OR agent_name = {sql_str(agent_name)})"
 
 
 def live_where(now: float) -> str:
@@ -148,11 +164,13 @@ def filters_where(flt: RecallFilters) -> list[str]:
     if flt.kinds is not None:
         out.append(sql_in("kind", list(flt.kinds)))
     if flt.after is not None:
-        out.append(f"coalesce(event_time_end, event_time_start, created_at) >= "
-                   f"{float(flt.after)!r}")
+        out.append(
+            f"coalesce(event_time_end, event_time_start, created_at) >= {float(flt.after)!r}"
+        )
     if flt.before is not None:
-        out.append(f"coalesce(event_time_start, event_time_end, created_at) <= "
-                   f"{float(flt.before)!r}")
+        out.append(
+            f"coalesce(event_time_start, event_time_end, created_at) <= {float(flt.before)!r}"
+        )
     return out
 
 
@@ -175,8 +193,25 @@ def tombstone_of(row: dict[str, Any]) -> Tombstone:
     return Tombstone(**{k: ("" if v is None else v) for k, v in row.items()})
 
 
-__all__ = ["COMMITTED_IN", "FORGETS", "FORGETS_SCHEMA", "HEAD", "LEDGER", "LEDGER_SCHEMA",
-           "MEMORIES", "Head", "agent_where", "both", "filters_where", "live_where",
-           "memories_schema",
-           "owner_where", "read_head", "sql_in", "sql_str", "split_vectors", "tombstone_of",
-           "write_head"]
+__all__ = [
+    "COMMITTED_IN",
+    "FORGETS",
+    "FORGETS_SCHEMA",
+    "HEAD",
+    "LEDGER",
+    "LEDGER_SCHEMA",
+    "MEMORIES",
+    "Head",
+    "agent_where",
+    "both",
+    "filters_where",
+    "live_where",
+    "memories_schema",
+    "owner_where",
+    "read_head",
+    "sql_in",
+    "sql_str",
+    "split_vectors",
+    "tombstone_of",
+    "write_head",
+]

@@ -56,8 +56,12 @@ if TYPE_CHECKING:
 
     from mnemoray.memory.records.filters import RecallFilters
 
-SORT = [("app_name", "ascending"), ("user_id", "ascending"), ("created_at", "ascending"),
-        ("memory_id", "ascending")]
+SORT = [
+    ("app_name", "ascending"),
+    ("user_id", "ascending"),
+    ("created_at", "ascending"),
+    ("memory_id", "ascending"),
+]
 SCOPE_CACHE = 256  # scopes (users, apps) whose rows one view keeps
 
 
@@ -78,8 +82,13 @@ class LanceView(StoreSnapshot):
     (``StoreSnapshot.__init__`` is not called: there are no segment files to load).
     """
 
-    def __init__(self, head: Head, memories: Table | None, forgets: Table | None,
-                 key: tuple[int, int] = (0, 0)) -> None:
+    def __init__(
+        self,
+        head: Head,
+        memories: Table | None,
+        forgets: Table | None,
+        key: tuple[int, int] = (0, 0),
+    ) -> None:
         self.head = head
         self.key = key  # (memories, forgets) table versions it reads
         self.manifest = head.manifest()
@@ -90,8 +99,9 @@ class LanceView(StoreSnapshot):
         self._forgets = forgets
         # Names the rows' content in the Retriever's cache keys (one table version).
         self._tag = f"lance{memories.version if memories is not None else 0}"
-        self._scopes: OrderedDict[tuple[str, ...], list[tuple[LoadedSegment, Range]]] = \
+        self._scopes: OrderedDict[tuple[str, ...], list[tuple[LoadedSegment, Range]]] = (
             OrderedDict()
+        )
         self._lock = threading.Lock()
         self._tombstones: list[Tombstone] | None = None
 
@@ -100,8 +110,9 @@ class LanceView(StoreSnapshot):
         """Forget records (reason, actor), oldest first; read on first use."""
         if self._tombstones is None:
             rows = [] if self._forgets is None else read_rows(self._forgets, None).to_pylist()
-            self._tombstones = sorted((tombstone_of(r) for r in rows),
-                                      key=lambda t: (t.version, t.at))
+            self._tombstones = sorted(
+                (tombstone_of(r) for r in rows), key=lambda t: (t.version, t.at)
+            )
         return self._tombstones
 
     def forgotten(self, seg: LoadedSegment) -> np.ndarray | None:
@@ -109,18 +120,30 @@ class LanceView(StoreSnapshot):
 
     # -- scopes as in-memory segments ----------------------------------------------
     def _segment(self, rows: pa.Table, name: str) -> LoadedSegment:
-        rows, vectors = split_vectors(rows.drop_columns([COMMITTED_IN]).sort_by(SORT),
-                                      self.manifest.dim or 0)
+        rows, vectors = split_vectors(
+            rows.drop_columns([COMMITTED_IN]).sort_by(SORT), self.manifest.dim or 0
+        )
         ranges, app_ranges = tenant_ranges(rows)
         expires = rows["expires_at"].to_numpy(zero_copy_only=False).astype(np.float64)
         finite = expires[~np.isnan(expires)]
         entry = SegmentEntry(name=name, rows=rows.num_rows, version=self.version, index=None)
-        return LoadedSegment(shard=0, entry=entry, table=rows, vectors=vectors, index=None,
-                             ranges=ranges, app_ranges=app_ranges, expires=expires,
-                             min_expiry=float(finite.min()) if len(finite) else math.inf)
+        return LoadedSegment(
+            shard=0,
+            entry=entry,
+            table=rows,
+            vectors=vectors,
+            index=None,
+            ranges=ranges,
+            app_ranges=app_ranges,
+            expires=expires,
+            min_expiry=float(finite.min()) if len(finite) else math.inf,
+        )
 
-    def _scope(self, key: tuple[str, ...], where: str | None,
-               ) -> list[tuple[LoadedSegment, Range]]:
+    def _scope(
+        self,
+        key: tuple[str, ...],
+        where: str | None,
+    ) -> list[tuple[LoadedSegment, Range]]:
         with self._lock:
             hit = self._scopes.get(key)
             if hit is not None:
@@ -148,8 +171,9 @@ class LanceView(StoreSnapshot):
         return iter(self._scope(("all",), None))
 
     # -- reads answered by LanceDB queries -----------------------------------------
-    def count(self, app: str | None = None, user: str | None = None,
-              now: float | None = None) -> int:
+    def count(
+        self, app: str | None = None, user: str | None = None, now: float | None = None
+    ) -> int:
         if user is not None and app is None:
             raise StoreError("a user id is scoped by its app; pass app as well", field="user")
         if self._memories is None:
@@ -162,24 +186,33 @@ class LanceView(StoreSnapshot):
         if self._memories is None:
             return []
         rows = read_rows(self._memories, None, ["app_name", "user_id"])
-        return sorted(set(zip(rows["app_name"].to_pylist(), rows["user_id"].to_pylist(),
-                              strict=True)))
+        return sorted(
+            set(zip(rows["app_name"].to_pylist(), rows["user_id"].to_pylist(), strict=True))
+        )
 
     def get(self, memory_id: str, owner: tuple[str, str] | None = None) -> Memory | None:
         if self._memories is None:
             return None
-        where = both(f"memory_id = {sql_str(memory_id)}",
-                     None if owner is None else owner_where(*owner), live_where(time.time()))
+        where = both(
+            f"memory_id = {sql_str(memory_id)}",
+            None if owner is None else owner_where(*owner),
+            live_where(time.time()),
+        )
         rows = read_rows(self._memories, where)
         if not rows.num_rows:
             return None
-        table, vectors = split_vectors(rows.drop_columns([COMMITTED_IN]),
-                                       self.manifest.dim or 0)
+        table, vectors = split_vectors(rows.drop_columns([COMMITTED_IN]), self.manifest.dim or 0)
         return rows_to_memories(table, [0], vectors)[0]
 
-    def search_app(self, app: str, query_vec: np.ndarray, k: int = 10,
-                   mask_fn: MaskFn | None = None, *,
-                   filters: RecallFilters | None = None) -> list[Hit]:
+    def search_app(
+        self,
+        app: str,
+        query_vec: np.ndarray,
+        k: int = 10,
+        mask_fn: MaskFn | None = None,
+        *,
+        filters: RecallFilters | None = None,
+    ) -> list[Hit]:
         """Top-k of one app's live memories by LanceDB vector search (the app, the TTL and
         ``filters`` in its where-clause, applied before the top-k). A ``mask_fn`` (a
         Python predicate LanceDB cannot run) is answered exactly over the app's rows."""
@@ -195,13 +228,22 @@ class LanceView(StoreSnapshot):
                 return keep if view is None else keep & view
 
             return self._search_masked(app, q, k, with_view, filters, now)
-        where = both(owner_where(app), live_where(now),
-                     agent_where(getattr(filters, "agent_name", None)),
-                     *(filters_where(filters) if filters is not None else []))
-        rows = (self._memories.search(q, vector_column_name=EMBEDDING).distance_type("dot")
-                .where(where, prefilter=True).limit(k).to_arrow())
-        table, vectors = split_vectors(rows.drop_columns(["_distance", COMMITTED_IN]),
-                                       self.manifest.dim or 0)
+        where = both(
+            owner_where(app),
+            live_where(now),
+            agent_where(getattr(filters, "agent_name", None)),
+            *(filters_where(filters) if filters is not None else []),
+        )
+        rows = (
+            self._memories.search(q, vector_column_name=EMBEDDING)
+            .distance_type("dot")
+            .where(where, prefilter=True)
+            .limit(k)
+            .to_arrow()
+        )
+        table, vectors = split_vectors(
+            rows.drop_columns(["_distance", COMMITTED_IN]), self.manifest.dim or 0
+        )
         if vectors is None or not len(vectors):
             return []
         # The same float32 inner product the exact user search computes.
@@ -210,18 +252,27 @@ class LanceView(StoreSnapshot):
         memories = rows_to_memories(table, order, vectors)
         return [Hit(m, float(scores[i])) for m, i in zip(memories, order, strict=True)]
 
-    def _search_masked(self, app: str, q: np.ndarray, k: int, mask_fn: MaskFn,
-                       filters: RecallFilters | None, now: float) -> list[Hit]:
+    def _search_masked(
+        self,
+        app: str,
+        q: np.ndarray,
+        k: int,
+        mask_fn: MaskFn,
+        filters: RecallFilters | None,
+        now: float,
+    ) -> list[Hit]:
         if filters is not None and not filters.empty:
             extra = mask_fn
             mask_fn = lambda t: np.asarray(extra(t), bool) & filters.mask_table(t)  # noqa: E731
         found: list[tuple[float, Any, int]] = []
         for seg, span in self._app_spans(app):
             assert seg.vectors is not None
-            scores, ids = search_range(seg.vectors, q, span[0], span[1], k,
-                                       self._keep(seg, span, now, mask_fn))
-            found.extend((float(s), seg, int(i)) for s, i in zip(scores[0], ids[0], strict=True)
-                         if i >= 0)
+            scores, ids = search_range(
+                seg.vectors, q, span[0], span[1], k, self._keep(seg, span, now, mask_fn)
+            )
+            found.extend(
+                (float(s), seg, int(i)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0
+            )
         return self._hits(found, k)
 
 

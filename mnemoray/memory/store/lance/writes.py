@@ -70,9 +70,7 @@ class LancePending:
 
 def chunks(values: list[str]) -> Iterator[list[str]]:
     for i in range(0, len(values), IN_BATCH):
-        yield values[i:i + IN_BATCH]
-
-
+        yield values[i : i + IN_BATCH]
 
 
 def ensure_owner_indexes(table: Table) -> None:
@@ -94,8 +92,7 @@ class LanceWrites:
     _locked: Callable[[], AbstractContextManager[None]]
 
     # -- writing --------------------------------------------------------------------
-    def _stored(self, table: Table | None, hashes: list[str],
-                ids: list[str]) -> dict[OwnedId, str]:
+    def _stored(self, table: Table | None, hashes: list[str], ids: list[str]) -> dict[OwnedId, str]:
         """(app, user, memory_id) -> content_hash of stored rows matching either list."""
         if table is None:
             return {}
@@ -103,47 +100,63 @@ class LanceWrites:
         cols = ["app_name", "user_id", "memory_id", "content_hash"]
         for part in (t.sql_in("content_hash", c) for c in chunks(hashes)):
             rows = read_rows(table, part, cols).to_pylist()
-            out.update(((r["app_name"], r["user_id"], r["memory_id"]), r["content_hash"])
-                       for r in rows)
+            out.update(
+                ((r["app_name"], r["user_id"], r["memory_id"]), r["content_hash"]) for r in rows
+            )
         for part in (t.sql_in("memory_id", c) for c in chunks(ids)):
             rows = read_rows(table, part, cols).to_pylist()
-            out.update(((r["app_name"], r["user_id"], r["memory_id"]), r["content_hash"])
-                       for r in rows)
+            out.update(
+                ((r["app_name"], r["user_id"], r["memory_id"]), r["content_hash"]) for r in rows
+            )
         return out
 
     def _fresh(self, table: Table | None, memories: list[Memory]) -> list[Memory]:
         """``memories`` not stored yet; an id of an owner stored with other content is an
         error."""
-        stored = self._stored(table, [m.content_hash for m in memories],
-                              [m.memory_id for m in memories])
+        stored = self._stored(
+            table, [m.content_hash for m in memories], [m.memory_id for m in memories]
+        )
         for mem in memories:
-            if stored.get((mem.app_name, mem.user_id, mem.memory_id),
-                          mem.content_hash) != mem.content_hash:
-                raise StoreError(f"{mem.memory_id!r} is already one of this user's "
-                                 f"memories, with different content", field="memory_id")
+            if (
+                stored.get((mem.app_name, mem.user_id, mem.memory_id), mem.content_hash)
+                != mem.content_hash
+            ):
+                raise StoreError(
+                    f"{mem.memory_id!r} is already one of this user's "
+                    f"memories, with different content",
+                    field="memory_id",
+                )
         hashes = set(stored.values())
         return [m for m in memories if m.content_hash not in hashes]
 
-    def prepare_segments(self, memories: Sequence[Memory], embedding_model: str, dim: int,
-                         index_kind: str = "auto") -> LancePending:
+    def prepare_segments(
+        self, memories: Sequence[Memory], embedding_model: str, dim: int, index_kind: str = "auto"
+    ) -> LancePending:
         """Check the batch and drop rows already stored; nothing is written.
         ``index_kind`` is checked but LanceDB keeps no per-write index."""
         head = t.read_head(self.root)
         check_model(head.manifest(), embedding_model, dim)
         if index_kind not in INDEX_KINDS:
-            raise StoreError(f"{index_kind!r} is not one of {', '.join(INDEX_KINDS)}",
-                             field="index_kind")
+            raise StoreError(
+                f"{index_kind!r} is not one of {', '.join(INDEX_KINDS)}", field="index_kind"
+            )
         memories = list(memories)
         check_memories(memories, embedding_model, dim)
         unique, skipped = dedupe_batch(memories)
         fresh = sorted(self._fresh(self._table(t.MEMORIES), unique), key=sort_key)
         rows = memories_to_table([replace(m, shard=0) for m in fresh], dim)
-        return LancePending(embedding_model, dim, head.version, rows,
-                            skipped + len(unique) - len(fresh))
+        return LancePending(
+            embedding_model, dim, head.version, rows, skipped + len(unique) - len(fresh)
+        )
 
-    def commit(self, pending: LancePending | None = None, *,
-               session_hashes: Iterable[str] = (), run_id: str | None = None,
-               summarizer: str | None = None) -> WriteResult:
+    def commit(
+        self,
+        pending: LancePending | None = None,
+        *,
+        session_hashes: Iterable[str] = (),
+        run_id: str | None = None,
+        summarizer: str | None = None,
+    ) -> WriteResult:
         """Memories (one add), then ledger rows (one add), then the head; see the module."""
         hashes = list(dict.fromkeys(str_list(session_hashes, "session_hashes")))
         with self._locked():
@@ -157,58 +170,98 @@ class LanceWrites:
                     check_model(head.manifest(), pending.embedding_model, pending.dim)
                 if rows.num_rows and head.version != pending.base_version:
                     rows, skipped = self._drop_stored(rows, pending)
-            if (rows is None or not rows.num_rows) and not hashes and \
-                    summarizer in (None, head.summarizer):
+            if (
+                (rows is None or not rows.num_rows)
+                and not hashes
+                and summarizer in (None, head.summarizer)
+            ):
                 return WriteResult(head.version, 0, skipped, (), 0)
             new = head.bumped()
             written = 0
             if rows is not None and rows.num_rows and pending is not None:
                 if head.embedding_model is None:  # first rows: the head names their model
-                    head = replace(head, embedding_model=pending.embedding_model,
-                                   dim=pending.dim)
+                    head = replace(head, embedding_model=pending.embedding_model, dim=pending.dim)
                     t.write_head(self.root, head)
                 table = self._table_or_new(t.MEMORIES, t.memories_schema(pending.dim))
-                table.add(rows.append_column(
-                    pa.field(t.COMMITTED_IN, pa.int64(), nullable=False),
-                    pa.array([new.version] * rows.num_rows, pa.int64())))
+                table.add(
+                    rows.append_column(
+                        pa.field(t.COMMITTED_IN, pa.int64(), nullable=False),
+                        pa.array([new.version] * rows.num_rows, pa.int64()),
+                    )
+                )
                 written = rows.num_rows
                 ensure_owner_indexes(table)
                 crash_point("lance-memories")  # memories in, ledger and head not yet
-                new = replace(new, embedding_model=head.embedding_model, dim=head.dim,
-                              memories_version=table.version, rows=head.rows + written)
+                new = replace(
+                    new,
+                    embedding_model=head.embedding_model,
+                    dim=head.dim,
+                    memories_version=table.version,
+                    rows=head.rows + written,
+                )
             if hashes:
-                self._table_or_new(t.LEDGER, t.LEDGER_SCHEMA).add(pa.table(
-                    {"session_hash": hashes, "run_id": [run_id] * len(hashes),
-                     "added_at": [time.time()] * len(hashes)}, schema=t.LEDGER_SCHEMA))
-            new = replace(new, ledger_sessions=head.ledger_sessions + len(hashes),
-                          summarizer=summarizer or head.summarizer)
+                self._table_or_new(t.LEDGER, t.LEDGER_SCHEMA).add(
+                    pa.table(
+                        {
+                            "session_hash": hashes,
+                            "run_id": [run_id] * len(hashes),
+                            "added_at": [time.time()] * len(hashes),
+                        },
+                        schema=t.LEDGER_SCHEMA,
+                    )
+                )
+            new = replace(
+                new,
+                ledger_sessions=head.ledger_sessions + len(hashes),
+                summarizer=summarizer or head.summarizer,
+            )
             t.write_head(self.root, new)
-            return WriteResult(new.version, written, skipped,
-                               (f"v{new.version}",) if written else (), len(hashes))
+            return WriteResult(
+                new.version, written, skipped, (f"v{new.version}",) if written else (), len(hashes)
+            )
 
     def _drop_stored(self, rows: pa.Table, pending: LancePending) -> tuple[pa.Table, int]:
         """``rows`` without those another writer committed since they were prepared."""
         table = self._table(t.MEMORIES)
         hashes = rows["content_hash"].to_pylist()
         stored = self._stored(table, hashes, rows["memory_id"].to_pylist())
-        owned = zip(rows["app_name"].to_pylist(), rows["user_id"].to_pylist(),
-                    rows["memory_id"].to_pylist(), hashes, strict=True)
+        owned = zip(
+            rows["app_name"].to_pylist(),
+            rows["user_id"].to_pylist(),
+            rows["memory_id"].to_pylist(),
+            hashes,
+            strict=True,
+        )
         for app, user, memory_id, content in owned:
             if stored.get((app, user, memory_id), content) != content:
-                raise StoreError(f"{memory_id!r} was committed meanwhile with different "
-                                 f"content", field="memory_id")
-        keep = pc.invert(pc.is_in(rows["content_hash"],
-                                  value_set=pa.array(list(set(stored.values())), pa.string())))
+                raise StoreError(
+                    f"{memory_id!r} was committed meanwhile with different content",
+                    field="memory_id",
+                )
+        keep = pc.invert(
+            pc.is_in(
+                rows["content_hash"], value_set=pa.array(list(set(stored.values())), pa.string())
+            )
+        )
         kept = rows.filter(keep)
         return kept, pending.skipped + rows.num_rows - kept.num_rows
 
-    def write_segment(self, memories: Sequence[Memory], embedding_model: str, dim: int, *,
-                      index_kind: str = "auto", session_hashes: Iterable[str] = (),
-                      run_id: str | None = None, summarizer: str | None = None) -> WriteResult:
+    def write_segment(
+        self,
+        memories: Sequence[Memory],
+        embedding_model: str,
+        dim: int,
+        *,
+        index_kind: str = "auto",
+        session_hashes: Iterable[str] = (),
+        run_id: str | None = None,
+        summarizer: str | None = None,
+    ) -> WriteResult:
         """Prepare and commit (rows committed in between by another writer are skipped)."""
         pending = self.prepare_segments(memories, embedding_model, dim, index_kind)
-        return self.commit(pending, session_hashes=session_hashes, run_id=run_id,
-                           summarizer=summarizer)
+        return self.commit(
+            pending, session_hashes=session_hashes, run_id=run_id, summarizer=summarizer
+        )
 
     def written_hashes(self, result: WriteResult) -> set[str]:
         table = self._table(t.MEMORIES)
@@ -223,30 +276,37 @@ class LanceWrites:
             return set()
         found: set[SessionKey] = set()
         for part in chunks(sorted({k[2] for k in keys})):
-            rows = read_rows(table, t.sql_in("session_id", part),
-                             ["app_name", "user_id", "session_id"])
+            rows = read_rows(
+                table, t.sql_in("session_id", part), ["app_name", "user_id", "session_id"]
+            )
             found.update(zip(*(rows[c].to_pylist() for c in rows.column_names), strict=True))
         return found & keys
 
-    def drop_sessions(self, pending: LancePending | None,
-                      sessions: set[SessionKey]) -> LancePending | None:
+    def drop_sessions(
+        self, pending: LancePending | None, sessions: set[SessionKey]
+    ) -> LancePending | None:
         if pending is None or not pending.rows.num_rows:
             return pending
         rows = pending.rows
-        owners = zip(*(rows[c].to_pylist() for c in ("app_name", "user_id", "session_id")),
-                     strict=True)
+        owners = zip(
+            *(rows[c].to_pylist() for c in ("app_name", "user_id", "session_id")), strict=True
+        )
         keep = pa.array([key not in sessions for key in owners], pa.bool_())
         kept = rows.filter(keep)
-        return replace(pending, rows=kept,
-                       skipped=pending.skipped + rows.num_rows - kept.num_rows)
+        return replace(pending, rows=kept, skipped=pending.skipped + rows.num_rows - kept.num_rows)
 
     # -- ledger ---------------------------------------------------------------------
     def _ledger_lookup(self, hashes: list[str]) -> set[str]:
         table = self._table(t.LEDGER)
         if table is None or not hashes:
             return set()
-        return {h for part in chunks(hashes) for h in read_rows(
-            table, t.sql_in("session_hash", part), ["session_hash"])["session_hash"].to_pylist()}
+        return {
+            h
+            for part in chunks(hashes)
+            for h in read_rows(table, t.sql_in("session_hash", part), ["session_hash"])[
+                "session_hash"
+            ].to_pylist()
+        }
 
     def ledger_contains(self, session_hashes: Iterable[str]) -> set[str]:
         return self._ledger_lookup(str_list(session_hashes, "session_hashes"))

@@ -98,9 +98,15 @@ class DoctorReport:
         return not self.left
 
     def to_dict(self) -> dict[str, Any]:
-        return {"store": str(self.root), "problems": self.problems, "repaired": self.repaired,
-                "left": self.left, "reingest": self.reingest, "version": self.version,
-                "healthy": self.healthy}
+        return {
+            "store": str(self.root),
+            "problems": self.problems,
+            "repaired": self.repaired,
+            "left": self.left,
+            "reingest": self.reingest,
+            "version": self.version,
+            "healthy": self.healthy,
+        }
 
 
 def check_store(root: Path) -> Findings:
@@ -114,8 +120,9 @@ def check_store(root: Path) -> Findings:
     if m is None:
         files = data_files(root)
         if files:
-            found.manifest_problem = (f"manifest: {MANIFEST} is missing but {len(files)} "
-                                      f"store file(s) are there")
+            found.manifest_problem = (
+                f"manifest: {MANIFEST} is missing but {len(files)} store file(s) are there"
+            )
         return found
     dim = m.dim or 0
     for shard, entries in enumerate(m.segments):
@@ -141,9 +148,11 @@ def check_store(root: Path) -> Findings:
         try:
             read_tombstones([root / TOMBSTONES_DIR / name])
         except StoreCorrupt as exc:
-            found.bad_tombstones[name] = (f"{exc.reason.split('; run ')[0]}; not repaired: "
-                                          f"dropping it would bring forgotten memories back, "
-                                          f"restore it from a backup")
+            found.bad_tombstones[name] = (
+                f"{exc.reason.split('; run ')[0]}; not repaired: "
+                f"dropping it would bring forgotten memories back, "
+                f"restore it from a backup"
+            )
     return found
 
 
@@ -153,8 +162,7 @@ def sessions_in(path: Path) -> list[str] | None:
         table = pq.read_table(path, columns=["app_name", "user_id", "session_id"])
     except (OSError, pa.ArrowException):
         return None
-    rows = zip(*(table[c].to_pylist() for c in ("app_name", "user_id", "session_id")),
-               strict=True)
+    rows = zip(*(table[c].to_pylist() for c in ("app_name", "user_id", "session_id")), strict=True)
     return sorted({"/".join(r) for r in rows})
 
 
@@ -168,29 +176,39 @@ def _repair_listed(root: Path, found: Findings, report: DoctorReport) -> None:
         table = pq.read_table(parquet_path(root, shard, name), columns=[EMBEDDING])
         vectors = table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, dim)
         write_index(build_index(vectors, entry.index or "auto"), faiss_path(root, shard, name))
-        report.repaired.append(f"index {name} (shard {shard}): rebuilt from the Parquet "
-                               f"vectors ({len(vectors)} rows)")
+        report.repaired.append(
+            f"index {name} (shard {shard}): rebuilt from the Parquet vectors ({len(vectors)} rows)"
+        )
     for (shard, name), why in found.bad_segments.items():
         ppath = parquet_path(root, shard, name)
         sessions = sessions_in(ppath) if ppath.is_file() else None
         m.segments[shard] = [e for e in m.segments[shard] if e.name != name]
         set_aside(root, ppath, stamp)
         set_aside(root, faiss_path(root, shard, name), stamp)
-        named = (f"sessions to re-ingest: {', '.join(sessions)}" if sessions else
-                 f"its sessions cannot be read; re-ingest the tenants of shard {shard}")
+        named = (
+            f"sessions to re-ingest: {', '.join(sessions)}"
+            if sessions
+            else f"its sessions cannot be read; re-ingest the tenants of shard {shard}"
+        )
         report.reingest += sessions or []
-        report.repaired.append(f"segment {name} (shard {shard}): quarantined under "
-                               f"{QUARANTINE_DIR}/{DAMAGED_DIR}/{stamp}/ ({why}); {named}")
+        report.repaired.append(
+            f"segment {name} (shard {shard}): quarantined under "
+            f"{QUARANTINE_DIR}/{DAMAGED_DIR}/{stamp}/ ({why}); {named}"
+        )
     lost_ledger = set(found.bad_ledger)
     if found.bad_segments and m.ledger:
         lost_ledger = set(m.ledger)  # which hashes fed the segment is not recorded
-        report.repaired.append(f"ledger: {len(m.ledger)} file(s) set aside so the next "
-                               f"backfill processes every session again (memories already "
-                               f"stored are skipped)")
+        report.repaired.append(
+            f"ledger: {len(m.ledger)} file(s) set aside so the next "
+            f"backfill processes every session again (memories already "
+            f"stored are skipped)"
+        )
     elif lost_ledger:
-        report.repaired.append(f"ledger: {len(lost_ledger)} lost file(s) dropped (raw-row "
-                               f"hashes cannot be rebuilt from segments); the next backfill "
-                               f"processes their sessions again and stores no duplicates")
+        report.repaired.append(
+            f"ledger: {len(lost_ledger)} lost file(s) dropped (raw-row "
+            f"hashes cannot be rebuilt from segments); the next backfill "
+            f"processes their sessions again and stores no duplicates"
+        )
     for name in lost_ledger:
         set_aside(root, root / LEDGER_DIR / name, stamp)
     if lost_ledger or found.bad_segments:
@@ -203,12 +221,17 @@ def _repair_listed(root: Path, found: Findings, report: DoctorReport) -> None:
 
 def diagnose(root: Path) -> DoctorReport:
     found = check_store(root)
-    return DoctorReport(root, found.lines, left=found.lines,
-                        version=found.manifest.version if found.manifest else None)
+    return DoctorReport(
+        root,
+        found.lines,
+        left=found.lines,
+        version=found.manifest.version if found.manifest else None,
+    )
 
 
-def repair(root: Path, shards: int | None = None,
-           embedding_model: str | None = None) -> DoctorReport:
+def repair(
+    root: Path, shards: int | None = None, embedding_model: str | None = None
+) -> DoctorReport:
     """Check, repair what can be repaired (see the module doc), check again."""
     from mnemoray.memory.store.ops.rebuild import rebuild_manifest
 

@@ -58,8 +58,14 @@ def set_aside(root: Path, path: Path, stamp: str) -> None:
 def count_ledger(root: Path, names: list[str]) -> int:
     if not names:
         return 0
-    hashes = pa.concat_arrays([pq.read_table(root / LEDGER_DIR / n, columns=["session_hash"])
-                               ["session_hash"].combine_chunks() for n in names])
+    hashes = pa.concat_arrays(
+        [
+            pq.read_table(root / LEDGER_DIR / n, columns=["session_hash"])[
+                "session_hash"
+            ].combine_chunks()
+            for n in names
+        ]
+    )
     return len(hashes.unique())
 
 

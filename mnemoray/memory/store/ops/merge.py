@@ -61,8 +61,12 @@ log = logging.getLogger(__name__)
 
 # Segments at least this big are left alone (rewriting them costs more than it saves).
 DEFAULT_MAX_SEGMENT_ROWS = 1_000_000
-SORT_KEYS = [("app_name", "ascending"), ("user_id", "ascending"), ("created_at", "ascending"),
-             ("memory_id", "ascending")]
+SORT_KEYS = [
+    ("app_name", "ascending"),
+    ("user_id", "ascending"),
+    ("created_at", "ascending"),
+    ("memory_id", "ascending"),
+]
 
 
 @dataclass(frozen=True)
@@ -111,23 +115,31 @@ def _live_mask(snap: StoreSnapshot, shard: int, name: str, now: float) -> np.nda
     return keep
 
 
-def _merge_shard(store: MemoryStore, snap: StoreSnapshot, shard: int,
-                 entries: list[SegmentEntry], dim: int, now: float,
-                 ) -> tuple[SegmentEntry | None, int, int]:
+def _merge_shard(
+    store: MemoryStore,
+    snap: StoreSnapshot,
+    shard: int,
+    entries: list[SegmentEntry],
+    dim: int,
+    now: float,
+) -> tuple[SegmentEntry | None, int, int]:
     """Write the merged segment of ``entries`` (uncommitted); (entry, rows before, after)."""
     tables = []
     before = 0
     for entry in entries:
         table = pq.read_table(parquet_path(store.root, shard, entry.name))
         if table.num_rows != entry.rows:
-            raise StoreCorrupt(f"compact: segment {entry.name} has {table.num_rows} rows, "
-                               f"manifest says {entry.rows}")
+            raise StoreCorrupt(
+                f"compact: segment {entry.name} has {table.num_rows} rows, "
+                f"manifest says {entry.rows}"
+            )
         before += table.num_rows
         keep = _live_mask(snap, shard, entry.name, now)
         if keep is not None:
             table = table.filter(pa.array(keep))
-        tables.append(with_optional_columns(table).select(memory_schema(dim).names)
-                      .cast(memory_schema(dim)))
+        tables.append(
+            with_optional_columns(table).select(memory_schema(dim).names).cast(memory_schema(dim))
+        )
     merged = pa.concat_tables(tables).combine_chunks() if tables else None
     if merged is None or merged.num_rows == 0:
         return None, before, 0
@@ -140,15 +152,23 @@ def _merge_ledger(store: MemoryStore, m: Manifest) -> str | None:
     """One ledger file holding every entry of the current ones (uncommitted)."""
     if len(m.ledger) < 2:
         return None
-    frame = (pl.scan_parquet([store.root / LEDGER_DIR / n for n in m.ledger])
-             .unique(subset=["session_hash"], keep="first", maintain_order=True).collect())
+    frame = (
+        pl.scan_parquet([store.root / LEDGER_DIR / n for n in m.ledger])
+        .unique(subset=["session_hash"], keep="first", maintain_order=True)
+        .collect()
+    )
     name = f"{new_name('ledger')}.parquet"
     atomic_write(store.root / LEDGER_DIR / name, frame.write_parquet)
     return name
 
 
-def compact_store(store: MemoryStore, *, max_segment_rows: int = DEFAULT_MAX_SEGMENT_ROWS,
-                  now: float | None = None, delete_old: bool = True) -> CompactReport:
+def compact_store(
+    store: MemoryStore,
+    *,
+    max_segment_rows: int = DEFAULT_MAX_SEGMENT_ROWS,
+    now: float | None = None,
+    delete_old: bool = True,
+) -> CompactReport:
     """Merge each shard's segments smaller than ``max_segment_rows`` into one.
 
     A shard is rewritten when it has two or more such segments, or one that
@@ -157,8 +177,9 @@ def compact_store(store: MemoryStore, *, max_segment_rows: int = DEFAULT_MAX_SEG
     loaded the previous manifest may still open them).
     """
     if not isinstance(max_segment_rows, int) or max_segment_rows < 1:
-        raise StoreError("must be a positive integer, got "
-                         f"{max_segment_rows!r}", field="max_segment_rows")
+        raise StoreError(
+            f"must be a positive integer, got {max_segment_rows!r}", field="max_segment_rows"
+        )
     started = time.perf_counter()
     if getattr(store, "load_shards", None) is not None:
         store = MemoryStore(store.root)  # every shard must be visible to merge it
@@ -192,12 +213,15 @@ def compact_store(store: MemoryStore, *, max_segment_rows: int = DEFAULT_MAX_SEG
             if ledger is not None:
                 new_files.append(store.root / LEDGER_DIR / ledger)
             if not written and ledger is None:
-                return CompactReport(before_version, before_version,
-                                     segments_before=segments_before,
-                                     segments_after=segments_before,
-                                     ledger_files_before=ledger_before,
-                                     ledger_files_after=ledger_before,
-                                     seconds=round(time.perf_counter() - started, 3))
+                return CompactReport(
+                    before_version,
+                    before_version,
+                    segments_before=segments_before,
+                    segments_after=segments_before,
+                    ledger_files_before=ledger_before,
+                    ledger_files_after=ledger_before,
+                    seconds=round(time.perf_counter() - started, 3),
+                )
             crash_point("compact-prepare")  # new files written, manifest not yet replaced
 
             m.version += 1
@@ -242,26 +266,49 @@ def compact_store(store: MemoryStore, *, max_segment_rows: int = DEFAULT_MAX_SEG
                 if path.exists():
                     path.unlink()
                     removed.append(str(path.relative_to(store.root)))
-    shards = tuple(ShardCompaction(shard, tuple(e.name for e in small),
-                                   entry.name if entry is not None else None, rb, ra)
-                   for shard, small, entry, rb, ra in written)
+    shards = tuple(
+        ShardCompaction(
+            shard, tuple(e.name for e in small), entry.name if entry is not None else None, rb, ra
+        )
+        for shard, small, entry, rb, ra in written
+    )
     report = CompactReport(
-        version_before=before_version, version=m.version, shards=shards,
-        segments_before=segments_before, segments_after=sum(len(s) for s in m.segments),
+        version_before=before_version,
+        version=m.version,
+        shards=shards,
+        segments_before=segments_before,
+        segments_after=sum(len(s) for s in m.segments),
         rows_dropped=sum(s.rows_before - s.rows_after for s in shards),
-        ledger_files_before=ledger_before, ledger_files_after=len(m.ledger),
-        tombstones_retired=retired, files_removed=tuple(removed),
-        seconds=round(time.perf_counter() - started, 3))
-    log.info("compacted %s: %d -> %d segments, %d dead rows dropped", store.root,
-             report.segments_before, report.segments_after, report.rows_dropped)
+        ledger_files_before=ledger_before,
+        ledger_files_after=len(m.ledger),
+        tombstones_retired=retired,
+        files_removed=tuple(removed),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+    log.info(
+        "compacted %s: %d -> %d segments, %d dead rows dropped",
+        store.root,
+        report.segments_before,
+        report.segments_after,
+        report.rows_dropped,
+    )
     return report
 
 
 def segment_files(store: MemoryStore) -> int:
     """Parquet + FAISS files under the store (committed or not): what compaction reduces."""
-    return sum(1 for sub in (MEMORIES_DIR, INDEX_DIR) for p in (store.root / sub).rglob("*")
-               if p.is_file() and not p.name.startswith("."))
+    return sum(
+        1
+        for sub in (MEMORIES_DIR, INDEX_DIR)
+        for p in (store.root / sub).rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    )
 
 
-__all__ = ["DEFAULT_MAX_SEGMENT_ROWS", "CompactReport", "ShardCompaction", "compact_store",
-           "segment_files"]
+__all__ = [
+    "DEFAULT_MAX_SEGMENT_ROWS",
+    "CompactReport",
+    "ShardCompaction",
+    "compact_store",
+    "segment_files",
+]

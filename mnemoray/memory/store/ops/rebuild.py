@@ -73,8 +73,7 @@ def _name_time(name: str) -> float:
     """Epoch seconds of a ``layout.new_name`` stamp (``seg-YYYYmmddTHHMMSSffffff-xxxx``)."""
     try:
         stamp = name.split("-")[1]
-        return calendar.timegm(time.strptime(stamp[:15], "%Y%m%dT%H%M%S")) + \
-            int(stamp[15:21]) / 1e6
+        return calendar.timegm(time.strptime(stamp[:15], "%Y%m%dT%H%M%S")) + int(stamp[15:21]) / 1e6
     except (IndexError, ValueError):
         return 0.0
 
@@ -82,8 +81,13 @@ def _name_time(name: str) -> float:
 def _tenant_hashes(tenants: list[tuple[str, str]]) -> np.ndarray:
     import hashlib
 
-    return np.array([int.from_bytes(hashlib.blake2b(f"{a}\x1f{u}".encode(), digest_size=8)
-                                    .digest(), "big") for a, u in tenants], dtype=np.uint64)
+    return np.array(
+        [
+            int.from_bytes(hashlib.blake2b(f"{a}\x1f{u}".encode(), digest_size=8).digest(), "big")
+            for a, u in tenants
+        ],
+        dtype=np.uint64,
+    )
 
 
 def infer_shards(placed: dict[int, set[tuple[str, str]]], shards: int | None) -> int:
@@ -92,15 +96,18 @@ def infer_shards(placed: dict[int, set[tuple[str, str]]], shards: int | None) ->
     where = np.array([s for s, segs in placed.items() for _ in segs], dtype=np.uint64)
     digests = _tenant_hashes(tenants)
     low = max(placed, default=0) + 1
-    for n in ([shards] if shards else range(low, MAX_SHARDS + 1)):
+    for n in [shards] if shards else range(low, MAX_SHARDS + 1):
         if n >= low and bool(np.all(digests % np.uint64(n) == where)):
             return n
-    raise StoreCorrupt(f"no shard count {'' if shards is None else f'{shards} '}puts every "
-                       f"tenant in the shard directory it is in: the segments are misplaced")
+    raise StoreCorrupt(
+        f"no shard count {'' if shards is None else f'{shards} '}puts every "
+        f"tenant in the shard directory it is in: the segments are misplaced"
+    )
 
 
-def rebuild_manifest(root: Path, shards: int | None = None,
-                     embedding_model: str | None = None) -> list[str]:
+def rebuild_manifest(
+    root: Path, shards: int | None = None, embedding_model: str | None = None
+) -> list[str]:
     """Write a manifest from the files under ``root``; returns what was done, one line each.
 
     The caller holds the store lock."""
@@ -114,28 +121,41 @@ def rebuild_manifest(root: Path, shards: int | None = None,
         shard = int(path.parent.name.split("=", 1)[1])
         try:
             table = pq.read_table(path)
-            seg_dim = (table.schema.field(EMBEDDING).type.list_size
-                       if EMBEDDING in table.column_names else 0)
+            seg_dim = (
+                table.schema.field(EMBEDDING).type.list_size
+                if EMBEDDING in table.column_names
+                else 0
+            )
             read_segment_table(path, None, seg_dim)
         except (StoreCorrupt, OSError, pa.ArrowException, KeyError) as exc:
             damaged += [path, faiss_path(root, shard, path.stem)]
             lost_segments += 1
-            done.append(f"segment {path.stem} (shard {shard}): unreadable ({exc}), "
-                        f"quarantined")
+            done.append(f"segment {path.stem} (shard {shard}): unreadable ({exc}), quarantined")
             continue
         if dim is not None and seg_dim != dim:
-            raise StoreCorrupt(f"segments disagree on the vector size ({dim} vs {seg_dim} in "
-                               f"{path}): cannot rebuild the manifest")
+            raise StoreCorrupt(
+                f"segments disagree on the vector size ({dim} vs {seg_dim} in "
+                f"{path}): cannot rebuild the manifest"
+            )
         dim = seg_dim
-        tenants = set(zip(table["app_name"].to_pylist(), table["user_id"].to_pylist(),
-                          strict=True))
-        segments.append(_Segment(shard, path.stem, table.num_rows,
-                                 set(pc.unique(table["content_hash"]).to_pylist()), tenants,
-                                 _name_time(path.stem)))
+        tenants = set(zip(table["app_name"].to_pylist(), table["user_id"].to_pylist(), strict=True))
+        segments.append(
+            _Segment(
+                shard,
+                path.stem,
+                table.num_rows,
+                set(pc.unique(table["content_hash"]).to_pylist()),
+                tenants,
+                _name_time(path.stem),
+            )
+        )
     if dim and not embedding_model:
-        raise InvalidInput("the segments hold vectors and only the lost manifest named their "
-                           "model: pass --embedding-model (the model id the store was built "
-                           "with)", field="embedding_model")
+        raise InvalidInput(
+            "the segments hold vectors and only the lost manifest named their "
+            "model: pass --embedding-model (the model id the store was built "
+            "with)",
+            field="embedding_model",
+        )
     placed: dict[int, set[tuple[str, str]]] = {}
     for seg in segments:
         placed.setdefault(seg.shard, set()).update(seg.tenants)
@@ -152,13 +172,20 @@ def rebuild_manifest(root: Path, shards: int | None = None,
     if lost_segments:
         for name in ledger:
             set_aside(root, root / LEDGER_DIR / name, stamp)
-        done.append(f"ledger: {len(ledger)} file(s) set aside so the next backfill processes "
-                    f"every session again (memories already stored are skipped)")
+        done.append(
+            f"ledger: {len(ledger)} file(s) set aside so the next backfill processes "
+            f"every session again (memories already stored are skipped)"
+        )
         ledger = []
-    m = Manifest(shards=n_shards, embedding_model=None if dim is None else (
-        embedding_model if dim else KEYWORD_ONLY_MODEL), dim=dim)
-    timeline = sorted([(s.at, 0, s) for s in kept] + [(at, 1, f) for f, at in stones.items()],
-                      key=lambda x: (x[0], x[1]))
+    m = Manifest(
+        shards=n_shards,
+        embedding_model=None if dim is None else (embedding_model if dim else KEYWORD_ONLY_MODEL),
+        dim=dim,
+    )
+    timeline = sorted(
+        [(s.at, 0, s) for s in kept] + [(at, 1, f) for f, at in stones.items()],
+        key=lambda x: (x[0], x[1]),
+    )
     for version, (_, is_tomb, item) in enumerate(timeline, start=1):
         if is_tomb:
             m.tombstones.append(_renumber(root, item, version, stamp, done))
@@ -168,13 +195,14 @@ def rebuild_manifest(root: Path, shards: int | None = None,
     m.version = len(timeline) + 1
     m.ledger = ledger
     m.ledger_sessions = count_ledger(root, ledger)
-    m.tombstone_count = sum(len(read_tombstones([root / TOMBSTONES_DIR / n]))
-                            for n in m.tombstones)
+    m.tombstone_count = sum(len(read_tombstones([root / TOMBSTONES_DIR / n])) for n in m.tombstones)
     write_manifest(root, m)
     how = "" if shards else " (inferred from where tenants are; --shards sets it)"
-    done.append(f"manifest: rebuilt from disk: {n_shards} shards{how}, {len(kept)} segment(s), "
-                f"{m.rows} rows, {len(m.ledger)} ledger and {len(m.tombstones)} tombstone "
-                f"file(s), version {m.version}; summarizer unknown")
+    done.append(
+        f"manifest: rebuilt from disk: {n_shards} shards{how}, {len(kept)} segment(s), "
+        f"{m.rows} rows, {len(m.ledger)} ledger and {len(m.tombstones)} tombstone "
+        f"file(s), version {m.version}; summarizer unknown"
+    )
     return done
 
 
@@ -185,8 +213,10 @@ def _read_tombstone_files(root: Path) -> dict[str, float]:
         try:
             stones = read_tombstones([path])
         except StoreCorrupt as exc:
-            raise StoreCorrupt(f"{exc.reason.split('; run ')[0]}: forgotten memories would "
-                               f"come back without it; restore it from a backup") from exc
+            raise StoreCorrupt(
+                f"{exc.reason.split('; run ')[0]}: forgotten memories would "
+                f"come back without it; restore it from a backup"
+            ) from exc
         if stones:
             out[path.name] = min(t.at for t in stones)
     return out
@@ -211,8 +241,10 @@ def _drop_replaced(segments: list[_Segment], done: list[str]) -> list[_Segment]:
     for seg in sorted(segments, key=lambda s: (s.at, s.name), reverse=True):
         have = covered.setdefault(seg.shard, set())
         if seg.hashes and seg.hashes <= have:
-            done.append(f"segment {seg.name} (shard {seg.shard}): every row is in a newer "
-                        f"segment (a compaction's input); left unlisted for gc")
+            done.append(
+                f"segment {seg.name} (shard {seg.shard}): every row is in a newer "
+                f"segment (a compaction's input); left unlisted for gc"
+            )
             continue
         have |= seg.hashes
         kept.append(seg)

@@ -26,8 +26,9 @@ def live_per_tenant(ranges: Mapping[Tenant, Range], live: np.ndarray) -> dict[Te
         return {}
     tenants = list(ranges)
     bounds = np.asarray([ranges[t] for t in tenants], dtype=np.int64)  # (n, 2): start, end
-    counts = (np.searchsorted(live, bounds[:, 1], side="left")
-              - np.searchsorted(live, bounds[:, 0], side="left"))
+    counts = np.searchsorted(live, bounds[:, 1], side="left") - np.searchsorted(
+        live, bounds[:, 0], side="left"
+    )
     return {tenants[i]: int(counts[i]) for i in np.flatnonzero(counts)}
 
 
@@ -37,12 +38,17 @@ def readable_spans(snap: StoreSnapshot) -> list[tuple[LoadedSegment, Range]]:
     damaged = snap.damaged
     if not damaged:
         return snap.all_spans()
-    return [(seg, (0, seg.rows)) for shard, segs in enumerate(snap.segments)
-            if shard not in damaged for seg in segs]
+    return [
+        (seg, (0, seg.rows))
+        for shard, segs in enumerate(snap.segments)
+        if shard not in damaged
+        for seg in segs
+    ]
 
 
-def store_stats(store: MemoryBackend, *, skip_damaged: bool = False,
-                runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def store_stats(
+    store: MemoryBackend, *, skip_damaged: bool = False, runs: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Live memories (total, per kind, per app), users and apps with live memories,
     shards, segments, rows on disk (live + forgotten/expired until a compaction),
     bytes on disk per top-level folder, the embedding model and the last batch run.
@@ -83,12 +89,17 @@ def store_stats(store: MemoryBackend, *, skip_damaged: bool = False,
         "kinds": dict(sorted(kinds.items())),
         "apps": dict(sorted(apps.items())),
         "users": len(users),
-        "shards": m.shards, "segments": sum(len(s) for s in m.segments),
-        "rows_stored": stored, "manifest_version": m.version,
-        "embedding_model": m.embedding_model, "dim": m.dim, "summarizer": m.summarizer,
+        "shards": m.shards,
+        "segments": sum(len(s) for s in m.segments),
+        "rows_stored": stored,
+        "manifest_version": m.version,
+        "embedding_model": m.embedding_model,
+        "dim": m.dim,
+        "summarizer": m.summarizer,
         "bytes": _bytes(store.root),
-        "last_run": None if last is None else {
-            k: last.get(k) for k in ("run_id", "kind", "status", "started_at", "finished_at")},
+        "last_run": None
+        if last is None
+        else {k: last.get(k) for k in ("run_id", "kind", "status", "started_at", "finished_at")},
         **({"partial": bool(damaged), "damaged_shards": damaged} if skip_damaged else {}),
     }
 

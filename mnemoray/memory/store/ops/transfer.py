@@ -34,16 +34,28 @@ def export_jsonl(snap: StoreSnapshot, path: str | Path) -> int:
     """
     m, now = snap.manifest, time.time()
     count = snap.count(now=now)
-    header = {"type": "header", "format": EXPORT_FORMAT, "embedding_model": m.embedding_model,
-              "dim": m.dim, "summarizer": m.summarizer, "shards": m.shards, "count": count}
+    header = {
+        "type": "header",
+        "format": EXPORT_FORMAT,
+        "embedding_model": m.embedding_model,
+        "dim": m.dim,
+        "summarizer": m.summarizer,
+        "shards": m.shards,
+        "count": count,
+    }
 
     def write(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as out:
             out.write(json.dumps(header, ensure_ascii=False) + "\n")
             for app, user in snap.tenants():
                 for mem in snap.rows_for_user(app, user, now=now):
-                    out.write(json.dumps({"type": "memory", **mem.to_dict(with_embedding=True)},
-                                         ensure_ascii=False) + "\n")
+                    out.write(
+                        json.dumps(
+                            {"type": "memory", **mem.to_dict(with_embedding=True)},
+                            ensure_ascii=False,
+                        )
+                        + "\n"
+                    )
             graph = getattr(snap, "graph", None)  # None: a store without one (LanceDB)
             if graph is None:
                 return
@@ -52,8 +64,12 @@ def export_jsonl(snap: StoreSnapshot, path: str | Path) -> int:
                     continue
                 for table, rows in graph.shard_tables(shard).items():
                     for row in rows.to_pylist():
-                        out.write(json.dumps({"type": "graph", "table": table, "row": row},
-                                             ensure_ascii=False) + "\n")
+                        out.write(
+                            json.dumps(
+                                {"type": "graph", "table": table, "row": row}, ensure_ascii=False
+                            )
+                            + "\n"
+                        )
 
     atomic_write(Path(path), write)
     return count
@@ -68,8 +84,11 @@ def read_export(path: str | Path, batch_size: int) -> tuple[dict[str, Any], Iter
         header = json.loads(first or "null")
     except json.JSONDecodeError as exc:
         raise StoreError(f"{path}:1: invalid JSON ({exc.msg})") from exc
-    if not isinstance(header, dict) or header.get("type") != "header" or \
-            header.get("format") != EXPORT_FORMAT:
+    if (
+        not isinstance(header, dict)
+        or header.get("type") != "header"
+        or header.get("format") != EXPORT_FORMAT
+    ):
         raise StoreError(f"{path}:1: not a {EXPORT_FORMAT} header line")
 
     def batches() -> Iterator[list[Memory]]:
@@ -115,8 +134,10 @@ def read_graph_rows(path: str | Path) -> dict[str, list[dict[str, Any]]]:
             if raw.get("type") != "graph":
                 continue
             if raw.get("table") not in out or not isinstance(raw.get("row"), dict):
-                raise StoreError(f"{path}:{lineno}: a graph line names table "
-                                 f"{raw.get('table')!r}; expected one of "
-                                 f"{', '.join(GRAPH_TABLES)} with a row object")
+                raise StoreError(
+                    f"{path}:{lineno}: a graph line names table "
+                    f"{raw.get('table')!r}; expected one of "
+                    f"{', '.join(GRAPH_TABLES)} with a row object"
+                )
             out[raw["table"]].append(raw["row"])
     return out

@@ -34,32 +34,39 @@ DEFAULT_SHARDS = 8
 class StoreBase:
     """A store directory's committed state (``MemoryStore`` documents the arguments)."""
 
-    def __init__(self, root: str | Path, shards: int | None = None, *,
-                 load_shards: Iterable[int] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        shards: int | None = None,
+        *,
+        load_shards: Iterable[int] | None = None,
+    ) -> None:
         self.root = Path(root)
         if shards is not None and (not isinstance(shards, int) or shards < 1):
             raise StoreError(f"must be a positive integer, got {shards!r}", field="shards")
         self.load_shards: frozenset[int] | None = None
         if load_shards is not None:
             picked = list(load_shards)
-            if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
-                       for s in picked):
-                raise StoreError(f"expected shard numbers >= 0, got {picked!r}",
-                                 field="load_shards")
+            if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in picked):
+                raise StoreError(
+                    f"expected shard numbers >= 0, got {picked!r}", field="load_shards"
+                )
             self.load_shards = frozenset(picked)
         existing = read_manifest(self.root)
         if existing is not None and shards is not None and shards != existing.shards:
             # No path in the message: a server may answer it to a client.
-            raise StoreError(f"the store has {existing.shards} shards, got {shards}",
-                             field="shards")
+            raise StoreError(
+                f"the store has {existing.shards} shards, got {shards}", field="shards"
+            )
         self.shards = existing.shards if existing else (shards or DEFAULT_SHARDS)
         self._segments: dict[tuple[int, str], LoadedSegment] = {}
         self._snap: StoreSnapshot | None = None
         self._load_lock = threading.Lock()
         self._graph_cache = GraphCache()  # graph shards, shared across snapshots
         # The write path's lookups: columns kept per committed file, or the snapshot's.
-        self._lookup = StoredLookup(self.root, lambda shard, name: self._segments.get(
-            (shard, name)))
+        self._lookup = StoredLookup(
+            self.root, lambda shard, name: self._segments.get((shard, name))
+        )
 
     # -- manifest & snapshots ---------------------------------------------
     @contextmanager
@@ -78,8 +85,11 @@ class StoreBase:
     def _snapshot(self, m: Manifest) -> StoreSnapshot:
         with self._load_lock:
             snap = self._snap
-            if snap is not None and not snap.damaged and (
-                    snap.version, snap.manifest.updated_at) == (m.version, m.updated_at):
+            if (
+                snap is not None
+                and not snap.damaged
+                and (snap.version, snap.manifest.updated_at) == (m.version, m.updated_at)
+            ):
                 return snap
             live: dict[tuple[int, str], LoadedSegment] = {}
             damaged: dict[int, str] = {}
@@ -88,20 +98,28 @@ class StoreBase:
                 if wanted is not None and shard not in wanted:
                     continue
                 try:
-                    loaded = [self._segments.get((shard, e.name)) or LoadedSegment.load(
-                        self.root, shard, e, m.dim or 0) for e in entries]
+                    loaded = [
+                        self._segments.get((shard, e.name))
+                        or LoadedSegment.load(self.root, shard, e, m.dim or 0)
+                        for e in entries
+                    ]
                 except StoreCorrupt as exc:
                     # One damaged shard must not take the others down: its reads refuse.
-                    damaged[shard] = (f"{exc} (shard {shard} is not served until repaired); "
-                                      f"{repair_hint(self.root)}")
+                    damaged[shard] = (
+                        f"{exc} (shard {shard} is not served until repaired); "
+                        f"{repair_hint(self.root)}"
+                    )
                     log.error("memory store %s: shard %d not loaded: %s", self.root, shard, exc)
                     continue
                 live.update(((shard, seg.name), seg) for seg in loaded)
             self._segments = live  # segments gone from the manifest are released
             tombstones = read_tombstones(self.root / TOMBSTONES_DIR / n for n in m.tombstones)
-            segments = [[live[(s, e.name)] for e in entries]
-                        if (wanted is None or s in wanted) and s not in damaged
-                        else [] for s, entries in enumerate(m.segments)]
+            segments = [
+                [live[(s, e.name)] for e in entries]
+                if (wanted is None or s in wanted) and s not in damaged
+                else []
+                for s, entries in enumerate(m.segments)
+            ]
             # A private copy: callers go on to mutate their manifest for the next commit.
             mine = copy.deepcopy(m)
             graph = GraphView(self.root, mine, self._graph_cache)
@@ -113,11 +131,15 @@ class StoreBase:
         """Refuse to write to a shard whose listed files are gone (a stat per segment):
         it cannot be served until ``doctor --repair``, and a write would hide that."""
         for e in m.segments[shard]:
-            for path in (parquet_path(self.root, shard, e.name),
-                         faiss_path(self.root, shard, e.name) if e.index else None):
+            for path in (
+                parquet_path(self.root, shard, e.name),
+                faiss_path(self.root, shard, e.name) if e.index else None,
+            ):
                 if path is not None and not path.is_file():
-                    raise StoreCorrupt(f"shard {shard}: {path} listed in the manifest is "
-                                       f"missing; {repair_hint(self.root)}")
+                    raise StoreCorrupt(
+                        f"shard {shard}: {path} listed in the manifest is "
+                        f"missing; {repair_hint(self.root)}"
+                    )
 
     def _publish_empty_manifest(self, lock_held: bool) -> None:
         """Version 0 before a new store's first data file: data without a manifest then
@@ -133,10 +155,16 @@ class StoreBase:
         """A shard's graph rows at ``m``, from the tables snapshots loaded when unchanged."""
         return self._graph_cache.shard(self.root, m, shard)
 
-    def _stored(self, m: Manifest, shard: int, hashes: Sequence[str] | pa.ChunkedArray,
-                ids: Sequence[str] | pa.ChunkedArray, after_version: int = 0,
-                ) -> dict[OwnedId, str]:
+    def _stored(
+        self,
+        m: Manifest,
+        shard: int,
+        hashes: Sequence[str] | pa.ChunkedArray,
+        ids: Sequence[str] | pa.ChunkedArray,
+        after_version: int = 0,
+    ) -> dict[OwnedId, str]:
         """(app, user, memory_id) -> content_hash of the rows of ``shard``'s segments
         committed after ``after_version`` matching either list (``StoredLookup``)."""
-        return self._lookup.stored(shard, [e for e in m.segments[shard]
-                                           if e.version > after_version], hashes, ids)
+        return self._lookup.stored(
+            shard, [e for e in m.segments[shard] if e.version > after_version], hashes, ids
+        )

@@ -46,12 +46,16 @@ class StoreCommits(PendingRewrites):
     def _check_model(self, m: Manifest, embedding_model: str, dim: int) -> None:
         check_model(m, embedding_model, dim)
 
-    def _check_memories(self, memories: Sequence[Memory], embedding_model: str,
-                        dim: int) -> None:
+    def _check_memories(self, memories: Sequence[Memory], embedding_model: str, dim: int) -> None:
         check_memories(memories, embedding_model, dim)
 
-    def prepare_segments(self, memories: Sequence[Memory], embedding_model: str, dim: int,
-                         index_kind: IndexKind = "auto") -> PendingSegments:
+    def prepare_segments(
+        self,
+        memories: Sequence[Memory],
+        embedding_model: str,
+        dim: int,
+        index_kind: IndexKind = "auto",
+    ) -> PendingSegments:
         """Write one segment per shard touched; nothing is visible until ``commit``."""
         m = self.manifest()
         try:
@@ -61,15 +65,23 @@ class StoreCommits(PendingRewrites):
             fresh = self.manifest()
             if fresh.version == m.version:
                 raise
-            return self._prepare(fresh, memories, embedding_model, dim, index_kind,
-                                 lock_held=False)
+            return self._prepare(fresh, memories, embedding_model, dim, index_kind, lock_held=False)
 
-    def _prepare(self, m: Manifest, memories: Sequence[Memory], embedding_model: str, dim: int,
-                 index_kind: IndexKind, *, lock_held: bool) -> PendingSegments:
+    def _prepare(
+        self,
+        m: Manifest,
+        memories: Sequence[Memory],
+        embedding_model: str,
+        dim: int,
+        index_kind: IndexKind,
+        *,
+        lock_held: bool,
+    ) -> PendingSegments:
         self._check_model(m, embedding_model, dim)
         if index_kind not in INDEX_KINDS:
-            raise StoreError(f"{index_kind!r} is not one of {', '.join(INDEX_KINDS)}",
-                             field="index_kind")
+            raise StoreError(
+                f"{index_kind!r} is not one of {', '.join(INDEX_KINDS)}", field="index_kind"
+            )
         memories = list(memories)
         self._check_memories(memories, embedding_model, dim)
         by_shard: dict[int, list[Memory]] = defaultdict(list)
@@ -82,35 +94,47 @@ class StoreCommits(PendingRewrites):
         for shard in sorted(by_shard):
             group = by_shard[shard]
             self._check_shard_files(m, shard)
-            stored = self._stored(m, shard, [g.content_hash for g in group],
-                                  [g.memory_id for g in group])
+            stored = self._stored(
+                m, shard, [g.content_hash for g in group], [g.memory_id for g in group]
+            )
             stored_hashes = set(stored.values())
             for mem in group:
                 key = (mem.app_name, mem.user_id, mem.memory_id)
                 if stored.get(key, mem.content_hash) != mem.content_hash:
-                    raise StoreError(f"{mem.memory_id!r} is already one of this user's "
-                                     f"memories, with different content", field="memory_id")
+                    raise StoreError(
+                        f"{mem.memory_id!r} is already one of this user's "
+                        f"memories, with different content",
+                        field="memory_id",
+                    )
             fresh = sorted((g for g in group if g.content_hash not in stored_hashes), key=sort_key)
             skipped += len(group) - len(fresh)
             if fresh and m.version == 0 and not entries:
                 self._publish_empty_manifest(lock_held)
             if fresh:
-                entries.append((shard, write_segment_files(self.root, shard, name, fresh, dim,
-                                                           index_kind)))
+                entries.append(
+                    (shard, write_segment_files(self.root, shard, name, fresh, dim, index_kind))
+                )
         return PendingSegments(m.shards, embedding_model, dim, m.version, tuple(entries), skipped)
 
-    def commit(self, pending: PendingSegments | None = None, *,
-               session_hashes: Iterable[str] = (), run_id: str | None = None,
-               summarizer: str | None = None, graph: GraphWrite = (),
-               prepared_graph: Sequence[PreparedPart] = ()) -> WriteResult:
+    def commit(
+        self,
+        pending: PendingSegments | None = None,
+        *,
+        session_hashes: Iterable[str] = (),
+        run_id: str | None = None,
+        summarizer: str | None = None,
+        graph: GraphWrite = (),
+        prepared_graph: Sequence[PreparedPart] = (),
+    ) -> WriteResult:
         """Publish prepared segments and ledger entries in one manifest rename.
         ``graph``: (session hash, graph extract) of the sessions committed; those whose
         hash is newly ledgered are merged into their users' graphs in the same rename.
         ``prepared_graph``: that merge already done (``prepare_graph``), listed as is
         where it still holds (``mnemoray.memory.store.graph.prepared``)."""
         with self._locked():
-            return self._commit(self.manifest(), pending, session_hashes, run_id, summarizer,
-                                graph, prepared_graph)
+            return self._commit(
+                self.manifest(), pending, session_hashes, run_id, summarizer, graph, prepared_graph
+            )
 
     def prepare_graph(self, graph: GraphWrite) -> tuple[PreparedPart, ...]:
         """Merge ``graph`` into its users' graphs now, unlocked (a backfill's worker):
@@ -122,15 +146,22 @@ class StoreCommits(PendingRewrites):
             self._publish_empty_manifest(False)
         return prepare_parts(self.root, m, graph)
 
-    def write_segment(self, memories: Sequence[Memory], embedding_model: str, dim: int, *,
-                      index_kind: IndexKind = "auto", session_hashes: Iterable[str] = (),
-                      run_id: str | None = None, summarizer: str | None = None,
-                      graph: GraphWrite = ()) -> WriteResult:
+    def write_segment(
+        self,
+        memories: Sequence[Memory],
+        embedding_model: str,
+        dim: int,
+        *,
+        index_kind: IndexKind = "auto",
+        session_hashes: Iterable[str] = (),
+        run_id: str | None = None,
+        summarizer: str | None = None,
+        graph: GraphWrite = (),
+    ) -> WriteResult:
         """Write and commit memories (skipping ones already stored) in one step."""
         with self._locked():
             m = self.manifest()
-            pending = self._prepare(m, memories, embedding_model, dim, index_kind,
-                                    lock_held=True)
+            pending = self._prepare(m, memories, embedding_model, dim, index_kind, lock_held=True)
             return self._commit(m, pending, session_hashes, run_id, summarizer, graph)
 
     def add(self, memories: Sequence[Memory], embedding_model: str | None = None) -> WriteResult:
@@ -138,12 +169,19 @@ class StoreCommits(PendingRewrites):
         memories = list(memories)
         m = self.manifest()
         model = embedding_model or m.embedding_model
-        first = next((mem.embedding for mem in memories
-                      if isinstance(mem, Memory) and mem.embedding is not None), None)
+        first = next(
+            (
+                mem.embedding
+                for mem in memories
+                if isinstance(mem, Memory) and mem.embedding is not None
+            ),
+            None,
+        )
         if model is None:
             if first is not None:
-                raise StoreError("the store has none yet; pass the model id",
-                                 field="embedding_model")
+                raise StoreError(
+                    "the store has none yet; pass the model id", field="embedding_model"
+                )
             model = KEYWORD_ONLY_MODEL
         if model == m.embedding_model:
             dim = m.dim or 0
@@ -156,10 +194,16 @@ class StoreCommits(PendingRewrites):
         known = self._ledger_lookup(m, unique)
         return [h for h in unique if h not in known]
 
-    def _commit(self, m: Manifest, pending: PendingSegments | None,
-                session_hashes: Iterable[str], run_id: str | None,
-                summarizer: str | None, graph: GraphWrite = (),
-                prepared_graph: Sequence[PreparedPart] = ()) -> WriteResult:
+    def _commit(
+        self,
+        m: Manifest,
+        pending: PendingSegments | None,
+        session_hashes: Iterable[str],
+        run_id: str | None,
+        summarizer: str | None,
+        graph: GraphWrite = (),
+        prepared_graph: Sequence[PreparedPart] = (),
+    ) -> WriteResult:
         hashes = self._new_ledger_hashes(m, str_list(session_hashes, "session_hashes"))
         new = set(hashes)  # a session ledgered before (a rerun) changes no graph
         graph = [(h, ex) for h, ex in graph if h in new]
@@ -167,8 +211,10 @@ class StoreCommits(PendingRewrites):
         skipped = 0
         if pending is not None:
             if pending.shards != m.shards:
-                raise StoreError(f"commit: segments were prepared for {pending.shards} shards, "
-                                 f"the store has {m.shards}")
+                raise StoreError(
+                    f"commit: segments were prepared for {pending.shards} shards, "
+                    f"the store has {m.shards}"
+                )
             if pending.entries:
                 self._check_model(m, pending.embedding_model, pending.dim)
             entries, skipped = self._drop_stored(m, pending)
@@ -196,10 +242,14 @@ class StoreCommits(PendingRewrites):
             m.embedding_model, m.dim = pending.embedding_model, pending.dim
         if hashes:
             name = f"{new_name('ledger')}.parquet"
-            frame = pl.DataFrame({"session_hash": hashes, "run_id": [run_id] * len(hashes),
-                                  "added_at": [time.time()] * len(hashes)},
-                                 schema={"session_hash": pl.String, "run_id": pl.String,
-                                         "added_at": pl.Float64})
+            frame = pl.DataFrame(
+                {
+                    "session_hash": hashes,
+                    "run_id": [run_id] * len(hashes),
+                    "added_at": [time.time()] * len(hashes),
+                },
+                schema={"session_hash": pl.String, "run_id": pl.String, "added_at": pl.Float64},
+            )
             atomic_write(self.root / LEDGER_DIR / name, frame.write_parquet)
             m.ledger.append(name)
             m.ledger_sessions += len(hashes)
@@ -207,8 +257,13 @@ class StoreCommits(PendingRewrites):
             m.summarizer = summarizer
         write_manifest(self.root, m)
         drop_unlisted(self.root, parts_before, m)
-        return WriteResult(m.version, sum(e.rows for _, e in entries), skipped,
-                           tuple(dict.fromkeys(e.name for _, e in entries)), len(hashes))
+        return WriteResult(
+            m.version,
+            sum(e.rows for _, e in entries),
+            skipped,
+            tuple(dict.fromkeys(e.name for _, e in entries)),
+            len(hashes),
+        )
 
     # -- ledger -------------------------------------------------------------
     def _ledger_lookup(self, m: Manifest, hashes: list[str]) -> set[str]:

@@ -22,10 +22,17 @@ class StoreForget(StoreBase):
     """``forget`` (a part of ``MemoryStore``)."""
 
     # -- forgetting ---------------------------------------------------------
-    def forget(self, memory_ids: Iterable[str] = (), session: tuple[str, str, str] | None = None,
-               user: tuple[str, str] | None = None, *,
-               owner: tuple[str, str] | None = None,
-               owned: Iterable[OwnedId] = (), reason: str = "", actor: str = "") -> int:
+    def forget(
+        self,
+        memory_ids: Iterable[str] = (),
+        session: tuple[str, str, str] | None = None,
+        user: tuple[str, str] | None = None,
+        *,
+        owner: tuple[str, str] | None = None,
+        owned: Iterable[OwnedId] = (),
+        reason: str = "",
+        actor: str = "",
+    ) -> int:
         """Hide memories for good (survives reloads); returns how many were hidden.
 
         A memory id is unique per (app, user) only, so ids come with their owner:
@@ -43,25 +50,42 @@ class StoreForget(StoreBase):
             for app_name, user_id, memory_id in targets:
                 mem = snap.get(memory_id, (app_name, user_id))
                 if mem is not None:
-                    new.append(Tombstone("memory", version, now, memory_id=memory_id,
-                                         app_name=mem.app_name, user_id=mem.user_id,
-                                         session_id=mem.session_id, **why))
+                    new.append(
+                        Tombstone(
+                            "memory",
+                            version,
+                            now,
+                            memory_id=memory_id,
+                            app_name=mem.app_name,
+                            user_id=mem.user_id,
+                            session_id=mem.session_id,
+                            **why,
+                        )
+                    )
             if session is not None:
-                new.append(Tombstone("session", version, now, app_name=session[0],
-                                     user_id=session[1], session_id=session[2], **why))
+                new.append(
+                    Tombstone(
+                        "session",
+                        version,
+                        now,
+                        app_name=session[0],
+                        user_id=session[1],
+                        session_id=session[2],
+                        **why,
+                    )
+                )
             if user is not None:
-                new.append(Tombstone("user", version, now, app_name=user[0], user_id=user[1],
-                                     **why))
+                new.append(
+                    Tombstone("user", version, now, app_name=user[0], user_id=user[1], **why)
+                )
             # Count over the owners touched only: a damaged shard elsewhere must not block it.
             after = StoreSnapshot(m, snap.segments, snap.tombstones + new)
             owners = {(t.app_name, t.user_id) for t in new}
-            hidden = sum(snap.count(a, u, now=now) - after.count(a, u, now=now)
-                         for a, u in owners)
+            hidden = sum(snap.count(a, u, now=now) - after.count(a, u, now=now) for a, u in owners)
             # The graph forgets in the same manifest: what the session alone supports,
             # the user's graph, the relations of forgotten memories.
             parts_before = [list(parts) for parts in m.graph]
-            graph_changed = forget_in_graph(self.root, m, targets, session, user,
-                                            self._graph_read)
+            graph_changed = forget_in_graph(self.root, m, targets, session, user, self._graph_read)
             if hidden == 0 and not graph_changed:
                 return 0
             if hidden:

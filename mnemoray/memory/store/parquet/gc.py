@@ -38,12 +38,16 @@ class StoreGC(StoreBase):
             keep |= listed_files(self.root, m)
             for shard, entries in enumerate(m.segments):
                 for e in entries:
-                    keep |= {parquet_path(self.root, shard, e.name),
-                             faiss_path(self.root, shard, e.name)}
+                    keep |= {
+                        parquet_path(self.root, shard, e.name),
+                        faiss_path(self.root, shard, e.name),
+                    }
             now, removed = time.time(), []
-            candidates = [p for sub in (MEMORIES_DIR, INDEX_DIR, LEDGER_DIR, TOMBSTONES_DIR,
-                                        GRAPH_DIR)
-                          for p in (self.root / sub).rglob("*")]
+            candidates = [
+                p
+                for sub in (MEMORIES_DIR, INDEX_DIR, LEDGER_DIR, TOMBSTONES_DIR, GRAPH_DIR)
+                for p in (self.root / sub).rglob("*")
+            ]
             candidates += list((self.root / QUARANTINE_DIR).glob(f"*{TMP_SUFFIX}"))
             candidates += list(self.root.glob(f".*{TMP_SUFFIX}"))
             for path in candidates:

@@ -46,19 +46,25 @@ class StoredLookup:
 
     ``loaded(shard, name)``: the segment a snapshot of the store holds, if any."""
 
-    def __init__(self, root: Path, loaded: Loaded = lambda shard, name: None,
-                 max_bytes: int = CACHE_BYTES) -> None:
+    def __init__(
+        self, root: Path, loaded: Loaded = lambda shard, name: None, max_bytes: int = CACHE_BYTES
+    ) -> None:
         self.root = root
         self._loaded = loaded
         # Keyed by the file's stat too: a file replaced in place (a test's damage, a
         # restore) is read again rather than answered from its old columns.
         self._tables: WeighedCache[tuple[Path, int, int], pa.Table] = WeighedCache(
-            max_bytes, weigh=lambda table: table.nbytes)
+            max_bytes, weigh=lambda table: table.nbytes
+        )
 
     # -- the lookups ------------------------------------------------------------
-    def stored(self, shard: int, entries: Iterable[SegmentEntry],
-               hashes: Sequence[str] | pa.ChunkedArray,
-               ids: Sequence[str] | pa.ChunkedArray) -> dict[OwnedId, str]:
+    def stored(
+        self,
+        shard: int,
+        entries: Iterable[SegmentEntry],
+        hashes: Sequence[str] | pa.ChunkedArray,
+        ids: Sequence[str] | pa.ChunkedArray,
+    ) -> dict[OwnedId, str]:
         """(app, user, memory_id) -> content_hash of the rows of ``entries`` (segments of
         ``shard``) matching either list; a key found twice keeps its last row, in
         manifest then row order. A memory id is unique per owner, not across the store."""
@@ -68,16 +74,28 @@ class StoredLookup:
         by_hash, by_id = _values(hashes), _values(ids)
         for entry in entries:
             table = self._segment(shard, entry)
-            rows = table.filter(pc.or_(pc.is_in(table["content_hash"], value_set=by_hash),
-                                       pc.is_in(table["memory_id"], value_set=by_id)))
+            rows = table.filter(
+                pc.or_(
+                    pc.is_in(table["content_hash"], value_set=by_hash),
+                    pc.is_in(table["memory_id"], value_set=by_id),
+                )
+            )
             if rows.num_rows:
-                found.update(((a, u, i), h) for a, u, i, h in zip(
-                    *(rows[c].to_pylist() for c in ("app_name", "user_id", "memory_id",
-                                                     "content_hash")), strict=True))
+                found.update(
+                    ((a, u, i), h)
+                    for a, u, i, h in zip(
+                        *(
+                            rows[c].to_pylist()
+                            for c in ("app_name", "user_id", "memory_id", "content_hash")
+                        ),
+                        strict=True,
+                    )
+                )
         return found
 
-    def sessions_with_rows(self, segments: Iterable[tuple[int, SegmentEntry]],
-                           keys: set[SessionKey]) -> set[SessionKey]:
+    def sessions_with_rows(
+        self, segments: Iterable[tuple[int, SegmentEntry]], keys: set[SessionKey]
+    ) -> set[SessionKey]:
         """Of ``keys``, the sessions the (shard, entry) segments hold rows of."""
         found: set[SessionKey] = set()
         if not keys:
@@ -87,8 +105,14 @@ class StoredLookup:
             table = self._segment(shard, entry)
             rows = table.filter(pc.is_in(table["session_id"], value_set=session_ids))
             if rows.num_rows:
-                found.update(k for k in zip(*(rows[c].to_pylist() for c in (
-                    "app_name", "user_id", "session_id")), strict=True) if k in keys)
+                found.update(
+                    k
+                    for k in zip(
+                        *(rows[c].to_pylist() for c in ("app_name", "user_id", "session_id")),
+                        strict=True,
+                    )
+                    if k in keys
+                )
         return found
 
     def ledger_hashes(self, names: Iterable[str], hashes: Sequence[str]) -> set[str]:
@@ -100,7 +124,8 @@ class StoredLookup:
         for name in names:
             path = self.root / LEDGER_DIR / name
             column = self._read(path, LEDGER_COLUMNS, LISTED.format("a ledger file"))[
-                "session_hash"]
+                "session_hash"
+            ]
             found.update(column.filter(pc.is_in(column, value_set=wanted)).to_pylist())
         return found
 
@@ -116,8 +141,11 @@ class StoredLookup:
     def prepared(self, shard: int, name: str) -> pa.Table:
         """The lookup columns of an uncommitted segment, kept: a commit that lists the file
         as it is then answers the next lookups over it without reading it again."""
-        return self._read(parquet_path(self.root, shard, name), SEGMENT_COLUMNS,
-                          f"commit: prepared segment {name} (shard {shard})")
+        return self._read(
+            parquet_path(self.root, shard, name),
+            SEGMENT_COLUMNS,
+            f"commit: prepared segment {name} (shard {shard})",
+        )
 
     def _read(self, path: Path, columns: Sequence[str], what: str) -> pa.Table:
         """``columns`` of the committed file ``path``: from the cache, else read and kept."""
@@ -129,8 +157,9 @@ class StoredLookup:
             with pq.ParquetFile(path) as file:
                 table = file.read(columns=list(columns))
         except (OSError, pa.ArrowException) as exc:  # truncated, overwritten, wrong schema
-            raise StoreCorrupt(f"{what}: cannot read {path} ({exc}); "
-                               f"{repair_hint(self.root)}") from exc
+            raise StoreCorrupt(
+                f"{what}: cannot read {path} ({exc}); {repair_hint(self.root)}"
+            ) from exc
         return self._tables.put(key, table)
 
 
@@ -145,8 +174,7 @@ def _stat_key(path: Path, root: Path, what: str) -> tuple[Path, int, int]:
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise StoreCorrupt(f"{what}: {path} is missing; "
-                           f"{repair_hint(root)}") from exc
+        raise StoreCorrupt(f"{what}: {path} is missing; {repair_hint(root)}") from exc
     return path, st.st_mtime_ns, st.st_size
 
 

@@ -42,50 +42,75 @@ class PendingSegments:
 class PendingRewrites(StoreBase):
     """Rewrites of prepared segments (a part of ``MemoryStore``)."""
 
-    def _drop_stored(self, m: Manifest, pending: PendingSegments,
-                     ) -> tuple[list[tuple[int, SegmentEntry]], int]:
+    def _drop_stored(
+        self,
+        m: Manifest,
+        pending: PendingSegments,
+    ) -> tuple[list[tuple[int, SegmentEntry]], int]:
         """Rewrite pending segments without rows another writer committed meanwhile."""
         entries, skipped = [], 0
         for shard, entry in pending.entries:
             path = parquet_path(self.root, shard, entry.name)
-            if not path.is_file() or (entry.index and not faiss_path(
-                    self.root, shard, entry.name).is_file()):
-                raise StoreError(f"commit: prepared segment {entry.name} (shard {shard}) is "
-                                 f"missing; was it removed by gc()? Prepare it again")
+            if not path.is_file() or (
+                entry.index and not faiss_path(self.root, shard, entry.name).is_file()
+            ):
+                raise StoreError(
+                    f"commit: prepared segment {entry.name} (shard {shard}) is "
+                    f"missing; was it removed by gc()? Prepare it again"
+                )
             if not any(e.version > pending.base_version for e in m.segments[shard]):
                 entries.append((shard, entry))
                 continue
             keys = self._lookup.prepared(shard, entry.name)
-            stored = self._stored(m, shard, keys["content_hash"], keys["memory_id"],
-                                  pending.base_version)
+            stored = self._stored(
+                m, shard, keys["content_hash"], keys["memory_id"], pending.base_version
+            )
             if not stored:
                 entries.append((shard, entry))
                 continue
             table = pq.read_table(path)  # the rows are rewritten: all columns
-            owned = zip(table["app_name"].to_pylist(), table["user_id"].to_pylist(),
-                        table["memory_id"].to_pylist(), strict=True)
+            owned = zip(
+                table["app_name"].to_pylist(),
+                table["user_id"].to_pylist(),
+                table["memory_id"].to_pylist(),
+                strict=True,
+            )
             for key, content in zip(owned, table["content_hash"].to_pylist(), strict=True):
                 memory_id = key[2]
                 if stored.get(key, content) != content:
-                    raise StoreError(f"{memory_id!r} was committed meanwhile with "
-                                     f"different content", field="memory_id")
-            dup = pc.is_in(table["content_hash"], value_set=pa.array(list(stored.values()),
-                                                                     pa.string()))
+                    raise StoreError(
+                        f"{memory_id!r} was committed meanwhile with different content",
+                        field="memory_id",
+                    )
+            dup = pc.is_in(
+                table["content_hash"], value_set=pa.array(list(stored.values()), pa.string())
+            )
             rows = np.flatnonzero(~dup.to_numpy(zero_copy_only=False))
             skipped += entry.rows - len(rows)
-            vectors = (table[EMBEDDING].combine_chunks().flatten().to_numpy()
-                       .reshape(-1, pending.dim) if pending.dim else None)
-            fresh = rows_to_memories(table.drop_columns([EMBEDDING]) if pending.dim else table,
-                                     rows, vectors)
+            vectors = (
+                table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, pending.dim)
+                if pending.dim
+                else None
+            )
+            fresh = rows_to_memories(
+                table.drop_columns([EMBEDDING]) if pending.dim else table, rows, vectors
+            )
             path.unlink()
             faiss_path(self.root, shard, entry.name).unlink(missing_ok=True)
             if fresh:
-                entries.append((shard, write_segment_files(self.root, shard, new_name("seg"),
-                                                           fresh, pending.dim, entry.index)))
+                entries.append(
+                    (
+                        shard,
+                        write_segment_files(
+                            self.root, shard, new_name("seg"), fresh, pending.dim, entry.index
+                        ),
+                    )
+                )
         return entries, skipped
 
-    def drop_sessions(self, pending: PendingSegments | None,
-                      sessions: set[SessionKey]) -> PendingSegments | None:
+    def drop_sessions(
+        self, pending: PendingSegments | None, sessions: set[SessionKey]
+    ) -> PendingSegments | None:
         """``pending`` without the rows of ``sessions``: each prepared segment holding some
         is rewritten without them (uncommitted, like the original, which is removed)."""
         if pending is None:
@@ -94,17 +119,28 @@ class PendingRewrites(StoreBase):
         for shard, entry in pending.entries:
             path = parquet_path(self.root, shard, entry.name)
             table = pq.read_table(path)
-            owners = zip(*(table[c].to_pylist() for c in ("app_name", "user_id", "session_id")),
-                         strict=True)
+            owners = zip(
+                *(table[c].to_pylist() for c in ("app_name", "user_id", "session_id")), strict=True
+            )
             drop = np.fromiter((key in sessions for key in owners), bool, table.num_rows)
             if not drop.any():
                 entries.append((shard, entry))
                 continue
             dropped += int(drop.sum())
             if not drop.all():
-                entries.append((shard, write_segment_table(
-                    self.root, shard, name, table.filter(pa.array(~drop)), pending.dim,
-                    "auto")))
+                entries.append(
+                    (
+                        shard,
+                        write_segment_table(
+                            self.root,
+                            shard,
+                            name,
+                            table.filter(pa.array(~drop)),
+                            pending.dim,
+                            "auto",
+                        ),
+                    )
+                )
             path.unlink()
             faiss_path(self.root, shard, entry.name).unlink(missing_ok=True)
         return replace(pending, entries=tuple(entries), skipped=pending.skipped + dropped)

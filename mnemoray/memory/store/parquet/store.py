@@ -65,10 +65,15 @@ class MemoryStore(StoreCommits, StoreForget, StoreGC):
         if not result.written:
             return set()
         m = self.manifest()
-        return {h for shard, entries in enumerate(m.segments) for e in entries
-                if e.name in result.segments
-                for h in pq.read_table(parquet_path(self.root, shard, e.name),
-                                       columns=["content_hash"])["content_hash"].to_pylist()}
+        return {
+            h
+            for shard, entries in enumerate(m.segments)
+            for e in entries
+            if e.name in result.segments
+            for h in pq.read_table(
+                parquet_path(self.root, shard, e.name), columns=["content_hash"]
+            )["content_hash"].to_pylist()
+        }
 
     def sessions_with_rows(self, keys: set[SessionKey]) -> set[SessionKey]:
         """Of ``keys`` (app, user, session), the sessions committed segments hold rows of
@@ -79,7 +84,8 @@ class MemoryStore(StoreCommits, StoreForget, StoreGC):
         m = self.manifest()
         shards = sorted({shard_of(app, user, m.shards) for app, user, _ in keys})
         return self._lookup.sessions_with_rows(
-            ((s, e) for s in shards for e in m.segments[s]), keys)
+            ((s, e) for s in shards for e in m.segments[s]), keys
+        )
 
     # -- quarantine ---------------------------------------------------------
     def quarantine(self, rows: Sequence[Mapping[str, Any]]) -> int:
@@ -116,13 +122,18 @@ class MemoryStore(StoreCommits, StoreForget, StoreGC):
         """Load an ``export_jsonl`` file; memories already stored are skipped."""
         header, batches = read_export(path, batch_size)
         model, dim = header.get("embedding_model"), header.get("dim")
-        results = [self.write_segment(batch, model, dim, summarizer=header.get("summarizer"))
-                   for batch in batches]
+        results = [
+            self.write_segment(batch, model, dim, summarizer=header.get("summarizer"))
+            for batch in batches
+        ]
         self._import_graph(read_graph_rows(path))
         return WriteResult(
             version=self.manifest().version,
-            written=sum(r.written for r in results), skipped=sum(r.skipped for r in results),
-            segments=tuple(s for r in results for s in r.segments), ledger_added=0)
+            written=sum(r.written for r in results),
+            skipped=sum(r.skipped for r in results),
+            segments=tuple(s for r in results for s in r.segments),
+            ledger_added=0,
+        )
 
 
 __all__ = ["MemoryStore"]
