@@ -67,8 +67,8 @@ class StoredModel(Protocol):
     def keyword_only(self) -> bool: ...
 
 
-class MemoryStore(Protocol):
-    """What the resolver needs of a memory store (any backend): its root and manifest."""
+class StoreWithModel(Protocol):
+    """What the resolver needs of a memory store (either kind): its root and manifest."""
 
     @property
     def root(self) -> Path: ...
@@ -99,7 +99,7 @@ def check_model(
         )
 
 
-def write_model(store: MemoryStore, embedder: Embedder | None) -> tuple[str, int]:
+def write_model(store: StoreWithModel, embedder: Embedder | None) -> tuple[str, int]:
     """(embedding_model, dim) that a write to ``store`` with ``embedder`` declares."""
     m = store.manifest()
     if embedder is None:
@@ -115,7 +115,7 @@ def write_model(store: MemoryStore, embedder: Embedder | None) -> tuple[str, int
 
 
 def resolve_spec(
-    spec: EmbedderSpec | str | None, store: MemoryStore | None = None
+    spec: EmbedderSpec | str | None, store: StoreWithModel | None = None
 ) -> EmbedderSpec | None:
     """``spec`` resolved against ``store``'s manifest without loading anything.
 
@@ -170,7 +170,7 @@ _cache_lock = threading.RLock()
 
 def open_embedder(
     spec: EmbedderSpec | str | Embedder | None,
-    store: MemoryStore | None = None,
+    store: StoreWithModel | None = None,
     purpose: str = "write",
 ) -> Embedder | None:
     """The embedder for ``spec`` on ``store`` (None: keyword-only), loaded once per process.
