@@ -2,7 +2,7 @@
 
 On the recall-quality dataset (``benchmarks/datagen.py``, ingested as
 ``benchmarks/recall_quality.py`` does, embeddings cached), with the CLI's service
-(``mnemoray.cli.memory.open_for_recall``: the query embedder on the parity-gated ONNX
+(``mnemoray.cli.store.open_for_recall``: the query embedder on the parity-gated ONNX
 runtime), over every dataset query:
 
 - **raw encode**: ``embedder.encode(all queries)`` alone, the rate to approach;
@@ -40,7 +40,7 @@ from benchmarks.recall_quality import (  # noqa: E402
     machine_info,
 )
 from mnemoray.backfill.archive import read_archive  # noqa: E402
-from mnemoray.cli.memory import open_for_recall  # noqa: E402
+from mnemoray.cli.store import open_for_recall  # noqa: E402
 from mnemoray.memory.service.batch_recall import BatchRecall  # noqa: E402
 from mnemoray.memory.service.service import MemoryService  # noqa: E402
 

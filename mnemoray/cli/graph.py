@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import typer
 
 from mnemoray.cli.common import error_line, table_id, table_text
-from mnemoray.cli.memory import require_store
+from mnemoray.cli.store import require_store
 from mnemoray.errors import InvalidInput, NotFound
 
 FLAGS = {"depth": "--depth", "type": "--type", "at": "--at", "limit": "--limit", "entity": "ENTITY"}

@@ -13,12 +13,12 @@ from mnemoray.cli.demo import demo
 from mnemoray.cli.doctor import doctor
 from mnemoray.cli.graph import graph_cmd
 from mnemoray.cli.mcp import mcp_cmd
-from mnemoray.cli.memory import compact, gc, recall
 from mnemoray.cli.memory_group import memory_app
 from mnemoray.cli.memory_hygiene import MEMORY_COMMANDS, forget
 from mnemoray.cli.profile import domain_cmd, profile_cmd
 from mnemoray.cli.serve import serve_cmd
-from mnemoray.cli.store_cmds import export_cmd, import_cmd, stats
+from mnemoray.cli.store import compact, gc, recall
+from mnemoray.cli.transfer import export_cmd, import_cmd, stats
 from mnemoray.cli.ui import ui_cmd
 
 # Set by the entry function only: importing the CLI (tests, `jobs`) changes no environment.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from mnemoray.cli.memory import require_store
+from mnemoray.cli.store import require_store
 
 if TYPE_CHECKING:
     from mnemoray.memory.records.record import Memory

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import typer
 
 from mnemoray.cli.common import table_text
-from mnemoray.cli.memory import require_store
+from mnemoray.cli.store import require_store
 from mnemoray.errors import NotFound
 
 

@@ -202,7 +202,7 @@ def test_recall_queries_with_the_onnx_runtime_without_torch(tmp_path: Path) -> N
     probe = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
-        "import mnemoray.cli.memory as m\n"
+        "import mnemoray.cli.store as m\n"
         "from mnemoray.cli.main import app\n"
         "opened = []\n"
         "real = m.open_for_recall\n"

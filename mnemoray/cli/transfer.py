@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from mnemoray.cli.memory import require_store
+from mnemoray.cli.store import require_store
 
 STORE = typer.Option(
     ..., "--store", help="Memory store: a directory, parquet://DIR or lancedb://DIR."
