@@ -6,6 +6,17 @@ merged under the store's commit.
     graph = GraphStore(root, shards).load(app, user)
 """
 
-from mnemoray.memory.store.graph.tables import GraphStore, graph_from_tables, shard_tables
+from typing import Any
 
-__all__ = ["GraphStore", "graph_from_tables", "shard_tables"]
+from mnemoray.lazy_face import lazy_export
+
+_EXPORTS = {
+    "GraphStore": "mnemoray.memory.store.graph.tables",
+    "graph_from_tables": "mnemoray.memory.store.graph.tables",
+    "shard_tables": "mnemoray.memory.store.graph.tables",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_export(__name__, _EXPORTS, name)
