@@ -1,4 +1,4 @@
-"""Recall on long two-person conversations, scored strictly (issue 11's benchmark).
+"""Recall on long two-person conversations, scored strictly.
 
 1. Dataset: ``benchmarks/longconv_data.py`` (pairs of named speakers, 20+ dated
    sessions each, evidence-annotated questions of four kinds plus changed-fact
@@ -322,11 +322,12 @@ def readme_section(result: dict[str, Any], tbl: str) -> str:
     kinds = ", ".join(f"{v} {k}" for k, v in ing["memories_by_kind"].items())
     return "\n".join(
         [
-            "## Long conversations (`benchmarks/longconv_bench.py`, issue 11)",
+            "## Long conversations (`benchmarks/longconv_bench.py`)",
             "",
             f"Generated set (`benchmarks/longconv_data.py`, seed {cfg['seed']}) shaped like "
-            f"issue 11's held-out set: {ds['pairs']} pairs of named speakers (nicknames used "
-            f"too), {cfg['sessions']} dated sessions per pair over about ten months, "
+            f"a held-out long-conversation set: {ds['pairs']} pairs of named speakers "
+            f"(nicknames used too), {cfg['sessions']} dated sessions per pair over about ten "
+            f"months, "
             f"{cfg['min_turns']}-{cfg['max_turns']} turns per session ({ds['turns']} turns in "
             "all): chit-chat, recurring people, places, pets and workplaces, other people's "
             "facts, facts that change (a move, a new job) and events told with a relative "
@@ -340,7 +341,7 @@ def readme_section(result: dict[str, Any], tbl: str) -> str:
             f"(top_k={TOP_K}, mode=...)`; `{BASELINE}` ranks single turns with mnemoray's "
             "BM25 and is scored the same way"
             + (
-                f"; `{PROBE}` is issue 11's probe outside the library (3-turn windows, overlap "
+                f"; `{PROBE}` is the reference probe outside the library (3-turn windows, overlap "
                 "1, each line `[date] Speaker: text`, reciprocal rank fusion of BM25 and MiniLM "
                 "cosine)"
                 if PROBE in result["quality"]

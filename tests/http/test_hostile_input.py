@@ -1,4 +1,4 @@
-"""Hostile and malformed input, and what the server exposes (issue 10).
+"""Hostile and malformed input, and what the server exposes.
 
 - A lone surrogate, a non-finite or absurd time, NaN in state, an oversize event or
   row: refused at every entrance (Python API, archive rows, HTTP) with the field
