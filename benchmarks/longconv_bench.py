@@ -13,7 +13,7 @@
 Run: ``.venv/bin/python benchmarks/longconv_bench.py`` (10 pairs x 24 sessions)
 or ``--quick`` (2 pairs x 20 sessions). Prints a table, writes
 ``benchmarks/results/longconv.json`` and the "Long conversations" section of
-``benchmarks/README.md``.
+``benchmarks/results/HISTORY.md`` (the run log).
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ from mnemoray.tokens import count_tokens  # noqa: E402
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results" / "longconv.json"
-README = HERE / "README.md"
+# The run log; benchmarks/README.md keeps the current figures (one table row, by hand).
+README = HERE / "results" / "HISTORY.md"
 MODES = ("keyword", "dense", "hybrid")
 BASELINE = "BM25, single turns"
 PROBE = "probe: 3-turn RRF"
