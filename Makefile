@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: setup test test-fast test-browser readme demo lint bench clean
+.PHONY: setup test test-fast test-browser readme cli-docs demo lint bench clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ test-browser: $(STAMP)
 # Re-run the README's example commands and rewrite their output blocks.
 readme: $(STAMP)
 	$(PY) scripts/readme_examples.py --write
+
+# Re-render docs/cli.md from the command tree (tests/cli/test_cli_docs.py checks it).
+cli-docs: $(STAMP)
+	$(PY) scripts/cli_docs.py --write
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

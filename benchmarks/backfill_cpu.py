@@ -1,4 +1,4 @@
-"""CPU per memory of a backfill outside the embedder (issue 15).
+"""CPU per memory of a backfill outside the embedder.
 
 On one GPU, 10,000 memories/s leaves the rest of the pipeline (read, validate, distill
 with its entity-graph reading, the graph merge and segment writes of ``prepare``, the

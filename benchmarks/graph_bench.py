@@ -1,4 +1,4 @@
-"""Graph traversal latency at 10K and 100K entities (issue 11: 3-hop p95 under 20 ms at 100K).
+"""Graph traversal latency at 10K and 100K entities (target: 3-hop p95 under 20 ms at 100K).
 
 Synthetic graph shaped like a long-lived user's memory graph:
 

@@ -1,4 +1,4 @@
-"""Recall on long two-person conversations, scored strictly (issue 11's benchmark).
+"""Recall on long two-person conversations, scored strictly.
 
 1. Dataset: ``benchmarks/longconv_data.py`` (pairs of named speakers, 20+ dated
    sessions each, evidence-annotated questions of four kinds plus changed-fact
@@ -13,7 +13,7 @@
 Run: ``.venv/bin/python benchmarks/longconv_bench.py`` (10 pairs x 24 sessions)
 or ``--quick`` (2 pairs x 20 sessions). Prints a table, writes
 ``benchmarks/results/longconv.json`` and the "Long conversations" section of
-``benchmarks/README.md``.
+``benchmarks/results/HISTORY.md`` (the run log).
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ from mnemoray.tokens import count_tokens  # noqa: E402
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results" / "longconv.json"
-README = HERE / "README.md"
+# The run log; benchmarks/README.md keeps the current figures (one table row, by hand).
+README = HERE / "results" / "HISTORY.md"
 MODES = ("keyword", "dense", "hybrid")
 BASELINE = "BM25, single turns"
 PROBE = "probe: 3-turn RRF"
@@ -322,11 +323,12 @@ def readme_section(result: dict[str, Any], tbl: str) -> str:
     kinds = ", ".join(f"{v} {k}" for k, v in ing["memories_by_kind"].items())
     return "\n".join(
         [
-            "## Long conversations (`benchmarks/longconv_bench.py`, issue 11)",
+            "## Long conversations (`benchmarks/longconv_bench.py`)",
             "",
             f"Generated set (`benchmarks/longconv_data.py`, seed {cfg['seed']}) shaped like "
-            f"issue 11's held-out set: {ds['pairs']} pairs of named speakers (nicknames used "
-            f"too), {cfg['sessions']} dated sessions per pair over about ten months, "
+            f"a held-out long-conversation set: {ds['pairs']} pairs of named speakers "
+            f"(nicknames used too), {cfg['sessions']} dated sessions per pair over about ten "
+            f"months, "
             f"{cfg['min_turns']}-{cfg['max_turns']} turns per session ({ds['turns']} turns in "
             "all): chit-chat, recurring people, places, pets and workplaces, other people's "
             "facts, facts that change (a move, a new job) and events told with a relative "
@@ -340,7 +342,7 @@ def readme_section(result: dict[str, Any], tbl: str) -> str:
             f"(top_k={TOP_K}, mode=...)`; `{BASELINE}` ranks single turns with mnemoray's "
             "BM25 and is scored the same way"
             + (
-                f"; `{PROBE}` is issue 11's probe outside the library (3-turn windows, overlap "
+                f"; `{PROBE}` is the reference probe outside the library (3-turn windows, overlap "
                 "1, each line `[date] Speaker: text`, reciprocal rank fusion of BM25 and MiniLM "
                 "cosine)"
                 if PROBE in result["quality"]

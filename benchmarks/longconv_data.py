@@ -1,6 +1,6 @@
 """A generated set of long two-person conversations with evidence-annotated questions.
 
-Shaped like the held-out set of issue 11: each *pair* is two named speakers
+Shaped like a held-out long-conversation set: each *pair* is two named speakers
 (full names and nicknames: "Melanie" is also "Mel") who talk in 20+ dated
 sessions spread over months, 15-40 turns each. Both speakers are people, so
 both write ``role="user"`` message events with their first name as ``author``;

@@ -1,4 +1,4 @@
-"""Recall latency with a time intent, over users with many memories (issue 15, the time
+"""Recall latency with a time intent, over users with many memories (the time
 axis' query-time cost).
 
 The store is serve_bench's (``build_store``: users x 10,000 memories, one an hour over
@@ -9,8 +9,8 @@ Per scenario the store is opened afresh, with a new ``Retriever``: each user's
 candidate set is built by one recall without a time intent first (untimed: BM25,
 entities), so what is timed is the ranking with the time axis, as a server with warm
 candidate sets pays it. The first recall with a time intent of each user is listed
-apart from the later ones: what it resolves is kept (before issue 15's change the
-records it looked at, with the set; after it every record of the set, with its segment,
+apart from the later ones: what it resolves is kept (once only the
+records it looked at, with the set; now every record of the set, with its segment,
 resolved in the background from that first recall: the later recalls are timed once that
 pass is done).
 Scenarios:

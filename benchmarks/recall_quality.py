@@ -23,7 +23,7 @@
 Run: ``.venv/bin/python benchmarks/recall_quality.py`` (full: 200 users x 10
 sessions, 10K + 100K synthetic; the first run embeds ~60K synthetic texts, minutes on
 2 cores) or ``--quick``. Prints tables, writes ``benchmarks/results/recall_quality.json``
-and the "Recall quality" section of ``benchmarks/README.md``.
+and the "Recall quality" section of ``benchmarks/results/HISTORY.md`` (the run log).
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ from mnemoray.sessions.events import iso  # noqa: E402
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results" / "recall_quality.json"
-README = HERE / "README.md"
+# The run log; benchmarks/README.md keeps the current figures (one table row, by hand).
+README = HERE / "results" / "HISTORY.md"
 MODES = ("keyword", "dense", "hybrid")
 KINDS = ("paraphrase", "keyword", "changed")
 TOP_K = 10

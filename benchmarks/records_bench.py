@@ -1,4 +1,4 @@
-"""CPU of materialising stored records: segment rows -> ``Memory`` (issue 15, Serve's hot path).
+"""CPU of materialising stored records: segment rows -> ``Memory`` (Serve's hot path).
 
 ``rows_to_memories`` builds the records recall returns (``Candidates.memories``: the top
 records of each recall) and the records the store's write path rewrites. Two measures:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Regenerate (``--write``) or verify (``--check``) the README's examples from real runs.
 
-An example in README.md is an HTML comment naming a command, directly followed by a
-fenced block holding what that command printed::
+The pages with examples are README.md, docs/context.md and docs/memory.md (``PAGES``);
+``--page FILE`` (repeatable) picks others. An example in a page is an HTML comment
+naming a command, directly followed by a fenced block holding what that command printed::
 
     <!-- example: mnemoray recall --store store --app pets_app --user maya "parrot" -->
     ```text
@@ -20,13 +21,14 @@ abridges the output (a filter must read all its input: commands run with
 ``<!-- source: examples/x.py -->`` followed by a fenced block embeds that file
 verbatim, so code shown in the README is the code that ran.
 
-Commands run in README order with bash, in one fresh temporary directory (so relative
-paths such as ``--store store`` are shared by later commands), with ``examples/``
+Commands run in page order with bash, in one fresh temporary directory per page (so
+relative paths such as ``--store store`` are shared by later commands), with ``examples/``
 linked into it and this checkout's ``.venv/bin`` first on PATH. Output is normalised
 before it is compared: the temporary directory, timings, run ids and trailing spaces.
 
     python scripts/readme_examples.py --check [--skip ray --skip slow]   # exit 1 + diff
     python scripts/readme_examples.py --write                             # make readme
+    python scripts/readme_examples.py --check --page docs/memory.md       # one page
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+# Every page whose examples are real runs (each in its own fresh directory).
+PAGES = [README, ROOT / "docs" / "context.md", ROOT / "docs" / "memory.md"]
 
 MARKER = re.compile(r"^<!-- (example|source)((?: [a-z]+)*): (.+?) -->\s*$")
 FENCE = re.compile(r"^(```+|~~~+)")
@@ -113,19 +117,18 @@ def parse(lines: Sequence[str]) -> list[Block]:
         commands: list[tuple[str, frozenset[str]]] = []
         while i < len(lines) and (m := MARKER.match(lines[i])):
             if m.group(1) != kind or (kind == "source" and commands):
-                raise ExampleError(f"README.md:{i + 1}: one source, or examples only, per block")
+                raise ExampleError(f"line {i + 1}: one source, or examples only, per block")
             commands.append((m.group(3).strip(), frozenset(m.group(2).split())))
             i += 1
         if i >= len(lines) or not (fence := FENCE.match(lines[i])):
             raise ExampleError(
-                f"README.md:{first + 1}: an {kind} comment must be "
-                "followed directly by a fenced block"
+                f"line {first + 1}: an {kind} comment must be followed directly by a fenced block"
             )
         close = next(
             (j for j in range(i + 1, len(lines)) if lines[j].strip() == fence.group(1)), None
         )
         if close is None:
-            raise ExampleError(f"README.md:{i + 1}: unclosed fenced block")
+            raise ExampleError(f"line {i + 1}: unclosed fenced block")
         blocks.append(Block(kind, i + 1, close, commands))
         i = close + 1
     return blocks
@@ -264,9 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument(
         "--check",
         action="store_true",
-        help="exit 1 with a diff if README.md differs from fresh runs",
+        help="exit 1 with a diff if a page differs from fresh runs",
     )
-    mode.add_argument("--write", action="store_true", help="rewrite README.md")
+    mode.add_argument("--write", action="store_true", help="rewrite the pages' example blocks")
     parser.add_argument(
         "--skip",
         action="append",
@@ -281,25 +284,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="TAG",
         help="run only examples with this tag; repeatable",
     )
-    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument(
+        "--page",
+        "--readme",
+        dest="pages",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="a page with examples (repeatable; default: README.md and the docs in PAGES)",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per command")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
 
-    text = args.readme.read_text()
     log = (lambda msg: print(msg, file=sys.stderr)) if args.verbose else (lambda _: None)
+    status = 0
+    for page in args.pages or PAGES:
+        status = max(status, _one_page(page, args, log))
+    return status
+
+
+def _one_page(page: Path, args: argparse.Namespace, log: Callable[[str], None]) -> int:
+    """``--check`` or ``--write`` one page: 0 as it should be (or rewritten), 1 drifted,
+    2 a command failed or the page is malformed."""
+    text = page.read_text()
+    log(f"== {page}")
     try:
         rendered = render_all(text, frozenset(args.skip), frozenset(args.only), args.timeout, log)
     except (ExampleError, subprocess.TimeoutExpired) as exc:
-        print(f"readme_examples: {exc}", file=sys.stderr)
+        print(f"readme_examples: {page.name}: {exc}", file=sys.stderr)
         return 2
     if args.write:
         # Applied to the file as it is now: edits made while the commands ran are kept.
-        current = args.readme.read_text()
+        current = page.read_text()
         fresh = apply(current, rendered)
         if fresh != current:
-            args.readme.write_text(fresh)
-            print(f"updated {args.readme}")
+            page.write_text(fresh)
+            print(f"updated {page}")
         return 0
     fresh = apply(text, rendered)
     if fresh == text:
@@ -308,11 +329,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         difflib.unified_diff(
             text.splitlines(keepends=True),
             fresh.splitlines(keepends=True),
-            f"{args.readme.name} (committed)",
-            f"{args.readme.name} (fresh run)",
+            f"{page.name} (committed)",
+            f"{page.name} (fresh run)",
         )
     )
-    print(f"\n{args.readme.name} drifted from real runs: run `make readme`.", file=sys.stderr)
+    print(f"\n{page.name} drifted from real runs: run `make readme`.", file=sys.stderr)
     return 1
 
 

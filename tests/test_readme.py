@@ -79,3 +79,10 @@ def test_readme_examples_that_load_models() -> None:
 @pytest.mark.slow
 def test_readme_examples_on_ray() -> None:
     assert rx.main(["--check", "--only", "ray"]) == 0
+
+
+def test_every_page_with_examples_has_some() -> None:
+    # A page in PAGES whose examples were all removed would be checked for nothing.
+    assert rx.README in rx.PAGES
+    for page in rx.PAGES:
+        assert rx.parse(page.read_text().splitlines()), f"{page} has no examples"

@@ -1,8 +1,8 @@
 """Large tool results leave the session log for the artifact store when appended.
 
-A tool result whose payload is over a threshold (10 KB by default, seed 000's
-"externalize if >10KB") would be a permanent context tax: every later compile
-carries it. :func:`append_events` stores such a payload as an artifact first
+A tool result whose payload is over a threshold (10 KB by default) would be a
+permanent context tax if it stayed inline: every later compile carries it.
+:func:`append_events` stores such a payload as an artifact first
 (durable before the event is), then appends the event with a handle and a short
 summary in place of the payload; the compiler lists the artifact and its
 ``load_artifacts`` tool expands it for one step. The HTTP append route and

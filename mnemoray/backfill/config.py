@@ -149,7 +149,7 @@ class BackfillConfig:
     shards: int | None = None  # of a new store (an existing store keeps its own)
     summarizer: str | Summarizer = "extractive"
     summarizer_options: dict[str, Any] = field(default_factory=dict)
-    # False: raw chunks only (seed 003's behaviour matrix); no summarizer is built or called.
+    # False: raw chunks only (no summaries or facts); no summarizer is built or called.
     summarize: bool = True
     # An EmbedderSpec or its string ("default", "none", "torch", "./model,threads=2"; model,
     # runtime, device and threads are the spec's, for both engines), or a built Embedder.

@@ -1,4 +1,4 @@
-"""Semantic boundaries in a conversation (seed 000, "Compaction at semantic boundaries").
+"""Semantic boundaries in a conversation: where compaction should close a window.
 
 A boundary is the index of the event that opens a new segment; the compactor
 closes the segment before it as one window. Three kinds:

@@ -9,7 +9,7 @@ plus everything not yet covered exceed it, all of it except the last
 summaries alone take half the threshold, so one summary replaces them all; the
 summarizer then reads those summaries and the uncovered events, never the whole
 history, so its input stays bounded however long the session grows).
-Semantic ``boundaries`` (seed 000: topic shift, task done, an explicit phrase;
+Semantic ``boundaries`` (topic shift, task done, an explicit phrase;
 :mod:`mnemoray.compaction.boundaries`) close a segment: the events before a boundary are
 compacted as one window, and no sliding window crosses a boundary.
 

@@ -30,7 +30,7 @@ class AgentSpec:
     one whose service is configured, as before; a list offers only those named
     (``[]``: none, so the agent sees only its own ``tools``). An agent without
     ``load_artifacts`` gets no artifact listing either (it could not load one);
-    ``memory_preload`` is separate (seed 003's preload tool) and works without it.
+    ``memory_preload`` is separate (recall before the call, not a tool) and works without it.
     ``user_profile``: show the user's profile (mnemoray.profiles) in the system
     instruction, when the compile has a profile source.
     """

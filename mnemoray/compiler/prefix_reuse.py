@@ -1,5 +1,5 @@
 """How often a compile's static prefix equals the previous one of the same agent
-in the same session: a proxy for prefix-cache hits (seed 000, "static instruction").
+in the same session: a proxy for prefix-cache hits.
 
 An inference server can reuse its cached attention for a prefix only when the
 prefix is byte-identical; the static prefix is the part the compiler promises to

@@ -8,7 +8,7 @@ from mnemoray.compiler.degrade import step_error
 
 LOAD_MEMORY = "load_memory"
 LOAD_ARTIFACTS = "load_artifacts"
-# The tools an agent may name in ``AgentSpec.memory_tools`` (seed 003: opt-in per agent).
+# The tools an agent may name in ``AgentSpec.memory_tools`` (opt-in per agent).
 BUILTIN_TOOLS = (LOAD_MEMORY, LOAD_ARTIFACTS)
 # How many memories one load_memory call returns when the model gives no ``limit``
 # (the service's ``top_k``), and the most it may ask for: more would crowd its context.

@@ -15,7 +15,7 @@ EntityType = Literal["person", "place", "org", "thing", "date", "period"]
 ENTITY_TYPES: tuple[str, ...] = ("person", "place", "org", "thing", "date", "period")
 NodeKind = Literal["entity", "memory"]
 
-# Relations between memories and entities, or between memories (seed 004).
+# Relations between memories and entities, or between memories.
 MENTIONS = "mentions"
 SAME_ENTITY = "same_entity"
 EXTENDS = "extends"

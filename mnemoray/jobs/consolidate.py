@@ -137,7 +137,7 @@ def enforce_limits(service: MemoryService, hygiene: HygieneSettings) -> int:
 
 
 def memory_prompts(group: Mapping[str, Any] | None) -> Callable[[str], str | None]:
-    """The per-app ``memory_prompt`` of the file's ``compaction`` group (seed 003), the
+    """The per-app ``memory_prompt`` of the file's ``compaction`` group, the
     instructions an LLM summarizer gets for memories, consolidated ones included."""
     from pydantic import ValidationError
 

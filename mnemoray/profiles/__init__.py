@@ -1,4 +1,4 @@
-"""User profiles and per-app domain indexes (issue 11, seed 004; docs/profiles.md).
+"""User profiles and per-app domain indexes (docs/profiles.md).
 
 Both are derived views of one committed store version: computed from the snapshot's
 live memories (and its entity graph where the store keeps one) on first read and kept

@@ -36,7 +36,7 @@ MAX_AREAS = 12
 MAX_ENTITIES = 12
 EVIDENCE = 5  # memory ids kept per area
 # Depth: how many sessions came back to a topic, and whether the user gave specifics
-# (numbers, names) about it: the seed's "provided precise dates and names".
+# (numbers, names) about it: an expert provides precise dates and names.
 EXPERT_SESSIONS, EXPERT_SPECIFIC = 3, 2
 MODERATE_SESSIONS, MODERATE_MENTIONS = 2, 3
 DEPTHS = ("surface", "moderate", "expert")

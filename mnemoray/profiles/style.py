@@ -7,7 +7,7 @@ the same memories always give the same style (no model call):
   :data:`VERBOSE_WORDS`);
 - question and exclamation shares: turns with a "?" / "!";
 - specifics share: turns that give a number or a name (a capitalised word inside a
-  sentence): the seed's "gives dates, names, specifics";
+  sentence): someone who gives dates, names, specifics;
 - formality: marker words (:data:`INFORMAL`, :data:`FORMAL`) per turn;
 - follow-ups answered: of the other side's questions that a user turn follows, the
   share answered (not declined, at least :data:`ANSWER_WORDS` words).

@@ -151,7 +151,7 @@ class RecalledMemory(BaseModel):
     key_facts: list[str] = []
     open_threads: list[str] = Field(
         default_factory=list,
-        description="questions or tasks the summarized conversation left open (seed 004)",
+        description="questions or tasks the summarized conversation left open",
     )
     decisions: list[str] = []
     commitments: list[str] = []

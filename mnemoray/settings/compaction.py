@@ -1,4 +1,4 @@
-"""The ``compaction`` settings group: automatic compaction per app (seed 000, 003).
+"""The ``compaction`` settings group: automatic compaction and prompts per app.
 
 Layout::
 

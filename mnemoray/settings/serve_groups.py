@@ -154,7 +154,7 @@ class IngestionSettings(StrictModel):
     summarize: bool = Field(
         True,
         description="summaries and facts besides raw chunks; "
-        "false: raw chunks only, the summarizer never runs (seed 003)",
+        "false: raw chunks only, the summarizer never runs",
     )
     apps: dict[str, AppIngestionSettings] = Field(default_factory=dict)
 

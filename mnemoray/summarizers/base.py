@@ -26,7 +26,7 @@ class Summary:
     entities: tuple[str, ...] = ()
     open_threads: tuple[str, ...] = ()
     source_event_ids: tuple[str, ...] = ()
-    # Typed outcomes (seed 004) where a summarizer yields them: what was decided, and
+    # Typed outcomes where a summarizer yields them: what was decided, and
     # what someone committed to do. Kept on the memory records (``distill``).
     decisions: tuple[str, ...] = ()
     commitments: tuple[str, ...] = ()
@@ -64,6 +64,6 @@ class Summarizer(ABC):
         return [self.summarize(events) for events in batches]
 
     def with_prompt(self, prompt: str | None) -> Summarizer:
-        """This summarizer instructed by ``prompt`` (seed 003 ``compactionPrompt`` /
-        ``memoryPrompt``). Backends without a prompt (extractive) return themselves."""
+        """This summarizer instructed by ``prompt`` (an app's ``compaction_prompt`` /
+        ``memory_prompt``). Backends without a prompt (extractive) return themselves."""
         return self

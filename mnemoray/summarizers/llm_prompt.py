@@ -64,7 +64,7 @@ SUMMARY_JSON_SCHEMA: dict[str, Any] = {
     ],
 }
 
-# The task line; a configured prompt (seed 003 ``memoryPrompt`` / ``compactionPrompt``)
+# The task line; a configured prompt (an app's ``memory_prompt`` / ``compaction_prompt``)
 # replaces it, while the transcript and the output format the parser needs stay.
 DEFAULT_PROMPT = "You are distilling a conversation into long-term memory for an AI assistant."
 _INSTRUCTIONS = """\

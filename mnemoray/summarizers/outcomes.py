@@ -1,4 +1,4 @@
-"""Decisions and commitments found by wording (the extractive summarizer's; seed 004).
+"""Decisions and commitments found by wording (the extractive summarizer's).
 
 Conservative on purpose: a sentence counts only when it says so plainly ("we decided
 ...", "let's go with ...", "I'll send ..."), so a record never claims a decision or a

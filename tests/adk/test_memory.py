@@ -113,7 +113,7 @@ def text_event(author: str, role: str, text: str, invocation: str) -> AdkEvent:
 
 
 async def parrot_session(sessions: InMemorySessionService, user_id: str = USER) -> AdkSession:
-    """Seed 003's first session, written through ADK's own session service."""
+    """The parrot conversation (the first session), written through ADK's own session service."""
     session = await sessions.create_session(app_name=APP, user_id=user_id)
     turns = [
         text_event(
@@ -204,7 +204,7 @@ def test_add_session_and_search(embedder: Embedder) -> None:
             "message",
         ]
 
-        # Seed 003, step 4: no word of "parrot" in the query.
+        # A paraphrase: no word of "parrot" in the query.
         response = await memory.search_memory(
             app_name=APP,
             user_id=USER,

@@ -1,4 +1,4 @@
-"""The CLI as a new user meets it (issue 13): --version, choices in help, compile of the
+"""The CLI as a new user meets it: --version, choices in help, compile of the
 shipped example, one-line option errors, recall that tells "no memories at all" from
 "no match", the ONNX query path, and forget / export / import / stats."""
 

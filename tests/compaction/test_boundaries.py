@@ -1,4 +1,4 @@
-"""Semantic boundaries (seed 000): an explicit phrase, task completion and a topic shift
+"""Semantic boundaries: an explicit phrase, task completion and a topic shift
 (the injected embedder, the packaged one, the lexical fallback) close a segment; the
 other triggers still bound windows."""
 

@@ -1,4 +1,4 @@
-"""Issue 12's compaction contract, over HTTP only: a session created with its own
+"""The compaction contract, over HTTP only: a session created with its own
 ``compaction`` policy is compacted by the server itself after appends (no client
 call), and a compile then stays under the threshold.
 

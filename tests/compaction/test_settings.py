@@ -1,5 +1,5 @@
 """Compaction settings and prompts: per-app policies in the serve settings (errors name
-the key), and compaction / memory prompts per app reaching the summarizer (seed 003)."""
+the key), and compaction / memory prompts per app reaching the summarizer."""
 
 from __future__ import annotations
 

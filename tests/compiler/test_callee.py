@@ -1,4 +1,4 @@
-"""Agents as tools (seed 002): a callee compile sees only a focused prompt and the
+"""Agents as tools: a callee compile sees only a focused prompt and the
 artifacts it is given: none of the caller's history, memories, state or other
 artifacts; in-process and over POST /v1/context:compile."""
 

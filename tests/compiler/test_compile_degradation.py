@@ -1,4 +1,4 @@
-"""Graceful degradation (issue 12): when recall, the embedder or the memory store fails
+"""Graceful degradation: when recall, the embedder or the memory store fails
 during a compile, the compile still answers, without the memory block; the trace names
 the failed step and the error, ``/metrics`` counts it, and the ``load_memory`` tool
 answers an error the model can read instead of raising."""

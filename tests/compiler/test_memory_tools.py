@@ -1,4 +1,4 @@
-"""The compiler's own tools are opt-in per agent (``AgentSpec.memory_tools``, seed 003),
+"""The compiler's own tools are opt-in per agent (``AgentSpec.memory_tools``),
 and load_memory takes a ``limit`` the model chooses within a bound."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Payload offloading (issue 12): a tool result over the threshold (10 KB by default) is
+"""Payload offloading: a tool result over the threshold (10 KB by default) is
 stored as an artifact when appended, durable before the event; the history keeps a
 handle and a short summary; load_artifacts expands it for one call."""
 

@@ -1,4 +1,4 @@
-"""Placement of recalled memories (seed 000, 002): in the system instruction, or just
+"""Placement of recalled memories: in the system instruction, or just
 before the new message; the trace, ``system_hash`` and ``cacheable_prefix_tokens`` show
 the effect on the cacheable prefix. Also the static-prefix reuse rate and the context
 tokens per request, in the trace and in /metrics."""

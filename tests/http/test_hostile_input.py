@@ -1,4 +1,4 @@
-"""Hostile and malformed input, and what the server exposes (issue 10).
+"""Hostile and malformed input, and what the server exposes.
 
 - A lone surrogate, a non-finite or absurd time, NaN in state, an oversize event or
   row: refused at every entrance (Python API, archive rows, HTTP) with the field
@@ -578,9 +578,9 @@ def test_local_ray_listens_on_loopback_only(tmp_path: Path) -> None:
         proc.wait(timeout=60)
 
 
-def test_readme_says_what_to_firewall() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Exposure") :]
+def test_docs_say_what_to_firewall() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "serving.md").read_text()
+    section = page[page.index("## Exposure") :]
     section = section[: section.find("\n## ", 4)]
     for port in ("6379", "8265", "10001", "8000"):
         assert re.search(rf"\b{port}\b", section), port

@@ -1,4 +1,4 @@
-"""The memory inspector's API (issue 14) over real HTTP: ``build_api(LocalBackend)`` over a
+"""The memory inspector's API over real HTTP: ``build_api(LocalBackend)`` over a
 real store built by ``ui_fixtures`` (no Ray), and the ``mnemoray ui`` command itself."""
 
 from __future__ import annotations

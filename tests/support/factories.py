@@ -16,7 +16,7 @@ T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 T2026 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 # A paraphrase of the parrot conversation that shares no index term with it
-# (seed 003): dense recall finds it, keyword recall does not.
+# dense recall finds it, keyword recall does not.
 FLYING = "remind me about that flying animal we talked about"
 
 Turn = tuple[str, str]  # ("u" | "m", text)

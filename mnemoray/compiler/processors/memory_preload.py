@@ -2,8 +2,8 @@
 
 Recalled memories go where the agent's ``memory_placement`` says: into the
 system instruction after the static prefix ("system"), or into a user content
-just before the new message ("before_message", seed 000's "retrieved knowledge
-at the end"), which keeps the whole system instruction and the history a
+just before the new message ("before_message": retrieved knowledge goes
+at the end), which keeps the whole system instruction and the history a
 cacheable prefix. Never into the static prefix, so changing recall results never
 invalidate it. A callee (agents as tools) gets no memories: it sees only what it
 is given.

@@ -1,4 +1,4 @@
-"""A user's entity graph around one entity (issue 11; docs/graph.md)."""
+"""A user's entity graph around one entity (docs/graph.md)."""
 
 from __future__ import annotations
 

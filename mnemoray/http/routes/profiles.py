@@ -1,4 +1,4 @@
-"""A user's profile and an app's domain index (issue 11; docs/profiles.md).
+"""A user's profile and an app's domain index (docs/profiles.md).
 
 The profile is the user's own (the key must reach the app, like every route); the
 domain index reads across the app's users, so it takes a key marked ``app_wide``, as

@@ -210,7 +210,7 @@ def summarize_group(group: Sequence[Memory], summarizer: Summarizer, now: float)
         event_time_end=max(memory_time(m) for m in group),
         created_at=now,
         agent_name=first.agent_name,
-        # What the originals left open or settled stays on the summary (seed 004).
+        # What the originals left open or settled stays on the summary.
         **{name: _union(group, name) for name in CARRIED},
     )
 
@@ -247,7 +247,7 @@ def consolidate_user(
     covered = ledger.covered(app_name, user_id)
     covered.update(i for _, ids, _ in summaries for i in ids)
     summ = summarizer or service.summarizer
-    prompt = service.memory_prompt(app_name)  # the app's memoryPrompt (seed 003), if any
+    prompt = service.memory_prompt(app_name)  # the app's memory_prompt, if any
     if prompt is not None:
         summ = summ.with_prompt(prompt)
     merged: list[tuple[Memory, list[Memory]]] = []  # (summary, its originals)

@@ -1,4 +1,4 @@
-"""When sessions become memories: ingestion triggers (seed 003, "trigger").
+"""When sessions become memories: ingestion triggers.
 
 Three trigger types, as in ``MemoryTriggerConfig``:
 

@@ -60,7 +60,7 @@ class RecallResult:
                 "created_at": m.created_at,
             },
         }
-        # Seed 004 outcomes, only where a summary had some (most records have none).
+        # Outcomes, only where a summary had some (most records have none).
         for name in ("open_threads", "decisions", "commitments"):
             if getattr(m, name):
                 out[name] = list(getattr(m, name))

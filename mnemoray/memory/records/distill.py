@@ -76,7 +76,7 @@ def distill_session(
 ) -> list[Memory]:
     """The memory records of ``session`` (not embedded), in a stable order.
 
-    ``summarize=False``: raw chunks only (seed 003's behaviour matrix without
+    ``summarize=False``: raw chunks only (for apps that keep conversations without
     summarization): no session summary, facts or compaction summaries, and the
     summarizer (which may then be None) is never called.
 
@@ -239,7 +239,7 @@ class _Context:
         outcomes: Summary | None = None,
     ) -> Memory:
         """A record of this session; ``outcomes``: the summary whose open threads,
-        decisions and commitments the record keeps (seed 004)."""
+        decisions and commitments the record keeps."""
         start, end = self.times(ids) if times is None else times
         s = self.session
         return Memory(

@@ -102,7 +102,7 @@ class Memory:
     session_events: int | None = None
     session_updated_at: float | None = None
     # What the summarizer left open, and the decisions and commitments it found
-    # (seed 004): kept on summary records, empty where the summarizer yields none.
+    # are kept on summary records, empty where the summarizer yields none.
     open_threads: tuple[str, ...] = ()
     decisions: tuple[str, ...] = ()
     commitments: tuple[str, ...] = ()

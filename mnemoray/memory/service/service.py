@@ -220,7 +220,7 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         with self._write_lock:
             if self.store.ledger_contains([session_hash]):
                 return Ingested([], 0, "unchanged")
-            # The app's memory prompt (seed 003 ``memoryPrompt``), if it has one.
+            # The app's memory prompt (``memory_prompt``), if it has one.
             prompt = self.memory_prompt(session.app_name)
             summarizer = self.summarizer if prompt is None else self.summarizer.with_prompt(prompt)
             records = stamp_version(

@@ -176,7 +176,7 @@ def test_forget_by_query_confirms_exactly_what_was_previewed(service) -> None:
         service.confirm_forget("app", "alice", expired.confirm_token)
 
 
-# -- open threads, decisions, commitments (seed 004) ------------------------------------
+# -- open threads, decisions, commitments -----------------------------------------------
 class _Outcomes(Summarizer):
     name = "outcomes"
 

@@ -1,4 +1,4 @@
-"""Summarization can be switched off (seed 003's behaviour matrix): raw chunks only, the
+"""Summarization can be switched off: raw chunks only, the
 summarizer never called, through distill_session, the service (per app, as Serve sets
 it), and the backfill (CLI ``--no-summarize``, in process)."""
 

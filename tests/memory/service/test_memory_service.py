@@ -78,8 +78,8 @@ def sessions_of(results) -> list[str]:
     return [r.memory.session_id for r in results]
 
 
-# -- seed 003 ----------------------------------------------------------------------
-def test_seed_003_paraphrased_recall_hybrid_finds_parrot_keyword_does_not(
+# -- a paraphrased query -----------------------------------------------------------
+def test_paraphrased_recall_hybrid_finds_parrot_keyword_does_not(
     tmp_path, service, embedder
 ) -> None:
     for s in [parrot(), *unrelated()]:

@@ -1,5 +1,5 @@
-"""Corrupt and lost store files are caught, named and repairable (issue 10, "Corruption and
-recovery" and "A missing manifest.json is not detected")."""
+"""Corrupt and lost store files are caught, named and repairable, a missing
+manifest.json included."""
 
 from __future__ import annotations
 

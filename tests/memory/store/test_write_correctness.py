@@ -1,4 +1,4 @@
-"""Write correctness (issue 10, "Tenant isolation and data integrity").
+"""Write correctness: tenant isolation and data integrity.
 
 - an older copy of a session never replaces a newer one, whatever the read order
   (batch, file, run, engine commit order, online ingestion);
