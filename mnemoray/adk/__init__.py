@@ -12,8 +12,9 @@ google-adk is not installed.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from mnemoray.lazy_face import lazy_export
 
 _LAZY = {
     "MnemorayMemoryService": "mnemoray.adk.memory",
@@ -26,18 +27,15 @@ _LAZY = {
     "register": "mnemoray.adk.registry",
     "MnemorayUri": "mnemoray.adk.uri",
     "parse_uri": "mnemoray.adk.uri",
-    "AdkImportError": "mnemoray.adk.importer",
+    "AdkImportError": "mnemoray.adk.mapping",
     "events_from_adk": "mnemoray.adk.importer",
-    "looks_like_adk": "mnemoray.adk.importer",
+    "looks_like_adk": "mnemoray.adk.mapping",
     "session_from_adk": "mnemoray.adk.importer",
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mnemoray.adk' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    return lazy_export(__name__, _LAZY, name)
 
 
 __all__ = sorted(_LAZY)

@@ -2,10 +2,20 @@
 and the parts one server is built of; ``LocalBackend`` serves it in one process
 (``mnemoray ui``), ``mnemoray.serve`` in Ray Serve replicas."""
 
-from mnemoray.http.app import build_api
-from mnemoray.http.auth import ApiKeys
-from mnemoray.http.backend import ApiBackend, HttpConfig
-from mnemoray.http.local_backend import LocalBackend
-from mnemoray.http.metrics import Metrics
+from typing import Any
 
-__all__ = ["ApiBackend", "ApiKeys", "HttpConfig", "LocalBackend", "Metrics", "build_api"]
+from mnemoray.lazy_face import lazy_export
+
+_EXPORTS = {
+    "ApiBackend": "mnemoray.http.backend",
+    "ApiKeys": "mnemoray.http.auth",
+    "HttpConfig": "mnemoray.http.backend",
+    "LocalBackend": "mnemoray.http.local_backend",
+    "Metrics": "mnemoray.http.metrics",
+    "build_api": "mnemoray.http.app",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_export(__name__, _EXPORTS, name)

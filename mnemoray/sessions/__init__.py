@@ -1,31 +1,27 @@
 """Sessions: typed, immutable events, state in scopes, and the stores that keep them
 (in memory, or SQLite: the embedded default)."""
 
-from mnemoray.sessions.events import (
-    Event,
-    EventError,
-    model_message,
-    tool_call,
-    tool_result,
-    user_message,
-)
-from mnemoray.sessions.session import Session, SessionError
-from mnemoray.sessions.sqlite.store import SQLiteSessionStore
-from mnemoray.sessions.store import InMemorySessionStore, SessionStore
-from mnemoray.sessions.types import SessionNotFoundError, StaleSessionError
+from typing import Any
 
-__all__ = [
-    "Event",
-    "EventError",
-    "InMemorySessionStore",
-    "SQLiteSessionStore",
-    "Session",
-    "SessionError",
-    "SessionNotFoundError",
-    "SessionStore",
-    "StaleSessionError",
-    "model_message",
-    "tool_call",
-    "tool_result",
-    "user_message",
-]
+from mnemoray.lazy_face import lazy_export
+
+_EXPORTS = {
+    "Event": "mnemoray.sessions.events",
+    "EventError": "mnemoray.sessions.events",
+    "InMemorySessionStore": "mnemoray.sessions.store",
+    "SQLiteSessionStore": "mnemoray.sessions.sqlite.store",
+    "Session": "mnemoray.sessions.session",
+    "SessionError": "mnemoray.sessions.session",
+    "SessionNotFoundError": "mnemoray.sessions.types",
+    "SessionStore": "mnemoray.sessions.store",
+    "StaleSessionError": "mnemoray.sessions.types",
+    "model_message": "mnemoray.sessions.events",
+    "tool_call": "mnemoray.sessions.events",
+    "tool_result": "mnemoray.sessions.events",
+    "user_message": "mnemoray.sessions.events",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_export(__name__, _EXPORTS, name)

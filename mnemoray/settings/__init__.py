@@ -1,17 +1,21 @@
 """Every settings group in one home, and the one loader that layers them (flags >
 environment > file > defaults)."""
 
-from mnemoray.settings.base import recall_settings
-from mnemoray.settings.compaction import CompactionSettings
-from mnemoray.settings.hygiene import HygieneSettings
-from mnemoray.settings.serve import ServeSettings, SettingsError, load_settings, parse_settings
+from typing import Any
 
-__all__ = [
-    "CompactionSettings",
-    "HygieneSettings",
-    "ServeSettings",
-    "SettingsError",
-    "load_settings",
-    "parse_settings",
-    "recall_settings",
-]
+from mnemoray.lazy_face import lazy_export
+
+_EXPORTS = {
+    "CompactionSettings": "mnemoray.settings.compaction",
+    "HygieneSettings": "mnemoray.settings.hygiene",
+    "ServeSettings": "mnemoray.settings.serve",
+    "SettingsError": "mnemoray.settings.serve",
+    "load_settings": "mnemoray.settings.serve",
+    "parse_settings": "mnemoray.settings.serve",
+    "recall_settings": "mnemoray.settings.base",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_export(__name__, _EXPORTS, name)

@@ -66,7 +66,9 @@ def chromium_path() -> Path:
 
 def check_playwright() -> None:
     try:
-        import playwright.sync_api  # noqa: F401
+        import playwright.sync_api
+
+        del playwright  # only whether it imports matters here
     except ImportError as exc:
         raise BrowserMissing(
             "the Python package playwright is not installed: pip install 'mnemoray[browser]'",
