@@ -49,6 +49,7 @@ class MemoryStore(StoreCommits, StoreForget, StoreGC):
 
     # -- what writers ask besides the writes (mnemoray.memory.store.protocol) ----------
     backend = "parquet"
+    has_graph = True  # users' entity graphs commit in the same manifest as their rows
 
     @property
     def uri(self) -> str:
