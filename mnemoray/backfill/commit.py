@@ -9,8 +9,8 @@ store already holds a NEWER copy of (decided by the session version the records
 carry, never by the order copies are read or committed: an older copy in a later
 batch, file or run is ledgered and replaces nothing), forgets the stored records
 the other sessions replace (a session re-archived with more events keeps one
-summary) and publishes the rows AND the ledger entries (and, on a Parquet store, the
-sessions' entity graph evidence) in one ``commit`` (the
+summary) and publishes the rows AND the ledger entries (and, on a store that keeps a
+graph, ``has_graph``, the sessions' entity graph evidence) in one ``commit`` (the
 Parquet store: one atomic manifest rename, so a job killed anywhere has committed a
 session's memories and its ledger entry together or neither, and ``gc`` removes the
 prepared files nobody committed; the LanceDB store: memories then ledger, see
@@ -55,7 +55,7 @@ class Chunk:
     refs: tuple[tuple[SessionKey, tuple[Memory, ...]], ...] = ()
     stats: dict[str, Any] = field(default_factory=dict)
     # (ledger key, graph extract) of each current session: merged into the users' entity
-    # graphs in the same commit (a Parquet store; docs/graph.md, "Integration").
+    # graphs in the same commit (a store with ``has_graph``; docs/graph.md, "Integration").
     graph: tuple[tuple[str, SessionExtract], ...] = ()
     # That merge done where the chunk was prepared (uncommitted parts): the commit lists
     # them where they still hold, and merges only the shards they do not cover.
@@ -85,7 +85,7 @@ def make_chunk(
         for item in items
         if item.current and item.memories
     )
-    graph = graph_extracts(items) if store.backend == "parquet" else ()
+    graph = graph_extracts(items) if store.has_graph else ()
     return Chunk(
         pending,
         tuple(item.raw_hash for item in items),
@@ -112,7 +112,7 @@ def prepare_graph(
     driver's serial commit only lists its parts (``mnemoray.memory.store.graph.prepared``)."""
     if not graph:
         return ()
-    return store.prepare_graph(graph)  # type: ignore[attr-defined]  # a Parquet store's
+    return store.prepare_graph(graph)
 
 
 def sessions_with_rows(store: MemoryBackend, keys: set[SessionKey]) -> set[SessionKey]:
@@ -141,14 +141,14 @@ def commit_chunk(
         replaced = superseded_for(snap, [r for r in refs if r[0] not in older])
         if replaced:  # before the commit: a run killed in between redoes these sessions
             store.forget(owned=replaced)
-    # Only a Parquet store's chunks carry a graph (prepared parts not taken are removed).
-    extra = (
-        {"graph": graph, "prepared_graph": chunk.prepared_graph}
-        if graph or chunk.prepared_graph
-        else {}
-    )
+    # Only a graph-keeping store's chunks carry a graph (prepared parts not taken are removed).
     result = store.commit(
-        pending, session_hashes=chunk.hashes, run_id=run_id, summarizer=summarizer, **extra
+        pending,
+        session_hashes=chunk.hashes,
+        run_id=run_id,
+        summarizer=summarizer,
+        graph=graph,
+        prepared_graph=chunk.prepared_graph,
     )
     crash_point("commit")
     return result

@@ -184,8 +184,8 @@ def user_graph(snap: StoreSnapshot, app: str, user: str) -> UserGraph:
 
 def _require_parquet(store: Any) -> None:
     # Not backend.require_parquet: its message names the store's path, and this one
-    # may be answered to an HTTP client.
-    if getattr(store, "backend", None) != "parquet":
+    # may be answered to an HTTP client. The store says whether it keeps a graph.
+    if not getattr(store, "has_graph", False):
         raise Unsupported(
             f"{FEATURE} needs a Parquet store; this is a "
             f"{getattr(store, 'backend', 'different')} store",

@@ -258,8 +258,8 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
                             scope="memory",
                         )
                     )
-                # The session's entity graph evidence commits with its records (Parquet).
-                found = safe_extract(session, records) if self.store.backend == "parquet" else None
+                # The session's entity graph evidence commits with its records.
+                found = safe_extract(session, records) if self.store.has_graph else None
                 graph = [(session_hash, found)] if found is not None else []
                 added = self._write(fresh, [session_hash], graph=graph)
                 return Ingested(added, len(records) - len(added), "added" if added else "unchanged")

@@ -16,9 +16,12 @@ together with the ledger entries of the sessions it came from. Reads go through 
 Retriever` ranks a user's rows (an Arrow table + vectors per span, see
 ``user_spans``) with the same one function for every backend.
 
-Features only the Parquet store has (compaction, gc, doctor, sharded Serve
-deployments) call :func:`require_parquet`, which raises
-:class:`~mnemoray.errors.Unsupported` naming the feature for any other backend.
+What a store can do beyond that, callers ask the store, never its backend name:
+``has_graph`` says whether it keeps users' entity graphs (a session's graph evidence then
+commits with its rows: ``commit(graph=)``, merged ahead by ``prepare_graph``). Features
+only the Parquet store has (compaction, gc, doctor, sharded Serve deployments) call
+:func:`require_parquet`, which raises :class:`~mnemoray.errors.Unsupported` naming the
+feature for any other backend.
 How the backends differ: docs/backends.md.
 """
 
@@ -33,6 +36,8 @@ import numpy as np
 from mnemoray.errors import ConfigError, Unsupported
 from mnemoray.extras import install_hint
 from mnemoray.memory.records.record import Memory
+from mnemoray.memory.store.graph.commit import GraphWrite
+from mnemoray.memory.store.graph.prepared import PreparedPart
 from mnemoray.memory.store.layout import MANIFEST
 from mnemoray.memory.store.manifest import Manifest, read_manifest
 from mnemoray.memory.store.parquet.store import MemoryStore
@@ -119,7 +124,10 @@ class PreparedWrite(Protocol):
 class MemoryBackend(Protocol):
     """A memory store: two-phase writes with a session ledger, forget, read views."""
 
-    backend: str  # "parquet" | "lancedb"
+    backend: str  # "parquet" | "lancedb": for reports; capabilities are asked below
+    # Keeps users' entity graphs: ``graph``/``prepared_graph`` commit with the rows and
+    # ``prepare_graph`` merges ahead. Without one (LanceDB) they refuse a non-empty graph.
+    has_graph: bool
     root: Path  # the store's directory (run records, quarantine, hygiene files go there)
     shards: int
     load_shards: frozenset[int] | None  # a Parquet store serving some shards only
@@ -149,9 +157,17 @@ class MemoryBackend(Protocol):
         session_hashes: Iterable[str] = (),
         run_id: str | None = None,
         summarizer: str | None = None,
+        graph: GraphWrite = (),
+        prepared_graph: Sequence[PreparedPart] = (),
     ) -> WriteResult:
         """Publish ``pending`` and the sessions' ledger entries (see each backend for how
-        atomic); rows another writer committed meanwhile are skipped."""
+        atomic); rows another writer committed meanwhile are skipped. ``graph``: (session
+        hash, graph extract) merged into the users' graphs in the same commit;
+        ``prepared_graph``: that merge done ahead by ``prepare_graph`` (``has_graph``)."""
+
+    def prepare_graph(self, graph: GraphWrite) -> tuple[PreparedPart, ...]:
+        """Merge ``graph`` into its users' graphs ahead of the commit (a backfill's worker),
+        uncommitted until ``commit(..., prepared_graph=)`` lists it (``has_graph``)."""
 
     def write_segment(
         self,
@@ -163,8 +179,9 @@ class MemoryBackend(Protocol):
         session_hashes: Iterable[str] = (),
         run_id: str | None = None,
         summarizer: str | None = None,
+        graph: GraphWrite = (),
     ) -> WriteResult:
-        """Prepare and commit in one step."""
+        """Prepare and commit in one step (``graph`` as in ``commit``)."""
 
     def written_hashes(self, result: WriteResult) -> set[str]:
         """Content hashes of the rows ``result``'s write committed."""

@@ -76,6 +76,23 @@ def test_parquet_only_features_say_so(tmp_path: Path) -> None:
     assert require_parquet(pq_store, "compaction") is pq_store
 
 
+def test_the_store_says_it_keeps_no_graph_and_refuses_one(tmp_path: Path, rng) -> None:
+    """Callers ask ``has_graph`` (not the backend name); graph evidence brought anyway is
+    refused, never dropped unseen, and nothing else of the write happens."""
+    store = lance(tmp_path / "ln")
+    assert store.has_graph is False and MemoryStore(tmp_path / "pq").has_graph is True
+    assert store.prepare_graph(()) == ()
+    graph = [("h1", object())]
+    with pytest.raises(Unsupported, match="entity graph needs a Parquet store") as raised:
+        store.prepare_graph(graph)  # type: ignore[arg-type]
+    assert raised.value.field == "store"
+    with pytest.raises(Unsupported, match="entity graph"):
+        store.commit(None, session_hashes=["h1"], graph=graph)  # type: ignore[arg-type]
+    with pytest.raises(Unsupported, match="entity graph"):
+        store.write_segment(make(rng, n=2), MODEL, DIM, graph=graph)  # type: ignore[arg-type]
+    assert store.ledger_contains(["h1"]) == set() and store.load().count() == 0
+
+
 # -- on disk -------------------------------------------------------------------------------
 def test_tables_side_by_side_and_forget_deletes_rows(tmp_path: Path, rng) -> None:
     store = lance(tmp_path / "ln")

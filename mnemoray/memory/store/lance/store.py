@@ -44,6 +44,7 @@ class LanceStore(LanceWrites):
     """A memory store in one directory of LanceDB tables (``lancedb://DIR``)."""
 
     backend = "lancedb"
+    has_graph = False  # the entity graph is kept by the Parquet store only
     shards = 1  # one table; LanceDB partitions its own files
     load_shards: frozenset[int] | None = None
 

@@ -14,6 +14,9 @@ A crash after 1 leaves the memories visible without their ledger entries: the re
 distills those sessions again, finds every row already stored (same content hash),
 writes none twice and ledgers them. That is weaker than the Parquet store (memories
 and ledger in one manifest rename), and enough for idempotent ingestion.
+
+A LanceDB store keeps no entity graph (``has_graph`` is False): a write that brings one
+is refused (:class:`~mnemoray.errors.Unsupported`) rather than dropped unseen.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lancedb.index import BTree
 
-from mnemoray.errors import StoreError
+from mnemoray.errors import StoreError, Unsupported
 from mnemoray.faults import crash_point
 from mnemoray.memory.records.record import Memory
 from mnemoray.memory.store.index import INDEX_KINDS
@@ -49,6 +52,9 @@ from mnemoray.memory.store.writes import (
 
 if TYPE_CHECKING:
     from lancedb.table import Table
+
+    from mnemoray.memory.store.graph.commit import GraphWrite
+    from mnemoray.memory.store.graph.prepared import PreparedPart
 
 IN_BATCH = 1000  # values per SQL IN list
 
@@ -156,8 +162,11 @@ class LanceWrites:
         session_hashes: Iterable[str] = (),
         run_id: str | None = None,
         summarizer: str | None = None,
+        graph: GraphWrite = (),
+        prepared_graph: Sequence[PreparedPart] = (),
     ) -> WriteResult:
         """Memories (one add), then ledger rows (one add), then the head; see the module."""
+        refuse_graph(graph, prepared_graph)
         hashes = list(dict.fromkeys(str_list(session_hashes, "session_hashes")))
         with self._locked():
             head = t.read_head(self.root)
@@ -256,12 +265,19 @@ class LanceWrites:
         session_hashes: Iterable[str] = (),
         run_id: str | None = None,
         summarizer: str | None = None,
+        graph: GraphWrite = (),
     ) -> WriteResult:
         """Prepare and commit (rows committed in between by another writer are skipped)."""
+        refuse_graph(graph)  # before any row is staged
         pending = self.prepare_segments(memories, embedding_model, dim, index_kind)
         return self.commit(
             pending, session_hashes=session_hashes, run_id=run_id, summarizer=summarizer
         )
+
+    def prepare_graph(self, graph: GraphWrite) -> tuple[PreparedPart, ...]:
+        """No graph to merge into: nothing for an empty ``graph``, else Unsupported."""
+        refuse_graph(graph)
+        return ()
 
     def written_hashes(self, result: WriteResult) -> set[str]:
         table = self._table(t.MEMORIES)
@@ -315,4 +331,13 @@ class LanceWrites:
         return self.commit(None, session_hashes=session_hashes, run_id=run_id).ledger_added
 
 
-__all__ = ["IN_BATCH", "LancePending", "LanceWrites", "chunks"]
+def refuse_graph(graph: GraphWrite, prepared: Sequence[PreparedPart] = ()) -> None:
+    """Unsupported when a write brings entity-graph evidence: callers ask ``has_graph``
+    first, so one that did not is told, not silently given a store without its graph."""
+    if graph or prepared:
+        raise Unsupported(
+            "the entity graph needs a Parquet store; this is a lancedb store", field="store"
+        )
+
+
+__all__ = ["IN_BATCH", "LancePending", "LanceWrites", "chunks", "refuse_graph"]

@@ -1,5 +1,5 @@
 """The Parquet store's two-phase write, a part of
-:class:`~mnemoray.memory.store.parquet.store.MemoryStore`:
+:class:`~mnemoray.memory.store.parquet.store.MemoryStore` (``StoreCommits``):
 ``prepare_segments`` writes one segment per shard touched (invisible), ``commit`` publishes
 them with the ledger entries of their sessions and the sessions' graph extracts in one
 manifest rename (:mod:`mnemoray.memory.store.parquet.store`); and the ledger of processed
@@ -28,6 +28,7 @@ from mnemoray.memory.store.index import INDEX_KINDS, IndexKind
 from mnemoray.memory.store.layout import LEDGER_DIR, new_name, shard_of
 from mnemoray.memory.store.manifest import Manifest, SegmentEntry, write_manifest
 from mnemoray.memory.store.parquet.pending import PendingRewrites, PendingSegments
+from mnemoray.memory.store.parquet.state import StoreState
 from mnemoray.memory.store.segment import sort_key, write_segment_files
 from mnemoray.memory.store.writes import (
     WriteResult,
@@ -38,9 +39,13 @@ from mnemoray.memory.store.writes import (
 )
 
 
-class StoreCommits(PendingRewrites):
+class StoreCommits:
     """Prepare, commit, write and add memories; the session ledger (a part of
-    ``MemoryStore``)."""
+    ``MemoryStore``). A commit rewrites prepared segments through ``pending``."""
+
+    def __init__(self, state: StoreState, pending: PendingRewrites) -> None:
+        self._state = state
+        self._pending = pending
 
     # -- writing ------------------------------------------------------------
     def _check_model(self, m: Manifest, embedding_model: str, dim: int) -> None:
@@ -57,12 +62,12 @@ class StoreCommits(PendingRewrites):
         index_kind: IndexKind = "auto",
     ) -> PendingSegments:
         """Write one segment per shard touched; nothing is visible until ``commit``."""
-        m = self.manifest()
+        m = self._state.manifest()
         try:
             return self._prepare(m, memories, embedding_model, dim, index_kind, lock_held=False)
         except StoreCorrupt:
             # Unlocked: a compaction may have replaced the files of ``m`` meanwhile.
-            fresh = self.manifest()
+            fresh = self._state.manifest()
             if fresh.version == m.version:
                 raise
             return self._prepare(fresh, memories, embedding_model, dim, index_kind, lock_held=False)
@@ -93,8 +98,8 @@ class StoreCommits(PendingRewrites):
         entries = []
         for shard in sorted(by_shard):
             group = by_shard[shard]
-            self._check_shard_files(m, shard)
-            stored = self._stored(
+            self._state.check_shard_files(m, shard)
+            stored = self._state.stored(
                 m, shard, [g.content_hash for g in group], [g.memory_id for g in group]
             )
             stored_hashes = set(stored.values())
@@ -109,10 +114,13 @@ class StoreCommits(PendingRewrites):
             fresh = sorted((g for g in group if g.content_hash not in stored_hashes), key=sort_key)
             skipped += len(group) - len(fresh)
             if fresh and m.version == 0 and not entries:
-                self._publish_empty_manifest(lock_held)
+                self._state.publish_empty_manifest(lock_held)
             if fresh:
                 entries.append(
-                    (shard, write_segment_files(self.root, shard, name, fresh, dim, index_kind))
+                    (
+                        shard,
+                        write_segment_files(self._state.root, shard, name, fresh, dim, index_kind),
+                    )
                 )
         return PendingSegments(m.shards, embedding_model, dim, m.version, tuple(entries), skipped)
 
@@ -131,9 +139,15 @@ class StoreCommits(PendingRewrites):
         hash is newly ledgered are merged into their users' graphs in the same rename.
         ``prepared_graph``: that merge already done (``prepare_graph``), listed as is
         where it still holds (``mnemoray.memory.store.graph.prepared``)."""
-        with self._locked():
+        with self._state.locked():
             return self._commit(
-                self.manifest(), pending, session_hashes, run_id, summarizer, graph, prepared_graph
+                self._state.manifest(),
+                pending,
+                session_hashes,
+                run_id,
+                summarizer,
+                graph,
+                prepared_graph,
             )
 
     def prepare_graph(self, graph: GraphWrite) -> tuple[PreparedPart, ...]:
@@ -141,10 +155,10 @@ class StoreCommits(PendingRewrites):
         uncommitted parts for ``commit(..., prepared_graph=)``."""
         if not graph:
             return ()
-        m = self.manifest()
+        m = self._state.manifest()
         if m.version == 0:
-            self._publish_empty_manifest(False)
-        return prepare_parts(self.root, m, graph)
+            self._state.publish_empty_manifest(False)
+        return prepare_parts(self._state.root, m, graph)
 
     def write_segment(
         self,
@@ -159,15 +173,15 @@ class StoreCommits(PendingRewrites):
         graph: GraphWrite = (),
     ) -> WriteResult:
         """Write and commit memories (skipping ones already stored) in one step."""
-        with self._locked():
-            m = self.manifest()
+        with self._state.locked():
+            m = self._state.manifest()
             pending = self._prepare(m, memories, embedding_model, dim, index_kind, lock_held=True)
             return self._commit(m, pending, session_hashes, run_id, summarizer, graph)
 
     def add(self, memories: Sequence[Memory], embedding_model: str | None = None) -> WriteResult:
         """Online add: a small flat-indexed segment that a later compaction merges."""
         memories = list(memories)
-        m = self.manifest()
+        m = self._state.manifest()
         model = embedding_model or m.embedding_model
         first = next(
             (
@@ -217,24 +231,24 @@ class StoreCommits(PendingRewrites):
                 )
             if pending.entries:
                 self._check_model(m, pending.embedding_model, pending.dim)
-            entries, skipped = self._drop_stored(m, pending)
+            entries, skipped = self._pending.drop_stored(m, pending)
             skipped += pending.skipped
         if not entries and not hashes and (summarizer is None or summarizer == m.summarizer):
-            discard_prepared(self.root, prepared_graph)
+            discard_prepared(self._state.root, prepared_graph)
             return WriteResult(m.version, 0, skipped, (), 0)
         parts_before = [list(parts) for parts in m.graph]
         if graph:
             if m.version == 0:
-                self._publish_empty_manifest(True)
+                self._state.publish_empty_manifest(True)
             # Parts listed at m.version + 1, in this manifest: a backfill chunk's were
             # merged where it was prepared (the shards they do not cover: here).
             if prepared_graph:
-                take_prepared(self.root, m, prepared_graph, graph, self._graph_read)
+                take_prepared(self._state.root, m, prepared_graph, graph, self._state.graph_read)
             else:
-                merge_extracts(self.root, m, graph, self._graph_read)
+                merge_extracts(self._state.root, m, graph, self._state.graph_read)
             crash_point("graph-commit")  # graph parts written, the manifest not yet
         else:
-            discard_prepared(self.root, prepared_graph)
+            discard_prepared(self._state.root, prepared_graph)
         m.version += 1
         for shard, entry in entries:
             m.segments[shard].append(replace(entry, version=m.version))
@@ -250,13 +264,13 @@ class StoreCommits(PendingRewrites):
                 },
                 schema={"session_hash": pl.String, "run_id": pl.String, "added_at": pl.Float64},
             )
-            atomic_write(self.root / LEDGER_DIR / name, frame.write_parquet)
+            atomic_write(self._state.root / LEDGER_DIR / name, frame.write_parquet)
             m.ledger.append(name)
             m.ledger_sessions += len(hashes)
         if summarizer is not None:
             m.summarizer = summarizer
-        write_manifest(self.root, m)
-        drop_unlisted(self.root, parts_before, m)
+        write_manifest(self._state.root, m)
+        drop_unlisted(self._state.root, parts_before, m)
         return WriteResult(
             m.version,
             sum(e.rows for _, e in entries),
@@ -267,11 +281,13 @@ class StoreCommits(PendingRewrites):
 
     # -- ledger -------------------------------------------------------------
     def _ledger_lookup(self, m: Manifest, hashes: list[str]) -> set[str]:
-        return self._lookup.ledger_hashes(m.ledger, hashes)
+        return self._state.lookup.ledger_hashes(m.ledger, hashes)
 
     def ledger_contains(self, session_hashes: Iterable[str]) -> set[str]:
         """The given session hashes that committed ledger entries already hold."""
-        return self._ledger_lookup(self.manifest(), str_list(session_hashes, "session_hashes"))
+        return self._ledger_lookup(
+            self._state.manifest(), str_list(session_hashes, "session_hashes")
+        )
 
     def ledger_add(self, session_hashes: Iterable[str], run_id: str | None = None) -> int:
         """Record sessions as processed (e.g. ones that yielded no memories)."""

@@ -1,5 +1,5 @@
 """Forgetting in the Parquet store, a part of
-:class:`~mnemoray.memory.store.parquet.store.MemoryStore`:
+:class:`~mnemoray.memory.store.parquet.store.MemoryStore` (``StoreForget``):
 tombstones that hide memories for good, and the graph's forget, in one manifest."""
 
 from __future__ import annotations
@@ -12,14 +12,17 @@ from mnemoray.memory.store.graph.commit import forget_in_graph
 from mnemoray.memory.store.graph.parts import drop_unlisted
 from mnemoray.memory.store.layout import TOMBSTONES_DIR, new_name
 from mnemoray.memory.store.manifest import write_manifest
-from mnemoray.memory.store.parquet.base import StoreBase
+from mnemoray.memory.store.parquet.state import StoreState
 from mnemoray.memory.store.snapshot import StoreSnapshot
 from mnemoray.memory.store.tombstones import Tombstone, tombstone_lines
 from mnemoray.memory.store.writes import OwnedId, forget_targets
 
 
-class StoreForget(StoreBase):
+class StoreForget:
     """``forget`` (a part of ``MemoryStore``)."""
+
+    def __init__(self, state: StoreState) -> None:
+        self._state = state
 
     # -- forgetting ---------------------------------------------------------
     def forget(
@@ -42,9 +45,9 @@ class StoreForget(StoreBase):
         """
         why = {"reason": reason, "actor": actor}
         targets = forget_targets(memory_ids, session, user, owner, owned, reason, actor)
-        with self._locked():
-            m = self.manifest()
-            snap = self._snapshot(m)
+        with self._state.locked():
+            m = self._state.manifest()
+            snap = self._state.snapshot(m)
             version, now = m.version + 1, time.time()
             new: list[Tombstone] = []
             for app_name, user_id, memory_id in targets:
@@ -85,15 +88,17 @@ class StoreForget(StoreBase):
             # The graph forgets in the same manifest: what the session alone supports,
             # the user's graph, the relations of forgotten memories.
             parts_before = [list(parts) for parts in m.graph]
-            graph_changed = forget_in_graph(self.root, m, targets, session, user, self._graph_read)
+            graph_changed = forget_in_graph(
+                self._state.root, m, targets, session, user, self._state.graph_read
+            )
             if hidden == 0 and not graph_changed:
                 return 0
             if hidden:
                 name = f"{new_name('tomb')}.jsonl"
-                atomic_write_bytes(self.root / TOMBSTONES_DIR / name, tombstone_lines(new))
+                atomic_write_bytes(self._state.root / TOMBSTONES_DIR / name, tombstone_lines(new))
                 m.tombstones.append(name)
                 m.tombstone_count += len(new)
             m.version = version
-            write_manifest(self.root, m)
-            drop_unlisted(self.root, parts_before, m)
+            write_manifest(self._state.root, m)
+            drop_unlisted(self._state.root, parts_before, m)
             return hidden

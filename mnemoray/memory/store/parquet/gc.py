@@ -1,5 +1,6 @@
 """Garbage collection in the Parquet store, a part of
-:class:`~mnemoray.memory.store.parquet.store.MemoryStore`: the files no committed manifest lists."""
+:class:`~mnemoray.memory.store.parquet.store.MemoryStore` (``StoreGC``): the files no
+committed manifest lists."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ from mnemoray.memory.store.layout import (
     faiss_path,
     parquet_path,
 )
-from mnemoray.memory.store.parquet.base import StoreBase
+from mnemoray.memory.store.parquet.state import StoreState
 
 
-class StoreGC(StoreBase):
+class StoreGC:
     """``gc`` (a part of ``MemoryStore``)."""
+
+    def __init__(self, state: StoreState) -> None:
+        self._state = state
 
     # -- maintenance --------------------------------------------------------
     def gc(self, grace_s: float = 0.0) -> list[Path]:
@@ -31,25 +35,26 @@ class StoreGC(StoreBase):
         writers may be between prepare and commit, pass a grace period longer
         than that gap (their commit fails cleanly if its files were removed).
         """
-        with self._locked():
-            m = self.manifest()
-            keep = {self.root / LEDGER_DIR / n for n in m.ledger}
-            keep |= {self.root / TOMBSTONES_DIR / n for n in m.tombstones}
-            keep |= listed_files(self.root, m)
+        root = self._state.root
+        with self._state.locked():
+            m = self._state.manifest()
+            keep = {root / LEDGER_DIR / n for n in m.ledger}
+            keep |= {root / TOMBSTONES_DIR / n for n in m.tombstones}
+            keep |= listed_files(root, m)
             for shard, entries in enumerate(m.segments):
                 for e in entries:
                     keep |= {
-                        parquet_path(self.root, shard, e.name),
-                        faiss_path(self.root, shard, e.name),
+                        parquet_path(root, shard, e.name),
+                        faiss_path(root, shard, e.name),
                     }
             now, removed = time.time(), []
             candidates = [
                 p
                 for sub in (MEMORIES_DIR, INDEX_DIR, LEDGER_DIR, TOMBSTONES_DIR, GRAPH_DIR)
-                for p in (self.root / sub).rglob("*")
+                for p in (root / sub).rglob("*")
             ]
-            candidates += list((self.root / QUARANTINE_DIR).glob(f"*{TMP_SUFFIX}"))
-            candidates += list(self.root.glob(f".*{TMP_SUFFIX}"))
+            candidates += list((root / QUARANTINE_DIR).glob(f"*{TMP_SUFFIX}"))
+            candidates += list(root.glob(f".*{TMP_SUFFIX}"))
             for path in candidates:
                 if path.is_file() and path not in keep and now - path.stat().st_mtime >= grace_s:
                     path.unlink()

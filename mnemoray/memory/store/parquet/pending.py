@@ -1,7 +1,8 @@
 """Prepared, uncommitted segments of the Parquet store (``PendingSegments``) and their
 rewrites without some rows: the rows another writer committed meanwhile (at commit) and
 those of sessions a backfill drops. A rewrite writes new uncommitted files and removes
-the old ones: nothing is visible until a commit lists it."""
+the old ones: nothing is visible until a commit lists it. A part of
+:class:`~mnemoray.memory.store.parquet.store.MemoryStore` (``PendingRewrites``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 from mnemoray.errors import StoreError
 from mnemoray.memory.store.layout import faiss_path, new_name, parquet_path
 from mnemoray.memory.store.manifest import Manifest, SegmentEntry
-from mnemoray.memory.store.parquet.base import StoreBase
+from mnemoray.memory.store.parquet.state import StoreState
 from mnemoray.memory.store.rows import EMBEDDING, rows_to_memories
 from mnemoray.memory.store.segment import write_segment_files, write_segment_table
 from mnemoray.memory.store.writes import SessionKey
@@ -39,10 +40,13 @@ class PendingSegments:
         return len(self.entries)
 
 
-class PendingRewrites(StoreBase):
+class PendingRewrites:
     """Rewrites of prepared segments (a part of ``MemoryStore``)."""
 
-    def _drop_stored(
+    def __init__(self, state: StoreState) -> None:
+        self._state = state
+
+    def drop_stored(
         self,
         m: Manifest,
         pending: PendingSegments,
@@ -50,9 +54,9 @@ class PendingRewrites(StoreBase):
         """Rewrite pending segments without rows another writer committed meanwhile."""
         entries, skipped = [], 0
         for shard, entry in pending.entries:
-            path = parquet_path(self.root, shard, entry.name)
+            path = parquet_path(self._state.root, shard, entry.name)
             if not path.is_file() or (
-                entry.index and not faiss_path(self.root, shard, entry.name).is_file()
+                entry.index and not faiss_path(self._state.root, shard, entry.name).is_file()
             ):
                 raise StoreError(
                     f"commit: prepared segment {entry.name} (shard {shard}) is "
@@ -61,8 +65,8 @@ class PendingRewrites(StoreBase):
             if not any(e.version > pending.base_version for e in m.segments[shard]):
                 entries.append((shard, entry))
                 continue
-            keys = self._lookup.prepared(shard, entry.name)
-            stored = self._stored(
+            keys = self._state.lookup.prepared(shard, entry.name)
+            stored = self._state.stored(
                 m, shard, keys["content_hash"], keys["memory_id"], pending.base_version
             )
             if not stored:
@@ -96,13 +100,18 @@ class PendingRewrites(StoreBase):
                 table.drop_columns([EMBEDDING]) if pending.dim else table, rows, vectors
             )
             path.unlink()
-            faiss_path(self.root, shard, entry.name).unlink(missing_ok=True)
+            faiss_path(self._state.root, shard, entry.name).unlink(missing_ok=True)
             if fresh:
                 entries.append(
                     (
                         shard,
                         write_segment_files(
-                            self.root, shard, new_name("seg"), fresh, pending.dim, entry.index
+                            self._state.root,
+                            shard,
+                            new_name("seg"),
+                            fresh,
+                            pending.dim,
+                            entry.index,
                         ),
                     )
                 )
@@ -117,7 +126,7 @@ class PendingRewrites(StoreBase):
             return None
         entries, dropped, name = [], 0, new_name("seg")
         for shard, entry in pending.entries:
-            path = parquet_path(self.root, shard, entry.name)
+            path = parquet_path(self._state.root, shard, entry.name)
             table = pq.read_table(path)
             owners = zip(
                 *(table[c].to_pylist() for c in ("app_name", "user_id", "session_id")), strict=True
@@ -132,7 +141,7 @@ class PendingRewrites(StoreBase):
                     (
                         shard,
                         write_segment_table(
-                            self.root,
+                            self._state.root,
                             shard,
                             name,
                             table.filter(pa.array(~drop)),
@@ -142,5 +151,5 @@ class PendingRewrites(StoreBase):
                     )
                 )
             path.unlink()
-            faiss_path(self.root, shard, entry.name).unlink(missing_ok=True)
+            faiss_path(self._state.root, shard, entry.name).unlink(missing_ok=True)
         return replace(pending, entries=tuple(entries), skipped=pending.skipped + dropped)

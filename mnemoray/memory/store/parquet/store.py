@@ -7,33 +7,44 @@ rename. A job killed anywhere therefore either committed a session's
 memories *and* its ledger entry, or neither, and a rerun redoes exactly the
 uncommitted sessions. ``write_segment`` does both phases under the lock.
 
-The parts of ``MemoryStore``: the directory, manifest and snapshots
-(``store_base``), the write and the ledger (``store_commit``), prepared segments and
-their rewrites (``pending_segments``), forgetting (``store_forget``), gc (``store_gc``).
+``MemoryStore`` is composed of parts, each in its own module and each given the one
+:class:`~mnemoray.memory.store.parquet.state.StoreState` (the directory, lock, manifest
+and snapshots): ``StoreCommits`` (the write and the ledger, ``commit``), which rewrites
+prepared segments through ``PendingRewrites`` (``pending``), ``StoreForget``
+(``forget``) and ``StoreGC`` (``gc``). Its methods delegate to them by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mnemoray.memory.store.graph.commit import import_graph_rows
+from mnemoray.memory.records.record import Memory
+from mnemoray.memory.store.graph.commit import GraphWrite, import_graph_rows
 from mnemoray.memory.store.graph.parts import drop_unlisted
+from mnemoray.memory.store.graph.prepared import PreparedPart
+from mnemoray.memory.store.index import IndexKind
 from mnemoray.memory.store.layout import parquet_path, shard_of
-from mnemoray.memory.store.manifest import write_manifest
+from mnemoray.memory.store.manifest import Manifest, write_manifest
 from mnemoray.memory.store.ops.transfer import export_jsonl, read_export, read_graph_rows
 from mnemoray.memory.store.parquet.commit import StoreCommits
 from mnemoray.memory.store.parquet.forget import StoreForget
 from mnemoray.memory.store.parquet.gc import StoreGC
+from mnemoray.memory.store.parquet.lookup import StoredLookup
+from mnemoray.memory.store.parquet.pending import PendingRewrites, PendingSegments
+from mnemoray.memory.store.parquet.state import StoreState
 from mnemoray.memory.store.quarantine import read_quarantine, write_quarantine
 from mnemoray.memory.store.reload import Stamp, manifest_stamp
-from mnemoray.memory.store.writes import IMPORT_BATCH, SessionKey, WriteResult
+from mnemoray.memory.store.snapshot import StoreSnapshot
+from mnemoray.memory.store.writes import IMPORT_BATCH, OwnedId, SessionKey, WriteResult
 
 
-class MemoryStore(StoreCommits, StoreForget, StoreGC):
+class MemoryStore:
     """A memory store directory (layout in ``mnemoray.memory.store.layout``).
 
     ``shards`` defaults to 8 for a new store and to the manifest's count for an
@@ -49,6 +60,24 @@ class MemoryStore(StoreCommits, StoreForget, StoreGC):
 
     # -- what writers ask besides the writes (mnemoray.memory.store.protocol) ----------
     backend = "parquet"
+    has_graph = True  # users' entity graphs commit in the same manifest as their rows
+
+    def __init__(
+        self,
+        root: str | Path,
+        shards: int | None = None,
+        *,
+        load_shards: Iterable[int] | None = None,
+    ) -> None:
+        self._state = StoreState(root, shards, load_shards=load_shards)
+        # Fixed once the store is open (the state checked them): plain attributes.
+        self.root: Path = self._state.root
+        self.shards: int = self._state.shards
+        self.load_shards: frozenset[int] | None = self._state.load_shards
+        self._pending = PendingRewrites(self._state)
+        self._commits = StoreCommits(self._state, self._pending)
+        self._forgets = StoreForget(self._state)
+        self._gc = StoreGC(self._state)
 
     @property
     def uri(self) -> str:
@@ -58,6 +87,112 @@ class MemoryStore(StoreCommits, StoreForget, StoreGC):
     def stamp(self) -> Stamp:
         """Changes whenever a commit publishes a new version (one ``stat``)."""
         return manifest_stamp(self.root)
+
+    # -- manifest & snapshots (the state) -------------------------------------
+    def manifest(self) -> Manifest:
+        """The committed manifest (version 0 and empty before the first commit)."""
+        return self._state.manifest()
+
+    def load(self) -> StoreSnapshot:
+        """A snapshot of the committed state; unchanged segments are reused across versions."""
+        return self._state.load()
+
+    def _locked(self) -> AbstractContextManager[None]:
+        """The write lock (compaction takes it to publish its manifest)."""
+        return self._state.locked()
+
+    @property
+    def _lookup(self) -> StoredLookup:
+        return self._state.lookup
+
+    def _stored(
+        self,
+        m: Manifest,
+        shard: int,
+        hashes: Sequence[str] | pa.ChunkedArray,
+        ids: Sequence[str] | pa.ChunkedArray,
+        after_version: int = 0,
+    ) -> dict[OwnedId, str]:
+        return self._state.stored(m, shard, hashes, ids, after_version)
+
+    # -- writes and the ledger (StoreCommits, PendingRewrites) -----------------
+    def prepare_segments(
+        self,
+        memories: Sequence[Memory],
+        embedding_model: str,
+        dim: int,
+        index_kind: IndexKind = "auto",
+    ) -> PendingSegments:
+        """Write one segment per shard touched; nothing is visible until ``commit``."""
+        return self._commits.prepare_segments(memories, embedding_model, dim, index_kind)
+
+    def commit(
+        self,
+        pending: PendingSegments | None = None,
+        *,
+        session_hashes: Iterable[str] = (),
+        run_id: str | None = None,
+        summarizer: str | None = None,
+        graph: GraphWrite = (),
+        prepared_graph: Sequence[PreparedPart] = (),
+    ) -> WriteResult:
+        """Publish prepared segments, ledger entries and graph evidence in one manifest
+        rename (``StoreCommits.commit``)."""
+        return self._commits.commit(
+            pending,
+            session_hashes=session_hashes,
+            run_id=run_id,
+            summarizer=summarizer,
+            graph=graph,
+            prepared_graph=prepared_graph,
+        )
+
+    def prepare_graph(self, graph: GraphWrite) -> tuple[PreparedPart, ...]:
+        """Merge ``graph`` into its users' graphs now, unlocked: uncommitted parts for
+        ``commit(..., prepared_graph=)``."""
+        return self._commits.prepare_graph(graph)
+
+    def write_segment(
+        self,
+        memories: Sequence[Memory],
+        embedding_model: str,
+        dim: int,
+        *,
+        index_kind: IndexKind = "auto",
+        session_hashes: Iterable[str] = (),
+        run_id: str | None = None,
+        summarizer: str | None = None,
+        graph: GraphWrite = (),
+    ) -> WriteResult:
+        """Write and commit memories (skipping ones already stored) in one step."""
+        return self._commits.write_segment(
+            memories,
+            embedding_model,
+            dim,
+            index_kind=index_kind,
+            session_hashes=session_hashes,
+            run_id=run_id,
+            summarizer=summarizer,
+            graph=graph,
+        )
+
+    def add(self, memories: Sequence[Memory], embedding_model: str | None = None) -> WriteResult:
+        """Online add: a small flat-indexed segment that a later compaction merges."""
+        return self._commits.add(memories, embedding_model)
+
+    def drop_sessions(
+        self, pending: PendingSegments | None, sessions: set[SessionKey]
+    ) -> PendingSegments | None:
+        """``pending`` without the rows of ``sessions`` (still uncommitted)."""
+        return self._pending.drop_sessions(pending, sessions)
+
+    def ledger_contains(self, session_hashes: Iterable[str]) -> set[str]:
+        """The given session hashes that committed ledger entries already hold."""
+        return self._commits.ledger_contains(session_hashes)
+
+    def ledger_add(self, session_hashes: Iterable[str], run_id: str | None = None) -> int:
+        """Record sessions as processed (e.g. ones that yielded no memories)."""
+        return self._commits.ledger_add(session_hashes, run_id)
 
     def written_hashes(self, result: WriteResult) -> set[str]:
         """Content hashes of the rows a write committed: the rows of its new segments
@@ -83,9 +218,32 @@ class MemoryStore(StoreCommits, StoreForget, StoreGC):
             return set()
         m = self.manifest()
         shards = sorted({shard_of(app, user, m.shards) for app, user, _ in keys})
-        return self._lookup.sessions_with_rows(
+        return self._state.lookup.sessions_with_rows(
             ((s, e) for s in shards for e in m.segments[s]), keys
         )
+
+    # -- forgetting and gc (StoreForget, StoreGC) -------------------------------
+    def forget(
+        self,
+        memory_ids: Iterable[str] = (),
+        session: tuple[str, str, str] | None = None,
+        user: tuple[str, str] | None = None,
+        *,
+        owner: tuple[str, str] | None = None,
+        owned: Iterable[OwnedId] = (),
+        reason: str = "",
+        actor: str = "",
+    ) -> int:
+        """Hide memories for good (survives reloads); returns how many were hidden
+        (``StoreForget.forget``: ids come with their owner)."""
+        return self._forgets.forget(
+            memory_ids, session, user, owner=owner, owned=owned, reason=reason, actor=actor
+        )
+
+    def gc(self, grace_s: float = 0.0) -> list[Path]:
+        """Delete files no committed manifest lists (``StoreGC.gc``: mind ``grace_s``
+        while other writers are between prepare and commit)."""
+        return self._gc.gc(grace_s)
 
     # -- quarantine ---------------------------------------------------------
     def quarantine(self, rows: Sequence[Mapping[str, Any]]) -> int:
@@ -108,12 +266,13 @@ class MemoryStore(StoreCommits, StoreForget, StoreGC):
         """Add the export's graph rows (records already stored stay) in one commit."""
         if not any(rows.values()):
             return
-        with self._locked():
-            m = self.manifest()
+        state = self._state
+        with state.locked():
+            m = state.manifest()
             if m.version == 0:
-                self._publish_empty_manifest(True)
+                state.publish_empty_manifest(True)
             parts_before = [list(parts) for parts in m.graph]
-            if import_graph_rows(self.root, m, rows, self._graph_read):
+            if import_graph_rows(self.root, m, rows, state.graph_read):
                 m.version += 1
                 write_manifest(self.root, m)
                 drop_unlisted(self.root, parts_before, m)

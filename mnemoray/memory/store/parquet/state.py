@@ -1,7 +1,8 @@
 """The Parquet + FAISS store's directory and its committed state: the lock, the manifest,
 the snapshots loaded from it (unchanged segments reused across versions, a damaged shard
-refused on its own) and the lookups of committed rows. The base every part of
-:class:`~mnemoray.memory.store.parquet.store.MemoryStore` (writes, forgets, gc) builds on."""
+refused on its own) and the lookups of committed rows. One :class:`StoreState` per
+:class:`~mnemoray.memory.store.parquet.store.MemoryStore`, shared by each of its parts
+(writes, pending rewrites, forgets, gc), which take it in their constructor."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ log = logging.getLogger("mnemoray.memory.store.parquet.store")
 DEFAULT_SHARDS = 8
 
 
-class StoreBase:
+class StoreState:
     """A store directory's committed state (``MemoryStore`` documents the arguments)."""
 
     def __init__(
@@ -64,13 +65,12 @@ class StoreBase:
         self._load_lock = threading.Lock()
         self._graph_cache = GraphCache()  # graph shards, shared across snapshots
         # The write path's lookups: columns kept per committed file, or the snapshot's.
-        self._lookup = StoredLookup(
-            self.root, lambda shard, name: self._segments.get((shard, name))
-        )
+        self.lookup = StoredLookup(self.root, lambda shard, name: self._segments.get((shard, name)))
 
     # -- manifest & snapshots ---------------------------------------------
     @contextmanager
-    def _locked(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
+        """The store's write lock (a file lock: other processes' writers wait too)."""
         with file_lock(self.root / LOCK):
             yield
 
@@ -80,9 +80,10 @@ class StoreBase:
 
     def load(self) -> StoreSnapshot:
         """A snapshot of the committed state; unchanged segments are reused across versions."""
-        return self._snapshot(self.manifest())
+        return self.snapshot(self.manifest())
 
-    def _snapshot(self, m: Manifest) -> StoreSnapshot:
+    def snapshot(self, m: Manifest) -> StoreSnapshot:
+        """A snapshot of ``m`` (the last one when ``m`` is its version)."""
         with self._load_lock:
             snap = self._snap
             if (
@@ -127,7 +128,7 @@ class StoreBase:
             self._snap = StoreSnapshot(mine, segments, tombstones, damaged, graph=graph)
             return self._snap
 
-    def _check_shard_files(self, m: Manifest, shard: int) -> None:
+    def check_shard_files(self, m: Manifest, shard: int) -> None:
         """Refuse to write to a shard whose listed files are gone (a stat per segment):
         it cannot be served until ``doctor --repair``, and a write would hide that."""
         for e in m.segments[shard]:
@@ -141,21 +142,21 @@ class StoreBase:
                         f"missing; {repair_hint(self.root)}"
                     )
 
-    def _publish_empty_manifest(self, lock_held: bool) -> None:
+    def publish_empty_manifest(self, lock_held: bool) -> None:
         """Version 0 before a new store's first data file: data without a manifest then
         always means a lost one (``read_manifest`` refuses it), not a crashed first run."""
         if lock_held:
             if load_manifest(self.root) is None:
                 write_manifest(self.root, Manifest(shards=self.shards))
             return
-        with self._locked():
-            self._publish_empty_manifest(True)
+        with self.locked():
+            self.publish_empty_manifest(True)
 
-    def _graph_read(self, m: Manifest, shard: int) -> dict[str, pa.Table]:
+    def graph_read(self, m: Manifest, shard: int) -> dict[str, pa.Table]:
         """A shard's graph rows at ``m``, from the tables snapshots loaded when unchanged."""
         return self._graph_cache.shard(self.root, m, shard)
 
-    def _stored(
+    def stored(
         self,
         m: Manifest,
         shard: int,
@@ -165,6 +166,6 @@ class StoreBase:
     ) -> dict[OwnedId, str]:
         """(app, user, memory_id) -> content_hash of the rows of ``shard``'s segments
         committed after ``after_version`` matching either list (``StoredLookup``)."""
-        return self._lookup.stored(
+        return self.lookup.stored(
             shard, [e for e in m.segments[shard] if e.version > after_version], hashes, ids
         )
