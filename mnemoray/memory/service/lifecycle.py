@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mnemoray.errors import Conflict, InvalidInput, NotFound
+from mnemoray.limits import MAX_FORGET_PREVIEW
 from mnemoray.memory.recall.result import RecallResult
 from mnemoray.memory.records import edit
 from mnemoray.memory.records.filters import RecallFilters
@@ -258,9 +259,9 @@ class MemoryLifecycle:
     ) -> forget_query.ForgetPreview:
         """What a forget by ``query`` would remove (nothing is removed), and the token
         :meth:`confirm_forget` takes to remove exactly that."""
-        if not isinstance(top_k, int) or not 1 <= top_k <= forget_query.MAX_FORGET_PREVIEW:
+        if not isinstance(top_k, int) or not 1 <= top_k <= MAX_FORGET_PREVIEW:
             raise InvalidInput(
-                f"must be 1..{forget_query.MAX_FORGET_PREVIEW}, got {top_k!r}", field="top_k"
+                f"must be 1..{MAX_FORGET_PREVIEW}, got {top_k!r}", field="top_k"
             )
         # Only this app's own memories: what another app shares is not this app's to forget.
         results = self.search(
