@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from mnemoray.errors import ConfigError
 from mnemoray.memory.recall.config import RetrievalConfig
+from mnemoray.memory.recall.modes import Mode
 from mnemoray.memory.recall.request import RecallRequest
 from mnemoray.memory.service.service import MemoryService
 from mnemoray.memory.store.snapshot import StoreSnapshot
@@ -92,7 +93,7 @@ class BatchRecall:
         self.default_top_k = default_top_k
         # One mode for every line, checked now as a config's own mode is (a bad one fails
         # the run, not each line).
-        self.mode = None if mode is None else RetrievalConfig(mode=mode).mode
+        self.mode = None if mode is None else RetrievalConfig(mode=cast(Mode, mode)).mode
         self.batch_size = batch_size
         self.workers = workers
         self.failed = 0  # lines answered with an error so far

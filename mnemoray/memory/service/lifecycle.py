@@ -260,9 +260,7 @@ class MemoryLifecycle:
         """What a forget by ``query`` would remove (nothing is removed), and the token
         :meth:`confirm_forget` takes to remove exactly that."""
         if not isinstance(top_k, int) or not 1 <= top_k <= MAX_FORGET_PREVIEW:
-            raise InvalidInput(
-                f"must be 1..{MAX_FORGET_PREVIEW}, got {top_k!r}", field="top_k"
-            )
+            raise InvalidInput(f"must be 1..{MAX_FORGET_PREVIEW}, got {top_k!r}", field="top_k")
         # Only this app's own memories: what another app shares is not this app's to forget.
         results = self.search(
             app_name, user_id, query, top_k, filters, mode, recalled=False, shared=False
