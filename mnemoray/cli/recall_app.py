@@ -46,7 +46,7 @@ def recall_all_users(
         raise typer.Exit(1)
     start = time.perf_counter()
     try:
-        results = service.search_app(app_name, query, top_k=top_k, filters=filters, mode=mode)
+        results = service.recall(service.resolve(app_name, None, query, top_k, filters, mode))
     except ValueError as exc:  # InvalidInput, and the filters' own checks
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -261,9 +261,8 @@ def recall(
             raise typer.Exit(1)
         start = time.perf_counter()
         try:
-            results = service.search(
-                app_name, user_id, query, top_k=top_k, filters=filters, mode=mode
-            )
+            request = service.resolve(app_name, user_id, query, top_k, filters, mode)
+            results = service.recall(request)
         except ValueError as exc:  # InvalidInput, and the filters' own checks
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc

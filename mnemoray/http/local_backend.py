@@ -116,9 +116,8 @@ class LocalBackend:
         mode: str | None,
         explain: bool = False,
     ) -> dict[str, Any]:
-        return await self.parts.recall_here(
-            self.embed_query, self.run_io, app_name, user_id, query, top_k, filters, mode, explain
-        )
+        request = self.parts.resolve(app_name, user_id, query, top_k, filters, mode, explain)
+        return await self.parts.recall_here(self.embed_query, self.run_io, request)
 
     async def recall_app(
         self,
@@ -128,9 +127,8 @@ class LocalBackend:
         filters: Mapping[str, Any] | None,
         mode: str | None,
     ) -> dict[str, Any]:
-        return await self.memory_op(
-            "recall_app", app_name, "", query=query, top_k=top_k, filters=filters, mode=mode
-        )  # type: ignore[no-any-return]
+        request = self.parts.resolve(app_name, None, query, top_k, filters, mode)
+        return await self.memory_op("recall_app", app_name, "", request=request)  # type: ignore[no-any-return]
 
     async def domain(self, app_name: str) -> dict[str, Any]:
         return await self.memory_op("domain", app_name, "")  # type: ignore[no-any-return]

@@ -34,10 +34,9 @@ from mnemoray.http.metrics import Metrics
 from mnemoray.http.models import open_query_embedder
 from mnemoray.memory.hygiene.attach import attach_hygiene, close_service
 from mnemoray.memory.ingest.guard import guard_jobs
-from mnemoray.memory.recall.config import check_mode
 from mnemoray.memory.recall.query_cache import QueryVectorCache
+from mnemoray.memory.recall.request import RecallRequest, resolve_recall
 from mnemoray.memory.records.agent_names import memory_view
-from mnemoray.memory.records.filters import RecallFilters
 from mnemoray.memory.service.json_ops import MemoryOps
 from mnemoray.memory.service.service import MemoryService
 from mnemoray.memory.store.manifest import read_manifest
@@ -146,37 +145,46 @@ class ReplicaParts:
         return inspector.store_report(self._whole_store("the store report").store)
 
     # -- recall and compile --------------------------------------------------------
-    async def recall_here(
+    def resolve(
         self,
-        embed: EmbedQuery,
-        run_io: RunIo,
         app_name: str,
-        user_id: str,
+        user_id: str | None,
         query: str,
         top_k: int,
         filters: Mapping[str, Any] | None,
         mode: str | None,
         explain: bool = False,
+    ) -> RecallRequest:
+        """The checked request of one recall that came in over the API (``user_id``
+        None: app-wide), its mode defaulted from the app's ``recall`` settings: what
+        the service of any shard would resolve it to."""
+        return resolve_recall(
+            self.settings.retrieval_for(app_name),
+            app_name,
+            user_id,
+            query,
+            top_k,
+            mode,
+            filters,
+            explain=explain,
+        )
+
+    async def recall_here(
+        self, embed: EmbedQuery, run_io: RunIo, request: RecallRequest
     ) -> dict[str, Any]:
         """Recall over the in-process service: the core service ranks; ``embed`` gives
         the query vector when the search needs one."""
         mem, ops = self.memory, self.ops
         assert mem is not None and ops is not None
-        mode = check_mode(mode or self.settings.retrieval_for(app_name).mode)
-        flt = RecallFilters.from_dict(filters)
         # One snapshot for the decision and the search: a reload in between could
         # otherwise make the search embed the query itself, on the event loop.
         snap = mem.snapshot()
         vec = None
-        if self.query_embedder is not None and mem.needs_query_vector(
-            app_name, user_id, query, mode, snap
-        ):
-            vec = await embed(query)
+        if self.query_embedder is not None and mem.needs_vector(request, snap):
+            vec = await embed(request.query)
         if self.settings.server.offload_search:
-            return await run_io(
-                ops.op_recall, app_name, user_id, query, vec, top_k, flt, mode, snap, explain
-            )
-        return ops.op_recall(app_name, user_id, query, vec, top_k, flt, mode, snap, explain)
+            return await run_io(ops.recall, request, vec, snap)  # type: ignore[no-any-return]
+        return ops.recall(request, vec, snap)
 
     def compile(
         self,

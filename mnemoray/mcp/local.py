@@ -75,12 +75,8 @@ class LocalBackend:
         filters: Mapping[str, Any] | None,
         mode: str | None,
     ) -> dict[str, Any]:
-        return self.ops.call(
-            "recall",
-            app_name,
-            user_id,
-            {"query": query, "top_k": top_k, "filters": filters, "mode": mode},
-        )
+        request = self.service.resolve(app_name, user_id, query, top_k, filters, mode)
+        return self.ops.call("recall", app_name, user_id, {"request": request})
 
     def add_memories(
         self, app_name: str, user_id: str, memories: Sequence[Mapping[str, Any]]

@@ -39,8 +39,6 @@ from mnemoray.http.app import build_api, http_config
 from mnemoray.http.auth import ApiKeys
 from mnemoray.http.memory import call_on_loop
 from mnemoray.http.parts import build_parts, recall_hook
-from mnemoray.memory.recall.config import check_mode
-from mnemoray.memory.records.filters import RecallFilters
 from mnemoray.memory.service import app_recall
 from mnemoray.memory.service.json_ops import MemoryOps
 from mnemoray.memory.service.service import MemoryService
@@ -291,28 +289,26 @@ class MemoryIngress:
     ) -> dict[str, Any]:
         """Across an app's users. Sharded, no replica holds them all: every shard's
         replica proposes candidates, this one ranks them (mnemoray.memory.service.app_recall)."""
-        kwargs = {"query": query, "top_k": top_k, "filters": filters, "mode": mode}
+        request = self.parts.resolve(app_name, None, query, top_k, filters, mode)
         if self.memory is not None:
-            return await self.memory_op("recall_app", app_name, "", **kwargs)
-        config = self.settings.retrieval_for(app_name)
-        wanted = check_mode(mode or config.mode)
+            return await self.memory_op("recall_app", app_name, "", request=request)
+        # No replica here holds the app's rows: the scope is taken to have memories (its
+        # shards answer that), the store to embed when this replica has a query model.
         vec = (
             await self.embed_query(query)
-            if self.query_embedder is not None
-            and wanted != "keyword"
-            and isinstance(query, str)
-            and query.strip()
+            if request.needs_vector(embeds=self.query_embedder is not None, has_memories=True)
             else None
         )
         proposals = await asyncio.gather(
             *(
                 self.index.options(multiplexed_model_id=str(shard)).call.remote(
-                    "app_candidates", app_name, "", {**kwargs, "query_vec": vec}
+                    "app_candidates", app_name, "", {"request": request, "query_vec": vec}
                 )
                 for shard in range(self.shards)
             )
         )
-        results = app_recall.rank(config, proposals, app_name, query, vec, top_k, filters, wanted)
+        config = self.settings.retrieval_for(app_name)
+        results = app_recall.rank(config, proposals, request, vec)
         return app_recall.answer(results, min(p.store_version for p in proposals))
 
     def memory_op_sync(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
@@ -345,27 +341,17 @@ class MemoryIngress:
         explain: bool = False,
     ) -> dict[str, Any]:
         """Recall as JSON: the core service ranks; this adds only the batched encoder."""
+        request = self.parts.resolve(app_name, user_id, query, top_k, filters, mode, explain)
         if self.memory is None:  # sharded: embed here, search on the shard's replica
-            mode = check_mode(mode or self.settings.retrieval_for(app_name).mode)
+            # The user's rows are on the shard's replica (asking it first is one more hop
+            # than the encode costs): the scope is taken to have memories.
             vec = (
                 await self.embed_query(query)
-                if self.query_embedder is not None and mode != "keyword" and query.strip()
+                if request.needs_vector(embeds=self.query_embedder is not None, has_memories=True)
                 else None
             )
-            return await self.memory_op(
-                "recall",
-                app_name,
-                user_id,
-                query=query,
-                query_vec=vec,
-                top_k=top_k,
-                filters=RecallFilters.from_dict(filters),
-                mode=mode,
-                explain=explain,
-            )
-        return await self.parts.recall_here(
-            self.embed_query, self.run_io, app_name, user_id, query, top_k, filters, mode, explain
-        )
+            return await self.memory_op("recall", app_name, user_id, request=request, query_vec=vec)
+        return await self.parts.recall_here(self.embed_query, self.run_io, request)
 
     def memory_search(self, loop: asyncio.AbstractEventLoop, agent_name: str | None = None) -> Any:
         """The compiler's ``memory_search`` hook (replica_parts.recall_hook): the query is

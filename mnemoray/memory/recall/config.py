@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from mnemoray.memory.recall.fusion import BM25_SATURATION
 from mnemoray.memory.recall.keywords import AUTO, KeywordTokenizer
@@ -134,15 +135,16 @@ class RetrievalConfig:
         """Signal -> weight for a mode (weight 0 turns a signal off)."""
         return {
             s: self.weights[s]
-            for s in MODE_SIGNALS[check_mode(mode or self.mode)]
+            # A request's mode is checked once, when it is resolved (recall/request.py).
+            for s in MODE_SIGNALS[mode or self.mode]
             if self.weights[s] > 0
         }
 
 
-def check_mode(mode: str) -> str:
+def check_mode(mode: str) -> Mode:
     if mode not in MODES:
         raise RetrievalError(f"{mode!r} is not one of {', '.join(MODES)}", field="mode")
-    return mode
+    return cast(Mode, mode)
 
 
 def check_query(query: str) -> None:

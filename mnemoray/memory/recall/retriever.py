@@ -57,14 +57,10 @@ from mnemoray.memory.recall.axes import (
     time_signal,
 )
 from mnemoray.memory.recall.candidates import Candidates
-from mnemoray.memory.recall.config import (
-    RetrievalConfig,
-    check_ids,
-    check_mode,
-    check_query,
-)
+from mnemoray.memory.recall.config import RetrievalConfig, check_ids, check_query
 from mnemoray.memory.recall.fusion import fuse, reported_contributions, signal_ranks, top_positions
 from mnemoray.memory.recall.inputs import ScopeCache, user_graph
+from mnemoray.memory.recall.request import RecallRequest, resolve_recall
 from mnemoray.memory.recall.result import RecallResult
 from mnemoray.memory.records.filters import RecallFilters, RetrievalError
 from mnemoray.memory.records.record import Memory
@@ -243,16 +239,27 @@ class Retriever(ScopeCache):
         now: float | None = None,
         shared_apps: Sequence[str] = (),
     ) -> list[RecallResult]:
+        """Exact hybrid recall over one user's records (only the user's shard is read):
+        :meth:`recall_user` of the request these arguments resolve to."""
+        request = resolve_recall(self.config, app, user, query, top_k, mode, filters, now=now)
+        return self.recall_user(snap, request, query_vec, shared_apps)
+
+    def recall_user(
+        self,
+        snap: StoreSnapshot,
+        request: RecallRequest,
+        query_vec: np.ndarray | None,
+        shared_apps: Sequence[str] = (),
+    ) -> list[RecallResult]:
         """Exact hybrid recall over one user's records (only the user's shard is read).
 
         ``shared_apps``: other apps whose records of the SAME user join the candidate set
         (the caller decided they consent: mnemoray.memory.store.scopes); one fused ranking."""
-        check_query(query)
-        mode = check_mode(mode or self.config.mode)
-        flt = RecallFilters.of(filters)
+        app, user, flt = request.app_name, request.user_id, request.filters
+        if user is None:
+            raise RetrievalError("a one-user recall needs a user", field="user_id")
         shared = tuple(a for a in dict.fromkeys(shared_apps) if a != app)
         if shared:
-            check_ids(app, user)
             spans = list(snap.user_spans(app, user))  # a copy: a view may cache its list
             for other in shared:
                 check_ids(other, user)
@@ -266,13 +273,13 @@ class Retriever(ScopeCache):
         )
         return rank_candidates(
             cands,
-            query,
+            request.query,
             vec,
-            top_k,
+            request.top_k,
             flt,
             self.config,
-            mode,
-            now,
+            request.mode,
+            request.now,
             extra_mask=view,
             graph=user_graph(snap, app, user),
         )
@@ -288,6 +295,14 @@ class Retriever(ScopeCache):
         mode: str | None = None,
         now: float | None = None,
     ) -> list[RecallResult]:
+        """Recall across an app's users: :meth:`recall_app` of the request these
+        arguments resolve to."""
+        request = resolve_recall(self.config, app, None, query, top_k, mode, filters, now=now)
+        return self.recall_app(snap, request, query_vec)
+
+    def recall_app(
+        self, snap: StoreSnapshot, request: RecallRequest, query_vec: np.ndarray | None
+    ) -> list[RecallResult]:
         """Recall across an app's users.
 
         hybrid / dense: the app's ``app_candidates`` nearest records by ANN
@@ -295,26 +310,18 @@ class Retriever(ScopeCache):
         and recency computed over those candidates. keyword (or no vectors):
         BM25 + entity over every record of the app (built once per snapshot).
         """
-        check_query(query)
-        check_ids(app, "-")
-        mode = check_mode(mode or self.config.mode)
-        flt = RecallFilters.of(filters)
-        dense_ok = (
-            query_vec is not None
-            and not snap.manifest.keyword_only
-            and snap.manifest.embedding_model is not None
-        )
-        if mode == "keyword" or not dense_ok:
+        app, flt, top_k = request.app_name, request.filters, request.top_k
+        if not request.uses_dense or query_vec is None or not embeds_vectors(snap):
             cands = self._scope(snap, snap.app_spans(app), (app, None))
             return rank_candidates(
                 cands,
-                query,
+                request.query,
                 None,
                 top_k,
                 flt,
                 self.config,
                 "keyword",
-                now,
+                request.now,
                 extra_mask=visible(cands.app_names, cands.agent_names, app, flt.agent_name),
                 one_user=False,
             )
@@ -325,13 +332,19 @@ class Retriever(ScopeCache):
             [h.memory for h in hits],
             [h.score for h in hits],
             app,
-            query,
+            request.query,
             query_vec,
             top_k,
             flt,
-            mode,
-            now,
+            request.mode,
+            request.now,
         )
+
+
+def embeds_vectors(snap: StoreSnapshot) -> bool:
+    """Whether the store behind ``snap`` holds embeddings a query vector is matched to."""
+    m = snap.manifest
+    return not m.keyword_only and m.embedding_model is not None
 
 
 def rank_proposed(
@@ -370,4 +383,4 @@ def rank_proposed(
 
 
 # Names other modules import from here (defined in the modules above).
-__all__ = ["GRAPH_SEEDS", "Retriever", "rank_candidates", "rank_proposed"]
+__all__ = ["GRAPH_SEEDS", "Retriever", "embeds_vectors", "rank_candidates", "rank_proposed"]

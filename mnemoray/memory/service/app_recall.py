@@ -13,16 +13,16 @@ whose term statistics are the union's rather than the whole app's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from mnemoray.memory.recall.config import RetrievalConfig, check_mode
+from mnemoray.memory.recall.config import RetrievalConfig
+from mnemoray.memory.recall.request import RecallRequest
 from mnemoray.memory.recall.result import RecallResult
-from mnemoray.memory.recall.retriever import rank_proposed
-from mnemoray.memory.records.filters import RecallFilters
+from mnemoray.memory.recall.retriever import embeds_vectors, rank_proposed
 from mnemoray.memory.records.record import Memory
 from mnemoray.memory.service.service import MemoryService, check_query_vector
 
@@ -37,43 +37,26 @@ class AppProposal:
 
 
 def propose(
-    service: MemoryService,
-    app_name: str,
-    query: str,
-    query_vec: np.ndarray | None,
-    top_k: int,
-    filters: RecallFilters | Mapping[str, Any] | None = None,
-    mode: str | None = None,
+    service: MemoryService, request: RecallRequest, query_vec: np.ndarray | None
 ) -> AppProposal:
-    """The candidates of ``app_name`` in the shards ``service`` holds."""
-    retriever = service.retriever_for(app_name)
-    mode = check_mode(mode or retriever.config.mode)
-    flt = RecallFilters.of(filters)
+    """The candidates of ``request.app_name`` in the shards ``service`` holds."""
+    retriever = service.retriever_for(request.app_name)
     snap = service.snapshot()
-    depth = max(retriever.config.app_candidates, top_k)
-    manifest = snap.manifest
-    if (
-        mode != "keyword"
-        and query_vec is not None
-        and not manifest.keyword_only
-        and manifest.embedding_model is not None
-    ):
+    depth = max(retriever.config.app_candidates, request.top_k)
+    if request.uses_dense and query_vec is not None and embeds_vectors(snap):
         check_query_vector(snap, service.query_model(snap), query_vec)
-        hits = snap.search_app(app_name, query_vec, k=depth, filters=flt)
+        hits = snap.search_app(request.app_name, query_vec, k=depth, filters=request.filters)
         return AppProposal([h.memory for h in hits], [h.score for h in hits], snap.version)
-    found = retriever.search_app(snap, app_name, query, None, depth, flt, "keyword")
+    keyword = replace(request, top_k=depth, mode="keyword")
+    found = retriever.recall_app(snap, keyword, None)
     return AppProposal([r.memory for r in found], None, snap.version)
 
 
 def rank(
     config: RetrievalConfig,
     proposals: Sequence[AppProposal],
-    app_name: str,
-    query: str,
+    request: RecallRequest,
     query_vec: np.ndarray | None,
-    top_k: int,
-    filters: RecallFilters | Mapping[str, Any] | None = None,
-    mode: str | None = None,
 ) -> list[RecallResult]:
     """One fused ranking of every replica's proposal (by keyword if any proposed so)."""
     memories = [m for p in proposals for m in p.memories]
@@ -83,18 +66,19 @@ def rank(
         # search orders them): BM25 and ranks are then over the same candidates.
         scored = [(s, m) for p in proposals for s, m in zip(p.dense or (), p.memories, strict=True)]
         scored.sort(key=lambda pair: -pair[0])
-        scored = scored[: max(config.app_candidates, top_k)]
+        scored = scored[: max(config.app_candidates, request.top_k)]
         dense, memories = [s for s, _ in scored], [m for _, m in scored]
     return rank_proposed(
         config,
         memories,
         dense,
-        app_name,
-        query,
+        request.app_name,
+        request.query,
         query_vec,
-        top_k,
-        RecallFilters.of(filters),
-        check_mode(mode or config.mode),
+        request.top_k,
+        request.filters,
+        request.mode,
+        request.now,
     )
 
 

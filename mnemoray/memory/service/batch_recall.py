@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from mnemoray.errors import ConfigError
-from mnemoray.memory.recall.config import check_mode
-from mnemoray.memory.records.filters import RecallFilters
+from mnemoray.memory.recall.config import RetrievalConfig
+from mnemoray.memory.recall.modes import Mode
+from mnemoray.memory.recall.request import RecallRequest
 from mnemoray.memory.service.service import MemoryService
 from mnemoray.memory.store.snapshot import StoreSnapshot
 
@@ -29,20 +30,20 @@ FIELDS = frozenset({"qid", "app_name", "user_id", "query", "top_k", "filters"})
 DEFAULT_BATCH = 256
 
 
+# (app_name, user_id, query, top_k, filters) -> the line's resolved recall
+Resolve = Callable[[str, str, str, int, Any], RecallRequest]
+
+
 @dataclass(frozen=True)
 class QueryLine:
-    """One checked line of a query file."""
+    """One checked line of a query file: its recall, resolved."""
 
     lineno: int
     qid: Any
-    app_name: str
-    user_id: str
-    query: str
-    top_k: int
-    filters: RecallFilters
+    request: RecallRequest
 
 
-def parse_line(lineno: int, line: bytes | str, default_top_k: int) -> QueryLine:
+def parse_line(lineno: int, line: bytes | str, default_top_k: int, resolve: Resolve) -> QueryLine:
     """The line's query; ValueError (an InvalidInput is one) naming what is wrong."""
     try:
         raw = json.loads(line)
@@ -60,15 +61,8 @@ def parse_line(lineno: int, line: bytes | str, default_top_k: int) -> QueryLine:
     top_k = default_top_k if top_k is None else top_k
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
-    return QueryLine(
-        lineno,
-        raw.get("qid"),
-        raw["app_name"],
-        raw["user_id"],
-        raw["query"],
-        top_k,
-        RecallFilters.from_dict(raw.get("filters")),
-    )
+    request = resolve(raw["app_name"], raw["user_id"], raw["query"], top_k, raw.get("filters"))
+    return QueryLine(lineno, raw.get("qid"), request)
 
 
 def _qid_of(line: bytes | str) -> Any:
@@ -97,7 +91,9 @@ class BatchRecall:
             raise ConfigError(f"must be >= 1, got {workers}", field="workers")
         self.service = service
         self.default_top_k = default_top_k
-        self.mode = None if mode is None else check_mode(mode)
+        # One mode for every line, checked now as a config's own mode is (a bad one fails
+        # the run, not each line).
+        self.mode = None if mode is None else RetrievalConfig(mode=cast(Mode, mode)).mode
         self.batch_size = batch_size
         self.workers = workers
         self.failed = 0  # lines answered with an error so far
@@ -115,7 +111,7 @@ class BatchRecall:
         parsed: list[QueryLine | dict[str, Any]] = []
         for lineno, line in chunk:
             try:
-                parsed.append(parse_line(lineno, line, self.default_top_k))
+                parsed.append(parse_line(lineno, line, self.default_top_k, self._resolve))
             except (ValueError, TypeError) as exc:
                 parsed.append({"qid": _qid_of(line), "line": lineno, "error": str(exc)})
         good = [q for q in parsed if isinstance(q, QueryLine)]
@@ -132,12 +128,13 @@ class BatchRecall:
             out.append(answer)
         return out
 
+    def _resolve(
+        self, app_name: str, user_id: str, query: str, top_k: int, filters: Any
+    ) -> RecallRequest:
+        return self.service.resolve(app_name, user_id, query, top_k, filters, self.mode)
+
     def _vectors(self, lines: list[QueryLine], snap: StoreSnapshot) -> dict[int, np.ndarray]:
-        need = [
-            q
-            for q in lines
-            if self.service.needs_query_vector(q.app_name, q.user_id, q.query, self.mode, snap)
-        ]
+        need = [q for q in lines if self.service.needs_vector(q.request, snap)]
         if not need:
             return {}
         embedder = self.service.embedder
@@ -145,27 +142,18 @@ class BatchRecall:
             raise ConfigError("this service has no query embedder", field="embedder")
         # The service's query cache first (repeated queries); the rest in one call.
         cache = self.service.query_cache
-        found = {text: cache.get(text) for text in {q.query for q in need}}
+        found = {text: cache.get(text) for text in {q.request.query for q in need}}
         missing = [text for text, vec in found.items() if vec is None]
         for text, vec in zip(missing, embedder.encode(missing), strict=True):
             found[text] = cache.put(text, vec)
-        return {q.lineno: found[q.query] for q in need}
+        return {q.lineno: found[q.request.query] for q in need}
 
     def _rank(
         self, q: QueryLine, vec: np.ndarray | None, snap: StoreSnapshot, encode_ms: float
     ) -> dict[str, Any]:
         start = time.perf_counter()
         try:
-            results = self.service.search(
-                q.app_name,
-                q.user_id,
-                q.query,
-                q.top_k,
-                q.filters,
-                self.mode,
-                query_vec=vec,
-                snap=snap,
-            )
+            results = self.service.recall(q.request, query_vec=vec, snap=snap)
         except (ValueError, TypeError) as exc:
             return {"qid": q.qid, "line": q.lineno, "error": str(exc)}
         took = (time.perf_counter() - start) * 1000 + (encode_ms if vec is not None else 0.0)

@@ -18,6 +18,7 @@ import numpy as np
 
 from mnemoray.embedders import ModelMismatch
 from mnemoray.errors import InvalidInput, MnemorayError, StoreCorrupt, Unavailable
+from mnemoray.memory.recall.request import RecallRequest, same_scope
 from mnemoray.memory.records.filters import RecallFilters
 from mnemoray.memory.records.record import Memory
 from mnemoray.memory.service import app_recall
@@ -104,29 +105,51 @@ class MemoryOps:
         self,
         app_name: str,
         user_id: str,
-        query: str,
+        query: str = "",
         query_vec: np.ndarray | None = None,
         top_k: int = 5,
         filters: RecallFilters | Mapping[str, Any] | None = None,
         mode: str | None = None,
         snap: StoreSnapshot | None = None,
         explain: bool = False,
+        *,
+        request: RecallRequest | None = None,
     ) -> dict[str, Any]:
-        """``explain``: each result with ``contributions`` (what each signal added)."""
+        """``explain``: each result with ``contributions`` (what each signal added).
+        ``request``: the recall already resolved at the edge (the loose arguments then
+        unused); it must be of this op's (app, user)."""
+        if request is None:
+            request = self.service.resolve(
+                app_name, user_id, query, top_k, filters, mode, explain=explain
+            )
+        else:
+            same_scope(request, app_name, user_id)
+        return self.recall(request, query_vec, snap)
+
+    def recall(
+        self,
+        request: RecallRequest,
+        query_vec: np.ndarray | None = None,
+        snap: StoreSnapshot | None = None,
+    ) -> dict[str, Any]:
+        """A resolved one-user recall as JSON (the edges that resolved it call this)."""
         snap = snap or self.service.snapshot()  # the version reported is the one searched
-        results = self.service.search(
-            app_name, user_id, query, top_k, filters, mode, query_vec=query_vec, snap=snap
-        )
-        return {"memories": [r.to_dict(explain) for r in results], "store_version": snap.version}
+        results = self.service.recall(request, query_vec=query_vec, snap=snap)
+        return {
+            "memories": [r.to_dict(request.explain) for r in results],
+            "store_version": snap.version,
+        }
 
     def op_recall_app(
         self,
         app_name: str,
         user_id: str,
-        query: str,
+        query: str = "",
         top_k: int = 5,
         filters: RecallFilters | Mapping[str, Any] | None = None,
         mode: str | None = None,
+        *,
+        request: RecallRequest | None = None,
     ) -> dict[str, Any]:
         """Across all users of ``app_name`` (``user_id`` unused): each result names its
         user. The caller decides who may (mnemoray.http.auth: app-wide keys only)."""
@@ -138,22 +161,40 @@ class MemoryOps:
                 "app-wide recall needs every shard: ask each shard's replica "
                 "for app_candidates and rank them together"
             )
+        request = self._app_request(app_name, query, top_k, filters, mode, request)
         snap = self.service.snapshot()
-        results = self.service.search_app(app_name, query, top_k, filters, mode)
+        results = self.service.recall(request, snap=snap)
         return app_recall.answer(results, snap.version)
 
     def op_app_candidates(
         self,
         app_name: str,
         user_id: str,
-        query: str,
+        query: str = "",
         query_vec: np.ndarray | None = None,
         top_k: int = 5,
         filters: RecallFilters | Mapping[str, Any] | None = None,
         mode: str | None = None,
+        *,
+        request: RecallRequest | None = None,
     ) -> app_recall.AppProposal:
         """This replica's share of an app-wide recall (``user_id`` unused)."""
-        return app_recall.propose(self.service, app_name, query, query_vec, top_k, filters, mode)
+        request = self._app_request(app_name, query, top_k, filters, mode, request)
+        return app_recall.propose(self.service, request, query_vec)
+
+    def _app_request(
+        self,
+        app_name: str,
+        query: str,
+        top_k: int,
+        filters: RecallFilters | Mapping[str, Any] | None,
+        mode: str | None,
+        request: RecallRequest | None,
+    ) -> RecallRequest:
+        if request is None:
+            return self.service.resolve(app_name, None, query, top_k, filters, mode)
+        same_scope(request, app_name, None)
+        return request
 
     def op_add_session(
         self,

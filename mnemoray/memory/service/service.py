@@ -27,8 +27,9 @@ from mnemoray.compiler.services import MemorySearch, MemorySnippet
 from mnemoray.compiler.tools import limit_error, unavailable_result
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
 from mnemoray.errors import ConfigError, InvalidInput, StoreError
-from mnemoray.memory.recall.config import RetrievalConfig, check_mode
+from mnemoray.memory.recall.config import RetrievalConfig
 from mnemoray.memory.recall.query_cache import QueryVectorCache
+from mnemoray.memory.recall.request import RecallRequest, resolve_recall
 from mnemoray.memory.recall.result import RecallResult
 from mnemoray.memory.recall.retriever import Retriever
 from mnemoray.memory.records.filters import RecallFilters, event_span
@@ -346,6 +347,42 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
             for app in (app_name, *self.scopes.readable_apps(app_name))
         )
 
+    def resolve(
+        self,
+        app_name: str,
+        user_id: str | None,
+        query: str,
+        top_k: int = 5,
+        filters: RecallFilters | Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        **options: Any,
+    ) -> RecallRequest:
+        """The checked request of one recall (``user_id`` None: app-wide), its mode
+        defaulted from the app's retrieval config; ``options``: the per-recall ones of
+        :func:`~mnemoray.memory.recall.request.resolve_recall` (explain, now, shared,
+        recalled)."""
+        config = self.retriever_for(app_name).config
+        return resolve_recall(config, app_name, user_id, query, top_k, mode, filters, **options)
+
+    def needs_vector(self, request: RecallRequest, snap: StoreSnapshot | None = None) -> bool:
+        """Whether ``request`` needs its query embedded (:meth:`RecallRequest.needs_vector`):
+        this service's query model matches the store in ``snap``, and the scope (the user,
+        with the apps sharing with it; or the app) has memories."""
+        snap = snap or self.snapshot()
+        return request.needs_vector(
+            embeds=self.query_model(snap) is not None,
+            has_memories=lambda: self._scope_has_memories(request, snap),
+        )
+
+    def _scope_has_memories(self, request: RecallRequest, snap: StoreSnapshot) -> bool:
+        if request.user_id is None:
+            return bool(snap.count(request.app_name))
+        if not request.shared:
+            retriever = self.retriever_for(request.app_name)
+            cands = retriever.user_candidates(snap, request.app_name, request.user_id)
+            return cands.size > 0
+        return self.has_memories(request.app_name, request.user_id, snap)
+
     def needs_query_vector(
         self,
         app_name: str,
@@ -355,16 +392,9 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         snap: StoreSnapshot | None = None,
     ) -> bool:
         """Whether a recall needs the query embedded: a non-keyword mode on an embedded
-        store, a non-blank query, and a user with rows (no model call for a new user)."""
-        mode = check_mode(mode or self.retriever_for(app_name).config.mode)
-        snap = snap or self.snapshot()
-        return (
-            mode != "keyword"
-            and self.query_model(snap) is not None
-            and isinstance(query, str)
-            and bool(query.strip())
-            and self.has_memories(app_name, user_id, snap)
-        )
+        store and a user with rows (no model call for a new user); :meth:`needs_vector`
+        of the request these arguments resolve to."""
+        return self.needs_vector(self.resolve(app_name, user_id, query, mode=mode), snap)
 
     def _query_vec(self, query: str) -> np.ndarray:
         if self.embedder is None:
@@ -395,24 +425,39 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         tell ``on_memory_recalled`` hooks (False for a look that is no recall, e.g. the
         preview of a forget by query). ``shared``: include the same user's memories of
         the apps that share with this one (``scopes``); each result names its owner app.
-        The agent whose view it is: ``filters["agent_name"]``.
+        The agent whose view it is: ``filters["agent_name"]``. :meth:`recall` of the
+        request these arguments resolve to.
         """
-        retriever = self.retriever_for(app_name)
-        mode = check_mode(mode or retriever.config.mode)
-        flt = RecallFilters.of(filters)
+        request = self.resolve(
+            app_name, user_id, query, top_k, filters, mode, recalled=recalled, shared=shared
+        )
+        return self.recall(request, query_vec=query_vec, snap=snap)
+
+    def recall(
+        self,
+        request: RecallRequest,
+        *,
+        query_vec: np.ndarray | None = None,
+        snap: StoreSnapshot | None = None,
+    ) -> list[RecallResult]:
+        """The results of a resolved recall (:meth:`resolve`), best first: one user's
+        (only that user's rows are read), or an app's when ``request.user_id`` is None.
+        ``query_vec`` / ``snap``: as for :meth:`search`."""
         snap = snap or self.snapshot()
-        if mode == "keyword":
+        if not request.uses_dense:
             query_vec = None
         elif query_vec is not None:
             check_query_vector(snap, self.query_model(snap), query_vec)
-        elif self.needs_query_vector(app_name, user_id, query, mode, snap):
-            query_vec = self._query_vec(query)
-        apps = self.scopes.readable_apps(app_name) if shared else ()
+        elif self.needs_vector(request, snap):
+            query_vec = self._query_vec(request.query)
+        retriever = self.retriever_for(request.app_name)
+        if request.user_id is None:
+            return retriever.recall_app(snap, request, query_vec)
+        user_id = request.user_id
+        apps = self.scopes.readable_apps(request.app_name) if request.shared else ()
         check_readable(snap, self.store.load_shards, apps, user_id)
-        results = retriever.search_user(
-            snap, app_name, user_id, query, query_vec, top_k, flt, mode, shared_apps=apps
-        )
-        if results and recalled and self.hooks.wants("on_memory_recalled"):
+        results = retriever.recall_user(snap, request, query_vec, shared_apps=apps)
+        if results and request.recalled and self.hooks.wants("on_memory_recalled"):
             # One event per owner app: ids are unique per (app, user), and recall counts
             # (eviction by use) belong to the app that holds the memory.
             for owner in dict.fromkeys(r.memory.app_name for r in results):
@@ -422,7 +467,7 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
                         owner,
                         user_id,
                         tuple(r.memory.memory_id for r in results if r.memory.app_name == owner),
-                        query=query,
+                        query=request.query,
                     )
                 )
         return results
@@ -435,21 +480,9 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         filters: RecallFilters | Mapping[str, Any] | None = None,
         mode: str | None = None,
     ) -> list[RecallResult]:
-        """Best ``top_k`` memories across an app's users (ANN candidates, re-ranked)."""
-        retriever = self.retriever_for(app_name)
-        mode = check_mode(mode or retriever.config.mode)
-        flt = RecallFilters.of(filters)
-        snap = self.snapshot()
-        vec = None
-        if (
-            mode != "keyword"
-            and self.query_model(snap) is not None
-            and snap.count(app_name)
-            and isinstance(query, str)
-            and query.strip()
-        ):
-            vec = self._query_vec(query)
-        return retriever.search_app(snap, app_name, query, vec, top_k, flt, mode)
+        """Best ``top_k`` memories across an app's users (ANN candidates, re-ranked):
+        :meth:`recall` of the app-wide request these arguments resolve to."""
+        return self.recall(self.resolve(app_name, None, query, top_k, filters, mode))
 
     def memory_search(self, agent_name: str | None = None) -> MemorySearch:
         """A ``Services(memory_search=...)`` hook: (app, user, query, top_k) -> snippets;

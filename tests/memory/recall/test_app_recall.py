@@ -95,9 +95,8 @@ def _sharded(
         )
         part.close()
     assert all(isinstance(p, app_recall.AppProposal) for p in proposals)
-    results = app_recall.rank(
-        whole.retriever_for("app").config, proposals, "app", query, vec, top_k, filters, mode
-    )
+    request = whole.resolve("app", None, query, top_k, filters, mode)
+    results = app_recall.rank(whole.retriever_for("app").config, proposals, request, vec)
     whole.close()
     return [(r.memory.user_id, r.memory.memory_id, round(r.score, 6)) for r in results]
 
