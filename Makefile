@@ -55,4 +55,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/compile_bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
