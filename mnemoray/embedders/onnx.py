@@ -99,7 +99,7 @@ def verify_parity(
     reference: Embedder,
     texts: Sequence[str],
     *,
-    batch_sizes: Sequence[int] = _PARITY_BATCH_SIZES,
+    batch_sizes: Sequence[int | None] = _PARITY_BATCH_SIZES,
 ) -> float:
     """Minimum cosine between the two embedders' vectors for the same texts.
 

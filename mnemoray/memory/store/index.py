@@ -175,7 +175,7 @@ def _top_k(scores: np.ndarray, k: int, ids: np.ndarray | None) -> tuple[np.ndarr
     for row in range(nq):
         s = scores[row]
         valid = np.count_nonzero(s > -np.inf)
-        kk = min(k, valid)
+        kk = min(k, int(valid))
         if kk == 0:
             continue
         top = np.argpartition(-s, kk - 1)[:kk] if kk < m else np.arange(m)
