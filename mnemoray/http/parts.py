@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,7 +264,7 @@ def open_service(
 
 
 def recall_hook(
-    recall: Callable[..., Awaitable[dict[str, Any]]],
+    recall: Callable[..., Coroutine[Any, Any, dict[str, Any]]],
     loop: asyncio.AbstractEventLoop,
     agent_name: str | None = None,
 ) -> MemorySearch:

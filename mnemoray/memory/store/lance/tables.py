@@ -190,7 +190,8 @@ def split_vectors(table: pa.Table, dim: int) -> tuple[pa.Table, np.ndarray | Non
 
 
 def tombstone_of(row: dict[str, Any]) -> Tombstone:
-    return Tombstone(**{k: ("" if v is None else v) for k, v in row.items()})
+    fields: dict[str, Any] = {k: ("" if v is None else v) for k, v in row.items()}
+    return Tombstone(**fields)
 
 
 __all__ = [
