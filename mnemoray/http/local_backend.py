@@ -130,10 +130,10 @@ class LocalBackend:
     ) -> dict[str, Any]:
         return await self.memory_op(
             "recall_app", app_name, "", query=query, top_k=top_k, filters=filters, mode=mode
-        )  # type: ignore[no-any-return]
+        )
 
     async def domain(self, app_name: str) -> dict[str, Any]:
-        return await self.memory_op("domain", app_name, "")  # type: ignore[no-any-return]
+        return await self.memory_op("domain", app_name, "")
 
     def tenants(self, apps: Collection[str] | None = None) -> dict[str, Any]:
         return self.parts.tenants(apps)

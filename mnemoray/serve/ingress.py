@@ -272,7 +272,7 @@ class MemoryIngress:
         """An app's domain index. Sharded, every shard's replica gives its users' part
         and this one adds them up (mnemoray.profiles.domain)."""
         if self.memory is not None:
-            return await self.memory_op("domain", app_name, "")  # type: ignore[no-any-return]
+            return await self.memory_op("domain", app_name, "")
         parts = await asyncio.gather(
             *(
                 self.index.options(multiplexed_model_id=str(shard)).call.remote(

@@ -70,7 +70,7 @@ def with_instance_header(app: Asgi, instance: str) -> Asgi:
             await app(scope, receive, send)
             return
 
-        async def send_tagged(message: dict[str, Any]) -> None:
+        async def send_tagged(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), header]}
             await send(message)

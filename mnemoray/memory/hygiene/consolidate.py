@@ -173,7 +173,7 @@ def stand_ins(m: Memory) -> list[Event]:
                 author=author,
                 role=role,
                 type="message",
-                text=text,  # type: ignore[arg-type]
+                text=text,
                 id=f"{m.memory_id}#{j}",
                 session_id=m.session_id,
                 timestamp=memory_time(m),
@@ -284,16 +284,16 @@ def consolidate_user(
         written = [w for w in written if any(w.memory_id == r.memory_id for r, _ in kept)]
         merged = kept
         expire_at = None if policy.expire_s is None else now + policy.expire_s
-        for record, group in merged:
+        for record, originals in merged:
             ledger.record(
                 app_name,
                 user_id,
                 record.memory_id,
-                [m.memory_id for m in group],
+                [m.memory_id for m in originals],
                 expire_at,
                 now=now,
             )
-            report.originals_consolidated += len(group)
+            report.originals_consolidated += len(originals)
         report.groups += len(merged)
         report.summaries_written += len(written)
     if not dry_run:

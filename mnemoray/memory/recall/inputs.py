@@ -70,6 +70,6 @@ def user_graph(snap: StoreSnapshot, app: str, user: str) -> UserGraph | None:
     if view is None:
         return None
     try:
-        return view.user(app, user)  # type: ignore[no-any-return]
+        return view.user(app, user)
     except StoreCorrupt:
         return None

@@ -303,7 +303,7 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
             memories,
             model,
             dim,
-            index_kind=index_kind,  # type: ignore[arg-type]
+            index_kind=index_kind,
             session_hashes=session_hashes,
             summarizer=getattr(self.summarizer, "name", None),
             **extra,

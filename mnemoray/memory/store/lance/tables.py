@@ -69,7 +69,7 @@ class LanceManifest(Manifest):
     row_count: int = 0
 
     @property
-    def rows(self) -> int:  # type: ignore[override]
+    def rows(self) -> int:
         """Stored rows (a Parquet manifest counts its segments' rows, forgotten ones too)."""
         return self.row_count
 

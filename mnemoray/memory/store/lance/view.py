@@ -237,7 +237,7 @@ class LanceView(StoreSnapshot):
         )
         rows = (
             self._memories.search(q, vector_column_name=EMBEDDING)
-            .distance_type("dot")
+            .distance_type("dot")  # type: ignore[attr-defined]  # on the vector query builder
             .where(where, prefilter=True)
             .limit(k)
             .to_arrow()

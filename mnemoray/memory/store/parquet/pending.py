@@ -101,8 +101,14 @@ class PendingRewrites(StoreBase):
                 entries.append(
                     (
                         shard,
+                        # entry.index: a kind; None only in a keyword-only store (no index).
                         write_segment_files(
-                            self.root, shard, new_name("seg"), fresh, pending.dim, entry.index
+                            self.root,
+                            shard,
+                            new_name("seg"),
+                            fresh,
+                            pending.dim,
+                            entry.index,  # type: ignore[arg-type]
                         ),
                     )
                 )
