@@ -42,8 +42,11 @@ readme: $(STAMP)
 cli-docs: $(STAMP)
 	$(PY) scripts/cli_docs.py --write
 
+# Lint, format check and type check ([tool.mypy] in pyproject.toml); CI runs it first.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy mnemoray
 
 # The demo ends with screenshots of the memory inspector, where Chromium is (or can be
 # installed); without it, the demo says so and runs the rest.
@@ -55,4 +58,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/compile_bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

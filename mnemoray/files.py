@@ -30,7 +30,7 @@ def temp_path_for(path: Path) -> Path:
     return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(tmp)`` then publish ``tmp`` as ``path`` in one rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path_for(path)

@@ -87,7 +87,7 @@ def memory_from_entry(
     text = "".join(p.text for p in parts if p.text and not p.thought)
     if not text.strip():
         raise InvalidInput("no text part: mnemoray remembers text", field=f"{where}.content")
-    lists: dict[str, tuple[str, ...]] = {}
+    lists: dict[str, Any] = {}  # Memory's tuple fields, by name
     for name in _LISTS:
         value = meta.get(name) or []
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):

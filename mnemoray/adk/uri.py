@@ -139,7 +139,10 @@ def given_or_from_uri(
     """What an ADK service was handed: ``given``, or what ``uri`` names (exactly one)."""
     if (given is None) == (uri is None):
         raise TypeError(f"pass either a mnemoray {what} or uri=...")
-    return given if uri is None else build(parse_uri(uri, agents_dir=agents_dir))
+    if uri is not None:
+        return build(parse_uri(uri, agents_dir=agents_dir))
+    assert given is not None  # exactly one of the two (checked above)
+    return given
 
 
 __all__ = ["DEFAULT_KEY_ENV", "MnemorayUri", "OPTIONS", "SCHEMES", "given_or_from_uri", "parse_uri"]

@@ -319,7 +319,10 @@ class InMemoryArtifactStore(ArtifactStore):
             _check_version(version)
         with self._lock:
             versions = self._versions.get(key, {})
-            found = versions.get(max(versions) if version is None and versions else version)
+            if version is None:
+                found = versions.get(max(versions)) if versions else None
+            else:
+                found = versions.get(version)
             if found is None:
                 raise self._not_found(app_name, user_id, session_id, name, version)
             return found

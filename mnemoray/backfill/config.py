@@ -95,6 +95,7 @@ class RayOptions:
         for name in ("actor_cpus", "task_cpus"):
             if not getattr(opts, name) > 0:
                 raise InvalidInput(f"must be > 0, got {getattr(opts, name)!r}", field=f"ray.{name}")
+        assert opts.gpus_per_embedder is not None  # RAY_DEFAULTS sets it
         if opts.gpus_per_embedder < 0:
             raise InvalidInput(
                 f"must be >= 0, got {opts.gpus_per_embedder!r}", field="ray.gpus_per_embedder"

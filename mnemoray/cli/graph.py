@@ -8,7 +8,7 @@ in the user's graph (the line names close matches).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import typer
 
@@ -20,7 +20,7 @@ FLAGS = {"depth": "--depth", "type": "--type", "at": "--at", "limit": "--limit",
 
 
 def _day(ts: float | None) -> str:
-    return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+    return "-" if ts is None else datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
 
 
 def graph_cmd(

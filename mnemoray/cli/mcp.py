@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from mnemoray.mcp.backend import Backend
 
 API_KEY_ENV = "MNEMORAY_API_KEY"
 
@@ -106,6 +110,7 @@ def mcp_cmd(
         )
         raise typer.BadParameter(str(exc), param_hint=hint) from exc
     # stdout is the stdio transport: whatever a model loader prints goes to stderr.
+    backend: Backend
     with contextlib.redirect_stdout(sys.stderr):
         if store is not None:
             from mnemoray.mcp.local import LocalBackend

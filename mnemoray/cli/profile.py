@@ -8,7 +8,7 @@ Call ``MemoryService.profile`` / ``MemoryService.domain``, the rules
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import typer
 
@@ -18,7 +18,7 @@ from mnemoray.errors import NotFound
 
 
 def _day(ts: float | None) -> str:
-    return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+    return "-" if ts is None else datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
 
 
 def _read(store: str, read: str, *args: str) -> dict:
@@ -27,7 +27,7 @@ def _read(store: str, read: str, *args: str) -> dict:
     require_store(store)
     service = MemoryService.open(store, embedder=None)
     try:
-        return getattr(service, read)(*args).to_dict()  # type: ignore[no-any-return]
+        return getattr(service, read)(*args).to_dict()
     except NotFound as exc:
         typer.echo(f"error: {exc.reason}", err=True)
         raise typer.Exit(1) from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -14,11 +14,14 @@ from mnemoray.memory.recall.modes import Mode
 from mnemoray.memory.records.kinds import MEMORY_KINDS
 
 # typer lists an Enum's values in help (a list of Literal it cannot take).
-MemoryKindChoice = enum.Enum("MemoryKindChoice", {k: k for k in MEMORY_KINDS}, type=str)
+# (mypy cannot see members built from a dict; `misc`: that, on a functional Enum call.)
+MemoryKindChoice = enum.Enum("MemoryKindChoice", {k: k for k in MEMORY_KINDS}, type=str)  # type: ignore[misc]
 
 if TYPE_CHECKING:
     from mnemoray.memory.recall.result import RecallResult
     from mnemoray.memory.service.service import MemoryService
+    from mnemoray.memory.store.lance.store import LanceStore
+    from mnemoray.memory.store.parquet.store import MemoryStore
 
 
 def require_store(store: str | Path) -> None:
@@ -57,7 +60,7 @@ def compact(
     require_store(store)
     backend = open_backend(store)
     if backend.backend == "lancedb":  # LanceStore (no import: its extra may be missing)
-        versions = backend.compact()
+        versions = cast("LanceStore", backend).compact()
         typer.echo(
             json.dumps({"backend": "lancedb", "versions": versions})
             if as_json
@@ -65,7 +68,9 @@ def compact(
         )
         return
     try:
-        report = compact_store(backend, max_segment_rows=max_segment_rows, delete_old=not keep_old)
+        report = compact_store(
+            cast("MemoryStore", backend), max_segment_rows=max_segment_rows, delete_old=not keep_old
+        )
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -102,12 +107,12 @@ def gc(
     require_store(store)
     backend = open_backend(store)
     if backend.backend == "lancedb":  # LanceStore: table versions, not manifest files
-        gone = backend.gc(grace_s=grace_s)
+        gone = cast("LanceStore", backend).gc(grace_s=grace_s)
         typer.echo(
             f"removed {gone['versions']} old table version(s), {gone['bytes']} bytes", err=True
         )
         return
-    removed = backend.gc(grace_s=grace_s)
+    removed = cast("MemoryStore", backend).gc(grace_s=grace_s)
     for path in removed:
         typer.echo(str(path))
     typer.echo(f"removed {len(removed)} file(s)", err=True)
@@ -157,7 +162,7 @@ def recall(
     before: str | None = typer.Option(
         None, "--before", help="Only memories of events at or before this time."
     ),
-    kinds: list[MemoryKindChoice] | None = typer.Option(  # type: ignore[valid-type]
+    kinds: list[MemoryKindChoice] | None = typer.Option(
         None, "--kind", help="Only this memory kind (repeatable)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -217,8 +222,9 @@ def recall(
         try:
             filters = RecallFilters(
                 session_id=session_id,
-                after=after,
-                before=before,
+                # RecallFilters parses ISO-8601 and epoch-second strings itself.
+                after=cast("float | None", after),
+                before=cast("float | None", before),
                 kinds=tuple(k.value for k in kinds) if kinds else None,
                 agent_name=agent,
             )
@@ -239,9 +245,11 @@ def recall(
     if queries is None and all_users:
         from mnemoray.cli.recall_app import recall_all_users
 
+        assert app_name and query  # checked above
         recall_all_users(service, app_name, query, top_k, filters, mode, as_json)
         return
     if queries is None:
+        assert app_name and user_id and query  # checked above
         nothing = no_memories_at_all(service, app_name, user_id)
         if nothing:
             if as_json:

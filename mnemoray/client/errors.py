@@ -36,7 +36,8 @@ class MnemorayAPIError(MnemorayError, RuntimeError):
     ) -> None:
         super().__init__(message)  # the server's message already names the field
         self.field = field
-        self.status = status  # the answer's status, whatever the class
+        # The answer's status, whatever the class (the class's stays the API's).
+        self.status = status  # type: ignore[misc]
         self.body = body
         self.request_id = request_id
         #: seconds the server asked to wait (``Retry-After``) before asking again

@@ -80,7 +80,8 @@ def marks_task_done(event: Event) -> bool:
     if event.type == "control":
         return data.get("action") == "task_done"
     if event.type == "tool_result":
-        data = data.get("response") if isinstance(data.get("response"), dict) else {}
+        response = data.get("response")
+        data = response if isinstance(response, dict) else {}
     elif not (event.type == "message" and event.role == "model"):
         return False
     status = data.get("status")

@@ -63,6 +63,7 @@ class CompactionConfig:
             value, spec = getattr(self, name), FIELDS[name]
             if value is None and spec.optional:
                 continue
+            assert spec.ge is not None  # every int field has its lower bound
             if not isinstance(value, int) or isinstance(value, bool) or value < spec.ge:
                 optional = " or None" if spec.optional else ""
                 raise InvalidInput(
@@ -80,6 +81,7 @@ class CompactionConfig:
             )
         object.__setattr__(self, "boundaries", tuple(dict.fromkeys(b)))
         t, spec = self.topic_shift_threshold, FIELDS["topic_shift_threshold"]
+        assert spec.ge is not None and spec.le is not None  # a bounded field
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not spec.ge <= t <= spec.le:
             raise InvalidInput(
                 f"must be a number in [{spec.ge:g}, {spec.le:g}], got {t!r}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mnemoray.sessions.events import Event
 from mnemoray.sessions.session import Session
@@ -141,7 +142,7 @@ def _safe_cuts(events: Sequence[Event]) -> list[bool]:
         elif e.type == "tool_result" and e.call_id in open_calls:
             spans.append((open_calls.pop(e.call_id), i - 1))
         elif e.type == "control":
-            call_id = e.data.get("call_id")
+            call_id: Any = e.data.get("call_id")  # what the client sent
             if e.data.get("action") == CONFIRMATION_REQUEST:
                 # The call awaiting confirmation stays with its request.
                 open_requests.setdefault(call_id, min(i, calls.get(call_id, i)))

@@ -17,7 +17,9 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from itertools import islice, repeat
-from json.encoder import c_make_encoder, encode_basestring
+
+# c_make_encoder: CPython's C encoder (None without it); typeshed does not list it.
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from mnemoray.compiler.context import text_content

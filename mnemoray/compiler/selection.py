@@ -177,8 +177,7 @@ def _with_compactions(history: History) -> Selection:
     timestamps: list[float] | None = None
     placed: list[tuple[int, float, int, Event]] = []
     for order, (event, source) in enumerate(zip(kept, sources, strict=True)):
-        present = set(map(index_of.get, source))
-        present.discard(None)
+        present = {index_of[s] for s in source if s in index_of}
         if present:
             at = min(present)
         else:

@@ -31,11 +31,12 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -88,8 +89,8 @@ class _Ring:
 @dataclass
 class _Batch:
     rows: np.ndarray  # positions in the input
-    ids: object  # torch tensor (rows, width), int32, pinned on CUDA
-    lengths: object  # torch tensor (rows,), int32
+    ids: Any  # torch tensor (rows, width), int32, pinned on CUDA
+    lengths: Any  # torch tensor (rows,), int32
     slot: int | None = None  # pinned buffer index to give back after the copy
 
 
@@ -433,7 +434,7 @@ class CudaEmbedder(Embedder):
 
     def _produce(
         self, texts: list[str], batch_size: int | None, ring: _Ring | None
-    ) -> Iterator[_Batch]:
+    ) -> Generator[_Batch, None, None]:
         """The packed batches, built on a thread while the caller runs the device."""
         if ring is None:
             yield from self._batches(texts, batch_size)

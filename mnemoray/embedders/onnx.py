@@ -8,6 +8,7 @@ or read a store built with torch) only after it passes the parity gate against i
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import inspect
 import json
@@ -99,7 +100,7 @@ def verify_parity(
     reference: Embedder,
     texts: Sequence[str],
     *,
-    batch_sizes: Sequence[int] = _PARITY_BATCH_SIZES,
+    batch_sizes: Sequence[int | None] = _PARITY_BATCH_SIZES,
 ) -> float:
     """Minimum cosine between the two embedders' vectors for the same texts.
 
@@ -159,7 +160,7 @@ def _hash_files(files: Sequence[Path], extra: str) -> str:
         for f in files:
             digest.update(f"\0{f.name}\0{f.stat().st_size}\0".encode())
             with open(f, "rb") as fh:
-                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
                     digest.update(chunk)
         _hash_memo[key] = digest.hexdigest()[:24]
     return _hash_memo[key]
@@ -354,7 +355,8 @@ class OnnxEmbedder(Embedder):
             return None  # other versions or texts: measure again
         return float(record["min_cosine"])
 
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
+        assert batch_size is not None  # not own_batching: encode always passes one
         if self._lower:
             texts = [t.lower() for t in texts]
         encodings = self._tokenizer.encode_batch(texts)
@@ -441,7 +443,7 @@ def _export_onnx(layout: StLayout, tokenizer, pad_id: int, dest: Path) -> None:
         torch.onnx.export(
             wrapper,
             args,
-            buffer,
+            buffer,  # type: ignore[arg-type]  # a file object works; torch's stub says paths
             input_names=names,
             output_names=["sentence_embedding"],
             dynamic_axes=axes,

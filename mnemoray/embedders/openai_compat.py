@@ -134,7 +134,8 @@ class OpenAIEmbedder(Embedder):
     def close(self) -> None:
         self._client.close()
 
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
+        assert batch_size is not None  # not own_batching: encode always passes one
         size = min(batch_size, self.batch)
         return np.concatenate(
             [self._vectors(texts[i : i + size]) for i in range(0, len(texts), size)]
@@ -151,7 +152,7 @@ class OpenAIEmbedder(Embedder):
             )
         if all(isinstance(d, dict) and isinstance(d.get("index"), int) for d in data):
             data = sorted(data, key=lambda d: d["index"])  # the API does not promise order
-        rows = [d.get("embedding") if isinstance(d, dict) else None for d in data]
+        rows: list[Any] = [d.get("embedding") if isinstance(d, dict) else None for d in data]
         if not all(isinstance(r, list) for r in rows):
             raise RemoteEmbedderError(
                 f"{self.endpoint} answered embeddings that are not "

@@ -34,7 +34,7 @@ import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from mnemoray.embedders.base import (
     KEYWORD_ONLY_MODEL,
@@ -132,6 +132,7 @@ def resolve_spec(
         return spec
     if m.keyword_only:
         return None
+    assert store is not None  # m is its manifest
     stored = m.embedding_model
     if spec.remote:
         if spec.parity_model is not None:  # the local model it stands in for: the store's?
@@ -223,7 +224,9 @@ def _load(spec: EmbedderSpec, spin: bool) -> Embedder:
 
     model: str | Path | None = None if spec.packaged else spec.model
     runtime = spec.runtime
-    tokens = {} if spec.max_batch_tokens is None else {"max_batch_tokens": spec.max_batch_tokens}
+    tokens: dict[str, Any] = (
+        {} if spec.max_batch_tokens is None else {"max_batch_tokens": spec.max_batch_tokens}
+    )
     if runtime == "auto":
         if spec.device.startswith("cuda"):
             from mnemoray.embedders.cuda import CudaEmbedder

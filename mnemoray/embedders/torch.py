@@ -68,7 +68,8 @@ class SentenceTransformerEmbedder(Embedder):
         self.dim = int(dim)
         self.device = device
 
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
+        assert batch_size is not None  # not own_batching: encode always passes one
         import torch
 
         with torch.inference_mode():

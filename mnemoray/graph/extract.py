@@ -165,8 +165,9 @@ def _statements(sentence: str, event: Event, who: str | None) -> list[Statement]
         subject, obj = r.subject, r.obj
         if "I" in (subject, obj) and who is None:
             continue  # an agent's "I": not a person of the user's world
-        subject = who if subject == "I" else subject
-        obj = who if obj == "I" else obj
+        if who is not None:  # else neither is "I" (skipped above)
+            subject = who if subject == "I" else subject
+            obj = who if obj == "I" else obj
         valid_from: float | None = None
         valid_to: float | None = None
         for s in spans:

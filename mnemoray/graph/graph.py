@@ -18,6 +18,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from mnemoray.errors import InvalidInput
 from mnemoray.graph.extract import Mention, SessionExtract, Statement
@@ -44,7 +45,7 @@ from mnemoray.temporal.periods import month, to_date
 _DATES = frozenset({"date", "period"})
 
 
-def _evidence(supports: tuple[Support, ...]) -> dict[str, object]:
+def _evidence(supports: tuple[Support, ...]) -> dict[str, Any]:
     """A fact's strength and stated validity from the sessions that support it."""
     valid_from, valid_to, ended = stated_validity(supports)
     return {
@@ -99,8 +100,8 @@ class UserGraph:
                 self._index.add(a.entity_id, a.key, e.type in ("person", "thing"))
 
     def sessions(self) -> set[str]:
-        return {
-            s for r in (*self.entities.values(), *self.relations.values()) for s in r.session_ids
+        return {s for r in self.entities.values() for s in r.session_ids} | {
+            s for r in self.relations.values() for s in r.session_ids
         }
 
     # -- adding a session -------------------------------------------------------------
@@ -295,7 +296,7 @@ class UserGraph:
             evidence=st.evidence,
             changed_by=f"session:{ex.session_id}",
             **_evidence((support,)),
-        )  # type: ignore[arg-type]
+        )
 
     def _memories(
         self,

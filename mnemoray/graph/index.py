@@ -25,6 +25,7 @@ from mnemoray.errors import InvalidInput
 from mnemoray.graph.model import Relation
 
 Direction = Literal["both", "out", "in"]
+_BACK: dict[str, Direction] = {"out": "in", "in": "out"}  # a walk's reverse direction
 MAX_DEPTH = 6
 
 
@@ -230,7 +231,7 @@ class GraphIndex:
         """Adjacency as a sparse matrix whose row ``v`` holds v's allowed edges (an edge
         taken toward ``v`` is one stored at the other end, hence the transpose of the
         direction filter). The part that does not depend on ``at`` is cached."""
-        back = _Filter(walk.lut, None, {"out": "in", "in": "out"}.get(walk.direction, "both"))
+        back = _Filter(walk.lut, None, _BACK.get(walk.direction, "both"))
         key = (None if back.lut is None else back.lut.tobytes(), back.direction)
         cached = self._matrices.get(key)
         if cached is None:
@@ -259,7 +260,7 @@ class GraphIndex:
         pos = np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
         owner = np.repeat(np.arange(nodes.size), lens)
         keep = hop[self.nbr[pos]] == hop[nodes][owner] - 1
-        back = _Filter(walk.lut, walk.at, {"out": "in", "in": "out"}.get(walk.direction, "both"))
+        back = _Filter(walk.lut, walk.at, _BACK.get(walk.direction, "both"))
         mask = back.ok(self, pos)
         if mask is not None:
             keep &= mask

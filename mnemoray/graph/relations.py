@@ -125,16 +125,16 @@ class Relations(dict[str, Relation]):
         rid = next(reversed(self))
         return rid, self.pop(rid)
 
-    def setdefault(self, rid: str, default: Relation) -> Relation:  # type: ignore[override]
+    def setdefault(self, rid: str, default: Relation) -> Relation:
         if rid not in self:
             self[rid] = default
         return self[rid]
 
-    def update(self, *args: Any, **kwargs: Relation) -> None:  # type: ignore[override]
+    def update(self, *args: Any, **kwargs: Relation) -> None:
         for rid, r in dict(*args, **kwargs).items():
             self[rid] = r
 
-    def __ior__(self, other: Any) -> Relations:  # type: ignore[override]
+    def __ior__(self, other: Any) -> Relations:  # type: ignore[override,misc]
         self.update(other)
         return self
 

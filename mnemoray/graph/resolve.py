@@ -44,9 +44,9 @@ for _pair in _NICK_GROUPS.split():
     _short, _longs = _pair.split(":")
     NICKNAMES[_short] = frozenset(_longs.split(","))
 _FULL_TO_NICK: dict[str, set[str]] = defaultdict(set)
-for _short, _longs in NICKNAMES.items():
-    for _long in _longs:
-        _FULL_TO_NICK[_long].add(_short)
+for _nick, _fulls in NICKNAMES.items():
+    for _full in _fulls:
+        _FULL_TO_NICK[_full].add(_nick)
 _PERSONISH = frozenset({"person", "thing"})  # an untyped capitalised name may be a person
 
 
@@ -140,8 +140,8 @@ class AliasIndex:
         if len(scored) > 1:  # ambiguous: "Mel" may be Melanie or Melissa
             scored = [(round(s / 2, 3), eid, rule) for s, eid, rule in scored]
         scored.sort(key=lambda s: (-s[0], s[1]))
-        top, eid, rule = scored[0]
+        top, eid, rule_name = scored[0]
         if top >= MERGE_AT:
-            return Match(eid, rule, round(min(top, 0.99), 3))
+            return Match(eid, rule_name, round(min(top, 0.99), 3))
         links = tuple((e, round(s, 3)) for s, e, _ in scored if s >= LINK_AT)
         return Match(None, "name", 1.0, links)

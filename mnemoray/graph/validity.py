@@ -43,8 +43,7 @@ def _start(r: Relation) -> float:
 
 def close_superseded(relations: dict[str, Relation]) -> None:
     """Recompute which functional facts closed which, in place (versions bumped)."""
-    incremental = isinstance(relations, Relations)
-    if incremental:
+    if isinstance(relations, Relations):
         relations.index()  # each group in the dict's order, as a full pass finds it
         groups = [
             [
@@ -71,7 +70,7 @@ def close_superseded(relations: dict[str, Relation]) -> None:
             if (valid_to, ended_by) != (r.valid_to, r.ended_by):
                 why = f"superseded_by:{ended_by}" if ended_by else "reopened"
                 relations[r.relation_id] = r.bumped(why, valid_to=valid_to, ended_by=ended_by)
-    if incremental:
+    if isinstance(relations, Relations):
         relations.dirty_groups.clear()  # what it bumped changes no group
 
 
@@ -154,7 +153,7 @@ def _pairs(
         for s_old, m_old in olds[:_PER_SIDE]:
             if m_new == m_old:
                 continue
-            supports = (
+            supports: tuple[Support, ...] = (
                 Support(s_new.session_id, s_new.event_ids, (m_new,)),
                 Support(s_old.session_id, s_old.event_ids, (m_old,)),
             )

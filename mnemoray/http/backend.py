@@ -50,8 +50,13 @@ class ApiBackend(Protocol):
     """
 
     metrics: Metrics
-    sessions: SessionStore
-    artifacts: ArtifactStore
+
+    # Read-only members: a backend may hold any implementation of each store.
+    @property
+    def sessions(self) -> SessionStore: ...
+
+    @property
+    def artifacts(self) -> ArtifactStore: ...
 
     async def recall(
         self,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from http import HTTPStatus
 from typing import Any
 
@@ -73,7 +73,7 @@ def error_response(
     )
 
 
-def scope_request_id(scope: dict) -> str | None:
+def scope_request_id(scope: MutableMapping[str, Any]) -> str | None:
     """The id :class:`RequestIdMiddleware` gave the request (None outside it)."""
     return scope.get("state", {}).get("request_id")
 
@@ -95,6 +95,7 @@ def answer(exc: BaseException, request_id: str | None, where: str = "") -> JSONR
     if not isinstance(exc, MnemorayError):  # a bug
         log.error("request %s failed%s: %s: %s", request_id, where, cls.__name__, exc, exc_info=exc)
         return error_response(500, INTERNAL_MESSAGE, None, request_id)
+    cls = type(exc)  # a MnemorayError class (narrowed)
     if not cls.public:
         log.error("request %s failed%s: %s: %s", request_id, where, cls.__name__, exc, exc_info=exc)
         return error_response(
@@ -180,7 +181,7 @@ class RequestIdMiddleware:
         header = (REQUEST_ID_HEADER.lower().encode(), rid.encode())
         started = False
 
-        async def send_with_id(message: dict) -> None:
+        async def send_with_id(message: MutableMapping[str, Any]) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True

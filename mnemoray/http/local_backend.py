@@ -128,10 +128,10 @@ class LocalBackend:
         mode: str | None,
     ) -> dict[str, Any]:
         request = self.parts.resolve(app_name, None, query, top_k, filters, mode)
-        return await self.memory_op("recall_app", app_name, "", request=request)  # type: ignore[no-any-return]
+        return await self.memory_op("recall_app", app_name, "", request=request)
 
     async def domain(self, app_name: str) -> dict[str, Any]:
-        return await self.memory_op("domain", app_name, "")  # type: ignore[no-any-return]
+        return await self.memory_op("domain", app_name, "")
 
     def tenants(self, apps: Collection[str] | None = None) -> dict[str, Any]:
         return self.parts.tenants(apps)

@@ -83,7 +83,7 @@ class RemoteEmbedder(Embedder):
         self.chunk = chunk
         self.timeout_s = timeout_s
 
-    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
         chunks = [texts[i : i + self.chunk] for i in range(0, len(texts), self.chunk)]
 
         async def fan_out() -> list[Any]:

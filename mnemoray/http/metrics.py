@@ -233,7 +233,7 @@ class Metrics:
         )
         self._prefix_seen = [0, 0]  # checks, reused: the counters' values, for the rate
         reuse_rate.set_function(lambda: self._prefix_seen[1] / max(1, self._prefix_seen[0]))
-        self.registry.register(_StoreCollector(store_stats))  # type: ignore[arg-type]
+        self.registry.register(_StoreCollector(store_stats))
         # Set by a Serve replica (mnemoray.serve.metrics_hub.attach_hub); None elsewhere.
         self.hub: MergedMetrics | None = None
 

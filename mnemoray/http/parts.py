@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +183,7 @@ class ReplicaParts:
         if self.query_embedder is not None and mem.needs_vector(request, snap):
             vec = await embed(request.query)
         if self.settings.server.offload_search:
-            return await run_io(ops.recall, request, vec, snap)  # type: ignore[no-any-return]
+            return await run_io(ops.recall, request, vec, snap)
         return ops.recall(request, vec, snap)
 
     def compile(
@@ -272,7 +272,7 @@ def open_service(
 
 
 def recall_hook(
-    recall: Callable[..., Awaitable[dict[str, Any]]],
+    recall: Callable[..., Coroutine[Any, Any, dict[str, Any]]],
     loop: asyncio.AbstractEventLoop,
     agent_name: str | None = None,
 ) -> MemorySearch:

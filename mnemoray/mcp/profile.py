@@ -8,7 +8,7 @@ profile resource sees the same data recall would return, summarized.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -49,7 +49,7 @@ def _newest_unique(
 
 
 def build_profile(
-    app_name: str, user_id: str, memories: list[Mapping[str, Any]], complete: bool = True
+    app_name: str, user_id: str, memories: Sequence[Mapping[str, Any]], complete: bool = True
 ) -> dict[str, Any]:
     """The profile of one user from their live memories (the HTTP API's memory dicts).
 

@@ -112,10 +112,10 @@ def build_dataset(
     # Workers reopen the store by its location (a path or a parquet:// / lancedb:// URI).
     root, shards = store.uri, store.shards
     pool = ray.data.ActorPoolStrategy(size=opts.workers)
-    ds = ray.data.from_items(files, override_num_blocks=len(files))
+    ds: ray.data.Dataset = ray.data.from_items(files, override_num_blocks=len(files))
     ds = ds.map_batches(read_files, batch_size=1, batch_format="pyarrow", num_cpus=opts.task_cpus)
     ds = ds.map_batches(
-        validate_batch,
+        validate_batch,  # type: ignore[arg-type]  # ray's stub has no fn_kwargs arguments
         batch_size=opts.batch_size,
         batch_format="pyarrow",
         fn_kwargs={"store_dir": root, "shards": shards},
@@ -165,7 +165,7 @@ def build_dataset(
             fn_constructor_kwargs={"store_dir": root, "shards": shards, "spec": spec},
         )
     return ds.map_batches(
-        prepare_chunk,
+        prepare_chunk,  # type: ignore[arg-type]  # ray's stub has no fn_kwargs arguments
         batch_size=cfg.commit_every,
         batch_format="pyarrow",
         num_cpus=opts.task_cpus,
@@ -183,6 +183,7 @@ def llm_gpus(cfg: BackfillConfig, opts: RayOptions) -> float:
     per_engine = int(engine.get("tensor_parallel_size", 1)) * int(
         engine.get("pipeline_parallel_size", 1)
     )
+    assert opts.llm_concurrency is not None  # resolved options (RAY_DEFAULTS sets it)
     return float(opts.llm_concurrency * per_engine)
 
 
@@ -213,6 +214,7 @@ def embed_layout(
             )
         return max(1, int(total // gpus)), spec
     actors = opts.for_cluster(resources).workers
+    assert actors is not None  # for_cluster sizes it
     if isinstance(spec, EmbedderSpec) and spec.threads is None and not spec.remote:
         cpus = int(resources.get("CPU", 1))
         spec = spec.override(threads=max(1, cpus // actors))
@@ -243,6 +245,7 @@ def _vllm_stages(ds, cfg: BackfillConfig, opts: RayOptions, root: str, shards: i
         num_cpus=opts.actor_cpus,
         fn_constructor_kwargs={"model": model},
     )
+    assert opts.llm_concurrency is not None and opts.llm_batch_size is not None  # resolved
     ds = build_llm_stage(
         model,
         params,

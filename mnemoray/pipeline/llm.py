@@ -138,7 +138,8 @@ def build_llm_stage(
     require_vllm()
     from ray.data import llm as data_llm
 
-    build = getattr(data_llm, "build_processor", None) or data_llm.build_llm_processor
+    # build_llm_processor: the name before Ray 2.5x (the installed Ray has build_processor).
+    build = getattr(data_llm, "build_processor", None) or data_llm.build_llm_processor  # type: ignore[attr-defined]
     config = data_llm.vLLMEngineProcessorConfig(
         model_source=model,
         engine_kwargs=engine_kwargs,

@@ -138,7 +138,7 @@ def domain_index(app: str, version: int, users: Mapping[str, UserTopics]) -> Dom
         return labels[term].most_common(1)[0][0]
 
     ranked = sorted(holders, key=lambda t: (-sessions[t], -mentions[t], -holders[t], t))
-    topics = [
+    coverage = [
         TopicCoverage(
             label(t), t, holders[t], sessions[t], mentions[t], min(months[t]), max(months[t])
         )
@@ -165,7 +165,7 @@ def domain_index(app: str, version: int, users: Mapping[str, UserTopics]) -> Dom
         len(users),
         sum(u.sessions for u in users.values()),
         sum(u.memories for u in users.values()),
-        topics,
+        coverage,
         well,
         weak,
         cross,

@@ -56,7 +56,7 @@ def _memo(snap: StoreSnapshot, key: tuple[str, ...], build: Callable[[], tuple[T
         found = kept.get(key)
         if found is not None and now < found[1]:
             kept.move_to_end(key)
-            return found[0]  # type: ignore[no-any-return]
+            return found[0]
     value, until = build()
     with _lock:
         kept = _views.setdefault(snap, OrderedDict())
@@ -139,7 +139,7 @@ def profile_over(memory_op: Callable[..., Any]) -> ProfileSource:
 
     def source(app_name: str, user_id: str) -> Mapping[str, Any] | None:
         try:
-            return memory_op("profile", app_name, user_id)  # type: ignore[no-any-return]
+            return memory_op("profile", app_name, user_id)
         except NotFound:
             return None
 

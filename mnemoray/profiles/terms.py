@@ -102,7 +102,7 @@ def _tokenizer(language: str) -> KeywordTokenizer:
     tok = cache.get(language)
     if tok is None:
         tok = cache[language] = KeywordTokenizer(language)
-    return tok  # type: ignore[no-any-return]
+    return tok
 
 
 @lru_cache(maxsize=65536)

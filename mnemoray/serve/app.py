@@ -69,23 +69,23 @@ def build_app(args: Mapping[str, Any] | ServeSettings | None = None) -> Applicat
         models.embedder_deployment
         and not EmbedderSpec.parse(models.embedder, field="models.embedder").keyword_only
     ):
-        embedder = Embedder.options(
+        embedder = Embedder.options(  # type: ignore[attr-defined]  # mypy ignores class decorators (a Deployment)
             num_replicas=models.embedder_replicas, ray_actor_options={"num_cpus": cpus.embedder}
         ).bind(s.store, models.embedder)
     summarizer = None
     if models.summarizer_deployment:
-        summarizer = Summarizer.options(
+        summarizer = Summarizer.options(  # type: ignore[attr-defined]  # mypy ignores class decorators (a Deployment)
             num_replicas=models.summarizer_replicas, ray_actor_options={"num_cpus": cpus.summarizer}
         ).bind(models.summarizer, models.summarizer_options)
     index = None
     if s.server.index_mode == "deployment":
-        index = Index.options(
+        index = Index.options(  # type: ignore[attr-defined]  # mypy ignores class decorators (a Deployment)
             num_replicas=s.server.index_replicas, ray_actor_options={"num_cpus": cpus.index}
         ).bind(config, embedder, summarizer)
     # Whether some layer chose server.ingress: if none did, the replicas keep Serve's
     # proxy when a Serve config runs one (mnemoray.serve.ingress_mode).
     chosen = "ingress" in s.server.model_fields_set
-    return MemoryIngress.options(
+    return MemoryIngress.options(  # type: ignore[attr-defined]  # mypy ignores class decorators (a Deployment)
         num_replicas=s.server.replicas,
         max_ongoing_requests=s.server.max_ongoing_requests,
         ray_actor_options={"num_cpus": cpus.ingress},

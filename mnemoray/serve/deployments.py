@@ -44,6 +44,7 @@ from mnemoray.memory.store.protocol import open_backend, require_parquet
 from mnemoray.sessions.events import Event
 from mnemoray.settings.serve import ServeSettings, parse_settings
 from mnemoray.summarizers import get_summarizer
+from mnemoray.summarizers.base import Summarizer as CoreSummarizer
 from mnemoray.summarizers.base import Summary
 
 log = logging.getLogger("ray.serve")
@@ -115,6 +116,8 @@ async def remote_models(
     or in-process models when a deployment is not configured (the embedder from
     ``open_embedder``, as the ``Embedder`` deployment opens it)."""
     loop = asyncio.get_running_loop()
+    embedder: CoreEmbedder | None
+    summarizer: CoreSummarizer
     if embedder_handle is not None:
         info = await embedder_handle.info.remote()
         embedder = (
@@ -139,7 +142,7 @@ class Index:
     str(shard))``). Each loaded shard is the core ``MemoryService`` over
     ``MemoryStore(load_shards={shard})`` with its own watching reloader."""
 
-    async def __init__(
+    async def __init__(  # type: ignore[misc]  # Serve awaits an async constructor
         self,
         settings: Mapping[str, Any],
         embedder_handle: Any = None,

@@ -72,7 +72,7 @@ FAILED_START_STOP_S = 5.0
 )
 @serve.ingress()
 class MemoryIngress:
-    async def __init__(
+    async def __init__(  # type: ignore[misc]  # Serve awaits an async constructor
         self,
         settings: Mapping[str, Any],
         embedder_handle: Any = None,
@@ -139,18 +139,20 @@ class MemoryIngress:
         self.compiler = parts.compiler
         self.metrics = parts.metrics
         parts.start_jobs(self.memory_op_sync)  # ingestion jobs, auto compaction
+        assert parts.ingestion is not None  # start_jobs made it
         self.ingestion = parts.ingestion
         self.compaction = parts.compaction
         self._embedding = 0  # queries between "want a vector" and "got it"
         self._wait_now = -1.0
         self._encode_started: float | None = None  # the running batch's start
         self._encode_ema = 0.005  # seconds per batch, smoothed
-        self.embed_queries.set_max_batch_size(s.models.batch_max_size)
+        # serve.batch's wrapper has the setters; ray's annotation returns the bare function.
+        self.embed_queries.set_max_batch_size(s.models.batch_max_size)  # type: ignore[attr-defined]
         if self.query_embedder is not None:  # first encode pays lazy init; not a request
             self.query_embedder.encode(["warm up"])
         # ingress_chosen False (build_app: no layer set server.ingress): the default
         # direct yields to a Serve proxy that a Serve config started (ingress_mode).
-        ingress = s.server.ingress
+        ingress: str = s.server.ingress
         if ingress == "direct" and not ingress_chosen:
             ingress = ingress_to_use(ingress, ingress_chosen, await serve_proxy_runs())
         self.http = await self._direct_ingress() if ingress == "direct" else None
@@ -238,7 +240,7 @@ class MemoryIngress:
         try:
             wait = self._batch_wait()
             if wait != self._wait_now:
-                self.embed_queries.set_batch_wait_timeout_s(wait)
+                self.embed_queries.set_batch_wait_timeout_s(wait)  # type: ignore[attr-defined]
                 self._wait_now = wait
             vec = await self.embed_queries(text)
         finally:
@@ -268,7 +270,7 @@ class MemoryIngress:
         """An app's domain index. Sharded, every shard's replica gives its users' part
         and this one adds them up (mnemoray.profiles.domain)."""
         if self.memory is not None:
-            return await self.memory_op("domain", app_name, "")  # type: ignore[no-any-return]
+            return await self.memory_op("domain", app_name, "")
         parts = await asyncio.gather(
             *(
                 self.index.options(multiplexed_model_id=str(shard)).call.remote(

@@ -116,5 +116,5 @@ def merge(snapshots: Iterable[Snapshot], now: float, gauge_ttl_s: float = 60.0) 
     replicas.add_sample(
         "mnemoray_metrics_replicas", {}, float(sum(now - s.taken_at <= gauge_ttl_s for s in snaps))
     )
-    registry.register(_Fixed([*families, replicas]))  # type: ignore[arg-type]
+    registry.register(_Fixed([*families, replicas]))
     return generate_latest(registry)

@@ -37,7 +37,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
 import uvicorn
@@ -49,9 +49,9 @@ log = logging.getLogger("ray.serve")
 INSTANCE_HEADER = "x-mnemoray-instance"
 KEEP_ALIVE_S = 5  # uvicorn's default; clients that pool connections reuse them
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
@@ -70,7 +70,7 @@ def with_instance_header(app: Asgi, instance: str) -> Asgi:
             await app(scope, receive, send)
             return
 
-        async def send_tagged(message: dict[str, Any]) -> None:
+        async def send_tagged(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), header]}
             await send(message)

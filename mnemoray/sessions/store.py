@@ -240,7 +240,8 @@ class InMemorySessionStore(SessionStore):
         *,
         events: Sequence[Event] = (),
     ) -> Session:
-        fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
+        given: dict[str, Any] = {"session_id": session_id} if session_id else {}
+        fresh = Session(app_name, user_id, **given)
         delta = initial_state(state)
         first = initial_events(fresh, events)
         with self._lock:

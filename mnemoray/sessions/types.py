@@ -47,7 +47,7 @@ def only_compactions_since(session: Session, version: int) -> bool:
 
 
 SessionChange = Literal["ended", "deleted", "appended"]
-DEFAULT_CHANGES: frozenset[str] = frozenset({"ended", "deleted"})
+DEFAULT_CHANGES: frozenset[SessionChange] = frozenset({"ended", "deleted"})
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def _optional_fields() -> dict[str, Any]:
 
 
 _Strict = ConfigDict(extra="forbid")
-RetrievalOverrides: type[BaseModel] = create_model(  # type: ignore[call-overload]
+RetrievalOverrides: type[BaseModel] = create_model(
     "RetrievalOverrides", __config__=_Strict, **_optional_fields()
 )
 
@@ -131,11 +131,11 @@ def retrieval_config(
     return _build(_set_fields(model), where)
 
 
-class RecallSettings(RetrievalOverrides):  # type: ignore[misc,valid-type]
+class RecallSettings(RetrievalOverrides):
     """The ``recall`` group: RetrievalConfig fields (the default for every app) and
     ``apps.<app_name>.<field>`` overrides merged over it."""
 
-    apps: dict[str, RetrievalOverrides] = Field(  # type: ignore[valid-type]
+    apps: dict[str, RetrievalOverrides] = Field(
         default_factory=dict, description="per-app RetrievalConfig overrides"
     )
     _configs: dict[str | None, RetrievalConfig] = PrivateAttr(default_factory=dict)
@@ -143,7 +143,7 @@ class RecallSettings(RetrievalOverrides):  # type: ignore[misc,valid-type]
     def model_post_init(self, context: Any) -> None:
         # Built once, so a bad value fails when the settings load, naming its key.
         default = _set_fields(self)
-        configs = {None: _build(default, "recall")}
+        configs: dict[str | None, RetrievalConfig] = {None: _build(default, "recall")}
         for app, over in self.apps.items():
             configs[app] = _build(merge(default, _set_fields(over)), f"recall.apps.{app}")
         self._configs = configs

@@ -219,16 +219,19 @@ class ModelSettings(StrictModel):
     summarizer_replicas: int = Field(1, ge=1)
 
 
+WebhookEvent = Literal["on_memory_created", "on_memory_recalled", "on_memory_forgotten"]
+
+
+def _every_webhook_event() -> list[WebhookEvent]:
+    return ["on_memory_created", "on_memory_recalled", "on_memory_forgotten"]
+
+
 class HookSettings(StrictModel):
     """Memory lifecycle events (mnemoray.memory.service.hooks) POSTed to a URL, off the request
     path; a failed POST is logged and counted, never an error of the request."""
 
     webhook_url: str | None = Field(None, description="http(s) URL; unset: no webhook")
-    webhook_events: list[
-        Literal["on_memory_created", "on_memory_recalled", "on_memory_forgotten"]
-    ] = Field(
-        default_factory=lambda: ["on_memory_created", "on_memory_recalled", "on_memory_forgotten"]
-    )
+    webhook_events: list[WebhookEvent] = Field(default_factory=_every_webhook_event)
     webhook_timeout_s: float = Field(5.0, gt=0, le=60)
 
     @field_validator("webhook_url")

@@ -23,7 +23,7 @@ def _lazy(module: str, name: str) -> SummarizerFactory:
     the class, so its options can be checked without building it."""
 
     def target() -> Callable[..., Summarizer]:
-        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), name)
 
     def factory(**options: Any) -> Summarizer:
         return target()(**options)

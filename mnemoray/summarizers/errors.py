@@ -35,4 +35,5 @@ class BackendRequestError(Unavailable, RuntimeError):
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        # The backend's status, on the instance by design (the class's is the API's).
+        self.status = status  # type: ignore[misc,assignment]

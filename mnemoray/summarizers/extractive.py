@@ -329,17 +329,17 @@ class ExtractiveSummarizer(Summarizer):
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInput(f"must be a positive int, got {value!r}", field=option)
-        for option, value in (
+        for option, fraction in (
             ("redundancy", redundancy),
             ("tool_weight", tool_weight),
             ("mmr_lambda", mmr_lambda),
         ):
             if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not 0.0 <= value <= 1.0
+                isinstance(fraction, bool)
+                or not isinstance(fraction, (int, float))
+                or not 0.0 <= fraction <= 1.0
             ):
-                raise InvalidInput(f"must be a number in [0, 1], got {value!r}", field=option)
+                raise InvalidInput(f"must be a number in [0, 1], got {fraction!r}", field=option)
         self.max_sentences = max_sentences
         self.max_chars = max_chars
         self.max_topics = max_topics

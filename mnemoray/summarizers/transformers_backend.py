@@ -83,7 +83,8 @@ class TransformersSummarizer(LLMSummarizer):
         self.device = device
         self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        self.model = loader.from_pretrained(path, local_files_only=True).to(device).eval()
+        # transformers annotates .to() on the class (self: PreTrainedModel), not the model.
+        self.model = loader.from_pretrained(path, local_files_only=True).to(device).eval()  # type: ignore[arg-type]
 
         if self.tokenizer.pad_token is None:
             if self.tokenizer.eos_token is None:
@@ -158,5 +159,6 @@ class TransformersSummarizer(LLMSummarizer):
         completions = []
         for row in output.tolist():
             text = self.tokenizer.decode(row, skip_special_tokens=True)
+            assert isinstance(text, str)  # one row decodes to one string
             completions.append(Completion(text=text, truncated=not self._eos_ids & set(row)))
         return completions

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from mnemoray.errors import ConfigError
 
 if TYPE_CHECKING:  # playwright is an extra (mnemoray[browser])
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Page, ViewportSize
 
 CHROMIUM_ENV = "MNEMORAY_CHROMIUM"
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
@@ -34,7 +34,7 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
 )
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 
 
 class BrowserMissing(ConfigError):

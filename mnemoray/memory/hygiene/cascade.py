@@ -148,7 +148,8 @@ def drop_orphans(
     service.reloader.refresh()
     snap = service.snapshot()
     owner = (app_name, user_id)
-    kept, orphans = [], []
+    kept: list[tuple[Memory, Sequence[Memory]]] = []
+    orphans: list[tuple[Memory, Sequence[Memory]]] = []
     for record, group in merged:
         live = all(snap.get(m.memory_id, owner) is not None for m in group)
         (kept if live else orphans).append((record, group))

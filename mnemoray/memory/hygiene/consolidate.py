@@ -25,14 +25,14 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from mnemoray.errors import InvalidInput
 from mnemoray.memory.hygiene import cascade
 from mnemoray.memory.hygiene.ledger import ACTOR, CONSOLIDATED_KIND, ConsolidationLedger
 from mnemoray.memory.records.kinds import MEMORY_KINDS
 from mnemoray.memory.records.record import Memory
-from mnemoray.sessions.events import Event
+from mnemoray.sessions.events import Event, Role
 from mnemoray.summarizers.base import Summarizer
 
 if TYPE_CHECKING:
@@ -152,6 +152,7 @@ def stand_ins(m: Memory) -> list[Event]:
     """A memory as events the summarizer reads: its ``speaker: words`` lines keep their
     speaker (a fact is the user's own statement)."""
     out: list[Event] = []
+    role: Role
     lines = [ln.strip() for ln in m.text.splitlines() if ln.strip()]
     for j, line in enumerate(lines):
         match = _LINE.match(line)
@@ -172,7 +173,7 @@ def stand_ins(m: Memory) -> list[Event]:
                 author=author,
                 role=role,
                 type="message",
-                text=text,  # type: ignore[arg-type]
+                text=text,
                 id=f"{m.memory_id}#{j}",
                 session_id=m.session_id,
                 timestamp=memory_time(m),
@@ -211,7 +212,7 @@ def summarize_group(group: Sequence[Memory], summarizer: Summarizer, now: float)
         created_at=now,
         agent_name=first.agent_name,
         # What the originals left open or settled stays on the summary.
-        **{name: _union(group, name) for name in CARRIED},
+        **cast("dict[str, Any]", {name: _union(group, name) for name in CARRIED}),
     )
 
 
@@ -250,7 +251,7 @@ def consolidate_user(
     prompt = service.memory_prompt(app_name)  # the app's memory_prompt, if any
     if prompt is not None:
         summ = summ.with_prompt(prompt)
-    merged: list[tuple[Memory, list[Memory]]] = []  # (summary, its originals)
+    merged: list[tuple[Memory, Sequence[Memory]]] = []  # (summary, its originals)
     for group in plan_groups(rows, policy, covered, now):
         if dry_run:
             report.groups += 1
@@ -283,16 +284,16 @@ def consolidate_user(
         written = [w for w in written if any(w.memory_id == r.memory_id for r, _ in kept)]
         merged = kept
         expire_at = None if policy.expire_s is None else now + policy.expire_s
-        for record, group in merged:
+        for record, originals in merged:
             ledger.record(
                 app_name,
                 user_id,
                 record.memory_id,
-                [m.memory_id for m in group],
+                [m.memory_id for m in originals],
                 expire_at,
                 now=now,
             )
-            report.originals_consolidated += len(group)
+            report.originals_consolidated += len(originals)
         report.groups += len(merged)
         report.summaries_written += len(written)
     if not dry_run:

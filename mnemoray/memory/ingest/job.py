@@ -42,7 +42,7 @@ class Job:
 
     @classmethod
     def _from_row(cls, row: tuple[Any, ...]) -> Job:
-        return cls(*row[:5], None if row[5] is None else json.loads(row[5]), *row[6:])
+        return cls(*(*row[:5], None if row[5] is None else json.loads(row[5]), *row[6:]))
 
     def public(self) -> dict[str, Any]:
         """What a client sees (``GET /v1/jobs/{id}``)."""

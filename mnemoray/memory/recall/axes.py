@@ -115,7 +115,7 @@ def query_time(query: str, reference: Any) -> QueryTime:
 
 def time_signal(
     qt: QueryTime,
-    positions: Sequence[int],
+    positions: Sequence[int] | np.ndarray,
     facts: Callable[[int], TimeFacts],
     t_start: np.ndarray,
     t_end: np.ndarray,

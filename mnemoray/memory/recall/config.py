@@ -129,7 +129,7 @@ class RetrievalConfig:
     def tokenizer(self) -> KeywordTokenizer:
         """The keyword index's tokenizer (``keyword_language``: ``auto`` or a Snowball
         language; :mod:`mnemoray.memory.recall.keywords`)."""
-        return self._tokenizer  # type: ignore[attr-defined,no-any-return]
+        return self._tokenizer  # type: ignore[attr-defined]  # set by __post_init__, not a field
 
     def active(self, mode: str | None = None) -> dict[str, float]:
         """Signal -> weight for a mode (weight 0 turns a signal off)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from typing import Any
 
 from mnemoray.errors import StoreCorrupt
 from mnemoray.graph import UserGraph
@@ -22,14 +22,14 @@ class ScopeCache:
 
     def __init__(self, config: RetrievalConfig | None = None) -> None:
         self.config = config or RetrievalConfig()
-        self._cache: OrderedDict[Hashable, Candidates] = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], Candidates] = OrderedDict()
         self._lock = threading.Lock()
 
     def _scope(
         self,
         snap: StoreSnapshot,
         spans: list[tuple[LoadedSegment, tuple[int, int]]],
-        scope: tuple[str, str | None],
+        scope: tuple[str | None, ...],  # (app, user or None, shared users...)
     ) -> Candidates:
         # Tombstone files are only ever appended (a compaction that retires some
         # also rewrites the segments, renaming them): count + last name identify them.
@@ -70,6 +70,6 @@ def user_graph(snap: StoreSnapshot, app: str, user: str) -> UserGraph | None:
     if view is None:
         return None
     try:
-        return view.user(app, user)  # type: ignore[no-any-return]
+        return view.user(app, user)
     except StoreCorrupt:
         return None

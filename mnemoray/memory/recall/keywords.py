@@ -106,7 +106,7 @@ def _stem(words: list[str], language: str) -> list[str]:
     stemmer = cache.get(language)
     if stemmer is None:
         stemmer = cache[language] = Stemmer.Stemmer(language)
-    return stemmer.stemWords(words)  # type: ignore[no-any-return]
+    return stemmer.stemWords(words)
 
 
 def _normal(text: str) -> str:

@@ -326,6 +326,7 @@ class Retriever(ScopeCache):
                 one_user=False,
             )
         depth = max(self.config.app_candidates, top_k)
+        assert query_vec is not None  # dense_ok
         hits = snap.search_app(app, query_vec, k=depth, filters=flt)
         return rank_proposed(
             self.config,

@@ -155,7 +155,7 @@ def distill_session(
             )
         )
 
-    topics = _unique(
+    all_topics = _unique(
         [*(summary.topics if summary else ()), *(t for c in compactions for t in c.summary.topics)]
     )
     entities = _unique(
@@ -176,7 +176,7 @@ def distill_session(
         chunk_terms = {stem(w) for w in words(said)}
         lowered = said.lower()
         chunk_topics = tuple(
-            t for t in topics if (ts := {stem(w) for w in words(t)}) and ts <= chunk_terms
+            t for t in all_topics if (ts := {stem(w) for w in words(t)}) and ts <= chunk_terms
         )
         chunk_entities = tuple(n for n in entities if n.lower() in lowered)
         key = text
@@ -336,9 +336,9 @@ def _stand_ins(c: _Compaction, speakers: dict[str, tuple[str, str]]) -> list[Eve
     return [
         Event(
             author=author,
-            role=role,
+            role=role,  # type: ignore[arg-type]  # "user" or "model" (_speakers)
             type="message",
-            text=text,  # type: ignore[arg-type]
+            text=text,
             id=f"{c.event.id}#{j}",
             session_id=c.event.session_id,
             invocation_id=c.event.invocation_id,

@@ -212,7 +212,7 @@ class Memory:
         return self.expires_at is not None and self.expires_at <= (now or time.time())
 
     def to_dict(self, with_embedding: bool = False) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "memory_id": self.memory_id,
             "app_name": self.app_name,
             "user_id": self.user_id,

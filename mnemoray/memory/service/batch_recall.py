@@ -143,10 +143,11 @@ class BatchRecall:
         # The service's query cache first (repeated queries); the rest in one call.
         cache = self.service.query_cache
         found = {text: cache.get(text) for text in {q.request.query for q in need}}
+        vectors = {text: vec for text, vec in found.items() if vec is not None}
         missing = [text for text, vec in found.items() if vec is None]
         for text, vec in zip(missing, embedder.encode(missing), strict=True):
-            found[text] = cache.put(text, vec)
-        return {q.lineno: found[q.request.query] for q in need}
+            vectors[text] = cache.put(text, vec)
+        return {q.lineno: vectors[q.request.query] for q in need}
 
     def _rank(
         self, q: QueryLine, vec: np.ndarray | None, snap: StoreSnapshot, encode_ms: float

@@ -220,9 +220,9 @@ class GraphReads:
         ``types``, valid at ``at``), with the entity's facts."""
         _require_parquet(self.store)  # type: ignore[attr-defined]
         return neighbours(
-            self.snapshot(),
+            self.snapshot(),  # type: ignore[attr-defined]
             app_name,
-            user_id,  # type: ignore[attr-defined]
+            user_id,
             entity,
             depth,
             types,

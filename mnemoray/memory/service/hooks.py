@@ -286,7 +286,7 @@ class MemoryHooks:
         return out
 
 
-def memory_events(hook: HookName, memories: Sequence[Memory], **details: str) -> list[MemoryEvent]:
+def memory_events(hook: HookName, memories: Sequence[Memory], **details: Any) -> list[MemoryEvent]:
     """One event per (app, user) among ``memories`` (embeddings left out)."""
     owners: dict[tuple[str, str], list[Memory]] = {}
     for m in memories:

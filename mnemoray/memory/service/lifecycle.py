@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mnemoray.errors import Conflict, InvalidInput, NotFound
@@ -253,7 +253,7 @@ class MemoryLifecycle:
         query: str,
         *,
         top_k: int = 10,
-        filters: RecallFilters | dict[str, Any] | None = None,
+        filters: RecallFilters | Mapping[str, Any] | None = None,
         mode: str | None = None,
         ttl_s: float = forget_query.TOKEN_TTL_S,
     ) -> forget_query.ForgetPreview:

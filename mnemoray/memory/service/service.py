@@ -293,7 +293,7 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         actor: str = "",
         graph: Sequence[tuple[str, Any]] = (),
     ) -> list[Memory]:
-        extra = {"graph": graph} if graph else {}  # only a Parquet store takes one
+        extra: dict[str, Any] = {"graph": graph} if graph else {}  # only a Parquet store takes one
         if not memories:
             if session_hashes:
                 self.store.commit(None, session_hashes=session_hashes, **extra)
@@ -304,7 +304,7 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
             memories,
             model,
             dim,
-            index_kind=index_kind,  # type: ignore[arg-type]
+            index_kind=index_kind,
             session_hashes=session_hashes,
             summarizer=getattr(self.summarizer, "name", None),
             **extra,

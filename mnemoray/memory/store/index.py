@@ -175,7 +175,7 @@ def _top_k(scores: np.ndarray, k: int, ids: np.ndarray | None) -> tuple[np.ndarr
     for row in range(nq):
         s = scores[row]
         valid = np.count_nonzero(s > -np.inf)
-        kk = min(k, valid)
+        kk = min(k, int(valid))
         if kk == 0:
             continue
         top = np.argpartition(-s, kk - 1)[:kk] if kk < m else np.arange(m)
@@ -207,14 +207,18 @@ def _selector_search(
     mask[ids] = True
     bitmap = np.packbits(mask, bitorder="little")  # must outlive the search
     sel = faiss.IDSelectorBitmap(index.ntotal, faiss.swig_ptr(bitmap))
+    # faiss's stub (__init__.pyi) lacks SearchParametersHNSW, fvec_inner_products_ny and
+    # the SearchParameters keyword arguments: those lines are `type: ignore`d.
     if isinstance(index, faiss.IndexHNSW):
-        params: Any = faiss.SearchParametersHNSW(sel=sel, efSearch=max(index.hnsw.efSearch, k))
+        params: Any = faiss.SearchParametersHNSW(  # type: ignore[attr-defined]
+            sel=sel, efSearch=max(index.hnsw.efSearch, k)
+        )
     elif isinstance(index, faiss.IndexIVF):
-        params = faiss.SearchParametersIVF(
+        params = faiss.SearchParametersIVF(  # type: ignore[call-arg]
             sel=sel, nprobe=index.nlist if exhaustive else index.nprobe
         )
     else:
-        params = faiss.SearchParameters(sel=sel)
+        params = faiss.SearchParameters(sel=sel)  # type: ignore[call-arg]
     scores, found = index.search(q, k, params=params)
     return _faiss_result(scores, found)
 
@@ -236,7 +240,7 @@ def _slice_scores(vectors: np.ndarray, q: np.ndarray, start: int, end: int) -> n
     if end > start:
         base = vectors.ctypes.data + start * vectors.strides[0]
         for row in range(len(q)):
-            faiss.fvec_inner_products_ny(
+            faiss.fvec_inner_products_ny(  # type: ignore[attr-defined]
                 faiss.swig_ptr(out[row]),
                 faiss.swig_ptr(q[row]),
                 faiss.cast_integer_to_float_ptr(base),
@@ -283,6 +287,7 @@ def search_range(
         ids = np.arange(start, end) if mask is None else start + np.flatnonzero(mask)
         if not len(ids):
             return _top_k(np.empty((len(q), 0), dtype=np.float32), k, None)
+        assert isinstance(index_or_vectors, faiss.Index)  # no raw vectors: an index
         return _selector_search(index_or_vectors, q, k, ids, exhaustive=True)
     scores = _slice_scores(vectors, q, start, end)
     if mask is not None:

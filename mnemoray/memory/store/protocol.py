@@ -43,7 +43,7 @@ from mnemoray.memory.store.manifest import Manifest, read_manifest
 from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.memory.store.reload import Stamp
 from mnemoray.memory.store.segment import LoadedSegment, Range
-from mnemoray.memory.store.snapshot import Hit, MaskFn
+from mnemoray.memory.store.snapshot import Hit, MaskFn, StoreSnapshot
 from mnemoray.memory.store.tombstones import Tombstone
 from mnemoray.memory.store.writes import OwnedId, SessionKey, WriteResult
 
@@ -142,7 +142,9 @@ class MemoryBackend(Protocol):
     def stamp(self) -> Stamp:
         """Cheap token that changes whenever a commit publishes (reloaders compare it)."""
 
-    def load(self) -> MemoryView: ...
+    # A MemoryView; both backends' views are StoreSnapshots (LanceView subclasses it),
+    # which is what the reloader and the Retriever hold.
+    def load(self) -> StoreSnapshot: ...
 
     # -- writes ------------------------------------------------------------------
     def prepare_segments(

@@ -162,7 +162,7 @@ def _columns(table: pa.Table) -> tuple[list[str], list[Any]]:
         return found[1], found[2]
     columns = [c.chunk(0) if c.num_chunks == 1 else c for c in table.columns]
     _COLUMNS[key] = (
-        weakref.ref(table, lambda _, key=key: _COLUMNS.pop(key, None)),
+        weakref.ref(table, lambda _: _COLUMNS.pop(key, None)),
         table.column_names,
         columns,
     )

@@ -95,7 +95,9 @@ def write_segment_table(
 
 def tenant_ranges(table: pa.Table) -> tuple[dict[Tenant, Range], dict[str, Range]]:
     """Contiguous [start, end) row range of every (app, user) and every app."""
-    frame = pl.from_arrow(table.select(["app_name", "user_id"])).with_row_index("row")
+    frame = pl.from_arrow(table.select(["app_name", "user_id"]))
+    assert isinstance(frame, pl.DataFrame)  # a Table gives a DataFrame
+    frame = frame.with_row_index("row")
     ranges: list[dict[Tenant | str, Range]] = []
     for keys in (["app_name", "user_id"], ["app_name"]):
         spans = frame.group_by(keys, maintain_order=True).agg(

@@ -248,7 +248,7 @@ class StoreSnapshot:
         for _, seg, row in found:
             by_seg.setdefault(id(seg), []).append(row)
         # One Arrow take per segment: per-row takes dominate a sub-ms search.
-        memories = {}
+        memories: dict[tuple[int, int], Memory] = {}
         for _, seg, _ in found:
             if id(seg) in by_seg:
                 rows = by_seg.pop(id(seg))

@@ -179,14 +179,14 @@ def forget_targets(
                 f"expected (app_name, user_id, memory_id), got {triple!r}", field=f"owned[{i}]"
             )
         targets.append(triple)
-    for name, value, size in (("session", session, 3), ("user", user, 2), ("owner", owner, 2)):
-        if value is not None and (
-            not isinstance(value, tuple)
-            or len(value) != size
-            or not all(isinstance(v, str) and v for v in value)
+    for what, key, size in (("session", session, 3), ("user", user, 2), ("owner", owner, 2)):
+        if key is not None and (
+            not isinstance(key, tuple)
+            or len(key) != size
+            or not all(isinstance(v, str) and v for v in key)
         ):
             raise StoreError(
-                f"expected a tuple of {size} non-empty strings, got {value!r}", field=name
+                f"expected a tuple of {size} non-empty strings, got {key!r}", field=what
             )
     if not targets and session is None and user is None:
         raise StoreError("pass memory_ids with owner, owned, session or user", field="forget")

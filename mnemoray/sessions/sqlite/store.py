@@ -208,7 +208,8 @@ class SQLiteSessionStore(SessionStore):
         *,
         events: Sequence[Event] = (),
     ) -> Session:
-        fresh = Session(app_name, user_id, **({"session_id": session_id} if session_id else {}))
+        given: dict[str, Any] = {"session_id": session_id} if session_id else {}
+        fresh = Session(app_name, user_id, **given)
         delta = initial_state(state)
         first = initial_events(fresh, events)
         # Serialize before the transaction: bad state fails with nothing written.

@@ -19,6 +19,7 @@ opens a bounded number of files. Rows are in the schema of
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -171,9 +172,7 @@ def write_rows(
     name = new_name("graph")
     for t in PART_TABLES:
         table = tables[t]
-        atomic_write(
-            part_path(root, shard, name, t), lambda tmp, table=table: pq.write_table(table, tmp)
-        )
+        atomic_write(part_path(root, shard, name, t), functools.partial(pq.write_table, table))
     return GraphPart(name, len(listed), 0)
 
 

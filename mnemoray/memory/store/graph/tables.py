@@ -18,6 +18,7 @@ commit that lists the files in the memory store's manifest instead.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Iterable
@@ -230,7 +231,7 @@ class GraphStore:
             table = tables[t].cast(SCHEMAS[t])
             files[t] = f"{t}-{generation}.parquet"
             path = folder / files[t]
-            atomic_write(path, lambda tmp, table=table: pq.write_table(table, tmp))
+            atomic_write(path, functools.partial(pq.write_table, table))  # (table, tmp)
             paths.append(path)
         previous = self._current_generation(shard)
         atomic_write_bytes(

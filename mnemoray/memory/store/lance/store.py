@@ -237,7 +237,9 @@ class LanceStore(LanceWrites):
 
     def import_jsonl(self, path: str | Path, batch_size: int = IMPORT_BATCH) -> WriteResult:
         header, batches = read_export(path, batch_size)
-        model, dim = header.get("embedding_model"), header.get("dim")
+        # As the file says (JSON); write_segment checks them against the store.
+        model: Any = header.get("embedding_model")
+        dim: Any = header.get("dim")
         results = [
             self.write_segment(batch, model, dim, summarizer=header.get("summarizer"))
             for batch in batches

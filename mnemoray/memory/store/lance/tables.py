@@ -69,7 +69,7 @@ class LanceManifest(Manifest):
     row_count: int = 0
 
     @property
-    def rows(self) -> int:  # type: ignore[override]
+    def rows(self) -> int:
         """Stored rows (a Parquet manifest counts its segments' rows, forgotten ones too)."""
         return self.row_count
 
@@ -190,7 +190,8 @@ def split_vectors(table: pa.Table, dim: int) -> tuple[pa.Table, np.ndarray | Non
 
 
 def tombstone_of(row: dict[str, Any]) -> Tombstone:
-    return Tombstone(**{k: ("" if v is None else v) for k, v in row.items()})
+    fields: dict[str, Any] = {k: ("" if v is None else v) for k, v in row.items()}
+    return Tombstone(**fields)
 
 
 __all__ = [

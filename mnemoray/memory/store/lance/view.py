@@ -204,7 +204,8 @@ class LanceView(StoreSnapshot):
         table, vectors = split_vectors(rows.drop_columns([COMMITTED_IN]), self.manifest.dim or 0)
         return rows_to_memories(table, [0], vectors)[0]
 
-    def search_app(
+    # Lance reads RecallFilters' fields (its where-clauses), more than a RowFilter has.
+    def search_app(  # type: ignore[override]
         self,
         app: str,
         query_vec: np.ndarray,
@@ -236,7 +237,7 @@ class LanceView(StoreSnapshot):
         )
         rows = (
             self._memories.search(q, vector_column_name=EMBEDDING)
-            .distance_type("dot")
+            .distance_type("dot")  # type: ignore[attr-defined]  # on the vector query builder
             .where(where, prefilter=True)
             .limit(k)
             .to_arrow()

@@ -28,14 +28,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mnemoray.errors import StoreCorrupt
 from mnemoray.files import file_lock
-from mnemoray.memory.store.index import build_index, write_index
+from mnemoray.memory.store.index import IndexKind, build_index, write_index
 from mnemoray.memory.store.layout import (
     LEDGER_DIR,
     LOCK,
@@ -175,7 +175,8 @@ def _repair_listed(root: Path, found: Findings, report: DoctorReport) -> None:
         entry = next(e for e in m.segments[shard] if e.name == name)
         table = pq.read_table(parquet_path(root, shard, name), columns=[EMBEDDING])
         vectors = table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, dim)
-        write_index(build_index(vectors, entry.index or "auto"), faiss_path(root, shard, name))
+        kind = cast("IndexKind", entry.index or "auto")  # the manifest names one
+        write_index(build_index(vectors, kind), faiss_path(root, shard, name))
         report.repaired.append(
             f"index {name} (shard {shard}): rebuilt from the Parquet vectors ({len(vectors)} rows)"
         )

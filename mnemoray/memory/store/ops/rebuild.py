@@ -186,8 +186,8 @@ def rebuild_manifest(
         [(s.at, 0, s) for s in kept] + [(at, 1, f) for f, at in stones.items()],
         key=lambda x: (x[0], x[1]),
     )
-    for version, (_, is_tomb, item) in enumerate(timeline, start=1):
-        if is_tomb:
+    for version, (_, _is_tomb, item) in enumerate(timeline, start=1):
+        if isinstance(item, str):  # a tombstone file (is_tomb 1)
             m.tombstones.append(_renumber(root, item, version, stamp, done))
             continue
         kind = _index_for(root, item, dim or 0, done)

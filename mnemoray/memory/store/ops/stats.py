@@ -60,7 +60,7 @@ def store_stats(
     that must answer while a shard is broken. ``runs``: the store's run reports, where
     the caller has read them already (default: read here)."""
     # Both backends' views are StoreSnapshots (LanceView subclasses it).
-    snap: StoreSnapshot = store.load()  # type: ignore[assignment]
+    snap: StoreSnapshot = store.load()
     damaged = sorted(snap.damaged)
     if not skip_damaged:
         snap.check_healthy()  # figures for the whole store, never a partial count

@@ -95,7 +95,7 @@ class StoreCommits:
             shard = shard_of(mem.app_name, mem.user_id, m.shards)
             by_shard[shard].append(mem.with_derived(shard=shard) if mem.shard != shard else mem)
         name = new_name("seg")
-        entries = []
+        entries: list[tuple[int, SegmentEntry]] = []
         for shard in sorted(by_shard):
             group = by_shard[shard]
             self._state.check_shard_files(m, shard)

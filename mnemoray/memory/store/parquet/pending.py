@@ -105,13 +105,14 @@ class PendingRewrites:
                 entries.append(
                     (
                         shard,
+                        # entry.index: a kind; None only in a keyword-only store (no index).
                         write_segment_files(
                             self._state.root,
                             shard,
                             new_name("seg"),
                             fresh,
                             pending.dim,
-                            entry.index,
+                            entry.index,  # type: ignore[arg-type]
                         ),
                     )
                 )
