@@ -41,7 +41,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     MNEMORAY_STORE=/var/lib/mnemoray/store \
     MNEMORAY_SERVER__API_KEYS=/etc/mnemoray/api_keys.json
 
-# wget: KubeRay's default probes of a Ray pod run it (jobs/k8s/rayservice.yaml uses this
+# wget: KubeRay's default probes of a Ray pod run it (deploy/k8s/rayservice.yaml uses this
 # image). gcc: vllm's Triton kernels compile a small C launcher at run time (CUDA only).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends wget \

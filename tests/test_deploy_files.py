@@ -24,7 +24,7 @@ except ModuleNotFoundError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
-K8S = ROOT / "jobs" / "k8s"
+K8S = ROOT / "deploy" / "k8s"
 
 
 def instructions(path: Path) -> list[tuple[str, str]]:

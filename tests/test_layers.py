@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("mnemoray.compaction",),
     # the compiler declares the ports it needs (compiler/services.py); memory implements them
     ("mnemoray.compiler",),
-    ("mnemoray.demo",),
+    ("mnemoray.compiler.demo_session",),
     ("mnemoray.memory.records",),
     ("mnemoray.schemas",),
     ("mnemoray.client",),

@@ -24,7 +24,7 @@ def demo(
     a generated archive backfilled on Ray Data, served by Ray Serve, recalled and
     compiled over HTTP."""
     from mnemoray.artifacts.files import FileArtifactStore
-    from mnemoray.demo import (
+    from mnemoray.compiler.demo_session import (
         BOOKING_AGENT,
         TRAVEL_AGENT,
         build_demo_session,

@@ -3,7 +3,7 @@
     python -m mnemoray.jobs.demo [--workdir DIR] [--port 8011]
 
 `mnemoray demo` runs it after the compile demo. Steps: write a generated
-archive (the long travel session of `mnemoray.demo` for two travellers, plus the
+archive (the long travel session of `mnemoray.compiler.demo_session` for two travellers, plus the
 example pet/cooking/tax sessions of `examples/archive.jsonl`), backfill it on a
 local Ray instance, start the Serve app on 127.0.0.1, and run a few recalls and a
 memory-preloaded compile through HTTP with `mnemoray.client`. Last, the live loop: a
@@ -22,7 +22,7 @@ from typing import Any
 from mnemoray.artifacts.store import InMemoryArtifactStore
 from mnemoray.backfill.archive import write_archive
 from mnemoray.client import MnemorayClient
-from mnemoray.demo import TRAVEL_AGENT, build_demo_session
+from mnemoray.compiler.demo_session import TRAVEL_AGENT, build_demo_session
 from mnemoray.sessions.session import Session
 from mnemoray.sessions.store import InMemorySessionStore
 

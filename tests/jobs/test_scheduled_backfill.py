@@ -224,7 +224,7 @@ def test_dry_run_lists_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 # -- the manifests that run it ------------------------------------------------------------
 def test_raycronjob_manifest() -> None:
-    docs = [d for d in yaml.safe_load_all((ROOT / "jobs/k8s/rayjob-cron.yaml").read_text()) if d]
+    docs = [d for d in yaml.safe_load_all((ROOT / "deploy/k8s/rayjob-cron.yaml").read_text()) if d]
     by_kind = {d["kind"]: d for d in docs}
     pvcs = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
     assert {p["metadata"]["name"] for p in pvcs} == {"mnemoray-store", "mnemoray-archive"}
@@ -257,7 +257,7 @@ def test_raycronjob_manifest() -> None:
 
 
 def _line_of(value: str) -> str:
-    text = (ROOT / "jobs/k8s/rayjob-cron.yaml").read_text()
+    text = (ROOT / "deploy/k8s/rayjob-cron.yaml").read_text()
     return next(line for line in text.splitlines() if value in line)
 
 
@@ -269,8 +269,8 @@ def _unit(path: Path) -> configparser.ConfigParser:
 
 
 def test_systemd_units() -> None:
-    service = _unit(ROOT / "jobs/systemd/mnemoray-backfill.service")
-    timer = _unit(ROOT / "jobs/systemd/mnemoray-backfill.timer")
+    service = _unit(ROOT / "deploy/systemd/mnemoray-backfill.service")
+    timer = _unit(ROOT / "deploy/systemd/mnemoray-backfill.timer")
     assert service["Service"]["Type"] == "oneshot"
     start = service["Service"]["ExecStart"].replace("\\\n", " ").split()
     assert start[1:3] == ["-m", "mnemoray.jobs.scheduled_backfill"]

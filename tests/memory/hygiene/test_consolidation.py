@@ -363,13 +363,13 @@ def test_the_schedules_run_the_job() -> None:
     root = Path(__file__).resolve().parents[3]
     service = configparser.ConfigParser(strict=False, interpolation=None)
     service.optionxform = str  # type: ignore[assignment,method-assign]
-    service.read_string((root / "jobs/systemd/mnemoray-consolidate.service").read_text())
+    service.read_string((root / "deploy/systemd/mnemoray-consolidate.service").read_text())
     start = service["Service"]["ExecStart"].replace("\\\n", " ").split()
     assert start[1:3] == ["-m", "mnemoray.jobs.consolidate"] and "--store" in start
     timer = configparser.ConfigParser(strict=False, interpolation=None)
-    timer.read_string((root / "jobs/systemd/mnemoray-consolidate.timer").read_text())
+    timer.read_string((root / "deploy/systemd/mnemoray-consolidate.timer").read_text())
     assert timer["Timer"]["Unit"] == "mnemoray-consolidate.service"
-    docs = list(yaml.safe_load_all((root / "jobs/k8s/consolidate-cron.yaml").read_text()))
+    docs = list(yaml.safe_load_all((root / "deploy/k8s/consolidate-cron.yaml").read_text()))
     (cron,) = [d for d in docs if d and d["kind"] == "CronJob"]
     (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     assert container["command"][:3] == ["python", "-m", "mnemoray.jobs.consolidate"]
