@@ -38,8 +38,8 @@ from mnemoray.sessions.types import (
     StaleSessionError,
 )
 from mnemoray.summarizers.errors import (
-    BackendRequestError,
-    BackendUnavailableError,
+    ModelRequestError,
+    ModelUnavailableError,
     PromptTooLongError,
     SummaryParseError,
 )
@@ -69,8 +69,8 @@ from mnemoray.summarizers.errors import (
         (LockHeld, Conflict, 409),
         (NotAuthenticated, Unauthorized, 401),
         (NotPermitted, Forbidden, 403),
-        (BackendUnavailableError, Unavailable, 503),
-        (BackendRequestError, Unavailable, 503),
+        (ModelUnavailableError, Unavailable, 503),
+        (ModelRequestError, Unavailable, 503),
     ],
 )
 def test_every_library_error_has_one_root_and_a_status(cls, root, status) -> None:
@@ -95,7 +95,7 @@ def test_corruption_and_parse_failures_are_not_public() -> None:
     assert not issubclass(StoreCorrupt, InvalidInput)
     assert not SummaryParseError.public
     # A model backend's failure keeps its 503 but not its message (it names the URL).
-    assert not BackendRequestError.public and BackendRequestError.status == 503
+    assert not ModelRequestError.public and ModelRequestError.status == 503
 
 
 def test_field_is_data_and_the_message_names_it() -> None:
@@ -146,13 +146,13 @@ def test_errors_survive_pickling_across_processes() -> None:
         TemplateError("k", "missing"),
         ArchiveError("f.jsonl:3", "bad row"),
         InvalidInput("x", field="f"),
-        BackendRequestError("down", status=502),
+        ModelRequestError("down", status=502),
         NotPermitted("no", field="app_name"),
     ):
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and str(back) == str(err)
         assert back.field == err.field
-    assert pickle.loads(pickle.dumps(BackendRequestError("down", status=502))).status == 502
+    assert pickle.loads(pickle.dumps(ModelRequestError("down", status=502))).status == 502
 
 
 def test_a_damaged_manifest_is_store_corrupt(tmp_path) -> None:

@@ -34,7 +34,7 @@ PLACES: tuple[tuple[str, str], ...] = (
     ("mnemoray/mcp/", "mcp"),
     ("mnemoray/cli/mcp.py", "mcp"),
     ("mnemoray/adk/", "adk"),
-    ("mnemoray/summarizers/vllm_backend.py", "gpu"),
+    ("mnemoray/summarizers/vllm_engine.py", "gpu"),
     ("mnemoray/memory/store/lance/", "lancedb"),
     ("mnemoray/cli/ui.py", "ui"),
     ("mnemoray/ui/browser.py", "browser"),

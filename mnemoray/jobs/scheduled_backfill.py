@@ -81,7 +81,7 @@ from mnemoray.memory.store.runs import (
     run_report_path,
     write_run_report,
 )
-from mnemoray.summarizers.errors import BackendUnavailableError
+from mnemoray.summarizers.errors import ModelUnavailableError
 
 SCHEDULE_DIR = "schedule"  # STORE/schedule/: the lock file and staging directories
 LOCK_NAME = "lock"
@@ -220,7 +220,7 @@ def run_backfill_job(argv: Sequence[str], run_id: str) -> tuple[BackfillReport, 
         raise UsageError(f"bad backfill flags (status {exc.code})") from None
     try:
         return run_backfill(replace(config, run_id=run_id), engine_name), as_json
-    except (MnemorayError, ValueError, ImportError, BackendUnavailableError) as exc:
+    except (MnemorayError, ValueError, ImportError, ModelUnavailableError) as exc:
         if run_report_path(parse_location(config.store)[1], run_id).is_file():
             raise  # it had started: a failed run, not a usage error
         raise UsageError(str(exc)) from exc

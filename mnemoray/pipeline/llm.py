@@ -42,10 +42,10 @@ from mnemoray.memory.store.protocol import open_backend
 from mnemoray.memory.store.scopes import ScopePolicy
 from mnemoray.pipeline.rows import ITEM, STATS, lighten, pack, unpack
 from mnemoray.summarizers import Summarizer, get_summarizer
-from mnemoray.summarizers.errors import BackendUnavailableError
+from mnemoray.summarizers.errors import ModelUnavailableError
 from mnemoray.summarizers.llm_base import Completion, ReplaySummarizer
 from mnemoray.summarizers.llm_prompt import SUMMARY_JSON_SCHEMA, render_for_tokenizer
-from mnemoray.summarizers.vllm_backend import INSTALL_HINT
+from mnemoray.summarizers.vllm_engine import INSTALL_HINT
 
 PROMPT, TOKENS, NEEDED = "prompt", "tokenized_prompt", "llm_needed"
 COMPLETION, GENERATED = "completion", "num_generated_tokens"
@@ -57,7 +57,7 @@ SAMPLING_OPTIONS = ("max_tokens", "temperature", "guided_json", "fallback")
 def require_vllm() -> None:
     """A clear error, before any work starts, when vLLM is not installed."""
     if importlib.util.find_spec("vllm") is None:
-        raise BackendUnavailableError(
+        raise ModelUnavailableError(
             f"--summarizer vllm runs vLLM through ray.data.llm, and vLLM is not installed; "
             f"{INSTALL_HINT}. Without GPUs use --summarizer extractive (or transformers / "
             f"openai with --summarizer-option)."

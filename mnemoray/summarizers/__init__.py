@@ -35,11 +35,11 @@ def _lazy(module: str, name: str) -> SummarizerFactory:
 _REGISTRY: dict[str, SummarizerFactory] = {
     "extractive": ExtractiveSummarizer,
     # model_path=... (a local seq2seq or causal LM)
-    "transformers": _lazy("mnemoray.summarizers.transformers_backend", "TransformersSummarizer"),
+    "transformers": _lazy("mnemoray.summarizers.transformers_local", "TransformersSummarizer"),
     # base_url=..., model=... (an OpenAI-compatible server, e.g. vLLM)
-    "openai": _lazy("mnemoray.summarizers.openai_backend", "OpenAISummarizer"),
+    "openai": _lazy("mnemoray.summarizers.openai_compat", "OpenAISummarizer"),
     # model=...; the rest go to vllm.LLM
-    "vllm": _lazy("mnemoray.summarizers.vllm_backend", "VLLMSummarizer"),
+    "vllm": _lazy("mnemoray.summarizers.vllm_engine", "VLLMSummarizer"),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from mnemoray.errors import InvalidInput, MnemorayError, Unavailable
 
 
-class BackendUnavailableError(Unavailable, RuntimeError):
+class ModelUnavailableError(Unavailable, RuntimeError):
     """A backend's optional dependency (e.g. vllm) is not installed here."""
 
     public = False  # the message is an install hint for the operator
@@ -23,7 +23,7 @@ class PromptTooLongError(InvalidInput):
     """The rendered window does not fit the model's context; summarize smaller windows."""
 
 
-class BackendRequestError(Unavailable, RuntimeError):
+class ModelRequestError(Unavailable, RuntimeError):
     """An HTTP summarizer backend refused or failed a request.
 
     ``status`` here is the backend's HTTP status (``None`` when no response came

@@ -39,7 +39,7 @@ from mnemoray.http.metrics import Metrics
 from mnemoray.memory.ingest.queue import JobQueue
 from mnemoray.sessions.store import InMemorySessionStore
 from mnemoray.sessions.types import SessionNotFoundError
-from mnemoray.summarizers.errors import BackendRequestError
+from mnemoray.summarizers.errors import ModelRequestError
 
 KEY = "routes-test-key-0123456789"
 WHO = {"app_name": "app", "user_id": "ana"}
@@ -212,7 +212,7 @@ def test_a_bug_is_500_with_a_request_id_and_no_internals(
 def test_a_private_error_keeps_its_status_but_not_its_message(
     client: TestClient, backend: FakeBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
-    backend.fail = BackendRequestError(
+    backend.fail = ModelRequestError(
         "POST http://10.0.0.7:8001/v1/chat -> HTTP 400: bad", status=400
     )
     with caplog.at_level(logging.ERROR, logger="ray.serve"):

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from mnemoray.errors import InvalidInput
 from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Summarizer
-from mnemoray.summarizers.errors import BackendUnavailableError, PromptTooLongError
+from mnemoray.summarizers.errors import ModelUnavailableError, PromptTooLongError
 from mnemoray.summarizers.llm_base import Completion, LLMSummarizer
 from mnemoray.summarizers.llm_prompt import render_for_tokenizer
 
@@ -67,7 +67,7 @@ class TransformersSummarizer(LLMSummarizer):
                 AutoTokenizer,
             )
         except ImportError as exc:
-            raise BackendUnavailableError(
+            raise ModelUnavailableError(
                 f"the 'transformers' summarizer needs torch and transformers: {exc}"
             ) from exc
 

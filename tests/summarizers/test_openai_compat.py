@@ -13,9 +13,9 @@ import pytest
 
 from mnemoray.sessions.events import Event, model_message, user_message
 from mnemoray.summarizers.base import Fact, Summarizer, Summary
-from mnemoray.summarizers.errors import BackendRequestError, SummaryParseError
+from mnemoray.summarizers.errors import ModelRequestError, SummaryParseError
 from mnemoray.summarizers.llm_prompt import build_prompt
-from mnemoray.summarizers.openai_backend import OpenAISummarizer
+from mnemoray.summarizers.openai_compat import OpenAISummarizer
 
 Reply = tuple[int, Any, dict[str, str]]  # status, JSON payload, headers
 
@@ -173,7 +173,7 @@ def test_server_error_then_success_is_retried(server, events):
 
 def test_persistent_5xx_gives_up_after_max_retries(server, events):
     server.script((503, {"object": "error", "message": "no replicas"}, {}))
-    with pytest.raises(BackendRequestError, match=r"HTTP 503 after 3 attempts: no replicas") as exc:
+    with pytest.raises(ModelRequestError, match=r"HTTP 503 after 3 attempts: no replicas") as exc:
         make(server, max_retries=2).summarize(events)
     assert exc.value.status == 503
     assert len(server.requests) == 3
@@ -182,7 +182,7 @@ def test_persistent_5xx_gives_up_after_max_retries(server, events):
 def test_client_error_is_not_retried_and_names_status_and_message(server, events):
     server.script((400, {"error": {"message": "The model `tiny-chat` does not exist."}}, {}))
     with pytest.raises(
-        BackendRequestError, match=r"HTTP 400: The model `tiny-chat` does not exist\."
+        ModelRequestError, match=r"HTTP 400: The model `tiny-chat` does not exist\."
     ) as exc:
         make(server).summarize(events)
     assert exc.value.status == 400
@@ -237,10 +237,10 @@ def test_unparseable_reply_raises_or_uses_fallback(server, events):
 
 def test_malformed_completion_is_a_backend_error(server, events):
     server.script((200, {"choices": []}, {}))
-    with pytest.raises(BackendRequestError, match="not a chat completion response"):
+    with pytest.raises(ModelRequestError, match="not a chat completion response"):
         make(server).summarize(events)
     server.script((200, completion(None, "tool_calls"), {}))
-    with pytest.raises(BackendRequestError, match="no text content"):
+    with pytest.raises(ModelRequestError, match="no text content"):
         make(server).summarize(events)
 
 
@@ -251,7 +251,7 @@ def test_unreachable_server_is_retried_then_reported(events):
     summarizer = OpenAISummarizer(
         f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff_s=0.01, timeout=2
     )
-    with pytest.raises(BackendRequestError, match="failed after 2 attempts"):
+    with pytest.raises(ModelRequestError, match="failed after 2 attempts"):
         summarizer.summarize(events)
 
 

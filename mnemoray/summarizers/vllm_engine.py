@@ -7,7 +7,7 @@ from typing import Any
 
 from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Summarizer
-from mnemoray.summarizers.errors import BackendUnavailableError
+from mnemoray.summarizers.errors import ModelUnavailableError
 from mnemoray.summarizers.llm_base import Completion, LLMSummarizer
 from mnemoray.summarizers.llm_prompt import SUMMARY_JSON_SCHEMA, render_for_tokenizer
 
@@ -62,7 +62,7 @@ class VLLMSummarizer(LLMSummarizer):
         try:
             from vllm import LLM, SamplingParams
         except ImportError as exc:
-            raise BackendUnavailableError(
+            raise ModelUnavailableError(
                 f"the 'vllm' summarizer needs vLLM, which is not installed ({exc}); "
                 f"{INSTALL_HINT}. Without a GPU use the 'transformers' or 'openai' "
                 "summarizer instead."

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from mnemoray.sessions.events import Event, model_message, user_message
-from mnemoray.summarizers.errors import BackendUnavailableError, SummaryParseError
+from mnemoray.summarizers.errors import ModelUnavailableError, SummaryParseError
 from mnemoray.summarizers.llm_prompt import SUMMARY_JSON_SCHEMA, build_prompt
 
 CHAT_TEMPLATE = (
@@ -105,7 +105,7 @@ def fake_vllm(monkeypatch):
         monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling)
         FakeLLM.instances, FakeLLM.tokenizer = [], _tokenizer(chat_template)
         FakeLLM.finish_reason, FakeLLM.answers = "stop", None
-        from mnemoray.summarizers.vllm_backend import VLLMSummarizer
+        from mnemoray.summarizers.vllm_engine import VLLMSummarizer
 
         return VLLMSummarizer
 
@@ -114,10 +114,10 @@ def fake_vllm(monkeypatch):
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
 def test_missing_vllm_is_a_clear_error_and_importing_the_module_is_free():
-    from mnemoray.summarizers.vllm_backend import VLLMSummarizer
+    from mnemoray.summarizers.vllm_engine import VLLMSummarizer
 
     assert "vllm" not in sys.modules  # the module itself never imports vllm
-    with pytest.raises(BackendUnavailableError, match=r"pip install -e '\.\[gpu\]'"):
+    with pytest.raises(ModelUnavailableError, match=r"pip install -e '\.\[gpu\]'"):
         VLLMSummarizer("Qwen/Qwen2.5-0.5B-Instruct")
 
 

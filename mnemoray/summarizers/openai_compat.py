@@ -17,7 +17,7 @@ from mnemoray.http_retry import retryable
 from mnemoray.http_retry import server_message as _server_message
 from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Summarizer
-from mnemoray.summarizers.errors import BackendRequestError
+from mnemoray.summarizers.errors import ModelRequestError
 from mnemoray.summarizers.llm_base import Completion, LLMSummarizer
 from mnemoray.summarizers.llm_prompt import build_messages
 
@@ -32,7 +32,7 @@ class OpenAISummarizer(LLMSummarizer):
     without it, and not asked for it again. 429 and 5xx responses and
     transport errors are retried up to ``max_retries`` times with
     exponential backoff (honouring Retry-After); other 4xx raise
-    ``BackendRequestError`` naming the status and the server's message.
+    ``ModelRequestError`` naming the status and the server's message.
     """
 
     name = "openai"
@@ -115,7 +115,7 @@ class OpenAISummarizer(LLMSummarizer):
                 response = self._client.post(self.url, json=body)
             except httpx.TransportError as exc:
                 if attempt >= self.max_retries:
-                    raise BackendRequestError(
+                    raise ModelRequestError(
                         f"POST {self.url} failed after {attempt + 1} attempts: {exc!r}"
                     ) from exc
             else:
@@ -132,11 +132,11 @@ class OpenAISummarizer(LLMSummarizer):
                     body = {k: v for k, v in body.items() if k != "response_format"}
                     continue
                 if not retryable(status):
-                    raise BackendRequestError(
+                    raise ModelRequestError(
                         f"POST {self.url} -> HTTP {status}: {_server_message(response)}", status
                     )
                 if attempt >= self.max_retries:
-                    raise BackendRequestError(
+                    raise ModelRequestError(
                         f"POST {self.url} -> HTTP {status} after "
                         f"{attempt + 1} attempts: "
                         f"{_server_message(response)}",
@@ -159,13 +159,13 @@ class OpenAISummarizer(LLMSummarizer):
             choice = response.json()["choices"][0]
             content = choice["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise BackendRequestError(
+            raise ModelRequestError(
                 f"POST {self.url}: not a chat completion response: "
                 f"{' '.join(response.text.split())[:300]!r}",
                 response.status_code,
             ) from exc
         if not isinstance(content, str):
-            raise BackendRequestError(
+            raise ModelRequestError(
                 f"POST {self.url}: the completion has no text content "
                 f"(finish_reason={choice.get('finish_reason')!r})",
                 response.status_code,

@@ -24,7 +24,7 @@ from transformers import (  # noqa: E402
 from mnemoray.sessions.events import Event, model_message, user_message  # noqa: E402
 from mnemoray.summarizers.base import Summarizer, Summary  # noqa: E402
 from mnemoray.summarizers.errors import PromptTooLongError, SummaryParseError  # noqa: E402
-from mnemoray.summarizers.transformers_backend import TransformersSummarizer  # noqa: E402
+from mnemoray.summarizers.transformers_local import TransformersSummarizer  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "<|assistant|>"]
 CHAT_TEMPLATE = (
