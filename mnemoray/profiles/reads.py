@@ -25,7 +25,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from mnemoray.compiler.services import ProfileSource
 from mnemoray.errors import NotFound, Unavailable
@@ -146,13 +146,25 @@ def profile_over(memory_op: Callable[..., Any]) -> ProfileSource:
     return source
 
 
+class ProfileSnapshots(Protocol):
+    """What the profile reads need of a memory service: its store and snapshots."""
+
+    @property
+    def store(self) -> object: ...
+
+    def snapshot(self) -> StoreSnapshot: ...
+
+
 class ProfileReads:
-    """The profile and domain reads of :class:`~mnemoray.memory.service.service.MemoryService`
-    (a mixin: it needs ``snapshot()`` and ``store``)."""
+    """The profile and domain reads of one
+    :class:`~mnemoray.memory.service.service.MemoryService` (``service.profiles``)."""
+
+    def __init__(self, service: ProfileSnapshots) -> None:
+        self.service = service
 
     def profile(self, app_name: str, user_id: str) -> UserProfile:
         """The user's profile at the current store version (NotFound: no memories)."""
-        found = user_view(self.snapshot(), app_name, user_id)[0]  # type: ignore[attr-defined]
+        found = user_view(self.service.snapshot(), app_name, user_id)[0]
         if not found.memories:
             raise NotFound(
                 f"{app_name}/{user_id} has no memories: nothing to profile", field="user_id"
@@ -161,29 +173,37 @@ class ProfileReads:
 
     def domain_part(self, app_name: str) -> DomainPart:
         """This replica's share of the app's domain index (every user in its shards)."""
-        snap = self.snapshot()  # type: ignore[attr-defined]
+        snap = self.service.snapshot()
         return DomainPart(snap.version, users_of(snap, app_name))
 
     def domain(self, app_name: str) -> DomainIndex:
         """The app's domain index at the current store version (NotFound: no memories).
         Reads across the app's users: the caller decides who may (an app-wide key)."""
-        if getattr(self.store, "load_shards", None) is not None:  # type: ignore[attr-defined]
+        if getattr(self.service.store, "load_shards", None) is not None:
             # An Index replica holds some shards: ask each for its part and merge them.
             raise Unavailable(
                 "the domain index needs every shard: ask each shard's "
                 "replica for its domain_part and merge them"
             )
-        return with_memories(app_domain(self.snapshot(), app_name))  # type: ignore[attr-defined]
+        return with_memories(app_domain(self.service.snapshot(), app_name))
 
     def profile_source(self) -> ProfileSource:
         """A ``Services(user_profile=...)`` hook: the profile as JSON, None when the
         user has no memories yet."""
+        service = self.service
 
         def source(app_name: str, user_id: str) -> Mapping[str, Any] | None:
-            found = user_view(self.snapshot(), app_name, user_id)[0]  # type: ignore[attr-defined]
+            found = user_view(service.snapshot(), app_name, user_id)[0]
             return found.to_dict() if found.memories else None
 
         return source
 
 
-__all__ = ["ProfileReads", "app_domain", "profile_over", "user_view", "users_of"]
+__all__ = [
+    "ProfileReads",
+    "ProfileSnapshots",
+    "app_domain",
+    "profile_over",
+    "user_view",
+    "users_of",
+]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from mnemoray.errors import InvalidInput, NotFound, Unsupported
 from mnemoray.graph import RELATION_TYPES, Entity, Relation, UserGraph
@@ -193,14 +193,27 @@ def _require_parquet(store: Any) -> None:
         )
 
 
+class GraphHost(Protocol):
+    """What the graph reads need of their service: its store and snapshots."""
+
+    @property
+    def store(self) -> object: ...
+
+    def snapshot(self) -> StoreSnapshot: ...
+
+
 class GraphReads:
-    """The graph reads of :class:`~mnemoray.memory.service.service.MemoryService` (a mixin)."""
+    """The graph reads of one :class:`~mnemoray.memory.service.service.MemoryService`
+    (``service.graph_reads``)."""
+
+    def __init__(self, service: GraphHost) -> None:
+        self.service = service
 
     def graph(self, app_name: str, user_id: str) -> UserGraph:
         """The user's entity graph (records: entities, aliases, relations), the caller's
         to change."""
-        _require_parquet(self.store)  # type: ignore[attr-defined]
-        g = user_graph(self.snapshot(), app_name, user_id)  # type: ignore[attr-defined]
+        _require_parquet(self.service.store)
+        g = user_graph(self.service.snapshot(), app_name, user_id)
         # A copy: the snapshot's one is shared by every reader (records are frozen).
         return UserGraph(
             app_name, user_id, g.entities.values(), g.aliases.values(), g.relations.values()
@@ -218,21 +231,15 @@ class GraphReads:
     ) -> GraphAnswer:
         """What is within ``depth`` hops of ``entity`` in the user's graph (relations of
         ``types``, valid at ``at``), with the entity's facts."""
-        _require_parquet(self.store)  # type: ignore[attr-defined]
+        _require_parquet(self.service.store)
         return neighbours(
-            self.snapshot(),  # type: ignore[attr-defined]
-            app_name,
-            user_id,
-            entity,
-            depth,
-            types,
-            at,
-            limit,
+            self.service.snapshot(), app_name, user_id, entity, depth, types, at, limit
         )
 
 
 __all__ = [
     "GraphAnswer",
+    "GraphHost",
     "GraphReads",
     "Neighbour",
     "check_query",

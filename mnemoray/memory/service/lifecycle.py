@@ -1,8 +1,8 @@
 """Forget, correct and hooks of :class:`~mnemoray.memory.service.service.MemoryService`.
 
-A mixin over the service's store, snapshot, write lock and hook registry: every
-forget names its owner, keeps a ``reason`` and an ``actor`` on its tombstones,
-and tells ``on_memory_forgotten`` hooks which memories went. Corrections
+A part of the service (``service.lifecycle``) over its store, snapshot, write lock and
+hook registry: every forget names its owner, keeps a ``reason`` and an ``actor`` on its
+tombstones, and tells ``on_memory_forgotten`` hooks which memories went. Corrections
 (:mod:`~mnemoray.memory.records.edit`) and forget by query
 (:mod:`~mnemoray.memory.service.forget_query`) are built on the same steps.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from mnemoray.errors import Conflict, InvalidInput, NotFound
 from mnemoray.limits import MAX_FORGET_PREVIEW
@@ -29,18 +29,63 @@ from mnemoray.memory.store.snapshot import StoreSnapshot
 from mnemoray.memory.store.tombstones import drop_history, forget_records
 
 
-class MemoryLifecycle:
-    """Forget (by memory, session, user) and hook registration."""
+class LifecycleHost(Protocol):
+    """What the lifecycle reads of its service (the ``MemoryService``)."""
 
     store: MemoryBackend
     hooks: MemoryHooks
     reloader: SnapshotReloader
-    _write_lock: threading.Lock
     scopes: ScopePolicy
-    # The service's own methods.
-    snapshot: Callable[[], StoreSnapshot]
-    search: Callable[..., list[RecallResult]]
-    _write: Callable[..., list[Memory]]
+    _write_lock: threading.Lock
+
+    def snapshot(self) -> StoreSnapshot: ...
+
+    def search(self, *args: Any, **kwargs: Any) -> list[RecallResult]: ...
+
+    def forget_memories(
+        self,
+        app_name: str,
+        user_id: str,
+        memory_ids: Sequence[str],
+        *,
+        reason: str = "",
+        actor: str = "",
+        scope: str = "memory",
+    ) -> int: ...
+
+    def _write(self, *args: Any, **kwargs: Any) -> list[Memory]: ...
+
+
+class MemoryLifecycle:
+    """Forget (by memory, session, user), corrections and hook registration of one
+    service. Everything is read through the service at call time: a server sets its
+    ``scopes`` (and may swap other parts) after construction."""
+
+    def __init__(self, service: LifecycleHost) -> None:
+        self.service = service
+
+    @property
+    def store(self) -> MemoryBackend:
+        return self.service.store
+
+    @property
+    def hooks(self) -> MemoryHooks:
+        return self.service.hooks
+
+    @property
+    def reloader(self) -> SnapshotReloader:
+        return self.service.reloader
+
+    @property
+    def scopes(self) -> ScopePolicy:
+        return self.service.scopes
+
+    @property
+    def _write_lock(self) -> threading.Lock:
+        return self.service._write_lock
+
+    def snapshot(self) -> StoreSnapshot:
+        return self.service.snapshot()
 
     # -- lifecycle hooks (delivered off the caller's path: see mnemoray.memory.service.hooks) -----
     def on_memory_created(self, fn: Hook) -> Hook:
@@ -60,7 +105,7 @@ class MemoryLifecycle:
         (another user's memory with the same id is never touched). ``reason`` and
         ``actor`` are kept on the tombstone (:meth:`forgotten`) and told to hooks.
         A memory another app shares with this one is refused (:class:`NotOwner`)."""
-        n = self.forget_memories(app_name, user_id, [memory_id], reason=reason, actor=actor)
+        n = self.service.forget_memories(app_name, user_id, [memory_id], reason=reason, actor=actor)
         if not n:
             refuse_foreign(self.snapshot(), self.scopes, app_name, user_id, memory_id, "forget")
         return n
@@ -194,7 +239,9 @@ class MemoryLifecycle:
             same = next((m for m in earlier if m.content_hash == new.content_hash), None)
             n = 0
             try:
-                written = [] if same else self._write([new], [], index_kind="flat", actor=actor)
+                written = (
+                    [] if same else self.service._write([new], [], index_kind="flat", actor=actor)
+                )
                 result = same or (written[0] if written else new)
                 why = f"{edit.EDITED}: now {result.memory_id}"
                 stale = [m.memory_id for m in earlier if m is not same]
@@ -262,7 +309,7 @@ class MemoryLifecycle:
         if not isinstance(top_k, int) or not 1 <= top_k <= MAX_FORGET_PREVIEW:
             raise InvalidInput(f"must be 1..{MAX_FORGET_PREVIEW}, got {top_k!r}", field="top_k")
         # Only this app's own memories: what another app shares is not this app's to forget.
-        results = self.search(
+        results = self.service.search(
             app_name, user_id, query, top_k, filters, mode, recalled=False, shared=False
         )
         expires = time.time() + ttl_s
@@ -290,7 +337,7 @@ class MemoryLifecycle:
         ids = forget_query.pick(raw["ids"], memory_ids)
         # Never the query as the reason: it is the very text the user wants gone.
         n = (
-            self.forget_memories(
+            self.service.forget_memories(
                 app_name,
                 user_id,
                 ids,

@@ -23,10 +23,11 @@ from typing import Any, Literal
 import numpy as np
 
 from mnemoray.compiler.degrade import degradable
-from mnemoray.compiler.services import MemorySearch, MemorySnippet
+from mnemoray.compiler.services import MemorySearch, MemorySnippet, ProfileSource
 from mnemoray.compiler.tools import limit_error, unavailable_result
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
 from mnemoray.errors import ConfigError, InvalidInput, StoreError
+from mnemoray.graph import UserGraph
 from mnemoray.memory.recall.config import RetrievalConfig
 from mnemoray.memory.recall.query_cache import QueryVectorCache
 from mnemoray.memory.recall.request import RecallRequest, resolve_recall
@@ -34,8 +35,9 @@ from mnemoray.memory.recall.result import RecallResult
 from mnemoray.memory.recall.retriever import Retriever
 from mnemoray.memory.records.filters import RecallFilters, event_span
 from mnemoray.memory.records.record import Memory
-from mnemoray.memory.service.graph_reads import GraphReads
-from mnemoray.memory.service.hooks import MemoryEvent, MemoryHooks, emit_memories
+from mnemoray.memory.service import forget_query
+from mnemoray.memory.service.graph_reads import DEFAULT_LIMIT, GraphAnswer, GraphReads
+from mnemoray.memory.service.hooks import Hook, MemoryEvent, MemoryHooks, emit_memories
 from mnemoray.memory.service.lifecycle import MemoryLifecycle
 from mnemoray.memory.store.layout import shard_of
 from mnemoray.memory.store.protocol import MemoryBackend, open_backend
@@ -56,6 +58,8 @@ from mnemoray.memory.store.supersede import (
     superseded_ids,
 )
 from mnemoray.memory.store.writes import WriteResult, session_content_hash
+from mnemoray.profiles.domain import DomainIndex, DomainPart
+from mnemoray.profiles.profile import UserProfile
 from mnemoray.profiles.reads import ProfileReads
 from mnemoray.sessions.session import Session
 from mnemoray.summarizers import Summarizer, get_summarizer
@@ -91,7 +95,7 @@ class Ingested:
 
 
 # -- the service -------------------------------------------------------------------
-class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
+class MemoryService:
     """Long-term memory over a memory store (any :class:`~mnemoray.memory.store.protocol.
     MemoryBackend`: Parquet + FAISS, or LanceDB): ingest sessions, recall, forget.
 
@@ -151,6 +155,11 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
         # Agent-only memories and cross-app sharing (mnemoray.memory.store.scopes; a server sets
         # it from its ``scopes`` settings): by default none is shared, none agent-stamped.
         self.scopes: ScopePolicy = NO_SHARING
+        # Its parts, each reading the service at call time; the public methods below
+        # delegate to them.
+        self.lifecycle = MemoryLifecycle(self)
+        self.graph_reads = GraphReads(self)
+        self.profiles = ProfileReads(self)
 
     @classmethod
     def open(
@@ -537,6 +546,138 @@ class MemoryService(MemoryLifecycle, GraphReads, ProfileReads):
                 exc_info=exc,
             )
             return unavailable_result("memory", exc)
+
+    # -- lifecycle: hooks, forgetting, corrections (MemoryLifecycle) ------------------
+    def on_memory_created(self, fn: Hook) -> Hook:
+        """Register ``fn`` for ``on_memory_created`` (:mod:`~mnemoray.memory.service.hooks`)."""
+        return self.lifecycle.on_memory_created(fn)
+
+    def on_memory_recalled(self, fn: Hook) -> Hook:
+        """Register ``fn`` for ``on_memory_recalled``."""
+        return self.lifecycle.on_memory_recalled(fn)
+
+    def on_memory_forgotten(self, fn: Hook) -> Hook:
+        """Register ``fn`` for ``on_memory_forgotten``."""
+        return self.lifecycle.on_memory_forgotten(fn)
+
+    def forget_memory(
+        self, app_name: str, user_id: str, memory_id: str, *, reason: str = "", actor: str = ""
+    ) -> int:
+        """Forget one memory of this user (:meth:`MemoryLifecycle.forget_memory`)."""
+        return self.lifecycle.forget_memory(
+            app_name, user_id, memory_id, reason=reason, actor=actor
+        )
+
+    def forget_memories(
+        self,
+        app_name: str,
+        user_id: str,
+        memory_ids: Sequence[str],
+        *,
+        reason: str = "",
+        actor: str = "",
+        scope: str = "memory",
+    ) -> int:
+        """Forget these memories of this user in one commit; how many were live
+        (:meth:`MemoryLifecycle.forget_memories`)."""
+        return self.lifecycle.forget_memories(
+            app_name, user_id, memory_ids, reason=reason, actor=actor, scope=scope
+        )
+
+    def forget_session(
+        self, app_name: str, user_id: str, session_id: str, *, reason: str = "", actor: str = ""
+    ) -> int:
+        """Forget a session's memories (:meth:`MemoryLifecycle.forget_session`)."""
+        return self.lifecycle.forget_session(
+            app_name, user_id, session_id, reason=reason, actor=actor
+        )
+
+    def forget_user(self, app_name: str, user_id: str, *, reason: str = "", actor: str = "") -> int:
+        """Forget every memory of the user (:meth:`MemoryLifecycle.forget_user`)."""
+        return self.lifecycle.forget_user(app_name, user_id, reason=reason, actor=actor)
+
+    def forgotten(self, app_name: str, user_id: str) -> list[dict[str, Any]]:
+        """This user's forget records, oldest first (:meth:`MemoryLifecycle.forgotten`)."""
+        return self.lifecycle.forgotten(app_name, user_id)
+
+    def edit_memory(
+        self, app_name: str, user_id: str, memory_id: str, text: str, *, actor: str = ""
+    ) -> Memory:
+        """Replace the text of this user's memory; the corrected record
+        (:meth:`MemoryLifecycle.edit_memory`)."""
+        return self.lifecycle.edit_memory(app_name, user_id, memory_id, text, actor=actor)
+
+    def memory_versions(self, app_name: str, user_id: str, memory_id: str) -> dict[str, Any]:
+        """Every text of this user's memory, oldest first
+        (:meth:`MemoryLifecycle.memory_versions`)."""
+        return self.lifecycle.memory_versions(app_name, user_id, memory_id)
+
+    def preview_forget(
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        *,
+        top_k: int = 10,
+        filters: RecallFilters | Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        ttl_s: float = forget_query.TOKEN_TTL_S,
+    ) -> forget_query.ForgetPreview:
+        """What a forget by ``query`` would remove, and its confirm token
+        (:meth:`MemoryLifecycle.preview_forget`)."""
+        return self.lifecycle.preview_forget(
+            app_name, user_id, query, top_k=top_k, filters=filters, mode=mode, ttl_s=ttl_s
+        )
+
+    def confirm_forget(
+        self,
+        app_name: str,
+        user_id: str,
+        confirm: str,
+        *,
+        memory_ids: Sequence[str] | None = None,
+        reason: str = "",
+        actor: str = "",
+    ) -> dict[str, Any]:
+        """Forget what the preview behind ``confirm`` listed
+        (:meth:`MemoryLifecycle.confirm_forget`)."""
+        return self.lifecycle.confirm_forget(
+            app_name, user_id, confirm, memory_ids=memory_ids, reason=reason, actor=actor
+        )
+
+    # -- the entity graph (GraphReads) and profiles (ProfileReads) ----------------------
+    def graph(self, app_name: str, user_id: str) -> UserGraph:
+        """The user's entity graph, the caller's to change (:meth:`GraphReads.graph`)."""
+        return self.graph_reads.graph(app_name, user_id)
+
+    def neighbours(
+        self,
+        app_name: str,
+        user_id: str,
+        entity: str,
+        depth: int = 2,
+        types: Sequence[str] | None = None,
+        at: float | str | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> GraphAnswer:
+        """What is within ``depth`` hops of ``entity`` (:meth:`GraphReads.neighbours`)."""
+        return self.graph_reads.neighbours(app_name, user_id, entity, depth, types, at, limit)
+
+    def profile(self, app_name: str, user_id: str) -> UserProfile:
+        """The user's profile at the current store version (:meth:`ProfileReads.profile`)."""
+        return self.profiles.profile(app_name, user_id)
+
+    def domain_part(self, app_name: str) -> DomainPart:
+        """This replica's share of the app's domain index (:meth:`ProfileReads.domain_part`)."""
+        return self.profiles.domain_part(app_name)
+
+    def domain(self, app_name: str) -> DomainIndex:
+        """The app's domain index at the current store version (:meth:`ProfileReads.domain`)."""
+        return self.profiles.domain(app_name)
+
+    def profile_source(self) -> ProfileSource:
+        """A ``Services(user_profile=...)`` hook (:meth:`ProfileReads.profile_source`)."""
+        return self.profiles.profile_source()
 
     # -- reading ------------------------------------------------------------------
     def list_memories(
