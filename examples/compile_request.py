@@ -1,6 +1,11 @@
 from mnemoray.compiler import AgentSpec, Compiler, Services
-from mnemoray.sessions.events import model_message, tool_call, tool_result, user_message
-from mnemoray.sessions.store import InMemorySessionStore
+from mnemoray.sessions import (
+    InMemorySessionStore,
+    model_message,
+    tool_call,
+    tool_result,
+    user_message,
+)
 
 store = InMemorySessionStore()
 s = store.create_session("shop", "ana", state={"user:name": "Ana", "tier": "gold"})

@@ -86,3 +86,46 @@ def test_relative_links_resolve() -> None:
             if not (page.parent / path).exists():
                 bad.append(f"{page.relative_to(ROOT)}: {target}")
     assert bad == [], "\n".join(bad)
+
+
+PAGES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted(DOCS.glob("*.md"))]
+# A source path the pages name (not a filesystem path such as /var/lib/mnemoray/store).
+SOURCE_PATH = re.compile(r"(?<![\w/.-])mnemoray/[\w/]+(?:\.py|\.yaml)?")
+PAGE_IMPORT = re.compile(r"^\s*from (mnemoray[\w.]*) import \(?([\w, ]+)\)?", re.MULTILINE)
+PAGE_IMPORT_BLOCK = re.compile(
+    r"^\s*from (mnemoray[\w.]*) import \(\n((?:\s+\w+,?\n)+)\s*\)", re.MULTILINE
+)
+
+
+def test_pages_name_source_paths_that_exist() -> None:
+    missing = [
+        f"{page.relative_to(ROOT)}: {found}"
+        for page in PAGES
+        for found in SOURCE_PATH.findall(page.read_text(encoding="utf-8"))
+        if not (ROOT / found.rstrip("/")).exists()
+    ]
+    assert missing == []
+
+
+def test_pages_import_from_package_faces() -> None:
+    """What a reader copies imports from a package's public face, names it exports."""
+    import importlib
+
+    bad = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        found = [(m, n) for m, n in PAGE_IMPORT.findall(text)]
+        found += [(m, n) for m, n in PAGE_IMPORT_BLOCK.findall(text)]
+        for module, names in found:
+            where = f"{page.relative_to(ROOT)}: from {module}"
+            if not (ROOT / module.replace(".", "/") / "__init__.py").exists():
+                bad.append(f"{where} (a module, not a package's face)")
+                continue
+            face = importlib.import_module(module)
+            exported = set(getattr(face, "__all__", ()))
+            bad += [
+                f"{where} import {n} (not in its __all__)"
+                for n in (x.strip() for x in names.split(","))
+                if n and n not in exported
+            ]
+    assert bad == []

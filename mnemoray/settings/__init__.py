@@ -13,6 +13,7 @@ _EXPORTS = {
     "load_settings": "mnemoray.settings.serve",
     "parse_settings": "mnemoray.settings.serve",
     "recall_settings": "mnemoray.settings.base",
+    "scope_settings": "mnemoray.settings.scopes",
 }
 __all__ = sorted(_EXPORTS)
 
