@@ -5,7 +5,7 @@ from one valid body per route: each field dropped, each field replaced by each
 hostile value (wrong types, non-finite and extreme numbers, lone surrogates,
 control characters, path tricks, huge strings, deep nesting), plus raw bodies
 that are not JSON at all. The server must answer every one with a 4xx and keep
-serving; ``tests/http/test_serve_api.py`` and ``benchmarks/reliability.py`` send them.
+serving; ``tests/serve/test_app.py`` and ``benchmarks/reliability.py`` send them.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ call), and a compile then stays under the threshold.
 
 Without Ray: the routes over the ServiceBackend (a real MemoryService, compiler and
 AutoCompactor, wired as the ingress wires them). With Ray (``ray`` marker): the
-same contract against the real Serve app of ``test_serve_api``.
+same contract against the real Serve app of ``test_app``.
 """
 
 from __future__ import annotations
@@ -212,8 +212,8 @@ def test_the_contract_against_the_real_serve_app(server) -> None:  # noqa: F811
     assert "mnemoray_compactions_total" in text
 
 
-# The real Serve app of test_serve_api (module-scoped there, started once here too).
-from tests.http.test_serve_api import server  # noqa: E402,F401
+# The real Serve app of test_app (module-scoped there, started once here too).
+from tests.serve.test_app import server  # noqa: E402,F401
 
 
 @pytest.mark.parametrize("app_compacts", [True, False])

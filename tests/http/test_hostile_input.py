@@ -43,7 +43,7 @@ from mnemoray.sessions.sqlite.store import SQLiteSessionStore
 from mnemoray.sessions.store import InMemorySessionStore
 from mnemoray.sessions.types import SessionNotFoundError
 from mnemoray.settings.serve import load_settings
-from tests.http.test_serve_routes import KEY, FakeBackend
+from tests.http.test_routes import KEY, FakeBackend
 
 LONE = "\ud800"
 BAD_TIMES = [math.nan, math.inf, -math.inf, 1e300, -1e12, limits.TIME_MAX]

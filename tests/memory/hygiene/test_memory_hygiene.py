@@ -3,7 +3,7 @@ query (preview + confirm), open threads and decisions/commitments on records, an
 old stores still opening.
 
 Hooks and the webhook: tests/memory/service/test_memory_hooks.py; HTTP and CLI cases:
-tests/http/test_memory_hygiene_http.py.
+tests/http/test_memory_hygiene.py.
 """
 
 from __future__ import annotations

@@ -345,7 +345,7 @@ def test_every_route_needs_a_key_for_its_app(client: TestClient) -> None:
             )
             assert r.status_code == 401, (method, path, auth, r.text)
         if template in ("/metrics", "/v1/apps"):  # /v1/apps names no app: it lists only
-            continue  # the key's own (tests/http/test_ui_api.py)
+            continue  # the key's own (tests/http/test_inspector.py)
         params = {"app_name": "other", "user_id": "ana", "query": "q", "entity": "Berlin"}
         r = client.request(
             method,
