@@ -116,9 +116,13 @@ def run(root: Path, port: int) -> None:
             sid = _live_loop_over_http(client)
         _screenshots(f"http://127.0.0.1:{port}", root / "screenshots", sid)
     finally:
-        serve.shutdown()
         if started:
+            # Ray goes down with the Serve app in it; serve.shutdown() first would kill
+            # Serve's controller mid-way through its graceful shutdown, and the raylet
+            # reports that task as failed on the demo's last line.
             ray.shutdown()
+        else:
+            serve.shutdown()  # a Ray the caller runs stays up; only the demo's app goes
 
 
 def _compile_over_http(client: MnemorayClient) -> None:
