@@ -30,14 +30,16 @@ def ray_cluster() -> Iterator[None]:
     """A local Ray instance sized for this 2-core machine, started once."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            namespace="mnemoray-tests",
-            runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
-        )
+    from mnemoray.ray_local import start_ray
+
+    # Loopback only, as every Ray the project starts (tests/test_ray_local.py).
+    start_ray(
+        "local",
+        {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+        log_to_driver=False,
+        num_cpus=2,
+        namespace="mnemoray-tests",
+    )
     yield
     try:
         from ray import serve

@@ -44,12 +44,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("mnemoray.mcp",),
     ("mnemoray.ui",),
     ("mnemoray.http",),
+    # starting (or joining) Ray, loopback only: the one module below the edges that imports it
+    ("mnemoray.ray_local",),
     ("mnemoray.pipeline", "mnemoray.serve"),
     ("mnemoray.jobs",),
     ("mnemoray.cli",),
 ]
 # Ray is imported only from these layers up (the rest runs in a notebook or a worker alike).
-RAY_FROM = "mnemoray.pipeline"
+RAY_FROM = "mnemoray.ray_local"
 
 RANK = {prefix: rank for rank, group in enumerate(LAYERS) for prefix in group}
 

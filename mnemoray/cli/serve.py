@@ -88,7 +88,8 @@ def serve_cmd(
     """
     # mnemoray.settings.serve imports no Ray: the settings are known before Ray loads.
     from mnemoray.errors import MnemorayError
-    from mnemoray.settings.serve import load_settings, local_ray_options
+    from mnemoray.ray_local import local_ray_options
+    from mnemoray.settings.serve import load_settings
 
     try:
         flags = parse_options(settings)

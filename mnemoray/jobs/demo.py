@@ -67,20 +67,14 @@ def run(root: Path, port: int) -> None:
 
     from mnemoray.backfill import BackfillConfig, backfill
     from mnemoray.pipeline.backfill import LOCAL_ENV, RayDataEngine
+    from mnemoray.ray_local import start_ray
     from mnemoray.serve.app import APP_NAME, build_app
 
     archive = write_demo_archive(root)
     store = root / "store"
     print(f"\n=== backfill on Ray Data: {archive} -> {store} ===", flush=True)
     # The replicas' own logs stay in Ray's log files: the demo prints what a user sees.
-    started = not ray.is_initialized()
-    if started:
-        ray.init(
-            address="local",
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": LOCAL_ENV},
-        )
+    started = start_ray("local", LOCAL_ENV, log_to_driver=False)
     try:
         report = backfill(
             BackfillConfig(archive=str(archive), store=str(store), shards=4), RayDataEngine()

@@ -44,7 +44,6 @@ hands a block on only once the next one is ready). Ray Data's backpressure
 
 from __future__ import annotations
 
-import os
 import pickle
 from collections.abc import Iterator
 from typing import Any
@@ -56,6 +55,7 @@ from mnemoray.embedders import Embedder, EmbedderSpec, resolve_spec
 from mnemoray.embedders.base import KEYWORD_ONLY_MODEL
 from mnemoray.errors import InvalidInput
 from mnemoray.memory.store.protocol import MemoryBackend
+from mnemoray.ray_local import start_ray
 
 ENGINES = ("in_process", "ray_data")
 # Most bytes per block of the flow (Ray Data's default is 128 MiB): see RayDataEngine.
@@ -74,23 +74,9 @@ def connect(address: str | None) -> bool:
 
     Already initialised (a test's cluster, a notebook): used as is. ``address``
     None: ``RAY_ADDRESS`` when set (``ray job submit`` sets it), else a new
-    local instance, the embedded default.
+    local instance listening on 127.0.0.1 only, the embedded default.
     """
-    import ray
-
-    if ray.is_initialized():
-        return False
-    address = address or os.environ.get("RAY_ADDRESS") or "local"
-    if address == "local":
-        ray.init(
-            address="local",
-            include_dashboard=False,
-            log_to_driver=True,
-            runtime_env={"env_vars": LOCAL_ENV},
-        )
-        return True
-    ray.init(address=address)
-    return False
+    return start_ray(address, LOCAL_ENV, env_when_joining=False)
 
 
 def build_dataset(

@@ -36,9 +36,10 @@ from ray.serve import Application
 
 from mnemoray.embedders import EmbedderSpec
 from mnemoray.http.auth import resolve_keys
+from mnemoray.ray_local import start_ray
 from mnemoray.serve.deployments import Embedder, Index, Summarizer
 from mnemoray.serve.ingress import MemoryIngress
-from mnemoray.settings.serve import ServeSettings, SettingsError, load_settings, local_ray_options
+from mnemoray.settings.serve import ServeSettings, SettingsError, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -106,23 +107,6 @@ def serve_env() -> dict[str, str]:
     return {key: os.environ.get(key, value) for key, value in env.items()}
 
 
-def start_local_ray(address: str | None, env_vars: Mapping[str, str]) -> None:
-    """``ray.init`` for local serving (``local_ray_options``): a new instance listens on
-    127.0.0.1 only; ``env_vars`` go to its workers."""
-    import ray
-
-    kwargs, env = local_ray_options(address)
-    if env:
-        os.environ.update(env)  # the Ray processes started below inherit it
-        from ray._private import ray_constants
-
-        # Ray reads the switch when it is imported; this process may have imported it
-        # before (mnemoray.serve.app does): apply it here too, or the node would pick its
-        # external address.
-        ray_constants.ENABLE_RAY_CLUSTER = False
-    ray.init(**kwargs, log_to_driver=True, runtime_env={"env_vars": dict(env_vars)})
-
-
 class _NoProxyUrl(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return "is ready at http" not in record.getMessage()
@@ -155,7 +139,7 @@ def run_local(
         # RAY_SERVE_THROUGHPUT_OPTIMIZED preset): user code on the replica's main
         # loop and the router on the proxy's loop save two thread hand-offs per
         # request.
-        start_local_ray(address, serve_env())
+        start_ray(address, serve_env())
     if settings.server.ingress == "direct":
         serve.start(proxy_location="Disabled")
         # Serve would announce its (absent) proxy's URL; the CLI printed the real one.

@@ -303,31 +303,3 @@ def _json_value(value: Any) -> Any:
         except ValueError:
             return value
     return value
-
-
-# Ray's switch for single-node instances (its default on macOS and Windows): the node's
-# address is the loopback one, so GCS, raylet, workers, agents and metrics exporters all
-# listen on 127.0.0.1 instead of every interface. Read when Ray is imported.
-LOOPBACK_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-
-
-def local_ray_options(
-    address: str | None,
-    environ: Mapping[str, str] | None = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """``ray.init`` keyword arguments and the environment for the Ray of ``mnemoray serve``.
-
-    ``address`` (else ``$RAY_ADDRESS``) joins that cluster as it is: its own network
-    settings and firewall apply (README, "Exposure"). Otherwise a NEW local instance is
-    started (never an unrelated ``ray start`` cluster found on the machine), bound to
-    the loopback interface: the API's port (the replicas', or the HTTP proxy's) is the
-    only thing meant to be reachable.
-    """
-    environ = os.environ if environ is None else environ
-    address = address or environ.get("RAY_ADDRESS") or "local"
-    if address != "local":
-        return {"address": address, "include_dashboard": False}, {}
-    return (
-        {"address": "local", "include_dashboard": False, "_node_ip_address": "127.0.0.1"},
-        dict(LOOPBACK_RAY_ENV),
-    )

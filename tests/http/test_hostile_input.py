@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import pickle
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -480,102 +477,6 @@ def test_docs_setting_reaches_the_http_config(tmp_path: Path) -> None:
     assert http_config(closed.server, ApiKeys.none()).docs_open
     env = load_settings({"store": str(tmp_path)}, env={"MNEMORAY_SERVER__DOCS": "false"})
     assert env.server.docs is False
-
-
-# -- 5. exposure: the local Ray ------------------------------------------------------------
-def test_local_serving_starts_ray_on_loopback() -> None:
-    from mnemoray.settings.serve import local_ray_options
-
-    kwargs, env = local_ray_options(None, environ={})
-    assert kwargs["address"] == "local" and kwargs["include_dashboard"] is False
-    assert kwargs["_node_ip_address"] == "127.0.0.1"
-    assert env == {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    joined, env = local_ray_options(None, environ={"RAY_ADDRESS": "10.0.0.5:6379"})
-    assert joined["address"] == "10.0.0.5:6379" and "_node_ip_address" not in joined
-    assert env == {}
-
-
-LISTENERS = r"""
-import json, os, sys
-from mnemoray.serve.app import start_local_ray
-start_local_ray(None, {})
-import ray
-ray.get(ray.remote(lambda: 1).remote())  # a worker too
-"""
-
-
-def _listening(pids: set[int]) -> list[str]:
-    """Listening TCP addresses of ``pids`` (from /proc: no psutil here)."""
-    inodes: dict[str, int] = {}
-    for pid in pids:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if link.startswith("socket:["):
-                    inodes[link[8:-1]] = pid
-        except OSError:
-            continue
-    out = []
-    for name in ("tcp", "tcp6"):
-        for line in Path(f"/proc/net/{name}").read_text().splitlines()[1:]:
-            f = line.split()
-            if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
-                out.append(f[1])
-    return out
-
-
-def _tree(root: int) -> set[int]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(entry))
-    seen, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        seen.add(pid)
-        todo.extend(kids.get(pid, []))
-    return seen
-
-
-def _is_loopback(hex_addr: str) -> bool:
-    ip = hex_addr.split(":")[0]
-    if len(ip) == 8:  # IPv4, little-endian bytes
-        return ip.endswith("7F")
-    # IPv6: ::1, or ::ffff:127.x.x.x
-    return ip == "00000000000000000000000001000000" or (
-        ip.startswith("0000000000000000FFFF0000") and ip.endswith("7F")
-    )
-
-
-@pytest.mark.ray
-@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")
-def test_local_ray_listens_on_loopback_only(tmp_path: Path) -> None:
-    script = tmp_path / "start.py"
-    script.write_text(LISTENERS + "print('ready', flush=True)\nsys.stdin.read()\n")
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = str(Path(__file__).parents[2])
-    proc = subprocess.Popen(
-        [sys.executable, str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        time.sleep(2)  # agents start their servers shortly after the node
-        listening = _listening(_tree(proc.pid))
-        assert len(listening) >= 3, listening  # GCS, raylet, workers at least
-        exposed = [a for a in listening if not _is_loopback(a)]
-        assert not exposed, exposed
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=60)
 
 
 def test_docs_say_what_to_firewall() -> None:
