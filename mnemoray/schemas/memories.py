@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     Field,
     StringConstraints,
+    TypeAdapter,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -34,6 +36,9 @@ from mnemoray.schemas.common import (
 )
 
 CONSOLIDATED_KIND = "consolidated_summary"  # hygiene.consolidate's (kept light here)
+# The ids a posted session carries itself, held to the rule of the request's own (Id).
+SESSION_IDS = ("app_name", "user_id", "session_id")
+_ID = TypeAdapter(Id)
 
 
 def _agent_name(value: str) -> str:
@@ -246,6 +251,31 @@ class AddMemoriesRequest(RequestModel):
             if isinstance(events, list) and len(events) > MAX_SESSION_EVENTS:
                 raise ValueError(f"session.events: at most {MAX_SESSION_EVENTS} events")
         return self
+
+    def check_session(self) -> None:
+        """The posted session's ids follow the id rule of the request's own (``Id``: no
+        control characters, bounded) and its ``app_name`` / ``user_id``, when given,
+        are the request's: :class:`InvalidInput` naming ``session.<id>``. One check for
+        ``wait=true`` and ``wait=false`` alike, before anything is queued or stored.
+        (A method, not a validator: pydantic would drop the inner field's name.)"""
+        if self.session is None:
+            return
+        request = {"app_name": self.app_name, "user_id": self.user_id}
+        for name in SESSION_IDS:
+            value: Any = self.session.get(name)
+            if value is None and name in request:
+                continue  # filled in from the request
+            field = f"session.{name}"
+            try:
+                _ID.validate_python(value, strict=True)
+            except ValidationError as exc:
+                reason = exc.errors()[0]["msg"] if value is not None else "required"
+                raise InvalidInput(reason, field=field) from None
+            if name in request and value != request[name]:
+                raise InvalidInput(
+                    f"{value!r} does not match {name} {request[name]!r} of the request",
+                    field=field,
+                )
 
 
 class MemoryVersionOut(BaseModel):

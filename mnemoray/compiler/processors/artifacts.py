@@ -23,6 +23,7 @@ from mnemoray.artifacts.store import (
     ArtifactStore,
     parse_handle,
 )
+from mnemoray.compiler.blocks import inline
 from mnemoray.compiler.context import CompileContext
 from mnemoray.compiler.processors.offers import not_offered, offer_tool
 from mnemoray.compiler.request import Content, Part
@@ -78,10 +79,12 @@ class ArtifactsProcessor:
 
 
 def listing(artifacts: Sequence[Artifact | ArtifactInfo]) -> str:
+    # Names and summaries are the uploader's: escaped so none can start an entry of
+    # its own or open a block (mnemoray.compiler.blocks).
     lines = [LISTING_HEADER]
     for a in artifacts:
-        line = f"- {a.name}: {a.handle} ({a.mime_type}, {a.size} bytes)"
-        lines.append(f"{line} - {a.summary}" if a.summary else line)
+        line = f"- {inline(a.name)}: {inline(a.handle)} ({inline(a.mime_type)}, {a.size} bytes)"
+        lines.append(f"{line} - {inline(a.summary)}" if a.summary else line)
     return "\n".join(lines)
 
 
@@ -141,7 +144,7 @@ def _artifact_text(store: ArtifactStore, session: Session, name: str) -> str:
     try:
         artifact = _load(store, session, name)
     except (ArtifactNotFoundError, ArtifactError) as exc:
-        return f"[Artifact {name} could not be loaded: {exc}]"
+        return f"[Artifact {inline(name)} could not be loaded: {inline(exc)}]"
     return _render(artifact)
 
 
@@ -150,11 +153,15 @@ def _render(artifact: Artifact) -> str:
         text = artifact.text()
     except ArtifactError:
         return (
-            f"[Artifact {artifact.name} ({artifact.handle}) is binary "
-            f"({artifact.mime_type}, {artifact.size} bytes); its content cannot be shown "
-            f"as text.]"
+            f"[Artifact {inline(artifact.name)} ({inline(artifact.handle)}) is binary "
+            f"({inline(artifact.mime_type)}, {artifact.size} bytes); its content cannot be "
+            f"shown as text.]"
         )
-    return f"[Artifact {artifact.name} ({artifact.handle}, {artifact.mime_type})]:\n{text}"
+    # The header is escaped; the content is what was asked for, shown as it is.
+    return (
+        f"[Artifact {inline(artifact.name)} ({inline(artifact.handle)}, "
+        f"{inline(artifact.mime_type)})]:\n{text}"
+    )
 
 
 def _load(store: ArtifactStore, session: Session, name: str) -> Artifact:

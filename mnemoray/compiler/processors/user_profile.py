@@ -19,6 +19,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from mnemoray.compiler.blocks import inline
 from mnemoray.compiler.context import CompileContext
 from mnemoray.compiler.degrade import degradable
 
@@ -31,32 +32,34 @@ MAX_DECLINED = 5
 
 
 def profile_block(p: Mapping[str, Any]) -> str:
-    """The profile as the model reads it (deterministic: same profile, same text)."""
+    """The profile as the model reads it (deterministic: same profile, same text).
+    Every value is escaped (:func:`mnemoray.compiler.blocks.inline`): topics come from
+    what users said, and none may close the block or start a line of its own."""
     s = p["style"]
     lines = [
         PROFILE_OPEN,
-        f"What earlier conversations with this user ({p['sessions']} "
+        f"What earlier conversations with this user ({inline(p['sessions'])} "
         f"sessions) show. Adapt to it; the conversation wins when they disagree.",
     ]
     areas = p["expertise"][:MAX_AREAS]
     if areas:
         lines.append(
-            "Knows about: " + ", ".join(f"{a['topic']} ({a['depth']})" for a in areas) + "."
+            "Knows about: "
+            + ", ".join(f"{inline(a['topic'])} ({inline(a['depth'])})" for a in areas)
+            + "."
         )
     if s["turns"]:
         lines.append(
-            f"Writes {s['verbosity']} messages (about {round(s['words_per_turn'])} "
-            f"words), {s['formality']} register, asks questions in "
+            f"Writes {inline(s['verbosity'])} messages (about {round(s['words_per_turn'])} "
+            f"words), {inline(s['formality'])} register, asks questions in "
             f"{s['question_ratio']:.0%} of turns, gives specifics (numbers, names) "
             f"in {s['specifics_ratio']:.0%}."
         )
-    declined = list(dict.fromkeys(d["topic"] for d in p["declined"]))[:MAX_DECLINED]
+    declined = list(dict.fromkeys(inline(d["topic"]) for d in p["declined"]))[:MAX_DECLINED]
     if declined:
         lines.append("Declined to talk about: " + ", ".join(declined) + ". Do not bring these up.")
     lines.append(PROFILE_CLOSE)
-    # Nothing in the profile may close the block early.
-    body = [ln.replace(PROFILE_CLOSE, "&lt;/user_profile&gt;") for ln in lines[1:-1]]
-    return "\n".join([PROFILE_OPEN, *body, PROFILE_CLOSE])
+    return "\n".join(lines)
 
 
 class UserProfileProcessor:

@@ -172,6 +172,7 @@ async def add_memories(
 ) -> dict[str, Any]:
     start = time.perf_counter()
     caller.check(body.app_name)
+    body.check_session()  # before a job is queued: wait=false answers as wait=true would
     if body.session is not None and not wait:
         if body.agent_name is not None:  # a queued job distills as the app's scopes say
             raise InvalidInput(
