@@ -182,3 +182,27 @@ def test_ui_path_the_filesystem_cannot_take_is_a_404_not_a_500(
     err: dict[str, Any] = error_of(r, 404)
     assert err["field"] == "path" and "\n" not in err["message"] and len(err["message"]) < 200
     assert not [rec for rec in caplog.records if rec.exc_info or rec.levelno >= logging.ERROR]
+
+
+def test_the_hostile_artifact_and_ui_requests_answer_4xx_or_safely(client: TestClient) -> None:
+    """``benchmarks.hostile_requests.artifact_cases`` (also sent to the Ray app by
+    tests/serve): no 5xx; a read is a 404 or a download; inspector paths are 404s."""
+    from benchmarks.hostile_requests import artifact_cases
+
+    answers = {}
+    for case in artifact_cases("app", "ana", "s1"):
+        r = client.request(
+            case.method, case.path, content=case.body, params=case.params, headers=case.headers
+        )
+        answers[case.name] = r
+        assert r.status_code < 500, (case.name, r.status_code, r.text[:200])
+        if case.method == "GET" and r.status_code == 200:
+            shown = r.headers["content-type"] == "text/plain; charset=utf-8"  # the text case
+            assert shown or r.headers["content-type"] == "application/octet-stream", case.name
+            assert r.headers["content-disposition"].startswith("attachment; ") != shown
+            assert r.headers["x-content-type-options"] == "nosniff", case.name
+            assert r.headers["content-security-policy"] == CSP, case.name
+        if case.path.startswith("/ui/"):
+            assert r.status_code == 404, case.name
+    assert answers["GET user artifact under a guessed session"].status_code == 404
+    assert answers["GET artifact saved as html"].status_code == 200
