@@ -189,6 +189,58 @@ def _query_cases(app: str, user: str, session_id: str) -> Iterator[Request]:
     yield Request("DELETE user traversal", "DELETE", f"/v1/users/{app}/..%2f../memories")
 
 
+# Stored types an artifact could be saved with to run script when opened by its URL.
+HOSTILE_MIME_TYPES: dict[str, str] = {
+    "html": "text/html; charset=utf-8",
+    "svg": "image/svg+xml",
+    "xhtml": "application/xhtml+xml",
+    "javascript": "text/javascript",
+    "multipart": "multipart/x-mixed-replace; boundary=x",
+    "quoted_params": 'text/plain; charset="utf-8"; x="a;b"',
+    "long": "x/" + "y" * 5000,
+}
+
+
+def artifact_cases(app: str, user: str, session_id: str) -> list[Request]:
+    """Artifact reads at hostile addresses (a user-scoped name under a made-up or hostile
+    session segment, hostile names), saves with types that would run in a browser and
+    their reads, and inspector paths the filesystem cannot take: 4xx or a valid answer."""
+    art = f"/v1/artifacts/{app}/{user}"
+    out = [
+        Request(
+            "GET user artifact under a guessed session",
+            "GET",
+            f"{art}/guessed-{session_id}/user%3Aprefs",
+        ),
+        Request(
+            "GET user artifact versions under a guessed session",
+            "GET",
+            f"{art}/guessed-{session_id}/user%3Aprefs/versions",
+        ),
+    ]
+    for label, mime in HOSTILE_MIME_TYPES.items():
+        path = f"{art}/{session_id}/hostile-{label}"
+        body = b"<script>fetch('/v1/apps')</script>"
+        out.append(
+            Request(f"PUT artifact as {label}", "PUT", path, body, headers={"content-type": mime})
+        )
+        out.append(Request(f"GET artifact saved as {label}", "GET", path))
+    for label, segment in {
+        "nul": "a\x00b",
+        "control": "a\x01b",
+        "dotdot": "..",
+        "long": "s" * 5000,
+        "unicode": "\u202e\ud7ff",
+        "bad_utf8": "%ff%fe",
+    }.items():
+        wire = quote(segment, safe="/.%")  # as sent (a client cannot send a raw NUL)
+        out.append(Request(f"GET artifact name {label}", "GET", f"{art}/{session_id}/{wire}"))
+        out.append(Request(f"GET user artifact session {label}", "GET", f"{art}/{wire}/user%3Ax"))
+        out.append(Request(f"GET ui {label}", "GET", f"/ui/{wire}"))
+        out.append(Request(f"GET ui nested {label}", "GET", f"/ui/views/{wire}.js"))
+    return out
+
+
 def hostile_requests(app: str, user: str, session_id: str) -> list[Request]:
     """Every hostile request (a few hundred) for a tenant ``app``/``user`` whose session
     ``session_id`` exists (so validation, not a 404, is what answers)."""
@@ -227,6 +279,7 @@ def hostile_requests(app: str, user: str, session_id: str) -> list[Request]:
         )
     out.extend(_session_cases(app, user))
     out.extend(_query_cases(app, user, session_id))
+    out.extend(artifact_cases(app, user, session_id))
     return out
 
 
@@ -257,4 +310,13 @@ def _session_cases(app: str, user: str) -> Iterator[Request]:
             )
 
 
-__all__ = ["HOSTILE_VALUES", "RAW_BODIES", "Request", "encode", "hostile_requests", "valid_bodies"]
+__all__ = [
+    "HOSTILE_MIME_TYPES",
+    "HOSTILE_VALUES",
+    "RAW_BODIES",
+    "Request",
+    "artifact_cases",
+    "encode",
+    "hostile_requests",
+    "valid_bodies",
+]

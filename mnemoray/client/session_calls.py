@@ -221,7 +221,9 @@ def put_artifact(
 def _content(resp: httpx.Response) -> ArtifactContent:
     return ArtifactContent(
         resp.content,
-        resp.headers.get("content-type", ""),
+        # The stored type (the server answers most types as application/octet-stream, a
+        # download); a server without the header sent the stored type as Content-Type.
+        unquote(resp.headers.get("x-artifact-mime-type") or resp.headers.get("content-type", "")),
         int(resp.headers["x-artifact-version"]),
         resp.headers.get("x-artifact-handle", ""),
         unquote(resp.headers.get("x-artifact-summary", "")),

@@ -7,6 +7,7 @@ ask for one. Only files under ``static/`` are served; anything else is a 404.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from fastapi import APIRouter, Request
@@ -37,6 +38,11 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 
+# One path segment of a file under static/: what the package ships. Checked before the
+# filesystem sees the path: a NUL, a control character or an over-long name would make
+# os.stat raise (ValueError, OSError) instead of answering "no such file".
+_SEGMENT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+
 router = APIRouter(tags=["ui"], include_in_schema=False)
 
 
@@ -44,15 +50,15 @@ def static_file(path: str) -> Path:
     """The file ``path`` names under ``static/``; NotFound for anything else
     (``..``, absolute paths, hidden files, folders, unknown types)."""
     parts = path.split("/")
-    if not path or any(p in ("", ".", "..") or p.startswith(".") or "\\" in p for p in parts):
-        raise NotFound(f"no such file: {path!r}", field="path")
-    target = (STATIC / path).resolve()
-    if (
-        not target.is_relative_to(STATIC)
-        or not target.is_file()
-        or target.suffix not in CONTENT_TYPES
-    ):
-        raise NotFound(f"no such file: {path!r}", field="path")
+    if not path or len(parts) > 8 or not all(_SEGMENT.fullmatch(p) for p in parts):
+        raise NotFound(f"no such file: {path[:80]!r}", field="path")
+    try:
+        target = (STATIC / path).resolve()
+        found = target.is_relative_to(STATIC) and target.is_file()
+    except (OSError, ValueError):  # the filesystem refused the name: not a file we ship
+        found = False
+    if not found or target.suffix not in CONTENT_TYPES:
+        raise NotFound(f"no such file: {path[:80]!r}", field="path")
     return target
 
 

@@ -5,15 +5,17 @@ static routes (path check, content types) are tested without a browser."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, quote, urlparse
 
 import httpx
 import pytest
@@ -222,6 +224,43 @@ def test_static_path_check_refuses_everything_else(static_client: TestClient, pa
 def test_static_files_need_no_key_but_data_does(keyed_server: Server) -> None:
     assert httpx.get(f"{keyed_server.url}/ui/").status_code == 200
     assert httpx.get(f"{keyed_server.url}/v1/apps").status_code == 401
+
+
+# -- artifacts opened by their URL: downloads, or shown under a sandbox -----------------------
+STOLEN = "stolen.json"
+# What a planted artifact would do at the API's origin: read every tenant, write it back.
+STEAL_JS = (
+    "window.pwned = 1; document.title = 'pwned'; fetch('/v1/apps').then((r) => r.text())"
+    f".then((t) => fetch('{STOLEN}', {{method: 'PUT', body: t}}));"
+)
+
+
+def _artifacts(server: Server) -> str:
+    return f"{server.url}/v1/artifacts/{APP}/{ANA}/{ANA_SESSION}"
+
+
+def _put_artifact(server: Server, name: str, data: bytes, mime: str) -> str:
+    url = f"{_artifacts(server)}/{quote(name, safe='')}"
+    r = httpx.put(url, content=data, headers={"Content-Type": mime})
+    assert r.status_code == 201, r.text
+    return url
+
+
+def _png(width: int, height: int) -> bytes:
+    """A valid RGB PNG, all red."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body)
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 # -- the page in Chromium ----------------------------------------------------------------------
@@ -474,6 +513,55 @@ class TestPage:
                 assert "problem" in page.get_by_test_id("doctor").inner_text()
         finally:
             backend.close()
+
+    @pytest.mark.parametrize(
+        "name,mime,payload",
+        [
+            ("report.html", "text/html", f"<html><body><script>{STEAL_JS}</script></body></html>"),
+            (
+                "user:logo.svg",
+                "image/svg+xml",
+                f'<svg xmlns="http://www.w3.org/2000/svg"><script>{STEAL_JS}</script></svg>',
+            ),
+        ],
+    )
+    def test_a_planted_artifact_is_downloaded_and_never_runs(
+        self, server: Server, browser: Any, name: str, mime: str, payload: str
+    ) -> None:
+        """The attack: an artifact whose script reads /v1/apps (every tenant, on a server
+        without keys) and writes it back as another artifact, opened by its URL."""
+        from playwright.sync_api import Error as PlaywrightError
+
+        url = _put_artifact(server, name, payload.encode(), mime)
+        with new_page(browser) as p:
+            p.set_default_timeout(WAIT_MS)
+            # The navigation ends in a download: goto raises, the download is the answer.
+            with p.expect_download() as download, contextlib.suppress(PlaywrightError):
+                p.goto(url)
+            # Chromium replaces the ':' of a user: name in the file it saves.
+            assert download.value.suggested_filename == name.replace(":", "_")
+            p.wait_for_timeout(500)  # time for a script that did run to call back
+            assert p.title() != "pwned" and p.evaluate("window.pwned") is None
+        assert httpx.get(f"{_artifacts(server)}/{STOLEN}").status_code == 404
+
+    def test_plain_text_and_images_show_inline_under_the_sandbox(
+        self, server: Server, browser: Any
+    ) -> None:
+        """The allowed inline types still render with the artifact CSP
+        (``default-src 'none'; sandbox``), and markup in plain text stays text."""
+        text_url = _put_artifact(
+            server, "notes.txt", f"<script>{STEAL_JS}</script>".encode(), "text/plain"
+        )
+        png_url = _put_artifact(server, "dot.png", _png(3, 2), "image/png")
+        with new_page(browser) as p:
+            p.set_default_timeout(WAIT_MS)
+            assert p.goto(text_url).headers["content-disposition"].startswith("inline")
+            assert "fetch('/v1/apps')" in p.locator("body").inner_text()
+            assert p.title() != "pwned" and p.evaluate("window.pwned") is None
+            p.goto(png_url)
+            size = p.locator("img").evaluate("(i) => [i.naturalWidth, i.naturalHeight]")
+            assert size == [3, 2]
+        assert httpx.get(f"{_artifacts(server)}/{STOLEN}").status_code == 404
 
     def test_api_errors_read_as_one_line(self, server: Server, page: Any) -> None:
         page.goto(ui(server, app_name=APP, user_id=ANA, view="session", session_id="nope"))

@@ -60,6 +60,10 @@ export async function api(path, { method = "GET", query, body, raw = false } = {
     if (fresh) { setKey(fresh); return api(path, { method, query, body, raw }, true); }
   }
   if (!resp.ok) throw await errorOf(resp);
-  if (raw) return { text: await resp.text(), type: resp.headers.get("content-type") || "" };
+  // The stored type: most artifacts are answered as application/octet-stream (downloads).
+  if (raw) {
+    const stored = resp.headers.get("x-artifact-mime-type");
+    return { text: await resp.text(), type: stored ? decodeURIComponent(stored) : resp.headers.get("content-type") || "" };
+  }
   return resp.status === 204 ? null : resp.json();
 }
