@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mnemoray.errors import ConfigError
 from mnemoray.sessions.events import Event, EventError, model_message, tool_call, user_message
 from mnemoray.sessions.session import Session, SessionError
 from mnemoray.sessions.sqlite.store import SQLiteSessionStore
@@ -458,3 +459,15 @@ def test_session_from_store_is_plain_session(store: SessionStore) -> None:
     s = store.create_session(APP, USER, "s1")
     assert isinstance(store.get_session(APP, USER, "s1"), Session)
     assert isinstance(s, Session)
+
+
+def test_sqlite_refuses_a_url_instead_of_making_a_file_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url in ("postgresql://db.example/sessions", Path("postgresql://db.example/sessions")):
+        with pytest.raises(ConfigError, match="not supported here; give a file path") as raised:
+            SQLiteSessionStore(url)
+        assert raised.value.field == "path"
+    assert list(tmp_path.iterdir()) == []  # no postgresql:/ folder appeared
+    SQLiteSessionStore(":memory:").close()  # SQLite's own name, not a URL
