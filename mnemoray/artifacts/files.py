@@ -24,6 +24,10 @@ from mnemoray.artifacts.store import (
     _scope,
     is_user_scoped,
 )
+from mnemoray.locations import local_location
+
+#: What an artifact location may be, for the message that refuses any other.
+SUPPORTED = "a directory path"
 
 
 class FileArtifactStore(ArtifactStore):
@@ -43,7 +47,8 @@ class FileArtifactStore(ArtifactStore):
     _VERSION_RE = re.compile(r"(\d{10})\.json")
 
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+        # A URL (s3://...) would silently become a directory of that name.
+        self.root = Path(local_location(root, field="root", supported=SUPPORTED))
         self.root.mkdir(parents=True, exist_ok=True)
 
     # -- layout --------------------------------------------------------------

@@ -33,7 +33,7 @@ from mnemoray.adk.mapping import looks_like_adk
 from mnemoray.errors import InvalidInput
 from mnemoray.sessions.events import Event
 from mnemoray.sessions.session import Session, SessionError, check_session_size
-from mnemoray.sessions.state import without_temp
+from mnemoray.sessions.state import persisted_event, without_temp
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -410,7 +410,8 @@ def _event_record(i: int, event: Event) -> dict[str, Any]:
         "timestamp": event.timestamp,
         "text": event.text,
         "data": _json(event.data, f"events[{i}].data"),
-        "state_delta": _json(event.state_delta, f"events[{i}].state_delta"),
+        # temp: keys never leave the invocation (a session built in memory may hold them).
+        "state_delta": _json(without_temp(event.state_delta), f"events[{i}].state_delta"),
         "artifact_delta": _json(event.artifact_delta, f"events[{i}].artifact_delta"),
         "partial": event.partial,
     }
@@ -432,6 +433,7 @@ def _parquet_record(session: Session) -> dict[str, Any]:
 def _jsonl_line(session: Session) -> str:
     record = session.to_dict()
     record["state"] = without_temp(session.state)  # temp: keys never leave the invocation
+    record["events"] = [persisted_event(e).to_dict() for e in session.events]
     try:
         return json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
     except (TypeError, ValueError):

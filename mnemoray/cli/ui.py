@@ -53,11 +53,12 @@ def ui_cmd(
         "127.0.0.1", "--host", help="Interface to bind; other than loopback only with API keys."
     ),
     port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="HTTP port."),
-    sessions: Path | None = typer.Option(
-        None, "--sessions", dir_okay=False, help="Session database (default: STORE/sessions.db)."
+    # Strings, not paths: a URL given here is refused as typed (a Path folds its "//").
+    sessions: str | None = typer.Option(
+        None, "--sessions", metavar="<file>", help="Session database (default: STORE/sessions.db)."
     ),
-    artifacts: Path | None = typer.Option(
-        None, "--artifacts", file_okay=False, help="Artifacts folder (default: STORE/artifacts)."
+    artifacts: str | None = typer.Option(
+        None, "--artifacts", metavar="<dir>", help="Artifacts folder (default: STORE/artifacts)."
     ),
     api_keys: Path | None = typer.Option(
         None,

@@ -95,7 +95,7 @@ class Session:
         return self.ended_at is not None
 
     def apply(self, event: Event) -> None:
-        """Apply an event to this in-memory copy (state delta incl. temp: keys)."""
+        """Apply an event to this in-memory copy (state delta incl. any temp: keys)."""
         self.events.append(event)
         self.state.update(split_delta(event.state_delta).persisted)
         self.state.update(split_delta(event.state_delta).temp)

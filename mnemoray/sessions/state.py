@@ -8,8 +8,10 @@ to the session. A session's ``state`` dict is the merged view of all four.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
+
+from mnemoray.sessions.events import Event
 
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"
@@ -52,6 +54,15 @@ def split_delta(delta: dict[str, Any]) -> ScopedDelta:
 
 def without_temp(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if not k.startswith(TEMP_PREFIX)}
+
+
+def persisted_event(event: Event) -> Event:
+    """``event`` as it may be written anywhere (a store, an archive, an answer): its
+    ``temp:`` keys dropped from ``state_delta``. Every store writes only this form; the
+    appending caller's copy still sees the temp values (:meth:`SessionStore.append_events`)."""
+    if not any(k.startswith(TEMP_PREFIX) for k in event.state_delta):
+        return event
+    return replace(event, state_delta=without_temp(event.state_delta))
 
 
 def merged_state(

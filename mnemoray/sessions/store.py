@@ -20,7 +20,7 @@ from typing import Any, get_args
 from mnemoray.errors import InvalidInput
 from mnemoray.sessions.events import Event
 from mnemoray.sessions.session import Session
-from mnemoray.sessions.state import merged_state, split_delta, without_temp
+from mnemoray.sessions.state import merged_state, persisted_event, split_delta, without_temp
 from mnemoray.sessions.types import (
     CATCH_UP_TRIES,
     DEFAULT_CHANGES,
@@ -149,8 +149,9 @@ class SessionStore(ABC):
         """Append ``event`` to ``session`` and apply its state delta.
 
         Partial (streaming) events update nothing and are not persisted.
-        ``temp:`` keys reach the in-memory copy only. The caller's ``session``
-        object is updated in place on success.
+        ``temp:`` keys reach the caller's copy's state only: the stored event (and
+        the one returned) is without them. The caller's ``session`` object is updated
+        in place on success.
         """
         return self.append_events(session, [event])[0]
 
@@ -158,12 +159,15 @@ class SessionStore(ABC):
         """Append ``events`` in order, all or nothing: if one cannot be persisted
         (repeated id, stale copy, ended session) none is, and ``session`` is unchanged
         (but for compaction events a copy behind only by those takes in first).
-        Returns the events as given to the session; partial (streaming) ones are
-        returned with ``partial`` set and are neither persisted nor applied.
+        Returns the events as stored (``temp:`` keys dropped from their deltas); partial
+        (streaming) ones are returned as given, with ``partial`` set, and are neither
+        persisted nor applied.
         """
         if session.ended:
             raise SessionEndedError(f"session {session.session_id!r} has ended")
-        out = [replace(e, session_id=session.session_id) for e in events]
+        given = [replace(e, session_id=session.session_id) for e in events]
+        # The one place every store's appends pass: temp: state is never written.
+        out = [e if e.partial else persisted_event(e) for e in given]
         durable = [e for e in out if not e.partial]
         if not durable:
             return out
@@ -174,8 +178,11 @@ class SessionStore(ABC):
             except StaleSessionError:
                 if attempt == CATCH_UP_TRIES or not self._catch_up(session, durable):
                     raise
-        for event in durable:
-            session.apply(event)
+        for event, original in zip(out, given, strict=True):
+            if not event.partial:
+                session.apply(event)
+                # This invocation still sees its temp: values, in this copy only.
+                session.state.update(split_delta(original.state_delta).temp)
         session.version += len(durable)
         if any("appended" in changes for _, changes in self._listeners):
             # One notice per request: listeners see the session with all its new events.

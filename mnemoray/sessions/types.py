@@ -11,7 +11,7 @@ from mnemoray import limits
 from mnemoray.errors import Conflict, InvalidInput, NotFound
 from mnemoray.sessions.events import Event
 from mnemoray.sessions.session import Session, SessionError
-from mnemoray.sessions.state import ScopedDelta, split_delta
+from mnemoray.sessions.state import ScopedDelta, persisted_event, split_delta
 
 
 # The builtin second bases keep ``except KeyError`` / ``except ValueError`` callers working.
@@ -78,8 +78,8 @@ class SessionInfo:
 
 def initial_events(session: Session, events: Sequence[Event]) -> list[Event]:
     """A new session's first events as stored: its id, none partial (a streaming
-    fragment is never stored, so none can open a session)."""
-    out = [replace(e, session_id=session.session_id) for e in events]
+    fragment is never stored, so none can open a session), no ``temp:`` state."""
+    out = [persisted_event(replace(e, session_id=session.session_id)) for e in events]
     seen: set[str] = set()
     for i, event in enumerate(out):
         if event.partial:

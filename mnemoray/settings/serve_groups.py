@@ -7,10 +7,20 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from mnemoray.artifacts.files import SUPPORTED as ARTIFACTS
 from mnemoray.artifacts.offload import DEFAULT_THRESHOLD_BYTES
+from mnemoray.locations import local_location
 from mnemoray.memory.ingest.triggers import TriggerConfig
+from mnemoray.sessions.sqlite.store import SUPPORTED as SESSIONS
 from mnemoray.settings.jobs import JobSettings
 
 log = logging.getLogger(__name__)
@@ -165,8 +175,13 @@ class IngestionSettings(StrictModel):
 
     @field_validator("sessions_db", "artifacts_dir")
     @classmethod
-    def _expand(cls, v: str | None) -> str | None:
-        return None if v is None else str(Path(v).expanduser().absolute())
+    def _expand(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None or (v == ":memory:" and info.field_name == "sessions_db"):
+            return v  # SQLite's in-memory database is no file: nothing to make absolute
+        supported = SESSIONS if info.field_name == "sessions_db" else ARTIFACTS
+        # Checked before it is made absolute: a URL would become a path under the cwd.
+        local = local_location(v, field=f"ingestion.{info.field_name}", supported=supported)
+        return str(Path(local).expanduser().absolute())
 
 
 class ModelSettings(StrictModel):

@@ -15,6 +15,7 @@ from mnemoray.artifacts.store import (
     format_handle,
     parse_handle,
 )
+from mnemoray.errors import ConfigError
 
 APP, USER = "travel", "maya"
 
@@ -296,3 +297,12 @@ def test_delete_version_removes_only_that_version(store: ArtifactStore) -> None:
         store.load(APP, USER, "s1", "report.txt")
     with pytest.raises(ArtifactError, match="version"):
         store.delete_version(APP, USER, "s1", "report.txt", -1)
+
+
+def test_a_file_store_refuses_a_url_instead_of_making_a_folder_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^root: s3://b/a is not supported here") as raised:
+        FileArtifactStore("s3://b/a")
+    assert raised.value.field == "root" and list(tmp_path.iterdir()) == []

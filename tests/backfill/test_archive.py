@@ -112,6 +112,17 @@ def test_round_trip(tmp_path: Path, name: str) -> None:
     }
 
 
+@pytest.mark.parametrize("name", ["sessions.parquet", "sessions.jsonl"])
+def test_temp_state_is_not_archived(tmp_path: Path, name: str) -> None:
+    s = _session("s1", n=1)  # built in memory: its state and an event's delta hold temp:
+    s.events.append(
+        user_message("pin", id="s1-p", timestamp=T0 + 9, state_delta={"temp:pin": "4711", "k": 1})
+    )
+    path = write_archive([s], tmp_path / name)
+    assert b"temp:" not in path.read_bytes() and b"4711" not in path.read_bytes()
+    assert read_archive(path)[0].events[-1].state_delta == {"k": 1}
+
+
 def test_parquet_schema_and_streaming(tmp_path: Path) -> None:
     n = BATCH_ROWS + 44  # more than one batch each way
     path = write_archive((_session(f"s{i}", n=1) for i in range(n)), tmp_path / "a.parquet")

@@ -285,3 +285,35 @@ def test_export_import_and_stats(kw_store: Path, tmp_path: Path) -> None:
     assert _lines(garbled.output) == [
         f"error: {binary}: not UTF-8 text, so not a `mnemoray export` file (byte 0)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "setting", "supported"),
+    [
+        (["ui", "--sessions", "postgresql://db/mem"], "ingestion.sessions_db", "a file path"),
+        (["ui", "--artifacts", "s3://bucket/art"], "ingestion.artifacts_dir", "a directory"),
+        (
+            ["serve", "--set", "ingestion.sessions_db=postgresql://db/mem"],
+            "ingestion.sessions_db",
+            "a file path (SQLite) or :memory:",
+        ),
+        (["serve", "--store", "postgresql://db/mem"], "store", "a directory, parquet://DIR"),
+    ],
+    ids=["ui-sessions", "ui-artifacts", "serve-sessions", "serve-store"],
+)
+def test_a_server_refuses_a_url_it_cannot_open_in_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    setting: str,
+    supported: str,
+) -> None:
+    """No server starts over a file named ``postgresql:/db/mem`` in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    store = [] if "--store" in args else ["--store", str(tmp_path / "store")]
+    result = runner.invoke(app, [*args, *store])
+    (line,) = _lines(result.output)
+    assert result.exit_code == 2, result.output
+    assert line.startswith(f"error: {setting}: ") and "is not supported here; give" in line
+    assert supported in line
+    assert list(tmp_path.iterdir()) == []

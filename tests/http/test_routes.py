@@ -430,6 +430,17 @@ def test_session_routes_and_their_errors(client: TestClient) -> None:
     ]
 
 
+def test_a_session_read_back_holds_no_temp_state(client: TestClient) -> None:
+    created = client.post("/v1/sessions", json={**WHO, "session_id": "s1", "state": {"temp:a": 1}})
+    assert created.status_code == 201 and created.json()["state"] == {}
+    ev = {"author": "user", "text": "pin", "id": "e1", "state_delta": {"temp:pin": 4711, "n": 1}}
+    assert client.post("/v1/sessions/s1/events", json={**WHO, "events": [ev]}).status_code == 200
+    got = client.get("/v1/sessions/s1", params=WHO)
+    assert got.status_code == 200 and "temp:" not in got.text and "4711" not in got.text
+    assert got.json()["state"] == {"n": 1}
+    assert got.json()["events"][0]["state_delta"] == {"n": 1}
+
+
 def test_end_answers_202_with_a_job_and_wait_keeps_the_report(
     client: TestClient, backend: FakeBackend
 ) -> None:

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from mnemoray.errors import ConfigError
 from mnemoray.sessions.events import Event, EventError, model_message, tool_call, user_message
 from mnemoray.sessions.session import Session, SessionError
 from mnemoray.sessions.sqlite.store import SQLiteSessionStore
-from mnemoray.sessions.store import SessionStore
+from mnemoray.sessions.store import InMemorySessionStore, SessionStore
 from mnemoray.sessions.types import (
     DuplicateEventError,
     SessionEndedError,
@@ -209,8 +210,13 @@ def test_scoped_state(store: SessionStore) -> None:
         "draft": "a",
         "leg": 1,
     }
-    # The event itself keeps its full delta (it is the record of what happened).
-    assert reloaded.events[0].state_delta["temp:step"] == "plan"
+    # Nor is it kept in the stored event: the record of what happened, minus temp:.
+    assert reloaded.events[0].state_delta == {
+        "user:home": "Lisbon",
+        "app:greeting": "hi",
+        "leg": 1,
+    }
+    assert s1.events == reloaded.events  # the caller's copy holds the stored events
 
     same_user = store.create_session(APP, USER, "s2")
     assert same_user.state == {
@@ -378,6 +384,54 @@ def test_sqlite_reload_from_new_store(tmp_path: Path) -> None:
         conn.close()
 
 
+SECRET = "pin-7731-do-not-store"
+
+
+def test_temp_state_reaches_no_store(store: SessionStore) -> None:
+    s = store.create_session(
+        APP,
+        USER,
+        "s1",
+        state={"temp:boot": SECRET},
+        events=[user_message("hi", id="e0", state_delta={"temp:first": SECRET, "a": 1})],
+    )
+    done = store.append_events(
+        s,
+        [
+            user_message("my pin", id="e1", state_delta={"temp:pin": SECRET, "n": 1}),
+            user_message("partial", partial=True, state_delta={"temp:pin": "streamed"}),
+        ],
+    )
+    # This invocation still sees its temp: value; the event it got back is the stored one.
+    assert s.state["temp:pin"] == SECRET and s.state["n"] == 1
+    assert done[0].state_delta == {"n": 1} and done[1].partial
+    loaded = store.get_session(APP, USER, "s1")
+    assert loaded.state == {"a": 1, "n": 1}
+    assert [e.state_delta for e in loaded.events] == [{"a": 1}, {"n": 1}]
+    assert SECRET not in repr(store.created_state(APP, USER, "s1"))
+    if isinstance(store, InMemorySessionStore):  # what it keeps, not only what it answers
+        assert SECRET not in repr(vars(store)) and "temp:" not in repr(vars(store))
+
+
+def test_temp_state_not_in_sqlite_files(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = SQLiteSessionStore(path)
+    try:
+        s = store.create_session(APP, USER, "s1")
+        store.append_event(
+            s, user_message("here is my pin", state_delta={"temp:pin": SECRET, "n": 1})
+        )
+        assert s.state["temp:pin"] == SECRET
+        # Read while the store is open: the WAL still holds the append (not checkpointed).
+        wal = Path(f"{path}-wal").read_bytes()
+        assert b"here is my pin" in wal  # the event is there, its temp: state is not
+        raw = path.read_bytes() + wal
+    finally:
+        store.close()
+    for data in (raw, path.read_bytes()):
+        assert SECRET.encode() not in data and b"temp:pin" not in data
+
+
 def test_sqlite_unserializable_value_writes_nothing(tmp_path: Path) -> None:
     with SQLiteSessionStore(tmp_path / "s.db") as store:
         s = store.create_session(APP, USER, "s1")
@@ -405,3 +459,15 @@ def test_session_from_store_is_plain_session(store: SessionStore) -> None:
     s = store.create_session(APP, USER, "s1")
     assert isinstance(store.get_session(APP, USER, "s1"), Session)
     assert isinstance(s, Session)
+
+
+def test_sqlite_refuses_a_url_instead_of_making_a_file_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url in ("postgresql://db.example/sessions", Path("postgresql://db.example/sessions")):
+        with pytest.raises(ConfigError, match="not supported here; give a file path") as raised:
+            SQLiteSessionStore(url)
+        assert raised.value.field == "path"
+    assert list(tmp_path.iterdir()) == []  # no postgresql:/ folder appeared
+    SQLiteSessionStore(":memory:").close()  # SQLite's own name, not a URL

@@ -288,3 +288,43 @@ def test_cli_recall_takes_its_ranking_from_a_config_file(tmp_path: Path) -> None
     bad = _write(tmp_path / "bad.yaml", {"recall": {"apps": {"app": {"mode": "fuzzy"}}}})
     result = CliRunner().invoke(app, [*base, "--config", str(bad)])
     assert result.exit_code == 2 and "recall.apps.app.mode" in result.output
+
+
+URL_CASES = [
+    ("ingestion.sessions_db", "postgresql://db.example/mem", "a file path (SQLite) or :memory:"),
+    ("ingestion.artifacts_dir", "s3://bucket/artifacts", "a directory path"),
+    ("store", "postgresql://db.example/mem", "a directory, parquet://DIR or lancedb://DIR"),
+    ("store", "postgresql:/db.example/mem", "a directory, parquet://DIR or lancedb://DIR"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "supported"), URL_CASES)
+def test_a_url_where_a_path_is_expected_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, value: str, supported: str
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where the URL used to become a file or folder
+    with pytest.raises(ConfigError) as raised:
+        load_settings({"store": str(tmp_path / "store"), key: value})
+    assert raised.value.field == key
+    assert str(raised.value) == f"{key}: {value} is not supported here; give {supported}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_url_keeps_its_credentials_out_of_the_message(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings(
+            {"store": str(tmp_path), "ingestion.sessions_db": "postgresql://maya:hunter2@db/mem"}
+        )
+    assert "hunter2" not in str(raised.value) and "postgresql://***@db/mem" in str(raised.value)
+
+
+def test_paths_and_memory_sessions_still_open(tmp_path: Path) -> None:
+    s = load_settings(
+        {
+            "store": f"lancedb://{tmp_path / 'ln'}",
+            "ingestion.sessions_db": ":memory:",  # SQLite's, not a file in the cwd
+            "ingestion.artifacts_dir": str(tmp_path / "C:weird" / "art"),
+        }
+    )
+    assert s.store == f"lancedb://{tmp_path / 'ln'}" and s.sessions_path == ":memory:"
+    assert s.artifacts_path == str(tmp_path / "C:weird" / "art")

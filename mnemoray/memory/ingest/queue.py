@@ -20,8 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from mnemoray.errors import Conflict, InvalidInput, NotFound
+from mnemoray.locations import local_location
 from mnemoray.memory.ingest.job import FORGOTTEN, Job, JobStatus
 from mnemoray.memory.store.hygiene_db import SmallDb
+
+#: What a job queue location may be, for the message that refuses any other.
+SUPPORTED = "a file path (SQLite)"
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     job_id         TEXT PRIMARY KEY,
@@ -68,7 +72,8 @@ class JobQueue:
     """Jobs in one SQLite file (WAL), one connection per thread."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
-        self.path = str(path)
+        # A URL (postgresql://...) would silently become a file of that name.
+        self.path = local_location(path, field="path", supported=SUPPORTED)
         self.changed = threading.Condition()  # notified on every status change here
         self.owner = uuid.uuid4().hex  # this replica's mark on the jobs it runs
         self.db = SmallDb(

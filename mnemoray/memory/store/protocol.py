@@ -35,6 +35,7 @@ import numpy as np
 
 from mnemoray.errors import ConfigError, Unsupported
 from mnemoray.extras import install_hint
+from mnemoray.locations import local_location
 from mnemoray.memory.records.record import Memory
 from mnemoray.memory.store.graph.commit import GraphWrite
 from mnemoray.memory.store.graph.prepared import PreparedPart
@@ -219,24 +220,27 @@ class MemoryBackend(Protocol):
     def import_jsonl(self, path: str | Path, batch_size: int = ...) -> WriteResult: ...
 
 
+#: What a memory store location may be, for the message that refuses any other.
+SUPPORTED = "a directory, parquet://DIR or lancedb://DIR"
+
+
+def _split(location: str | Path) -> tuple[str | None, str]:
+    """(scheme or None, directory) of a location; any URL but ours is refused (a
+    ``s3://`` would otherwise become a directory of that name)."""
+    if not isinstance(location, str | Path) or not str(location):
+        raise ConfigError(
+            f"expected a path or a parquet:// / lancedb:// URI, got {location!r}", field="store"
+        )
+    text = local_location(location, field="store", supported=SUPPORTED, schemes=SCHEMES)
+    scheme, sep, rest = text.partition("://")
+    return (scheme.lower(), rest) if sep else (None, text)
+
+
 def parse_location(location: str | Path) -> tuple[str, Path]:
     """(backend, directory) of a store location: ``DIR``, ``parquet://DIR`` or
     ``lancedb://DIR``. A plain path names the kind of store already there (a new one
     is Parquet); a scheme that contradicts the store there is an error."""
-    if isinstance(location, Path):
-        scheme, text = None, str(location)
-    elif isinstance(location, str) and location:
-        scheme, sep, rest = location.partition("://")
-        scheme, text = (scheme, rest) if sep else (None, location)
-    else:
-        raise ConfigError(
-            f"expected a path or a parquet:// / lancedb:// URI, got {location!r}", field="store"
-        )
-    if scheme is not None and scheme not in SCHEMES:
-        raise ConfigError(
-            f"unknown scheme {scheme + '://'!r}; known: parquet://, lancedb:// (or a plain path)",
-            field="store",
-        )
+    scheme, text = _split(location)
     if not text:
         raise ConfigError(f"{scheme}:// names no directory", field="store")
     root = Path(text)
@@ -272,10 +276,12 @@ def missing_store(location: str | Path) -> str | None:
 def absolute_location(location: str) -> str:
     """``location`` with its directory absolute (``~`` expanded) and its scheme kept: a
     setting that names the same store from any working directory."""
-    scheme, sep, rest = location.partition("://")
-    if sep and scheme in SCHEMES:
-        return f"{scheme}://{Path(rest).expanduser().absolute()}"
-    return str(Path(location).expanduser().absolute())
+    scheme, text = _split(location)
+    if not text:
+        raise ConfigError(f"{scheme}:// names no directory", field="store")
+    if scheme is not None:
+        return f"{scheme}://{Path(text).expanduser().absolute()}"
+    return str(Path(text).expanduser().absolute())
 
 
 def open_backend(

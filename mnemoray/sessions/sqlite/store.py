@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemoray.errors import InvalidInput
+from mnemoray.locations import local_location
 from mnemoray.sessions.events import Event
 from mnemoray.sessions.session import Session
 from mnemoray.sessions.sqlite.rows import MIGRATIONS, SCHEMA, SCHEMA_VERSION, Prepared, to_json
@@ -37,6 +38,9 @@ from mnemoray.sessions.types import (
     initial_events,
     initial_state,
 )
+
+#: What a session location may be, for the message that refuses any other.
+SUPPORTED = "a file path (SQLite) or :memory:"
 
 _KEY = "app_name = ? AND user_id = ? AND session_id = ?"
 _APPS = "SELECT DISTINCT app_name FROM sessions ORDER BY app_name"
@@ -56,9 +60,10 @@ class SQLiteSessionStore(SessionStore):
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
         super().__init__()
-        self.path = str(path)
+        # A URL (postgresql://...) would silently become a file of that name.
+        self.path = local_location(path, field="path", supported=SUPPORTED)
         if not self.path:  # SQLite would make a private temp database per connection
-            raise InvalidInput("empty; give a file path or ':memory:'", field="path")
+            raise InvalidInput(f"empty; give {SUPPORTED}", field="path")
         self._in_memory = self.path == ":memory:"
         self._busy_timeout_s = busy_timeout_s
         self._inherited: list[sqlite3.Connection | None] = []

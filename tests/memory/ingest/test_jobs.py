@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemoray.errors import Conflict, InvalidInput, NotFound, Unavailable
+from mnemoray.errors import ConfigError, Conflict, InvalidInput, NotFound, Unavailable
 from mnemoray.memory.ingest.job import Job, RetentionPolicy, RetryPolicy
 from mnemoray.memory.ingest.queue import JobQueue
 from mnemoray.memory.ingest.worker import JobWorker
@@ -419,3 +419,12 @@ def test_the_worker_beats_for_the_jobs_it_runs(path: Path) -> None:
         assert heartbeat() > first and q.get("app", "ana", job.job_id).status == "running"
     finally:
         worker.stop()
+
+
+def test_a_queue_refuses_a_url_instead_of_making_a_file_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^path: redis://q/0 is not supported here") as raised:
+        JobQueue("redis://q/0")
+    assert raised.value.field == "path" and list(tmp_path.iterdir()) == []

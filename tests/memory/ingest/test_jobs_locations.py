@@ -51,7 +51,7 @@ def test_bad_locations_are_one_line(tmp_path: Path) -> None:
     for main, extra in ((scheduled_main, ["--archive", str(tmp_path)]), (consolidate_main, [])):
         out = io.StringIO()
         code = main(["--store", "s3://bucket/mem", *extra], out=out)
-        assert code == 2 and "unknown scheme" in out.getvalue(), out.getvalue()
+        assert code == 2 and "is not supported here" in out.getvalue(), out.getvalue()
         assert len(out.getvalue().strip().splitlines()) == 1
     out = io.StringIO()
     assert consolidate_main(["--store", f"lancedb://{tmp_path / 'none'}"], out=out) == 2

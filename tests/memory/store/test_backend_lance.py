@@ -53,7 +53,7 @@ def test_the_location_picks_the_backend(tmp_path: Path, rng) -> None:
     for bad, words in (
         (f"parquet://{tmp_path / 'ln'}", "holds a lancedb store"),
         (f"lancedb://{tmp_path / 'pq'}", "holds a parquet store"),
-        ("s3://bucket/x", "unknown scheme"),
+        ("s3://bucket/x", "s3://bucket/x is not supported here; give a directory"),
         ("lancedb://", "names no directory"),
         ("", "expected a path"),
     ):
