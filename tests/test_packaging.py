@@ -42,6 +42,7 @@ PLACES: tuple[tuple[str, str], ...] = (
     ("mnemoray/ui/", "ui"),
     # The Ray-free HTTP API: `mnemoray ui` installs it with [ui]; [ray] has the same parts.
     ("mnemoray/http/", "ui"),
+    ("mnemoray/ray_local.py", "ray"),
     ("mnemoray/serve/", "ray"),
     ("mnemoray/pipeline/", "ray"),
     ("mnemoray/jobs/", "ray"),
