@@ -4,13 +4,16 @@ another user of the same app keeps everything, a second erasure answers zeros.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from mnemoray.cli.main import app as cli_app
 from mnemoray.client import MnemorayClient
 from mnemoray.http.app import build_api
 from mnemoray.http.auth import ApiKeys
@@ -186,3 +189,37 @@ def test_the_client_deletes_a_session_and_forgets_a_user(
     assert erased.removed.artifacts == 2  # s2's notes.txt and user:profile.txt
     assert client.forget_everything("app", "ana").removed.sessions == 0
     assert client.list_sessions("app", "ana") == []
+
+
+def test_the_cli_forgets_everything_about_a_user_in_a_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    backend = LocalBackend.open(str(store), models=MODELS)
+    try:
+        http = TestClient(
+            build_api(backend, HttpConfig(keys=ApiKeys.from_mapping({KEY: "app"}))), headers=AUTH
+        )
+        session_with_memories(http, ANA, "s1", "My parrot Kiwi loves sunflower seeds.")
+        session_with_memories(http, BOB, "s1", "My parrot Kiwi is afraid of the vacuum.")
+        anas = len(live_texts(http, ANA))
+    finally:
+        backend.close()
+    runner = CliRunner()
+    args = ["memory", "forget-user", "--store", str(store), "--app", "app", "--user", "ana"]
+    r = runner.invoke(cli_app, [*args, "--reason", "user asked", "--json"])
+    assert r.exit_code == 0, r.output
+    removed = json.loads(r.output)["removed"]
+    assert removed == {"jobs": 0, "sessions": 1, "events": 1, "artifacts": 2, "memories": anas}
+    again = runner.invoke(cli_app, [*args, "--json"])
+    assert again.exit_code == 0 and set(json.loads(again.output)["removed"].values()) == {0}
+    backend = LocalBackend.open(str(store), models=MODELS)
+    try:
+        http = TestClient(
+            build_api(backend), client=("127.0.0.1", 50000), base_url="http://127.0.0.1:8765"
+        )
+        assert live_texts(http, ANA) == [] and live_texts(http, BOB)
+        assert http.get("/v1/sessions/s1", params=ANA).status_code == 404
+        assert http.get("/v1/sessions/s1", params=BOB).status_code == 200
+        assert artifact(http, ANA, "s1", "user:profile.txt") == 404
+        assert artifact(http, BOB, "s1", "user:profile.txt") == 200
+    finally:
+        backend.close()
