@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -210,6 +211,32 @@ class FileArtifactStore(ArtifactStore):
             raise self._not_found(app_name, user_id, session_id, name) from None
         shutil.rmtree(doomed)
 
+    def delete_user(self, app_name: str, user_id: str) -> int:
+        _check_segment("app_name", app_name)
+        _check_segment("user_id", user_id)
+        user_dir = self._user_dir(app_name, user_id)
+        # One rename takes the whole user out of the tree; the trash entry is named by the
+        # user, so a run that crashed before removing it is finished by the next one.
+        owner = hashlib.sha256(f"{app_name}\0{user_id}".encode()).hexdigest()
+        doomed = self.root / "%trash" / f"user-{owner}"
+        if doomed.exists():
+            shutil.rmtree(doomed)
+        count = 0
+        for scope in ("sessions", "user"):
+            parent = user_dir / scope
+            if scope == "sessions":
+                dirs = [d for s in _subdirs(parent) for d in _subdirs(s)]
+            else:
+                dirs = _subdirs(parent)
+            count += sum(1 for d in dirs if self._versions_in(d))
+        doomed.parent.mkdir(exist_ok=True)
+        try:
+            os.rename(user_dir, doomed)
+        except FileNotFoundError:
+            return 0
+        shutil.rmtree(doomed)
+        return count
+
     def delete_version(
         self, app_name: str, user_id: str, session_id: str, name: str, version: int
     ) -> None:
@@ -223,6 +250,13 @@ class FileArtifactStore(ArtifactStore):
             raise self._not_found(*key, version) from None
         (directory / f"{version:010d}.bin").unlink(missing_ok=True)
         _fsync_dir(directory)
+
+
+def _subdirs(directory: Path) -> list[Path]:
+    try:
+        return [e for e in directory.iterdir() if e.is_dir()]
+    except FileNotFoundError:
+        return []
 
 
 def _write_temp(directory: Path, payload: bytes) -> Path:

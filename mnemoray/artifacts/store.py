@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-from mnemoray.errors import InvalidInput, NotFound
+from mnemoray.errors import InvalidInput, NotFound, Unsupported
 
 USER_SCOPE_PREFIX = "user:"
 USER_SCOPE_SESSION = "~"  # the session segment of a user-scoped handle
@@ -246,6 +246,25 @@ class ArtifactStore(ABC):
         stay. Raises ArtifactNotFoundError if it does not exist. The next save numbers after
         the latest version left, so only a deleted latest version's number is given again."""
 
+    def delete_session_artifacts(self, app_name: str, user_id: str, session_id: str) -> int:
+        """Remove every version of the session's own artifacts (the user's ``user:`` ones
+        stay: other sessions see them); how many artifacts went. Idempotent."""
+        gone = 0
+        for name in self.list_names(app_name, user_id, session_id):
+            if is_user_scoped(name):
+                continue
+            try:
+                self.delete(app_name, user_id, session_id, name)
+            except ArtifactNotFoundError:  # deleted meanwhile
+                continue
+            gone += 1
+        return gone
+
+    def delete_user(self, app_name: str, user_id: str) -> int:
+        """Remove every artifact of the user, of every session (deleted ones too) and
+        ``user:``; how many artifacts went. Idempotent: again, it answers 0."""
+        raise Unsupported(f"{type(self).__name__} cannot delete a user's artifacts")
+
     def describe(
         self, app_name: str, user_id: str, session_id: str, name: str, version: int | None = None
     ) -> ArtifactInfo:
@@ -348,6 +367,15 @@ class InMemoryArtifactStore(ArtifactStore):
         with self._lock:
             if self._versions.pop(key, None) is None:
                 raise self._not_found(app_name, user_id, session_id, name)
+
+    def delete_user(self, app_name: str, user_id: str) -> int:
+        _check_segment("app_name", app_name)
+        _check_segment("user_id", user_id)
+        with self._lock:
+            keys = [k for k in self._versions if k[:2] == (app_name, user_id)]
+            for key in keys:
+                del self._versions[key]
+        return len(keys)
 
     def delete_version(
         self, app_name: str, user_id: str, session_id: str, name: str, version: int

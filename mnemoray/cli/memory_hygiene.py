@@ -6,6 +6,7 @@
     mnemoray memory forget --store S --app A --user U --confirm TOKEN --reason "user asked"
     mnemoray forget --store S --app A --user U --session SID --dry-run   (also --id, --all)
     mnemoray memory forgotten --store S --app A --user U
+    mnemoray memory forget-user --store S --app A --user U --reason "user asked"
 
 Every change is recorded as made by ``--actor`` (default ``cli:<login name>``).
 The commands call the one ``MemoryService``, as the HTTP API does.
@@ -252,9 +253,62 @@ def forgotten(
 
 # (name, function): cli.main adds each to `mnemoray memory` (cli.memory_group), with its
 # one-line errors.
+def forget_user(
+    store: str = STORE,
+    app_name: str = APP,
+    user_id: str = USER,
+    sessions_db: str | None = typer.Option(
+        None, "--sessions", metavar="<file>", help="Session database (default: STORE/sessions.db)."
+    ),
+    artifacts_dir: str | None = typer.Option(
+        None, "--artifacts", metavar="<dir>", help="Artifacts folder (default: STORE/artifacts)."
+    ),
+    reason: str = typer.Option("", "--reason", help="Why (kept on the erasure's record)."),
+    actor: str | None = ACTOR,
+    as_json: bool = JSON,
+) -> None:
+    """Forget everything about a user: queued ingestion jobs, sessions, artifacts, then
+    memories (as DELETE /v1/users/APP/USER). Safe to repeat: a second run finishes an
+    interrupted one and reports zeros for what is gone."""
+    from mnemoray.artifacts.files import FileArtifactStore
+    from mnemoray.memory.hygiene.erasure import Erasure
+    from mnemoray.memory.ingest.queue import JobQueue
+    from mnemoray.memory.service.json_ops import MemoryOps
+    from mnemoray.memory.store.protocol import parse_location
+    from mnemoray.sessions.sqlite.store import SQLiteSessionStore
+
+    service = _open(store, None)
+    folder = parse_location(store)[1]
+    db = Path(sessions_db) if sessions_db else folder / "sessions.db"
+    art = Path(artifacts_dir) if artifacts_dir else folder / "artifacts"
+    jobs_db = db.parent / "jobs.db"  # where the server keeps it (beside sessions.db)
+    # A part this store never had has nothing to remove: none is created here.
+    sessions = SQLiteSessionStore(str(db)) if db.is_file() else None
+    jobs = JobQueue(jobs_db) if jobs_db.is_file() else None
+    ops = MemoryOps(service)
+    try:
+        out = Erasure(
+            sessions,
+            FileArtifactStore(art) if art.is_dir() else None,
+            jobs,
+            lambda op, app, user, **kw: ops.call(op, app, user, kw),
+        ).forget_user(app_name, user_id, reason=reason, actor=_actor(actor))
+    finally:
+        for part in (sessions, jobs):
+            if part is not None:
+                part.close()
+        service.close()
+    if as_json:
+        _echo(out)
+    else:
+        removed = ", ".join(f"{k}: {v}" for k, v in out["removed"].items())
+        typer.echo(f"erased user {user_id!r} of app {app_name!r}: {removed}")
+
+
 MEMORY_COMMANDS: list[tuple[str, Callable[..., Any]]] = [
     ("edit", edit),
     ("versions", versions),
     ("forget", forget),
     ("forgotten", forgotten),
+    ("forget-user", forget_user),
 ]

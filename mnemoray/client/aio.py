@@ -97,6 +97,7 @@ class AsyncMnemorayClient:
     list_memories = _bound(mc.list_memories)
     forget_memory = _bound(mc.forget_memory)
     forget_user = _bound(mc.forget_user)
+    forget_everything = _bound(mc.forget_everything)
     forgotten = _bound(mc.forgotten)
     graph = _bound(mc.graph)
     profile = _bound(mc.profile)
@@ -110,6 +111,7 @@ class AsyncMnemorayClient:
     # -- sessions, jobs, context, artifacts -------------------------------------------------
     create_session = _bound(sc.create_session)
     get_session = _bound(sc.get_session)
+    delete_session = _bound(sc.delete_session)
     list_sessions = _bound(sc.list_sessions)
     append_events = _bound(sc.append_events)
     end_session = _bound(sc.end_session)

@@ -16,6 +16,7 @@ from mnemoray.schemas.hygiene import (
     ForgetRecord,
     ForgetRecords,
     MemoryVersions,
+    UserErased,
 )
 from mnemoray.schemas.memories import (
     AddMemoriesResponse,
@@ -223,6 +224,19 @@ def forget_user(app_name: str, user_id: str, reason: str = "") -> Call[int]:
         "DELETE",
         f"/v1/users/{seg(app_name)}/{seg(user_id)}/memories",
         _forgotten_count,
+        params={"reason": reason} if reason else None,
+        retry_safe=True,
+    )
+
+
+def forget_everything(app_name: str, user_id: str, reason: str = "") -> Call[UserErased]:
+    """Forget everything about the user: queued jobs, sessions, artifacts and memories
+    (``forget_user`` forgets the memories only); what went, per kind. Safe to repeat:
+    a second call finishes an interrupted one and answers zeros for what is gone."""
+    return Call(
+        "DELETE",
+        f"/v1/users/{seg(app_name)}/{seg(user_id)}",
+        model(UserErased),
         params={"reason": reason} if reason else None,
         retry_safe=True,
     )

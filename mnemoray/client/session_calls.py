@@ -19,6 +19,7 @@ from mnemoray.schemas.sessions import (
     EndSessionAccepted,
     EndSessionResponse,
     JobOut,
+    SessionDeleted,
     SessionInfoOut,
     SessionList,
     SessionOut,
@@ -67,6 +68,19 @@ def get_session(app_name: str, user_id: str, session_id: str) -> Call[SessionOut
         "GET",
         f"/v1/sessions/{seg(session_id)}",
         model(SessionOut),
+        params={"app_name": app_name, "user_id": user_id},
+        retry_safe=True,
+    )
+
+
+def delete_session(app_name: str, user_id: str, session_id: str) -> Call[SessionDeleted]:
+    """Delete a session: its events, its own artifacts (not the user's ``user:`` ones),
+    its queued ingestion jobs and its memories; what went. A NotFound when there is no
+    such session of this user (also when repeated after it went)."""
+    return Call(
+        "DELETE",
+        f"/v1/sessions/{seg(session_id)}",
+        model(SessionDeleted),
         params={"app_name": app_name, "user_id": user_id},
         retry_safe=True,
     )

@@ -153,3 +153,19 @@ class ApiBackend(Protocol):
     def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
         """Queue a failed job again (blocking); its status as :meth:`get_job`."""
         ...
+
+    def delete_session(
+        self, app_name: str, user_id: str, session_id: str, *, actor: str = ""
+    ) -> dict[str, Any]:
+        """Delete the tenant's session, its own artifacts, queued jobs and memories
+        (blocking): ``{"session_id", "deleted_at", "removed": {...counts}}``; another
+        tenant's is :class:`mnemoray.errors.NotFound`."""
+        ...
+
+    def forget_everything(
+        self, app_name: str, user_id: str, *, reason: str = "", actor: str = ""
+    ) -> dict[str, Any]:
+        """Forget everything about the user (blocking; the order and its record:
+        :mod:`mnemoray.memory.hygiene.erasure`): ``{"app_name", "user_id", "erased_at",
+        "removed": {...counts}}``."""
+        ...

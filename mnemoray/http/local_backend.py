@@ -189,5 +189,16 @@ class LocalBackend:
         assert self.parts.ingestion is not None
         return self.parts.ingestion.retry_job(app_name, user_id, job_id)
 
+    # -- erasure (mnemoray.memory.hygiene.erasure) ---------------------------------------------
+    def delete_session(
+        self, app_name: str, user_id: str, session_id: str, *, actor: str = ""
+    ) -> dict[str, Any]:
+        return self.parts.delete_session(app_name, user_id, session_id, actor=actor)
+
+    def forget_everything(
+        self, app_name: str, user_id: str, *, reason: str = "", actor: str = ""
+    ) -> dict[str, Any]:
+        return self.parts.forget_everything(app_name, user_id, reason=reason, actor=actor)
+
 
 __all__ = ["LocalBackend"]

@@ -33,6 +33,7 @@ from mnemoray.http.memory import attach_webhook
 from mnemoray.http.metrics import Metrics
 from mnemoray.http.models import open_query_embedder
 from mnemoray.memory.hygiene.attach import attach_hygiene, close_service
+from mnemoray.memory.hygiene.erasure import Erasure
 from mnemoray.memory.ingest.guard import guard_jobs
 from mnemoray.memory.recall.query_cache import QueryVectorCache
 from mnemoray.memory.recall.request import RecallRequest, resolve_recall
@@ -72,6 +73,7 @@ class ReplicaParts:
     metrics: Metrics = field(init=False)
     ingestion: IngestionJobs | None = None
     compaction: AutoCompactor | None = None
+    memory_op_sync: MemoryOpSync | None = None
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(self.store_stats)
@@ -81,6 +83,7 @@ class ReplicaParts:
         """Start the background work once the owner can answer ``memory_op_sync``: a
         restart resumes unfinished ingestion jobs at once."""
         s = self.settings
+        self.memory_op_sync = memory_op_sync  # the erasures' memory forgets go through it
         # Every ingestion (end, triggers, queued adds) is a durable job run by a worker
         # thread here; a restart resumes the unfinished ones.
         self.ingestion = IngestionJobs(s, self.sessions, memory_op_sync, self.metrics)
@@ -143,6 +146,28 @@ class ReplicaParts:
     def store_report(self) -> dict[str, Any]:
         """``GET /v1/store`` (blocking; :func:`mnemoray.http.inspector.store_report`)."""
         return inspector.store_report(self._whole_store("the store report").store)
+
+    # -- erasure -----------------------------------------------------------------------
+    def erasure(self) -> Erasure:
+        """Deletes over this server's sessions, artifacts, job queue and memory
+        operations (:mod:`mnemoray.memory.hygiene.erasure`); after :meth:`start_jobs`."""
+        op, ingestion = self.memory_op_sync, self.ingestion
+        assert op is not None, "start_jobs first"
+        return Erasure(
+            self.sessions, self.artifacts, None if ingestion is None else ingestion.queue, op
+        )
+
+    def delete_session(
+        self, app_name: str, user_id: str, session_id: str, *, actor: str = ""
+    ) -> dict[str, Any]:
+        """``DELETE /v1/sessions/{id}`` (blocking; :meth:`Erasure.delete_session`)."""
+        return self.erasure().delete_session(app_name, user_id, session_id, actor=actor)
+
+    def forget_everything(
+        self, app_name: str, user_id: str, *, reason: str = "", actor: str = ""
+    ) -> dict[str, Any]:
+        """``DELETE /v1/users/{app}/{user}`` (blocking; :meth:`Erasure.forget_user`)."""
+        return self.erasure().forget_user(app_name, user_id, reason=reason, actor=actor)
 
     # -- recall and compile --------------------------------------------------------
     def resolve(

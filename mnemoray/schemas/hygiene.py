@@ -98,3 +98,21 @@ class ForgetPreviewOut(BaseModel):
 class ForgetConfirmed(BaseModel):
     forgotten: int
     memory_ids: list[str]
+
+
+class UserRemoved(BaseModel):
+    jobs: int = Field(description="queued or failed ingestion jobs, cancelled")
+    sessions: int
+    events: int = Field(description="events those sessions held")
+    artifacts: int = Field(description="artifacts of every session and the user's own")
+    memories: int = Field(description="live memories forgotten")
+
+
+class UserErased(BaseModel):
+    """What a full erasure removed (zeros for what an earlier one already did). Its
+    record is the ``user`` forget record (``GET /v1/memories/forgotten``)."""
+
+    app_name: str
+    user_id: str
+    erased_at: float
+    removed: UserRemoved

@@ -163,3 +163,16 @@ class ArtifactVersions(BaseModel):
 
 class ArtifactNames(BaseModel):
     names: list[str]
+
+
+class SessionRemoved(BaseModel):
+    events: int = Field(description="events the session held")
+    artifacts: int = Field(description="its own artifacts, every version (not the user's)")
+    jobs: int = Field(description="its queued or failed ingestion jobs, cancelled")
+    memories: int = Field(description="memories distilled from it, forgotten")
+
+
+class SessionDeleted(BaseModel):
+    session_id: str
+    deleted_at: float
+    removed: SessionRemoved

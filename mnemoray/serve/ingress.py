@@ -406,6 +406,17 @@ class MemoryIngress:
     def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
         return self.ingestion.retry_job(app_name, user_id, job_id)
 
+    # -- erasure (mnemoray.memory.hygiene.erasure) ---------------------------------------------
+    def delete_session(
+        self, app_name: str, user_id: str, session_id: str, *, actor: str = ""
+    ) -> dict[str, Any]:
+        return self.parts.delete_session(app_name, user_id, session_id, actor=actor)
+
+    def forget_everything(
+        self, app_name: str, user_id: str, *, reason: str = "", actor: str = ""
+    ) -> dict[str, Any]:
+        return self.parts.forget_everything(app_name, user_id, reason=reason, actor=actor)
+
     # -- the inspector's reads (mnemoray.http.inspector) --------------------------------
     def tenants(self, apps: Collection[str] | None = None) -> dict[str, Any]:
         return self.parts.tenants(apps)

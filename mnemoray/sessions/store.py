@@ -211,9 +211,15 @@ class SessionStore(ABC):
         self._notify(SessionNotice("ended", *session.key, session=session))
         return session
 
-    def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+    def delete_session(
+        self, app_name: str, user_id: str, session_id: str, *, notify: bool = True
+    ) -> None:
+        """Delete the session and its events; raises SessionNotFoundError. ``notify``
+        False: the listeners are not told (an erasure that forgot the owner's memories
+        itself, so the ingestion trigger's forget of the session would only repeat it)."""
         self._delete(app_name, user_id, session_id)
-        self._notify(SessionNotice("deleted", app_name, user_id, session_id))
+        if notify:
+            self._notify(SessionNotice("deleted", app_name, user_id, session_id))
 
 
 class InMemorySessionStore(SessionStore):

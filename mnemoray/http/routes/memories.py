@@ -26,6 +26,7 @@ from mnemoray.schemas.hygiene import (
     ForgetPreviewOut,
     ForgetRecords,
     MemoryVersions,
+    UserErased,
 )
 from mnemoray.schemas.memories import (
     AGENT_NAME_DOC,
@@ -283,6 +284,26 @@ async def forget_user(
             "forget_user", app_name, user_id, reason=reason, actor=actor_of(caller)
         )
     }
+
+
+@router.delete(
+    "/v1/users/{app_name}/{user_id}",
+    operation_id="forget_everything",
+    response_model=UserErased,
+    summary="Forget everything about a user: queued jobs, sessions, artifacts, then "
+    "memories (a rerun finishes an interrupted one and answers zeros for what is gone)",
+)
+async def forget_everything(
+    app_name: Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS)],
+    user_id: Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS)],
+    caller: Caller,
+    backend: Backend,
+    reason: ReasonQuery = "",
+) -> dict[str, Any]:
+    caller.check(app_name)
+    return await backend.run_io(
+        backend.forget_everything, app_name, user_id, reason=reason, actor=actor_of(caller)
+    )
 
 
 @router.get(

@@ -1,4 +1,4 @@
-"""Sessions: create, read, list, append events (optimistic), end."""
+"""Sessions: create, read, list, append events (optimistic), end, delete."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from mnemoray.schemas.sessions import (
     EndSessionAccepted,
     EndSessionRequest,
     EndSessionResponse,
+    SessionDeleted,
     SessionList,
     SessionOut,
 )
@@ -179,3 +180,20 @@ async def end_session(
     if wait:
         response.status_code = 200
     return out
+
+
+@router.delete(
+    "/v1/sessions/{session_id}",
+    operation_id="delete_session",
+    response_model=SessionDeleted,
+    summary="Delete a session: its events, its own artifacts (not the user's user: "
+    "ones), its queued ingestion jobs and the memories distilled from it",
+)
+async def delete_session(
+    session_id: str, caller: Caller, backend: Backend, app_name: IdQuery, user_id: IdQuery
+) -> dict[str, Any]:
+    caller.check(app_name)
+    # Another user's session is not found, as GET answers: nothing leaks about it.
+    return await backend.run_io(
+        backend.delete_session, app_name, user_id, session_id, actor=caller.actor
+    )

@@ -208,7 +208,8 @@ class JobQueue:
     ) -> int:
         """A user (or one session of theirs) is being forgotten: record the erasure and
         cancel their queued and failed jobs, dropping every stored input of theirs
-        (failed, error ``forgotten``); how many were cancelled. A job running now
+        (failed, error ``forgotten``); how many were cancelled (a job cancelled
+        by an earlier erasure is not counted again). A job running now
         checks :meth:`erased_since` and writes nothing (or takes back what it wrote)."""
         now = time.time() if now is None else now
         where = "app_name = ? AND user_id = ?" + (
@@ -223,8 +224,8 @@ class JobQueue:
             n = c.execute(
                 f"UPDATE jobs SET status = 'failed', error = ?, payload = NULL, "
                 f"not_before = NULL, updated_at = ? WHERE {where} AND status IN "
-                f"('queued', 'failed')",
-                (FORGOTTEN, now, *who),
+                f"('queued', 'failed') AND error IS NOT ?",  # cancelled once, counted once
+                (FORGOTTEN, now, *who, FORGOTTEN),
             ).rowcount
             c.execute(f"UPDATE jobs SET payload = NULL WHERE {where} AND status = 'done'", who)
         return n

@@ -1,0 +1,131 @@
+"""Delete a session, or forget everything about a user: memories, sessions, artifacts, jobs.
+
+The one place these rules live: the HTTP backends (``mnemoray.http.parts``) and the CLI
+(``mnemoray memory forget-user``) call :class:`Erasure` over the parts they hold. Memories
+go through the memory operations (``forget_session`` / ``forget_user``), so the graph, the
+hygiene cascade to consolidated summaries and a sharded ``Index`` see the same forget a
+``DELETE .../memories`` makes.
+
+Order of a user's erasure, each step idempotent so a run that crashed midway is finished
+by running it again (which answers zeros for what is already gone):
+
+1. jobs: the user's queued and failed ingestion jobs are cancelled (their stored input
+   dropped) and the erasure is recorded, so a job running now takes back what it writes;
+2. sessions: once they are gone no trigger or retry can queue a job that re-reads one;
+3. artifacts: every one of the user's, of any session (deleted ones too) and ``user:``;
+4. memories, last: the user tombstone hides every memory written before it (by a job that
+   raced the steps above too) and is the erasure's record (``GET /v1/memories/forgotten``):
+   it names no id and keeps no text, and exists only once the steps before it are done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mnemoray.artifacts.store import ArtifactStore
+from mnemoray.memory.ingest.queue import JobQueue
+from mnemoray.sessions.store import SessionStore
+from mnemoray.sessions.types import SessionNotFoundError
+
+#: ``memory_op(op, app_name, user_id, **kwargs)``: one tenant-scoped memory operation.
+MemoryOp = Callable[..., Any]
+
+#: The reason on the forget record of a full erasure (then ": <the caller's reason>").
+ERASED = "erased: every memory, session, artifact and job of the user"
+#: The reason on the forget record of a deleted session's memories.
+SESSION_DELETED = "session deleted"
+
+
+def _why(base: str, reason: str) -> str:
+    return f"{base}: {reason}" if reason else base
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """Deletes over one server's (or one store directory's) parts; a part that is None
+    (no job queue yet, no artifacts directory) has nothing to remove."""
+
+    sessions: SessionStore | None
+    artifacts: ArtifactStore | None
+    jobs: JobQueue | None
+    memory_op: MemoryOp
+
+    def delete_session(
+        self, app_name: str, user_id: str, session_id: str, *, actor: str = ""
+    ) -> dict[str, Any]:
+        """Delete one session of the user: its queued jobs, its memories, its own
+        artifacts (the user's ``user:`` ones stay), then the session itself, so a rerun
+        after a crash finds it and finishes. SessionNotFoundError when the user has no
+        such session (another user's counts as none)."""
+        if self.sessions is None:
+            raise SessionNotFoundError(app_name, user_id, session_id)
+        session = self.sessions.get_session(app_name, user_id, session_id)
+        jobs = 0 if self.jobs is None else self.jobs.forget_owner(app_name, user_id, session_id)
+        memories = self.memory_op(
+            "forget_session",
+            app_name,
+            user_id,
+            session_id=session_id,
+            reason=SESSION_DELETED,
+            actor=actor,
+        )
+        artifacts = (
+            0
+            if self.artifacts is None
+            else self.artifacts.delete_session_artifacts(app_name, user_id, session_id)
+        )
+        # The memories are forgotten above: the trigger's forget on "deleted" would repeat it.
+        with contextlib.suppress(SessionNotFoundError):  # a concurrent delete won
+            self.sessions.delete_session(app_name, user_id, session_id, notify=False)
+        return {
+            "session_id": session_id,
+            "deleted_at": time.time(),
+            "removed": {
+                "events": len(session.events),
+                "artifacts": artifacts,
+                "jobs": jobs,
+                "memories": int(memories),
+            },
+        }
+
+    def forget_user(
+        self, app_name: str, user_id: str, *, reason: str = "", actor: str = ""
+    ) -> dict[str, Any]:
+        """Forget everything about the user, in the order of the module's docstring:
+        ``{"app_name", "user_id", "erased_at", "removed": {"jobs", "sessions", "events",
+        "artifacts", "memories"}}``. Another user's data is never read or named."""
+        jobs = 0 if self.jobs is None else self.jobs.forget_owner(app_name, user_id)
+        sessions = events = 0
+        if self.sessions is not None:
+            for info in self.sessions.list_sessions(app_name, user_id):
+                if (info.app_name, info.user_id) != (app_name, user_id):
+                    continue  # never another user's, whatever a store answers
+                try:
+                    self.sessions.delete_session(app_name, user_id, info.session_id, notify=False)
+                except SessionNotFoundError:  # a concurrent delete won
+                    continue
+                sessions += 1
+                events += info.num_events
+        artifacts = 0 if self.artifacts is None else self.artifacts.delete_user(app_name, user_id)
+        memories = self.memory_op(
+            "forget_user", app_name, user_id, reason=_why(ERASED, reason), actor=actor
+        )
+        return {
+            "app_name": app_name,
+            "user_id": user_id,
+            "erased_at": time.time(),
+            "removed": {
+                "jobs": jobs,
+                "sessions": sessions,
+                "events": events,
+                "artifacts": artifacts,
+                "memories": int(memories),
+            },
+        }
+
+
+__all__ = ["ERASED", "SESSION_DELETED", "Erasure", "MemoryOp"]
