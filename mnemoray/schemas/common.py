@@ -11,6 +11,10 @@ from mnemoray import limits
 from mnemoray.memory.records.kinds import MEMORY_KINDS
 
 MAX_ID_CHARS = 256
+#: What an id may not hold: control characters (``\x1f`` separates the graph and shard keys).
+ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+#: One item of a memory's topics, facts or entities (``Short``; a list holds MAX_LIST_ITEMS).
+MAX_SHORT_CHARS = 1_000
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_K = 100
 MAX_MEMORIES_PER_ADD = 256
@@ -24,13 +28,11 @@ MAX_SESSION_EVENTS = limits.MAX_SESSION_EVENTS
 MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS
 
 # Ids: non-empty, bounded, no control characters (they end up in file names and logs).
-Id = Annotated[
-    str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=r"^[^\x00-\x1f\x7f]+$")
-]
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
 Kind = Literal["session_summary", "fact", "chunk", "compaction_summary", "consolidated_summary"]
 assert set(Kind.__args__) == set(MEMORY_KINDS)  # type: ignore[attr-defined]
 Mode = Literal["hybrid", "dense", "keyword"]
-Short = Annotated[str, StringConstraints(max_length=1_000)]
+Short = Annotated[str, StringConstraints(max_length=MAX_SHORT_CHARS)]
 # Epoch seconds in the range every later step can represent (mnemoray.limits.check_time).
 Time = Annotated[float, Field(ge=limits.TIME_MIN, lt=limits.TIME_MAX, allow_inf_nan=False)]
 Timestamp = Time | Annotated[str, StringConstraints(max_length=64)]

@@ -275,6 +275,7 @@ def test_export_import_carries_the_graph(tmp_path: Path, service) -> None:
     target.import_jsonl(out)
     assert graph_state(tmp_path / "copy") == graph_state(tmp_path / "store")
     version = target.manifest().version
+    assert version == 1  # the memories and the graph in one commit
     target.import_jsonl(out)  # again: nothing new
     assert target.manifest().version == version
     assert graph_state(tmp_path / "copy") == graph_state(tmp_path / "store")

@@ -27,10 +27,10 @@ import pyarrow as pa
 from mnemoray.files import file_lock
 from mnemoray.memory.store.lance import tables as t
 from mnemoray.memory.store.lance.view import LanceView, read_rows
-from mnemoray.memory.store.lance.writes import LanceWrites
+from mnemoray.memory.store.lance.writes import LancePending, LanceWrites
 from mnemoray.memory.store.layout import LOCK
 from mnemoray.memory.store.manifest import Manifest
-from mnemoray.memory.store.ops.transfer import export_jsonl, read_export
+from mnemoray.memory.store.ops.transfer import check_export, export_jsonl, read_export
 from mnemoray.memory.store.quarantine import write_quarantine
 from mnemoray.memory.store.reload import Stamp
 from mnemoray.memory.store.tombstones import Tombstone
@@ -236,21 +236,26 @@ class LanceStore(LanceWrites):
         return export_jsonl(self.load(), path)
 
     def import_jsonl(self, path: str | Path, batch_size: int = IMPORT_BATCH) -> WriteResult:
-        header, batches = read_export(path, batch_size)
-        # As the file says (JSON); write_segment checks them against the store.
+        """Load an ``export_jsonl`` file; memories already stored are skipped. The whole
+        file is checked first (``check_export``, as the Parquet store does), then its
+        batches are checked against the store and committed in one add: a failure leaves
+        the store as it was. Graph lines are checked, not stored (no graph here)."""
+        header = check_export(path)
+        _, batches = read_export(path, batch_size)
+        # As the file says (checked JSON); prepare_segments checks them against the store.
         model: Any = header.get("embedding_model")
         dim: Any = header.get("dim")
-        results = [
-            self.write_segment(batch, model, dim, summarizer=header.get("summarizer"))
-            for batch in batches
-        ]
-        return WriteResult(
-            version=results[-1].version if results else self.manifest().version,
-            written=sum(r.written for r in results),
-            skipped=sum(r.skipped for r in results),
-            segments=tuple(s for r in results for s in r.segments),
-            ledger_added=0,
+        prepared = [self.prepare_segments(batch, model, dim) for batch in batches]
+        if not prepared:
+            return WriteResult(self.manifest().version, 0, 0, (), 0)
+        pending = LancePending(
+            model,
+            dim,
+            min(p.base_version for p in prepared),
+            pa.concat_tables([p.rows for p in prepared]),
+            sum(p.skipped for p in prepared),
         )
+        return self.commit(pending, summarizer=header.get("summarizer"))
 
 
 __all__ = ["LanceStore"]

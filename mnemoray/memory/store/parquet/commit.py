@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -20,7 +21,7 @@ from mnemoray.errors import StoreCorrupt, StoreError
 from mnemoray.faults import crash_point
 from mnemoray.files import atomic_write
 from mnemoray.memory.records.record import Memory
-from mnemoray.memory.store.graph.commit import GraphWrite, merge_extracts
+from mnemoray.memory.store.graph.commit import GraphWrite, import_graph_rows, merge_extracts
 from mnemoray.memory.store.graph.parts import drop_unlisted
 from mnemoray.memory.store.graph.prepared import PreparedPart, prepare_parts, take_prepared
 from mnemoray.memory.store.graph.prepared import discard as discard_prepared
@@ -133,12 +134,14 @@ class StoreCommits:
         summarizer: str | None = None,
         graph: GraphWrite = (),
         prepared_graph: Sequence[PreparedPart] = (),
+        graph_rows: Mapping[str, list[dict[str, Any]]] | None = None,
     ) -> WriteResult:
         """Publish prepared segments and ledger entries in one manifest rename.
         ``graph``: (session hash, graph extract) of the sessions committed; those whose
         hash is newly ledgered are merged into their users' graphs in the same rename.
         ``prepared_graph``: that merge already done (``prepare_graph``), listed as is
-        where it still holds (``mnemoray.memory.store.graph.prepared``)."""
+        where it still holds (``mnemoray.memory.store.graph.prepared``).
+        ``graph_rows``: an export's graph rows (table -> rows) added in the same rename."""
         with self._state.locked():
             return self._commit(
                 self._state.manifest(),
@@ -148,6 +151,7 @@ class StoreCommits:
                 summarizer,
                 graph,
                 prepared_graph,
+                graph_rows,
             )
 
     def prepare_graph(self, graph: GraphWrite) -> tuple[PreparedPart, ...]:
@@ -217,6 +221,7 @@ class StoreCommits:
         summarizer: str | None,
         graph: GraphWrite = (),
         prepared_graph: Sequence[PreparedPart] = (),
+        graph_rows: Mapping[str, list[dict[str, Any]]] | None = None,
     ) -> WriteResult:
         hashes = self._new_ledger_hashes(m, str_list(session_hashes, "session_hashes"))
         new = set(hashes)  # a session ledgered before (a rerun) changes no graph
@@ -233,10 +238,23 @@ class StoreCommits:
                 self._check_model(m, pending.embedding_model, pending.dim)
             entries, skipped = self._pending.drop_stored(m, pending)
             skipped += pending.skipped
-        if not entries and not hashes and (summarizer is None or summarizer == m.summarizer):
+        parts_before = [list(parts) for parts in m.graph]
+        rows_added = False
+        if graph_rows and any(graph_rows.values()):
+            if m.version == 0:
+                self._state.publish_empty_manifest(True)
+            # Parts listed at m.version + 1, in this manifest (none written if all are known).
+            rows_added = import_graph_rows(
+                self._state.root, m, dict(graph_rows), self._state.graph_read
+            )
+        if (
+            not entries
+            and not hashes
+            and not rows_added
+            and (summarizer is None or summarizer == m.summarizer)
+        ):
             discard_prepared(self._state.root, prepared_graph)
             return WriteResult(m.version, 0, skipped, (), 0)
-        parts_before = [list(parts) for parts in m.graph]
         if graph:
             if m.version == 0:
                 self._state.publish_empty_manifest(True)

@@ -25,13 +25,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mnemoray.memory.records.record import Memory
-from mnemoray.memory.store.graph.commit import GraphWrite, import_graph_rows
-from mnemoray.memory.store.graph.parts import drop_unlisted
+from mnemoray.memory.store.graph.commit import GraphWrite
 from mnemoray.memory.store.graph.prepared import PreparedPart
 from mnemoray.memory.store.index import IndexKind
-from mnemoray.memory.store.layout import parquet_path, shard_of
-from mnemoray.memory.store.manifest import Manifest, write_manifest
-from mnemoray.memory.store.ops.transfer import export_jsonl, read_export, read_graph_rows
+from mnemoray.memory.store.layout import faiss_path, parquet_path, shard_of
+from mnemoray.memory.store.manifest import Manifest
+from mnemoray.memory.store.ops.transfer import (
+    check_export,
+    export_jsonl,
+    read_export,
+    read_graph_rows,
+)
 from mnemoray.memory.store.parquet.commit import StoreCommits
 from mnemoray.memory.store.parquet.forget import StoreForget
 from mnemoray.memory.store.parquet.gc import StoreGC
@@ -262,39 +266,49 @@ class MemoryStore:
         """Write every live memory with its embedding as JSON lines (``transfer``)."""
         return export_jsonl(self.load(), path)
 
-    def _import_graph(self, rows: dict[str, list[dict[str, Any]]]) -> None:
-        """Add the export's graph rows (records already stored stay) in one commit."""
-        if not any(rows.values()):
-            return
-        state = self._state
-        with state.locked():
-            m = state.manifest()
-            if m.version == 0:
-                state.publish_empty_manifest(True)
-            parts_before = [list(parts) for parts in m.graph]
-            if import_graph_rows(self.root, m, rows, state.graph_read):
-                m.version += 1
-                write_manifest(self.root, m)
-                drop_unlisted(self.root, parts_before, m)
-
     def import_jsonl(self, path: str | Path, batch_size: int = IMPORT_BATCH) -> WriteResult:
-        """Load an ``export_jsonl`` file; memories already stored are skipped."""
-        header, batches = read_export(path, batch_size)
-        # As the file says (JSON); write_segment checks them against the store.
+        """Load an ``export_jsonl`` file; memories already stored are skipped. The whole
+        file is checked first (``check_export``), then its segments are prepared batch by
+        batch and committed with its graph rows in one manifest rename: a failure leaves
+        the store as it was."""
+        header = check_export(path)
+        _, batches = read_export(path, batch_size)
+        # As the file says (checked JSON); the commit checks them against the store.
         model: Any = header.get("embedding_model")
         dim: Any = header.get("dim")
-        results = [
-            self.write_segment(batch, model, dim, summarizer=header.get("summarizer"))
-            for batch in batches
-        ]
-        self._import_graph(read_graph_rows(path))
-        return WriteResult(
-            version=self.manifest().version,
-            written=sum(r.written for r in results),
-            skipped=sum(r.skipped for r in results),
-            segments=tuple(s for r in results for s in r.segments),
-            ledger_added=0,
-        )
+        prepared: list[PendingSegments] = []
+        try:
+            for batch in batches:
+                prepared.append(self._commits.prepare_segments(batch, model, dim))
+            pending = (
+                PendingSegments(
+                    prepared[0].shards,
+                    model,
+                    dim,
+                    min(p.base_version for p in prepared),
+                    tuple(e for p in prepared for e in p.entries),
+                    sum(p.skipped for p in prepared),
+                )
+                if prepared
+                else None
+            )
+            return self._commits.commit(
+                pending,
+                summarizer=header.get("summarizer") if prepared else None,
+                graph_rows=read_graph_rows(path),
+            )
+        except BaseException:
+            self._discard_unlisted(prepared)
+            raise
+
+    def _discard_unlisted(self, prepared: Sequence[PendingSegments]) -> None:
+        """Remove the files of prepared segments the manifest does not list."""
+        listed = {(shard, e.name) for shard, es in enumerate(self.manifest().segments) for e in es}
+        for p in prepared:
+            for shard, entry in p.entries:
+                if (shard, entry.name) not in listed:
+                    parquet_path(self.root, shard, entry.name).unlink(missing_ok=True)
+                    faiss_path(self.root, shard, entry.name).unlink(missing_ok=True)
 
 
 __all__ = ["MemoryStore"]
