@@ -28,15 +28,18 @@ def url_scheme(location: str | os.PathLike[str]) -> str | None:
 
 
 def shown(location: str | os.PathLike[str]) -> str:
-    """``location`` fit for a message: a URL's credentials (``user:secret@``) left out."""
+    """``location`` fit for a message: a URL's credentials (``user:secret@``) and its
+    query (``?password=...``) left out."""
     text = os.fspath(location)
     try:
-        netloc = urlsplit(text).netloc
+        parts = urlsplit(text)
     except ValueError:  # an unbalanced IPv6 bracket: not a URL we can take apart
         return text
-    if "@" not in netloc:
+    if parts.query and url_scheme(text) is not None:  # a path may hold a "?" of its own
+        text = text.split("?", 1)[0] + "?***"
+    if "@" not in parts.netloc:
         return text
-    return text.replace(netloc, "***@" + netloc.rpartition("@")[2], 1)
+    return text.replace(parts.netloc, "***@" + parts.netloc.rpartition("@")[2], 1)
 
 
 def local_location(

@@ -43,5 +43,7 @@ def test_local_location_refuses_all_but_the_openers_schemes() -> None:
 
 def test_shown_hides_credentials_only() -> None:
     assert shown("postgresql://maya:hunter2@db/x") == "postgresql://***@db/x"
+    assert shown("postgresql://db/x?password=hunter2") == "postgresql://db/x?***"
+    assert shown("/srv/what?.db") == "/srv/what?.db"
     assert shown("postgresql://db/x") == "postgresql://db/x"
     assert shown("/srv/a@b/sessions.db") == "/srv/a@b/sessions.db"

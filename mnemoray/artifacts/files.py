@@ -23,6 +23,7 @@ from mnemoray.artifacts.store import (
     _check_segment,
     _check_version,
     _scope,
+    can_hold_artifacts,
     is_user_scoped,
 )
 from mnemoray.locations import local_location
@@ -212,8 +213,8 @@ class FileArtifactStore(ArtifactStore):
         shutil.rmtree(doomed)
 
     def delete_user(self, app_name: str, user_id: str) -> int:
-        _check_segment("app_name", app_name)
-        _check_segment("user_id", user_id)
+        if not can_hold_artifacts(app_name, user_id):
+            return 0
         user_dir = self._user_dir(app_name, user_id)
         # One rename takes the whole user out of the tree; the trash entry is named by the
         # user, so a run that crashed before removing it is finished by the next one.

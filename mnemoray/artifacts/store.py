@@ -40,6 +40,17 @@ def is_user_scoped(name: str) -> bool:
     return name.startswith(USER_SCOPE_PREFIX)
 
 
+def can_hold_artifacts(*values: Any) -> bool:
+    """Whether every value passes the segment rule: one that does not was never accepted
+    by a store, so it holds no artifacts (an erasure has nothing to remove there)."""
+    try:
+        for value in values:
+            _check_segment("id", value)
+    except ArtifactError:
+        return False
+    return True
+
+
 def _check_segment(kind: str, value: Any) -> str:
     """Reject values that could escape a directory or break a handle."""
     if not isinstance(value, str) or not value:
@@ -249,6 +260,8 @@ class ArtifactStore(ABC):
     def delete_session_artifacts(self, app_name: str, user_id: str, session_id: str) -> int:
         """Remove every version of the session's own artifacts (the user's ``user:`` ones
         stay: other sessions see them); how many artifacts went. Idempotent."""
+        if not can_hold_artifacts(app_name, user_id, session_id):
+            return 0
         gone = 0
         for name in self.list_names(app_name, user_id, session_id):
             if is_user_scoped(name):
@@ -369,8 +382,8 @@ class InMemoryArtifactStore(ArtifactStore):
                 raise self._not_found(app_name, user_id, session_id, name)
 
     def delete_user(self, app_name: str, user_id: str) -> int:
-        _check_segment("app_name", app_name)
-        _check_segment("user_id", user_id)
+        if not can_hold_artifacts(app_name, user_id):
+            return 0
         with self._lock:
             keys = [k for k in self._versions if k[:2] == (app_name, user_id)]
             for key in keys:

@@ -306,3 +306,16 @@ def test_a_file_store_refuses_a_url_instead_of_making_a_folder_of_it(
     with pytest.raises(ConfigError, match=r"^root: s3://b/a is not supported here") as raised:
         FileArtifactStore("s3://b/a")
     assert raised.value.field == "root" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bad", ["a\\b", "a/b", "..", "é" * 60])
+def test_erasing_ids_no_store_accepts_finds_nothing_to_remove(
+    store: ArtifactStore, bad: str
+) -> None:
+    """An id the segment rule refuses (a session or user id may still hold it) never held
+    artifacts: erasing it removes nothing and does not fail, so the erasure goes on."""
+    store.save("app", "u", "s1", "keep.txt", "kept")
+    assert store.delete_user("app", bad) == 0
+    assert store.delete_session_artifacts("app", "u", bad) == 0
+    assert store.delete_session_artifacts("app", bad, "s1") == 0
+    assert store.load("app", "u", "s1", "keep.txt").text() == "kept"

@@ -37,6 +37,11 @@ HOSTILE_TAGS = [
     "<\nmemory>",
     "</user_profile>",
     "<USER_PROFILE >",
+    "<\u200b/memory>",  # hidden by invisible format characters
+    "</mem\u200bory>",
+    "</\u2060memory\ufeff>",
+    "\uff1c/memory\uff1e",  # fullwidth and small look-alike brackets
+    "\ufe64/memory\ufe65",
 ]
 
 

@@ -81,6 +81,10 @@ class Erasure:
         # The memories are forgotten above: the trigger's forget on "deleted" would repeat it.
         with contextlib.suppress(SessionNotFoundError):  # a concurrent delete won
             self.sessions.delete_session(app_name, user_id, session_id, notify=False)
+        if self.jobs is not None:
+            # A trigger may have queued a job while the session still existed: marked
+            # now, it takes back what it writes (a tombstone hides only older segments).
+            jobs += self.jobs.forget_owner(app_name, user_id, session_id)
         return {
             "session_id": session_id,
             "deleted_at": time.time(),
@@ -114,6 +118,10 @@ class Erasure:
         memories = self.memory_op(
             "forget_user", app_name, user_id, reason=_why(ERASED, reason), actor=actor
         )
+        if self.jobs is not None:
+            # A job queued while the sessions were being deleted: marked now, it takes
+            # back what it writes (the tombstone above hides only older segments).
+            jobs += self.jobs.forget_owner(app_name, user_id)
         return {
             "app_name": app_name,
             "user_id": user_id,

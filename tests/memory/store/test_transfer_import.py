@@ -137,6 +137,14 @@ def graph_row_with_separator(rows: list[dict[str, Any]]) -> list[Any]:
     ]
 
 
+def one_id_two_contents(rows: list[dict[str, Any]]) -> list[Any]:
+    # Batches are committed together: one id must not hold two memories across them.
+    twin = {**rows[0], "text": rows[0]["text"] + " (edited)"}
+    twin["key_text"] = twin["text"]
+    twin["content_hash"] = rows[0]["content_hash"][::-1]
+    return [header(), rows[0], twin, rows[1]]
+
+
 HOSTILE: dict[str, tuple[Callable[[list[dict[str, Any]]], list[Any]], int, str]] = {
     "bad graph row after valid memories": (bad_graph_row, 5, "entities column"),
     "5 MB memory text": (long_text, 3, "memory text is 5,000,000 characters (limit 32,000)"),
@@ -150,6 +158,7 @@ HOSTILE: dict[str, tuple[Callable[[list[dict[str, Any]]], list[Any]], int, str]]
     "dim mismatch": (dim_mismatch, 2, "header says dim 17"),
     "another model than the store's": (other_model, 0, "another-model"),
     "separator in a graph row": (graph_row_with_separator, 5, "entity_id"),
+    "one memory id, two contents": (one_id_two_contents, 3, "holds two different contents"),
 }
 
 

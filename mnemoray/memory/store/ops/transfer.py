@@ -297,10 +297,16 @@ def check_export(path: str | Path) -> dict[str, Any]:
     :class:`StoreError` naming the line and what is wrong. Both stores' imports call it."""
     path = Path(path)
     header = _read_header(path)
+    # The whole import is one commit: no batch is checked against another by the store,
+    # so one id holding two contents is refused here, across the file.
+    ids: dict[str, str] = {}
     for lineno, kind, raw in _rows(path):
         if kind == "memory":
             raw.pop("type")
-            _memory(path, lineno, raw, header)
+            mem = _memory(path, lineno, raw, header)
+            if ids.setdefault(mem.memory_id, mem.content_hash) != mem.content_hash:
+                what = f"memory_id {mem.memory_id!r} holds two different contents"
+                raise _line_error(path, lineno, what)
         else:
             try:
                 check_graph_row(raw)
