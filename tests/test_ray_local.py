@@ -15,67 +15,24 @@ from pathlib import Path
 
 import pytest
 
-from mnemoray.ray_local import LOOPBACK_RAY_ENV, local_ray_options
+from mnemoray.ray_local import AUTH_MODE_ENV, AUTH_TOKEN_ENV, LOOPBACK_RAY_ENV, local_ray_options
+from tests.support.sockets import HAS_PROC_NET, is_loopback, listening, process_tree
 
 ROOT = Path(__file__).resolve().parents[1]
-LINUX = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")
+LINUX = pytest.mark.skipif(not HAS_PROC_NET, reason="needs Linux /proc")
 
 
 def test_a_new_local_ray_is_bound_to_loopback_and_a_given_cluster_is_joined_as_is() -> None:
     kwargs, env = local_ray_options(None, environ={})
     assert kwargs["address"] == "local" and kwargs["include_dashboard"] is False
     assert kwargs["_node_ip_address"] == "127.0.0.1"
-    assert env == LOOPBACK_RAY_ENV
+    assert env.items() >= LOOPBACK_RAY_ENV.items()
+    # Token authentication with a token of its own: each new instance gets another.
+    assert env[AUTH_MODE_ENV] == "token" and len(env[AUTH_TOKEN_ENV]) == 64
+    assert local_ray_options(None, environ={})[1][AUTH_TOKEN_ENV] != env[AUTH_TOKEN_ENV]
     joined, env = local_ray_options(None, environ={"RAY_ADDRESS": "10.0.0.5:6379"})
     assert joined["address"] == "10.0.0.5:6379" and "_node_ip_address" not in joined
     assert env == {}
-
-
-def _listening(pids: set[int]) -> set[str]:
-    """Listening TCP addresses of ``pids`` (from /proc: no psutil here)."""
-    inodes: set[str] = set()
-    for pid in pids:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if link.startswith("socket:["):
-                    inodes.add(link[8:-1])
-        except OSError:
-            continue
-    out = set()
-    for name in ("tcp", "tcp6"):
-        for line in Path(f"/proc/net/{name}").read_text().splitlines()[1:]:
-            f = line.split()
-            if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
-                out.add(f[1])
-    return out
-
-
-def _tree(root: int) -> set[int]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(entry))
-    seen, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        seen.add(pid)
-        todo.extend(kids.get(pid, []))
-    return seen
-
-
-def _is_loopback(hex_addr: str) -> bool:
-    ip = hex_addr.split(":")[0]
-    if len(ip) == 8:  # IPv4, little-endian bytes
-        return ip.endswith("7F")
-    # IPv6: ::1, or ::ffff:127.x.x.x
-    return ip == "00000000000000000000000001000000" or (
-        ip.startswith("0000000000000000FFFF0000") and ip.endswith("7F")
-    )
 
 
 def _env() -> dict[str, str]:
@@ -90,7 +47,7 @@ def _watch(proc: subprocess.Popen[str], until_s: float) -> set[str]:
     seen: set[str] = set()
     deadline = time.monotonic() + until_s
     while proc.poll() is None and time.monotonic() < deadline:
-        seen |= _listening(_tree(proc.pid))
+        seen |= listening(process_tree(proc.pid))
         time.sleep(0.2)
     return seen
 
@@ -122,9 +79,9 @@ def test_the_shared_start_listens_on_loopback_only(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         time.sleep(2)  # agents start their servers shortly after the node
-        listening = _listening(_tree(proc.pid))
-        assert len(listening) >= 3, listening  # GCS, raylet, workers at least
-        assert [a for a in listening if not _is_loopback(a)] == []
+        held = listening(process_tree(proc.pid))
+        assert len(held) >= 3, held  # GCS, raylet, workers at least
+        assert [a for a in held if not is_loopback(a)] == []
     finally:
         if proc.stdin is not None:
             proc.stdin.close()
@@ -156,11 +113,11 @@ def test_backfill_on_its_local_ray_listens_on_loopback_only(tmp_path: Path) -> N
             cwd=tmp_path,
         )
     try:
-        listening = _watch(proc, until_s=240)
+        held = _watch(proc, until_s=240)
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, log.read_text()
-    assert len(listening) >= 3, listening  # GCS, raylet, workers at least
-    assert [a for a in listening if not _is_loopback(a)] == []
+    assert len(held) >= 3, held  # GCS, raylet, workers at least
+    assert [a for a in held if not is_loopback(a)] == []

@@ -19,6 +19,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.sockets import (
+    HAS_PROC_NET,
+    is_loopback,
+    listening,
+    port_of,
+    process_tree,
+    refuses_without_token,
+)
+
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +120,15 @@ def test_default_serve_answers_on_its_port_from_every_replica(tmp_path: Path) ->
         # One URL: both replicas listen on it (the kernel spreads connections); no
         # proxy and no per-replica port beside it.
         assert _listeners(port) == 2 and _listeners(port + 1) == 0
+        if HAS_PROC_NET:
+            # Nothing of the whole process tree listens beyond loopback but the
+            # replicas' inter-deployment gRPC servers (Ray Serve binds them to [::]),
+            # and each of those refuses a call without this instance's Ray token.
+            held = listening(process_tree(proc.pid))
+            assert len(held) >= 5, held  # GCS, raylet, workers, the replicas' port
+            exposed = [a for a in held if not is_loopback(a)]
+            assert exposed, "Ray Serve moved its replicas' gRPC servers: recheck Exposure"
+            assert [a for a in exposed if not refuses_without_token(port_of(a))] == []
 
         with httpx.Client(base_url=replica, timeout=30) as c:
             r = c.post(
