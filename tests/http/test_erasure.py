@@ -125,6 +125,8 @@ def test_forget_everything_erases_the_user_and_only_the_user(
     session_with_memories(http, BOB, "s1", "My parrot Kiwi is afraid of the vacuum.")
     assert recalled(http, ANA, "Kiwi parrot")
     anas = len(live_texts(http, ANA))
+    before = http.get("/v1/graph/app/ana", params={"entity": "Kiwi"})
+    assert before.status_code == 200 and before.json()["neighbours"], before.text
     ingestion = backend.parts.ingestion
     assert ingestion is not None
     ingestion.worker.stop(timeout=5)
@@ -154,7 +156,7 @@ def test_forget_everything_erases_the_user_and_only_the_user(
         assert artifact(http, ANA, sid, "user:profile.txt") == 404
     assert http.get("/v1/sessions", params=ANA).json()["sessions"] == []
     graph = http.get("/v1/graph/app/ana", params={"entity": "Kiwi"})
-    assert graph.status_code == 404 or not graph.json().get("relations"), graph.text
+    assert graph.status_code == 404 and "no entity graph" in graph.text, graph.text
     # ... and recorded, without what was erased.
     records = http.get("/v1/memories/forgotten", params=ANA).json()["records"]
     assert [(r["scope"], r["reason"]) for r in records][-1] == ("user", f"{ERASED}: user asked")
@@ -165,6 +167,9 @@ def test_forget_everything_erases_the_user_and_only_the_user(
     assert artifact(http, BOB, "s1", "notes.txt") == 200
     assert artifact(http, BOB, "s1", "user:profile.txt") == 200
     assert http.get(f"/v1/jobs/{bobs_job.job_id}", params=BOB).json()["status"] == "queued"
+    # Bob's graph is his own and stays.
+    bobs_graph = http.get("/v1/graph/app/bob", params={"entity": "Kiwi"})
+    assert bobs_graph.status_code == 200 and bobs_graph.json()["neighbours"], bobs_graph.text
     # Again: nothing is left, zeros.
     again = http.delete("/v1/users/app/ana")
     assert again.status_code == 200, again.text
