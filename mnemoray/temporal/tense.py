@@ -7,9 +7,11 @@ said in May, is next March. ``lean_at`` reads the clause that holds a time expre
 past verb: "I moved", "we went", "she was") and of the future ("will", "'ll", "going to"
 before a verb, "plan to", "I'm moving", "we're flying"). A clause with cues of one side
 only leans that way; one with both, or none, leans neither and the caller keeps its
-default (the nearest year, the past preferred). Cutting at the clause keeps "I booked a
-hotel | for our trip in August" and "I'm feeling better | after the surgery in April"
-from moving the date a year. Deterministic and stdlib only.
+default (the nearest year, the past preferred). A question asked in the past ("What did
+we talk about on January 11?", "When was I in Rome in May?") asks about the past: a
+clause of it with no cue of its own leans past, wherever the question's verb stands.
+Cutting at the clause keeps "I booked a hotel | for our trip in August" and "I'm feeling
+better | after the surgery in April" from moving the date a year. Deterministic and stdlib only.
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ _FUTURE = re.compile(
     rf"|\b(?:I'm|I\s+am|[Ww]e're|[Ww]e\s+are|[Tt]hey're|[Tt]hey\s+are|[Hh]e's|[Ss]he's"
     rf"|[Yy]ou're)\s+(?:[a-z]+ly\s+)?(?:{_PLANS})\b"
 )
+# A question whose verb is past ("what did we", "did you", "when was I"): it asks about
+# what happened. Its auxiliary opens the sentence or follows the question word.
+_PAST_QUESTION = re.compile(
+    r"^\s*(?:(?:what|when|where|who|whom|which|how|why)\b[^.!?\n]{0,40}?\s)?"
+    r"(?:did|was|were|had)\s+"
+    rf"{_SUBJECT}",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?\n]")
+
 # Where a clause ends: a stop, a comma or dash, or a word that opens another clause or a
 # phrase of its own. An abbreviation ("St. Mary's") cuts a clause short, which only
 # narrows where cues are looked for.
@@ -68,14 +80,29 @@ def clause_around(text: str, start: int, end: int) -> str:
     return text[begin : stop.start() if stop else len(text)]
 
 
+def sentence_around(text: str, start: int, end: int) -> str:
+    """The sentence of ``text`` that holds ``text[start:end]`` (its end mark included)."""
+    begin = 0
+    for m in _SENTENCE_END.finditer(text, 0, start):
+        begin = m.end()
+    stop = _SENTENCE_END.search(text, end)
+    return text[begin : stop.end() if stop else len(text)]
+
+
 def lean_at(text: str, start: int, end: int) -> Lean:
     """The way the clause around ``text[start:end]`` leans (None: neither or both)."""
     clause = clause_around(text, start, end)
     past = _PAST.search(clause) is not None
     future = _FUTURE.search(clause) is not None
-    if past == future:
-        return None
-    return "past" if past else "future"
+    if past != future:
+        return "past" if past else "future"
+    if not past and _asks_about_the_past(sentence_around(text, start, end)):
+        return "past"
+    return None
 
 
-__all__ = ["Lean", "clause_around", "lean_at"]
+def _asks_about_the_past(sentence: str) -> bool:
+    return sentence.rstrip().endswith("?") and _PAST_QUESTION.search(sentence) is not None
+
+
+__all__ = ["Lean", "clause_around", "lean_at", "sentence_around"]

@@ -11,6 +11,7 @@ from mnemoray.temporal import resolve_times
 from mnemoray.temporal.tense import clause_around, lean_at
 
 SAID = datetime(2024, 5, 15, tzinfo=timezone.utc).timestamp()  # a Wednesday
+DECEMBER = datetime(2026, 12, 1, 12, tzinfo=timezone.utc).timestamp()
 
 
 def _first(text: str) -> date:
@@ -129,3 +130,33 @@ def test_years_and_qualifiers_are_unchanged() -> None:
     assert _first("We will fly out next March.") == date(2025, 3, 1)
     assert _first("We went out last March.") == date(2024, 3, 1)
     assert _first("I will fly out this March.") == date(2024, 3, 1)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What did we talk about on January 11?",
+        "what did I say about the trip on Jan 11?",
+        "Did you book anything for January 11?",
+        "When was I at the dentist, January 11?",
+    ],
+)
+def test_a_question_asked_in_the_past_asks_about_the_past(question: str) -> None:
+    # Asked in December, the nearest January 11 is ahead; the question's "did" says
+    # which one it means.
+    (span,) = resolve_times(question, DECEMBER)
+    assert datetime.fromtimestamp(span.start, timezone.utc).date() == date(2026, 1, 11)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What will we do on January 11?",
+        "What are we doing on January 11?",
+        "We talked about it. What is planned for January 11?",
+        "I did it. The party is on January 11.",
+    ],
+)
+def test_a_question_not_asked_in_the_past_keeps_the_nearest_year(text: str) -> None:
+    (span,) = resolve_times(text, DECEMBER)
+    assert datetime.fromtimestamp(span.start, timezone.utc).date() == date(2027, 1, 11)
