@@ -18,7 +18,9 @@
   language's stopwords are dropped.
 - A query is short and often names no language. Its words are stemmed in every
   language the indexed documents were in, so ``Bücher`` finds a German text's
-  ``buch`` even when the query alone reads as English.
+  ``buch`` even when the query alone reads as English; and its stopwords are those of
+  its own language only when the documents are in it too (``door`` is a Dutch function
+  word, and an English word to look for in English documents).
 
 The index carries :data:`TOKENIZER_VERSION` and its tokenizer: it is built from the
 stored texts when a store is read (never persisted), and a query is cut by the same
@@ -161,6 +163,17 @@ def _script(word: str) -> str | None:
     return None
 
 
+def _stop_in_query(word: str, own: str, languages: set[str]) -> bool:
+    """Whether a query's ``word`` is a stopword to drop. A short query's language is a
+    guess, and its only evidence may be the word itself ("door", "hat", "van" are
+    function words in Dutch or German): when that guess is none of the searched
+    documents' languages, only their stopwords count, so an English word is never
+    dropped for being a function word elsewhere."""
+    if not languages or own in languages:
+        return word in STOPWORDS.get(own, frozenset())
+    return all(word in STOPWORDS.get(lang, frozenset()) for lang in languages)
+
+
 @dataclass(frozen=True)
 class KeywordTokenizer:
     """Terms of texts for the keyword index (see the module). ``language``: ``auto``
@@ -195,8 +208,8 @@ class KeywordTokenizer:
         norm = _normal(text)
         words, grams = _split(norm)
         own = self.language_of(words, text.lower())
-        stop = STOPWORDS.get(own, frozenset())
-        words = [w for w in words if w not in stop]
+        languages = set(languages)
+        words = [w for w in words if not _stop_in_query(w, own, languages)]
         out = set(grams)
         for lang in {own, *languages}:
             out.update(self._stemmed(words, lang))

@@ -151,3 +151,24 @@ def test_the_language_is_a_recall_setting_per_app() -> None:
     assert s.retrieval_for("paris_app").tokenizer.language == "french"
     with pytest.raises(ValueError, match="keyword_language"):
         recall_settings({"keyword_language": "klingon"})
+
+
+@pytest.mark.parametrize("word", ["door", "hat", "van", "die", "war"])
+def test_an_english_word_that_is_a_function_word_elsewhere_still_finds_english_text(
+    word: str,
+) -> None:
+    docs = [
+        f"The {word} in the hallway was painted green last week.",
+        "We cooked pasta with garlic and basil for dinner.",
+    ]
+    index = BM25(docs)
+    assert index.languages == {"english"}
+    scores = index.scores(word)
+    assert scores[0] > 0 and scores[1] == 0
+
+
+def test_a_query_in_the_documents_language_drops_that_languages_stopwords() -> None:
+    index = BM25(["Ich wohne in München und lese gern Bücher.", "I read books in Munich."])
+    assert "und" not in AUTO.query_terms("und Bücher", index.languages)
+    # Searched only in English documents, the English list decides.
+    assert AUTO.query_terms("the door", {"english"}) == {"door"}
