@@ -32,7 +32,8 @@ of for from with to into about after before since until while because though alt
 speaking same thx ty bye goodbye cheers welcome morning evening afternoon night mom dad mum
 mr mrs ms dr prof miss sir monday tuesday wednesday thursday friday saturday sunday january
 february march april june
-july august september october november december
+july august september october november december feb apr aug sep sept oct nov dec tues wed
+thurs fri sat last next early late mid see called tool
 """
 NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split())
 # Words a name run must not end with ("Melanie's", "Anna and").
@@ -193,13 +194,15 @@ def find_names(sentence: str) -> list[Name]:
     lead = len(sentence) - len(sentence.lstrip("-*•>\"'([ \t"))
     out: list[Name] = []
     for m in _NAME_RUN.finditer(sentence):
+        if sentence[m.end() : m.end() + 1] == "(":
+            continue  # "Search(query=...)": a function in a tool call's line, not a name
         words = m.group(0).split()
         begin = m.start()
-        while words and words[0].lower().rstrip(",") in NOT_NAMES:
+        while words and _not_a_name(words[0]):
             begin += len(words[0])
             begin += len(sentence[begin:]) - len(sentence[begin:].lstrip())
             words.pop(0)
-        while words and (words[-1].lower() in NOT_NAMES or words[-1].lower() in _TRAILING):
+        while words and (_not_a_name(words[-1]) or words[-1].lower() in _TRAILING):
             words.pop()
         if not words:
             continue
@@ -209,6 +212,13 @@ def find_names(sentence: str) -> list[Name]:
         end = begin + len(" ".join(words))
         out.append(Name(text, begin, end, _type_of(sentence, begin, end, text), begin == lead))
     return out
+
+
+def _not_a_name(word: str) -> bool:
+    """A word no name starts or ends with: a function word, a month or weekday (also
+    as "Monday's" or "Mid-May": dates are read by :mod:`mnemoray.temporal`), a greeting."""
+    word = re.sub(r"['\u2019]s$", "", word.lower().rstrip(","))
+    return word in NOT_NAMES or all(part in NOT_NAMES for part in word.split("-"))
 
 
 def _type_of(sentence: str, begin: int, end: int, text: str) -> str:
