@@ -174,8 +174,12 @@ def _statements(sentence: str, event: Event, who: str | None) -> list[Statement]
             lead = sentence[max(0, s.begin - 12) : s.begin] + " " + s.text.split()[0]
             if _UNTIL.search(lead):
                 valid_to = float(s.start)
-            elif _SINCE.search(lead) or r.starts or not r.ended:
+            elif _SINCE.search(lead) or r.starts:
                 valid_from = float(s.start) if valid_from is None else valid_from
+            elif not r.ended:
+                # A state said to hold ("my sister Lena"): a date beside it ("I'll make
+                # it on Thursday for my sister Lena") dates something else said there.
+                continue
             else:  # "I lived in Rome in 2019": held during that period
                 valid_from, valid_to = float(s.start), float(s.end)
         if valid_from is None and not r.ended:

@@ -172,6 +172,17 @@ def test_a_fact_stated_without_a_date_holds_from_when_it_was_said() -> None:
     assert st.valid_from == s.events[0].timestamp and st.valid_to is None
 
 
+def test_a_date_beside_a_state_dates_something_else() -> None:
+    # Said on a Sunday: "Thursday" is when the plan is, not when Lena became a sister.
+    s = conv("s1", date(2026, 1, 11), ("Melanie", "I'll make it on Thursday for my sister Lena."))
+    (st,) = [st for st in extract_session(s).statements if st.type == "sister_of"]
+    assert st.valid_from == s.events[0].timestamp and st.valid_to is None
+    # A verb that says the fact began then keeps the date.
+    s = conv("s2", date(2026, 5, 11), ("Melanie", "I moved to Porto in March."))
+    (moved,) = extract_session(s).statements
+    assert to_date(moved.valid_from) == date(2026, 3, 1)
+
+
 def test_until_and_since_bound_the_validity() -> None:
     s = conv(
         "s1",
