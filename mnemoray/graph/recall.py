@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mnemoray.graph.cues import asked_relations
+from mnemoray.graph.extract import USER_AUTHORS
 from mnemoray.graph.graph import UserGraph
 from mnemoray.graph.model import FUNCTIONAL, MENTIONS, SAME_ENTITY, TYPED, Relation, alias_key
 from mnemoray.text import terms
@@ -46,6 +47,7 @@ END = 1.0  # a memory of the entity at an asked fact's other end ("his brother":
 STALE = -1.0
 _DATES = frozenset({"date", "period"})  # the time axis reads dates, not the graph
 _LONGEST = 4  # words in the longest name looked up
+_FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself"})
 _WORD = re.compile(r"[^\W_][\w'\u2019\-]*")
 
 
@@ -123,6 +125,11 @@ class GraphRecall:
                 if found:
                     self._facts.append((r, np.asarray(found, dtype=np.int64)))
 
+    @property
+    def _speakers(self) -> frozenset[str]:
+        entities = self.graph.entities
+        return frozenset(eid for eid in self._mentions if entities[eid].speaker)
+
     def facts_at(self, position: int) -> tuple[StatedFact, ...]:
         """The typed facts the memory at ``position`` states, oldest first."""
         if self._facts_by_position is None:
@@ -160,9 +167,16 @@ class GraphRecall:
 
     def named(self, question: str) -> tuple[str, ...]:
         """The entities ``question`` names: the longest alias at each place, else a
-        capitalised word the graph's person rules resolve ("Bob" -> Robert)."""
+        capitalised word the graph's person rules resolve ("Bob" -> Robert); and the
+        user, when the question speaks in the first person ("where do I live?"): the
+        user is the one who asks (their memories are the only ones searched)."""
         words = [w.rstrip(".") for w in _WORD.findall(question)]
         found: list[str] = []
+        if any(w.lower() in _FIRST_PERSON for w in words):
+            for author in USER_AUTHORS:
+                eid = self.graph.named(alias_key(author))
+                if eid is not None and self.graph.entities[eid].speaker:
+                    found.append(eid)
         i = 0
         while i < len(words):
             for n in range(min(_LONGEST, len(words) - i), 0, -1):
@@ -210,9 +224,11 @@ class GraphRecall:
         seeds = [int(p) for p in seeds]
         if seeds:
             hopped = np.zeros(self.size, dtype=np.float64)
+            speakers = self._speakers
             for p in seeds:
                 for eid in self._entities_of.get(p, ()):
-                    if eid not in named:
+                    # A speaker is in every session of theirs: no evidence of a topic.
+                    if eid not in named and eid not in speakers:
                         self._hop(hopped, eid, HOP)
             # The hop reaches the *other* sessions of a best hit's entities. The hits
             # rise together, by the most it gave any of those: they keep their order

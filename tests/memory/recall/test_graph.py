@@ -210,8 +210,9 @@ def test_the_hop_reaches_other_sessions_and_the_hits_keep_their_order() -> None:
         present=False,
         seeds=[pos["m-jonas1"], pos["m-rain"]],
     )
-    # Jonas (two memories) leads to the skating day; Elizabeth (five) less far.
-    assert signal[pos["m-jonas2"]] > signal[pos["m-seattle"]] > 0
+    # Jonas (two memories) leads to the skating day; Elizabeth, who speaks in every
+    # session, leads nowhere: a speaker is no evidence of what the question is about.
+    assert signal[pos["m-jonas2"]] > 0 and signal[pos["m-seattle"]] == 0
     # The hit's own session is no hop away: it ranks by its own words already.
     assert signal[pos["m-boston"]] == 0
     # The hits rise together, by the most they gave: their order stays the other
@@ -381,3 +382,41 @@ def test_the_service_json_carries_fact_validity(tmp_path: Path) -> None:
         assert ("Seattle", True) in facts and ("Boston", False) in facts
     finally:
         svc.close()
+
+
+def _moved_user(store: Path) -> MemoryService:
+    svc = MemoryService.open(store, embedder=None)
+    jan = ts("2025-01-10")
+    for sid, t, texts in [
+        ("s1", jan, ["I live in Paris. I work at Acme Robotics."]),
+        ("s2", jan + 86400, ["My parrot Kiwi loves sunflower seeds."]),
+        (
+            "s3",
+            ts("2025-03-05"),
+            ["Big news: I moved to Berlin last month for a new job at Zeta Labs."],
+        ),
+    ]:
+        events = [
+            Event(author="user", role="user", text=x, timestamp=t + i) for i, x in enumerate(texts)
+        ]
+        svc.add_session(Session("app", "u", session_id=sid, events=events))
+    return svc
+
+
+def test_a_question_about_now_prefers_the_fact_that_holds_now(tmp_path: Path) -> None:
+    svc = _moved_user(tmp_path)
+    for question in ("Which city do I live in now?", "where do I live?"):
+        got = svc.search("app", "u", question, top_k=3, mode="keyword")
+        assert got and "Berlin" in got[0].memory.text, [r.memory.text for r in got]
+        paris = [r for r in got if "Paris" in r.memory.text]
+        assert all(r.signals["graph"] < 0 for r in paris)
+    # Asked about the past, the closed fact is the answer.
+    got = svc.search("app", "u", "Where did I live before Berlin?", top_k=3, mode="keyword")
+    assert "Paris" in got[0].memory.text
+
+
+def test_a_speaker_lifts_nothing_through_the_graph(tmp_path: Path) -> None:
+    # Every session is the user's: the hop from the best hit through its speaker
+    # would add to every other memory, with no word of the question in them.
+    got = _moved_user(tmp_path).search("app", "u", "parrot", top_k=10, mode="keyword")
+    assert got and all("parrot" in r.memory.text for r in got), [r.memory.text for r in got]
