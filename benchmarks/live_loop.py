@@ -274,7 +274,9 @@ def main() -> None:
     p.add_argument("--compaction-sessions", type=int, default=5)
     p.add_argument("--turns", type=int, default=300)
     p.add_argument("--threshold", type=int, default=2000)
-    p.add_argument("--keep-last", type=int, default=10)
+    p.add_argument(
+        "--keep-last", type=int, default=5, help="newest invocations kept raw (2 messages each)"
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}

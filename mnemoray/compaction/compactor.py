@@ -1,17 +1,24 @@
 """Session compaction: summarize older events into a ``compaction`` event.
 
+Whatever the trigger, the newest ``keep_last`` completed invocations, and anything
+after them (the invocation in progress), stay raw: a window ends before them, so the
+model always reads the last turns in full and older ones as summaries (``0`` keeps
+nothing back).
+
 Like ADK's context compaction, a sliding window over *invocations*: once
-``interval`` invocations have completed since the last compaction, the new
-ones plus the last ``overlap`` invocations before them are summarized. A
+``interval`` invocations have completed since the last compaction, not counting
+the kept ones, those new ones plus the last ``overlap`` invocations before them
+are summarized (``keep_last=0`` is ADK's window, which takes the newest too). A
 token threshold is a second trigger: when the summaries a compile would show
-plus everything not yet covered exceed it, all of it except the last
-``keep_last`` events is compacted (from the start of the session when the
-summaries alone take half the threshold, so one summary replaces them all; the
-summarizer then reads those summaries and the uncovered events, never the whole
-history, so its input stays bounded however long the session grows).
+plus everything not yet covered exceed it, all of it before the kept invocations
+is compacted (from the start of the session when the summaries alone take half
+the threshold, so one summary replaces them all; the summarizer then reads those
+summaries and the uncovered events, never the whole history, so its input stays
+bounded however long the session grows).
 Semantic ``boundaries`` (topic shift, task done, an explicit phrase;
 :mod:`mnemoray.compaction.boundaries`) close a segment: the events before a boundary are
-compacted as one window, and no sliding window crosses a boundary.
+compacted as one window once they all lie before the kept invocations, and no
+sliding window crosses a boundary.
 
 Raw events always stay in the store; the compaction event only adds a summary
 layer naming exactly the events it summarized (``data["source_event_ids"]``),
@@ -54,7 +61,7 @@ class CompactionConfig:
     interval: int | None = default("interval")  # compact every N new (completed) invocations
     overlap: int = default("overlap")  # invocations re-included from the previous window
     token_threshold: int | None = default("token_threshold")  # uncovered tokens over this
-    keep_last: int = default("keep_last")  # events kept raw under the token trigger
+    keep_last: int = default("keep_last")  # newest completed invocations kept raw
     boundaries: tuple[str, ...] = FIELDS["boundaries"].default  # topic_shift, task_done, phrase
     topic_shift_threshold: float = default("topic_shift_threshold")
 
@@ -170,15 +177,18 @@ class Compactor:
     def plan_window(self, session: Session) -> Plan | None:
         """:meth:`plan` with the trigger that fired."""
         t = Timeline.of(session)
+        horizon = self._horizon(t)
         cut, kind = self._boundary_cut(t)
-        sliding = self._sliding_window(t, cut)
+        sliding = self._sliding_window(t, horizon if cut is None else min(cut, horizon))
         if sliding:
             return Plan(sliding, "interval")
-        if cut is not None:
+        # A segment waits until it is wholly older than the kept invocations, so it is
+        # still summarized as one window.
+        if cut is not None and cut <= horizon:
             window = self._window(t, t.safe_start(t.covered_end + 1), cut)
             if window:
                 return Plan(window, kind)
-        return self._token_window(t)
+        return self._token_window(t, horizon)
 
     def summarize(self, session: Session, planned: Plan) -> Event:
         """The compaction event of ``planned`` (calls the summarizer; writes nothing)."""
@@ -216,6 +226,18 @@ class Compactor:
         return store.append_event(session, self.summarize(session, planned))
 
     # -- triggers ------------------------------------------------------------
+    def _horizon(self, t: Timeline) -> int:
+        """The last index any window may end at: before the newest ``keep_last``
+        completed invocations (-1: nothing may be compacted yet). One answered while an
+        older call is pending counts: what is pending is kept raw by the safe cuts."""
+        keep = self.config.keep_last
+        if keep == 0:
+            return len(t.events) - 1
+        done = len(t.invocations)
+        if done and not self._answered(t, done - 1):
+            done -= 1
+        return -1 if done < keep else t.invocations[done - keep][0] - 1
+
     def _boundary_cut(self, t: Timeline) -> tuple[int | None, str]:
         """Where the first boundary after the covered part closes a segment."""
         if not self.config.boundaries:
@@ -234,14 +256,15 @@ class Compactor:
                 return cut, b.kind
         return None, ""
 
-    def _sliding_window(self, t: Timeline, limit: int | None) -> list[Event] | None:
+    def _sliding_window(self, t: Timeline, limit: int) -> list[Event] | None:
+        """``limit``: the last index the window may end at (kept invocations, a boundary)."""
         interval = self.config.interval
         if interval is None:
             return None
         new = [
             k
             for k, (first, last) in enumerate(t.invocations)
-            if first > t.covered_end and self._completed(t, k) and (limit is None or last <= limit)
+            if first > t.covered_end and last <= limit and self._completed(t, k)
         ]
         if len(new) < interval:
             return None
@@ -249,31 +272,25 @@ class Compactor:
         start = t.safe_start(min(t.invocations[first_group][0], t.covered_end + 1))
         target = t.invocations[new[-1]][1]
         # Extend to take in results that already exist; else shrink so the
-        # unanswered call stays raw. Never past a boundary.
+        # unanswered call stays raw. Never past a boundary or into the kept invocations.
         end = t.first_safe_at_or_after(target)
-        if end is None or (limit is not None and end > limit):
+        if end is None or end > limit:
             end = t.last_safe_at_or_before(target, start)
         return self._window(t, start, end)
 
-    def _token_window(self, t: Timeline) -> Plan | None:
-        threshold, keep = self.config.token_threshold, self.config.keep_last
+    def _token_window(self, t: Timeline, horizon: int) -> Plan | None:
+        threshold = self.config.token_threshold
         if threshold is None:
             return None
-        uncovered = [
-            i for i in range(t.covered_end + 1, len(t.events)) if is_summarizable(t.events[i])
-        ]
+        uncovered = [e for e in t.events[t.covered_end + 1 :] if is_summarizable(e)]
         summaries = t.summary_tokens()
-        if (
-            summaries + sum(event_tokens(t.events[i]) for i in uncovered) <= threshold
-            or len(uncovered) <= keep
-        ):
+        if summaries + sum(map(event_tokens, uncovered)) <= threshold:
             return None
-        target = uncovered[-keep] - 1 if keep else len(t.events) - 1
         # Summaries that crowd the budget are rolled up into the new one.
         roll_up = summaries > threshold // 2
         start = 0 if roll_up else t.safe_start(t.covered_end + 1)
-        # keep_last is a floor: a straddling call/result pair stays raw, whole.
-        end = t.last_safe_at_or_before(target, start)
+        # The kept invocations are a floor: a call/result pair straddling them stays raw.
+        end = t.last_safe_at_or_before(horizon, start)
         window = self._window(t, start, end)
         if window is None:
             return None
@@ -288,14 +305,18 @@ class Compactor:
         return Plan(window, "token_threshold", inputs)
 
     @staticmethod
-    def _completed(t: Timeline, k: int) -> bool:
-        """Earlier invocations are done; the last one once the model has answered."""
-        if k < len(t.invocations) - 1:
-            return True
+    def _answered(t: Timeline, k: int) -> bool:
+        """The invocation's turn is over: the model answered, or it failed."""
         first, last = t.invocations[k]
         final = [e for e in t.events[first : last + 1] if is_summarizable(e)][-1]
-        answered = (final.role == "model" and final.type == "message") or final.type == "error"
-        return answered and t.safe_after[last]
+        return (final.role == "model" and final.type == "message") or final.type == "error"
+
+    @classmethod
+    def _completed(cls, t: Timeline, k: int) -> bool:
+        """Earlier invocations are done; the last one once answered with nothing pending."""
+        if k < len(t.invocations) - 1:
+            return True
+        return cls._answered(t, k) and t.safe_after[t.invocations[k][1]]
 
     @staticmethod
     def _window(t: Timeline, start: int, end: int) -> list[Event] | None:

@@ -41,7 +41,9 @@ FIELDS: dict[str, PolicyField] = {
         ge=1,
         optional=True,
     ),
-    "keep_last": PolicyField(10, "events kept raw by the token trigger", ge=0),
+    "keep_last": PolicyField(
+        3, "the newest completed invocations, kept raw by every trigger; 0: none", ge=0
+    ),
     "boundaries": PolicyField(
         (), "semantic boundaries that close a segment: " + ", ".join(BOUNDARY_KINDS)
     ),

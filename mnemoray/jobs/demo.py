@@ -167,7 +167,7 @@ def _live_loop_over_http(client: MnemorayClient, turns: int = 120) -> str:
     """An agent that only appends events and asks for context: the server compacts the
     session by itself, and ending it queues the memory ingestion as a background job.
     Returns the session's id."""
-    policy = {"token_threshold": 500, "keep_last": 8}
+    policy = {"token_threshold": 500, "keep_last": 4}
     sid = client.create_session("travel_app", "jonas", compaction=policy).session_id
     print(f"\n=== live loop: session travel_app/jonas/{sid}, compaction {policy} ===")
     events = [

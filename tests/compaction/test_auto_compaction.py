@@ -41,7 +41,7 @@ def test_append_returns_at_once_and_the_compaction_lands_after(store) -> None:
     try:
         session = store.create_session("app", "ana", "s")
         rec.gate.clear()  # the summarizer is slow: it waits for us
-        store.append_events(session, turns(2))  # returns although the summary is pending
+        store.append_events(session, turns(5))  # returns although the summary is pending
         assert rec.entered.wait(5)
         assert compactions(store, session) == []  # a compile now uses the raw events
         rec.gate.set()
@@ -68,7 +68,8 @@ def test_a_burst_coalesces_and_no_window_is_compacted_twice(store) -> None:
         assert auto.wait_idle(10)
         sources = [tuple(c.data["source_event_ids"]) for c in compactions(store, session)]
         flat = [i for s in sources for i in s]
-        assert len(flat) == len(set(flat)) == 40  # every event once, none twice
+        # Every event once, none twice, but the newest three invocations (kept raw).
+        assert flat == [e.id for e in turns(17)]
         assert len(rec.windows) == len(sources)  # no summary was thrown away
     finally:
         auto.stop()
@@ -107,17 +108,17 @@ def test_a_failing_summarizer_writes_nothing_and_the_next_append_retries(store) 
     rec.fail = RuntimeError("model server down")
     auto = AutoCompactor(
         rec,
-        CompactionConfig(interval=1, overlap=0),
+        CompactionConfig(interval=1, overlap=0, keep_last=1),
         on_error=lambda exc, key: errors.append((type(exc), key)),
     ).attach(store)
     try:
         session = store.create_session("app", "ana", "s")
-        store.append_events(session, turns(1))
+        store.append_events(session, turns(2))
         assert poll(lambda: errors) and auto.wait_idle(5)
         assert errors[0] == (RuntimeError, ("app", "ana", "s"))
         assert compactions(store, session) == []
         rec.fail = None
-        store.append_events(session, turns(1, 1))
+        store.append_events(session, turns(1, 2))
         assert poll(lambda: compactions(store, session)) and auto.wait_idle(5)
         # The failed window was not lost: the retry covers it too.
         [event] = compactions(store, session)
@@ -136,8 +137,10 @@ from mnemoray.summarizers import ExtractiveSummarizer, Summary
 store = SQLiteSessionStore(sys.argv[1])
 session = store.create_session("app", "ana", "s")
 store.append_events(session, [user_message("I keep basil on the balcony.", invocation_id="i"),
-                              model_message("agent", "Basil likes sun.", invocation_id="i")])
-AutoCompactor(ExtractiveSummarizer(), CompactionConfig(interval=1)).compact_now(
+                              model_message("agent", "Basil likes sun.", invocation_id="i"),
+                              user_message("And mint?", invocation_id="j"),
+                              model_message("agent", "Mint likes shade.", invocation_id="j")])
+AutoCompactor(ExtractiveSummarizer(), CompactionConfig(interval=1, keep_last=1)).compact_now(
     store, "app", "ana", "s")
 print("not reached")
 """
@@ -156,8 +159,8 @@ def test_a_crash_mid_compaction_leaves_no_half_event(tmp_path) -> None:
     assert run.returncode == CRASH_EXIT_CODE, run.stderr
     store = SQLiteSessionStore(db)
     session = store.get_session("app", "ana", "s")
-    assert [e.type for e in session.events] == ["message", "message"]  # summary lost, no half
-    auto = AutoCompactor(ExtractiveSummarizer(), CompactionConfig(interval=1))
+    assert [e.type for e in session.events] == ["message"] * 4  # summary lost, no half
+    auto = AutoCompactor(ExtractiveSummarizer(), CompactionConfig(interval=1, keep_last=1))
     landed = auto.compact_now(store, "app", "ana", "s")
     assert len(landed) == 1 and len(compactions(store, session)) == 1
 
@@ -169,13 +172,14 @@ def test_a_session_policy_overrides_the_apps(store) -> None:
         rec, policy_for=lambda app: CompactionConfig(token_threshold=10_000)
     ).attach(store)
     try:
-        own = create_session(store, "app", "ana", "own", compaction={"interval": 1, "overlap": 0})
+        policy = {"interval": 1, "overlap": 0, "keep_last": 1}
+        own = create_session(store, "app", "ana", "own", compaction=policy)
         plain = create_session(store, "app", "ana", "plain")
         assert effective_config(CompactionConfig(token_threshold=10_000), own) == CompactionConfig(
-            interval=1, overlap=0, token_threshold=10_000
+            interval=1, overlap=0, keep_last=1, token_threshold=10_000
         )
-        store.append_events(own, turns(1))
-        store.append_events(plain, turns(1))
+        store.append_events(own, turns(2))
+        store.append_events(plain, turns(2))
         assert poll(lambda: compactions(store, own)) and auto.wait_idle(5)
         assert compactions(store, plain) == []
     finally:
@@ -228,21 +232,21 @@ def test_the_extractive_summarizer_runs_end_to_end(store) -> None:
 
 def test_an_agent_keeps_appending_through_its_own_copy(store) -> None:
     """Background compactions never make the agent's copy conflict; content still does."""
-    auto = AutoCompactor(Recording(), CompactionConfig(interval=1, overlap=0)).attach(store)
+    config = CompactionConfig(interval=1, overlap=0, keep_last=1)
+    auto = AutoCompactor(Recording(), config).attach(store)
     try:
         session = store.create_session("app", "ana", "s")
-        for k in range(5):
+        store.append_events(session, turns(1))
+        for k in range(1, 6):
             store.append_events(session, turns(1, k))  # the copy is behind by a compaction
             assert poll(
                 lambda k=k: any(
-                    f"m{k}" in c.data["source_event_ids"] for c in compactions(store, session)
+                    f"m{k - 1}" in c.data["source_event_ids"] for c in compactions(store, session)
                 )
             )
         assert auto.wait_idle(5)
         final = store.get_session(*session.key)
-        assert [e.id for e in final.events if e.type == "message"] == [
-            i for k in range(5) for i in (f"u{k}", f"m{k}")
-        ]
+        assert [e.id for e in final.events if e.type == "message"] == [e.id for e in turns(6)]
         assert len(compactions(store, session)) == 5
         other = store.get_session(*session.key)
         store.append_events(other, turns(1, 9))
@@ -266,7 +270,7 @@ def test_summaries_that_crowd_the_budget_are_rolled_up_into_one(store) -> None:
     store.append_events(session, turns(6))
     first = compactor.maybe_compact(store, session)
     assert first is not None and first.data["source_event_ids"][0] == "u0"
-    assert compactor.maybe_compact(store, session) is None  # summary + 2 raw: nothing to do
+    assert compactor.maybe_compact(store, session) is None  # summary + 2 kept: nothing to do
     store.append_events(session, turns(3, 6))
     second = compactor.maybe_compact(store, session)
     assert second is not None and second.data["source_event_ids"][0] == "u0"
@@ -287,8 +291,9 @@ def test_a_roll_up_reads_the_summaries_and_new_events_not_the_whole_history(stor
         assert compactor.maybe_compact(store, session) is not None
     rolled = compactions(store, session)
     assert len(rolled) == 15 and len(session.events) > 100
-    # Each input: the one summary shown plus at most the 5 new turns and 2 kept raw.
-    assert max(len(w) for w in rec.windows) <= 1 + 10 + 2
+    # Each input: the one summary shown plus the 5 turns none covers (2 of them were
+    # kept raw last time, 2 new ones are kept now).
+    assert max(len(w) for w in rec.windows) == 1 + 10
     for previous, current, window in zip(rolled[:-1], rolled[1:], rec.windows[1:], strict=True):
         assert window[0] == previous.id  # the summary, as the first input
         assert current.data["source_event_ids"][0] == "u0"
@@ -342,7 +347,7 @@ def test_a_bad_client_policy_event_never_fails_appends_with_compaction_on(store)
     errors: list[BaseException] = []
     auto = AutoCompactor(
         Recording(),
-        CompactionConfig(interval=1, overlap=0),
+        CompactionConfig(interval=1, overlap=0, keep_last=1),
         on_error=lambda exc, key: errors.append(exc),
     ).attach(store)
     try:

@@ -73,14 +73,17 @@ def test_task_done_closes_after_its_invocation_and_interval_still_bounds(store) 
             tool_call("agent", "book", {"at": "8pm"}, call_id="c", id="c0", invocation_id="i0"),
             tool_result("agent", "book", {"status": "done"}, "c", id="r0", invocation_id="i0"),
             model_message("agent", "Booked for 8pm.", id="m0", invocation_id="i0"),
-            *turns(1, 1),
+            *turns(2, 1),
         ],
     )
+    # The segment waits until it is older than the kept invocations (three by default).
+    assert compactor.plan_window(session) is None
+    store.append_events(session, turns(1, 3))
     planned = compactor.plan_window(session)
     assert planned is not None and planned.trigger == "task_done"
     assert [e.id for e in planned.events] == ["u0", "c0", "r0", "m0"]
     compactor.maybe_compact(store, session)
-    store.append_events(session, turns(4, 2))  # no boundary: the interval bounds windows
+    store.append_events(session, turns(4, 4))  # no boundary: the interval bounds windows
     planned = compactor.plan_window(session)
     assert planned is not None and planned.trigger == "interval"
 

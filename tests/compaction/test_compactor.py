@@ -77,16 +77,50 @@ def compactions(session: Session) -> list[Event]:
     return [e for e in session.events if e.type == "compaction"]
 
 
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"interval": 3, "overlap": 1},
+        {"token_threshold": 150},
+        {"boundaries": ("phrase",), "keep_last": 1},
+        {"interval": 3, "overlap": 2, "token_threshold": 150, "boundaries": ("phrase",)},
+    ],
+    ids=["interval", "token_threshold", "phrase", "all"],
+)
+def test_every_trigger_keeps_the_newest_raw_and_covers_the_rest_once(
+    store, session, policy: dict
+) -> None:
+    clock, config = Clock(), CompactionConfig(**policy)
+    compactor = Compactor(RecordingSummarizer(), config)
+    for n in range(1, 25):
+        turn(store, session, clock, n, text=f"Let's move on to flat {n}." if n % 5 == 0 else None)
+        while compactor.maybe_compact(store, session) is not None:  # as AutoCompactor does
+            pass
+        done = compactions(session)
+        sources = [c.data["source_event_ids"] for c in done]
+        covered = {i for s in sources for i in s}
+        assert not covered & set(ids(*range(n - config.keep_last + 1, n + 1)))
+        # Nothing lost: the covered events are all of those up to the last covered one.
+        assert covered == set(ids(*range(1, n + 1))[: len(covered)])
+        # Nothing twice, but the overlap an interval window opens with.
+        for k, (c, s) in enumerate(zip(done, sources, strict=True)):
+            again = [i for i in s if any(i in earlier for earlier in sources[:k])]
+            overlap = config.overlap if c.data["trigger"] == "interval" else 0
+            assert again == s[: len(again)] and len(again) <= 2 * overlap
+    assert len(compactions(session)) >= 3
+
+
 def test_sliding_windows_overlap_by_one_invocation(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
     compactor = Compactor(rec, CompactionConfig(interval=3, overlap=1))
-    for n in range(1, 5):
+    assert compactor.config.keep_last == 3  # the default: 5, 6 and 7 stay raw
+    for n in range(1, 8):
         turn(store, session, clock, n)
     first = compactor.maybe_compact(store, session)
     assert first is not None and first.data["source_event_ids"] == ids(1, 2, 3, 4)
-    for n in range(5, 8):
+    for n in range(8, 11):
         turn(store, session, clock, n)
-        if n < 7:  # two new invocations: below the interval
+        if n < 10:  # two new invocations before the kept ones: below the interval
             assert compactor.maybe_compact(store, session) is None
     second = compactor.maybe_compact(store, session)
     assert second is not None and second.data["source_event_ids"] == ids(4, 5, 6, 7)
@@ -103,31 +137,42 @@ def test_sliding_windows_overlap_by_one_invocation(store, session) -> None:
     assert (second.author, second.role, second.type) == ("compactor", "system", "compaction")
 
 
-def test_called_after_every_invocation_matches_adk(store, session) -> None:
+@pytest.mark.parametrize("keep_last", [0, 1, 3])
+def test_called_after_every_invocation_the_windows_lag_by_keep_last(
+    store, session, keep_last: int
+) -> None:
+    """The same windows whatever keep_last (0 gives ADK's), each landing keep_last
+    invocations later: the newest keep_last are never covered, and each window
+    re-includes the last ``overlap`` invocations of the one before."""
     clock, rec = Clock(), RecordingSummarizer()
-    compactor = Compactor(rec, CompactionConfig(interval=3, overlap=1))
-    for n in range(1, 10):
+    compactor = Compactor(rec, CompactionConfig(interval=3, overlap=1, keep_last=keep_last))
+    for n in range(1, 10 + keep_last):
         turn(store, session, clock, n)
         compactor.maybe_compact(store, session)
+        covered = {i for c in compactions(session) for i in c.data["source_event_ids"]}
+        assert not covered & set(ids(*range(n - keep_last + 1, n + 1)))
+        assert len(rec.windows) == max(0, (n - keep_last) // 3)
     assert rec.windows == [ids(1, 2, 3), ids(3, 4, 5, 6), ids(6, 7, 8, 9)]
 
 
 def test_overlap_zero_and_no_compaction_below_interval(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
     compactor = Compactor(rec, CompactionConfig(interval=2, overlap=0))
-    turn(store, session, clock, 1)
-    assert compactor.plan(session) is None
-    turn(store, session, clock, 2)
+    for n in range(1, 5):
+        turn(store, session, clock, n)
+    assert compactor.plan(session) is None  # only inv-1 is older than the kept three
+    turn(store, session, clock, 5)
     assert compactor.maybe_compact(store, session) is not None
-    turn(store, session, clock, 3)
-    turn(store, session, clock, 4)
+    turn(store, session, clock, 6)
+    turn(store, session, clock, 7)
     assert compactor.maybe_compact(store, session) is not None
     assert rec.windows == [ids(1, 2), ids(3, 4)]
 
 
 def test_the_invocation_in_progress_is_not_compacted(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
-    compactor = Compactor(rec, CompactionConfig(interval=3, overlap=1))
+    # Nothing kept: only its completion holds inv-3 back.
+    compactor = Compactor(rec, CompactionConfig(interval=3, overlap=1, keep_last=0))
     turn(store, session, clock, 1)
     turn(store, session, clock, 2)
     add(
@@ -143,9 +188,19 @@ def test_the_invocation_in_progress_is_not_compacted(store, session) -> None:
     assert [e.id for e in compactor.plan(session)] == ids(1, 2, 3)
 
 
+def test_the_invocation_in_progress_is_not_one_of_the_kept(store, session) -> None:
+    clock, rec = Clock(), RecordingSummarizer()
+    compactor = Compactor(rec, CompactionConfig(interval=2, overlap=0, keep_last=1))
+    for n in range(1, 4):
+        turn(store, session, clock, n)
+    add(store, session, clock, user_message("A fourth?", id="u4", invocation_id="inv-4"))
+    # The newest completed invocation (inv-3) stays raw, not just the open one.
+    assert [e.id for e in compactor.plan(session)] == ids(1, 2)
+
+
 def test_events_without_invocation_ids_group_by_user_message(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
-    for n in range(1, 4):
+    for n in range(1, 7):
         add(
             store,
             session,
@@ -154,14 +209,14 @@ def test_events_without_invocation_ids_group_by_user_message(store, session) -> 
             model_message("agent", f"Answer {n}, part one.", id=f"m{n}"),
             model_message("agent", f"Answer {n}, part two.", id=f"x{n}"),
         )
-    window = Compactor(rec, CompactionConfig(interval=3)).plan(session)
+    window = Compactor(rec, CompactionConfig(interval=3)).plan(session)  # 4-6 are kept
     assert window is not None
     assert [e.id for e in window] == [f"{p}{n}" for n in range(1, 4) for p in "umx"]
 
 
-def test_token_threshold_keeps_last_events_raw(store, session) -> None:
+def test_token_threshold_keeps_the_last_invocations_raw(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
-    compactor = Compactor(rec, CompactionConfig(token_threshold=200, keep_last=4))
+    compactor = Compactor(rec, CompactionConfig(token_threshold=200, keep_last=2))
     long = "The apartment on Rua das Flores allows parrots and has a sunny balcony. " * 3
     for n in range(1, 4):
         turn(store, session, clock, n, text=long)
@@ -171,7 +226,7 @@ def test_token_threshold_keeps_last_events_raw(store, session) -> None:
         turn(store, session, clock, n, text=long)
     event = compactor.maybe_compact(store, session)
     assert event is not None
-    assert event.data["source_event_ids"] == ids(1, 2, 3, 4)  # the last 4 events stay raw
+    assert event.data["source_event_ids"] == ids(1, 2, 3, 4)  # inv-5 and inv-6 stay raw
     # Only what was not yet covered counts towards the next trigger.
     assert compactor.maybe_compact(store, session) is None
     turn(store, session, clock, 7, text=long)
@@ -182,7 +237,7 @@ def test_token_threshold_keeps_last_events_raw(store, session) -> None:
 
 def test_token_window_never_splits_a_call_from_its_result(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
-    compactor = Compactor(rec, CompactionConfig(token_threshold=50, keep_last=2))
+    compactor = Compactor(rec, CompactionConfig(token_threshold=50, keep_last=1))
     add(
         store,
         session,
@@ -195,16 +250,23 @@ def test_token_window_never_splits_a_call_from_its_result(store, session) -> Non
         tool_call(
             "agent", "search", {"city": "Porto"}, call_id="c1", id="call", invocation_id="i1"
         ),
-        tool_result("search", "search", {"hits": 3}, call_id="c1", id="result", invocation_id="i1"),
-        model_message("agent", "Three apartments fit.", id="m1", invocation_id="i1"),
+        model_message("agent", "Searching, this takes a while.", id="m1", invocation_id="i1"),
+        user_message("Any news?", id="u2", invocation_id="i2"),
+        tool_result("search", "search", {"hits": 3}, call_id="c1", id="result", invocation_id="i2"),
+        model_message("agent", "Three apartments fit.", id="m2", invocation_id="i2"),
     )
-    # keep_last=2 would cut between "call" and "result": the window shrinks instead.
+    # Keeping i2 would cut between "call" and "result": the window shrinks instead.
     assert [e.id for e in compactor.plan(session)] == ["u1"]
 
 
-def test_sliding_window_extends_to_an_existing_result(store, session) -> None:
+@pytest.mark.parametrize("answered", [False, True])
+def test_sliding_window_takes_an_existing_result_only_outside_the_kept(
+    store, session, answered: bool
+) -> None:
     clock, rec = Clock(), RecordingSummarizer()
-    compactor = Compactor(rec, CompactionConfig(interval=2, overlap=0))
+    # keep_last=1 keeps inv-3 once answered; unanswered, nothing is kept (keep_last=0).
+    config = CompactionConfig(interval=2, overlap=0, keep_last=int(answered))
+    compactor = Compactor(rec, config)
     turn(store, session, clock, 1)
     # A long-running tool: called in inv-2, its result arrives in inv-3.
     add(
@@ -219,14 +281,21 @@ def test_sliding_window_extends_to_an_existing_result(store, session) -> None:
         user_message("Done yet?", id="u3", invocation_id="inv-3"),
         tool_result("book", "book", {"ok": True}, call_id="c9", id="result", invocation_id="inv-3"),
     )
+    if answered:
+        add(
+            store, session, clock, model_message("agent", "Booked.", id="m3", invocation_id="inv-3")
+        )
     window = compactor.plan(session)
     assert window is not None
-    assert [e.id for e in window] == ["u1", "m1", "u2", "call", "m2", "u3", "result"]
+    if answered:  # the result is in a kept invocation: the call stays raw with it
+        assert [e.id for e in window] == ["u1", "m1", "u2"]
+    else:  # extended to the result, the rest of inv-3 is still open
+        assert [e.id for e in window] == ["u1", "m1", "u2", "call", "m2", "u3", "result"]
 
 
 def test_sliding_window_shrinks_before_a_call_without_result(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
-    compactor = Compactor(rec, CompactionConfig(interval=2, overlap=0))
+    compactor = Compactor(rec, CompactionConfig(interval=2, overlap=0, keep_last=1))
     turn(store, session, clock, 1)
     add(
         store,
@@ -254,6 +323,8 @@ def test_sliding_window_shrinks_before_a_call_without_result(store, session) -> 
         tool_result("book", "book", {"ok": True}, call_id="c9", id="result", invocation_id="inv-4"),
         model_message("agent", "Booked.", id="m4", invocation_id="inv-4"),
     )
+    assert compactor.plan(session) is None  # inv-3 alone is new and older than the kept
+    turn(store, session, clock, 5)
     window = compactor.plan(session)
     assert window is not None
     assert [e.id for e in window] == ["call", "m2", "u3", "m3", "u4", "result", "m4"]
@@ -277,9 +348,11 @@ def test_window_start_moves_back_to_include_the_call(store, session) -> None:
         ),
         model_message("agent", "Pets are allowed.", id="m3", invocation_id="inv-3"),
     )
+    for n in range(4, 7):  # the kept ones
+        turn(store, session, clock, n)
     compactor.maybe_compact(store, session)
     assert rec.windows == [["u1", "m1", "u2", "call", "m2", "u3", "result", "m3"]]
-    for n in range(4, 7):
+    for n in range(7, 10):
         turn(store, session, clock, n)
     compactor.maybe_compact(store, session)
     # The overlap (inv-3) would open with a result whose call is outside: the
@@ -348,7 +421,7 @@ def test_pending_confirmation_is_never_compacted(store, session) -> None:
 def test_raw_events_remain_and_compaction_is_idempotent(store, session) -> None:
     clock = Clock()
     compactor = Compactor(ExtractiveSummarizer(), CompactionConfig(interval=2, overlap=1))
-    for n in range(1, 4):
+    for n in range(1, 6):
         turn(store, session, clock, n, text=f"I have a parrot named Kiwi number {n}.")
     before = [e.id for e in session.events]
     event = compactor.maybe_compact(store, session)
@@ -368,11 +441,11 @@ def test_raw_events_remain_and_compaction_is_idempotent(store, session) -> None:
 def test_compaction_events_and_partials_are_never_content(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
     compactor = Compactor(rec, CompactionConfig(interval=2, overlap=1))
-    for n in range(1, 3):
+    for n in range(1, 6):
         turn(store, session, clock, n)
     compactor.maybe_compact(store, session)
     session.events.append(model_message("agent", "stream…", partial=True, id="p"))
-    for n in range(3, 5):
+    for n in range(6, 8):
         turn(store, session, clock, n)
     compactor.maybe_compact(store, session)
     assert rec.windows == [ids(1, 2), ids(2, 3, 4)]
@@ -406,7 +479,7 @@ def test_bad_config_is_a_clear_error(kwargs: dict, field: str) -> None:
 
 def test_a_compaction_without_source_ids_is_honoured_by_time_range(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
-    for n in range(1, 4):
+    for n in range(1, 7):
         turn(store, session, clock, n)
     end_ts = next(e for e in session.events if e.id == "m2").timestamp
     store.append_event(
@@ -436,7 +509,7 @@ def test_every_surface_reads_the_policy_fields_from_one_place() -> None:
     assert tuple(f.name for f in fields(CompactionConfig)) == POLICY_FIELDS
     assert tuple(SessionCompactionIn.model_fields) == POLICY_FIELDS
     assert set(POLICY_FIELDS) <= set(AppCompactionSettings.model_fields)
-    assert config.keep_last == settings.keep_last == 10
+    assert config.keep_last == settings.keep_last == 3
     request = SessionCompactionIn()
     for name in POLICY_FIELDS:
         assert config.to_dict()[name] == request.model_dump()[name]

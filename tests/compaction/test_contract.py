@@ -58,7 +58,7 @@ def run_contract(post: Callable[..., Any], get: Callable[..., Any], app: str) ->
     """The contract, through any HTTP client (TestClient or httpx)."""
     who = {"app_name": app, "user_id": "ana"}
     created = post(
-        "/v1/sessions", json={**who, "compaction": {"token_threshold": THRESHOLD, "keep_last": 10}}
+        "/v1/sessions", json={**who, "compaction": {"token_threshold": THRESHOLD, "keep_last": 5}}
     )
     assert created.status_code == 201, created.text
     sid = created.json()["session_id"]
@@ -103,7 +103,7 @@ def run_contract(post: Callable[..., Any], get: Callable[..., Any], app: str) ->
     comps = [e for e in body["events"] if e["type"] == "compaction"]
     for c in comps:  # each names what it covers and how much it saved
         assert c["data"]["raw_tokens"] > c["data"]["summary_tokens"] > 0
-    # The last keep_last messages are never covered.
+    # The newest keep_last invocations (two messages each) are never covered.
     covered = {i for c in comps for i in c["data"]["source_event_ids"]}
     assert not covered & {e["id"] for e in raw[-10:]}
     # The compile's trace tells how much the summaries it shows saved.
@@ -182,12 +182,11 @@ def test_a_session_policy_is_kept_with_the_session(client: TestClient) -> None:
 
 def test_expected_version_ignores_background_compactions(client: TestClient) -> None:
     who = {"app_name": "app", "user_id": "ana"}
-    client.post(
-        "/v1/sessions", json={**who, "session_id": "v", "compaction": {"interval": 1, "overlap": 0}}
-    )
+    policy = {"interval": 1, "overlap": 0, "keep_last": 1}
+    client.post("/v1/sessions", json={**who, "session_id": "v", "compaction": policy})
     first = client.post(
         "/v1/sessions/v/events",
-        json={**who, "events": [message(0), message(1)], "expected_version": 1},
+        json={**who, "events": [message(n) for n in range(4)], "expected_version": 1},
     )
     assert first.status_code == 200, first.text
     version = first.json()["version"]
@@ -195,11 +194,11 @@ def test_expected_version_ignores_background_compactions(client: TestClient) -> 
     # The session moved on by a compaction only: the client's version still holds.
     again = client.post(
         "/v1/sessions/v/events",
-        json={**who, "events": [message(2), message(3)], "expected_version": version},
+        json={**who, "events": [message(4), message(5)], "expected_version": version},
     )
     assert again.status_code == 200, again.text
     stale = client.post(
-        "/v1/sessions/v/events", json={**who, "events": [message(4)], "expected_version": version}
+        "/v1/sessions/v/events", json={**who, "events": [message(6)], "expected_version": version}
     )
     assert stale.status_code == 409 and stale.json()["error"]["field"] == "expected_version"
 
@@ -267,7 +266,14 @@ def test_an_appended_policy_event_is_checked_and_never_breaks_appends(
     # A good one is taken, and the session is compacted by it.
     r = client.post(
         "/v1/sessions/s/events",
-        json={**who, "events": [control({"interval": 1, "overlap": 0}), message(2), message(3)]},
+        json={
+            **who,
+            "events": [
+                control({"interval": 1, "overlap": 0, "keep_last": 1}),
+                message(2),
+                message(3),
+            ],
+        },
     )
     assert r.status_code == 200, r.text
     assert poll(

@@ -59,8 +59,9 @@ def test_compaction_and_memory_prompts_are_configured_per_app(tmp_path) -> None:
     assert auto is not None
     try:
         for app in ("bot", "web"):
-            session = create_session(store, app, "ana", "s", compaction={"interval": 1})
-            store.append_events(session, turns(1))
+            policy = {"interval": 1, "keep_last": 1}
+            session = create_session(store, app, "ana", "s", compaction=policy)
+            store.append_events(session, turns(2))
             assert poll(lambda s=session: compactions(store, s)) and auto.wait_idle(5)
     finally:
         auto.stop()
@@ -117,8 +118,6 @@ def test_app_policies_merge_over_the_default(tmp_path) -> None:
         env={"MNEMORAY_COMPACTION__APPS__BOT__BOUNDARIES": '["phrase"]'},
     ).compaction
     assert settings.policy_for("bot") == CompactionConfig(
-        interval=4, token_threshold=None, keep_last=10, boundaries=("phrase",)
+        interval=4, token_threshold=None, boundaries=("phrase",)
     )
-    assert settings.policy_for("other") == CompactionConfig(
-        interval=4, token_threshold=8000, keep_last=10
-    )
+    assert settings.policy_for("other") == CompactionConfig(interval=4, token_threshold=8000)

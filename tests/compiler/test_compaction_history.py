@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from mnemoray.compaction.compactor import CompactionConfig, Compactor
 from mnemoray.compiler import AgentSpec, Compiler
 from mnemoray.sessions.events import Event, model_message, tool_call, tool_result, user_message
+from mnemoray.sessions.store import InMemorySessionStore
+from mnemoray.summarizers import ExtractiveSummarizer
 from mnemoray.summarizers.base import Summary
 
 PREFIX = "[Summary of earlier conversation]: "
@@ -132,3 +137,43 @@ def test_covered_pairs_and_uncovered_pairs(make_session):
     session = make_session(*events, compaction("c", events[:3], event_id="c"))
     _, ids = history(session)
     assert ids == ["c", "call2", "res2"]  # a fully covered pair goes into the summary
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        CompactionConfig(interval=2, overlap=1),
+        CompactionConfig(token_threshold=20),
+        CompactionConfig(boundaries=("phrase",)),
+    ],
+    ids=["interval", "token_threshold", "phrase"],
+)
+def test_after_a_compaction_the_newest_turns_stay_raw(config: CompactionConfig):
+    """The last turns in full, older ones summarized, whatever the trigger. Every event
+    is either raw in the contents or covered by a summary shown there, never both."""
+    store = InMemorySessionStore()
+    session = store.create_session("app", "u1", "s1")
+    compactor = Compactor(ExtractiveSummarizer(), config)
+    for n in range(8):  # compacted after every invocation, as an agent runner would
+        ask = f"Let's move on to question {n}" if n % 4 == 0 else f"question {n}"
+        store.append_events(
+            session,
+            [
+                user_message(ask, id=f"u{n}", invocation_id=f"i{n}"),
+                model_message("alpha", f"answer {n}", id=f"a{n}", invocation_id=f"i{n}"),
+            ],
+        )
+        while compactor.maybe_compact(store, session) is not None:
+            pass
+    req, ids = history(session, new_message="next")
+    shown = [e for e in session.events if e.type == "compaction" and e.id in ids]
+    assert shown  # it did compact
+    assert ids[-3:] == ["u7", "a7", None]  # the newest invocation, then the new message
+    kept = [i for n in range(8 - config.keep_last, 8) for i in (f"u{n}", f"a{n}")]
+    assert ids[-len(kept) - 1 :] == [*kept, None]
+    covered = {i for c in shown for i in c.data["source_event_ids"]}
+    assert not covered & set(kept)
+    raw = {i for i in ids if i not in {c.id for c in shown}}
+    for event in session.events:
+        if event.type == "message":
+            assert (event.id in raw) != (event.id in covered), event.id

@@ -56,7 +56,8 @@ class UiStore:
 
 def _ana_parrot(sessions: SQLiteSessionStore, artifacts: FileArtifactStore, out: UiStore) -> None:
     session = sessions.create_session(APP, ANA, ANA_SESSION, state={"user:name": "Ana"})
-    compactor = Compactor(get_summarizer("extractive"), CompactionConfig(interval=2, overlap=0))
+    config = CompactionConfig(interval=2, overlap=0, keep_last=1)
+    compactor = Compactor(get_summarizer("extractive"), config)
     ts = T_PARROT
     v0 = artifacts.save(
         APP,
