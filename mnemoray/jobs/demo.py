@@ -143,6 +143,7 @@ def _compile_over_http(client: MnemorayClient) -> None:
         "instruction": "Traveller: {user:name?}.",
         "memory_preload": True,
         "preload_top_k": 3,
+        "memory_tools": TRAVEL_AGENT.memory_tools,
     }
     req = client.compile(
         "travel_app",

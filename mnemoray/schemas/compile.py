@@ -118,10 +118,11 @@ class AgentIn(RequestModel):
     memory_placement: Literal["system", "before_message"] = "system"
     tool_result_window: int | None = Field(None, ge=1)
     memory_tools: list[Literal["load_memory", "load_artifacts"]] | None = Field(
-        None,
+        default_factory=list,
         max_length=2,
-        description="the compiler's tools this agent is offered; "
-        "null: each one whose service is configured, []: none (the trace says which and why)",
+        description="the compiler's tools this agent opts into (each offered when its "
+        "service is configured; load_artifacts brings the artifact listing); "
+        "default [] and null: none (the trace says which and why)",
     )
     user_profile: bool = Field(False, description="show the user's profile (GET /v1/profiles)")
 

@@ -45,7 +45,10 @@ def load_step(names: list[str], author: str = "analyst") -> list:
 
 def compile_with(session, store, **kw):
     return Compiler.default().compile(
-        session, AgentSpec(name="analyst"), services=Services(artifacts=store), **kw
+        session,
+        AgentSpec(name="analyst", memory_tools=["load_artifacts"]),
+        services=Services(artifacts=store),
+        **kw,
     )
 
 

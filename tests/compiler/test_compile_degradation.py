@@ -27,7 +27,12 @@ from tests.support.factories import assert_compiled_without_memory
 from tests.support.service_backend import ServiceBackend
 
 KEY = "degradation-test-key-0123456789"
-AGENT = {"name": "helper", "static_instruction": "You are helpful.", "memory_preload": True}
+AGENT = {
+    "name": "helper",
+    "static_instruction": "You are helpful.",
+    "memory_preload": True,
+    "memory_tools": ["load_memory"],
+}
 DEGRADED_METRIC = 'mnemoray_compile_degraded_total{error="StoreCorrupt",step="memory_preload"}'
 
 

@@ -81,9 +81,11 @@ def test_without_new_message_the_last_user_text_is_the_query(make_session):
     assert "<memory>" not in req.system_instruction  # no results, no block
 
 
-def test_load_memory_tool_offered_whenever_search_exists(make_session):
+def test_load_memory_tool_offered_when_opted_into_and_search_exists(make_session):
     memory = FakeMemory(snippets("x"))
-    plain = AgentSpec(name="travel", tools=[{"name": "book", "parameters": {}}])
+    plain = AgentSpec(
+        name="travel", tools=[{"name": "book", "parameters": {}}], memory_tools=["load_memory"]
+    )
     req = Compiler.default().compile(
         make_session(), plain, new_message="hi", services=Services(memory_search=memory)
     )

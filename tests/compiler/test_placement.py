@@ -5,16 +5,14 @@ tokens per request, in the trace and in /metrics."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from mnemoray.compiler import LOAD_MEMORY_TOOL, AgentSpec, Compiler, MemorySnippet, Services
+from mnemoray.compiler import AgentSpec, Compiler, MemorySnippet, Services
 from mnemoray.compiler.processors.memory_preload import MEMORY_OPEN
 from mnemoray.memory.records.record import Memory
 from mnemoray.sessions.events import model_message, user_message
-from mnemoray.tokens import count_tokens
 
 HISTORY = [
     user_message("I grow tulips on my balcony."),
@@ -67,9 +65,8 @@ def test_before_message_puts_memories_last_and_keeps_the_system_instruction(make
         step = next(s for s in req.trace if s.name == "memory_preload")
         assert step.detail["placement"] == "before_message"
         assert step.detail["content_index"] == len(req.contents) - 2
-        # The block and the load_memory declaration that comes with preloading.
-        tool_tokens = count_tokens(json.dumps(LOAD_MEMORY_TOOL, sort_keys=True))
-        assert step.tokens_added == memory.tokens + tool_tokens
+        # The block only: preloading brings no load_memory declaration (opt-in).
+        assert step.tokens_added == memory.tokens and req.tools == []
     # Different recall results, byte-identical system instruction and history.
     assert first.system_hash == second.system_hash
     assert first.system_instruction == second.system_instruction

@@ -562,6 +562,7 @@ def test_compile_returns_request_and_trace(server: Server) -> None:
                 "instruction": "The user is {user:name}.",
                 "memory_preload": True,
                 "preload_top_k": 2,
+                "memory_tools": ["load_memory"],
             },
             new_message="tell me about that flying animal again",
         )

@@ -353,6 +353,11 @@ class TestPage:
         for step in ("static_instruction", "history", "memory_preload", "token_budget"):
             assert step in tokens.inner_html()
         assert page.get_by_test_id("trace-time").count() == 1
+        # The compiler's tools are opt-in: the inspector's agent ticks both.
+        for tool in ("load_memory", "load_artifacts"):
+            assert page.get_by_test_id(f"agent-tool-{tool}").is_checked()
+        summary = page.get_by_test_id("compile-summary").inner_text()
+        assert "load_memory, load_artifacts" in summary
         sections = page.locator("[data-testid=compiled-sections] [data-section]")
         assert [sections.nth(i).get_attribute("data-section") for i in range(sections.count())] == [
             "Static prefix (cacheable)",

@@ -1,4 +1,5 @@
-"""Long-term memory: the load_memory tool, and proactive recall when asked.
+"""Long-term memory: the load_memory tool (for an agent that names it in
+``memory_tools``), and proactive recall when asked (``memory_preload``).
 
 Recalled memories go where the agent's ``memory_placement`` says: into the
 system instruction after the static prefix ("system"), or into a user content
@@ -22,9 +23,9 @@ from datetime import datetime, timezone
 from mnemoray.compiler.blocks import indented, inline
 from mnemoray.compiler.context import CompileContext, text_content
 from mnemoray.compiler.degrade import degradable
-from mnemoray.compiler.processors.offers import offer_tool
+from mnemoray.compiler.processors.offers import offer_tool, unavailable
 from mnemoray.compiler.services import MemorySnippet
-from mnemoray.compiler.tools import LOAD_MEMORY_TOOL
+from mnemoray.compiler.tools import LOAD_MEMORY, LOAD_MEMORY_TOOL
 from mnemoray.sessions.events import Event
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class MemoryPreloadProcessor:
     def process(self, ctx: CompileContext) -> None:
         search = ctx.services.memory_search
         if search is None:
+            unavailable(ctx, LOAD_MEMORY, "no memory service is configured")
             return
         if ctx.callee is not None:
             ctx.detail["skipped"] = "callee: sees only its prompt and given artifacts"

@@ -288,7 +288,11 @@ def test_memory_search_hook_and_load_memory_tool(service) -> None:
     req = Compiler.default().compile(
         live,
         AgentSpec(
-            name="helper", static_instruction="Be kind.", memory_preload=True, preload_top_k=2
+            name="helper",
+            static_instruction="Be kind.",
+            memory_preload=True,
+            preload_top_k=2,
+            memory_tools=["load_memory"],
         ),
         services=Services(memory_search=service.memory_search()),
     )
