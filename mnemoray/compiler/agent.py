@@ -16,15 +16,17 @@ MemoryPlacement = Literal["system", "before_message"]
 class AgentSpec:
     """An agent as the compiler needs it.
 
-    ``static_instruction`` is never templated and is the whole cacheable
-    prefix; ``instruction`` is a state template rendered on every compile.
+    ``static_instruction`` is never templated and opens the system instruction (the
+    static prefix, ``prefix_hash``); ``instruction`` is a state template rendered on
+    every compile, after the identity and the user profile, which change less often.
     ``include_contents="none"`` shows only the current turn (ADK's scoped
     hand-off). ``token_budget`` caps the compiled request; ``None`` means no cap.
-    ``memory_placement``: preloaded memories go into the system instruction
-    ("system") or into a user content just before the new message
-    ("before_message": the system instruction and history stay a cacheable
-    prefix). ``tool_result_window``: tool results of invocations older than the
-    last N show as their call and a one-line summary; ``None`` keeps them all.
+    ``memory_placement``: preloaded memories go into a user content just before the
+    new message ("before_message", the default: the system instruction and history
+    stay a cacheable prefix) or into the system instruction ("system": it then
+    changes with every recall). ``tool_result_window``: tool results of invocations
+    older than the last N show as their call and a one-line summary; ``None`` keeps
+    them all.
     ``memory_tools``: which of the compiler's own tools (``load_memory``,
     ``load_artifacts``) the agent is offered, opt-in: each one named is offered when
     its service is configured, and by default (``[]``; ``None`` from a JSON payload
@@ -45,7 +47,7 @@ class AgentSpec:
     tools: list[dict[str, Any]] = field(default_factory=list)
     memory_preload: bool = False
     preload_top_k: int = 5
-    memory_placement: MemoryPlacement = "system"
+    memory_placement: MemoryPlacement = "before_message"
     tool_result_window: int | None = None
     memory_tools: list[str] = field(default_factory=list)
     user_profile: bool = False

@@ -115,7 +115,11 @@ class AgentIn(RequestModel):
     tools: list[JsonObject] = Field(default_factory=list, max_length=MAX_TOOLS)
     memory_preload: bool = False
     preload_top_k: int = Field(5, ge=1, le=MAX_TOP_K)
-    memory_placement: Literal["system", "before_message"] = "system"
+    memory_placement: Literal["system", "before_message"] = Field(
+        "before_message",
+        description="where recalled memories go: just before the new message (the "
+        "system instruction stays a cacheable prefix) or into the system instruction",
+    )
     tool_result_window: int | None = Field(None, ge=1)
     memory_tools: list[Literal["load_memory", "load_artifacts"]] | None = Field(
         default_factory=list,

@@ -12,6 +12,7 @@ import pytest
 from mnemoray.compiler import AgentSpec, Compiler, MemorySnippet, Services
 from mnemoray.compiler.processors.memory_preload import MEMORY_OPEN
 from mnemoray.memory.records.record import Memory
+from mnemoray.schemas.compile import AgentIn
 from mnemoray.sessions.events import model_message, user_message
 
 HISTORY = [
@@ -107,8 +108,9 @@ def test_without_a_new_message_memories_go_before_the_last_user_message(make_ses
     assert len(texts) == len(HISTORY) + 1
 
 
-def test_no_memories_no_block_and_the_default_is_system(make_session):
-    assert AgentSpec(name="x").memory_placement == "system"
+def test_no_memories_no_block_and_the_default_is_before_message(make_session):
+    assert AgentSpec(name="x").memory_placement == "before_message"
+    assert AgentIn(name="x").memory_placement == "before_message"  # the HTTP edge too
     req = compile_with(make_session, "before_message")
     assert len(req.contents) == len(HISTORY) + 1
     with pytest.raises(ValueError, match="memory_placement"):
@@ -157,13 +159,13 @@ def test_http_placement_prefix_reuse_and_context_tokens_metrics(make_http):
         [Memory("app", "ana", "s0", "fact", "ana grows tulips", created_at=1.0)]
     )
     backend.sessions.create_session("app", "ana", "s1")
-    at_end = _compile(client, memory_preload=True, memory_placement="before_message")
+    at_end = _compile(client, memory_preload=True)  # the default placement
     assert at_end.status_code == 200, at_end.text
     out = at_end.json()
     assert "<memory>" not in out["system_instruction"]
     assert "tulips" in out["contents"][-2]["parts"][0]["text"]
     assert out["cacheable_prefix_tokens"] > 0 and len(out["system_hash"]) == 64
-    in_system = _compile(client, memory_preload=True).json()
+    in_system = _compile(client, memory_preload=True, memory_placement="system").json()
     assert "<memory>" in in_system["system_instruction"]
     assert in_system["system_hash"] != out["system_hash"]
     assert in_system["prefix_hash"] == out["prefix_hash"]

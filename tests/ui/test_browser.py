@@ -362,9 +362,11 @@ class TestPage:
         assert [sections.nth(i).get_attribute("data-section") for i in range(sections.count())] == [
             "Static prefix (cacheable)",
             "Instruction",
-            "Memory block",
             "Artifacts listing",
         ]
+        # The memory block sits just before the new message (the default placement).
+        kinds = page.locator("[data-testid=compiled-contents] tbody tr td:nth-child(3)")
+        assert "memory block" in kinds.all_inner_texts()
         turns = page.get_by_test_id("prefix-turns")
         turns.wait_for()
         assert turns.locator("tbody tr").count() == len(ui_store.user_turn_ids)

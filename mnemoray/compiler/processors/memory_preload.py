@@ -1,13 +1,13 @@
 """Long-term memory: the load_memory tool (for an agent that names it in
 ``memory_tools``), and proactive recall when asked (``memory_preload``).
 
-Recalled memories go where the agent's ``memory_placement`` says: into the
-system instruction after the static prefix ("system"), or into a user content
-just before the new message ("before_message": retrieved knowledge goes
-at the end), which keeps the whole system instruction and the history a
-cacheable prefix. Never into the static prefix, so changing recall results never
-invalidate it. A callee (agents as tools) gets no memories: it sees only what it
-is given.
+Recalled memories go where the agent's ``memory_placement`` says: into a user
+content just before the new message ("before_message", the default: retrieved
+knowledge goes at the end, where attention is high), which keeps the whole system
+instruction and the history a cacheable prefix, or into the system instruction
+after the static prefix ("system": the system instruction then changes with every
+recall). Never into the static prefix, so changing recall results never invalidate
+it. A callee (agents as tools) gets no memories: it sees only what it is given.
 
 Recall is an enrichment: when the store, the embedder or a shard's replica fails,
 the compile goes on without the memory block and the trace names the error (see
