@@ -94,7 +94,10 @@ class CompiledRequestOut(BaseModel):
         "for this call only: what a prefix cache can reuse",
     )
     system_hash: str = ""
-    trace: list[TraceStepOut]
+    trace: list[TraceStepOut] = Field(
+        description="agent_tools, one entry per processor, then cacheable_prefix (its "
+        "tokens, the system blocks and contents it spans, and what ends it: ends_before)"
+    )
     degraded: list[StepErrorOut] = Field(
         default_factory=list,
         description="steps skipped because an outside source failed (the compile still answered)",

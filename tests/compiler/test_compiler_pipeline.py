@@ -133,6 +133,9 @@ def test_unknown_and_duplicate_names_are_clear_errors():
             call()
     with pytest.raises(ValueError, match="already"):
         compiler.insert_after("history", Note(name="identity"))
+    for own in ("agent_tools", "cacheable_prefix"):  # the trace's entries without a processor
+        with pytest.raises(ValueError, match="compiler's own"):
+            compiler.insert_after("history", Note(name=own))
     with pytest.raises(TypeError, match="not a processor"):
         compiler.insert_after("history", object())  # type: ignore[arg-type]
 
@@ -146,7 +149,7 @@ def test_trace_times_every_step_and_tokens_add_up(make_session):
         tools=[{"name": "lookup", "parameters": {"type": "object"}}],
     )
     req = Compiler.default().compile(session, agent, new_message="bye")
-    assert [s.name for s in req.trace] == ["agent_tools", *DEFAULT_ORDER]
+    assert [s.name for s in req.trace] == ["agent_tools", *DEFAULT_ORDER, "cacheable_prefix"]
     assert sum(s.tokens_added for s in req.trace) == req.total_tokens
     assert all(s.micros >= 0 for s in req.trace)
     assert req.total_tokens == (

@@ -366,7 +366,12 @@ class TestPage:
         ]
         # The memory block sits just before the new message (the default placement).
         kinds = page.locator("[data-testid=compiled-contents] tbody tr td:nth-child(3)")
-        assert "memory block" in kinds.all_inner_texts()
+        at = kinds.all_inner_texts().index("memory block")
+        # The trace's last entry in words: the prefix ends at that block.
+        summary = page.get_by_test_id("prefix-summary").inner_text()
+        assert summary.startswith("A prefix cache can reuse ")
+        assert summary.endswith(f"it ends before content {at + 1}, added by memory_preload.")
+        assert "cacheable_prefix" in tokens.inner_html()
         turns = page.get_by_test_id("prefix-turns")
         turns.wait_for()
         assert turns.locator("tbody tr").count() == len(ui_store.user_turn_ids)

@@ -146,6 +146,20 @@ function agentForm(ctx, sessions, onCompile) {
   h("p", {}, h("button", { type: "submit", testid: "compile-submit" }, "Compile")));
 }
 
+// The trace's last entry (mnemoray.compiler: cacheable_prefix) in words: what a prefix
+// cache can reuse next call and the first part made for this call only, which ends it.
+export function prefixSummary(trace) {
+  const d = (trace.find((t) => t.name === "cacheable_prefix") || {}).detail;
+  if (!d) return "";
+  const e = d.ends_before;
+  const end = !e ? "nothing in the request is made for this call only"
+    : e.part === "new_message" ? `it ends before the new message (content ${e.index + 1})`
+      : e.part === "system_block" ? `it ends before system instruction block ${e.index + 1}, added by ${e.step || "?"}`
+        : `it ends before content ${e.index + 1}, added by ${e.step || "?"}`;
+  return `A prefix cache can reuse ${d.tokens} tokens: the tool declarations, the first ${d.system_blocks} ` +
+    `system instruction block(s) and the first ${d.contents} content(s); ${end}.`;
+}
+
 function stat(label, value, testid) {
   return h("div", { class: "stat", testid }, h("div", { class: "value" }, value), h("div", { class: "label" }, label));
 }
@@ -160,6 +174,7 @@ function compiled(out, agent, turns) {
       stat("contents", String(out.contents.length)), stat("tools", (out.tools || []).map((t) => t.name).join(", ") || "none"),
       stat("compiled in", `${fmtNum(out.took_ms, 1)} ms`),
       stat("prefix hash", h("code", { testid: "prefix-hash", title: out.prefix_hash }, out.prefix_hash.slice(0, 16)))),
+    h("p", { testid: "prefix-summary" }, prefixSummary(out.trace)),
     (out.degraded || []).length ? h("p", { class: "bad" }, "Degraded: ",
       out.degraded.map((d) => `${d.step}: ${d.message}`).join("; ")) : null,
     tracePlots(out.trace),
