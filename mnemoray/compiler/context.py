@@ -92,7 +92,7 @@ class CompileContext:
 
     # -- system instruction -----------------------------------------------------
     def set_static_instruction(self, text: str) -> None:
-        """The cacheable prefix. Everything added later comes after it."""
+        """The static prefix (``prefix_hash``). Everything added later comes after it."""
         self.static_instruction = text
         self.static_tokens = count_tokens(text)
 

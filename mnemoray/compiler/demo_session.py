@@ -37,7 +37,7 @@ USER_TURNS = [
     "Please remember I must be back in Berlin by the first of June for work.",
 ]
 
-# The root agent's static instruction never changes: it is the cacheable prefix.
+# The root agent's static instruction never changes: it opens the cacheable prefix.
 TRAVEL_AGENT = AgentSpec(
     name="travel_agent",
     description="Plans trips and answers travel questions.",

@@ -141,7 +141,7 @@ function agentForm(ctx, sessions, onCompile) {
     h("label", {}, "Token budget", f.token_budget), h("label", { class: "check" }, f.memory_preload, "Preload memories"),
     ...TOOLS.map((t, i) => h("label", { class: "check" }, tools[i], `Offer ${t}`)),
     h("label", {}, "New message (optional)", f.new_message)),
-  h("div", { class: "grid2" }, h("label", {}, "Static instruction (the cacheable prefix)", f.static_instruction),
+  h("div", { class: "grid2" }, h("label", {}, "Static instruction (the static prefix)", f.static_instruction),
     h("label", {}, "Instruction (may use {state} keys)", f.instruction)),
   h("p", {}, h("button", { type: "submit", testid: "compile-submit" }, "Compile")));
 }
