@@ -11,8 +11,9 @@ events compiled on three paths, each compile's time split by where it went.
 Per path: wall-clock p50/p95, CPU-time p50/p95 (the compiling thread's own time:
 on a shared machine the wall clock also counts time the thread waited for a core),
 the garbage collector's time inside the timed compiles, and the mean time per
-compiler step from the request's trace; ``build`` is the rest (the compiler loop,
-the system instruction, hashes, the cacheable-prefix count).
+compiler step from the request's trace (the cacheable-prefix count is its last
+entry, ``cacheable_prefix``); ``build`` is the rest (the compiler loop, the system
+instruction, hashes).
 """
 
 from __future__ import annotations

@@ -39,5 +39,6 @@ print(req.system_instruction)
 for content in req.contents:
     print(content.role, [part.to_dict() for part in content.parts])
 print("tokens:", req.static_prefix_tokens, req.total_tokens, "prefix:", req.prefix_hash[:12])
+print("cacheable prefix:", req.trace[-1].detail)  # what a prefix cache can reuse next turn
 for step in req.trace:
     print(f"{step.name:<20} {step.tokens_added:>5} {step.micros:>5}us")

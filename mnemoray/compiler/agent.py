@@ -16,21 +16,24 @@ MemoryPlacement = Literal["system", "before_message"]
 class AgentSpec:
     """An agent as the compiler needs it.
 
-    ``static_instruction`` is never templated and is the whole cacheable
-    prefix; ``instruction`` is a state template rendered on every compile.
+    ``static_instruction`` is never templated and opens the system instruction (the
+    static prefix, ``prefix_hash``); ``instruction`` is a state template rendered on
+    every compile, after the identity and the user profile, which change less often.
     ``include_contents="none"`` shows only the current turn (ADK's scoped
     hand-off). ``token_budget`` caps the compiled request; ``None`` means no cap.
-    ``memory_placement``: preloaded memories go into the system instruction
-    ("system") or into a user content just before the new message
-    ("before_message": the system instruction and history stay a cacheable
-    prefix). ``tool_result_window``: tool results of invocations older than the
-    last N show as their call and a one-line summary; ``None`` keeps them all.
+    ``memory_placement``: preloaded memories go into a user content just before the
+    new message ("before_message", the default: the system instruction and history
+    stay a cacheable prefix) or into the system instruction ("system": it then
+    changes with every recall). ``tool_result_window``: tool results of invocations
+    older than the last N show as their call and a one-line summary; ``None`` keeps
+    them all.
     ``memory_tools``: which of the compiler's own tools (``load_memory``,
-    ``load_artifacts``) the agent is offered. ``None`` (the default) offers each
-    one whose service is configured, as before; a list offers only those named
-    (``[]``: none, so the agent sees only its own ``tools``). An agent without
-    ``load_artifacts`` gets no artifact listing either (it could not load one);
-    ``memory_preload`` is separate (recall before the call, not a tool) and works without it.
+    ``load_artifacts``) the agent is offered, opt-in: each one named is offered when
+    its service is configured, and by default (``[]``; ``None`` from a JSON payload
+    means the same) none is, so the agent sees only its own ``tools``. The artifact
+    listing comes with ``load_artifacts`` (an agent without it could not load what it
+    lists, as in ADK, where the tool adds the listing); ``memory_preload`` is separate
+    (recall before the call, not a tool) and works without ``load_memory``.
     ``user_profile``: show the user's profile (mnemoray.profiles) in the system
     instruction, when the compile has a profile source.
     """
@@ -44,14 +47,14 @@ class AgentSpec:
     tools: list[dict[str, Any]] = field(default_factory=list)
     memory_preload: bool = False
     preload_top_k: int = 5
-    memory_placement: MemoryPlacement = "system"
+    memory_placement: MemoryPlacement = "before_message"
     tool_result_window: int | None = None
-    memory_tools: list[str] | None = None
+    memory_tools: list[str] = field(default_factory=list)
     user_profile: bool = False
 
     def offers(self, tool_name: str) -> bool:
         """Whether this agent opted into the compiler's tool ``tool_name``."""
-        return self.memory_tools is None or tool_name in self.memory_tools
+        return tool_name in self.memory_tools
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -76,16 +79,21 @@ class AgentSpec:
             )
         if self.preload_top_k <= 0:
             raise InvalidInput("must be positive", field="preload_top_k")
-        if self.memory_tools is not None:
-            if not isinstance(self.memory_tools, (list, tuple)):
-                raise InvalidInput("must be a list of tool names or None", field="memory_tools")
-            for i, name in enumerate(self.memory_tools):
-                if name not in BUILTIN_TOOLS:
-                    raise InvalidInput(
-                        f"{name!r} is not one of {', '.join(BUILTIN_TOOLS)}",
-                        field=f"memory_tools[{i}]",
-                    )
-            self.memory_tools = list(self.memory_tools)
+        self.memory_tools = _tool_names(self.memory_tools)
         for i, tool in enumerate(self.tools):
             if not isinstance(tool, dict) or not tool.get("name"):
                 raise InvalidInput("a tool is a dict with a 'name'", field=f"tools[{i}]")
+
+
+def _tool_names(value: object) -> list[str]:
+    """``memory_tools`` checked; ``None`` (a JSON null, as older payloads send) is none."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise InvalidInput("must be a list of tool names", field="memory_tools")
+    for i, name in enumerate(value):
+        if name not in BUILTIN_TOOLS:
+            raise InvalidInput(
+                f"{name!r} is not one of {', '.join(BUILTIN_TOOLS)}", field=f"memory_tools[{i}]"
+            )
+    return list(value)

@@ -15,6 +15,11 @@ from mnemoray.compiler.services import Services
 from mnemoray.errors import InvalidInput, NotFound
 from mnemoray.sessions.session import Session
 
+# The trace's first and last entries, which no processor makes: the agent's own tool
+# declarations and the request's cacheable prefix.
+AGENT_TOOLS_STEP = "agent_tools"
+CACHEABLE_PREFIX_STEP = "cacheable_prefix"
+
 
 class UnknownProcessorError(NotFound, KeyError):
     def __init__(self, name: str, known: list[str]) -> None:
@@ -82,6 +87,8 @@ class Compiler:
             raise TypeError(f"{processor!r} is not a processor (needs a name and process(ctx))")
         if name in self.names:
             raise InvalidInput(f"a processor named {name!r} is already in the pipeline")
+        if name in (AGENT_TOOLS_STEP, CACHEABLE_PREFIX_STEP):
+            raise InvalidInput(f"{name!r} names a trace entry of the compiler's own")
 
     # -- compiling ----------------------------------------------------------------
     def compile(
@@ -93,7 +100,11 @@ class Compiler:
         temp_state: dict[str, Any] | None = None,
         callee: Callee | None = None,
     ) -> CompiledRequest:
-        """Run every processor in order. Pure: ``session`` is never modified.
+        """Run every processor in order. Pure: ``session`` is never modified. The trace
+        has one entry per processor, between ``agent_tools`` (the agent's own tool
+        declarations) and ``cacheable_prefix`` (what a prefix cache can reuse: its
+        tokens, how many system blocks and contents it spans, and the first part made
+        for this call only, which ends it).
 
         ``callee``: compile for an agent called as a tool (:meth:`compile_callee`)."""
         if callee is not None and new_message is not None:
@@ -119,7 +130,7 @@ class Compiler:
             ctx.add_tool(tool)
         trace = [
             TraceStep(
-                "agent_tools",
+                AGENT_TOOLS_STEP,
                 ctx.total_tokens,
                 (time.perf_counter_ns() - start) // 1000,
                 {"tools": [t["name"] for t in ctx.tools]},
@@ -134,7 +145,13 @@ class Compiler:
             trace.append(
                 TraceStep(processor.name, ctx.total_tokens - before, micros, ctx.detail, ctx.error)
             )
-        return ctx.build(trace)
+        # The last entry says what a prefix cache can reuse and where that stops, so a
+        # reader of the trace sees it beside the steps that made it.
+        start = time.perf_counter_ns()
+        prefix = ctx.cacheable_prefix()
+        micros = (time.perf_counter_ns() - start) // 1000
+        trace.append(TraceStep(CACHEABLE_PREFIX_STEP, 0, micros, prefix.to_dict()))
+        return ctx.build(trace, prefix)
 
     def compile_callee(
         self,

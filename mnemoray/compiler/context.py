@@ -8,15 +8,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, count, islice, repeat, takewhile
 from operator import attrgetter, is_
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from mnemoray.compiler.agent import AgentSpec
 from mnemoray.compiler.callee import Callee
 from mnemoray.compiler.degrade import step_error
 from mnemoray.compiler.request import (
+    CacheablePrefix,
     CompiledRequest,
     Content,
     ContentRole,
+    PrefixEnd,
     StepError,
     TraceStep,
     one_part_content,
@@ -69,7 +71,11 @@ class CompileContext:
     callee: Callee | None = None
     _instruction_tokens: int = 0
     _stable_instruction_tokens: int = 0  # the blocks before the first per-call one
-    _per_call_block: bool = False
+    # The first per-call block: the step that added it and its index in ``instructions``.
+    _per_call_block: tuple[str, int] | None = None
+    # id -> (content, the step that added it), for contents without event ids, so the
+    # trace can name what ends the cacheable prefix (the object is kept: ids are reused).
+    _added_by: dict[int, tuple[Content, str]] = field(default_factory=dict)
     _content_tokens: int = 0
     _tool_tokens: int = 0
     # The first ``_lead`` contents all carry event ids and hold ``_lead_tokens``
@@ -86,7 +92,7 @@ class CompileContext:
 
     # -- system instruction -----------------------------------------------------
     def set_static_instruction(self, text: str) -> None:
-        """The cacheable prefix. Everything added later comes after it."""
+        """The static prefix (``prefix_hash``). Everything added later comes after it."""
         self.static_instruction = text
         self.static_tokens = count_tokens(text)
 
@@ -98,12 +104,15 @@ class CompileContext:
             tokens = count_tokens(text)
             self.instructions.append(text)
             self._instruction_tokens += tokens
-            self._per_call_block = self._per_call_block or per_call
-            if not self._per_call_block:
+            if per_call and self._per_call_block is None:
+                self._per_call_block = (self.step, len(self.instructions) - 1)
+            if self._per_call_block is None:
                 self._stable_instruction_tokens += tokens
 
     # -- contents ---------------------------------------------------------------
     def add_content(self, content: Content, index: int | None = None) -> None:
+        if not content.event_ids:
+            self._added_by[id(content)] = (content, self.step)
         if index is None:
             self.contents.append(content)
         else:
@@ -116,6 +125,9 @@ class CompileContext:
         """``tokens``: the contents' total when the caller already knows it."""
         start = len(self.contents)
         self.contents.extend(contents)
+        for content in self.contents[start:]:
+            if not content.event_ids:
+                self._added_by[id(content)] = (content, self.step)
         self._content_tokens += (
             sum(map(_tokens, self.contents[start:])) if tokens is None else tokens
         )
@@ -126,9 +138,13 @@ class CompileContext:
         if len(self.contents) == self._lead:
             self._lead += len(contents)
             self._lead_tokens += tokens
-        self.extend_contents(contents, tokens)
+        # Not through extend_contents: these all have event ids, none is looked at.
+        self.contents.extend(contents)
+        self._content_tokens += tokens
 
     def replace_content(self, index: int, content: Content) -> None:
+        if not content.event_ids:
+            self._added_by[id(content)] = (content, self.step)
         old = self.contents[index]
         self._content_tokens += content.tokens - old.tokens
         if 0 <= index < self._lead:
@@ -181,7 +197,10 @@ class CompileContext:
         return self.error
 
     # -- result -------------------------------------------------------------------
-    def build(self, trace: list[TraceStep]) -> CompiledRequest:
+    def build(
+        self, trace: list[TraceStep], prefix: CacheablePrefix | None = None
+    ) -> CompiledRequest:
+        """The request; ``prefix``: its :meth:`cacheable_prefix`, when already taken."""
         blocks = (
             [self.static_instruction, *self.instructions]
             if self.static_instruction
@@ -196,25 +215,37 @@ class CompileContext:
             total_tokens=self.total_tokens,
             prefix_hash=prefix_hash(self.static_instruction),
             trace=trace,
-            cacheable_prefix_tokens=self.cacheable_prefix_tokens(),
+            cacheable_prefix_tokens=(prefix or self.cacheable_prefix()).tokens,
             system_hash=prefix_hash(system),
         )
 
-    def cacheable_prefix_tokens(self) -> int:
+    def cacheable_prefix(self) -> CacheablePrefix:
         """Tools and system instruction up to the first per-call block, then (if there
         was none) the history up to the first per-call content (one without event
         ids: the new message, recalled memories, inlined artifacts)."""
         # Tool declarations lead the prompt (Anthropic's cache order: tools, system,
         # messages; chat templates render them into the system turn).
         tokens = self._tool_tokens + self.static_tokens + self._stable_instruction_tokens
-        if self._per_call_block:
-            return tokens
+        static = 1 if self.static_instruction else 0
+        if self._per_call_block is not None:
+            step, at = self._per_call_block
+            end = PrefixEnd(step, "system_block", static + at)
+            return CacheablePrefix(tokens, static + at, 0, end)
         # The history's tokens are known; the walk (C-level) starts after it.
-        return (
-            tokens
-            + self._lead_tokens
-            + sum(map(_tokens, takewhile(_event_ids, islice(self.contents, self._lead, None))))
+        tail = list(takewhile(_event_ids, islice(self.contents, self._lead, None)))
+        count = self._lead + len(tail)
+        tokens += self._lead_tokens + sum(map(_tokens, tail))
+        blocks = static + len(self.instructions)
+        if count == len(self.contents):
+            return CacheablePrefix(tokens, blocks, count, None)
+        first = self.contents[count]
+        added = self._added_by.get(id(first))
+        # Empty: put there by hand, past the helpers above.
+        step = added[1] if added is not None and added[0] is first else ""
+        part: Literal["new_message", "content"] = (
+            "new_message" if first is self.new_message_content else "content"
         )
+        return CacheablePrefix(tokens, blocks, count, PrefixEnd(step, part, count))
 
 
 def prefix_hash(static_instruction: str) -> str:

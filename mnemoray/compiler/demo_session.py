@@ -37,7 +37,7 @@ USER_TURNS = [
     "Please remember I must be back in Berlin by the first of June for work.",
 ]
 
-# The root agent's static instruction never changes: it is the cacheable prefix.
+# The root agent's static instruction never changes: it opens the cacheable prefix.
 TRAVEL_AGENT = AgentSpec(
     name="travel_agent",
     description="Plans trips and answers travel questions.",
@@ -66,6 +66,9 @@ TRAVEL_AGENT = AgentSpec(
         }
     ],
     token_budget=1500,
+    # Its instruction already shows the itinerary, so of the compiler's tools it
+    # needs only recall (the static instruction tells it to call load_memory).
+    memory_tools=["load_memory"],
 )
 
 BOOKING_AGENT = AgentSpec(
@@ -74,6 +77,8 @@ BOOKING_AGENT = AgentSpec(
     static_instruction="You book travel. Confirm every booking's price and date before acting.",
     instruction="Book for {user:name}.",
     token_budget=1200,
+    # It sees the itinerary through the artifact listing and loads it when it books.
+    memory_tools=["load_artifacts"],
 )
 
 

@@ -185,6 +185,43 @@ class TraceStep:
 
 
 @dataclass(frozen=True)
+class PrefixEnd:
+    """The first part of a request made for this call only: where a prefix cache stops.
+
+    ``part`` is ``"system_block"`` (``index`` into the system instruction's blocks, the
+    static instruction first), ``"content"`` or ``"new_message"`` (``index`` into the
+    contents); ``step`` is the processor that added it."""
+
+    step: str
+    part: Literal["system_block", "content", "new_message"]
+    index: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "part": self.part, "index": self.index}
+
+
+@dataclass(frozen=True)
+class CacheablePrefix:
+    """What a prefix cache can reuse on the next call: the tool declarations, the first
+    ``system_blocks`` blocks of the system instruction and the first ``contents``
+    contents, ``tokens`` in all, up to ``ends_before`` (``None``: no part of the request
+    is made for this call only)."""
+
+    tokens: int
+    system_blocks: int
+    contents: int
+    ends_before: PrefixEnd | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "system_blocks": self.system_blocks,
+            "contents": self.contents,
+            "ends_before": None if self.ends_before is None else self.ends_before.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
 class CompiledRequest:
     system_instruction: str
     contents: list[Content]

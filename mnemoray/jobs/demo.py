@@ -143,6 +143,7 @@ def _compile_over_http(client: MnemorayClient) -> None:
         "instruction": "Traveller: {user:name?}.",
         "memory_preload": True,
         "preload_top_k": 3,
+        "memory_tools": TRAVEL_AGENT.memory_tools,
     }
     req = client.compile(
         "travel_app",
@@ -154,6 +155,11 @@ def _compile_over_http(client: MnemorayClient) -> None:
     print(f"\nPOST /v1/context:compile travel_app/maya/{sid}")
     print("--- system_instruction ---")
     print(req.system_instruction)
+    # The recalled memories sit just before the new message (the default placement).
+    for content in req.contents[:-1]:
+        if content.text.startswith("<memory>"):
+            print("--- memory block, just before the new message ---")
+            print(content.text)
     print(
         f"--- {len(req.contents)} contents, tools: "
         f"{', '.join(t['name'] for t in req.tools)}; tokens: static prefix "

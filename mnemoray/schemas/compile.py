@@ -94,7 +94,10 @@ class CompiledRequestOut(BaseModel):
         "for this call only: what a prefix cache can reuse",
     )
     system_hash: str = ""
-    trace: list[TraceStepOut]
+    trace: list[TraceStepOut] = Field(
+        description="agent_tools, one entry per processor, then cacheable_prefix (its "
+        "tokens, the system blocks and contents it spans, and what ends it: ends_before)"
+    )
     degraded: list[StepErrorOut] = Field(
         default_factory=list,
         description="steps skipped because an outside source failed (the compile still answered)",
@@ -115,13 +118,18 @@ class AgentIn(RequestModel):
     tools: list[JsonObject] = Field(default_factory=list, max_length=MAX_TOOLS)
     memory_preload: bool = False
     preload_top_k: int = Field(5, ge=1, le=MAX_TOP_K)
-    memory_placement: Literal["system", "before_message"] = "system"
+    memory_placement: Literal["system", "before_message"] = Field(
+        "before_message",
+        description="where recalled memories go: just before the new message (the "
+        "system instruction stays a cacheable prefix) or into the system instruction",
+    )
     tool_result_window: int | None = Field(None, ge=1)
     memory_tools: list[Literal["load_memory", "load_artifacts"]] | None = Field(
-        None,
+        default_factory=list,
         max_length=2,
-        description="the compiler's tools this agent is offered; "
-        "null: each one whose service is configured, []: none (the trace says which and why)",
+        description="the compiler's tools this agent opts into (each offered when its "
+        "service is configured; load_artifacts brings the artifact listing); "
+        "default [] and null: none (the trace says which and why)",
     )
     user_profile: bool = Field(False, description="show the user's profile (GET /v1/profiles)")
 

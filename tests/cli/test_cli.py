@@ -46,6 +46,10 @@ def test_demo_prints_compiled_context_and_trace(tmp_path: Path) -> None:
         assert f"\n{processor} " in out
     assert (tmp_path / "sessions.db").exists()
     assert "For context: [booking_agent] said:" in out  # narrative casting for travel_agent
+    # Each agent opts into the compiler's tools it needs: the booking agent the artifacts.
+    travel, booking = out.split("=== compiled for booking_agent ===")
+    assert "--- tools: search_flights\n" in travel and "--- tools: load_artifacts\n" in booking
+    assert '"load_memory": "no memory service is configured"' in travel
 
 
 def _archive(tmp_path: Path) -> Path:

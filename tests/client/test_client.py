@@ -153,10 +153,10 @@ def test_sessions_compile_with_a_callee_and_artifacts(mr: MnemorayClient) -> Non
         "app",
         "ana",
         "trip",
-        {"name": "planner", "instruction": "Hi {user:name}"},
+        {"name": "planner", "instruction": "Hi {user:name}", "memory_tools": ["load_artifacts"]},
         new_message="Which bag?",
     )
-    assert full.system_instruction.startswith("Hi Ana\n") and "notes.txt" in full.system_instruction
+    assert "\n\nHi Ana\n" in full.system_instruction and "notes.txt" in full.system_instruction
     assert full.contents[-1].text == "Which bag?"
 
 

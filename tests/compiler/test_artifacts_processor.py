@@ -45,7 +45,10 @@ def load_step(names: list[str], author: str = "analyst") -> list:
 
 def compile_with(session, store, **kw):
     return Compiler.default().compile(
-        session, AgentSpec(name="analyst"), services=Services(artifacts=store), **kw
+        session,
+        AgentSpec(name="analyst", memory_tools=["load_artifacts"]),
+        services=Services(artifacts=store),
+        **kw,
     )
 
 
@@ -86,6 +89,9 @@ def test_loaded_artifact_is_inlined_for_the_next_call_only(make_session, store):
     assert session.to_dict() == before  # nothing persisted
     step = next(s for s in req.trace if s.name == "artifacts")
     assert step.detail["inlined"] == ["report.csv", "logo.png", "missing.txt"]
+    # Made for this call only: a prefix cache stops before it (the trace's last entry).
+    ends = {"step": "artifacts", "part": "content", "index": len(req.contents) - 2}
+    assert req.trace[-1].detail["ends_before"] == ends
     # Once the agent has answered, the content leaves the working context.
     session.apply(model_message("analyst", "North made 10."))
     after = compile_with(session, store)

@@ -16,11 +16,11 @@ import uuid
 import pytest
 
 from benchmarks.compile_bench import INSTRUCTION, STATIC, TOOLS, build_session
-from mnemoray.compiler import AgentSpec, Compiler
+from mnemoray.compiler import AgentSpec
 from mnemoray.compiler.history_memo import clear_caches
 from mnemoray.sessions.events import Event
 from mnemoray.sessions.session import Session
-from tests.compiler.test_compile_pinned import digest
+from tests.compiler.test_compile_pinned import digest, pinned_compiler
 
 AGENTS = {
     "atlas": AgentSpec(
@@ -52,6 +52,19 @@ PINNED = {
     (1000, False, "atlas"): "2fd3d6ef86f3908a631f33af9ddb188b965905e45b351c3a829f92bceb0521fc",
     (1000, False, "researcher"): "439cef1bf2361e0083bfbd675c58e9b27d47df011d39cb566b719a2aa778e385",
 }
+# The default processors and their order when the digests were taken (the stable layout
+# since moved the identity and the user profile before the instruction).
+PINNED_ORDER = (
+    "static_instruction",
+    "instruction",
+    "identity",
+    "user_profile",
+    "history",
+    "tool_results",
+    "memory_preload",
+    "artifacts",
+    "token_budget",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -74,7 +87,7 @@ def _fresh(session: Session, events: list[Event]) -> Session:
 def _final_on_every_path(session: Session, agent: str, message: str) -> str:
     """The digest of the request for ``session``: first compile, again over the same
     objects, over fresh objects, and over fresh objects with every cache emptied."""
-    compiler = Compiler.default()
+    compiler = pinned_compiler(PINNED_ORDER)
     spec = AGENTS[agent]
     digests = {
         digest(compiler.compile(session, spec, new_message=message)),
@@ -105,7 +118,7 @@ def test_bench_sessions_compile_as_pinned(turns, compacted):
         session_id=f"s{turns}",
         state={"user:name": "Dana", "user:language": "en"},
     )
-    compiler = Compiler.default()
+    compiler = pinned_compiler(PINNED_ORDER)
     replay = hashlib.sha256()
     for start_at in starts:  # every turn's request, the session object kept (the bench)
         for event in full.events[len(session.events) : start_at]:

@@ -27,7 +27,12 @@ from tests.support.factories import assert_compiled_without_memory
 from tests.support.service_backend import ServiceBackend
 
 KEY = "degradation-test-key-0123456789"
-AGENT = {"name": "helper", "static_instruction": "You are helpful.", "memory_preload": True}
+AGENT = {
+    "name": "helper",
+    "static_instruction": "You are helpful.",
+    "memory_preload": True,
+    "memory_tools": ["load_memory"],
+}
 DEGRADED_METRIC = 'mnemoray_compile_degraded_total{error="StoreCorrupt",step="memory_preload"}'
 
 
@@ -72,12 +77,16 @@ def failing(exc: BaseException) -> Callable[..., Any]:
 def test_a_compile_over_a_damaged_store_answers_without_memories(tmp_path: Path) -> None:
     service = healthy_service(tmp_path)
     before = compile_with(service.memory_search())
-    assert "<memory>" in before.system_instruction and before.degraded == []
+    assert before.contents[-2].text.startswith("<memory>") and before.degraded == []
     assert preload_step(before.trace).error is None
     damage(tmp_path)
     req = compile_with(service.memory_search())
-    assert "<memory>" not in req.system_instruction
-    assert req.system_instruction == before.system_instruction.split("\n\n<memory>")[0]
+    assert all("<memory>" not in c.text for c in req.contents)
+    # The memories sat before the message: the system instruction is as it was.
+    assert req.system_instruction == before.system_instruction
+    assert [c.text for c in req.contents] == [
+        c.text for c in before.contents if c is not before.contents[-2]
+    ]
     assert any(t["name"] == "load_memory" for t in req.tools)  # declarations stay stable
     assert req.contents[-1].text == "tulips"
     step = preload_step(req.trace)
@@ -124,7 +133,7 @@ def test_a_failure_that_is_not_the_callers_degrades(
         assert shown in step.error.message
     else:  # internals (paths, a model's location) stay in the server log
         assert "/" not in step.error.message
-    assert "<memory>" not in req.system_instruction and req.degraded == [step.error]
+    assert all("<memory>" not in c.text for c in req.contents) and req.degraded == [step.error]
 
 
 def test_a_library_error_wrapped_by_another_process_is_named_by_its_cause() -> None:
@@ -186,7 +195,8 @@ def test_compile_over_http_with_an_unreadable_store_is_200_and_counted(tmp_path:
     }
     ok = client.post("/v1/context:compile", json=body)
     assert ok.status_code == 200, ok.text
-    assert "<memory>" in ok.json()["system_instruction"] and ok.json()["degraded"] == []
+    assert "<memory>" in ok.json()["contents"][-2]["parts"][0]["text"]
+    assert ok.json()["degraded"] == []
     assert DEGRADED_METRIC not in client.get("/metrics").text
     damage(tmp_path)
     for _ in range(2):

@@ -17,11 +17,12 @@ from mnemoray.compiler import (
 from mnemoray.compiler.context import text_content
 from mnemoray.sessions.events import model_message, tool_call, tool_result, user_message
 
+# The stable layout: the system instruction's blocks from the least to the most changing.
 DEFAULT_ORDER = [
     "static_instruction",
-    "instruction",
     "identity",
     "user_profile",
+    "instruction",
     "history",
     "tool_results",
     "memory_preload",
@@ -58,15 +59,49 @@ def test_default_order():
     assert Compiler.default().names == DEFAULT_ORDER
 
 
+PROFILE = {
+    "sessions": 3,
+    "expertise": [{"topic": "roses", "depth": "expert"}],
+    "style": {"turns": 0},
+    "declined": [],
+    "store_version": 7,
+}
+
+
+def test_the_default_layout_goes_from_stable_to_state_dependent(make_session):
+    session = make_session(user_message("hi"))
+    agent = AgentSpec(
+        name="alpha",
+        description="Gardens.",
+        static_instruction="Static.",
+        instruction="Mood: {mood}.",
+        user_profile=True,
+    )
+    services = Services(user_profile=lambda app, user: PROFILE)
+
+    def compiled(mood: str):
+        return Compiler.default().compile(session, agent, "bye", services, {"mood": mood})
+
+    calm, angry = compiled("calm"), compiled("angry")
+    blocks = calm.system_instruction.split("\n\n")
+    assert blocks[0] == "Static."
+    assert blocks[1].startswith("You are an agent.") and '"alpha"' in blocks[1]
+    assert blocks[2].startswith("<user_profile>") and blocks[2].endswith("</user_profile>")
+    assert blocks[3:] == ["Mood: calm."]
+    # A change of state moves only the last block: what comes before it stays a prefix.
+    prefix = "\n\n".join(blocks[:3])
+    assert angry.system_instruction == prefix + "\n\nMood: angry."
+
+
 def test_insert_remove_replace_by_name(make_session):
     compiler = Compiler.default()
     compiler.insert_after("identity", Note()).insert_before("token_budget", DropOtherAgents())
     assert compiler.names == [
         "static_instruction",
-        "instruction",
         "identity",
         "note",
         "user_profile",
+        "instruction",
         "history",
         "tool_results",
         "memory_preload",
@@ -98,6 +133,9 @@ def test_unknown_and_duplicate_names_are_clear_errors():
             call()
     with pytest.raises(ValueError, match="already"):
         compiler.insert_after("history", Note(name="identity"))
+    for own in ("agent_tools", "cacheable_prefix"):  # the trace's entries without a processor
+        with pytest.raises(ValueError, match="compiler's own"):
+            compiler.insert_after("history", Note(name=own))
     with pytest.raises(TypeError, match="not a processor"):
         compiler.insert_after("history", object())  # type: ignore[arg-type]
 
@@ -111,7 +149,7 @@ def test_trace_times_every_step_and_tokens_add_up(make_session):
         tools=[{"name": "lookup", "parameters": {"type": "object"}}],
     )
     req = Compiler.default().compile(session, agent, new_message="bye")
-    assert [s.name for s in req.trace] == ["agent_tools", *DEFAULT_ORDER]
+    assert [s.name for s in req.trace] == ["agent_tools", *DEFAULT_ORDER, "cacheable_prefix"]
     assert sum(s.tokens_added for s in req.trace) == req.total_tokens
     assert all(s.micros >= 0 for s in req.trace)
     assert req.total_tokens == (

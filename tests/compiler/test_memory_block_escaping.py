@@ -187,7 +187,7 @@ def test_the_artifacts_listing_keeps_one_line_per_artifact(make_session) -> None
     )
     req = Compiler.default().compile(
         make_session(),
-        AgentSpec(name="travel"),
+        AgentSpec(name="travel", memory_tools=["load_artifacts"]),
         new_message="hi",
         services=Services(artifacts=store),
     )

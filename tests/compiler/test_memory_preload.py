@@ -34,7 +34,7 @@ def agent(**kw) -> AgentSpec:
     return AgentSpec(name="travel", static_instruction=STATIC, memory_preload=True, **kw)
 
 
-def test_preload_searches_with_the_new_message_and_injects_after_the_prefix(make_session):
+def test_preload_searches_with_the_new_message_and_injects_before_it(make_session):
     memory = FakeMemory(snippets("Dana is vegetarian.", "Dana prefers window seats."))
     req = Compiler.default().compile(
         make_session(),
@@ -43,9 +43,11 @@ def test_preload_searches_with_the_new_message_and_injects_after_the_prefix(make
         services=Services(memory_search=memory),
     )
     assert memory.calls == [("app", "u1", "Book lunch on my flight", 2)]
-    prefix, rest = req.system_instruction.split("\n\n", 1)
-    assert prefix == STATIC
-    block = rest[rest.index("<memory>") : rest.index("</memory>") + len("</memory>")]
+    assert req.system_instruction.split("\n\n", 1)[0] == STATIC
+    assert "<memory>" not in req.system_instruction  # the default: before the message
+    block = req.contents[-2].text
+    assert block.startswith("<memory>") and block.endswith("</memory>")
+    assert req.contents[-1].text == "Book lunch on my flight"
     assert "- [2023-11-14, session old0] Dana is vegetarian." in block
     assert "- [2023-11-15, session old1] Dana prefers window seats." in block
     step = next(s for s in req.trace if s.name == "memory_preload")
@@ -53,18 +55,20 @@ def test_preload_searches_with_the_new_message_and_injects_after_the_prefix(make
     assert step.tokens_added > 0
 
 
-def test_prefix_hash_unchanged_when_memories_change(make_session):
+def test_prefix_hash_unchanged_when_memories_change_even_in_the_system_instruction(
+    make_session,
+):
     compiler = Compiler.default()
     session = make_session()
     first = compiler.compile(
         session,
-        agent(),
+        agent(memory_placement="system"),
         new_message="hi",
         services=Services(memory_search=FakeMemory(snippets("A"))),
     )
     second = compiler.compile(
         session,
-        agent(),
+        agent(memory_placement="system"),
         new_message="hi",
         services=Services(memory_search=FakeMemory(snippets("B", "C"))),
     )
@@ -81,9 +85,11 @@ def test_without_new_message_the_last_user_text_is_the_query(make_session):
     assert "<memory>" not in req.system_instruction  # no results, no block
 
 
-def test_load_memory_tool_offered_whenever_search_exists(make_session):
+def test_load_memory_tool_offered_when_opted_into_and_search_exists(make_session):
     memory = FakeMemory(snippets("x"))
-    plain = AgentSpec(name="travel", tools=[{"name": "book", "parameters": {}}])
+    plain = AgentSpec(
+        name="travel", tools=[{"name": "book", "parameters": {}}], memory_tools=["load_memory"]
+    )
     req = Compiler.default().compile(
         make_session(), plain, new_message="hi", services=Services(memory_search=memory)
     )
@@ -99,4 +105,4 @@ def test_a_memory_cannot_close_the_block(make_session):
     req = Compiler.default().compile(
         make_session(), agent(), new_message="hi", services=Services(memory_search=memory)
     )
-    assert req.system_instruction.count("</memory>") == 1
+    assert req.contents[-2].text.count("</memory>") == 1

@@ -1,5 +1,5 @@
-"""The compiler's own tools are opt-in per agent (``AgentSpec.memory_tools``),
-and load_memory takes a ``limit`` the model chooses within a bound."""
+"""The compiler's own tools are opt-in per agent (``AgentSpec.memory_tools``, none by
+default), and load_memory takes a ``limit`` the model chooses within a bound."""
 
 from __future__ import annotations
 
@@ -35,9 +35,26 @@ def step(req, name: str):
     return next(s for s in req.trace if s.name == name)
 
 
-def test_by_default_every_configured_tool_is_offered_and_the_trace_says_why(make_session):
-    req = compile_for(make_session)
+NOT_OPTED_IN = "the agent did not opt in through memory_tools"
+
+
+@pytest.mark.parametrize("memory_tools", [{}, {"memory_tools": []}, {"memory_tools": None}])
+def test_by_default_no_tool_of_the_compilers_is_offered_and_the_trace_says_why(
+    make_session, memory_tools
+):
+    own = {"name": "book", "parameters": {}}
+    req = compile_for(make_session, tools=[own], **memory_tools)
+    assert req.tools == [own]
+    # No artifact listing either: the agent could not load what it lists.
+    assert "report.csv" not in req.system_instruction
+    assert step(req, "memory_preload").detail["tools_not_offered"] == {"load_memory": NOT_OPTED_IN}
+    assert step(req, "artifacts").detail["tools_not_offered"] == {"load_artifacts": NOT_OPTED_IN}
+
+
+def test_an_agent_that_opts_into_both_gets_both_and_the_trace_says_why(make_session):
+    req = compile_for(make_session, memory_tools=["load_memory", "load_artifacts"])
     assert [t["name"] for t in req.tools] == ["load_memory", "load_artifacts"]
+    assert "report.csv" in req.system_instruction
     assert step(req, "memory_preload").detail["tools_offered"] == {
         "load_memory": "a memory service is configured"
     }
@@ -46,15 +63,27 @@ def test_by_default_every_configured_tool_is_offered_and_the_trace_says_why(make
     }
 
 
-def test_an_agent_that_opts_out_of_every_tool_sees_only_its_own(make_session):
-    own = {"name": "book", "parameters": {}}
-    req = compile_for(make_session, tools=[own], memory_tools=[])
-    assert req.tools == [own]
-    # No artifact listing either: the agent could not load what it lists.
-    assert "report.csv" not in req.system_instruction
-    why = "the agent's memory_tools leaves it out"
-    assert step(req, "memory_preload").detail["tools_not_offered"] == {"load_memory": why}
-    assert step(req, "artifacts").detail["tools_not_offered"] == {"load_artifacts": why}
+def test_a_tool_opted_into_without_its_service_is_not_offered_and_the_trace_says_why(
+    make_session,
+):
+    agent = AgentSpec(name="a", memory_tools=["load_memory", "load_artifacts"])
+    bare = Compiler.default().compile(make_session(), agent, new_message="hi")
+    assert bare.tools == []
+    assert step(bare, "memory_preload").detail["tools_not_offered"] == {
+        "load_memory": "no memory service is configured"
+    }
+    assert step(bare, "artifacts").detail["tools_not_offered"] == {
+        "load_artifacts": "no artifact store is configured"
+    }
+    empty = Compiler.default().compile(
+        make_session(), agent, "hi", Services(artifacts=InMemoryArtifactStore())
+    )
+    assert step(empty, "artifacts").detail["tools_not_offered"] == {
+        "load_artifacts": "the session has no artifacts"
+    }
+    # An agent that did not opt in is told nothing about services it could not use.
+    plain = Compiler.default().compile(make_session(), AgentSpec(name="a"), new_message="hi")
+    assert all("tools_not_offered" not in s.detail for s in plain.trace)
 
 
 def test_an_agent_may_take_one_tool_and_leave_the_other(make_session):
@@ -137,19 +166,20 @@ def test_http_compile_takes_memory_tools_and_checks_them(make_http):
         "new_message": "hi",
         "agent": {"name": "a", "tools": [{"name": "book"}]},
     }
-    default = client.post("/v1/context:compile", json=body)
-    assert default.status_code == 200, default.text
-    assert [t["name"] for t in default.json()["tools"]] == ["book", "load_memory"]
-    opted_out = client.post(
-        "/v1/context:compile", json={**body, "agent": {**body["agent"], "memory_tools": []}}
+    # The default and an older payload's null alike: none of the compiler's tools.
+    for agent in (body["agent"], {**body["agent"], "memory_tools": None}):
+        default = client.post("/v1/context:compile", json={**body, "agent": agent})
+        assert default.status_code == 200, default.text
+        out = default.json()
+        assert [t["name"] for t in out["tools"]] == ["book"]
+        trace = next(s for s in out["trace"] if s["name"] == "memory_preload")
+        assert trace["detail"]["tools_not_offered"] == {"load_memory": NOT_OPTED_IN}
+    opted_in = client.post(
+        "/v1/context:compile",
+        json={**body, "agent": {**body["agent"], "memory_tools": ["load_memory"]}},
     )
-    assert opted_out.status_code == 200, opted_out.text
-    out = opted_out.json()
-    assert [t["name"] for t in out["tools"]] == ["book"]
-    trace = next(s for s in out["trace"] if s["name"] == "memory_preload")
-    assert trace["detail"]["tools_not_offered"] == {
-        "load_memory": "the agent's memory_tools leaves it out"
-    }
+    assert opted_in.status_code == 200, opted_in.text
+    assert [t["name"] for t in opted_in.json()["tools"]] == ["book", "load_memory"]
     bad = client.post(
         "/v1/context:compile", json={**body, "agent": {**body["agent"], "memory_tools": ["recall"]}}
     )

@@ -30,7 +30,9 @@ from mnemoray.tokens import count_tokens
 
 BIG = {"rows": [{"id": i, "city": "Lisbon", "note": "x" * 40} for i in range(4000)]}
 BIG_BYTES = len(json.dumps(BIG, sort_keys=True, ensure_ascii=False).encode())
-AGENT = AgentSpec(name="bot", static_instruction="You answer from data.")
+AGENT = AgentSpec(
+    name="bot", static_instruction="You answer from data.", memory_tools=["load_artifacts"]
+)
 
 
 def search_turn(response: Any, call_id: str = "c1") -> list[Event]:
@@ -234,7 +236,12 @@ def test_http_append_offloads_and_the_artifact_route_serves_the_payload(make_htt
     assert raw.status_code == 200 and json.loads(raw.content) == BIG
     out = client.post(
         "/v1/context:compile",
-        json={"app_name": "app", "user_id": "ana", "session_id": "s1", "agent": {"name": "bot"}},
+        json={
+            "app_name": "app",
+            "user_id": "ana",
+            "session_id": "s1",
+            "agent": {"name": "bot", "memory_tools": ["load_artifacts"]},
+        },
     ).json()
     assert out["total_tokens"] < 1_000 and response["artifact"] in out["system_instruction"]
 

@@ -5,14 +5,14 @@ tokens per request, in the trace and in /metrics."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from mnemoray.compiler import LOAD_MEMORY_TOOL, AgentSpec, Compiler, MemorySnippet, Services
+from mnemoray.compiler import AgentSpec, Compiler, MemorySnippet, Services
 from mnemoray.compiler.processors.memory_preload import MEMORY_OPEN
 from mnemoray.memory.records.record import Memory
+from mnemoray.schemas.compile import AgentIn
 from mnemoray.sessions.events import model_message, user_message
 from mnemoray.tokens import count_tokens
 
@@ -31,13 +31,14 @@ def search_returning(*texts: str) -> Any:
     return search
 
 
-def agent(placement: str) -> AgentSpec:
+def agent(placement: str | None) -> AgentSpec:
+    """``placement`` None: the default."""
     return AgentSpec(
         name="bot",
         static_instruction="You are a gardening assistant.",
         instruction="Be brief.",
         memory_preload=True,
-        memory_placement=placement,
+        **({} if placement is None else {"memory_placement": placement}),
     )
 
 
@@ -67,15 +68,77 @@ def test_before_message_puts_memories_last_and_keeps_the_system_instruction(make
         step = next(s for s in req.trace if s.name == "memory_preload")
         assert step.detail["placement"] == "before_message"
         assert step.detail["content_index"] == len(req.contents) - 2
-        # The block and the load_memory declaration that comes with preloading.
-        tool_tokens = count_tokens(json.dumps(LOAD_MEMORY_TOOL, sort_keys=True))
-        assert step.tokens_added == memory.tokens + tool_tokens
+        # The block only: preloading brings no load_memory declaration (opt-in).
+        assert step.tokens_added == memory.tokens and req.tools == []
     # Different recall results, byte-identical system instruction and history.
     assert first.system_hash == second.system_hash
     assert first.system_instruction == second.system_instruction
     assert [c.to_dict() for c in first.contents[:-2]] == [c.to_dict() for c in second.contents[:-2]]
     assert first.cacheable_prefix_tokens == second.cacheable_prefix_tokens
     assert first.total_tokens == sum(s.tokens_added for s in first.trace)
+
+
+def test_the_default_layout_keeps_the_system_hash_and_the_trace_shows_the_prefix(make_session):
+    """Two turns of one session recalling different memories: by default the system
+    instruction stays byte-identical and a prefix cache reuses it and the history; with
+    the memories in the system instruction its hash changes and the prefix stops there."""
+    session = make_session(*HISTORY)
+    compiler = Compiler.default()
+
+    def compiled(placement: str | None, memory: str) -> Any:
+        search = search_returning(memory)
+        return compiler.compile(session, agent(placement), "water them?", Services(search))
+
+    first = compiled(None, "Ana has a balcony garden.")
+    second = compiled(None, "Ana waters on Sundays.")
+    assert first.system_hash == second.system_hash
+    for req in (first, second):
+        summary = req.trace[-1]
+        assert (summary.name, summary.tokens_added) == ("cacheable_prefix", 0)
+        # static instruction, identity, instruction; then the history, up to the memories.
+        assert summary.detail == {
+            "tokens": req.cacheable_prefix_tokens,
+            "system_blocks": 3,
+            "contents": len(HISTORY),
+            "ends_before": {"step": "memory_preload", "part": "content", "index": len(HISTORY)},
+        }
+        history = req.contents[: len(HISTORY)]
+        assert all(c.event_ids for c in history) and MEMORY_OPEN in req.contents[-2].text
+        assert req.cacheable_prefix_tokens == count_tokens(req.system_instruction) + sum(
+            c.tokens for c in history
+        )
+    in_system = [compiled("system", m) for m in ("Ana has a balcony garden.", "Ana waters.")]
+    assert in_system[0].system_hash != in_system[1].system_hash
+    for req in in_system:
+        assert req.trace[-1].detail == {
+            "tokens": req.cacheable_prefix_tokens,
+            "system_blocks": 3,
+            "contents": 0,
+            "ends_before": {"step": "memory_preload", "part": "system_block", "index": 3},
+        }
+        blocks = req.system_instruction.split("\n\n")
+        assert blocks[3].startswith(MEMORY_OPEN)
+        assert req.cacheable_prefix_tokens == count_tokens("\n\n".join(blocks[:3]))
+
+
+def test_the_trace_names_what_ends_the_prefix_when_nothing_is_recalled(make_session):
+    session = make_session(*HISTORY)
+    plain = AgentSpec(name="bot", static_instruction="You are a gardening assistant.")
+    asked = Compiler.default().compile(session, plain, "water them how often?")
+    assert asked.trace[-1].detail["ends_before"] == {
+        "step": "history",
+        "part": "new_message",
+        "index": len(HISTORY),
+    }
+    # No new message and nothing recalled: the whole request is a reusable prefix.
+    replayed = Compiler.default().compile(session, plain)
+    assert replayed.trace[-1].detail == {
+        "tokens": replayed.total_tokens,
+        "system_blocks": 2,
+        "contents": len(HISTORY),
+        "ends_before": None,
+    }
+    assert replayed.cacheable_prefix_tokens == replayed.total_tokens
 
 
 def test_system_placement_changes_the_system_instruction_and_shortens_the_prefix(make_session):
@@ -110,8 +173,9 @@ def test_without_a_new_message_memories_go_before_the_last_user_message(make_ses
     assert len(texts) == len(HISTORY) + 1
 
 
-def test_no_memories_no_block_and_the_default_is_system(make_session):
-    assert AgentSpec(name="x").memory_placement == "system"
+def test_no_memories_no_block_and_the_default_is_before_message(make_session):
+    assert AgentSpec(name="x").memory_placement == "before_message"
+    assert AgentIn(name="x").memory_placement == "before_message"  # the HTTP edge too
     req = compile_with(make_session, "before_message")
     assert len(req.contents) == len(HISTORY) + 1
     with pytest.raises(ValueError, match="memory_placement"):
@@ -160,13 +224,13 @@ def test_http_placement_prefix_reuse_and_context_tokens_metrics(make_http):
         [Memory("app", "ana", "s0", "fact", "ana grows tulips", created_at=1.0)]
     )
     backend.sessions.create_session("app", "ana", "s1")
-    at_end = _compile(client, memory_preload=True, memory_placement="before_message")
+    at_end = _compile(client, memory_preload=True)  # the default placement
     assert at_end.status_code == 200, at_end.text
     out = at_end.json()
     assert "<memory>" not in out["system_instruction"]
     assert "tulips" in out["contents"][-2]["parts"][0]["text"]
     assert out["cacheable_prefix_tokens"] > 0 and len(out["system_hash"]) == 64
-    in_system = _compile(client, memory_preload=True).json()
+    in_system = _compile(client, memory_preload=True, memory_placement="system").json()
     assert "<memory>" in in_system["system_instruction"]
     assert in_system["system_hash"] != out["system_hash"]
     assert in_system["prefix_hash"] == out["prefix_hash"]

@@ -50,4 +50,4 @@ def test_empty_static_instruction_hashes_empty_prefix(make_session):
     req = Compiler.default().compile(make_session(), AgentSpec(name="a", instruction="Hi."))
     assert req.prefix_hash == hashlib.sha256(b"").hexdigest()
     assert req.static_prefix_tokens == 0
-    assert req.system_instruction.startswith("Hi.")
+    assert req.system_instruction.endswith("\n\nHi.")  # after the identity

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -205,11 +206,16 @@ def test_compile_preloads_the_agents_view(service: MemoryService) -> None:
             "shop", "ana", "s1", [user_message("Tell me about Pico the parrot and Lyon")]
         )
 
+        def memories(out: Any) -> str:
+            """The memory block (a content just before the turn being answered)."""
+            return next((c.text for c in out.contents if c.text.startswith("<memory>")), "")
+
         def block(agent: str) -> str:
-            out = shop.compile(
-                "shop", "ana", "s1", {"name": agent, "memory_preload": True, "preload_top_k": 5}
+            return memories(
+                shop.compile(
+                    "shop", "ana", "s1", {"name": agent, "memory_preload": True, "preload_top_k": 5}
+                )
             )
-            return out.system_instruction or ""
 
         assert "Pico" in block("vet") and "Lyon" in block("vet")
         assert "Pico" not in block("groomer") and "Lyon" in block("groomer")
@@ -217,12 +223,12 @@ def test_compile_preloads_the_agents_view(service: MemoryService) -> None:
         assert "Pico" not in block("front desk") and "Lyon" in block("front desk")
         # memory_agent decouples the view from the name: "" = the shared memories only.
         agent = {"name": "vet", "memory_preload": True, "preload_top_k": 5}
-        shared = shop.compile("shop", "ana", "s1", agent, memory_agent="").system_instruction
-        assert "Pico" not in (shared or "") and "Lyon" in (shared or "")
-        groomer_as_vet = shop.compile(
-            "shop", "ana", "s1", {**agent, "name": "groomer"}, memory_agent="vet"
-        ).system_instruction
-        assert "Pico" in (groomer_as_vet or "")
+        shared = memories(shop.compile("shop", "ana", "s1", agent, memory_agent=""))
+        assert "Pico" not in shared and "Lyon" in shared
+        groomer_as_vet = memories(
+            shop.compile("shop", "ana", "s1", {**agent, "name": "groomer"}, memory_agent="vet")
+        )
+        assert "Pico" in groomer_as_vet
         with pytest.raises(InvalidInputAPIError, match="memory_agent"):
             shop.compile("shop", "ana", "s1", agent, memory_agent="front desk")
 

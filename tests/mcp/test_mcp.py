@@ -200,9 +200,10 @@ def test_compile_context_and_one_line_tool_errors(store: Path) -> None:
             },
         )
         assert out["system_instruction"].startswith("You book trips.")
-        assert "Ana prefers aisle seats on short flights." in out["system_instruction"]
         texts = [p.get("text") for c in out["contents"] for p in c["parts"]]
-        assert "Book me a flight to Lisbon in May." in texts and "Any seat?" in texts
+        assert "Book me a flight to Lisbon in May." in texts and texts[-1] == "Any seat?"
+        # The memories go just before the new message (the default placement).
+        assert "Ana prefers aisle seats on short flights." in texts[-2]
         assert out["total_tokens"] > 0
         # An agent that opts in gets the user's profile (the service's own profile reads).
         assert "<user_profile>" not in out["system_instruction"]

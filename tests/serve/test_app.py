@@ -562,6 +562,7 @@ def test_compile_returns_request_and_trace(server: Server) -> None:
                 "instruction": "The user is {user:name}.",
                 "memory_preload": True,
                 "preload_top_k": 2,
+                "memory_tools": ["load_memory"],
             },
             new_message="tell me about that flying animal again",
         )
@@ -573,7 +574,9 @@ def test_compile_returns_request_and_trace(server: Server) -> None:
             mr.compile("app", "alice", "chat", {"name": "h", "include_contents": "all"})
     assert out.system_instruction.startswith("You are helpful.")
     assert "The user is Alice." in out.system_instruction
-    assert "<memory>" in out.system_instruction and "parrot" in out.system_instruction
+    block = out.contents[-2].text  # just before the new message (the default placement)
+    assert block.startswith("<memory>") and "parrot" in block
+    assert "<memory>" not in out.system_instruction
     names = [step.name for step in out.trace]
     assert "memory_preload" in names and "instruction" in names
     preload = next(s for s in out.trace if s.name == "memory_preload")

@@ -203,7 +203,9 @@ def test_a_replayed_compile_sees_the_artifacts_of_its_time(store: SessionStore) 
     artifacts = InMemoryArtifactStore()
     e1, e2 = session_with_artifacts(store, artifacts)
     session = store.get_session(APP, USER, "s")
-    agent = AgentSpec(name="agent", instruction="Care sheet: {artifact.notes.md}")
+    agent = AgentSpec(
+        name="agent", instruction="Care sheet: {artifact.notes.md}", memory_tools=["load_artifacts"]
+    )
 
     def compiled(at: str | None) -> str:
         services = Services(artifacts=artifacts)
@@ -289,6 +291,7 @@ def test_compile_at_an_earlier_event_over_http(ui_http: tuple[UiStore, TestClien
         "name": "parrot_agent",
         "instruction": "Owner {user:name?}; pet {user:pet?}; mood {mood?}; "
         "topic {app:last_topic?}.",
+        "memory_tools": ["load_artifacts"],
     }
     body = {"app_name": UI_APP, "user_id": ANA, "session_id": ANA_SESSION, "agent": agent}
     now = client.post("/v1/context:compile", json=body).json()

@@ -59,7 +59,11 @@ def parrot(user: str = "alice", sid: str = "parrot", t: float = T0, app: str = "
 def assert_compiled_without_memory(out: dict[str, Any], error: str = "StoreCorrupt") -> None:
     """A compile answer whose memory preload failed with ``error``: no memory block, and
     the trace and ``degraded`` name the step."""
-    assert "<memory>" not in out["system_instruction"]
+    texts = [
+        out["system_instruction"],
+        *(p.get("text") or "" for c in out["contents"] for p in c["parts"]),
+    ]
+    assert not any("<memory>" in text for text in texts)
     step = next(s for s in out["trace"] if s["name"] == "memory_preload")
     assert step["error"]["step"] == "memory_preload"
     assert step["error"]["error"] == error

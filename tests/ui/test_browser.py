@@ -353,13 +353,25 @@ class TestPage:
         for step in ("static_instruction", "history", "memory_preload", "token_budget"):
             assert step in tokens.inner_html()
         assert page.get_by_test_id("trace-time").count() == 1
+        # The compiler's tools are opt-in: the inspector's agent ticks both.
+        for tool in ("load_memory", "load_artifacts"):
+            assert page.get_by_test_id(f"agent-tool-{tool}").is_checked()
+        summary = page.get_by_test_id("compile-summary").inner_text()
+        assert "load_memory, load_artifacts" in summary
         sections = page.locator("[data-testid=compiled-sections] [data-section]")
         assert [sections.nth(i).get_attribute("data-section") for i in range(sections.count())] == [
             "Static prefix (cacheable)",
             "Instruction",
-            "Memory block",
             "Artifacts listing",
         ]
+        # The memory block sits just before the new message (the default placement).
+        kinds = page.locator("[data-testid=compiled-contents] tbody tr td:nth-child(3)")
+        at = kinds.all_inner_texts().index("memory block")
+        # The trace's last entry in words: the prefix ends at that block.
+        summary = page.get_by_test_id("prefix-summary").inner_text()
+        assert summary.startswith("A prefix cache can reuse ")
+        assert summary.endswith(f"it ends before content {at + 1}, added by memory_preload.")
+        assert "cacheable_prefix" in tokens.inner_html()
         turns = page.get_by_test_id("prefix-turns")
         turns.wait_for()
         assert turns.locator("tbody tr").count() == len(ui_store.user_turn_ids)

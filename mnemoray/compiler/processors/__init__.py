@@ -16,14 +16,17 @@ from mnemoray.compiler.processors.user_profile import UserProfileProcessor
 
 
 def default_processors() -> list[Processor]:
-    """Static prefix first (cacheable), dynamic blocks after it, history (old tool
-    results summarized), recall and artifacts, and the budget last so it sees
-    everything. The prefix-reuse tracker lives as long as the pipeline."""
+    """The stable layout: the system instruction's blocks from the least to the most
+    changing (static instruction, identity, the user profile, which changes once per
+    session, then the state-templated instruction), so a change of state leaves the
+    blocks before it cacheable; then history (old tool results summarized), recalled
+    memories (just before the new message by default) and artifacts, and the budget
+    last so it sees everything. The prefix-reuse tracker lives as long as the pipeline."""
     return [
         StaticInstructionProcessor(PrefixReuse()),
-        InstructionProcessor(),
         IdentityProcessor(),
         UserProfileProcessor(),
+        InstructionProcessor(),
         HistoryProcessor(),
         ToolResultsProcessor(),
         MemoryPreloadProcessor(),

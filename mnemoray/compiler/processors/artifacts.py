@@ -1,7 +1,9 @@
-"""Artifacts: handles + summaries always, content only for the step that asked.
+"""Artifacts: handles + summaries, content only for the step that asked.
 
-The model sees what exists (name, handle, mime type, summary) and the
-load_artifacts tool. When the session's last step is this agent's
+An agent that names load_artifacts in ``memory_tools`` sees what exists (name,
+handle, mime type, summary) and the tool; one that does not sees neither (as in
+ADK, where the tool brings the listing), though its instruction template may still
+read an artifact (``{artifact.name}``). When the session's last step is this agent's
 load_artifacts call and its result, the requested contents are inlined as a
 user content for this compile only; nothing is written back, so the payload
 leaves the working context after the call that needed it.
@@ -25,7 +27,7 @@ from mnemoray.artifacts.store import (
 )
 from mnemoray.compiler.blocks import inline
 from mnemoray.compiler.context import CompileContext
-from mnemoray.compiler.processors.offers import not_offered, offer_tool
+from mnemoray.compiler.processors.offers import not_offered, offer_tool, unavailable
 from mnemoray.compiler.request import Content, Part
 from mnemoray.compiler.selection import NOISE_TYPES
 from mnemoray.compiler.tools import LOAD_ARTIFACTS, LOAD_ARTIFACTS_TOOL
@@ -55,12 +57,14 @@ class ArtifactsProcessor:
             ctx.detail.update(mode="callee", given=given)
             return
         if store is None:
+            unavailable(ctx, LOAD_ARTIFACTS, "no artifact store is configured")
             return
         if not ctx.agent.offers(LOAD_ARTIFACTS):
             not_offered(ctx, LOAD_ARTIFACTS)
             return  # no listing either: the agent could not load what it lists
         names = store.list_names(session.app_name, session.user_id, session.session_id)
         if not names:
+            not_offered(ctx, LOAD_ARTIFACTS, "the session has no artifacts")
             return
         # Metadata only: the payloads (offloaded tool results among them) stay unread.
         latest = [

@@ -1,4 +1,8 @@
-"""Tells the model which agent it is (after the prefix: names are dynamic)."""
+"""Tells the model which agent it is.
+
+Stable per agent, so it comes right after the static instruction, in the cacheable
+prefix; not inside the static instruction, whose hash (``prefix_hash``) is the agent's
+own text alone and may be shared by agents of other names."""
 
 from __future__ import annotations
 

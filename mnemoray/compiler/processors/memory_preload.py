@@ -1,12 +1,13 @@
-"""Long-term memory: the load_memory tool, and proactive recall when asked.
+"""Long-term memory: the load_memory tool (for an agent that names it in
+``memory_tools``), and proactive recall when asked (``memory_preload``).
 
-Recalled memories go where the agent's ``memory_placement`` says: into the
-system instruction after the static prefix ("system"), or into a user content
-just before the new message ("before_message": retrieved knowledge goes
-at the end), which keeps the whole system instruction and the history a
-cacheable prefix. Never into the static prefix, so changing recall results never
-invalidate it. A callee (agents as tools) gets no memories: it sees only what it
-is given.
+Recalled memories go where the agent's ``memory_placement`` says: into a user
+content just before the new message ("before_message", the default: retrieved
+knowledge goes at the end, where attention is high), which keeps the whole system
+instruction and the history a cacheable prefix, or into the system instruction
+after the static prefix ("system": the system instruction then changes with every
+recall). Never into the static prefix, so changing recall results never invalidate
+it. A callee (agents as tools) gets no memories: it sees only what it is given.
 
 Recall is an enrichment: when the store, the embedder or a shard's replica fails,
 the compile goes on without the memory block and the trace names the error (see
@@ -22,9 +23,9 @@ from datetime import datetime, timezone
 from mnemoray.compiler.blocks import indented, inline
 from mnemoray.compiler.context import CompileContext, text_content
 from mnemoray.compiler.degrade import degradable
-from mnemoray.compiler.processors.offers import offer_tool
+from mnemoray.compiler.processors.offers import offer_tool, unavailable
 from mnemoray.compiler.services import MemorySnippet
-from mnemoray.compiler.tools import LOAD_MEMORY_TOOL
+from mnemoray.compiler.tools import LOAD_MEMORY, LOAD_MEMORY_TOOL
 from mnemoray.sessions.events import Event
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class MemoryPreloadProcessor:
     def process(self, ctx: CompileContext) -> None:
         search = ctx.services.memory_search
         if search is None:
+            unavailable(ctx, LOAD_MEMORY, "no memory service is configured")
             return
         if ctx.callee is not None:
             ctx.detail["skipped"] = "callee: sees only its prompt and given artifacts"

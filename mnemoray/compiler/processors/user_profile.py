@@ -1,8 +1,9 @@
 """The user's profile in the context (opt-in per agent: ``AgentSpec.user_profile``).
 
 The profile (:mod:`mnemoray.profiles`) changes once per ingested session, not per
-call, so it goes into the system instruction as a stable block (not per-call): a
-prefix cache holds it until the profile changes. The block's sha256 is traced
+call, so it goes into the system instruction as a stable block (not per-call), before
+the state-templated instruction (which may change every turn): a prefix cache holds it
+until the profile changes. The block's sha256 is traced
 (``profile_hash``) so prefix stability stays measurable: equal hashes across calls
 mean the block did not move. The block shows no store version or clock, so a commit
 that leaves the profile as it was leaves the hash as it was.

@@ -288,11 +288,16 @@ def test_memory_search_hook_and_load_memory_tool(service) -> None:
     req = Compiler.default().compile(
         live,
         AgentSpec(
-            name="helper", static_instruction="Be kind.", memory_preload=True, preload_top_k=2
+            name="helper",
+            static_instruction="Be kind.",
+            memory_preload=True,
+            preload_top_k=2,
+            memory_tools=["load_memory"],
         ),
         services=Services(memory_search=service.memory_search()),
     )
-    block = req.system_instruction[req.system_instruction.index("<memory>") :]
+    block = req.contents[-2].text  # just before the last user message (the default)
+    assert block.startswith("<memory>") and req.contents[-1].text == FLYING
     assert "parrot" in block.lower() and "session parrot" in block and "2023-11-14" in block
     assert any(t["name"] == "load_memory" for t in req.tools)
     tool = service.load_memory("app", "alice", FLYING, top_k=3)

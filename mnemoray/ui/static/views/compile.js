@@ -7,8 +7,12 @@ import { clear, facts, fmtNum, h, loading, short } from "../dom.js";
 import { hbars } from "../plots.js";
 
 const MAX_TURNS = 12;
+// The compiler's tools are opt-in (memory_tools); the inspector's agent takes both so the
+// page shows the tools and the artifact listing that comes with load_artifacts.
+const TOOLS = ["load_memory", "load_artifacts"];
 const DEFAULT_AGENT = { name: "inspector", static_instruction: "You are a helpful assistant with a long-term memory of this user.",
-  instruction: "Answer briefly. Use the recalled memories when they help.", token_budget: 4000, memory_preload: true };
+  instruction: "Answer briefly. Use the recalled memories when they help.", token_budget: 4000, memory_preload: true,
+  memory_tools: TOOLS };
 const MEMORY_RE = /<memory>[\s\S]*?<\/memory>/;
 const ARTIFACTS_RE = /Artifacts available to you[^\n]*(\n- [^\n]*)*/;
 
@@ -125,19 +129,35 @@ function agentForm(ctx, sessions, onCompile) {
     memory_preload: h("input", { type: "checkbox", name: "memory_preload", checked: DEFAULT_AGENT.memory_preload, testid: "agent-preload" }),
     new_message: h("input", { name: "new_message", size: 40, testid: "compile-message" }),
   };
+  const tools = TOOLS.map((t) => h("input", { type: "checkbox", name: t, checked: DEFAULT_AGENT.memory_tools.includes(t), testid: `agent-tool-${t}` }));
   const agent = () => ({ name: f.name.value, static_instruction: f.static_instruction.value,
     instruction: f.instruction.value, token_budget: f.token_budget.value ? Number(f.token_budget.value) : null,
-    memory_preload: f.memory_preload.checked });
+    memory_preload: f.memory_preload.checked, memory_tools: TOOLS.filter((t, i) => tools[i].checked) });
   return h("form", { testid: "compile-form", "aria-label": "Compile", onsubmit: (e) => {
     e.preventDefault();
     onCompile(session.value, agent(), f.new_message.value || null);
   } },
   h("div", { class: "row" }, h("label", {}, "Session", session), h("label", {}, "Agent name", f.name),
     h("label", {}, "Token budget", f.token_budget), h("label", { class: "check" }, f.memory_preload, "Preload memories"),
+    ...TOOLS.map((t, i) => h("label", { class: "check" }, tools[i], `Offer ${t}`)),
     h("label", {}, "New message (optional)", f.new_message)),
-  h("div", { class: "grid2" }, h("label", {}, "Static instruction (the cacheable prefix)", f.static_instruction),
+  h("div", { class: "grid2" }, h("label", {}, "Static instruction (the static prefix)", f.static_instruction),
     h("label", {}, "Instruction (may use {state} keys)", f.instruction)),
   h("p", {}, h("button", { type: "submit", testid: "compile-submit" }, "Compile")));
+}
+
+// The trace's last entry (mnemoray.compiler: cacheable_prefix) in words: what a prefix
+// cache can reuse next call and the first part made for this call only, which ends it.
+export function prefixSummary(trace) {
+  const d = (trace.find((t) => t.name === "cacheable_prefix") || {}).detail;
+  if (!d) return "";
+  const e = d.ends_before;
+  const end = !e ? "nothing in the request is made for this call only"
+    : e.part === "new_message" ? `it ends before the new message (content ${e.index + 1})`
+      : e.part === "system_block" ? `it ends before system instruction block ${e.index + 1}, added by ${e.step || "?"}`
+        : `it ends before content ${e.index + 1}, added by ${e.step || "?"}`;
+  return `A prefix cache can reuse ${d.tokens} tokens: the tool declarations, the first ${d.system_blocks} ` +
+    `system instruction block(s) and the first ${d.contents} content(s); ${end}.`;
 }
 
 function stat(label, value, testid) {
@@ -154,6 +174,7 @@ function compiled(out, agent, turns) {
       stat("contents", String(out.contents.length)), stat("tools", (out.tools || []).map((t) => t.name).join(", ") || "none"),
       stat("compiled in", `${fmtNum(out.took_ms, 1)} ms`),
       stat("prefix hash", h("code", { testid: "prefix-hash", title: out.prefix_hash }, out.prefix_hash.slice(0, 16)))),
+    h("p", { testid: "prefix-summary" }, prefixSummary(out.trace)),
     (out.degraded || []).length ? h("p", { class: "bad" }, "Degraded: ",
       out.degraded.map((d) => `${d.step}: ${d.message}`).join("; ")) : null,
     tracePlots(out.trace),
