@@ -19,7 +19,9 @@ Stopping (``ReplicaHttp.stop``, awaited by the ingress's async ``__del__``) wait
 the requests in flight: Serve does not count them, and ends the process when
 ``__del__`` returns.
 
-Serve's proxy features do not apply to this path: its request queueing and
+Slow clients are cut off here (``mnemoray.http.connection_guard``: read timeouts, a cap
+on connections per client address); Serve's proxy has neither. Serve's proxy features
+do not apply to this path either: its request queueing and
 ``max_ongoing_requests`` back-pressure, request-count autoscaling and its access
 logs. Clusters behind a load balancer use ``server.ingress: proxy``
 (docs/operations.md).
