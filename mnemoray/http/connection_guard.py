@@ -3,8 +3,8 @@
 
 uvicorn bounds only the idle time between two requests (keep-alive): a client that
 sends its request head a byte at a time, or a head and then never its body, or
-connects and sends nothing, holds its connection for as long as it likes, and a few
-hundred such sockets, from one address and without a key, use up the process's file
+connects and sends nothing, holds its connection for as long as it likes, and enough
+such sockets, from one address and without a key, use up the process's file
 descriptors. :func:`guarded_protocol` wraps uvicorn's own HTTP protocol (httptools,
 else h11, as uvicorn picks) with:
 

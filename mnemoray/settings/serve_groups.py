@@ -98,8 +98,9 @@ class ServerSettings(StrictModel):
     )
     allow_remote_without_keys: bool = False
     max_body_bytes: int = Field(8 * MiB, ge=1024)
-    # Slow clients (mnemoray.http.connection_guard): servers mnemoray runs itself
-    # (direct ingress, `mnemoray ui`); Serve's proxy has its own (docs/serving.md).
+    # Slow clients (mnemoray.http.connection_guard), on the servers mnemoray runs itself
+    # (direct ingress, `mnemoray ui`); Serve's proxy (ingress: proxy) has no such limits
+    # (docs/serving.md, "Exposure").
     header_timeout_s: float = Field(
         10.0,
         gt=0,
