@@ -8,6 +8,11 @@ that are not JSON at all and posted sessions whose own ids are hostile. The serv
 must answer every one with a 4xx and keep serving; ``tests/serve/test_app.py`` and
 ``benchmarks/reliability.py`` send them (``tests/http/test_memory_poisoning.py`` the
 posted sessions, without Ray).
+
+``slow_clients()`` are the clients that never finish a request: many connections
+from one address that send nothing, a head a byte at a time, a body that stalls or
+trickles. ``benchmarks/reliability.py --parts slow`` holds them against a real
+server (``benchmarks.reliability_serve.slow_clients``).
 """
 
 from __future__ import annotations
@@ -310,13 +315,49 @@ def _session_cases(app: str, user: str) -> Iterator[Request]:
             )
 
 
+@dataclass(frozen=True)
+class SlowClient:
+    """Connections held without finishing a request: ``head`` is sent on connecting,
+    then one byte of ``drip`` every ``every_s`` (nothing more once it is spent)."""
+
+    name: str
+    head: bytes
+    drip: bytes = b""
+    every_s: float = 1.0
+
+
+def slow_clients(app: str, user: str, key: str | None = None) -> list[SlowClient]:
+    """What a client without a key (or, for the body cases, with ``key``) can do to hold
+    a server's connections; each is sent from many sockets of one address at once."""
+    auth = f"Authorization: Bearer {key}\r\n".encode() if key else b""
+    body = json.dumps({"app_name": app, "user_id": user, "query": "x" * 900}).encode()
+    post = (
+        b"POST /v1/recall HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        + auth
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+    )
+    return [
+        SlowClient("connect, send nothing", b""),
+        SlowClient(
+            "headers a byte per second",
+            b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n",
+            drip=b"X-Slow: " + b"a" * 4000,
+        ),
+        SlowClient("headers, then the body stalls", post + body[:20]),
+        # Every pause shorter than the body timeout: held, but only up to the cap.
+        SlowClient("body a byte every 5 s", post + body[:20], drip=body[20:], every_s=5.0),
+    ]
+
+
 __all__ = [
     "HOSTILE_MIME_TYPES",
     "HOSTILE_VALUES",
     "RAW_BODIES",
     "Request",
+    "SlowClient",
     "artifact_cases",
     "encode",
     "hostile_requests",
+    "slow_clients",
     "valid_bodies",
 ]

@@ -1,12 +1,17 @@
 """The reliability suite's long runs: kills, hostile input, corrupt stores, load.
 
-    python benchmarks/reliability.py [--quick] [--parts serve,store,backfill]
+    python benchmarks/reliability.py [--quick] [--parts serve,slow,store,backfill]
 
 - ``serve``: a real server (API keys on) takes writes from several clients and is
   SIGKILLed mid-write, whole process tree, then restarted, ``--rounds`` times: every
   acknowledged memory and event must be served afterwards, once and in order. Then
   ~1,000 hostile requests (``benchmarks.hostile_requests``): 0 answers 5xx wanted.
   Then ``--clients`` clients for ``--load-s`` seconds: errors and resident memory.
+- ``slow``: a real server (its default limits) and ``--slow-sockets`` connections from
+  one address for each of ``benchmarks.hostile_requests.slow_clients`` (nothing sent,
+  headers a byte at a time, a stalled body, a trickled body), watched for up to
+  ``--slow-limit-s``: how many were refused, answered 408 or closed and when, and
+  whether an honest client on another address (and one on the same) was served.
 - ``store``: a backfilled store is damaged in each known way (missing or corrupt
   manifest, truncated segment, lost index, lost ledger, ...): every case must be
   detected (no wrong data served), ``mnemoray doctor`` must name it and
@@ -35,7 +40,7 @@ sys.path.insert(0, str(HERE.parent))  # run as a script
 from benchmarks import reliability_serve  # noqa: E402
 
 RESULTS = HERE / "results" / "reliability.json"
-PARTS = ("serve", "store", "backfill")
+PARTS = ("serve", "slow", "store", "backfill")
 
 
 def log(msg: str) -> None:
@@ -52,6 +57,16 @@ def run_serve(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     finally:
         server.stop()
     return {"acked_writes": acked, "hostile_input": hostile, "load": load}
+
+
+def run_slow(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    server = reliability_serve.start(work / "store", work, log)
+    try:
+        return reliability_serve.slow_clients(
+            server, log, sockets=args.slow_sockets, limit_s=args.slow_limit_s
+        )
+    finally:
+        server.stop()
 
 
 def run_store(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -102,6 +117,32 @@ def table(results: dict[str, Any]) -> str:
                 f"{ld['rss_end_mib']} MiB (2nd half {ld['rss_growth_second_half_mib']:+} MiB)",
             ),
         ]
+    for name, case in (results.get("slow") or {}).get("cases", {}).items():
+        timed = case["closed_by_timeout_s"]
+        when = f" after {timed['first']}-{timed['last']} s" if timed["first"] is not None else ""
+        rows.append(
+            (
+                f"slow clients: {name}",
+                f"{case['sockets']} sockets, one address",
+                f"{case['refused_503']} refused at once, {case['answered_408']} 408 + "
+                f"{case['closed_silently']} closed{when}, "
+                f"{case['still_open']} open at {case['watched_s']} s",
+            )
+        )
+        for who in ("other_address", "same_address"):
+            h = case[who]
+            rows.append(
+                (
+                    f"  recall from the {who.replace('_', ' ')}",
+                    f"{h['requests']} requests",
+                    f"{h['statuses']}"
+                    + (
+                        f", 200 p50 {h['ok_p50_ms']} ms, max {h['ok_max_ms']} ms"
+                        if h["ok_p50_ms"]
+                        else ""
+                    ),
+                )
+            )
     for name, case in (results.get("store") or {}).get("cases", {}).items():
         rows.append(
             (f"corrupt store: {name}", case.get("detected_by", ""), case.get("outcome", ""))
@@ -124,6 +165,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=None, help="kill + restart rounds")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--load-s", type=float, default=None)
+    p.add_argument("--slow-sockets", type=int, default=120, help="connections per slow case")
+    p.add_argument("--slow-limit-s", type=float, default=90.0, help="longest watch per case")
     p.add_argument("--sessions", type=int, default=40, help="sessions of the damaged store")
     p.add_argument("--backfill-sessions", type=int, default=None)
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -137,7 +180,7 @@ def main() -> None:
     unknown = set(parts) - set(PARTS)
     if unknown:
         p.error(f"--parts: unknown {sorted(unknown)}; choose from {', '.join(PARTS)}")
-    runners = {"serve": run_serve, "store": run_store, "backfill": run_backfill}
+    runners = {"serve": run_serve, "slow": run_slow, "store": run_store, "backfill": run_backfill}
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "quick": args.quick,

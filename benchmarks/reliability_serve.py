@@ -1,11 +1,14 @@
 """Reliability of a running server: acknowledged writes across SIGKILLs, hostile input,
-load held. Each part drives a real ``mnemoray`` server (``benchmarks.serve_process``)
+load held, slow clients. Each part drives a real ``mnemoray`` server (``benchmarks.serve_process``)
 over HTTP with an API key, as an operator and an attacker would."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import select
+import socket
 import statistics
 import threading
 import time
@@ -17,7 +20,8 @@ from typing import Any
 
 import httpx
 
-from benchmarks.hostile_requests import hostile_requests
+from benchmarks.hostile_requests import SlowClient, hostile_requests
+from benchmarks.hostile_requests import slow_clients as slow_client_cases
 from benchmarks.serve_process import Server, tree_rss
 
 APP = "rel"
@@ -330,3 +334,162 @@ def load_held(
 
 
 __all__ = ["acked_writes", "hostile_input", "load_held", "start"]
+
+
+# -- slow clients -------------------------------------------------------------------------------
+OTHER_ADDRESS = "127.0.0.2"  # an honest client's source address: loopback, not the attacker's
+
+
+@dataclass
+class _Held:
+    sock: socket.socket
+    opened: float
+    answer: bytes = b""
+    closed_s: float | None = None  # after opening; None: still open
+    sent: int = 0
+
+
+def _answer_status(answer: bytes) -> int | None:
+    parts = answer.split(b" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def _honest(
+    server: Server, source: str, stop: threading.Event, every_s: float
+) -> list[tuple[int | str, float]]:
+    """Recall requests from ``source`` (own pooled connection) until ``stop``."""
+    out: list[tuple[int | str, float]] = []
+    transport = httpx.HTTPTransport(local_address=source, retries=0)
+    with httpx.Client(
+        base_url=server.base,
+        timeout=10.0,
+        transport=transport,
+        headers={"Authorization": f"Bearer {KEY}"},
+    ) as c:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                status: int | str = c.post(
+                    "/v1/recall", json={"app_name": APP, "user_id": "slow", "query": "Madrid"}
+                ).status_code
+            except httpx.HTTPError as exc:
+                status = type(exc).__name__
+            out.append((status, time.perf_counter() - t0))
+            stop.wait(every_s)
+    return out
+
+
+def _hold(server: Server, case: SlowClient, sockets: int, limit_s: float) -> dict[str, Any]:
+    """``sockets`` connections from 127.0.0.1 playing ``case`` until the server has
+    closed every one or ``limit_s`` passed; meanwhile an honest client on another
+    address, and one on the attacker's, ask for a recall."""
+    stop = threading.Event()
+    honest: dict[str, list[tuple[int | str, float]]] = {}
+
+    def run(source: str) -> None:
+        honest[source] = _honest(server, source, stop, 0.5)
+
+    threads = [threading.Thread(target=run, args=(a,)) for a in (OTHER_ADDRESS, "127.0.0.1")]
+    held: list[_Held] = []
+    for _ in range(sockets):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        sock.setblocking(False)
+        held.append(_Held(sock, time.perf_counter()))
+        with contextlib.suppress(OSError):
+            sock.send(case.head)
+    for t in threads:
+        t.start()
+    start = time.perf_counter()
+    next_drip = start + case.every_s
+    poller = select.poll()  # not select(): no limit on descriptor numbers
+    by_fd = {h.sock.fileno(): h for h in held}
+    for fd in by_fd:
+        poller.register(fd, select.POLLIN)
+    while by_fd and time.perf_counter() - start < limit_s:
+        events = poller.poll(50)
+        now = time.perf_counter()
+        for fd, _ in events:
+            h = by_fd[fd]
+            try:
+                chunk = h.sock.recv(65536)
+            except BlockingIOError:
+                continue
+            except OSError:  # reset
+                chunk = b""
+            if chunk:
+                h.answer += chunk
+                continue
+            h.closed_s = now - h.opened
+            poller.unregister(fd)
+            del by_fd[fd]
+        if now >= next_drip:
+            next_drip += case.every_s
+            for h in by_fd.values():
+                if h.sent < len(case.drip):
+                    with contextlib.suppress(OSError):  # closed: the next poll says so
+                        h.sock.send(case.drip[h.sent : h.sent + 1])
+                    h.sent += 1
+    stop.set()
+    for t in threads:
+        t.join()
+    for h in held:
+        h.sock.close()
+    statuses = [_answer_status(h.answer) for h in held if h.closed_s is not None]
+    closed = sorted(h.closed_s for h in held if h.closed_s is not None)
+    by_timeout = sorted(
+        h.closed_s for h in held if h.closed_s is not None and _answer_status(h.answer) != 503
+    )
+
+    def summary(rows: list[tuple[int | str, float]]) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for status, _ in rows:
+            counts[str(status)] = counts.get(str(status), 0) + 1
+        ok = sorted(dt for status, dt in rows if status == 200)
+        return {
+            "requests": len(rows),
+            "statuses": counts,
+            "ok_p50_ms": round(1000 * statistics.median(ok), 1) if ok else None,
+            "ok_max_ms": round(1000 * ok[-1], 1) if ok else None,
+        }
+
+    return {
+        "sockets": sockets,
+        "refused_503": statuses.count(503),
+        "answered_408": statuses.count(408),
+        "closed_silently": statuses.count(None),
+        "still_open": sockets - len(closed),
+        "closed_by_timeout_s": {
+            "first": round(by_timeout[0], 2) if by_timeout else None,
+            "last": round(by_timeout[-1], 2) if by_timeout else None,
+        },
+        "watched_s": round(time.perf_counter() - start, 1),
+        "other_address": summary(honest.get(OTHER_ADDRESS, [])),
+        "same_address": summary(honest.get("127.0.0.1", [])),
+    }
+
+
+def slow_clients(
+    server: Server, log: Callable[[str], None], *, sockets: int, limit_s: float
+) -> dict[str, Any]:
+    """Each of ``benchmarks.hostile_requests.slow_clients`` from ``sockets`` connections
+    of one address: how the server closed them, and whether clients kept being served."""
+    with client(server) as c:  # the honest clients' tenant
+        c.post(
+            "/v1/memories",
+            json={
+                "app_name": APP,
+                "user_id": "slow",
+                "memories": [{"text": "The user moved to Madrid."}],
+            },
+        )
+    out: dict[str, Any] = {}
+    for case in slow_client_cases(APP, "slow", KEY):
+        row = _hold(server, case, sockets, limit_s)
+        out[case.name] = row
+        log(
+            f"slow clients, {case.name}: {row['refused_503']} refused, {row['answered_408']} "
+            f"408, {row['closed_silently']} closed, {row['still_open']} still open after "
+            f"{row['watched_s']} s; other address {row['other_address']['statuses']}"
+        )
+        time.sleep(1.0)  # the server counts closed connections out
+    return {"sockets": sockets, "limit_s": limit_s, "cases": out}

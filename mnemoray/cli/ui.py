@@ -84,6 +84,7 @@ def ui_cmd(
 
     from mnemoray.errors import MnemorayError
     from mnemoray.http.app import build_api, http_config
+    from mnemoray.http.connection_guard import connection_limits, guarded_protocol
     from mnemoray.http.local_backend import LocalBackend
     from mnemoray.settings.serve import load_settings
 
@@ -123,7 +124,16 @@ def ui_cmd(
                 else f"  ({len(keys.digests)} API key(s): the page asks for one)"
             )
         )
-        uvicorn.run(api, host=host, port=port, log_level="warning", lifespan="off")
+        uvicorn.run(
+            api,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            # Slow or piled-up clients are cut off (mnemoray.http.connection_guard).
+            http=guarded_protocol(connection_limits(s.server)),
+            ws="none",  # no route upgrades; an upgraded connection would leave the guard
+        )
     finally:
         backend.close()
 

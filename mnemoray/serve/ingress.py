@@ -37,6 +37,7 @@ from ray import serve
 
 from mnemoray.http.app import build_api, http_config
 from mnemoray.http.auth import ApiKeys
+from mnemoray.http.connection_guard import connection_limits
 from mnemoray.http.memory import call_on_loop
 from mnemoray.http.parts import build_parts, recall_hook
 from mnemoray.memory.service import app_recall
@@ -180,7 +181,13 @@ class MemoryIngress:
         # In a thread: probing a busy sibling may take a while (replica_http.bind).
         sock = await asyncio.to_thread(bind, server.host, server.port, instance=instance)
         return ReplicaHttp(
-            api, server.host, server.port, instance=instance, loop=self.loop, sock=sock
+            api,
+            server.host,
+            server.port,
+            instance=instance,
+            loop=self.loop,
+            sock=sock,
+            limits=connection_limits(server),
         )
 
     def __serve_build_asgi_app__(self) -> Any:

@@ -19,7 +19,9 @@ Stopping (``ReplicaHttp.stop``, awaited by the ingress's async ``__del__``) wait
 the requests in flight: Serve does not count them, and ends the process when
 ``__del__`` returns.
 
-Serve's proxy features do not apply to this path: its request queueing and
+Slow clients are cut off here (``mnemoray.http.connection_guard``: read timeouts, a cap
+on connections per client address); Serve's proxy has neither. Serve's proxy features
+do not apply to this path either: its request queueing and
 ``max_ongoing_requests`` back-pressure, request-count autoscaling and its access
 logs. Clusters behind a load balancer use ``server.ingress: proxy``
 (docs/operations.md).
@@ -43,6 +45,8 @@ from typing import Any
 import uvicorn
 
 from mnemoray.errors import ConfigError
+from mnemoray.http.connection_guard import ConnectionLimits, connection_limits, guarded_protocol
+from mnemoray.settings.serve_groups import ServerSettings
 
 log = logging.getLogger("ray.serve")
 
@@ -191,9 +195,11 @@ class ReplicaHttp:
         instance: str,
         loop: asyncio.AbstractEventLoop,
         sock: socket.socket | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         # sock: bind()'s socket, when the caller bound it off the loop (the sibling
-        # probe may wait for a busy sibling).
+        # probe may wait for a busy sibling). limits: the server settings' defaults
+        # unless given.
         self.sock = sock if sock is not None else bind(host, port, instance=instance)
         config = uvicorn.Config(
             with_instance_header(app, instance),
@@ -201,6 +207,8 @@ class ReplicaHttp:
             access_log=False,
             log_config=None,
             timeout_keep_alive=KEEP_ALIVE_S,
+            http=guarded_protocol(limits or connection_limits(ServerSettings())),
+            ws="none",  # no route upgrades; an upgraded connection would leave the guard
         )
         self.server = _Server(config)
         self.task = loop.create_task(self.server.serve(sockets=[self.sock]))

@@ -98,6 +98,28 @@ class ServerSettings(StrictModel):
     )
     allow_remote_without_keys: bool = False
     max_body_bytes: int = Field(8 * MiB, ge=1024)
+    # Slow clients (mnemoray.http.connection_guard), on the servers mnemoray runs itself
+    # (direct ingress, `mnemoray ui`); Serve's proxy (ingress: proxy) has no such limits
+    # (docs/serving.md, "Exposure").
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="a request's line and headers must arrive within this many seconds "
+        "(of the connection's start, or of a later request's first byte); else 408",
+    )
+    body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="longest wait between two reads of a request body; else 408",
+    )
+    max_connections_per_client: int = Field(
+        64,
+        ge=0,
+        description="open connections per client address (loopback too; per replica); "
+        "one more is answered 503 and closed (0: no cap)",
+    )
     offload_bytes: int = Field(
         DEFAULT_THRESHOLD_BYTES,
         ge=0,

@@ -18,8 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from mnemoray.errors import ConfigError
+from mnemoray.http.connection_guard import ConnectionLimits
 from mnemoray.serve.replica_http import INSTANCE_HEADER, ReplicaHttp, bind
 from mnemoray.settings.serve import SettingsError, load_settings
+from tests.support.raw_http import connect, drip_until_closed, status_of
 
 
 def _free_port() -> int:
@@ -158,11 +160,13 @@ def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
     thread.join(10)
 
 
-def _start(app: Any, loop: asyncio.AbstractEventLoop) -> tuple[ReplicaHttp, int]:
+def _start(
+    app: Any, loop: asyncio.AbstractEventLoop, limits: ConnectionLimits | None = None
+) -> tuple[ReplicaHttp, int]:
     port = _free_port()
 
     async def start() -> ReplicaHttp:
-        return ReplicaHttp(app, "127.0.0.1", port, instance="one", loop=loop)
+        return ReplicaHttp(app, "127.0.0.1", port, instance="one", loop=loop, limits=limits)
 
     http = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
     for _ in range(100):
@@ -194,6 +198,18 @@ def test_replicas_of_one_app_share_the_port_and_nobody_else_joins(replica) -> No
     with pytest.raises(ConfigError) as other:  # another app (or server) on the port
         bind("127.0.0.1", port, instance="two")
     assert other.value.field == "server.port"
+
+
+def test_a_replica_cuts_off_a_request_head_that_does_not_arrive(loop_thread) -> None:
+    # The guard itself: tests/http/test_connection_guard.py.
+    limits = ConnectionLimits(header_timeout_s=0.3, body_timeout_s=0.3, max_per_client=0)
+    http, port = _start(_ok, loop_thread, limits)
+    try:
+        with connect(port) as sock:
+            answer = drip_until_closed(sock, b"GET /healthz HTTP/1.1\r\n", 0.05, limit_s=2.0)
+        assert status_of(answer) == 408
+    finally:
+        asyncio.run_coroutine_threadsafe(http.stop(10), loop_thread).result(20)
 
 
 def test_a_port_held_by_another_server_is_refused() -> None:

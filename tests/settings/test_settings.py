@@ -154,6 +154,32 @@ def test_bad_values_name_the_key(tmp_path: Path) -> None:
     assert missing.value.field == "store"
 
 
+@pytest.mark.parametrize(
+    ("key", "bad"),
+    [
+        ("server.header_timeout_s", "0"),
+        ("server.header_timeout_s", "7200"),
+        ("server.body_timeout_s", "-1"),
+        ("server.max_connections_per_client", "-1"),
+        ("server.max_connections_per_client", "many"),
+    ],
+)
+def test_slow_client_limits_are_validated(tmp_path: Path, key: str, bad: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_settings({"store": str(tmp_path), key: bad}, env={})
+    assert exc.value.field == key
+
+
+def test_slow_client_limits_default_and_come_from_any_layer(tmp_path: Path) -> None:
+    server = load_settings({"store": str(tmp_path)}, env={}).server
+    assert (server.header_timeout_s, server.body_timeout_s) == (10.0, 30.0)
+    assert server.max_connections_per_client == 64
+    env = {"MNEMORAY_SERVER__MAX_CONNECTIONS_PER_CLIENT": "0"}  # 0: no cap
+    flags = {"store": str(tmp_path), "server.header_timeout_s": "2.5"}
+    server = load_settings(flags, env=env).server
+    assert (server.header_timeout_s, server.max_connections_per_client) == (2.5, 0)
+
+
 # -- the environment -----------------------------------------------------------------------
 def test_environment_nesting_and_json_values(tmp_path: Path) -> None:
     env = {
