@@ -58,6 +58,10 @@ class GraphQuery:
 
     entities: tuple[str, ...]
     relations: frozenset[str]
+    #: The user's own entity when the question speaks in the first person ("where do
+    #: I live?"): whose facts it asks about. No entity evidence: the user is in every
+    #: memory of theirs.
+    asker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -163,20 +167,28 @@ class GraphRecall:
     def query(self, question: str) -> GraphQuery:
         named = self.named(question)
         linked = [other for eid in named for other in self._same.get(eid, ())]
-        return GraphQuery(tuple(dict.fromkeys((*named, *linked))), asked_relations(question))
+        return GraphQuery(
+            tuple(dict.fromkeys((*named, *linked))),
+            asked_relations(question),
+            self.asker(question),
+        )
+
+    def asker(self, question: str) -> str | None:
+        """The user's entity, when ``question`` speaks in the first person: the user is
+        the one who asks (their memories are the only ones searched)."""
+        if not any(w.lower() in _FIRST_PERSON for w in _WORD.findall(question)):
+            return None
+        for author in USER_AUTHORS:
+            eid = self.graph.named(alias_key(author))
+            if eid is not None and self.graph.entities[eid].speaker:
+                return eid
+        return None
 
     def named(self, question: str) -> tuple[str, ...]:
         """The entities ``question`` names: the longest alias at each place, else a
-        capitalised word the graph's person rules resolve ("Bob" -> Robert); and the
-        user, when the question speaks in the first person ("where do I live?"): the
-        user is the one who asks (their memories are the only ones searched)."""
+        capitalised word the graph's person rules resolve ("Bob" -> Robert)."""
         words = [w.rstrip(".") for w in _WORD.findall(question)]
         found: list[str] = []
-        if any(w.lower() in _FIRST_PERSON for w in words):
-            for author in USER_AUTHORS:
-                eid = self.graph.named(alias_key(author))
-                if eid is not None and self.graph.entities[eid].speaker:
-                    found.append(eid)
         i = 0
         while i < len(words):
             for n in range(min(_LONGEST, len(words) - i), 0, -1):
@@ -205,7 +217,7 @@ class GraphRecall:
         self, gq: GraphQuery, past: bool, present: bool, seeds: Iterable[int] = ()
     ) -> np.ndarray:
         out = np.zeros(self.size, dtype=np.float64)
-        named = set(gq.entities)
+        named = set(gq.entities) | ({gq.asker} if gq.asker else set())
         stale = np.zeros(self.size, dtype=bool)
         current = np.zeros(self.size, dtype=bool)
         for r, positions in self._asked_facts(gq, named, past):
