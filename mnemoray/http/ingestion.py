@@ -198,7 +198,7 @@ class IngestionJobs:
         return self.queue.get(app_name, user_id, job_id).public()
 
     def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
-        job = self.queue.retry(app_name, user_id, job_id)
+        job = self.queue.retry(app_name, user_id, job_id, bound=self.bound)
         self.worker.notify()
         return job.public()
 

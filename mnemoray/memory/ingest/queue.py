@@ -217,9 +217,13 @@ class JobQueue:
             )
         return self._get(job_id)
 
-    def retry(self, app_name: str, user_id: str, job_id: str) -> Job:
+    def retry(
+        self, app_name: str, user_id: str, job_id: str, *, bound: PendingBound | None = None
+    ) -> Job:
         """Queue a failed job again, with its input and a fresh round of automatic
-        retries (409 unless it failed)."""
+        retries (409 unless it failed). With ``bound``: QueueFull when the job's
+        submitter has as much pending as the bound allows (failed jobs are not pending,
+        so retrying them must not get round it)."""
         job = self.get(app_name, user_id, job_id)
         if job.status == "failed" and job.error == FORGOTTEN:
             raise Conflict(
@@ -232,6 +236,12 @@ class JobQueue:
                 f"job {job_id!r} is {job.status}; only a failed job is retried", field="job_id"
             )
         with self._tx() as c:
+            if bound is not None:
+                submitter, chars = c.execute(
+                    "SELECT submitter, payload_chars FROM jobs WHERE job_id = ?", (job_id,)
+                ).fetchone()
+                if submitter is not None:
+                    bound.check(submitter, *self._pending(c, submitter), chars)
             c.execute(
                 "UPDATE jobs SET status = 'queued', error = NULL, tries = 0, "
                 "not_before = NULL, updated_at = ? WHERE job_id = ? AND "

@@ -456,10 +456,18 @@ def test_a_submitter_past_its_pending_jobs_is_refused_and_others_are_not(path: P
     with pytest.raises(QueueFull):
         q.check_room("key:a", bound)
     q.check_room("key:b", bound)
-    # A finished job frees its place.
+    # A finished job frees its place; retrying a failed one takes a place again.
     q.finish(first.job_id, 0)
     assert q.pending("key:a") == (1, 2)
-    q.enqueue("app", "cy", "s1", kind="add_session", payload={}, submitter="key:a", bound=bound)
+    failed = q.enqueue("app", "dan", "s1", kind="add_session", payload={}, submitter="key:a")
+    q.fail(failed.job_id, "not a session")
+    q.enqueue("app", "eve", "s1", kind="add_session", payload={}, submitter="key:a", bound=bound)
+    with pytest.raises(QueueFull):
+        q.retry("app", "dan", failed.job_id, bound=bound)
+    assert q.get("app", "dan", failed.job_id).status == "failed"
+    q.finish(q.claim().job_id, 0)  # type: ignore[union-attr]
+    assert q.retry("app", "dan", failed.job_id, bound=bound).status == "queued"
+    assert q.pending("key:a") == (2, 4)
 
 
 def test_a_submitter_past_its_pending_characters_is_refused(path: Path) -> None:
