@@ -1,6 +1,6 @@
 """The reliability suite's long runs: kills, hostile input, corrupt stores, load.
 
-    python benchmarks/reliability.py [--quick] [--parts serve,slow,store,backfill]
+    python benchmarks/reliability.py [--quick] [--parts serve,slow,store,backfill,writes]
 
 - ``serve``: a real server (API keys on) takes writes from several clients and is
   SIGKILLed mid-write, whole process tree, then restarted, ``--rounds`` times: every
@@ -19,6 +19,9 @@
 - ``backfill``: a Ray Data backfill is SIGKILLed (driver, then the whole local Ray)
   after 10%, 30% and 60% of its commits and re-run: the store must serve exactly
   what a clean run serves, and the killed runs' commits must not be redone.
+- ``writes``: one tenant's large write (a synchronous add at the embedding cap, one
+  over it, a long queued session) while another tenant adds one memory at a time: the
+  small adds' latency beside the same adds alone (``benchmarks.reliability_writes``).
 
 Prints a table and writes ``benchmarks/results/reliability.json``.
 """
@@ -40,7 +43,7 @@ sys.path.insert(0, str(HERE.parent))  # run as a script
 from benchmarks import reliability_serve  # noqa: E402
 
 RESULTS = HERE / "results" / "reliability.json"
-PARTS = ("serve", "slow", "store", "backfill")
+PARTS = ("serve", "slow", "store", "backfill", "writes")
 
 
 def log(msg: str) -> None:
@@ -79,6 +82,16 @@ def run_backfill(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from benchmarks import reliability_store
 
     return reliability_store.backfill_kills(work, log, sessions=args.backfill_sessions)
+
+
+def run_writes(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from benchmarks import reliability_writes
+
+    server = reliability_serve.start(work / "store", work, log)
+    try:
+        return reliability_writes.contention(server, log)
+    finally:
+        server.stop()
 
 
 def table(results: dict[str, Any]) -> str:
@@ -151,6 +164,26 @@ def table(results: dict[str, Any]) -> str:
         rows.append(
             (f"backfill SIGKILL {name}", run.get("killed_after", ""), run.get("outcome", ""))
         )
+    writes = results.get("writes")
+    if writes:
+        alone = writes["small_alone"]
+        rows.append(
+            (
+                "small add alone (tenant 2)",
+                "",
+                f"p50 {alone['p50_ms']} ms, max {alone['max_ms']} ms",
+            )
+        )
+        for name, case in writes["cases"].items():
+            rows.append(
+                (
+                    f"small add beside {name}",
+                    f"large: {case['large_status']} in {case['large_s']} s",
+                    f"{case['small_adds']} adds, p50 {case['small_p50_ms']} ms, "
+                    f"max {case['small_max_ms']} ms",
+                )
+            )
+        rows.append(("  server RSS", "", " -> ".join(f"{m} MiB" for m in writes["rss_mib"])))
     width = [max(len(r[i]) for r in rows) if rows else 0 for i in range(3)]
     lines = ("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)) for r in rows)
     return "\n".join(line.rstrip() for line in lines)
@@ -180,7 +213,13 @@ def main() -> None:
     unknown = set(parts) - set(PARTS)
     if unknown:
         p.error(f"--parts: unknown {sorted(unknown)}; choose from {', '.join(PARTS)}")
-    runners = {"serve": run_serve, "slow": run_slow, "store": run_store, "backfill": run_backfill}
+    runners = {
+        "serve": run_serve,
+        "slow": run_slow,
+        "store": run_store,
+        "backfill": run_backfill,
+        "writes": run_writes,
+    }
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "quick": args.quick,

@@ -95,6 +95,12 @@ class PayloadTooLarge(InvalidInput):
     status = 413
 
 
+class TooMuchToEmbed(PayloadTooLarge):
+    """A synchronous request asks for more embedding than one request may (HTTP 413):
+    the message names the limit, the value and the way around it (smaller requests, or
+    the queued ingestion)."""
+
+
 class NotFound(MnemorayError, LookupError):
     """The named session, memory, artifact or user does not exist (HTTP 404)."""
 
@@ -120,6 +126,13 @@ class Forbidden(MnemorayError):
     """The key is valid but not for this app (HTTP 403)."""
 
     status = 403
+
+
+class TooManyRequests(MnemorayError):
+    """The caller has too much work pending already: ask again when some of it is done
+    (HTTP 429)."""
+
+    status = 429
 
 
 class Unavailable(MnemorayError):
@@ -154,6 +167,8 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "StoreCorrupt",
+    "TooManyRequests",
+    "TooMuchToEmbed",
     "Unauthorized",
     "Unavailable",
     "Unsupported",

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from mnemoray.errors import InvalidInput, PayloadTooLarge
+from mnemoray.errors import InvalidInput, PayloadTooLarge, TooMuchToEmbed
 
 #: Valid times: ``TIME_MIN <= t < TIME_MAX`` epoch seconds (10000-01-01T00:00:00Z).
 TIME_MIN = 0.0
@@ -39,6 +39,11 @@ MAX_MEMORY_TEXT_CHARS = 32_000
 MAX_MESSAGE_CHARS = 32_000
 #: Memories one forget-by-query preview may list (and its confirm forget).
 MAX_FORGET_PREVIEW = 100
+#: Characters one synchronous add over HTTP may ask to embed (the default of
+#: ``server.max_sync_embed_chars``): the memories' key text, or a session's event text.
+#: Embedding is the slow part of an add, and a client waits for it in one request.
+MAX_SYNC_EMBED_CHARS = 256_000
+SYNC_EMBED_SETTING = "server.max_sync_embed_chars"
 
 
 def check_time(value: Any, field: str, error: type[InvalidInput] = InvalidInput) -> float:
@@ -119,17 +124,47 @@ def check_size(
         )
 
 
+def event_text_chars(events: Any) -> int:
+    """Characters of text in ``events`` (``Event`` objects or posted event dicts; what
+    a session's distillation embeds, near enough); anything else counts nothing:
+    validating it is not this count's job."""
+    if not isinstance(events, list | tuple):
+        return 0
+    total = 0
+    for e in events:
+        text = e.get("text") if isinstance(e, Mapping) else getattr(e, "text", None)
+        if isinstance(text, str):
+            total += len(text)
+    return total
+
+
+def check_sync_embed(chars: int, limit: int, field: str, instead: str) -> None:
+    """:class:`~mnemoray.errors.TooMuchToEmbed` naming ``field``, the count, the limit
+    and ``instead`` (what to do: smaller requests, or the queued ingestion) when
+    ``chars`` exceeds ``limit``."""
+    if chars > limit:
+        raise TooMuchToEmbed(
+            f"{chars} characters to embed, over the limit of {limit} for one "
+            f"synchronous add ({SYNC_EMBED_SETTING}); {instead}",
+            field=field,
+        )
+
+
 __all__ = [
     "MAX_EVENT_BYTES",
     "MAX_MEMORY_TEXT_CHARS",
     "MAX_MESSAGE_CHARS",
     "MAX_ROW_BYTES",
     "MAX_SESSION_EVENTS",
+    "MAX_SYNC_EMBED_CHARS",
+    "SYNC_EMBED_SETTING",
     "TIME_MAX",
     "TIME_MIN",
     "check_optional_time",
     "check_size",
+    "check_sync_embed",
     "check_time",
+    "event_text_chars",
     "json_bytes",
     "json_object_bytes",
     "text_bytes",

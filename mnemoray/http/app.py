@@ -5,7 +5,8 @@ Status codes come from the error's class (``mnemoray.http.errors``): bad input i
 keys (and 403 on an open server for a ``Host`` that is not a loopback name), 404
 for unknown sessions / memories / artifacts, 409 for conflicts
 (session exists, stale ``expected_version``, duplicate event id, session already
-ended), 413 for an oversize body, 503 when a model backend cannot answer. A 500
+ended), 413 for an oversize body (or a synchronous add with too much to embed), 429
+when a key has too many ingestion jobs pending, 503 when a model backend cannot answer. A 500
 is a bug or a damaged store: logged in full, answered with a request id only.
 
 The routes (``mnemoray/serve/routes``) talk to a :class:`mnemoray.http.backend.ApiBackend`;
@@ -30,7 +31,7 @@ from mnemoray.schemas.common import ErrorResponse
 from mnemoray.settings.serve_groups import ServerSettings
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 500, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 429, 500, 503)
 }
 
 
@@ -106,4 +107,5 @@ def http_config(
         echo_request_id=echo_request_id,
         docs=server.docs,
         offload_bytes=server.offload_bytes,
+        max_sync_embed_chars=server.max_sync_embed_chars,
     )

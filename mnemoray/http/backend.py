@@ -15,6 +15,7 @@ from mnemoray.artifacts.offload import DEFAULT_THRESHOLD_BYTES
 from mnemoray.artifacts.store import ArtifactStore
 from mnemoray.http.auth import ApiKeys
 from mnemoray.http.metrics import Metrics
+from mnemoray.limits import MAX_SYNC_EMBED_CHARS
 from mnemoray.sessions.store import SessionStore
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -35,6 +36,8 @@ class HttpConfig:
     docs: bool | None = None
     #: Tool results over this many bytes are stored as artifacts when appended (0: off).
     offload_bytes: int = DEFAULT_THRESHOLD_BYTES
+    #: Characters one synchronous add may ask to embed (``server.max_sync_embed_chars``).
+    max_sync_embed_chars: int = MAX_SYNC_EMBED_CHARS
 
     @property
     def docs_open(self) -> bool:
@@ -130,19 +133,31 @@ class ApiBackend(Protocol):
         ...
 
     def end_session(
-        self, app_name: str, user_id: str, session_id: str, *, wait: bool = False
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        wait: bool = False,
+        submitter: str | None = None,
     ) -> dict[str, Any]:
         """End a session (blocking: run it through :meth:`run_io`) and queue its memory
         ingestion: ``{"session_id", "ended_at", "job_id"}``. ``wait``: run the job before
         answering, ``{"session_id", "ended_at", "ingestion": {...}}``. Ending an ended
-        session queues a new job (the retry of a failed one)."""
+        session queues a new job (the retry of a failed one). ``submitter``: the caller's
+        actor, whose pending jobs are bounded (``ingestion.jobs``)."""
         ...
 
     def enqueue_session(
-        self, app_name: str, user_id: str, session: Mapping[str, Any]
+        self,
+        app_name: str,
+        user_id: str,
+        session: Mapping[str, Any],
+        *,
+        submitter: str | None = None,
     ) -> dict[str, Any]:
         """Queue a posted session's ingestion (blocking; its input is on disk when this
-        returns): ``{"job_id", "status"}``."""
+        returns): ``{"job_id", "status"}``; ``submitter`` as for :meth:`end_session`."""
         ...
 
     def get_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:

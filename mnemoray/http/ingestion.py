@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mnemoray import limits
 from mnemoray.errors import InvalidInput, Unavailable
 from mnemoray.http.metrics import Metrics
 from mnemoray.memory.ingest.job import Job, JobForgotten
@@ -64,6 +65,8 @@ class IngestionJobs:
         self.metrics = metrics
         self.queue = JobQueue(jobs_path(settings))
         jobs = settings.ingestion.jobs  # failed runs retried with backoff; old jobs pruned
+        self.bound = jobs.pending_bound()  # what one API key may have pending
+        self.max_sync_embed_chars = settings.server.max_sync_embed_chars
         self.worker = JobWorker(
             self.queue,
             self._run,
@@ -73,7 +76,7 @@ class IngestionJobs:
             on_retry=lambda _job: metrics.ingestions.labels("retried").inc(),
         )
         # end_session learns the id of the job its "ended" notice queued (same thread);
-        # ``inline`` makes that job the caller's to run (?wait=true).
+        # ``inline`` makes that job the caller's to run (?wait=true); ``submitter``: whose.
         self._local = threading.local()
         trig = settings.ingestion.trigger
         self.trigger = IngestionTrigger(
@@ -96,7 +99,12 @@ class IngestionJobs:
         inline = getattr(self._local, "inline", False)
         kind = "session_end" if session.ended else "trigger"
         job = self.queue.enqueue(
-            session.app_name, session.user_id, session.session_id, kind=kind, running=inline
+            session.app_name,
+            session.user_id,
+            session.session_id,
+            kind=kind,
+            running=inline,
+            submitter=getattr(self._local, "submitter", None),
         )
         self._local.job = job
         if not inline:
@@ -111,22 +119,55 @@ class IngestionJobs:
         self._op("forget_session", app_name, user_id, session_id=session_id)
 
     def enqueue_session(
-        self, app_name: str, user_id: str, session: Mapping[str, Any]
+        self,
+        app_name: str,
+        user_id: str,
+        session: Mapping[str, Any],
+        *,
+        submitter: str | None = None,
     ) -> dict[str, Any]:
+        """Queue a posted session; QueueFull (429) when ``submitter`` (the caller's
+        actor) has as much pending as ``ingestion.jobs`` allows one key."""
         sid = session.get("session_id")
         if not isinstance(sid, str) or not sid:
             raise InvalidInput("required: a non-empty string", field="session.session_id")
-        job = self.queue.enqueue(app_name, user_id, sid, kind="add_session", payload=dict(session))
+        job = self.queue.enqueue(
+            app_name,
+            user_id,
+            sid,
+            kind="add_session",
+            payload=dict(session),
+            submitter=submitter,
+            bound=self.bound,
+        )
         self.worker.notify()
         return {"job_id": job.job_id, "status": job.status}
 
     # -- end a session ------------------------------------------------------------------
     def end_session(
-        self, app_name: str, user_id: str, session_id: str, *, wait: bool = False
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        wait: bool = False,
+        submitter: str | None = None,
     ) -> dict[str, Any]:
-        """End (or end again: a new job) and queue the ingestion; see ApiBackend."""
+        """End (or end again: a new job) and queue the ingestion; see ApiBackend. Refused
+        before the session is ended: with ``wait``, a session with more text than one
+        synchronous add may embed (413); else when ``submitter`` has as much pending as
+        one key may (429)."""
         session = self.sessions.get_session(app_name, user_id, session_id)
-        self._local.job, self._local.inline = None, wait
+        if wait:
+            limits.check_sync_embed(
+                limits.event_text_chars(session.events),
+                self.max_sync_embed_chars,
+                "session",
+                "end it without ?wait=true to queue its ingestion",
+            )
+        elif submitter is not None:
+            self.queue.check_room(submitter, self.bound)
+        self._local.job, self._local.inline, self._local.submitter = None, wait, submitter
         try:
             if session.ended:
                 self.trigger.ingest(session, force=True)
@@ -134,7 +175,7 @@ class IngestionJobs:
                 self.sessions.end_session(session)
             job: Job | None = self._local.job
         finally:
-            self._local.job, self._local.inline = None, False
+            self._local.job, self._local.inline, self._local.submitter = None, False, None
         if job is None:
             raise Unavailable(
                 "the session is ended but its memory ingestion could not be "
@@ -157,7 +198,7 @@ class IngestionJobs:
         return self.queue.get(app_name, user_id, job_id).public()
 
     def retry_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
-        job = self.queue.retry(app_name, user_id, job_id)
+        job = self.queue.retry(app_name, user_id, job_id, bound=self.bound)
         self.worker.notify()
         return job.public()
 

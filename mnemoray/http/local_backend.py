@@ -170,16 +170,29 @@ class LocalBackend:
 
     # -- ingestion: durable jobs (serve.ingestion) ------------------------------------------
     def end_session(
-        self, app_name: str, user_id: str, session_id: str, *, wait: bool = False
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        wait: bool = False,
+        submitter: str | None = None,
     ) -> dict[str, Any]:
         assert self.parts.ingestion is not None
-        return self.parts.ingestion.end_session(app_name, user_id, session_id, wait=wait)
+        return self.parts.ingestion.end_session(
+            app_name, user_id, session_id, wait=wait, submitter=submitter
+        )
 
     def enqueue_session(
-        self, app_name: str, user_id: str, session: Mapping[str, Any]
+        self,
+        app_name: str,
+        user_id: str,
+        session: Mapping[str, Any],
+        *,
+        submitter: str | None = None,
     ) -> dict[str, Any]:
         assert self.parts.ingestion is not None
-        return self.parts.ingestion.enqueue_session(app_name, user_id, session)
+        return self.parts.ingestion.enqueue_session(app_name, user_id, session, submitter=submitter)
 
     def get_job(self, app_name: str, user_id: str, job_id: str) -> dict[str, Any]:
         assert self.parts.ingestion is not None

@@ -64,7 +64,14 @@ def call_on_loop(
 class RemoteEmbedder(Embedder):
     """The ``Embedder`` deployment as a core :class:`Embedder`. ``encode`` blocks, so it
     runs in worker threads (the write path does); the calls themselves are awaited on
-    ``loop``. Large inputs fan out in chunks of ``chunk`` texts."""
+    ``loop``. A small call (at most ``small_texts`` texts and ``small_chars``
+    characters) joins the deployment's batches of concurrent small writes; a larger one
+    goes to its bulk lane beside them, in chunks of ``chunk`` texts, so that one large
+    write never holds a small write's batch."""
+
+    #: What a call may hold to be batched with other writes' calls.
+    small_texts = 8
+    small_chars = 8_192
 
     def __init__(
         self,
@@ -84,10 +91,12 @@ class RemoteEmbedder(Embedder):
         self.timeout_s = timeout_s
 
     def _encode(self, texts: list[str], batch_size: int | None) -> np.ndarray:
+        small = len(texts) <= self.small_texts and sum(map(len, texts)) <= self.small_chars
+        method = self._handle.encode if small else self._handle.encode_bulk
         chunks = [texts[i : i + self.chunk] for i in range(0, len(texts), self.chunk)]
 
         async def fan_out() -> list[Any]:
-            return list(await asyncio.gather(*(self._handle.encode.remote(c) for c in chunks)))
+            return list(await asyncio.gather(*(method.remote(c) for c in chunks)))
 
         parts = call_on_loop(self._loop, fan_out, self.timeout_s)
         return np.concatenate([np.asarray(p, dtype=np.float32) for p in parts])

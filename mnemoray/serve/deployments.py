@@ -69,6 +69,7 @@ class Embedder:
     def __init__(self, store: str, spec: str) -> None:
         # The same embedder an in-process writer would get for this spec and store.
         self.embedder: CoreEmbedder | None = open_embedder(spec, open_backend(store), "write")
+        self._bulk = asyncio.Semaphore(1)  # one large write at a time per replica
 
     def info(self) -> dict[str, Any] | None:
         e = self.embedder
@@ -88,6 +89,17 @@ class Embedder:
             out.append(vectors[start : start + len(texts)])
             start += len(texts)
         return out
+
+    async def encode_bulk(self, texts: list[str]) -> np.ndarray:
+        """A large write's texts, beside ``encode``'s batches rather than in them: merged
+        into a batch, they would hold every small write of that batch until all of them
+        are embedded (``RemoteEmbedder`` decides which calls are large)."""
+        if self.embedder is None:
+            raise EmbedderError("this store is keyword-only; nothing to embed", field="embedder")
+        async with self._bulk:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, self.embedder.encode, texts, 64
+            )
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=16)

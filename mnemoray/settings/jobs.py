@@ -1,11 +1,11 @@
 """``ingestion.jobs``: automatic retries and retention of the durable ingestion jobs
-(``mnemoray.memory.jobs``)."""
+(``mnemoray.memory.ingest``), and how many one API key may have pending."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mnemoray.memory.ingest.job import RetentionPolicy, RetryPolicy
+from mnemoray.memory.ingest.job import PendingBound, RetentionPolicy, RetryPolicy
 
 
 class JobSettings(BaseModel):
@@ -29,6 +29,18 @@ class JobSettings(BaseModel):
         False, description="prune failed-for-good jobs too (they hold input nobody ingested)"
     )
     prune_interval_s: float = Field(3600.0, gt=0)
+    max_pending_per_key: int = Field(
+        PendingBound.jobs,
+        ge=1,
+        description="queued or running jobs one API key (all callers of a server without "
+        "keys together) may have; past it a new one is refused with 429",
+    )
+    max_pending_chars_per_key: int = Field(
+        PendingBound.chars,
+        ge=1,
+        description="characters of input (posted sessions) one API key's pending jobs may "
+        "hold; past it 429",
+    )
 
     def retry(self) -> RetryPolicy:
         return RetryPolicy(
@@ -43,3 +55,6 @@ class JobSettings(BaseModel):
             prune_failed=self.prune_failed,
             interval_s=self.prune_interval_s,
         )
+
+    def pending_bound(self) -> PendingBound:
+        return PendingBound(jobs=self.max_pending_per_key, chars=self.max_pending_chars_per_key)

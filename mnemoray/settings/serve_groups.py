@@ -18,6 +18,7 @@ from pydantic import (
 
 from mnemoray.artifacts.files import SUPPORTED as ARTIFACTS
 from mnemoray.artifacts.offload import DEFAULT_THRESHOLD_BYTES
+from mnemoray.limits import MAX_SYNC_EMBED_CHARS
 from mnemoray.locations import local_location
 from mnemoray.memory.ingest.triggers import TriggerConfig
 from mnemoray.sessions.sqlite.store import SUPPORTED as SESSIONS
@@ -119,6 +120,13 @@ class ServerSettings(StrictModel):
         ge=0,
         description="open connections per client address (loopback too; per replica); "
         "one more is answered 503 and closed (0: no cap)",
+    )
+    max_sync_embed_chars: int = Field(
+        MAX_SYNC_EMBED_CHARS,
+        ge=1,
+        description="characters one synchronous add may ask to embed (memories' key "
+        "text, a session's event text); past it 413: smaller requests, or ?wait=false "
+        "for a session",
     )
     offload_bytes: int = Field(
         DEFAULT_THRESHOLD_BYTES,

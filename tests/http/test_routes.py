@@ -110,7 +110,13 @@ class FakeBackend:
         return {"system_instruction": agent.get("instruction", "")}
 
     def end_session(
-        self, app_name: str, user_id: str, session_id: str, *, wait: bool = False
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        *,
+        wait: bool = False,
+        submitter: str | None = None,
     ) -> dict[str, Any]:
         session = self.sessions.get_session(app_name, user_id, session_id)
         if not session.ended:
@@ -123,7 +129,12 @@ class FakeBackend:
         return {**out, "job_id": job.job_id}
 
     def enqueue_session(
-        self, app_name: str, user_id: str, session: Mapping[str, Any]
+        self,
+        app_name: str,
+        user_id: str,
+        session: Mapping[str, Any],
+        *,
+        submitter: str | None = None,
     ) -> dict[str, Any]:
         job = self.jobs.enqueue(
             app_name,

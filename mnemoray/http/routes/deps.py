@@ -1,4 +1,5 @@
-"""Dependencies shared by the routes: the backend and the authenticated caller."""
+"""Dependencies shared by the routes: the backend, the HTTP edge's settings and the
+authenticated caller."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from mnemoray.schemas.common import MAX_ID_CHARS
 
 async def backend(request: Request) -> ApiBackend:
     return request.app.state.backend
+
+
+async def http_config(request: Request) -> HttpConfig:
+    return request.app.state.http
 
 
 # Declares the key in OpenAPI (the docs' Authorize button, `security` on each route);
@@ -43,6 +48,7 @@ async def principal(
 
 # Module level: FastAPI resolves (string) annotations in the route module's namespace.
 Backend = Annotated[ApiBackend, Depends(backend)]
+Http = Annotated[HttpConfig, Depends(http_config)]
 Caller = Annotated[Principal, Depends(principal)]
 IdQuery = Annotated[str, Query(min_length=1, max_length=MAX_ID_CHARS)]
 

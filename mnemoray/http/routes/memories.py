@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from mnemoray import limits
 from mnemoray.errors import InvalidInput, NotFound
 from mnemoray.http.auth import Principal
-from mnemoray.http.routes.deps import Backend, Caller, IdQuery, elapsed_ms
+from mnemoray.http.routes.deps import Backend, Caller, Http, IdQuery, elapsed_ms
 from mnemoray.schemas.common import MAX_ID_CHARS, MAX_PAGE, MAX_QUERY_CHARS, MAX_TOP_K, Kind, Mode
 from mnemoray.schemas.hygiene import (
     MAX_REASON_CHARS,
@@ -168,12 +168,14 @@ async def add_memories(
     body: AddMemoriesRequest,
     caller: Caller,
     backend: Backend,
+    http: Http,
     response: Response,
     wait: bool = True,
 ) -> dict[str, Any]:
     start = time.perf_counter()
     caller.check(body.app_name)
     body.check_session()  # before a job is queued: wait=false answers as wait=true would
+    check_embed_work(body, wait, http.max_sync_embed_chars)
     if body.session is not None and not wait:
         if body.agent_name is not None:  # a queued job distills as the app's scopes say
             raise InvalidInput(
@@ -183,7 +185,11 @@ async def add_memories(
             )
         response.status_code = 202
         return await backend.run_io(
-            backend.enqueue_session, body.app_name, body.user_id, body.session
+            backend.enqueue_session,
+            body.app_name,
+            body.user_id,
+            body.session,
+            submitter=caller.actor,
         )
     if body.session is not None:
         out = await backend.memory_op(
@@ -204,6 +210,20 @@ async def add_memories(
         )
     out["took_ms"] = elapsed_ms(start)
     return out
+
+
+def check_embed_work(body: AddMemoriesRequest, wait: bool, limit: int) -> None:
+    """A synchronous add embeds before it answers: past ``limit`` characters it is
+    refused (413) before any work, naming the way around it. A queued session is not
+    the request's to wait for, so it is not counted."""
+    if body.session is not None:
+        if wait:
+            chars = limits.event_text_chars(body.session.get("events"))
+            instead = "post it with ?wait=false to queue its ingestion"
+            limits.check_sync_embed(chars, limit, "session", instead)
+    elif body.memories:
+        chars = sum(len(m.key_text or m.text) for m in body.memories)
+        limits.check_sync_embed(chars, limit, "memories", "send them in smaller requests")
 
 
 @router.get(

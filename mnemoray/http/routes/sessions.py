@@ -175,7 +175,12 @@ async def end_session(
 ) -> dict[str, Any]:
     caller.check(body.app_name)
     out = await backend.run_io(
-        backend.end_session, body.app_name, body.user_id, session_id, wait=wait
+        backend.end_session,
+        body.app_name,
+        body.user_id,
+        session_id,
+        wait=wait,
+        submitter=caller.actor,
     )
     if wait:
         response.status_code = 200

@@ -10,6 +10,8 @@ _EXPORTS = {
     "Job": "mnemoray.memory.ingest.job",
     "JobQueue": "mnemoray.memory.ingest.queue",
     "JobWorker": "mnemoray.memory.ingest.worker",
+    "PendingBound": "mnemoray.memory.ingest.job",
+    "QueueFull": "mnemoray.memory.ingest.job",
     "RetentionPolicy": "mnemoray.memory.ingest.job",
     "RetryPolicy": "mnemoray.memory.ingest.job",
     "TriggerConfig": "mnemoray.memory.ingest.triggers",

@@ -12,10 +12,15 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mnemoray.errors import InvalidInput, MnemorayError
+from mnemoray.errors import InvalidInput, MnemorayError, TooManyRequests
 
 JobStatus = Literal["queued", "running", "done", "failed"]
 FORGOTTEN = "forgotten"  # the error of a job cancelled because its owner was forgotten
+
+
+class QueueFull(TooManyRequests):
+    """A submitter (an API key) has as many ingestion jobs, or as much input, pending as
+    it may (:class:`PendingBound`): the new job is refused, nothing is queued (HTTP 429)."""
 
 
 class JobForgotten(Exception):
@@ -124,3 +129,36 @@ class RetentionPolicy:
     @property
     def statuses(self) -> tuple[str, ...]:
         return ("done", "failed") if self.prune_failed else ("done",)
+
+
+@dataclass(frozen=True)
+class PendingBound:
+    """What one submitter (an API key: ``key:<id>``, or ``local`` on a server without
+    keys) may have queued or running at once: ``jobs`` jobs, and ``chars`` characters
+    of input they hold (a posted session's JSON). One client cannot fill the queue that
+    every tenant's ingestion waits in; past it, :class:`QueueFull`."""
+
+    jobs: int = 100
+    chars: int = 32_000_000
+
+    def __post_init__(self) -> None:
+        for name in ("jobs", "chars"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInput(f"must be an integer >= 1, got {value!r}", field=name)
+
+    def check(self, submitter: str, pending_jobs: int, pending_chars: int, chars: int) -> None:
+        """QueueFull unless one more job holding ``chars`` characters fits beside what
+        ``submitter`` has pending."""
+        if pending_jobs >= self.jobs:
+            raise QueueFull(
+                f"{submitter} has {pending_jobs} ingestion jobs pending, the most one "
+                f"caller may have (ingestion.jobs.max_pending_per_key); ask again when "
+                f"some are done"
+            )
+        if pending_chars + chars > self.chars:
+            raise QueueFull(
+                f"{submitter}'s pending ingestion jobs hold {pending_chars} characters "
+                f"and this one {chars}, over the limit of {self.chars} "
+                f"(ingestion.jobs.max_pending_chars_per_key); ask again when some are done"
+            )

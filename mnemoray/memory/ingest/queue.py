@@ -21,7 +21,7 @@ from typing import Any
 
 from mnemoray.errors import Conflict, InvalidInput, NotFound
 from mnemoray.locations import local_location
-from mnemoray.memory.ingest.job import FORGOTTEN, Job, JobStatus
+from mnemoray.memory.ingest.job import FORGOTTEN, Job, JobStatus, PendingBound
 from mnemoray.memory.store.hygiene_db import SmallDb
 
 #: What a job queue location may be, for the message that refuses any other.
@@ -53,13 +53,20 @@ _ERASURES = """CREATE TABLE IF NOT EXISTS erasures (
     at         REAL NOT NULL)"""
 # Columns added after the first queues were written (a reopened old file gains them).
 # ``owner`` / ``heartbeat``: which queue instance (one per replica process) runs a job,
-# and when it last said it still does (:meth:`JobQueue.beat`).
+# and when it last said it still does (:meth:`JobQueue.beat`). ``submitter``: who asked
+# for it (an API key's actor; NULL: a trigger), ``payload_chars``: its input's size,
+# both for :class:`PendingBound`.
 _ADDED = (
     ("tries", "INTEGER NOT NULL DEFAULT 0"),
     ("not_before", "REAL"),
     ("owner", "TEXT"),
     ("heartbeat", "REAL"),
+    ("submitter", "TEXT"),
+    ("payload_chars", "INTEGER NOT NULL DEFAULT 0"),
 )
+# After the columns exist: an old file gains ``submitter`` only when reopened.
+_SUBMITTER_INDEX = "CREATE INDEX IF NOT EXISTS jobs_submitter ON jobs (submitter, status)"
+_PENDING = "status IN ('queued', 'running')"
 _COLS = (
     "job_id, app_name, user_id, kind, session_id, payload, status, memories_added, "
     "error, attempts, created_at, updated_at, tries, not_before"
@@ -88,6 +95,7 @@ class JobQueue:
             for name, decl in _ADDED:
                 if name not in have:
                     c.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
+            c.execute(_SUBMITTER_INDEX)
 
     def _notify(self) -> None:
         with self.changed:
@@ -112,17 +120,26 @@ class JobQueue:
         kind: str,
         payload: dict[str, Any] | None = None,
         running: bool = False,
+        submitter: str | None = None,
+        bound: PendingBound | None = None,
     ) -> Job:
-        """Commit a new job (``running``: the caller runs it itself, now)."""
+        """Commit a new job (``running``: the caller runs it itself, now). ``submitter``:
+        who asked for it; with ``bound``, :class:`~mnemoray.memory.ingest.job.QueueFull`
+        (nothing queued) when it has as much pending as the bound allows, decided in
+        the transaction that commits the job."""
         now = time.time()
         job_id = uuid.uuid4().hex
         body = None if payload is None else json.dumps(payload, allow_nan=False)
+        chars = 0 if body is None else len(body)
         with self._tx() as c:
+            if bound is not None and submitter is not None:
+                bound.check(submitter, *self._pending(c, submitter), chars)
             seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
             c.execute(
                 "INSERT INTO jobs (job_id, seq, app_name, user_id, kind, session_id, "
                 "payload, status, attempts, tries, created_at, updated_at, owner, "
-                "heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "heartbeat, submitter, payload_chars) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     job_id,
                     seq,
@@ -138,9 +155,29 @@ class JobQueue:
                     now,
                     self.owner if running else None,
                     now if running else None,
+                    submitter,
+                    chars,
                 ),
             )
         return self._get(job_id)
+
+    def check_room(self, submitter: str, bound: PendingBound) -> None:
+        """QueueFull when ``submitter`` could not queue one more job without input (a
+        caller checks before a step it cannot take back, such as ending a session)."""
+        bound.check(submitter, *self._pending(self._conn(), submitter), 0)
+
+    def pending(self, submitter: str) -> tuple[int, int]:
+        """(jobs, characters of input) ``submitter`` has queued or running."""
+        return self._pending(self._conn(), submitter)
+
+    @staticmethod
+    def _pending(c: sqlite3.Connection, submitter: str) -> tuple[int, int]:
+        jobs, chars = c.execute(
+            f"SELECT COUNT(*), COALESCE(SUM(payload_chars), 0) FROM jobs "
+            f"WHERE submitter = ? AND {_PENDING}",
+            (submitter,),
+        ).fetchone()
+        return int(jobs), int(chars)
 
     def claim(self, now: float | None = None) -> Job | None:
         """The oldest queued job that is due, now ``running`` (None: nothing due)."""
@@ -180,9 +217,13 @@ class JobQueue:
             )
         return self._get(job_id)
 
-    def retry(self, app_name: str, user_id: str, job_id: str) -> Job:
+    def retry(
+        self, app_name: str, user_id: str, job_id: str, *, bound: PendingBound | None = None
+    ) -> Job:
         """Queue a failed job again, with its input and a fresh round of automatic
-        retries (409 unless it failed)."""
+        retries (409 unless it failed). With ``bound``: QueueFull when the job's
+        submitter has as much pending as the bound allows (failed jobs are not pending,
+        so retrying them must not get round it)."""
         job = self.get(app_name, user_id, job_id)
         if job.status == "failed" and job.error == FORGOTTEN:
             raise Conflict(
@@ -195,6 +236,12 @@ class JobQueue:
                 f"job {job_id!r} is {job.status}; only a failed job is retried", field="job_id"
             )
         with self._tx() as c:
+            if bound is not None:
+                submitter, chars = c.execute(
+                    "SELECT submitter, payload_chars FROM jobs WHERE job_id = ?", (job_id,)
+                ).fetchone()
+                if submitter is not None:
+                    bound.check(submitter, *self._pending(c, submitter), chars)
             c.execute(
                 "UPDATE jobs SET status = 'queued', error = NULL, tries = 0, "
                 "not_before = NULL, updated_at = ? WHERE job_id = ? AND "
@@ -368,9 +415,7 @@ class JobQueue:
 
     def depth(self) -> int:  # queued (retries waiting included) or running
         return int(
-            self._conn()
-            .execute("SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'running')")
-            .fetchone()[0]
+            self._conn().execute(f"SELECT COUNT(*) FROM jobs WHERE {_PENDING}").fetchone()[0]
         )
 
     def next_due(self) -> float | None:

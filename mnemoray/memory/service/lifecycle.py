@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from mnemoray.embedders import Embedder
 from mnemoray.errors import Conflict, InvalidInput, NotFound
 from mnemoray.limits import MAX_FORGET_PREVIEW
 from mnemoray.memory.recall.result import RecallResult
@@ -33,6 +34,7 @@ class LifecycleHost(Protocol):
     """What the lifecycle reads of its service (the ``MemoryService``)."""
 
     store: MemoryBackend
+    embedder: Embedder | None
     hooks: MemoryHooks
     reloader: SnapshotReloader
     scopes: ScopePolicy
@@ -221,6 +223,9 @@ class MemoryLifecycle:
         corrected it meanwhile (this edit is then taken back)."""
         text = edit.check_text(text)
         owner = (app_name, user_id)
+        # The new text's vector depends on the text alone: embedded before the write lock.
+        embedder = self.service.embedder
+        vector = embedder.encode([text])[0] if embedder is not None else None
         with self._write_lock:
             self.reloader.refresh()
             snap = self.snapshot()
@@ -235,6 +240,8 @@ class MemoryLifecycle:
             if text == old.text:
                 return old
             new = edit.edited(old, text, actor, time.time())
+            if vector is not None:
+                new = new.with_embedding(vector)
             earlier = edit.edits_of(rows, old.memory_id)  # a half-done edit of this version
             same = next((m for m in earlier if m.content_hash == new.content_hash), None)
             n = 0

@@ -69,18 +69,45 @@ SUPERSEDED = "superseded by a newer copy of its session"
 
 
 # -- shared steps (the backfill uses them too) -------------------------------------
+#: Characters of text an online write hands the embedder per call. A tokenizer's working
+#: memory grows with the text of one call and the process keeps it afterwards, so a
+#: large add is embedded in groups of about this much (at least one text each).
+EMBED_GROUP_CHARS = 1 << 18
+
+
+def text_groups(texts: Sequence[str], max_chars: int | None) -> list[list[int]]:
+    """Indexes of ``texts`` in consecutive groups of at most ``max_chars`` characters
+    (a longer text alone); None: one group."""
+    if max_chars is None:
+        return [list(range(len(texts)))] if texts else []
+    groups: list[list[int]] = []
+    size = 0
+    for i, text in enumerate(texts):
+        if not groups or size + len(text) > max_chars:
+            groups.append([])
+            size = 0
+        groups[-1].append(i)
+        size += len(text)
+    return groups
+
+
 def embed_memories(
-    memories: Sequence[Memory], embedder: Embedder | None, batch_size: int | None = None
+    memories: Sequence[Memory],
+    embedder: Embedder | None,
+    batch_size: int | None = None,
+    group_chars: int | None = None,
 ) -> list[Memory]:
-    """Memories with their ``key_text`` embedded, in one encode call (unchanged if no embedder)."""
+    """Memories with their ``key_text`` embedded (unchanged if no embedder): one encode
+    call, or one per group of ``group_chars`` characters (:func:`text_groups`)."""
     memories = list(memories)
     if embedder is None or not memories:
         return memories
     todo = [i for i, m in enumerate(memories) if m.embedding is None]
-    if todo:
-        vectors = embedder.encode([memories[i].key_text for i in todo], batch_size=batch_size)
-        for i, vec in zip(todo, vectors, strict=True):
-            memories[i] = memories[i].with_embedding(vec)
+    texts = [memories[i].key_text for i in todo]
+    for group in text_groups(texts, group_chars):
+        vectors = embedder.encode([texts[g] for g in group], batch_size=batch_size)
+        for g, vec in zip(group, vectors, strict=True):
+            memories[todo[g]] = memories[todo[g]].with_embedding(vec)
     return memories
 
 
@@ -220,32 +247,23 @@ class MemoryService:
         nothing else. ``agent_name``: whose memories these are (None: as the app's
         ``memory_scope`` says, :func:`~mnemoray.memory.store.scopes.session_agent`).
         """
-        from mnemoray.memory.records.distill import distill_session
         from mnemoray.memory.store.graph.commit import safe_extract
 
         if not isinstance(session, Session):
             raise TypeError(f"session: expected a Session, got {type(session).__name__}")
         session_hash = session_hash or session_content_hash(session)
         agent = session_agent(session, self.scopes.memory_scope(session.app_name), agent_name)
+        if self.store.ledger_contains([session_hash]):  # the common repeat: no work at all
+            return Ingested([], 0, "unchanged")
+        # Distilling, the graph extract and embedding read only the session: they run
+        # before the write lock, so another tenant's write does not wait for them. What
+        # the lock protects (the ledger, older copies, stored records) is decided under it.
+        records = self._distill(session, agent)
+        found = safe_extract(session, records) if self.store.has_graph else None
+        records = self._embed_unstored(session, records)
         with self._write_lock:
-            if self.store.ledger_contains([session_hash]):
+            if self.store.ledger_contains([session_hash]):  # ingested meanwhile
                 return Ingested([], 0, "unchanged")
-            # The app's memory prompt (``memory_prompt``), if it has one.
-            prompt = self.memory_prompt(session.app_name)
-            summarizer = self.summarizer if prompt is None else self.summarizer.with_prompt(prompt)
-            records = stamp_version(
-                stamp_agent(
-                    distill_session(
-                        session,
-                        summarizer,
-                        chunk_turns=self.chunk_turns,
-                        ttl_s=self.ttl_s,
-                        summarize=self.summarize_for(session.app_name),
-                    ),
-                    agent,
-                ),
-                session,
-            )
             self.reloader.refresh()  # decide against what is committed now
             snap = self.snapshot()
             try:
@@ -269,17 +287,58 @@ class MemoryService:
                         )
                     )
                 # The session's entity graph evidence commits with its records.
-                found = safe_extract(session, records) if self.store.has_graph else None
                 graph = [(session_hash, found)] if found is not None else []
                 added = self._write(fresh, [session_hash], graph=graph)
                 return Ingested(added, len(records) - len(added), "added" if added else "unchanged")
             finally:
                 self.reloader.refresh()
 
+    def _distill(self, session: Session, agent: str) -> list[Memory]:
+        """The session's records, agent-stamped and versioned (the app's memory prompt,
+        ``memory_prompt``, if it has one)."""
+        from mnemoray.memory.records.distill import distill_session
+
+        prompt = self.memory_prompt(session.app_name)
+        summarizer = self.summarizer if prompt is None else self.summarizer.with_prompt(prompt)
+        return stamp_version(
+            stamp_agent(
+                distill_session(
+                    session,
+                    summarizer,
+                    chunk_turns=self.chunk_turns,
+                    ttl_s=self.ttl_s,
+                    summarize=self.summarize_for(session.app_name),
+                ),
+                agent,
+            ),
+            session,
+        )
+
+    def _embed_unstored(self, session: Session, records: list[Memory]) -> list[Memory]:
+        """``records`` with those the store does not hold yet embedded (a grown session
+        re-embeds only its new records). Read without the lock: a record stored now but
+        gone by the commit is embedded there (:meth:`_write`)."""
+        if self.embedder is None:
+            return records
+        self.reloader.refresh()
+        stored = {r["content_hash"] for r in stored_session_rows(self.snapshot(), *session.key)}
+        todo = [i for i, m in enumerate(records) if m.content_hash not in stored]
+        embedded = embed_memories(
+            [records[i] for i in todo], self.embedder, group_chars=EMBED_GROUP_CHARS
+        )
+        out = list(records)
+        for i, m in zip(todo, embedded, strict=True):
+            out[i] = m
+        return out
+
     def add_memories(self, memories: Sequence[Memory], *, actor: str = "") -> list[Memory]:
         """Store raw memories online (embedded here when they carry no embedding); returns
         the ones really written (not those already stored or repeated in ``memories``).
-        ``actor``: who added them (passed to ``on_memory_created`` hooks)."""
+        ``actor``: who added them (passed to ``on_memory_created`` hooks).
+
+        They are embedded before the write lock is taken: the lock covers the commit
+        only, whose store checks (a stored copy, an id with other content) are the ones
+        that decide, so two adds of one memory at once still store it once."""
         memories = list(memories)
         for i, m in enumerate(memories):
             if not isinstance(m, Memory):
@@ -288,6 +347,8 @@ class MemoryService:
             memories = [
                 m if m.embedding is None else m.with_derived(embedding=None) for m in memories
             ]
+        else:
+            memories = embed_memories(memories, self.embedder, group_chars=EMBED_GROUP_CHARS)
         with self._write_lock:
             try:
                 return self._write(memories, [], index_kind="flat", actor=actor)
@@ -308,7 +369,8 @@ class MemoryService:
                 self.store.commit(None, session_hashes=session_hashes, **extra)
             return []
         model, dim = write_model(self.store, self.embedder)
-        memories = embed_memories(memories, self.embedder)
+        # Callers embed before the lock; only a record they could not know of is left.
+        memories = embed_memories(memories, self.embedder, group_chars=EMBED_GROUP_CHARS)
         result: WriteResult = self.store.write_segment(
             memories,
             model,
@@ -743,4 +805,11 @@ def check_query_vector(
         raise StoreError(f"expected shape ({m.dim},), got {np.shape(query_vec)}", field="query_vec")
 
 
-__all__ = ["Ingested", "MemoryService", "check_query_vector", "embed_memories"]
+__all__ = [
+    "EMBED_GROUP_CHARS",
+    "Ingested",
+    "MemoryService",
+    "check_query_vector",
+    "embed_memories",
+    "text_groups",
+]

@@ -1,5 +1,5 @@
 """The durable ingestion queue without Ray: order, restart, failure, retry, tenants,
-automatic retries with backoff, and pruning of finished jobs."""
+automatic retries with backoff, pruning of finished jobs, and what one key may queue."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from mnemoray.errors import ConfigError, Conflict, InvalidInput, NotFound, Unavailable
-from mnemoray.memory.ingest.job import Job, RetentionPolicy, RetryPolicy
+from mnemoray.memory.ingest.job import (
+    Job,
+    PendingBound,
+    QueueFull,
+    RetentionPolicy,
+    RetryPolicy,
+)
 from mnemoray.memory.ingest.queue import JobQueue
 from mnemoray.memory.ingest.worker import JobWorker
 
@@ -306,6 +312,9 @@ def test_a_queue_file_of_the_first_schema_gains_the_new_columns(path: Path) -> N
     q = JobQueue(path)
     job = q.claim()
     assert job and job.job_id == "j1" and job.tries == 1 and job.not_before is None
+    # The old job was nobody's; a new one is its submitter's, with its input's size.
+    q.enqueue("app", "ana", "s2", kind="add_session", payload={"k": "v"}, submitter="key:a")
+    assert q.pending("key:a") == (1, len('{"k": "v"}'))
 
 
 # -- a forget reaches the queue (a job queued before an erase writes nothing) ----------
@@ -428,3 +437,60 @@ def test_a_queue_refuses_a_url_instead_of_making_a_file_of_it(
     with pytest.raises(ConfigError, match=r"^path: redis://q/0 is not supported here") as raised:
         JobQueue("redis://q/0")
     assert raised.value.field == "path" and list(tmp_path.iterdir()) == []
+
+
+# -- what one submitter may have pending ------------------------------------------------
+def test_a_submitter_past_its_pending_jobs_is_refused_and_others_are_not(path: Path) -> None:
+    q = JobQueue(path)
+    bound = PendingBound(jobs=2, chars=1_000)
+    first = q.enqueue(
+        "app", "ana", "s1", kind="add_session", payload={}, submitter="key:a", bound=bound
+    )
+    q.enqueue("app", "bob", "s1", kind="add_session", payload={}, submitter="key:a", bound=bound)
+    with pytest.raises(QueueFull, match=r"key:a has 2 ingestion jobs pending.*max_pending_per_key"):
+        q.enqueue("app", "cy", "s1", kind="add_session", payload={}, submitter="key:a", bound=bound)
+    assert q.depth() == 2  # nothing was queued
+    # Another key, and a trigger's job (nobody's), are not held up by key:a's.
+    q.enqueue("app", "ana", "s2", kind="add_session", payload={}, submitter="key:b", bound=bound)
+    q.enqueue("app", "ana", "s3", kind="trigger")
+    with pytest.raises(QueueFull):
+        q.check_room("key:a", bound)
+    q.check_room("key:b", bound)
+    # A finished job frees its place; retrying a failed one takes a place again.
+    q.finish(first.job_id, 0)
+    assert q.pending("key:a") == (1, 2)
+    failed = q.enqueue("app", "dan", "s1", kind="add_session", payload={}, submitter="key:a")
+    q.fail(failed.job_id, "not a session")
+    q.enqueue("app", "eve", "s1", kind="add_session", payload={}, submitter="key:a", bound=bound)
+    with pytest.raises(QueueFull):
+        q.retry("app", "dan", failed.job_id, bound=bound)
+    assert q.get("app", "dan", failed.job_id).status == "failed"
+    q.finish(q.claim().job_id, 0)  # type: ignore[union-attr]
+    assert q.retry("app", "dan", failed.job_id, bound=bound).status == "queued"
+    assert q.pending("key:a") == (2, 4)
+
+
+def test_a_submitter_past_its_pending_characters_is_refused(path: Path) -> None:
+    q = JobQueue(path)
+    bound = PendingBound(jobs=10, chars=100)
+    big = {"events": [{"text": "x" * 60}]}
+    q.enqueue("app", "ana", "s1", kind="add_session", payload=big, submitter="local", bound=bound)
+    with pytest.raises(
+        QueueFull, match=r"hold \d+ characters and this one \d+, over the limit of 100"
+    ):
+        q.enqueue(
+            "app", "ana", "s2", kind="add_session", payload=big, submitter="local", bound=bound
+        )
+    small = q.enqueue(
+        "app", "ana", "s3", kind="add_session", payload={}, submitter="local", bound=bound
+    )
+    assert small.status == "queued" and q.pending("local")[0] == 2
+
+
+@pytest.mark.parametrize(
+    "field,value", [("jobs", 0), ("chars", -1), ("jobs", True), ("chars", 1.5)]
+)
+def test_a_pending_bound_is_a_positive_integer(field: str, value: object) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        PendingBound(**{field: value})  # type: ignore[arg-type]
+    assert raised.value.field == field
