@@ -69,6 +69,12 @@ def mcp_cmd(
         help="With --http: interface to bind (loopback unless --allow-remote).",
     ),
     port: int = typer.Option(8765, "--port", min=1, max=65535, help="With --http: port."),
+    allow_erase: bool = typer.Option(
+        False,
+        "--allow-erase",
+        help="Offer the tool forget_everything (erase every session, artifact, memory and "
+        "job of the user, confirmed in two calls). Off: an erasure cannot be undone.",
+    ),
     allow_remote: bool = typer.Option(
         False,
         "--allow-remote",
@@ -78,7 +84,8 @@ def mcp_cmd(
     ),
 ) -> None:
     """Serve one user's memories over the Model Context Protocol: tools recall, remember,
-    forget, compile_context; resources for the user's memories and profile.
+    forget, compile_context (and forget_everything with --allow-erase); resources for the
+    user's memories and profile.
 
     The app and user are fixed here, not tool arguments, so a model (or text it read)
     cannot reach another user's memories.
@@ -118,7 +125,7 @@ def mcp_cmd(
             backend = LocalBackend.open(store, None if embedder == "none" else embedder, summarizer)
         else:
             backend = RemoteBackend.open(url or "", api_key)
-    server = build_server(backend, tenant)
+    server = build_server(backend, tenant, allow_erase=allow_erase)
     try:
         if http:
             typer.echo(

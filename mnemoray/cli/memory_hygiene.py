@@ -270,33 +270,21 @@ def forget_user(
     """Forget everything about a user: queued ingestion jobs, sessions, artifacts, then
     memories (as DELETE /v1/users/APP/USER). Safe to repeat: a second run finishes an
     interrupted one and reports zeros for what is gone."""
-    from mnemoray.artifacts.files import FileArtifactStore
-    from mnemoray.memory.hygiene.erasure import Erasure
-    from mnemoray.memory.ingest.queue import JobQueue
+    from mnemoray.memory.hygiene.erasure import store_erasure
     from mnemoray.memory.service.json_ops import MemoryOps
     from mnemoray.memory.store.protocol import parse_location
-    from mnemoray.sessions.sqlite.store import SQLiteSessionStore
 
     service = _open(store, None)
     folder = parse_location(store)[1]
-    db = Path(sessions_db) if sessions_db else folder / "sessions.db"
-    art = Path(artifacts_dir) if artifacts_dir else folder / "artifacts"
-    jobs_db = db.parent / "jobs.db"  # where the server keeps it (beside sessions.db)
-    # A part this store never had has nothing to remove: none is created here.
-    sessions = SQLiteSessionStore(str(db)) if db.is_file() else None
-    jobs = JobQueue(jobs_db) if jobs_db.is_file() else None
     ops = MemoryOps(service)
     try:
-        out = Erasure(
-            sessions,
-            FileArtifactStore(art) if art.is_dir() else None,
-            jobs,
+        with store_erasure(
             lambda op, app, user, **kw: ops.call(op, app, user, kw),
-        ).forget_user(app_name, user_id, reason=reason, actor=_actor(actor))
+            sessions_db or folder / "sessions.db",
+            artifacts_dir or folder / "artifacts",
+        ) as erasure:
+            out = erasure.forget_user(app_name, user_id, reason=reason, actor=_actor(actor))
     finally:
-        for part in (sessions, jobs):
-            if part is not None:
-                part.close()
         service.close()
     if as_json:
         _echo(out)

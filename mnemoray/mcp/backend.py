@@ -65,6 +65,11 @@ class Backend(Protocol):
         """Forget one memory of this user; how many were live (0 or 1)."""
         ...
 
+    def forget_everything(self, app_name: str, user_id: str, reason: str) -> dict[str, Any]:
+        """Erase the user: jobs, sessions, artifacts, memories (``DELETE
+        /v1/users/{app}/{user}``); the erasure's record, with what was removed."""
+        ...
+
     def forget_by_query(
         self,
         app_name: str,

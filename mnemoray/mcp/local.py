@@ -19,6 +19,7 @@ from mnemoray.compiler import AgentSpec, Compiler, Services, TemplateError
 from mnemoray.embedders import write_model
 from mnemoray.errors import InvalidInput, MnemorayError
 from mnemoray.mcp.backend import ACTOR
+from mnemoray.memory.hygiene.erasure import store_erasure
 from mnemoray.memory.records.agent_names import memory_view
 from mnemoray.memory.service.json_ops import MemoryOps
 from mnemoray.memory.service.service import MemoryService
@@ -106,6 +107,14 @@ class LocalBackend:
         return self.ops.call(
             "forget_memory", app_name, user_id, {"memory_id": memory_id, "actor": ACTOR}
         )
+
+    def forget_everything(self, app_name: str, user_id: str, reason: str) -> dict[str, Any]:
+        with store_erasure(
+            lambda op, app, user, **kw: self.ops.call(op, app, user, kw),
+            self._sessions_db,
+            self._artifacts_dir,
+        ) as erasure:
+            return erasure.forget_user(app_name, user_id, reason=reason, actor=ACTOR)
 
     def forget_by_query(
         self,

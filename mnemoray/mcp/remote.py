@@ -80,6 +80,10 @@ class RemoteBackend:
     def forget_memory(self, app_name: str, user_id: str, memory_id: str) -> int:
         return self._call(self.client.forget_memory, app_name, user_id, memory_id)
 
+    def forget_everything(self, app_name: str, user_id: str, reason: str) -> dict[str, Any]:
+        out: dict[str, Any] = self._call(self.client.forget_everything, app_name, user_id, reason)
+        return out
+
     def forget_by_query(
         self,
         app_name: str,

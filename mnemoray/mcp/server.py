@@ -13,7 +13,10 @@ MCP tool errors of one line (``Error executing tool recall: top_k: ...``).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import secrets
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
@@ -135,8 +138,17 @@ def read_all_memories(
     return out, False
 
 
-def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
-    """The MCP server for ``tenant``'s memories in ``backend``."""
+def erase_token(tenant: Tenant, secret: bytes) -> str:
+    """The confirm token of ``forget_everything`` for ``tenant``: made from a secret of
+    this server process, so only a first call (which shows it) can lead to the second."""
+    key = f"{tenant.app_name}\0{tenant.user_id}".encode()
+    return hmac.new(secret, key, hashlib.sha256).hexdigest()[:32]
+
+
+def build_server(backend: Backend, tenant: Tenant, *, allow_erase: bool = False) -> MnemorayMCP:
+    """The MCP server for ``tenant``'s memories in ``backend``. ``allow_erase``: offer
+    ``forget_everything`` (off by default: an erasure cannot be undone, and a model may
+    be steered by what it reads into calling any tool it has)."""
     app, user = tenant.app_name, tenant.user_id
     mcp = MnemorayMCP(
         "mnemoray",
@@ -260,6 +272,41 @@ def build_server(backend: Backend, tenant: Tenant) -> MnemorayMCP:
             confirm=confirm,
             memory_ids=memory_ids,
         )
+
+    if allow_erase:
+        token = erase_token(tenant, secrets.token_bytes(32))
+
+        @mcp.tool(
+            annotations=ToolAnnotations(
+                read_only_hint=False,
+                destructive_hint=True,
+                idempotent_hint=True,
+                open_world_hint=False,
+            )
+        )
+        @tool_errors
+        def forget_everything(
+            confirm: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None,
+            reason: Annotated[str, StringConstraints(max_length=500)] = "",
+        ) -> dict[str, Any]:
+            """Erase everything stored about the user, for good: queued ingestion jobs,
+            every session and artifact, then every memory and graph row. In two steps:
+            without `confirm` nothing is removed and the answer holds a `confirm_token`;
+            call again with `confirm: <token>` to erase. Answers what was removed, per
+            kind; a second erasure answers zeros."""
+            if confirm is None:
+                return {
+                    "erased": False,
+                    "erases": f"every job, session, artifact and memory of user {user!r} "
+                    f"in app {app!r}",
+                    "confirm_token": token,
+                }
+            if not hmac.compare_digest(confirm, token):
+                raise InvalidInput(
+                    "not this server's confirm_token: call without confirm first",
+                    field="confirm",
+                )
+            return {"erased": True, **backend.forget_everything(app, user, reason)}
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     @tool_errors

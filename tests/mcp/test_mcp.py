@@ -185,6 +185,37 @@ def test_stdio_round_trip_on_a_local_store(store: Path) -> None:
     ]
 
 
+def test_forget_everything_is_offered_only_when_allowed_and_takes_two_calls(
+    store: Path,
+) -> None:
+    async def body(s: ClientSession) -> None:
+        assert {t.name for t in (await s.list_tools()).tools} == TOOLS | {"forget_everything"}
+        await call(s, "remember", memories=["Ana is allergic to peanuts."])
+        first = await call(s, "forget_everything")
+        assert first["erased"] is False and "ana" in first["erases"]
+        assert (await call(s, "recall", query="peanuts"))["memories"]  # nothing removed yet
+        assert "confirm:" in await error(s, "forget_everything", confirm="0" * 32)
+        done = await call(
+            s, "forget_everything", confirm=first["confirm_token"], reason="user asked"
+        )
+        assert done["erased"] is True and (done["app_name"], done["user_id"]) == (APP, USER)
+        assert done["removed"]["sessions"] == 1 and done["removed"]["memories"] == 1
+        assert (await call(s, "recall", query="peanuts"))["memories"] == []
+        again = await call(s, "forget_everything", confirm=first["confirm_token"])
+        assert set(again["removed"].values()) == {0}
+
+    run_stdio(body, "--store", str(store), "--allow-erase")
+    with SQLiteSessionStore(store / "sessions.db") as sessions:
+        assert sessions.list_sessions(APP, USER) == []
+    service = MemoryService.open(store)
+    try:  # the other user of the app is untouched
+        assert [m.text for m in service.list_memories(APP, "bob")[0]] == [
+            "Bob's window seat booking code is ZX81."
+        ]
+    finally:
+        service.close()
+
+
 def test_compile_context_and_one_line_tool_errors(store: Path) -> None:
     async def body(s: ClientSession) -> None:
         await call(s, "remember", memories=["Ana prefers aisle seats on short flights."])
@@ -351,6 +382,16 @@ def test_url_backend_against_a_running_server(tmp_path: Path) -> None:
             assert "HTTP 401" in await error(s, "recall", query="hotel")
 
         run_stdio(wrong_key, "--url", url, "--api-key", "not-the-key-0123456789")
+
+        async def erase(s: ClientSession) -> None:
+            token = (await call(s, "forget_everything"))["confirm_token"]
+            done = await call(s, "forget_everything", confirm=token)
+            assert done["erased"] is True and done["removed"]["sessions"] == 1
+            assert (await call(s, "recall", query="parrot"))["memories"] == []
+
+        run_stdio(erase, "--url", url, "--api-key", key, "--allow-erase")
+        with MnemorayClient(url, key) as client:
+            assert client.list_sessions(APP, USER) == []
 
 
 def test_url_backend_unreachable_is_one_line() -> None:

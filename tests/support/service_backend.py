@@ -12,6 +12,7 @@ from mnemoray.artifacts.store import InMemoryArtifactStore
 from mnemoray.compiler import AgentSpec, Callee, Compiler, Services
 from mnemoray.http.compaction import start_auto_compaction
 from mnemoray.http.metrics import Metrics
+from mnemoray.memory.hygiene.erasure import Erasure
 from mnemoray.memory.records.agent_names import memory_view
 from mnemoray.memory.service.json_ops import MemoryOps
 from mnemoray.memory.service.service import MemoryService
@@ -74,6 +75,25 @@ class ServiceBackend:
             "",
             {"query": query, "top_k": top_k, "filters": filters, "mode": mode},
         )
+
+    def erasure(self) -> Erasure:
+        """Erasure over this backend's parts (no job queue: nothing is queued here)."""
+        return Erasure(
+            self.sessions,
+            self.artifacts,
+            None,
+            lambda op, app, user, **kw: self.ops.call(op, app, user, kw),
+        )
+
+    def delete_session(
+        self, app_name: str, user_id: str, session_id: str, *, actor: str = ""
+    ) -> dict[str, Any]:
+        return self.erasure().delete_session(app_name, user_id, session_id, actor=actor)
+
+    def forget_everything(
+        self, app_name: str, user_id: str, *, reason: str = "", actor: str = ""
+    ) -> dict[str, Any]:
+        return self.erasure().forget_user(app_name, user_id, reason=reason, actor=actor)
 
     async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
         return await self.run_io(self.ops.call, op, app_name, user_id, kwargs)

@@ -1,7 +1,8 @@
 """Delete a session, or forget everything about a user: memories, sessions, artifacts, jobs.
 
-The one place these rules live: the HTTP backends (``mnemoray.http.parts``) and the CLI
-(``mnemoray memory forget-user``) call :class:`Erasure` over the parts they hold. Memories
+The one place these rules live: the HTTP backends (``mnemoray.http.parts``) call
+:class:`Erasure` over the parts they hold; the CLI (``mnemoray memory forget-user``) and
+the MCP server's local store open those of a store directory with :func:`store_erasure`. Memories
 go through the memory operations (``forget_session`` / ``forget_user``), so the graph, the
 hygiene cascade to consolidated summaries and a sharded ``Index`` see the same forget a
 ``DELETE .../memories`` makes.
@@ -22,11 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mnemoray.artifacts.store import ArtifactStore
+from mnemoray.memory.ingest.guard import JOBS_DB
 from mnemoray.memory.ingest.queue import JobQueue
 from mnemoray.sessions.store import SessionStore
 from mnemoray.sessions.types import SessionNotFoundError
@@ -137,3 +140,25 @@ class Erasure:
 
 
 __all__ = ["ERASED", "SESSION_DELETED", "Erasure", "MemoryOp"]
+
+
+@contextlib.contextmanager
+def store_erasure(
+    memory_op: MemoryOp, sessions_db: str | Path, artifacts_dir: str | Path
+) -> Iterator[Erasure]:
+    """An :class:`Erasure` over a store directory's parts as the server keeps them: the
+    session database, the artifacts folder and ``jobs.db`` beside the sessions. A part
+    the store never had has nothing to remove, and none is created here."""
+    from mnemoray.artifacts.files import FileArtifactStore
+    from mnemoray.sessions.sqlite.store import SQLiteSessionStore
+
+    db, art = Path(sessions_db), Path(artifacts_dir)
+    jobs_db = db.parent / JOBS_DB
+    sessions = SQLiteSessionStore(str(db)) if db.is_file() else None
+    jobs = JobQueue(jobs_db) if jobs_db.is_file() else None
+    try:
+        yield Erasure(sessions, FileArtifactStore(art) if art.is_dir() else None, jobs, memory_op)
+    finally:
+        for part in (sessions, jobs):
+            if part is not None:
+                part.close()
