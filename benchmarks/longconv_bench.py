@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +37,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # The repo root, so that `python benchmarks/longconv_bench.py` imports like `-m`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import longconv_data as data  # noqa: E402
+from benchmarks.history import update_section  # noqa: E402
 from mnemoray.backfill.archive import read_archive  # noqa: E402
 from mnemoray.memory.recall.bm25 import BM25  # noqa: E402
 from mnemoray.memory.service.service import MemoryService  # noqa: E402
@@ -226,24 +226,34 @@ def render_turn(event: Any) -> str:
     return f"[{iso(event.timestamp)[:10]}] {event.author}: {event.text}"
 
 
+class TurnBM25:
+    """Per user, one BM25 index over single turns (one document per turn,
+    ``[date] Speaker: text``, citing its event): the baseline beside the library."""
+
+    def __init__(self, sessions: Iterable[Session]) -> None:
+        self.turns: dict[str, list[Item]] = {}
+        for s in sessions:
+            self.turns.setdefault(s.user_id, []).extend(
+                Item(render_turn(e), frozenset({e.id}), "turn") for e in s.events
+            )
+        self.indexes = {user: BM25([it.text for it in items]) for user, items in self.turns.items()}
+
+    def top(self, user_id: str, query: str, top_k: int) -> list[Item]:
+        """The user's best ``top_k`` turns that share a term with ``query``."""
+        items = self.turns[user_id]
+        scores = self.indexes[user_id].scores(query)
+        order = sorted(range(len(items)), key=lambda i: (-scores[i], i))[:top_k]
+        return [items[i] for i in order if scores[i] > 0]
+
+
 def run_turn_bm25(
     sessions: Iterable[Session],
     questions: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
     """The baseline: one BM25 index over a pair's single turns, top 10 turns."""
     t0 = time.perf_counter()
-    turns: dict[str, list[Item]] = {}
-    for s in sessions:
-        turns.setdefault(s.user_id, []).extend(
-            Item(render_turn(e), frozenset({e.id}), "turn") for e in s.events
-        )
-    indexes = {user: BM25([it.text for it in items]) for user, items in turns.items()}
-    judged = []
-    for q in questions:
-        items = turns[q["user_id"]]
-        scores = indexes[q["user_id"]].scores(q["question"])
-        order = sorted(range(len(items)), key=lambda i: (-scores[i], i))[:TOP_K]
-        judged.append(judge(q, [items[i] for i in order if scores[i] > 0]))
+    index = TurnBM25(sessions)
+    judged = [judge(q, index.top(q["user_id"], q["question"], TOP_K)) for q in questions]
     return {
         "by_kind": by_kind(judged),
         "eval_s": round(time.perf_counter() - t0, 1),
@@ -365,13 +375,7 @@ def readme_section(result: dict[str, Any], tbl: str) -> str:
 
 
 def update_readme(section: str, path: Path = README) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(r"^## Long conversations.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text.rstrip("\n") + "\n")
+    update_section(path, "Long conversations", section)
 
 
 def questions_path(out: Path) -> Path:

@@ -52,6 +52,7 @@ import numpy as np  # noqa: E402
 # The repo root, so that `python benchmarks/recall_quality.py` imports like `-m`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import datagen  # noqa: E402
+from benchmarks.history import update_section  # noqa: E402
 from mnemoray.backfill.archive import read_archive  # noqa: E402
 from mnemoray.embedders import write_model  # noqa: E402
 from mnemoray.memory.recall.config import RetrievalConfig  # noqa: E402
@@ -748,13 +749,7 @@ def readme_section(result: dict[str, Any], qtable: str, ltable: str) -> str:
 
 
 def update_readme(section: str) -> None:
-    text = README.read_text() if README.exists() else "# Benchmarks\n"
-    pattern = re.compile(r"^## Recall quality.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    README.write_text(text.rstrip("\n") + "\n")
+    update_section(README, "Recall quality", section)
 
 
 # ---------------------------------------------------------------------------
