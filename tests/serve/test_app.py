@@ -728,7 +728,11 @@ def test_offloaded_tool_result_callee_and_compile_metrics(server: Server) -> Non
         stored = mr.get_session("app", "alice", "tools").events[-1]["data"]["response"]
         name = stored["artifact"]
         payload = mr.get_artifact("app", "alice", "tools", name)
-        agent = {"name": "bot", "static_instruction": "Stable prefix."}
+        agent = {
+            "name": "bot",
+            "static_instruction": "Stable prefix.",
+            "memory_tools": ["load_artifacts"],
+        }
         caller = [mr.compile("app", "alice", "tools", agent) for _ in range(2)][-1]
         callee = mr.compile(
             "app",
