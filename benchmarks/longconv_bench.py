@@ -382,6 +382,23 @@ def questions_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}_questions.json")
 
 
+def write_results(
+    out: Path, result: dict[str, Any], judged: dict[str, list[dict[str, Any]]]
+) -> None:
+    """The run's results at ``out`` and, beside it, per question and run the rank that
+    recalled each evidence turn (null: none recalled), for before/after comparisons
+    question by question."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    questions_path(out).write_text(
+        json.dumps(
+            {label: {j["qid"]: j["ranks"] for j in js} for label, js in judged.items()},
+            separators=(",", ":"),
+        )
+        + "\n"
+    )
+
+
 def commit_info() -> dict[str, Any]:
     root = HERE.parent
 
@@ -517,17 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     service.close()
     shutil.rmtree(store_dir, ignore_errors=True)
     result["run_s"] = round(time.perf_counter() - started, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    # Per question and run: the rank that recalled each evidence turn (null: none in the
-    # top 10), for before/after comparisons question by question.
-    questions_path(args.out).write_text(
-        json.dumps(
-            {label: {j["qid"]: j["ranks"] for j in js} for label, js in judged.items()},
-            separators=(",", ":"),
-        )
-        + "\n"
-    )
+    write_results(args.out, result, judged)
 
     tbl = table(quality)
     print()

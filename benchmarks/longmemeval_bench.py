@@ -46,6 +46,7 @@ from benchmarks.longconv_bench import (  # noqa: E402
     log,
     machine_info,
     questions_path,
+    write_results,
 )
 from mnemoray.memory.service.service import MemoryService  # noqa: E402
 from mnemoray.text import terms  # noqa: E402
@@ -449,17 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     service.close()
     result["eval_s"] = round(time.perf_counter() - t_eval, 1)
     result["run_s"] = round(time.perf_counter() - started, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    # Per question and run: the rank that strictly recalled each evidence turn (null:
-    # none in the top 50), for before/after comparisons question by question.
-    questions_path(args.out).write_text(
-        json.dumps(
-            {label: {j["qid"]: j["ranks"] for j in js} for label, js in judged.items()},
-            separators=(",", ":"),
-        )
-        + "\n"
-    )
+    write_results(args.out, result, judged)
 
     tbl = table(quality)
     print()

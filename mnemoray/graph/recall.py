@@ -111,6 +111,8 @@ class GraphRecall:
         self._specificity = {
             eid: max(0.0, math.log(linked / len(d)) / scale) for eid, d in mentions.items()
         }
+        # The participants: in every session of theirs, so no hop goes through them.
+        self._speakers = frozenset(eid for eid in mentions if graph.entities[eid].speaker)
         self._entities_of: dict[int, list[str]] = defaultdict(list)
         for eid, d in mentions.items():
             for p in d:
@@ -128,11 +130,6 @@ class GraphRecall:
                 found = [pos[m] for m in r.memory_ids if m in pos]
                 if found:
                     self._facts.append((r, np.asarray(found, dtype=np.int64)))
-
-    @property
-    def _speakers(self) -> frozenset[str]:
-        entities = self.graph.entities
-        return frozenset(eid for eid in self._mentions if entities[eid].speaker)
 
     def facts_at(self, position: int) -> tuple[StatedFact, ...]:
         """The typed facts the memory at ``position`` states, oldest first."""
@@ -236,11 +233,10 @@ class GraphRecall:
         seeds = [int(p) for p in seeds]
         if seeds:
             hopped = np.zeros(self.size, dtype=np.float64)
-            speakers = self._speakers
             for p in seeds:
                 for eid in self._entities_of.get(p, ()):
                     # A speaker is in every session of theirs: no evidence of a topic.
-                    if eid not in named and eid not in speakers:
+                    if eid not in named and eid not in self._speakers:
                         self._hop(hopped, eid, HOP)
             # The hop reaches the *other* sessions of a best hit's entities. The hits
             # rise together, by the most it gave any of those: they keep their order
