@@ -148,10 +148,15 @@ def test_facts_that_change_over_time(service) -> None:
             ("m", "Congratulations on the move! How are you settling in?"),
         )
     )
-    # The default recency is a near-tie breaker only (window 0.05, see
-    # retrieval.DEFAULT_WEIGHTS): both statements come back, by relevance.
+    # Validity, not recency, orders them (the default recency is a near-tie breaker
+    # only, window 0.05): the question asks how things are, so the move to Madrid (the
+    # fact that holds) comes first and the closed Berlin fact, the closer match in words,
+    # still comes back, marked stale by the graph.
     got = service.search("app", "alice", "where do I live", top_k=5)
-    assert {"berlin", "madrid"} <= {r.memory.session_id for r in got[:4]}
+    assert got[0].memory.session_id == "madrid" and got[0].signals["graph"] == 1.0
+    assert got[0].signals["recency"] == 0.0
+    berlin = [r for r in got if r.memory.session_id == "berlin"]
+    assert berlin and all(r.signals["graph"] < 0 for r in berlin)
     # A recency-first deployment (wider window, larger weight) puts the newer fact first,
     # while dense ranking alone keeps the stale one first: recency is what changes it.
     recency_first = MemoryService(
