@@ -24,6 +24,7 @@ from mnemoray.memory.records.record import Memory
 from mnemoray.sessions.events import iso
 
 _LINE_START = re.compile(r"^\[(\d{4}-\d{2}-\d{2})\] ", re.MULTILINE)
+_PART = re.compile(r"^(.*) \(part (\d+)/(\d+)\)$")  # a long turn's part, its own line
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,10 @@ def is_user_speaker(author: str) -> bool:
     return author in USER_AUTHORS or is_name_like(author)
 
 
-def _chunk_turns(m: Memory) -> list[tuple[str, str, str, str]] | None:
-    """(event id, day, speaker, words) per line start of chunk ``m``; None when its
-    lines do not match its events one to one (a message with a line of its own that
-    starts like a turn): that chunk is then read through its overlapping neighbours."""
+def _chunk_turns(m: Memory) -> list[tuple[str, str, str, str, int]] | None:
+    """(event id, day, speaker, words, part) per line start of chunk ``m`` (part: which
+    part of a long turn, 1 for a whole one); None when its lines do not match its
+    events one to one (a message with a line of its own that starts like a turn)."""
     starts = list(_LINE_START.finditer(m.text))
     if len(starts) != len(m.source_event_ids) or not starts or starts[0].start() != 0:
         return None
@@ -55,7 +56,10 @@ def _chunk_turns(m: Memory) -> list[tuple[str, str, str, str]] | None:
         speaker, sep, words = body.partition(": ")
         if not sep or "\n" in speaker:
             speaker, words = "", body  # a tool result line: no speaker
-        out.append((m.source_event_ids[i], s.group(1), speaker.strip(), words.strip()))
+        part = 1
+        if (cut := _PART.match(speaker)) is not None:
+            speaker, part = cut.group(1), int(cut.group(2))
+        out.append((m.source_event_ids[i], s.group(1), speaker.strip(), words.strip(), part))
     return out
 
 
@@ -73,24 +77,27 @@ def read_turns(memories: Iterable[Memory]) -> dict[str, list[Turn]]:
     )
     chunked = {m.session_id for m in chunks}
     holders: dict[tuple[str, str], list[str]] = {}
-    found: dict[str, list[tuple[str, str, str, str]]] = {}
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    parts: dict[tuple[str, str], dict[int, str]] = {}  # a long turn's words, part by part
     for m in chunks:
         lines = _chunk_turns(m)
-        for event_id, day, speaker, words in lines or ():
+        for event_id, day, speaker, words, part in lines or ():
             key = (m.session_id, event_id)
             if key not in holders:
                 holders[key] = []
-                found.setdefault(m.session_id, []).append((event_id, day, speaker, words))
+                found.setdefault(m.session_id, []).append((event_id, day, speaker))
+            parts.setdefault(key, {}).setdefault(part, words)
             holders[key].append(m.memory_id)
     out: dict[str, list[Turn]] = {}
-    for sid, lines in found.items():
-        out[sid] = [
-            Turn(
-                eid, sid, speaker, words, day, tuple(holders[(sid, eid)]), is_user_speaker(speaker)
-            )
-            for eid, day, speaker, words in lines
-            if words
-        ]
+    for sid, starts in found.items():
+        turns = []
+        for eid, day, speaker in starts:
+            cut = parts[(sid, eid)]
+            said = " ".join(cut[k] for k in sorted(cut) if cut[k])
+            if said:
+                held = tuple(dict.fromkeys(holders[(sid, eid)]))
+                turns.append(Turn(eid, sid, speaker, said, day, held, is_user_speaker(speaker)))
+        out[sid] = turns
     for m in memories:
         if m.session_id not in chunked:
             out.setdefault(m.session_id, []).append(

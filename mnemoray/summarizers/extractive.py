@@ -225,6 +225,8 @@ _LEADING_FILLER = re.compile(
     r"yeah|no|ok|okay|thanks|thank\s+you|fyi|just\s+so\s+you\s+know)\b[,!.:;\s-]*)+",
     re.IGNORECASE,
 )
+# A few words before a colon or comma that lead into a statement ("Big news: I ...").
+_LEAD_IN = re.compile(r"^[^:,.!?\n]{1,30}[:,]\s+")
 # First-person openers that ask or hedge rather than disclose.
 _NOT_A_FACT = re.compile(
     r"^(?:i'm\s+(?:not\s+sure|wondering|curious|just\s+curious|looking\s+for\s+help)|"
@@ -432,7 +434,7 @@ class ExtractiveSummarizer(Summarizer):
                     if e.role != "user":
                         weight = _REPLY_WEIGHT
                     else:
-                        weight = _FACT_WEIGHT if _is_fact(sentence) else 1.0
+                        weight = _FACT_WEIGHT if _statement(sentence) is not None else 1.0
                     add(e, label, sentence, weight, True)
             elif e.type == "tool_call":
                 add(e, label, f"Called {render_tool_call(e)}.", self.tool_weight, False)
@@ -599,10 +601,10 @@ class ExtractiveSummarizer(Summarizer):
             if e.role != "user" or e.type != "message":
                 continue
             for sentence in split_sentences(_clean(e.text)):
-                if not _is_fact(sentence):
+                if (stated := _statement(sentence)) is None:
                     continue
-                key = " ".join(words(sentence))
-                text, ids = facts.setdefault(key, (sentence, []))
+                key = " ".join(words(_LEADING_FILLER.sub("", stated)))
+                text, ids = facts.setdefault(key, (stated, []))
                 if e.id not in ids:
                     ids.append(e.id)
         return tuple(Fact(text, tuple(ids)) for text, ids in facts.values())
@@ -667,12 +669,21 @@ class ExtractiveSummarizer(Summarizer):
         return tuple(threads)
 
 
-def _is_fact(sentence: str) -> bool:
-    """A first-person statement about the user (not a question, not a hedge)."""
+def _statement(sentence: str) -> str | None:
+    """The first-person statement about the user that ``sentence`` makes (not a
+    question, not a hedge), from its opening words on: one that names something
+    beside them ("I moved to Berlin", not "I love it"), after a short lead-in too
+    ("Big news: I moved ..." states "I moved ..."); None if it makes none."""
     if sentence.endswith("?"):
-        return False
+        return None
     body = _LEADING_FILLER.sub("", sentence)
-    return bool(_FIRST_PERSON.match(body)) and not _NOT_A_FACT.match(body)
+    opener = _FIRST_PERSON.match(body)
+    if opener is None and (lead := _LEAD_IN.match(body)) is not None:
+        body = _LEADING_FILLER.sub("", body[lead.end() :])
+        opener = _FIRST_PERSON.match(body)
+    if opener is None or _NOT_A_FACT.match(body) or not terms(body[opener.end() :]):
+        return None
+    return sentence if body == _LEADING_FILLER.sub("", sentence) else body
 
 
 Phrase = tuple[str, ...]  # stemmed words

@@ -135,6 +135,11 @@ def test_key_facts_are_user_self_disclosures_with_provenance() -> None:
         ("I'd like to know the price.", False),
         ("Do I have any bookings?", False),
         ("The weather is nice.", False),
+        # A statement names something beside its opening words, after a lead-in too.
+        ("Big news: I moved to Berlin last month for a new job.", True),
+        ("Guess what, I got the job at Zeta Labs.", True),
+        ("I love it.", False),
+        ("Thanks, I will.", False),
     ],
 )
 def test_first_person_fact_patterns(text: str, is_fact: bool) -> None:
@@ -152,7 +157,8 @@ def test_repeated_fact_keeps_every_source_event() -> None:
         user_message("I'm vegetarian.", id="d"),
     ]
     facts = ExtractiveSummarizer().summarize(events).key_facts
-    assert [(f.text, f.source_event_ids) for f in facts] == [("I'm vegetarian.", ("a", "d"))]
+    # Said three times (once after a lead-in): one fact citing all three.
+    assert [(f.text, f.source_event_ids) for f in facts] == [("I'm vegetarian.", ("a", "c", "d"))]
 
 
 def test_entities_are_names_and_quantities_not_sentence_starts() -> None:

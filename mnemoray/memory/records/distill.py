@@ -6,10 +6,11 @@ summarization and every record names exactly the events it came from:
 - ``session_summary``: the summarizer's summary of the session, with its
   topics, key facts and entities;
 - ``fact``: one per key fact (the fact's own source events);
-- ``chunk``: the raw turns, in windows of ``chunk_turns`` messages that
-  overlap by half (every turn is recalled once with what led to it and once
-  with what followed), each line prefixed with its date and speaker; the
-  key (what is embedded and keyword-indexed) names the date once, not per line;
+- ``chunk``: the raw turns, in windows of at most ``chunk_turns`` messages and
+  ``chunk_tokens`` tokens (what the embedder reads), each turn in one window (a
+  longer turn cut into parts at sentence ends), each line prefixed with its date
+  and speaker; the key (what is embedded and keyword-indexed) names the date once,
+  not per line;
 - ``compaction_summary``: one per compaction event already in the session.
 
 Compaction summaries are reused, never recomputed: the session summary is
@@ -22,11 +23,10 @@ Distillation is deterministic (same session, same ``now`` -> same records;
 identity is the content hash), and embedding is not done here: the memory
 service embeds each record's ``key_text``.
 
-Chunk windows are aligned to the start of the session (one starts every
-``chunk_turns - chunk_overlap`` turns) and a tool call or result joins the window
-of the message that follows it, so a window that holds ``chunk_turns`` messages
-never changes as the session grows: only the last windows, the summary and the
-facts are superseded by re-ingestion.
+Chunk windows are packed in order from the start of the session and a tool call or
+result joins the window of the message that follows it, so a window that another
+follows never changes as the session grows: only the last window, the summary and
+the facts are superseded by re-ingestion.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from mnemoray.sessions.session import Session
 from mnemoray.summarizers.base import Fact, Summarizer, Summary
 from mnemoray.summarizers.extractive import brief, render_tool_call
 from mnemoray.text import stem, words
+from mnemoray.tokens import count_tokens
 
 # Roles whose messages are conversation turns (system messages are instructions).
 MESSAGE_ROLES = frozenset({"user", "model"})
@@ -55,12 +56,18 @@ _NOT_CONTENT = frozenset({"compaction", "control"})
 STAND_IN_AUTHOR = "earlier_summary"
 _SPEAKER_LINE = re.compile(r"^([^:\n]{1,60}):\s+(\S.*)$")
 _RESULT_CHARS = 200
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# A chunk's most tokens (mnemoray.tokens.count_tokens) by default: half of what the
+# packaged embedder reads (256 word pieces), so neither a chunk nor the facts, topics and
+# entities added to its key go unseen by dense recall, and one long answer is several
+# items a reader's budget can take one by one.
+CHUNK_TOKENS = 128
 
 
-# Turns a chunk shares with the next, by default (distill_session's chunk_overlap): half,
-# so every turn is recalled once with what led to it and once with what followed.
+# Turns a chunk shares with the next, by default (distill_session's chunk_overlap): none,
+# so every turn is kept once and recall does not return the same words twice.
 def default_overlap(chunk_turns: int) -> int:
-    return chunk_turns // 2
+    return 0
 
 
 def distill_session(
@@ -73,6 +80,7 @@ def distill_session(
     now: float | None = None,
     summarize: bool = True,
     chunk_overlap: int | None = None,
+    chunk_tokens: int | None = CHUNK_TOKENS,
 ) -> list[Memory]:
     """The memory records of ``session`` (not embedded), in a stable order.
 
@@ -80,9 +88,9 @@ def distill_session(
     summarization): no session summary, facts or compaction summaries, and the
     summarizer (which may then be None) is never called.
 
-    ``chunk_turns``: user/model messages per chunk. ``chunk_overlap``: turns a chunk
-    shares with the next one (None: half of ``chunk_turns``; at most ``chunk_turns - 1``),
-    so a fact said at a window's edge is also recalled with what follows it.
+    ``chunk_turns``: most user/model messages per chunk; ``chunk_tokens``: most tokens
+    per chunk (None: no cap), a longer turn cut into parts. ``chunk_overlap``: turns a
+    chunk shares with the next one (None: none; at most ``chunk_turns - 1``).
     ``expand_keys``: append a chunk's facts (those not already in its words), topics
     and entities to its ``key_text`` (what is embedded and keyword-indexed); ``text``
     always stays the original words.
@@ -95,6 +103,12 @@ def distill_session(
     if not isinstance(overlap, int) or isinstance(overlap, bool) or overlap < 0:
         raise InvalidInput(f"must be an int >= 0, got {chunk_overlap!r}", field="chunk_overlap")
     overlap = min(overlap, chunk_turns - 1)
+    if chunk_tokens is not None and (
+        not isinstance(chunk_tokens, int) or isinstance(chunk_tokens, bool) or chunk_tokens < 32
+    ):
+        raise InvalidInput(
+            f"must be an int >= 32 or None, got {chunk_tokens!r}", field="chunk_tokens"
+        )
     if ttl_s is not None and (
         isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or ttl_s <= 0
     ):
@@ -164,15 +178,15 @@ def distill_session(
             *(n for c in compactions for n in c.summary.entities),
         ]
     )
-    for window in _windows(events, chunk_turns, overlap):
-        text = "\n".join(_render(e) for e in window)
-        ids = tuple(e.id for e in window)
+    for window in _windows(events, chunk_turns, overlap, chunk_tokens):
+        text = "\n".join(_render(line) for line in window)
+        ids = tuple(dict.fromkeys(line.event.id for line in window))
         members = set(ids)
         chunk_facts = tuple(f.text for f in facts if members.intersection(f.source_event_ids))
         # A fact quoted from the window itself adds nothing to its key but weight.
         new_facts = tuple(f for f in chunk_facts if f not in text)
         # What was said, not who said it or when ("travel_agent" is no topic).
-        said = "\n".join(_body(e) for e in window)
+        said = "\n".join(line.body for line in window)
         chunk_terms = {stem(w) for w in words(said)}
         lowered = said.lower()
         chunk_topics = tuple(
@@ -496,49 +510,147 @@ def _in_chunks(event: Event) -> bool:
     return is_turn(event) if event.type == "message" else True
 
 
-def _windows(events: Sequence[Event], chunk_turns: int, overlap: int = 0) -> list[list[Event]]:
-    """Windows of ``chunk_turns`` turns starting every ``chunk_turns - overlap`` turns
-    from the session's start; a tool event belongs to the turn that follows it, tool
-    events after the last turn to the last window (their own when that one is full)."""
-    units: list[list[Event]] = []  # one per turn: the tool events before it, then it
-    pending: list[Event] = []
+@dataclass(frozen=True)
+class _Line:
+    """One line of a chunk: an event's words, or one part of a turn too long for one
+    chunk (``part``/``parts`` from 1; 1/1 for a whole event)."""
+
+    event: Event
+    body: str
+    part: int = 1
+    parts: int = 1
+
+
+def _windows(
+    events: Sequence[Event], chunk_turns: int, overlap: int = 0, chunk_tokens: int | None = None
+) -> list[list[_Line]]:
+    """Windows of at most ``chunk_turns`` turns and ``chunk_tokens`` tokens, packed in
+    order from the session's start (so only the last ones change as it grows), the
+    next starting ``overlap`` turns before the previous one's end. A tool event belongs
+    to the turn that follows it, tool events after the last turn to the last window.
+    A turn longer than ``chunk_tokens`` is cut at sentence ends into parts of about
+    equal length, each a turn of its own: no window is longer than the embedder reads,
+    and a long answer does not fill a reader's whole budget."""
+    units: list[list[_Line]] = []  # one per turn (or part): tool events before it, then it
+    pending: list[_Line] = []
     for e in events:
         if not _in_chunks(e):
             continue
-        pending.append(e)
-        if is_turn(e):
-            units.append(pending)
-            pending = []
-    stride = chunk_turns - overlap
-    windows = [
-        [e for unit in units[i : i + chunk_turns] for e in unit]
-        for i in range(0, max(len(units) - overlap, 1), stride)
-        if units
-    ]
+        if not is_turn(e):
+            pending.append(_Line(e, _body(e)))
+            continue
+        head = sum(count_tokens(_render(line)) for line in pending)
+        cut = _parts(e, _body(e), None if chunk_tokens is None else chunk_tokens - head)
+        units.append([*pending, cut[0]])
+        units.extend([part] for part in cut[1:])
+        pending = []
+    windows: list[list[_Line]] = []
+    i = 0
+    while i < len(units):
+        end, tokens = i, 0
+        while end < len(units) and end - i < chunk_turns:
+            more = sum(count_tokens(_render(line)) for line in units[end])
+            if end > i and chunk_tokens is not None and tokens + more > chunk_tokens:
+                break
+            tokens += more
+            end += 1
+        windows.append([line for unit in units[i:end] for line in unit])
+        if end >= len(units):
+            break
+        i = max(end - overlap, i + 1)
     if pending:
-        if windows and len(units) - (len(windows) - 1) * stride < chunk_turns:
-            windows[-1].extend(pending)
+        last = windows[-1] if windows else None
+        room = chunk_tokens is None or (
+            last is not None
+            and sum(count_tokens(_render(line)) for line in [*last, *pending]) <= chunk_tokens
+        )
+        if (
+            last is not None
+            and room
+            and sum(1 for line in last if is_turn(line.event)) < chunk_turns
+        ):
+            last.extend(pending)
         else:
             windows.append(pending)
     return windows
 
 
-def _render(e: Event) -> str:
-    """One chunk line: ``[date] speaker: words`` (tool traffic briefly)."""
+def _parts(e: Event, body: str, budget: int | None) -> list[_Line]:
+    """``body`` whole, or cut at sentence ends (at spaces inside a sentence longer than
+    a part) into parts of at most ``budget`` tokens, their line prefix included."""
+    whole = _Line(e, body)
+    if budget is None or count_tokens(_render(whole)) <= budget:
+        return [whole]
+    room = max(budget - count_tokens(_render(_Line(e, "", 99, 99))), 16)
+    pieces: list[str] = []
+    for sentence in _kept_sentences(body):
+        if count_tokens(sentence) <= room:
+            pieces.append(sentence)
+            continue
+        run = ""
+        for word in sentence.split(" "):
+            if run and count_tokens(run + word) > room:
+                pieces.append(run)
+                run = ""
+            run += word + " "
+        pieces.append(run)
+    sizes = [count_tokens(p) for p in pieces]
+    runs = _pack(sizes, room)
+    # About equal parts: each piece goes to the part its middle falls in, when no part
+    # then passes ``room`` (else the greedy runs): no short last part standing alone.
+    target, before, at = sum(sizes) / len(runs), 0, []
+    for size in sizes:
+        at.append(min(int((before + size / 2) // target), len(runs) - 1))
+        before += size
+    even = [(at.index(k), len(at) - at[::-1].index(k)) for k in sorted(set(at))]
+    if all(sum(sizes[i:j]) <= room for i, j in even):
+        runs = even
+    groups = ["".join(pieces[i:j]).strip() for i, j in runs]
+    groups = [g for g in groups if g]
+    return [_Line(e, g, k, len(groups)) for k, g in enumerate(groups, start=1)]
+
+
+def _kept_sentences(text: str) -> list[str]:
+    """``text`` cut after each sentence end, the spaces and line breaks kept (the parts
+    join back to ``text``)."""
+    cuts = [m.end() for m in _SENTENCE_END.finditer(text)]
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if text[a:b].strip()]
+
+
+def _pack(sizes: Sequence[int], cap: int) -> list[tuple[int, int]]:
+    """Consecutive runs ``[i, j)`` of ``sizes``, each adding up to at most ``cap`` (a
+    single larger size alone), packed greedily."""
+    runs, start, total = [], 0, 0
+    for k, size in enumerate(sizes):
+        if k > start and total + size > cap:
+            runs.append((start, k))
+            start, total = k, 0
+        total += size
+    if start < len(sizes):
+        runs.append((start, len(sizes)))
+    return runs
+
+
+def _render(line: _Line) -> str:
+    """One chunk line: ``[date] speaker: words`` (tool traffic briefly); a part of a
+    long turn says which: ``[date] speaker (part 2/3): words``."""
+    e = line.event
     date = f"[{iso(e.timestamp)[:10]}]"
     if e.type == "tool_result":
-        return f"{date} {_body(e)}"
-    return f"{date} {e.author}: {_body(e)}"
+        return f"{date} {line.body}"
+    part = f" (part {line.part}/{line.parts})" if line.parts > 1 else ""
+    return f"{date} {e.author}{part}: {line.body}"
 
 
-def _keyed(window: Sequence[Event]) -> str:
+def _keyed(window: Sequence[_Line]) -> str:
     """A window's lines for its key: the date only where it changes (a key repeating it on
     every line weighs the date, not the words, in its embedding and its BM25 terms)."""
     lines, last = [], None
-    for e in window:
-        line = _render(e)
-        date = line[: line.index("]") + 1]
-        lines.append(line if date != last else line[len(date) + 1 :])
+    for line in window:
+        rendered = _render(line)
+        date = rendered[: rendered.index("]") + 1]
+        lines.append(rendered if date != last else rendered[len(date) + 1 :])
         last = date
     return "\n".join(lines)
 

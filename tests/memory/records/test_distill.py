@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from mnemoray.compaction.compactor import CompactionConfig, Compactor
+from mnemoray.errors import InvalidInput
 from mnemoray.memory.records.distill import distill_session
 from mnemoray.memory.records.record import Memory
 from mnemoray.sessions.events import Event, model_message, tool_call, tool_result, user_message
@@ -394,3 +395,68 @@ def test_ttl_sets_expiry() -> None:
 def test_bad_options(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         distill_session(make_session(parrot_events()), ExtractiveSummarizer(), **kwargs)
+
+
+# -- chunks within the embedder's window ------------------------------------------------
+LONG_ANSWER = " ".join(
+    f"Step {i}: water the {plant} every {i + 2} days and keep it out of the afternoon sun."
+    for i, plant in enumerate(["fern", "basil", "orchid", "cactus", "ivy", "mint", "rose"] * 3)
+)
+
+
+def long_answer_session() -> Session:
+    return make_session(
+        [
+            user_message("How do I care for my plants?", id="u1", timestamp=T),
+            model_message(AGENT, LONG_ANSWER, id="m1", timestamp=T + 5),
+            user_message("Thanks! I also grow tomatoes on my balcony.", id="u2", timestamp=T + 60),
+            model_message(AGENT, "Tomatoes love sun.", id="m2", timestamp=T + 65),
+        ]
+    )
+
+
+def test_no_chunk_is_longer_than_its_token_cap_and_each_turn_is_in_one() -> None:
+    from mnemoray.profiles.turns import read_turns
+    from mnemoray.tokens import count_tokens
+
+    records = distill_session(long_answer_session(), ExtractiveSummarizer(), now=NOW)
+    chunks = by_kind(records, "chunk")
+    assert all(count_tokens(c.text) <= 128 for c in chunks), [count_tokens(c.text) for c in chunks]
+    # The long answer is cut at sentence ends into parts of about equal length, each
+    # saying which part it is; together they are the answer, word for word.
+    parts = [c for c in chunks if f"{AGENT} (part " in c.text]
+    assert len(parts) >= 3 and all("m1" in c.source_event_ids for c in parts)
+    lines = [
+        line.split(": ", 1)[1] for c in parts for line in c.text.split("\n") if "(part " in line
+    ]
+    sizes = [count_tokens(line) for line in lines]
+    assert max(sizes) - min(sizes) <= 40
+    assert " ".join(lines).split() == LONG_ANSWER.split()
+    assert all(line.rstrip().endswith(".") for line in lines)
+    # Every turn is in exactly one chunk (no overlap by default).
+    held = [e for c in chunks for e in c.source_event_ids if e != "m1"]
+    assert sorted(held) == ["m2", "u1", "u2"]
+    # Reading the turns back joins the parts in order.
+    (turns,) = read_turns(records).values()
+    assert [t.event_id for t in turns] == ["u1", "m1", "u2", "m2"]
+    assert turns[1].text.split() == LONG_ANSWER.split()
+    assert len(turns[1].memory_ids) == len(parts)
+    # Without a cap, the windows are as many turns as asked.
+    whole = by_kind(
+        distill_session(long_answer_session(), ExtractiveSummarizer(), chunk_tokens=None, now=NOW),
+        "chunk",
+    )
+    assert [c.source_event_ids for c in whole] == [("u1", "m1", "u2", "m2")]
+    with pytest.raises(InvalidInput, match="chunk_tokens"):
+        distill_session(long_answer_session(), ExtractiveSummarizer(), chunk_tokens=8)
+
+
+def test_windows_before_the_last_do_not_change_as_the_session_grows() -> None:
+    session = long_answer_session()
+    before = {
+        c.memory_id for c in by_kind(distill_session(session, None, summarize=False), "chunk")
+    }
+    session.apply(user_message("One more: how often for the ivy?", id="u3", timestamp=T + 90))
+    after = by_kind(distill_session(session, None, summarize=False), "chunk")
+    # Only the last window may differ; every earlier one is the same record.
+    assert {c.memory_id for c in after[:-1]} <= before

@@ -83,10 +83,10 @@ def test_distill_without_summarization_keeps_only_raw_chunks() -> None:
         session(), RefusingSummarizer(), chunk_turns=4, summarize=False, now=T
     )
     assert kinds(records) == ["chunk"]
-    # Windows of 4 turns overlapping by half.
+    # Windows of 4 turns, each turn in one window.
     assert [r.source_event_ids for r in records] == [
         ("e0", "e1", "e2", "e3"),
-        ("e2", "e3", "e4", "e5"),
+        ("e4", "e5"),
     ]
     assert not any(
         label in r.key_text
