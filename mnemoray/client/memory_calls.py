@@ -56,6 +56,7 @@ def recall(
     *,
     agent_name: str | None = None,
     explain: bool = False,
+    budget_tokens: int | None = None,
 ) -> Call[RecallResponse]:
     """The best ``top_k`` memories for ``query``, best first (``.memories``, each naming
     its owner ``app_name``: another app may share the user's memories with this one).
@@ -63,7 +64,8 @@ def recall(
     ``kinds``; ``mode``: ``hybrid`` | ``dense`` | ``keyword`` (default: the server's);
     ``agent_name``: recall as this agent, which also sees its agent-only memories;
     ``explain``: each result with ``contributions`` (what each signal added to its
-    score: ``score == 1 + sum``)."""
+    score: ``score == 1 + sum``); ``budget_tokens``: the best that fit in that many
+    tokens of text, none repeating another."""
     body = drop_none(
         app_name=app_name,
         user_id=user_id,
@@ -73,6 +75,7 @@ def recall(
         mode=mode,
         agent_name=agent_name,
         explain=explain or None,
+        budget_tokens=budget_tokens,
     )
     return Call("POST", "/v1/recall", model(RecallResponse), json=body, retry_safe=True)
 
@@ -118,6 +121,7 @@ def search(
     kinds: Sequence[str] | None = None,
     agent_name: str | None = None,
     explain: bool = False,
+    budget_tokens: int | None = None,
 ) -> Call[RecallResponse]:
     """Recall as a GET with query parameters (cacheable, no request body); the same
     answer as :func:`recall`."""
@@ -133,6 +137,7 @@ def search(
         kinds=list(kinds) if kinds else None,
         agent_name=agent_name,
         explain=flag(explain) if explain else None,
+        budget_tokens=budget_tokens,
     )
     return Call("GET", "/v1/recall", model(RecallResponse), params=params, retry_safe=True)
 

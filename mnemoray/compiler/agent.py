@@ -35,7 +35,9 @@ class AgentSpec:
     lists, as in ADK, where the tool adds the listing); ``memory_preload`` is separate
     (recall before the call, not a tool) and works without ``load_memory``.
     ``user_profile``: show the user's profile (mnemoray.profiles) in the system
-    instruction, when the compile has a profile source.
+    instruction, when the compile has a profile source. ``preload_budget_tokens``: the
+    preloaded memories' text fits in that many tokens (the best that fit, none
+    repeating another); ``None``: ``preload_top_k`` alone bounds them.
     """
 
     name: str
@@ -47,6 +49,7 @@ class AgentSpec:
     tools: list[dict[str, Any]] = field(default_factory=list)
     memory_preload: bool = False
     preload_top_k: int = 5
+    preload_budget_tokens: int | None = None
     memory_placement: MemoryPlacement = "before_message"
     tool_result_window: int | None = None
     memory_tools: list[str] = field(default_factory=list)
@@ -79,6 +82,11 @@ class AgentSpec:
             )
         if self.preload_top_k <= 0:
             raise InvalidInput("must be positive", field="preload_top_k")
+        b = self.preload_budget_tokens
+        if b is not None and (not isinstance(b, int) or isinstance(b, bool) or b <= 0):
+            raise InvalidInput(
+                "must be a positive int (tokens) or None", field="preload_budget_tokens"
+            )
         self.memory_tools = _tool_names(self.memory_tools)
         for i, tool in enumerate(self.tools):
             if not isinstance(tool, dict) or not tool.get("name"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from mnemoray.artifacts.store import ArtifactStore
 
@@ -35,8 +35,15 @@ class MemorySnippet:
         )
 
 
-# (app_name, user_id, query, top_k) -> best snippets first.
-MemorySearch = Callable[[str, str, str, int], Sequence[MemorySnippet]]
+class MemorySearch(Protocol):
+    """(app_name, user_id, query, top_k) -> best snippets first; ``budget_tokens``
+    (passed only when set): the best whose text fits in that many tokens."""
+
+    def __call__(
+        self, app_name: str, user_id: str, query: str, top_k: int, /, **budget: int
+    ) -> Sequence[MemorySnippet]: ...
+
+
 # (app_name, user_id) -> the user's profile as JSON (mnemoray.profiles; None: none yet).
 ProfileSource = Callable[[str, str], Mapping[str, Any] | None]
 

@@ -14,6 +14,7 @@ BUILTIN_TOOLS = (LOAD_MEMORY, LOAD_ARTIFACTS)
 # (the service's ``top_k``), and the most it may ask for: more would crowd its context.
 DEFAULT_MEMORY_LIMIT = 5
 MAX_MEMORY_LIMIT = 20
+MAX_MEMORY_BUDGET = 32_000  # tokens one load_memory call may ask for
 
 LOAD_MEMORY_TOOL: dict[str, Any] = {
     "name": LOAD_MEMORY,
@@ -28,6 +29,12 @@ LOAD_MEMORY_TOOL: dict[str, Any] = {
                 "minimum": 1,
                 "maximum": MAX_MEMORY_LIMIT,
                 "description": f"How many memories at most (default {DEFAULT_MEMORY_LIMIT}).",
+            },
+            "budget_tokens": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_MEMORY_BUDGET,
+                "description": "At most this many tokens of memory text: the best that fit.",
             },
         },
         "required": ["query"],
@@ -62,6 +69,20 @@ def limit_error(limit: Any) -> dict[str, str] | None:
     return {
         "error": f"limit: must be an integer from 1 to {MAX_MEMORY_LIMIT}, got {limit!r}",
         "field": "limit",
+    }
+
+
+def budget_error(budget_tokens: Any) -> dict[str, str] | None:
+    """The error result for a ``budget_tokens`` the model passed to load_memory (None:
+    it is fine), as :func:`limit_error`."""
+    b = budget_tokens
+    if b is None or (
+        isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= MAX_MEMORY_BUDGET
+    ):
+        return None
+    return {
+        "error": f"budget_tokens: must be an integer from 1 to {MAX_MEMORY_BUDGET}, got {b!r}",
+        "field": "budget_tokens",
     }
 
 

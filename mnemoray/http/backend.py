@@ -70,9 +70,11 @@ class ApiBackend(Protocol):
         filters: Mapping[str, Any] | None,
         mode: str | None,
         explain: bool = False,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
         """``{"memories": [...], "store_version": ...}``, best first; ``explain``: each
-        with ``contributions`` (what each signal added to its score)."""
+        with ``contributions`` (what each signal added to its score); ``budget_tokens``:
+        the best that fit in that many tokens."""
         ...
 
     async def recall_app(

@@ -115,8 +115,11 @@ class LocalBackend:
         filters: Mapping[str, Any] | None,
         mode: str | None,
         explain: bool = False,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
-        request = self.parts.resolve(app_name, user_id, query, top_k, filters, mode, explain)
+        request = self.parts.resolve(
+            app_name, user_id, query, top_k, filters, mode, explain, budget_tokens
+        )
         return await self.parts.recall_here(self.embed_query, self.run_io, request)
 
     async def recall_app(

@@ -179,6 +179,7 @@ class ReplicaParts:
         filters: Mapping[str, Any] | None,
         mode: str | None,
         explain: bool = False,
+        budget_tokens: int | None = None,
     ) -> RecallRequest:
         """The checked request of one recall that came in over the API (``user_id``
         None: app-wide), its mode defaulted from the app's ``recall`` settings: what
@@ -192,6 +193,7 @@ class ReplicaParts:
             mode,
             filters,
             explain=explain,
+            budget_tokens=budget_tokens,
         )
 
     async def recall_here(
@@ -307,9 +309,11 @@ def recall_hook(
     agent-only memories."""
     flt = {"agent_name": agent_name} if agent_name else None
 
-    def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
+    def search(
+        app_name: str, user_id: str, query: str, top_k: int, /, **budget: int
+    ) -> list[MemorySnippet]:
         out = asyncio.run_coroutine_threadsafe(
-            recall(app_name, user_id, query, top_k, flt, None), loop
+            recall(app_name, user_id, query, top_k, flt, None, **budget), loop
         ).result()
         return [MemorySnippet.from_recalled(m) for m in out["memories"]]
 

@@ -31,8 +31,10 @@ class Backend(Protocol):
         top_k: int,
         filters: Mapping[str, Any] | None,
         mode: str | None,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
-        """``{"memories": [RecallResult.to_dict(), ...], ...}``, best first."""
+        """``{"memories": [RecallResult.to_dict(), ...], ...}``, best first;
+        ``budget_tokens``: the best that fit in that many tokens."""
         ...
 
     def add_memories(

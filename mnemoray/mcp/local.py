@@ -75,8 +75,11 @@ class LocalBackend:
         top_k: int,
         filters: Mapping[str, Any] | None,
         mode: str | None,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
-        request = self.service.resolve(app_name, user_id, query, top_k, filters, mode)
+        request = self.service.resolve(
+            app_name, user_id, query, top_k, filters, mode, budget_tokens=budget_tokens
+        )
         return self.ops.call("recall", app_name, user_id, {"request": request})
 
     def add_memories(

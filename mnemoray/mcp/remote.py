@@ -48,11 +48,20 @@ class RemoteBackend:
         top_k: int,
         filters: Mapping[str, Any] | None,
         mode: str | None,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
         flt = dict(filters or {})
         agent = flt.pop("agent_name", None)  # the API takes the agent beside the filters
         return self._call(
-            self.client.recall, app_name, user_id, query, top_k, flt or None, mode, agent_name=agent
+            self.client.recall,
+            app_name,
+            user_id,
+            query,
+            top_k,
+            flt or None,
+            mode,
+            agent_name=agent,
+            budget_tokens=budget_tokens,
         )
 
     def add_memories(

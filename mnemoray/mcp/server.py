@@ -32,6 +32,7 @@ from mnemoray.mcp.errors import MnemorayMCP, resource_errors, tool_errors
 from mnemoray.mcp.profile import build_profile
 from mnemoray.memory.records.agent_names import check_agent_name
 from mnemoray.schemas.common import (
+    MAX_BUDGET_TOKENS,
     MAX_MEMORIES_PER_ADD,
     MAX_MESSAGE_CHARS,
     MAX_PAGE,
@@ -170,13 +171,15 @@ def build_server(backend: Backend, tenant: Tenant, *, allow_erase: bool = False)
         top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 5,
         mode: Mode | None = None,
         filters: RecallFiltersIn | None = None,
+        budget_tokens: Annotated[int | None, Field(ge=1, le=MAX_BUDGET_TOKENS)] = None,
     ) -> dict[str, Any]:
         """Recall the user's memories that best match `query`, best first. Each memory has
         its text, kind, date, score and provenance (the session it came from). `mode`:
         hybrid (default), dense or keyword; `filters`: session_id, after/before (ISO-8601
-        or epoch seconds), kinds."""
+        or epoch seconds), kinds; `budget_tokens`: the best memories whose text fits in
+        that many tokens, none repeating another."""
         flt = with_agent(filters, tenant.agent_name)
-        out = backend.recall(app, user, query, top_k, flt, mode)
+        out = backend.recall(app, user, query, top_k, flt, mode, budget_tokens)
         return {"memories": out["memories"]}
 
     @mcp.tool(

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from mnemoray import limits
 from mnemoray.compiler.callee import MAX_GIVEN_ARTIFACTS
 from mnemoray.schemas.common import (
+    MAX_BUDGET_TOKENS,
     MAX_MESSAGE_CHARS,
     MAX_TOOLS,
     MAX_TOP_K,
@@ -118,6 +119,13 @@ class AgentIn(RequestModel):
     tools: list[JsonObject] = Field(default_factory=list, max_length=MAX_TOOLS)
     memory_preload: bool = False
     preload_top_k: int = Field(5, ge=1, le=MAX_TOP_K)
+    preload_budget_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_BUDGET_TOKENS,
+        description="the preloaded memories' text fits in this many tokens (default: "
+        "preload_top_k alone bounds them)",
+    )
     memory_placement: Literal["system", "before_message"] = Field(
         "before_message",
         description="where recalled memories go: just before the new message (the "

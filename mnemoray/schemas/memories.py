@@ -19,6 +19,7 @@ from mnemoray.errors import InvalidInput
 from mnemoray.memory.records.agent_names import check_agent_name
 from mnemoray.memory.records.kinds import MEMORY_KINDS
 from mnemoray.schemas.common import (
+    MAX_BUDGET_TOKENS,
     MAX_LIST_ITEMS,
     MAX_MEMORIES_PER_ADD,
     MAX_MEMORY_TEXT_CHARS,
@@ -76,6 +77,12 @@ EXPLAIN_DOC = (
 )
 
 
+BUDGET_DOC = (
+    "the results' text fits in this many tokens: the best records that fit, none "
+    "repeating another (default: top_k alone bounds them)"
+)
+
+
 class RecallRequest(RequestModel):
     app_name: Id
     user_id: Id
@@ -85,6 +92,7 @@ class RecallRequest(RequestModel):
     mode: Mode | None = Field(None, description="default: the server's (hybrid)")
     agent_name: AgentName | None = Field(None, description=AGENT_NAME_DOC)
     explain: bool = Field(False, description=EXPLAIN_DOC)
+    budget_tokens: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description=BUDGET_DOC)
 
     def filter_dict(self) -> dict[str, object] | None:
         """The filters as the backend takes them, the agent's view included."""
@@ -151,6 +159,11 @@ class RecalledMemory(BaseModel):
     )
     contributions: dict[str, float] | None = Field(
         None, description="with explain: what each signal added to the score"
+    )
+    in_place_of: str | None = Field(
+        None,
+        description="a chunk shown in the place of the fact of its turn that ranked "
+        "there: that fact's memory_id (score and signals are the fact's)",
     )
     topics: list[str] = []
     key_facts: list[str] = []

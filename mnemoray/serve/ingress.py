@@ -348,9 +348,12 @@ class MemoryIngress:
         filters: Mapping[str, Any] | None,
         mode: str | None,
         explain: bool = False,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
         """Recall as JSON: the core service ranks; this adds only the batched encoder."""
-        request = self.parts.resolve(app_name, user_id, query, top_k, filters, mode, explain)
+        request = self.parts.resolve(
+            app_name, user_id, query, top_k, filters, mode, explain, budget_tokens
+        )
         if self.memory is None:  # sharded: embed here, search on the shard's replica
             # The user's rows are on the shard's replica (asking it first is one more hop
             # than the encode costs): the scope is taken to have memories.

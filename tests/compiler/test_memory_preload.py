@@ -48,8 +48,8 @@ def test_preload_searches_with_the_new_message_and_injects_before_it(make_sessio
     block = req.contents[-2].text
     assert block.startswith("<memory>") and block.endswith("</memory>")
     assert req.contents[-1].text == "Book lunch on my flight"
-    assert "- [2023-11-14, session old0] Dana is vegetarian." in block
-    assert "- [2023-11-15, session old1] Dana prefers window seats." in block
+    assert "[2023-11-14, session old0]\n- Dana is vegetarian." in block
+    assert "[2023-11-15, session old1]\n- Dana prefers window seats." in block
     step = next(s for s in req.trace if s.name == "memory_preload")
     assert step.detail["memory_ids"] == ["m0", "m1"]
     assert step.tokens_added > 0

@@ -51,13 +51,11 @@ class ServiceBackend:
         top_k: int,
         filters: Mapping[str, Any] | None,
         mode: str | None,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
+        args = {"query": query, "top_k": top_k, "filters": filters, "mode": mode}
         return await self.run_io(
-            self.ops.call,
-            "recall",
-            app_name,
-            user_id,
-            {"query": query, "top_k": top_k, "filters": filters, "mode": mode},
+            self.ops.call, "recall", app_name, user_id, {**args, "budget_tokens": budget_tokens}
         )
 
     async def recall_app(

@@ -60,9 +60,16 @@ class MemoryPreloadProcessor:
             return
         session = ctx.session
         ctx.detail["query"] = query
+        budget = ctx.agent.preload_budget_tokens
         try:
             snippets = list(
-                search(session.app_name, session.user_id, query, ctx.agent.preload_top_k)
+                search(
+                    session.app_name,
+                    session.user_id,
+                    query,
+                    ctx.agent.preload_top_k,
+                    **({} if budget is None else {"budget_tokens": budget}),
+                )
             )[: ctx.agent.preload_top_k]
             block = memory_block(snippets) if snippets else ""
         except Exception as exc:
@@ -121,13 +128,20 @@ def last_user_text(events: list[Event]) -> str:
 
 
 def memory_block(snippets: list[MemorySnippet]) -> str:
-    """The ``<memory>`` block: the header, then one entry per memory. Every field is
-    escaped (:mod:`mnemoray.compiler.blocks`): no memory can close the block, and a
-    line break in a memory's text starts an indented line, never an entry."""
-    lines = [MEMORY_OPEN, MEMORY_HEADER]
+    """The ``<memory>`` block: the header, then the memories grouped by session (the
+    sessions in the order of their best memory, each with its date once), one entry
+    per memory. Every field is escaped (:mod:`mnemoray.compiler.blocks`): no memory can
+    close the block, and a line break in a memory's text starts an indented line, never
+    an entry."""
+    groups: dict[str, list[MemorySnippet]] = {}
     for s in snippets:
-        where = f"session {inline(s.session_id)}" if s.session_id else "session unknown"
-        lines.append(f"- [{memory_date(s.time)}, {where}] {indented(s.text)}")
+        groups.setdefault(s.session_id, []).append(s)
+    lines = [MEMORY_OPEN, MEMORY_HEADER]
+    for session_id, members in groups.items():
+        where = f"session {inline(session_id)}" if session_id else "session unknown"
+        days = sorted({memory_date(s.time) for s in members})
+        lines.append(f"[{', '.join(days)}, {where}]")
+        lines.extend(f"- {indented(s.text)}" for s in members)
     lines.append(MEMORY_CLOSE)
     return "\n".join(lines)
 

@@ -16,7 +16,15 @@ from mnemoray import limits
 from mnemoray.errors import InvalidInput, NotFound
 from mnemoray.http.auth import Principal
 from mnemoray.http.routes.deps import Backend, Caller, Http, IdQuery, elapsed_ms
-from mnemoray.schemas.common import MAX_ID_CHARS, MAX_PAGE, MAX_QUERY_CHARS, MAX_TOP_K, Kind, Mode
+from mnemoray.schemas.common import (
+    MAX_BUDGET_TOKENS,
+    MAX_ID_CHARS,
+    MAX_PAGE,
+    MAX_QUERY_CHARS,
+    MAX_TOP_K,
+    Kind,
+    Mode,
+)
 from mnemoray.schemas.hygiene import (
     MAX_REASON_CHARS,
     EditMemoryRequest,
@@ -30,6 +38,7 @@ from mnemoray.schemas.hygiene import (
 )
 from mnemoray.schemas.memories import (
     AGENT_NAME_DOC,
+    BUDGET_DOC,
     EXPLAIN_DOC,
     AddMemoriesRequest,
     AddMemoriesResponse,
@@ -55,10 +64,13 @@ def actor_of(caller: Principal, actor: str | None = None) -> str:
     return f"{caller.actor} ({actor})" if actor else caller.actor
 
 
-def explained(explain: bool) -> dict[str, Any]:
-    """``explain`` for the backend, passed only when asked: backends that predate it still
-    answer the rest."""
-    return {"explain": True} if explain else {}
+def explained(explain: bool, budget_tokens: int | None = None) -> dict[str, Any]:
+    """``explain`` and ``budget_tokens`` for the backend, passed only when asked: backends
+    that predate them still answer the rest."""
+    out: dict[str, Any] = {"explain": True} if explain else {}
+    if budget_tokens is not None:
+        out["budget_tokens"] = budget_tokens
+    return out
 
 
 def _num(value: str | None) -> float | str | None:
@@ -87,7 +99,7 @@ async def recall(body: RecallRequest, caller: Caller, backend: Backend) -> JSONR
         body.top_k,
         body.filter_dict(),
         body.mode,
-        **explained(body.explain),
+        **explained(body.explain, body.budget_tokens),
     )
     out["took_ms"] = elapsed_ms(start)
     # Built by the server itself: skip re-validating it against the response model.
@@ -115,6 +127,9 @@ async def recall_get(
     kinds: Annotated[list[Kind] | None, Query()] = None,
     agent_name: Annotated[AgentName | None, Query(description=AGENT_NAME_DOC)] = None,
     explain: Annotated[bool, Query(description=EXPLAIN_DOC)] = False,
+    budget_tokens: Annotated[
+        int | None, Query(ge=1, le=MAX_BUDGET_TOKENS, description=BUDGET_DOC)
+    ] = None,
 ) -> JSONResponse:
     start = time.perf_counter()
     caller.check(app_name)
@@ -130,7 +145,7 @@ async def recall_get(
         if v is not None
     }
     out = await backend.recall(
-        app_name, user_id, query, top_k, filters or None, mode, **explained(explain)
+        app_name, user_id, query, top_k, filters or None, mode, **explained(explain, budget_tokens)
     )
     out["took_ms"] = elapsed_ms(start)
     return JSONResponse(out)

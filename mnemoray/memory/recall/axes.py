@@ -1,4 +1,4 @@
-"""The time axis of recall, which axes found a recalled memory, and repeated words.
+"""The time axis of recall, and which axes found a recalled memory.
 
 A question's time intent (:func:`mnemoray.temporal.time_intent`, resolved against
 the query's reference time) becomes one signal per candidate record, in [0, 1]:
@@ -171,20 +171,3 @@ def found_by(signals: dict[str, Any]) -> tuple[str, ...]:
     return tuple(
         a for a in AXES if f"{a}_rank" in signals or (a == "time" and signals.get("time", 0) > 0)
     )
-
-
-def distinct(order: Sequence[int], key_texts: Callable[[int], str], top_k: int) -> list[int]:
-    """The first ``top_k`` of ``order`` (best first) whose words are not a better one's
-    again (the same sentence kept as a fact by several sessions): a copy only costs the
-    reader tokens and a place."""
-    chosen: list[int] = []
-    seen: set[str] = set()
-    for pos in order:
-        text = " ".join(_EXPANSION.sub("", key_texts(pos) or "").casefold().split())
-        if text and text in seen:
-            continue
-        chosen.append(pos)
-        seen.add(text)
-        if len(chosen) == top_k:
-            break
-    return chosen

@@ -35,6 +35,8 @@ class RecallRequest:
     ``filters.reference_time`` first). ``shared``: include the same user's memories of
     the apps that share with this one. ``recalled``: tell ``on_memory_recalled`` hooks
     (False for a look that is no recall, e.g. a forget-by-query preview).
+    ``budget_tokens``: the results' text fits in that many tokens, the best that fit
+    (:mod:`mnemoray.memory.recall.picking`); None: ``top_k`` alone bounds them.
     """
 
     app_name: str
@@ -47,6 +49,7 @@ class RecallRequest:
     now: float | None = None
     shared: bool = True
     recalled: bool = True
+    budget_tokens: int | None = None
 
     @property
     def app_wide(self) -> bool:
@@ -78,6 +81,16 @@ def check_top_k(top_k: Any) -> int:
     return top_k
 
 
+def check_budget(budget_tokens: Any) -> int | None:
+    if budget_tokens is None:
+        return None
+    if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 1:
+        raise RetrievalError(
+            f"must be a positive integer or null, got {budget_tokens!r}", field="budget_tokens"
+        )
+    return budget_tokens
+
+
 def resolve_recall(
     config: RetrievalConfig,
     app_name: str,
@@ -91,11 +104,12 @@ def resolve_recall(
     now: float | None = None,
     shared: bool = True,
     recalled: bool = True,
+    budget_tokens: int | None = None,
 ) -> RecallRequest:
     """The checked request of one recall over an app whose ranking is ``config``;
     :class:`~mnemoray.memory.records.filters.RetrievalError` (an ``InvalidInput``) naming
     the ``field`` otherwise. Checked in the order the service always answered them:
-    mode, filters, query, ids, top_k."""
+    mode, filters, query, ids, top_k, budget_tokens."""
     checked = check_mode(mode or config.mode)
     flt = RecallFilters.of(filters)
     check_query(query)
@@ -111,6 +125,7 @@ def resolve_recall(
         now,
         shared,
         recalled,
+        check_budget(budget_tokens),
     )
 
 
@@ -124,4 +139,4 @@ def same_scope(request: RecallRequest, app_name: str, user_id: str | None) -> No
         )
 
 
-__all__ = ["RecallRequest", "check_top_k", "resolve_recall", "same_scope"]
+__all__ = ["RecallRequest", "check_budget", "check_top_k", "resolve_recall", "same_scope"]

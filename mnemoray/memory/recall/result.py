@@ -30,6 +30,10 @@ class RecallResult:
     #: What each signal added to ``score`` (``score == 1 + sum`` for a ranked record):
     #: the fusion's own terms (:func:`mnemoray.memory.recall.fusion.fuse`), shown on ``explain``.
     contributions: dict[str, float] = field(default_factory=dict)
+    #: A chunk shown in the place of the fact of its turn that ranked there (its words
+    #: with who said them and when): that fact's id; score, signals and facts are the
+    #: fact's (:mod:`mnemoray.memory.recall.picking`).
+    in_place_of: str | None = None
 
     @property
     def time(self) -> float:
@@ -78,6 +82,8 @@ class RecallResult:
                 }
                 for f in self.facts
             ]
+        if self.in_place_of is not None:
+            out["in_place_of"] = self.in_place_of
         if explain:
             out["contributions"] = dict(self.contributions)
         return out

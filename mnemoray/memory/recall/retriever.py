@@ -28,8 +28,9 @@ The signals are fused by a weighted sum of bounded scores:
 ``score = w_d * cosine + w_b * bm25 / (bm25 + c) + w_e * entity / (entity + 1)
 + w_g * graph + w_t * time + w_r * freshness``. Only candidates some signal ranks (dense
 top-``depth``, BM25 > 0, entity > 0, graph > 0, a named period) are returned; exact ties
-go to the newer record; each result names the axes that found it (``RecallResult.axes``). Within one
-user's recall a record whose words repeat a better-ranked one's is left out.
+go to the newer record; each result names the axes that found it (``RecallResult.axes``). A record
+whose words repeat a better-ranked one's is left out, and a fact gives its place to the
+chunk of its turn (:mod:`mnemoray.memory.recall.picking`).
 Why not reciprocal rank fusion: RRF turns ANY lexical hit into a vote worth as
 much as a dense rank, so incidental words ("town", "year") lift unrelated records
 over paraphrase matches; bounded scores let each signal have only its weight's say
@@ -50,7 +51,6 @@ import numpy as np
 
 from mnemoray.graph import UserGraph
 from mnemoray.memory.recall.axes import (
-    distinct,
     found_by,
     period_positions,
     query_time,
@@ -60,6 +60,7 @@ from mnemoray.memory.recall.candidates import Candidates
 from mnemoray.memory.recall.config import RetrievalConfig, check_ids, check_query
 from mnemoray.memory.recall.fusion import fuse, reported_contributions, signal_ranks, top_positions
 from mnemoray.memory.recall.inputs import ScopeCache, user_graph
+from mnemoray.memory.recall.picking import pick
 from mnemoray.memory.recall.request import RecallRequest, resolve_recall
 from mnemoray.memory.recall.result import RecallResult
 from mnemoray.memory.records.filters import RecallFilters, RetrievalError
@@ -68,6 +69,7 @@ from mnemoray.memory.store.scopes import visible
 from mnemoray.memory.store.snapshot import StoreSnapshot
 
 GRAPH_SEEDS = 3  # the best hits whose entities the graph axis hops from
+PICK_DEPTH = 50  # ranked records a budgeted recall reads to fill its budget
 
 
 def rank_candidates(
@@ -82,6 +84,7 @@ def rank_candidates(
     extra_mask: np.ndarray | None = None,
     one_user: bool = True,
     graph: UserGraph | None = None,
+    budget_tokens: int | None = None,
 ) -> list[RecallResult]:
     """Top-k of one candidate set for a query (the whole ranking step). The query's time
     intent (read against ``filters.reference_time``, else ``now``) adds the time axis and
@@ -91,7 +94,8 @@ def rank_candidates(
     entity axis resolves the names the query says and the graph axis follows the facts
     it asks and one hop from the best hits (:mod:`mnemoray.graph.recall`); without
     one (no graph kept, app-wide recall) entity is the overlap of words with the
-    records' entities and there is no graph axis."""
+    records' entities and there is no graph axis. No result repeats a better one's
+    words, and ``budget_tokens`` keeps the best that fit (:mod:`.picking`)."""
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
         raise RetrievalError(f"must be a positive integer, got {top_k!r}", field="top_k")
     if not cands.size:
@@ -180,14 +184,16 @@ def rank_candidates(
             known_ranks=fused.ranks,
         )
     score, ranks, fresh = fused.score, fused.ranks, fused.fresh
-    # A few spare places: records that repeat a better one's words are left out.
-    if one_user:
-        ranked = top_positions(score, cands.t_end, cands.memory_ids, top_k * 2 + 8)
-        positions = distinct(ranked, cands.key_text, top_k)
-    else:
-        positions = top_positions(score, cands.t_end, cands.memory_ids, top_k)
+    # Spare places: records that repeat a better one's words are left out, and a budget
+    # may pass over long records for shorter ones.
+    spare = top_k * 2 + 8 if budget_tokens is None else max(top_k * 3, PICK_DEPTH)
+    ranked = top_positions(score, cands.t_end, cands.memory_ids, spare)
+    picks = pick(ranked, cands.memories, top_k, budget_tokens, same_words=one_user)
+    shown = cands.memories([p.shown for p in picks])
+    placed_by = cands.memories([p.ranked for p in picks])
     results = []
-    for pos, memory in zip(positions, cands.memories(positions), strict=True):
+    for p, memory, placer in zip(picks, shown, placed_by, strict=True):
+        pos = p.ranked  # what placed it: its own signals, or the fact it stands in for
         sig: dict[str, float] = {}
         for name in weights:
             if name == "recency":
@@ -211,6 +217,7 @@ def rank_candidates(
                 found_by(sig),
                 gr.facts_at(int(pos)) if gr is not None else (),
                 contributions,
+                in_place_of=placer.memory_id if p.shown != p.ranked else None,
             )
         )
     return results
@@ -282,6 +289,7 @@ class Retriever(ScopeCache):
             request.now,
             extra_mask=view,
             graph=user_graph(snap, app, user),
+            budget_tokens=request.budget_tokens,
         )
 
     def search_app(
@@ -324,6 +332,7 @@ class Retriever(ScopeCache):
                 request.now,
                 extra_mask=visible(cands.app_names, cands.agent_names, app, flt.agent_name),
                 one_user=False,
+                budget_tokens=request.budget_tokens,
             )
         depth = max(self.config.app_candidates, top_k)
         assert query_vec is not None  # dense_ok
@@ -339,6 +348,7 @@ class Retriever(ScopeCache):
             flt,
             request.mode,
             request.now,
+            budget_tokens=request.budget_tokens,
         )
 
 
@@ -360,6 +370,7 @@ def rank_proposed(
     mode: str,
     now: float | None = None,
     one_user: bool = False,
+    budget_tokens: int | None = None,
 ) -> list[RecallResult]:
     """The last step of app-wide recall: one fused ranking of the records proposed for
     ``app`` (the nearest by ANN with their cosine in ``dense``, or the keyword best with
@@ -380,6 +391,7 @@ def rank_proposed(
         now,
         extra_mask=visible(cands.app_names, cands.agent_names, app, flt.agent_name),
         one_user=one_user,
+        budget_tokens=budget_tokens,
     )
 
 

@@ -79,6 +79,7 @@ def rank(
         request.filters,
         request.mode,
         request.now,
+        budget_tokens=request.budget_tokens,
     )
 
 

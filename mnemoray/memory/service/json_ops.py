@@ -114,13 +114,21 @@ class MemoryOps:
         explain: bool = False,
         *,
         request: RecallRequest | None = None,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
         """``explain``: each result with ``contributions`` (what each signal added).
         ``request``: the recall already resolved at the edge (the loose arguments then
         unused); it must be of this op's (app, user)."""
         if request is None:
             request = self.service.resolve(
-                app_name, user_id, query, top_k, filters, mode, explain=explain
+                app_name,
+                user_id,
+                query,
+                top_k,
+                filters,
+                mode,
+                explain=explain,
+                budget_tokens=budget_tokens,
             )
         else:
             same_scope(request, app_name, user_id)

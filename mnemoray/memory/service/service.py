@@ -24,7 +24,7 @@ import numpy as np
 
 from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.services import MemorySearch, MemorySnippet, ProfileSource
-from mnemoray.compiler.tools import limit_error, unavailable_result
+from mnemoray.compiler.tools import budget_error, limit_error, unavailable_result
 from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
 from mnemoray.errors import ConfigError, InvalidInput, StoreError
 from mnemoray.graph import UserGraph
@@ -431,7 +431,7 @@ class MemoryService:
         """The checked request of one recall (``user_id`` None: app-wide), its mode
         defaulted from the app's retrieval config; ``options``: the per-recall ones of
         :func:`~mnemoray.memory.recall.request.resolve_recall` (explain, now, shared,
-        recalled)."""
+        recalled, budget_tokens)."""
         config = self.retriever_for(app_name).config
         return resolve_recall(config, app_name, user_id, query, top_k, mode, filters, **options)
 
@@ -560,8 +560,11 @@ class MemoryService:
         ``agent_name``: the compiled agent, whose own memories it also sees."""
         flt = RecallFilters(agent_name=agent_name)
 
-        def search(app_name: str, user_id: str, query: str, top_k: int) -> list[MemorySnippet]:
-            return [r.snippet() for r in self.search(app_name, user_id, query, top_k, flt)]
+        def search(
+            app_name: str, user_id: str, query: str, top_k: int, /, **budget: int
+        ) -> list[MemorySnippet]:
+            request = self.resolve(app_name, user_id, query, top_k, flt, None, **budget)
+            return [r.snippet() for r in self.recall(request)]
 
         return search
 
@@ -573,6 +576,7 @@ class MemoryService:
         top_k: int = 5,
         limit: Any = None,
         agent_name: str | None = None,
+        budget_tokens: Any = None,
     ) -> list[dict[str, Any]] | dict[str, str]:
         """The ``load_memory`` tool's answer: :meth:`RecallResult.to_dict`, best first.
 
@@ -583,19 +587,18 @@ class MemoryService:
         result the model can read, ``{"error": "memory is unavailable: ..."}``; a
         caller's error (an empty query) still raises. ``agent_name``: the calling agent
         (it also sees its own agent-only memories)."""
-        if (bad := limit_error(limit)) is not None:
+        if (bad := limit_error(limit) or budget_error(budget_tokens)) is not None:
             return bad
         try:
-            return [
-                r.to_dict()
-                for r in self.search(
-                    app_name,
-                    user_id,
-                    query,
-                    top_k if limit is None else limit,
-                    RecallFilters(agent_name=agent_name),
-                )
-            ]
+            request = self.resolve(
+                app_name,
+                user_id,
+                query,
+                top_k if limit is None else limit,
+                RecallFilters(agent_name=agent_name),
+                budget_tokens=budget_tokens,
+            )
+            return [r.to_dict() for r in self.recall(request)]
         except Exception as exc:
             if not degradable(exc):
                 raise

@@ -1,0 +1,147 @@
+"""Which ranked records a recall returns: no two that say the same thing, and, with a
+token budget, the best set that fits.
+
+A user's records overlap by construction: a fact is one sentence of a turn that a
+chunk holds whole, a session summary repeats sentences of its chunks, the same
+sentence said in two sessions is two facts. Returning each costs the reader tokens
+and places for nothing, so the ranking is read best first and a record is
+
+- left out when its words are mostly (:data:`COVERED`) those of a better-ranked
+  record of the same session whose sources (``source_event_ids``) it shares, or of
+  a better record of another session (the same sentence said again: the same words,
+  or mostly the same for a record of :data:`MIN_TERMS` terms or more);
+- shown in the place of a better-ranked fact or summary of its session whose words
+  it holds when it is a chunk (the evidence layer): the words the fact came from,
+  with who said them and when, ranked as the fact was (:attr:`Pick.ranked`: the
+  fact's score and signals); later ones it holds are left out.
+
+Words are compared as content terms (:func:`mnemoray.text.terms`: stopwords out,
+light stemming), so "I moved to Berlin." and a chunk line quoting it match whatever
+the prefix and punctuation. ``budget_tokens`` then keeps, in rank order, each
+record whose text still fits what is left (a longer one is passed over for shorter
+ones after it), counted with :func:`mnemoray.tokens.count_tokens`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mnemoray.memory.records.record import Memory
+from mnemoray.text import terms
+from mnemoray.tokens import count_tokens
+
+# Share of a record's content terms another record must hold for it to repeat that one.
+COVERED = 0.8
+# Content terms a record needs before another session's record can repeat it: fewer
+# ("Thanks, the bike!") are held by chance.
+MIN_TERMS = 6
+# The key expansion lines after a chunk's words (distill._expanded): not what was said.
+_EXPANSION = re.compile(r"\n(?:Facts|Topics|Entities): .*", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One returned record: ``shown`` the position whose record is returned, ``ranked``
+    the one whose score placed it (the same, or the fact a chunk stands in for)."""
+
+    shown: int
+    ranked: int
+
+
+@dataclass
+class _Picked:
+    pos: int
+    memory: Memory
+    terms: frozenset[str]
+    exact: str  # its words, case and spacing aside
+    ranked: int
+
+
+def _said(m: Memory) -> str:
+    return _EXPANSION.sub("", m.text or "")
+
+
+def _same_session(a: Memory, b: Memory) -> bool:
+    return (a.app_name, a.user_id, a.session_id) == (b.app_name, b.user_id, b.session_id)
+
+
+def _covers(have: frozenset[str], want: frozenset[str]) -> bool:
+    """Whether ``have`` holds most of ``want`` (an empty ``want`` repeats nothing)."""
+    return bool(want) and len(want & have) >= COVERED * len(want)
+
+
+def pick(
+    order: Sequence[int],
+    memories: Callable[[Sequence[int]], list[Memory]],
+    top_k: int,
+    budget_tokens: int | None = None,
+    *,
+    same_words: bool = True,
+) -> list[Pick]:
+    """The records to return, from ``order`` (best first; ``memories`` builds the
+    records of positions): at most ``top_k``, none repeating a better one (see the
+    module), and with ``budget_tokens`` only what fits in that many tokens of text.
+    ``same_words`` False: the same words in two sessions are two memories (app-wide,
+    two users saying the same sentence); records then repeat only within a session."""
+    chosen: list[_Picked] = []
+    records = memories(list(order))
+    for pos, m in zip(order, records, strict=True):
+        said = _said(m)
+        mine = frozenset(terms(said))
+        exact = " ".join(said.casefold().split())
+        sources = set(m.source_event_ids)
+        repeat, replaced = False, None
+        for i, c in enumerate(chosen):
+            related = _same_session(m, c.memory) and bool(sources & set(c.memory.source_event_ids))
+            if not related:
+                # Another session's record: the same words said again.
+                same = bool(exact) and exact == c.exact
+                again = same or (len(mine) >= MIN_TERMS and _covers(c.terms, mine))
+                if same_words and again:
+                    repeat = True
+                    break
+                continue
+            if _covers(c.terms, mine):
+                repeat = True
+                break
+            chunk_of = m.kind == "chunk" and c.memory.kind != "chunk"
+            if replaced is None and chunk_of and _covers(mine, c.terms):
+                replaced = i
+        if repeat:
+            continue
+        if replaced is None:
+            chosen.append(_Picked(pos, m, mine, exact, pos))
+        else:
+            # The chunk takes the first place it covers and drops the later ones.
+            keep = chosen[replaced]
+            chosen[replaced] = _Picked(pos, m, mine, exact, keep.ranked)
+            chosen = [
+                c
+                for j, c in enumerate(chosen)
+                if j <= replaced
+                or not (
+                    _same_session(c.memory, m)
+                    and sources & set(c.memory.source_event_ids)
+                    and _covers(mine, c.terms)
+                )
+            ]
+        if budget_tokens is None and len(chosen) >= top_k:
+            break
+    picks = [Pick(c.pos, c.ranked) for c in chosen]
+    if budget_tokens is None:
+        return picks[:top_k]
+    fitted: list[Pick] = []
+    left = budget_tokens
+    for c, p in zip(chosen, picks, strict=True):
+        cost = count_tokens(c.memory.text)
+        if cost <= left:
+            fitted.append(p)
+            left -= cost
+        if len(fitted) == top_k or left <= 0:
+            break
+    return fitted
+
+
+__all__ = ["COVERED", "MIN_TERMS", "Pick", "pick"]

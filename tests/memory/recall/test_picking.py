@@ -1,0 +1,133 @@
+"""What a recall returns: no two records that say the same thing, a fact shown as the
+chunk of its turn, and a token budget filled with the best that fit (real MiniLM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mnemoray.compiler import AgentSpec, Compiler, Services
+from mnemoray.embedders import open_embedder
+from mnemoray.memory.records.filters import RetrievalError
+from mnemoray.memory.service.service import MemoryService
+from mnemoray.memory.store.parquet.store import MemoryStore
+from mnemoray.summarizers import ExtractiveSummarizer
+from mnemoray.text import terms
+from mnemoray.tokens import count_tokens
+from tests.support.factories import DAY, T0, session
+
+MOVE = "Big news: I moved to Berlin last month for a new job at Zeta Labs."
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> MemoryService:
+    svc = MemoryService(
+        MemoryStore(tmp_path_factory.mktemp("picking") / "store"),
+        open_embedder("default"),
+        ExtractiveSummarizer(),
+    )
+    svc.add_session(
+        session(
+            "move",
+            T0,
+            ("u", MOVE),
+            ("m", "Congratulations! How is the new job going so far?"),
+            ("u", "I love it. My team builds warehouse robots."),
+            ("m", "That sounds exciting."),
+        )
+    )
+    # The same sentence said again in another session: one memory's words, twice.
+    svc.add_session(session("again", T0 + 30 * DAY, ("u", MOVE), ("m", "You told me!")))
+    for i, topic in enumerate(["sourdough bread", "tax deadlines", "marathon training"]):
+        svc.add_session(
+            session(
+                f"other{i}",
+                T0 + (40 + i) * DAY,
+                ("u", f"Can you help me with {topic}? I keep getting it wrong."),
+                ("m", f"Sure, here is a short guide to {topic} with the usual mistakes."),
+            )
+        )
+    return svc
+
+
+def _shares(a: str, b: str) -> float:
+    """Share of ``a``'s content terms that ``b`` holds."""
+    want = set(terms(a))
+    return len(want & set(terms(b))) / len(want)
+
+
+def test_no_two_results_say_the_same_thing(service: MemoryService) -> None:
+    got = service.search("app", "alice", "where did I move for my new job?", top_k=8)
+    texts = [r.memory.text for r in got]
+    # The move sentence is a fact of each session, in a chunk of each and in their
+    # summaries: it comes back once per session at most, and never as a fact beside
+    # the chunk that holds it.
+    holding = [r.memory.session_id for r in got if _shares(MOVE, r.memory.text) >= 0.8]
+    assert holding and len(holding) == len(set(holding)), texts
+    # No result's words are mostly a better one's (a copy costs tokens and a place).
+    for i, a in enumerate(got):
+        for b in got[i + 1 :]:
+            assert _shares(b.memory.text, a.memory.text) < 0.8, (a.memory.text, b.memory.text)
+
+
+def test_a_fact_is_shown_as_the_chunk_of_its_turn(service: MemoryService) -> None:
+    facts = service.search("app", "alice", "moved to Berlin", top_k=3, filters={"kinds": ["fact"]})
+    assert facts and "Berlin" in facts[0].memory.text
+    got = service.search("app", "alice", "moved to Berlin", top_k=3)
+    top = got[0]
+    # The fact ranked first; its place shows the words it came from, who said them
+    # and when, ranked as the fact was (its score and signals).
+    assert top.memory.kind == "chunk" and top.in_place_of == facts[0].memory.memory_id
+    assert set(facts[0].memory.source_event_ids) <= set(top.memory.source_event_ids)
+    assert top.memory.session_id == facts[0].memory.session_id
+    assert top.memory.text.split("] ", 1)[1].startswith("user: Big news: I moved to Berlin")
+    assert top.score == pytest.approx(facts[0].score)
+    assert top.to_dict()["in_place_of"] == facts[0].memory.memory_id
+    assert all(r.memory.memory_id != facts[0].memory.memory_id for r in got)
+
+
+def test_a_budget_keeps_the_best_that_fit(service: MemoryService) -> None:
+    query = "what do I do at my new job?"
+    plain = service.search("app", "alice", query, top_k=10)
+    assert sum(count_tokens(r.memory.text) for r in plain) > 60
+    budget = 60
+    fitted = service.recall(service.resolve("app", "alice", query, 10, budget_tokens=budget))
+    assert fitted and sum(count_tokens(r.memory.text) for r in fitted) <= budget
+    # In rank order: what fits of the unbudgeted ranking (a longer record passed over).
+    order = [r.memory.memory_id for r in plain]
+    assert [r.memory.memory_id for r in fitted] == [
+        m for m in order if m in {r.memory.memory_id for r in fitted}
+    ]
+    first_fit = next(r for r in plain if count_tokens(r.memory.text) <= budget)
+    assert fitted[0].memory.memory_id == first_fit.memory.memory_id
+    with pytest.raises(RetrievalError, match="budget_tokens"):
+        service.resolve("app", "alice", query, 10, budget_tokens=0)
+
+
+def test_preload_within_a_budget_groups_memories_by_session(service: MemoryService) -> None:
+    agent = AgentSpec(name="helper", memory_preload=True, preload_top_k=6)
+    compiled = Compiler.default().compile(
+        session("now", T0 + 60 * DAY, ("u", "How is my job in Berlin going?")),
+        agent,
+        services=Services(memory_search=service.memory_search()),
+    )
+    budgeted = Compiler.default().compile(
+        session("now", T0 + 60 * DAY, ("u", "How is my job in Berlin going?")),
+        AgentSpec(name="helper", memory_preload=True, preload_top_k=6, preload_budget_tokens=80),
+        services=Services(memory_search=service.memory_search()),
+    )
+
+    def block(request) -> str:
+        return next(
+            p["text"]
+            for c in request.to_dict()["contents"]
+            for p in c["parts"]
+            if "<memory>" in (p.get("text") or "")
+        )
+
+    full, small = block(compiled), block(budgeted)
+    # One header line per session, with its date; its memories under it.
+    assert "[2023-11-14, session move]" in full
+    assert full.count("session move]") == 1
+    entries = [line for line in small.splitlines() if line.startswith("- ")]
+    assert entries and sum(count_tokens(line[2:]) for line in entries) <= 80
+    assert len(small) < len(full)
