@@ -9,7 +9,8 @@
    ``benchmarks/.cache/longmemeval-<fingerprint>/`` and reused by later runs (a run
    that stops part-way resumes there; ``--rebuild`` starts afresh).
 3. Recall: every question through ``MemoryService.recall`` as of its ``question_date``,
-   top 50, in each mode; a baseline ranks single turns with mnemoray's own BM25
+   top 50, in each mode, and ``hybrid`` with ``budget_tokens`` 1000 (what a reader
+   given 1,000 tokens of memory gets); a baseline ranks single turns with mnemoray's own BM25
    (``longconv_bench.TurnBM25``), scored the same way.
 
 Run: ``.venv/bin/python benchmarks/longmemeval_bench.py`` (all questions) or
@@ -67,6 +68,7 @@ TOP_K = 50  # deep enough for 10 distinct sessions
 SESSION_KS = (5, 10)
 TURN_K = 10
 TOKEN_BUDGET = 1000
+BUDGETED = f"hybrid, {TOKEN_BUDGET} tokens"  # recall with budget_tokens
 HOLD_SHARE = 0.5
 
 SCORING = (
@@ -279,12 +281,22 @@ def scored(judged: list[dict[str, Any]], t0: float) -> dict[str, Any]:
     }
 
 
-def run_mode(service: MemoryService, hays: Sequence[lme.Haystack], mode: str) -> dict[str, Any]:
+def run_mode(
+    service: MemoryService, hays: Sequence[lme.Haystack], mode: str, budget: int | None = None
+) -> dict[str, Any]:
+    """Every question recalled in ``mode``; ``budget``: with ``budget_tokens`` (what a
+    reader given that many tokens of memory gets)."""
     t0 = time.perf_counter()
     judged = []
     for hay in hays:
         request = service.resolve(
-            lme.APP, hay.user_id, hay.question, TOP_K, mode=mode, now=hay.asked_at
+            lme.APP,
+            hay.user_id,
+            hay.question,
+            TOP_K,
+            mode=mode,
+            now=hay.asked_at,
+            budget_tokens=budget,
         )
         items = [
             Item(r.memory.text, frozenset(r.memory.source_event_ids), r.memory.kind)
@@ -308,14 +320,14 @@ def table(quality: dict[str, Any]) -> str:
     cols = ("S@5", "S@10", "allS@10", f"T@{TURN_K}", f"T@{TOKEN_BUDGET}")
     heads = ("S@5", "S@10", "allS@10", "T@10", "T@1K")
     lines = [
-        f"{'run':18s} {'questions':25s} {'n':>3s} "
+        f"{'run':20s} {'questions':25s} {'n':>3s} "
         + " ".join(f"{h:>7s}" for h in heads)
         + f" {'tokens':>6s}"
     ]
     for label, block in quality.items():
         for name, m in block["by_type"].items():
             cells = " ".join(f"{'-':>7s}" if m[c] is None else f"{m[c]:7.3f}" for c in cols)
-            lines.append(f"{label:18s} {name:25s} {m['n']:3d} {cells} {m['tokens_top10']:6.0f}")
+            lines.append(f"{label:20s} {name:25s} {m['n']:3d} {cells} {m['tokens_top10']:6.0f}")
     return "\n".join(lines)
 
 
@@ -409,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  {mode:8s} S@5 {a['S@5']:.3f} S@10 {a['S@10']:.3f} T@10 {a['T@10']:.3f} "
             f"({quality[mode]['eval_s']}s)"
         )
+    if "hybrid" in modes:
+        quality[BUDGETED] = run_mode(service, hays, "hybrid", TOKEN_BUDGET)
     if not args.no_baseline:
         quality[BASELINE] = run_turn_bm25(hays)
     judged = {label: block.pop("judged") for label, block in quality.items()}

@@ -92,24 +92,22 @@ def pick(
         mine = frozenset(terms(said))
         exact = " ".join(said.casefold().split())
         sources = set(m.source_event_ids)
-        repeat, replaced = False, None
+        elsewhere, held, replaced = False, False, None
         for i, c in enumerate(chosen):
             related = _same_session(m, c.memory) and bool(sources & set(c.memory.source_event_ids))
             if not related:
                 # Another session's record: the same words said again.
                 same = bool(exact) and exact == c.exact
                 again = same or (len(mine) >= MIN_TERMS and _covers(c.terms, mine))
-                if same_words and again:
-                    repeat = True
-                    break
+                elsewhere = elsewhere or (same_words and again)
                 continue
-            if _covers(c.terms, mine):
-                repeat = True
-                break
+            held = held or _covers(c.terms, mine)
             chunk_of = m.kind == "chunk" and c.memory.kind != "chunk"
             if replaced is None and chunk_of and _covers(mine, c.terms):
                 replaced = i
-        if repeat:
+        # A chunk that holds a better fact of its turn is shown in its place even where a
+        # summary holds the chunk too: the chunk is the evidence, the summary a digest.
+        if elsewhere or (held and replaced is None):
             continue
         if replaced is None:
             chosen.append(_Picked(pos, m, mine, exact, pos))

@@ -387,3 +387,16 @@ def test_backfill_of_a_grown_session_keeps_one_summary(tmp_path: Path) -> None:
     assert [tuple(m.source_event_ids) for m in live if m.kind == "chunk"] == [
         ("trip-e0", "trip-e1", "trip-e2", "trip-e3")
     ]
+
+
+def test_no_signal_lifts_a_record_without_evidence_for_the_query(service) -> None:
+    # Keyword mode: only what matches the word comes back (no graph hop, no shared
+    # period, no recency brings an unrelated session in on its own).
+    for s in [parrot(), *unrelated()]:
+        service.add_session(s)
+    got = service.search("app", "alice", "parrot", top_k=10, mode="keyword")
+    assert got and all(r.signals["bm25"] > 0 for r in got)
+    assert {r.memory.session_id for r in got} == {"parrot"}
+    # The fact ranked first is shown as the chunk of its turn, and the summary that
+    # repeats it stays only if it says more than the chunk.
+    assert got[0].memory.kind == "chunk" and got[0].in_place_of is not None
