@@ -59,31 +59,25 @@ LOAD_ARTIFACTS_TOOL: dict[str, Any] = {
 }
 
 
-def limit_error(limit: Any) -> dict[str, str] | None:
-    """The error result for a ``limit`` the model passed to load_memory (None: it is
-    fine). A result, not an exception: the model reads it and can call again."""
-    if limit is None or (
-        isinstance(limit, int) and not isinstance(limit, bool) and 1 <= limit <= MAX_MEMORY_LIMIT
+def argument_error(field: str, value: Any, most: int) -> dict[str, str] | None:
+    """The error result for an integer argument ``field`` the model passed to a tool,
+    when ``value`` is not None or an int from 1 to ``most`` (None: it is fine). A
+    result, not an exception: the model reads it and can call again."""
+    if value is None or (
+        isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= most
     ):
         return None
-    return {
-        "error": f"limit: must be an integer from 1 to {MAX_MEMORY_LIMIT}, got {limit!r}",
-        "field": "limit",
-    }
+    return {"error": f"{field}: must be an integer from 1 to {most}, got {value!r}", "field": field}
+
+
+def limit_error(limit: Any) -> dict[str, str] | None:
+    """The error result for load_memory's ``limit`` (:func:`argument_error`)."""
+    return argument_error("limit", limit, MAX_MEMORY_LIMIT)
 
 
 def budget_error(budget_tokens: Any) -> dict[str, str] | None:
-    """The error result for a ``budget_tokens`` the model passed to load_memory (None:
-    it is fine), as :func:`limit_error`."""
-    b = budget_tokens
-    if b is None or (
-        isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= MAX_MEMORY_BUDGET
-    ):
-        return None
-    return {
-        "error": f"budget_tokens: must be an integer from 1 to {MAX_MEMORY_BUDGET}, got {b!r}",
-        "field": "budget_tokens",
-    }
+    """The error result for load_memory's ``budget_tokens`` (:func:`argument_error`)."""
+    return argument_error("budget_tokens", budget_tokens, MAX_MEMORY_BUDGET)
 
 
 def unavailable_result(source: str, exc: BaseException) -> dict[str, str]:

@@ -146,6 +146,12 @@ def test_load_memory_honours_the_models_limit(tmp_path: Path):
     assert len(service.load_memory("app", "ana", "tulips", limit=2)) == 2
     assert len(service.load_memory("app", "ana", "tulips", limit=8)) == 8
     assert len(service.load_memory("app", "ana", "tulips", top_k=3)) == 3  # the app default
+    # A token budget: the best memories whose text fits (each is 5 tokens here).
+    fitted = service.load_memory("app", "ana", "tulips", limit=8, budget_tokens=12)
+    assert isinstance(fitted, list) and len(fitted) == 2
+    bad = service.load_memory("app", "ana", "tulips", budget_tokens=0)
+    assert isinstance(bad, dict) and bad["field"] == "budget_tokens"
+    assert LOAD_MEMORY_TOOL["parameters"]["properties"]["budget_tokens"]["minimum"] == 1
 
 
 @pytest.mark.parametrize("limit", [0, -1, MAX_MEMORY_LIMIT + 1, "3", 2.5, True])

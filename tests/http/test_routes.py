@@ -71,9 +71,11 @@ class FakeBackend:
         top_k: int,
         filters: Mapping[str, Any] | None,
         mode: str | None,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
         self._maybe_fail()
-        return {"memories": [], "store_version": 1, "echo": [query, top_k, filters, mode]}
+        echo = [query, top_k, filters, mode] + ([budget_tokens] if budget_tokens else [])
+        return {"memories": [], "store_version": 1, "echo": echo}
 
     async def recall_app(
         self,
@@ -82,9 +84,11 @@ class FakeBackend:
         top_k: int,
         filters: Mapping[str, Any] | None,
         mode: str | None,
+        budget_tokens: int | None = None,
     ) -> dict[str, Any]:
         self._maybe_fail()
-        return {"memories": [], "store_version": 1, "echo": [query, top_k, filters, mode]}
+        echo = [query, top_k, filters, mode] + ([budget_tokens] if budget_tokens else [])
+        return {"memories": [], "store_version": 1, "echo": echo}
 
     async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
         self._maybe_fail()
@@ -390,6 +394,11 @@ def test_recall_routes_pass_the_request_through(client: TestClient) -> None:
         params={**WHO, "query": "tulips", "after": "1700000000", "kinds": ["fact", "chunk"]},
     ).json()
     assert got["echo"] == ["tulips", 5, {"after": 1.7e9, "kinds": ["fact", "chunk"]}, None]
+    # A token budget goes through both; a bad one is a 422 naming it.
+    assert recall(client, budget_tokens=500).json()["echo"][-1] == 500
+    got = client.get("/v1/recall", params={**WHO, "query": "tulips", "budget_tokens": 40})
+    assert got.json()["echo"][-1] == 40
+    assert "budget_tokens" in error_of(recall(client, budget_tokens=0), 422)["field"]
 
 
 def test_forgetting_nothing_is_404_naming_the_memory(

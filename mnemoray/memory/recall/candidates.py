@@ -24,6 +24,7 @@ from mnemoray.memory.recall.record_times import (
     resolve_all_later,
     set_slots,
 )
+from mnemoray.memory.recall.speakers import user_shares
 from mnemoray.memory.records.filters import RetrievalError, event_times
 from mnemoray.memory.records.record import Memory
 from mnemoray.memory.store.index import _slice_scores
@@ -147,6 +148,7 @@ class Candidates:
         self._time_slots: SetSlots | None = None  # a stored set's (record_times)
         self._times_done: threading.Event | None = None  # set: every record resolved
         self._graph: GraphRecall | None = None
+        self._user_shares: np.ndarray | None = None
         self._lock = threading.Lock()
         self.built_at = time.time()
 
@@ -189,6 +191,19 @@ class Candidates:
         found = self._graph
         if found is None or found.graph is not graph:
             found = self._graph = GraphRecall(graph, self.memory_ids, self.session_ids)
+        return found
+
+    def user_shares(self) -> np.ndarray:
+        """Per record, the share of its words the user said (:mod:`.speakers`), read
+        once per set."""
+        found = self._user_shares
+        if found is None:
+            texts = (
+                [m.key_text or m.text for m in self._memories]
+                if self._memories is not None
+                else self._table["key_text"].to_pylist()
+            )
+            found = self._user_shares = user_shares(list(self.kinds), texts)
         return found
 
     def key_text(self, pos: int) -> str:

@@ -14,7 +14,8 @@ from mnemoray.memory.recall.keywords import AUTO, KeywordTokenizer
 from mnemoray.memory.recall.modes import MODES, Mode  # defined there: the CLI imports it cheaply
 from mnemoray.memory.records.filters import RetrievalError
 
-SIGNALS: tuple[str, ...] = ("dense", "bm25", "entity", "graph", "time", "recency")
+SPEAKER_WEIGHT = 0.3
+SIGNALS: tuple[str, ...] = ("dense", "bm25", "entity", "graph", "time", "recency", "speaker")
 MODE_SIGNALS: dict[str, tuple[str, ...]] = {
     "hybrid": SIGNALS,
     "dense": ("dense",),
@@ -44,6 +45,9 @@ MODE_SIGNALS: dict[str, tuple[str, ...]] = {
 #   configure it per deployment.
 # - time 0.1 (mnemoray.memory.recall.axes): only for a question with a time intent; a record of
 #   the period it names gains 0.1, a "when" answer that states a time a little less.
+# - speaker (mnemoray.memory.recall.speakers): only for a question about the user's own
+#   words ("do I", "my") or the assistant's ("you said"); a record gains the weight times
+#   the share of its words that side said. It re-orders, it never finds.
 DEFAULT_WEIGHTS: dict[str, float] = {
     "dense": 1.0,
     "bm25": 0.15,
@@ -51,6 +55,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "graph": 0.25,
     "time": 0.1,
     "recency": 0.03,
+    "speaker": SPEAKER_WEIGHT,
 }
 
 

@@ -81,6 +81,9 @@ class Fusion(NamedTuple):
     contributions: dict[str, np.ndarray]  # what each signal added to the score
 
 
+#: Signals that never find a record (no rank of their own): they re-order what others found.
+UNRANKED = frozenset({"recency", "speaker"})
+
 #: The contribution that keeps voted scores > 0 where a stale fact's graph value takes a
 #: total below -1 (see :func:`fuse`); absent otherwise.
 OFFSET = "offset"
@@ -118,7 +121,7 @@ def fuse(
     ranks: dict[str, np.ndarray] = {}
     known = known_ranks or {}
     for name, values in signals.items():
-        if name in weights and name != "recency":
+        if name in weights and name not in UNRANKED:
             found = known.get(name)
             ranks[name] = (
                 found if found is not None else signal_ranks(name, values, eligible, depth)
@@ -141,6 +144,8 @@ def fuse(
         parts["graph"] = weights["graph"] * signals["graph"]
     if "time" in ranks:
         parts["time"] = weights["time"] * signals["time"]
+    if "speaker" in signals and "speaker" in weights:  # re-orders what others found
+        parts["speaker"] = weights["speaker"] * signals["speaker"]
     fresh = None
     if "recency" in weights and "dense" in signals:
         fresh = freshness(times, signals["dense"], eligible, recency_window, recency_half_life)

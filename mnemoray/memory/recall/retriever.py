@@ -19,6 +19,9 @@ anything else), or an app's ANN candidates. Per candidate it computes
 - ``time``    only for a query with a time intent (:mod:`mnemoray.memory.recall.axes`): 1 for
               a record of a period the query names, less for a record that states
               when (for a "when" question);
+- ``speaker`` only for a question about the user's own words ("do I", "my") or the
+              assistant's ("you said", :mod:`mnemoray.memory.recall.speakers`): the
+              share of the record's words that side said; it re-orders, never finds;
 - ``recency`` how new the record is (``event_time_end``) among the records
               that answer the query about equally well (see ``RetrievalConfig``);
               off for a question about the past or a named period, counted more
@@ -26,7 +29,7 @@ anything else), or an app's ANN candidates. Per candidate it computes
 
 The signals are fused by a weighted sum of bounded scores:
 ``score = w_d * cosine + w_b * bm25 / (bm25 + c) + w_e * entity / (entity + 1)
-+ w_g * graph + w_t * time + w_r * freshness``. Only candidates some signal ranks (dense
++ w_g * graph + w_t * time + w_r * freshness + w_s * speaker``. Only candidates some signal ranks (dense
 top-``depth``, BM25 > 0, entity > 0, graph > 0, a named period) are returned; exact ties
 go to the newer record; each result names the axes that found it (``RecallResult.axes``). A record
 whose words repeat a better-ranked one's is left out, and a fact gives its place to the
@@ -63,6 +66,7 @@ from mnemoray.memory.recall.inputs import ScopeCache, user_graph
 from mnemoray.memory.recall.picking import pick
 from mnemoray.memory.recall.request import RecallRequest, resolve_recall
 from mnemoray.memory.recall.result import RecallResult
+from mnemoray.memory.recall.speakers import asked_side, speaker_signal
 from mnemoray.memory.records.filters import RecallFilters, RetrievalError
 from mnemoray.memory.records.record import Memory
 from mnemoray.memory.store.scopes import visible
@@ -155,6 +159,10 @@ def rank_candidates(
             signals["time"] = time_signal(
                 qt, np.flatnonzero(looked), cands.time_facts, cands.t_start, cands.t_end, cands.size
             )
+    if "speaker" in weights:
+        said = speaker_signal(asked_side(query), cands.user_shares())
+        if said is not None:
+            signals["speaker"] = said
     fused = fuse(
         signals,
         eligible,
@@ -203,7 +211,7 @@ def rank_candidates(
             if name not in signals:  # time without a time intent, graph without a graph
                 continue
             sig[name] = round(float(signals[name][pos]), 6)
-            if ranks[name][pos]:
+            if name in ranks and ranks[name][pos]:
                 sig[f"{name}_rank"] = int(ranks[name][pos])
         contributions = reported_contributions(
             {name: float(values[pos]) for name, values in fused.contributions.items()},
