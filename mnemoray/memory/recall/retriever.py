@@ -29,8 +29,9 @@ anything else), or an app's ANN candidates. Per candidate it computes
 
 The signals are fused by a weighted sum of bounded scores:
 ``score = w_d * cosine + w_b * bm25 / (bm25 + c) + w_e * entity / (entity + 1)
-+ w_g * graph + w_t * time + w_r * freshness + w_s * speaker``. Only candidates some signal ranks (dense
-top-``depth``, BM25 > 0, entity > 0, graph > 0, a named period) are returned; exact ties
++ w_g * graph + w_t * time + w_r * freshness + w_s * speaker``. Only candidates some
+signal ranks (dense top-``depth``, BM25 > 0, entity > 0, graph > 0, a named period) are
+returned; exact ties
 go to the newer record; each result names the axes that found it (``RecallResult.axes``). A record
 whose words repeat a better-ranked one's is left out, and a fact gives its place to the
 chunk of its turn (:mod:`mnemoray.memory.recall.picking`).
