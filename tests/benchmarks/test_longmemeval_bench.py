@@ -104,7 +104,7 @@ def test_a_run_writes_its_result_and_reuses_its_store(tmp_path):
     assert bench.main(args) == 0
     result = json.loads(out.read_text())
     assert result["ingest"]["sessions"] == 3 and result["ingest"]["memories"] > 3
-    assert set(result["quality"]) == {*bench.MODES, bench.BASELINE}
+    assert set(result["quality"]) == {*bench.MODES, bench.BUDGETED, bench.BASELINE}
     for block in result["quality"].values():
         assert set(block["by_type"]) == {"all", "multi-session"}
         assert block["by_type"]["all"]["S@10"] == 1.0  # one user, three sessions

@@ -103,6 +103,7 @@ _COLUMNS = [
     "created_at",
     "expires_at",
     "agent_name",
+    "source_event_ids",
 ]
 
 
@@ -149,6 +150,7 @@ class Candidates:
         self._times_done: threading.Event | None = None  # set: every record resolved
         self._graph: GraphRecall | None = None
         self._user_shares: np.ndarray | None = None
+        self._chunks_by_event: dict[tuple[str, str], list[int]] | None = None
         self._lock = threading.Lock()
         self.built_at = time.time()
 
@@ -205,6 +207,22 @@ class Candidates:
             )
             found = self._user_shares = user_shares(list(self.kinds), texts)
         return found
+
+    def chunks_holding(self, pos: int) -> list[int]:
+        """The chunks of record ``pos``'s session that hold one of its source events (the
+        turn a fact came from), by position; the index is built once per set."""
+        index = self._chunks_by_event
+        if index is None:
+            index = {}
+            sources = self._table["source_event_ids"].to_pylist()
+            for p, (kind, ids) in enumerate(zip(self.kinds, sources, strict=True)):
+                if kind == "chunk":
+                    for eid in ids or ():
+                        index.setdefault((self.session_ids[p], eid), []).append(p)
+            self._chunks_by_event = index
+        ids = self._table["source_event_ids"][pos].as_py() or ()
+        sid = self.session_ids[pos]
+        return list(dict.fromkeys(p for eid in ids for p in index.get((sid, eid), ())))
 
     def key_text(self, pos: int) -> str:
         return self._table["key_text"][pos].as_py() or ""
@@ -333,6 +351,9 @@ class Candidates:
                 "kind": [m.kind for m in memories],
                 "key_text": [m.key_text for m in memories],
                 "entities": pa.array([list(m.entities) for m in memories], pa.list_(pa.string())),
+                "source_event_ids": pa.array(
+                    [list(m.source_event_ids) for m in memories], pa.list_(pa.string())
+                ),
                 **{
                     name: pa.array([getattr(m, name) for m in memories], pa.float64())
                     for name in ("event_time_start", "event_time_end", "created_at", "expires_at")
@@ -352,6 +373,7 @@ def _empty_table() -> pa.Table:
             "kind": pa.array([], pa.string()),
             "key_text": pa.array([], pa.string()),
             "entities": pa.array([], pa.list_(pa.string())),
+            "source_event_ids": pa.array([], pa.list_(pa.string())),
             **{
                 n: pa.array([], pa.float64())
                 for n in ("event_time_start", "event_time_end", "created_at", "expires_at")

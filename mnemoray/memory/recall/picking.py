@@ -63,6 +63,29 @@ def _said(m: Memory) -> str:
     return _EXPANSION.sub("", m.text or "")
 
 
+def _exact(m: Memory) -> str:
+    return " ".join(_said(m).casefold().split())
+
+
+def _turn_chunk(
+    pos: int,
+    mine: frozenset[str],
+    turn_chunks: Callable[[int], Sequence[int]],
+    memories: Callable[[Sequence[int]], list[Memory]],
+) -> tuple[int, Memory, frozenset[str]] | None:
+    """The chunk of fact ``pos``'s turn that holds most of its words (a long turn is in
+    several parts), if one holds them."""
+    found = [p for p in turn_chunks(pos) if p != pos]
+    best: tuple[int, Memory, frozenset[str]] | None = None
+    share = 0.0
+    for p, chunk in zip(found, memories(found), strict=True):
+        have = frozenset(terms(_said(chunk)))
+        held = len(mine & have) / len(mine) if mine else 0.0
+        if held > share:
+            best, share = (p, chunk, have), held
+    return best if best is not None and share >= COVERED else None
+
+
 def _same_session(a: Memory, b: Memory) -> bool:
     return (a.app_name, a.user_id, a.session_id) == (b.app_name, b.user_id, b.session_id)
 
@@ -79,18 +102,20 @@ def pick(
     budget_tokens: int | None = None,
     *,
     same_words: bool = True,
+    turn_chunks: Callable[[int], Sequence[int]] | None = None,
 ) -> list[Pick]:
     """The records to return, from ``order`` (best first; ``memories`` builds the
     records of positions): at most ``top_k``, none repeating a better one (see the
     module), and with ``budget_tokens`` only what fits in that many tokens of text.
     ``same_words`` False: the same words in two sessions are two memories (app-wide,
-    two users saying the same sentence); records then repeat only within a session."""
+    two users saying the same sentence); records then repeat only within a session.
+    ``turn_chunks``: position -> the (eligible) chunks holding that record's source
+    events: a fact whose chunk did not rank near it is shown as that chunk all the same."""
     chosen: list[_Picked] = []
     records = memories(list(order))
     for pos, m in zip(order, records, strict=True):
-        said = _said(m)
-        mine = frozenset(terms(said))
-        exact = " ".join(said.casefold().split())
+        mine = frozenset(terms(_said(m)))
+        exact = _exact(m)
         sources = set(m.source_event_ids)
         elsewhere, held, replaced = False, False, None
         for i, c in enumerate(chosen):
@@ -109,6 +134,15 @@ def pick(
         # summary holds the chunk too: the chunk is the evidence, the summary a digest.
         if elsewhere or (held and replaced is None):
             continue
+        if replaced is None and m.kind == "fact" and turn_chunks is not None:
+            shown = _turn_chunk(pos, mine, turn_chunks, memories)
+            if shown is not None:
+                if any(c.pos == shown[0] for c in chosen):
+                    continue  # its chunk is already shown
+                chosen.append(_Picked(shown[0], shown[1], shown[2], _exact(shown[1]), pos))
+                if budget_tokens is None and len(chosen) >= top_k:
+                    break
+                continue
         if replaced is None:
             chosen.append(_Picked(pos, m, mine, exact, pos))
         else:

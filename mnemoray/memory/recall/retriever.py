@@ -197,7 +197,13 @@ def rank_candidates(
     # may pass over long records for shorter ones.
     spare = top_k * 2 + 8 if budget_tokens is None else max(top_k * 3, PICK_DEPTH)
     ranked = top_positions(score, cands.t_end, cands.memory_ids, spare)
-    picks = pick(ranked, cands.memories, top_k, budget_tokens, same_words=one_user)
+
+    def turn_chunks(pos: int) -> list[int]:
+        return [p for p in cands.chunks_holding(pos) if eligible[p]]
+
+    picks = pick(
+        ranked, cands.memories, top_k, budget_tokens, same_words=one_user, turn_chunks=turn_chunks
+    )
     shown = cands.memories([p.shown for p in picks])
     placed_by = cands.memories([p.ranked for p in picks])
     results = []
