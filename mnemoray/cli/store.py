@@ -178,6 +178,12 @@ def recall(
         "shared memories plus its agent-only ones (default: "
         "the shared ones only).",
     ),
+    budget_tokens: int | None = typer.Option(
+        None,
+        "--budget-tokens",
+        min=1,
+        help="One query: the best memories whose text fits in this many tokens.",
+    ),
 ) -> None:
     """Recall memories of one user (or of every user of an app: --all-users), or answer
     a batch of queries.
@@ -269,7 +275,9 @@ def recall(
             raise typer.Exit(1)
         start = time.perf_counter()
         try:
-            request = service.resolve(app_name, user_id, query, top_k, filters, mode)
+            request = service.resolve(
+                app_name, user_id, query, top_k, filters, mode, budget_tokens=budget_tokens
+            )
             results = service.recall(request)
         except ValueError as exc:  # InvalidInput, and the filters' own checks
             typer.echo(f"error: {exc}", err=True)
