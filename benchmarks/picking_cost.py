@@ -51,6 +51,7 @@ def plain_pick(
     budget_tokens: int | None = None,
     *,
     same_words: bool = True,
+    turn_chunks: Callable[[int], Sequence[int]] | None = None,
 ) -> list[picking.Pick]:
     """The best ``top_k`` as they rank: what recall returns without picking."""
     return [picking.Pick(p, p) for p in order[:top_k]]

@@ -162,8 +162,9 @@ class RecalledMemory(BaseModel):
     )
     in_place_of: str | None = Field(
         None,
-        description="a chunk shown in the place of the fact of its turn that ranked "
-        "there: that fact's memory_id (score and signals are the fact's)",
+        description="a chunk shown in the place of a better-ranked fact (or summary) of "
+        "its session whose words it holds: that record's memory_id (score and signals "
+        "are that record's)",
     )
     topics: list[str] = []
     key_facts: list[str] = []

@@ -225,8 +225,9 @@ _LEADING_FILLER = re.compile(
     r"yeah|no|ok|okay|thanks|thank\s+you|fyi|just\s+so\s+you\s+know)\b[,!.:;\s-]*)+",
     re.IGNORECASE,
 )
-# A few words before a colon or comma that lead into a statement ("Big news: I ...").
-_LEAD_IN = re.compile(r"^[^:,.!?\n]{1,30}[:,]\s+")
+# A few words before a colon that lead into a statement ("Big news: I ..."); not a
+# comma, whose clause may carry the meaning ("If I get the job, I'll move").
+_LEAD_IN = re.compile(r"^[^:,.!?\n]{1,30}:\s+")
 # First-person openers that ask or hedge rather than disclose.
 _NOT_A_FACT = re.compile(
     r"^(?:i'm\s+(?:not\s+sure|wondering|curious|just\s+curious|looking\s+for\s+help)|"

@@ -137,7 +137,7 @@ def test_key_facts_are_user_self_disclosures_with_provenance() -> None:
         ("The weather is nice.", False),
         # A statement names something beside its opening words, after a lead-in too.
         ("Big news: I moved to Berlin last month for a new job.", True),
-        ("Guess what, I got the job at Zeta Labs.", True),
+        ("If I get the job, I'll move to Berlin.", False),  # a condition is no fact
         ("I love it.", False),
         ("Thanks, I will.", False),
     ],

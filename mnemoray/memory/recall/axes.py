@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from mnemoray.errors import InvalidInput
+from mnemoray.memory.records.distill import EXPANSION
 from mnemoray.temporal import TimeIntent, resolve_times, time_intent
 
 # Signals whose ranks say which axes found a record, in the order results list them.
@@ -46,10 +47,9 @@ _PRESENT = re.compile(
     r"at\s+present|still|anymore|today)\b",
     re.IGNORECASE,
 )
-# A chunk line's "[2023-05-07] " prefix (mnemoray.memory.records.distill._render) and the key
-# expansion lines after the words (distill._expanded): neither is what was said.
+# A chunk line's "[2023-05-07] " prefix (mnemoray.memory.records.distill._render): not
+# what was said (nor is distill.EXPANSION, the lines its key adds).
 _LINE_DATE = re.compile(r"^\[\d{4}-\d\d-\d\d\] ?", re.MULTILINE)
-_EXPANSION = re.compile(r"\n(?:Facts|Topics|Entities): .*", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ _TIMELESS = {False: TimeFacts(False, ()), True: TimeFacts(True, ())}
 
 
 def time_facts(key_text: str, reference: float) -> TimeFacts:
-    text = _EXPANSION.sub("", key_text or "")
+    text = EXPANSION.sub("", key_text or "")
     dated = bool(_LINE_DATE.search(text))
     body = _LINE_DATE.sub("", text)
     try:

@@ -104,6 +104,7 @@ _COLUMNS = [
     "expires_at",
     "agent_name",
     "source_event_ids",
+    "user_id",
 ]
 
 
@@ -150,7 +151,7 @@ class Candidates:
         self._times_done: threading.Event | None = None  # set: every record resolved
         self._graph: GraphRecall | None = None
         self._user_shares: np.ndarray | None = None
-        self._chunks_by_event: dict[tuple[str, str], list[int]] | None = None
+        self._chunks_by_event: dict[tuple[str, str, str, str], list[int]] | None = None
         self._lock = threading.Lock()
         self.built_at = time.time()
 
@@ -212,17 +213,20 @@ class Candidates:
         """The chunks of record ``pos``'s session that hold one of its source events (the
         turn a fact came from), by position; the index is built once per set."""
         index = self._chunks_by_event
+        users = self._table["user_id"]
         if index is None:
             index = {}
             sources = self._table["source_event_ids"].to_pylist()
+            owners = users.to_pylist()
             for p, (kind, ids) in enumerate(zip(self.kinds, sources, strict=True)):
                 if kind == "chunk":
+                    session = (self.app_names[p], owners[p], self.session_ids[p])
                     for eid in ids or ():
-                        index.setdefault((self.session_ids[p], eid), []).append(p)
+                        index.setdefault((*session, eid), []).append(p)
             self._chunks_by_event = index
         ids = self._table["source_event_ids"][pos].as_py() or ()
-        sid = self.session_ids[pos]
-        return list(dict.fromkeys(p for eid in ids for p in index.get((sid, eid), ())))
+        session = (self.app_names[pos], users[pos].as_py(), self.session_ids[pos])
+        return list(dict.fromkeys(p for eid in ids for p in index.get((*session, eid), ())))
 
     def key_text(self, pos: int) -> str:
         return self._table["key_text"][pos].as_py() or ""
@@ -348,6 +352,7 @@ class Candidates:
                 "app_name": pa.array([m.app_name for m in memories], pa.string()),
                 "agent_name": pa.array([m.agent_name for m in memories], pa.string()),
                 "session_id": [m.session_id for m in memories],
+                "user_id": pa.array([m.user_id for m in memories], pa.string()),
                 "kind": [m.kind for m in memories],
                 "key_text": [m.key_text for m in memories],
                 "entities": pa.array([list(m.entities) for m in memories], pa.list_(pa.string())),
@@ -370,6 +375,7 @@ def _empty_table() -> pa.Table:
             "app_name": pa.array([], pa.string()),
             "agent_name": pa.array([], pa.string()),
             "session_id": pa.array([], pa.string()),
+            "user_id": pa.array([], pa.string()),
             "kind": pa.array([], pa.string()),
             "key_text": pa.array([], pa.string()),
             "entities": pa.array([], pa.list_(pa.string())),

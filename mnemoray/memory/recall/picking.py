@@ -17,17 +17,18 @@ and places for nothing, so the ranking is read best first and a record is
 
 Words are compared as content terms (:func:`mnemoray.text.terms`: stopwords out,
 light stemming), so "I moved to Berlin." and a chunk line quoting it match whatever
-the prefix and punctuation. ``budget_tokens`` then keeps, in rank order, each
-record whose text still fits what is left (a longer one is passed over for shorter
-ones after it), counted with :func:`mnemoray.tokens.count_tokens`.
+the prefix and punctuation. With ``budget_tokens``, a record is taken only if its text
+still fits what is left (a longer one is passed over for shorter ones after it; a
+chunk that does not fit leaves its fact in place), counted with
+:func:`mnemoray.tokens.count_tokens`; what was passed over repeats nothing.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mnemoray.memory.records.distill import EXPANSION
 from mnemoray.memory.records.record import Memory
 from mnemoray.text import terms
 from mnemoray.tokens import count_tokens
@@ -37,8 +38,6 @@ COVERED = 0.8
 # Content terms a record needs before another session's record can repeat it: fewer
 # ("Thanks, the bike!") are held by chance.
 MIN_TERMS = 6
-# The key expansion lines after a chunk's words (distill._expanded): not what was said.
-_EXPANSION = re.compile(r"\n(?:Facts|Topics|Entities): .*", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ class _Picked:
 
 
 def _said(m: Memory) -> str:
-    return _EXPANSION.sub("", m.text or "")
+    return EXPANSION.sub("", m.text or "")
 
 
 def _exact(m: Memory) -> str:
@@ -112,8 +111,15 @@ def pick(
     ``turn_chunks``: position -> the (eligible) chunks holding that record's source
     events: a fact whose chunk did not rank near it is shown as that chunk all the same."""
     chosen: list[_Picked] = []
+    left = float("inf") if budget_tokens is None else float(budget_tokens)
+
+    def cost(m: Memory) -> int:
+        return count_tokens(m.text) if budget_tokens is not None else 0
+
     records = memories(list(order))
     for pos, m in zip(order, records, strict=True):
+        if len(chosen) >= top_k or left <= 0:
+            break
         mine = frozenset(terms(_said(m)))
         exact = _exact(m)
         sources = set(m.source_event_ids)
@@ -121,7 +127,7 @@ def pick(
         for i, c in enumerate(chosen):
             related = _same_session(m, c.memory) and bool(sources & set(c.memory.source_event_ids))
             if not related:
-                # Another session's record: the same words said again.
+                # A record it shares no source with: the same words said again.
                 same = bool(exact) and exact == c.exact
                 again = same or (len(mine) >= MIN_TERMS and _covers(c.terms, mine))
                 elsewhere = elsewhere or (same_words and again)
@@ -134,46 +140,37 @@ def pick(
         # summary holds the chunk too: the chunk is the evidence, the summary a digest.
         if elsewhere or (held and replaced is None):
             continue
-        if replaced is None and m.kind == "fact" and turn_chunks is not None:
-            shown = _turn_chunk(pos, mine, turn_chunks, memories)
-            if shown is not None:
-                if any(c.pos == shown[0] for c in chosen):
-                    continue  # its chunk is already shown
-                chosen.append(_Picked(shown[0], shown[1], shown[2], _exact(shown[1]), pos))
-                if budget_tokens is None and len(chosen) >= top_k:
-                    break
-                continue
-        if replaced is None:
-            chosen.append(_Picked(pos, m, mine, exact, pos))
-        else:
-            # The chunk takes the first place it covers and drops the later ones.
-            keep = chosen[replaced]
-            chosen[replaced] = _Picked(pos, m, mine, exact, keep.ranked)
-            chosen = [
-                c
+        if replaced is not None:
+            # The chunk takes the first place it covers and drops the later ones it holds.
+            gone = [
+                j
                 for j, c in enumerate(chosen)
-                if j <= replaced
-                or not (
-                    _same_session(c.memory, m)
-                    and sources & set(c.memory.source_event_ids)
-                    and _covers(mine, c.terms)
-                )
+                if j > replaced
+                and _same_session(c.memory, m)
+                and sources & set(c.memory.source_event_ids)
+                and _covers(mine, c.terms)
             ]
-        if budget_tokens is None and len(chosen) >= top_k:
-            break
-    picks = [Pick(c.pos, c.ranked) for c in chosen]
-    if budget_tokens is None:
-        return picks[:top_k]
-    fitted: list[Pick] = []
-    left = budget_tokens
-    for c, p in zip(chosen, picks, strict=True):
-        cost = count_tokens(c.memory.text)
-        if cost <= left:
-            fitted.append(p)
-            left -= cost
-        if len(fitted) == top_k or left <= 0:
-            break
-    return fitted
+            extra = (
+                cost(m) - cost(chosen[replaced].memory) - sum(cost(chosen[j].memory) for j in gone)
+            )
+            if extra > left:
+                continue  # what it holds is shown already, and it does not fit
+            chosen[replaced] = _Picked(pos, m, mine, exact, chosen[replaced].ranked)
+            chosen = [c for j, c in enumerate(chosen) if j not in gone]
+            left -= extra
+            continue
+        if m.kind == "fact" and turn_chunks is not None:
+            shown = _turn_chunk(pos, mine, turn_chunks, memories)
+            if shown is not None and any(c.pos == shown[0] for c in chosen):
+                continue  # its chunk is shown already
+            if shown is not None and cost(shown[1]) <= left:
+                chosen.append(_Picked(shown[0], shown[1], shown[2], _exact(shown[1]), pos))
+                left -= cost(shown[1])
+                continue
+        if cost(m) <= left:  # else a shorter one after it may fit
+            chosen.append(_Picked(pos, m, mine, exact, pos))
+            left -= cost(m)
+    return [Pick(c.pos, c.ranked) for c in chosen]
 
 
 __all__ = ["COVERED", "MIN_TERMS", "Pick", "pick"]

@@ -30,9 +30,9 @@ class RecallResult:
     #: What each signal added to ``score`` (``score == 1 + sum`` for a ranked record):
     #: the fusion's own terms (:func:`mnemoray.memory.recall.fusion.fuse`), shown on ``explain``.
     contributions: dict[str, float] = field(default_factory=dict)
-    #: A chunk shown in the place of the fact of its turn that ranked there (its words
-    #: with who said them and when): that fact's id; score, signals and facts are the
-    #: fact's (:mod:`mnemoray.memory.recall.picking`).
+    #: A chunk shown in the place of a better-ranked fact (or summary) of its session
+    #: whose words it holds: that record's id; score, signals and facts are that
+    #: record's (:mod:`mnemoray.memory.recall.picking`).
     in_place_of: str | None = None
 
     @property

@@ -27,26 +27,30 @@ import numpy as np
 
 from mnemoray.graph.extract import USER_AUTHORS
 from mnemoray.graph.names import is_name_like
+from mnemoray.memory.records.distill import EXPANSION
 
 Side = Literal["user", "assistant"]
 
 # The assistant's own words asked about: "you said", "your suggestion", "remind me what
 # you ...".
 _ASSISTANT = re.compile(
-    r"\b(?:you|u)\s+(?:\w+\s+)?(?:said|told|mentioned|suggested|recommended|gave|provided|"
-    r"listed|shared|wrote|described|explained|showed|created|came\s+up\s+with|named|"
-    r"offered|proposed|included)\b|\byour\s+(?:suggestions?|recommendations?|advice|answer|"
+    r"\b(?:you|u)\s+(?:\w+\s+)?(?:said|say|told|tell|mentioned|mention|suggested|suggest|"
+    r"recommended|recommend|gave|give|provided|provide|listed|list|shared|share|wrote|write|"
+    r"described|describe|explained|explain|showed|show|created|create|came\s+up\s+with|"
+    r"come\s+up\s+with|named|offered|proposed|included)\b|\byour\s+(?:suggestions?|recommendations?|advice|answer|"
     r"list|response|explanation|story|description)\b",
     re.IGNORECASE,
 )
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself)\b", re.IGNORECASE)
-# A chunk line: "[2023-05-20] speaker: words" or "... speaker (part 2/3): words"; a
-# summary line: "User: words".
-_LINE = re.compile(r"^(?:\[\d{4}-\d\d-\d\d\] )?([^:\n]{1,60}?)(?: \(part \d+/\d+\))?: ", re.M)
+# A chunk line: "[2023-05-20] speaker: words" or "... speaker (part 2/3): words" (a
+# chunk's key names the date only where it changes); a summary line: "User: words".
+_LINE = re.compile(r"^(\[\d{4}-\d\d-\d\d\] )?([^:\n]{1,60}?)(?: \(part \d+/\d+\))?: ", re.M)
+# An undated line starts a turn only under a role's name ("assistant", "travel_agent")
+# or a speaker already seen on a dated line; else ("Breakfast: eggs") it goes on the
+# line before.
+_ROLE = re.compile(r"[a-z][a-z0-9_]*")
 # Kinds whose words are all the user's own (distilled facts, statements added as is).
 _TURNS = frozenset({"chunk", "session_summary", "compaction_summary"})
-# The lines a record's key adds after its words (distill._expanded): no one said them.
-_EXPANSION = re.compile(r"\n(?:Facts|Topics|Entities): .*", re.DOTALL)
 
 
 def asked_side(query: str) -> Side | None:
@@ -69,16 +73,22 @@ def user_share(kind: str, text: str) -> float:
     any other record."""
     if kind not in _TURNS:
         return 1.0
-    text = _EXPANSION.sub("", text)
-    starts = list(_LINE.finditer(text))
+    text = EXPANSION.sub("", text)
+    seen: set[str] = set()
+    starts = []
+    for m in _LINE.finditer(text):
+        label = m.group(2).strip()
+        if m.group(1) or label in seen or _ROLE.fullmatch(label) or label == "User":
+            seen.add(label)
+            starts.append((m.start(), m.end(), label))
     if not starts:
         return 1.0
     mine = total = 0
-    for i, m in enumerate(starts):
-        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
-        n = end - m.end()
+    for i, (_, body, label) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else len(text)
+        n = end - body
         total += n
-        if is_user_side(m.group(1).strip()):
+        if is_user_side(label):
             mine += n
     return mine / total if total else 1.0
 

@@ -64,12 +64,6 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 CHUNK_TOKENS = 128
 
 
-# Turns a chunk shares with the next, by default (distill_session's chunk_overlap): none,
-# so every turn is kept once and recall does not return the same words twice.
-def default_overlap(chunk_turns: int) -> int:
-    return 0
-
-
 def distill_session(
     session: Session,
     summarizer: Summarizer | None,
@@ -99,7 +93,8 @@ def distill_session(
     """
     if not isinstance(chunk_turns, int) or isinstance(chunk_turns, bool) or chunk_turns < 1:
         raise InvalidInput(f"must be a positive int, got {chunk_turns!r}", field="chunk_turns")
-    overlap = default_overlap(chunk_turns) if chunk_overlap is None else chunk_overlap
+    # None: no overlap, so every turn is kept once and recall has no copies to skip.
+    overlap = 0 if chunk_overlap is None else chunk_overlap
     if not isinstance(overlap, int) or isinstance(overlap, bool) or overlap < 0:
         raise InvalidInput(f"must be an int >= 0, got {chunk_overlap!r}", field="chunk_overlap")
     overlap = min(overlap, chunk_turns - 1)
@@ -540,6 +535,10 @@ def _windows(
             pending.append(_Line(e, _body(e)))
             continue
         head = sum(count_tokens(_render(line)) for line in pending)
+        if chunk_tokens is not None and pending and head > chunk_tokens // 2:
+            # Tool traffic that would leave the turn little room: a unit of its own.
+            units.append(pending)
+            pending, head = [], 0
         cut = _parts(e, _body(e), None if chunk_tokens is None else chunk_tokens - head)
         units.append([*pending, cut[0]])
         units.extend([part] for part in cut[1:])
@@ -551,6 +550,9 @@ def _windows(
         while end < len(units) and end - i < chunk_turns:
             more = sum(count_tokens(_render(line)) for line in units[end])
             if end > i and chunk_tokens is not None and tokens + more > chunk_tokens:
+                break
+            # Two parts of one turn never share a window (one line per event in it).
+            if end > i and units[end][0].event is units[end - 1][-1].event:
                 break
             tokens += more
             end += 1
@@ -663,6 +665,11 @@ def _body(e: Event) -> str:
     if e.type == "tool_result":
         return f"{e.data['name']} returned {brief(e.data.get('response'), _RESULT_CHARS)}"
     return f"error: {e.text.strip() or brief(e.data, _RESULT_CHARS)}"
+
+
+# The lines :func:`_expanded` adds to a key after its words (no one said them): what
+# recall strips before it compares or reads words.
+EXPANSION = re.compile(r"\n(?:Facts|Topics|Entities): .*", re.DOTALL)
 
 
 def _expanded(
