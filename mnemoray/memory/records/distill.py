@@ -536,8 +536,10 @@ def _windows(
             continue
         head = sum(count_tokens(_render(line)) for line in pending)
         if chunk_tokens is not None and pending and head > chunk_tokens // 2:
-            # Tool traffic that would leave the turn little room: a unit of its own.
-            units.append(pending)
+            # Tool traffic that would leave the turn little room: units of its own, each
+            # within the cap (a tool line is never cut).
+            sizes = [count_tokens(_render(line)) for line in pending]
+            units.extend(pending[i:j] for i, j in _pack(sizes, chunk_tokens))
             pending, head = [], 0
         cut = _parts(e, _body(e), None if chunk_tokens is None else chunk_tokens - head)
         units.append([*pending, cut[0]])

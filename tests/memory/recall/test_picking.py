@@ -131,3 +131,10 @@ def test_preload_within_a_budget_groups_memories_by_session(service: MemoryServi
     entries = [line for line in small.splitlines() if line.startswith("- ")]
     assert entries and sum(count_tokens(line[2:]) for line in entries) <= 80
     assert len(small) < len(full)
+
+
+def test_a_chunk_that_does_not_fit_leaves_its_fact(service: MemoryService) -> None:
+    got = service.recall(service.resolve("app", "alice", "moved to Berlin", 3, budget_tokens=20))
+    assert got and got[0].memory.kind == "fact" and "Berlin" in got[0].memory.text
+    assert got[0].in_place_of is None
+    assert sum(count_tokens(r.memory.text) for r in got) <= 20

@@ -460,3 +460,24 @@ def test_windows_before_the_last_do_not_change_as_the_session_grows() -> None:
     after = by_kind(distill_session(session, None, summarize=False), "chunk")
     # Only the last window may differ; every earlier one is the same record.
     assert {c.memory_id for c in after[:-1]} <= before
+
+
+def test_heavy_tool_traffic_gets_a_window_of_its_own() -> None:
+    events = [
+        tool_call(
+            AGENT,
+            "search_flights",
+            {"date": f"May {i}", "origin": "Kyoto"},
+            id=f"c{i}",
+            timestamp=T + i,
+        )
+        for i in range(6)
+    ]
+    events.append(model_message(AGENT, "I found three flights for you.", id="m1", timestamp=T + 9))
+    chunks = by_kind(distill_session(make_session(events), None, summarize=False), "chunk")
+    from mnemoray.tokens import count_tokens  # noqa: PLC0415
+
+    assert all(count_tokens(c.text) <= 128 for c in chunks)
+    # The reply is whole, in a window after the tool calls.
+    assert [c for c in chunks if "(part " in c.text] == []
+    assert chunks[-1].text.endswith("I found three flights for you.")
