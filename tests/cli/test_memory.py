@@ -243,7 +243,8 @@ def test_recall_batch_in_input_order_with_errors(store_dir: Path, tmp_path: Path
     q1 = got[0]
     assert set(q1) == {"qid", "memories", "took_ms"} and len(q1["memories"]) == 2
     assert q1["memories"][0]["provenance"]["session_id"] == "parrot"
-    assert set(q1["memories"][0]) == {
+    # in_place_of only where a chunk stands in for a better-ranked fact.
+    assert set(q1["memories"][0]) - {"in_place_of"} == {
         "memory_id",
         "app_name",
         "kind",
