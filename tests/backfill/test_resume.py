@@ -105,9 +105,7 @@ def test_killed_backfill_resumes_exactly_once(tmp_path: Path) -> None:
     assert 0 < committed.ledger_sessions < SESSIONS
     # A worker of the killed run may still be finishing an atomic write: its temp file
     # then takes its final name, so only finished files are counted.
-    orphans = {
-        p for p in segment_files(store) - listed_files(store) if not p.name.endswith(".tmp")
-    }
+    orphans = {p for p in segment_files(store) - listed_files(store) if not p.name.endswith(".tmp")}
     assert orphans  # the prepared chunk: on disk, in no manifest
     snap = MemoryStore(store).load()
     served = {seg.name for shard in snap.segments for seg in shard}
