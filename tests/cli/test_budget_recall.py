@@ -25,16 +25,11 @@ def test_recall_within_a_token_budget(tmp_path: Path) -> None:
         ]
     )
     service.close()
+    recall = ["recall", "--store", str(store), "--app", "app", "--user", "ana"]
     run = CliRunner().invoke(
         app,
         [
-            "recall",
-            "--store",
-            str(store),
-            "--app",
-            "app",
-            "--user",
-            "ana",
+            *recall,
             "--top-k",
             "6",
             "--embedder",
@@ -49,19 +44,5 @@ def test_recall_within_a_token_budget(tmp_path: Path) -> None:
 
     got = json.loads(run.output)["memories"]
     assert len(got) == 2 and sum(count_tokens(m["text"]) for m in got) <= 12
-    bad = CliRunner().invoke(
-        app,
-        [
-            "recall",
-            "--store",
-            str(store),
-            "--app",
-            "app",
-            "--user",
-            "ana",
-            "--budget-tokens",
-            "0",
-            "tulips",
-        ],
-    )
+    bad = CliRunner().invoke(app, [*recall, "--budget-tokens", "0", "tulips"])
     assert bad.exit_code == 2 and "budget-tokens" in bad.output
