@@ -207,6 +207,13 @@ _DISCLOSING_VERBS = (
     r"study|studied|moved|grew\s+up|was\s+born|speak|use|need|eat|drink|drive|play|go|got|"
     r"started|stopped|bought|can't|cannot|don't|do\s+not|will|won't|was|wasn't"
 )
+# What happened to the user: a verb in the past ("I finished reading ...", "I found out
+# I'm allergic ...", "I signed up for ..."); "-ed" words that are not events are left out.
+_PAST_EVENTS = (
+    r"(?!(?:need|want|wonder|guess|hope|mean|feel|seem)ed\b)[a-z]{2,}ed|found|made|took|saw|met|"
+    r"went|began|became|left|sold|won|lost|broke|ran|wrote|read|got|gave|built|fell|"
+    r"heard|kept|paid|sent|spent|told|taught|caught|brought|quit"
+)
 # "My <something> <verb>": what the user's people, pets and things are or do.
 _POSSESSION_VERBS = (
     r"is|are|was|were|has|have|had|needs?|loves?|likes?|hates?|lives?|works?|eats?|prefers?|"
@@ -214,8 +221,9 @@ _POSSESSION_VERBS = (
 )
 # Self-disclosure openers, matched at the start of a sentence (after fillers).
 _FIRST_PERSON = re.compile(
-    rf"(?:i\s+(?:(?:just|recently|also|really|usually|always|never|still|currently|now|often|"
-    rf"mostly)\s+)?(?:{_DISCLOSING_VERBS})|i'm|im|i've|i'll|i'd\s+(?:like|love|prefer|rather)|"
+    rf"(?:(?:(?:my\s+)?[\w'-]+\s+and\s+)?i\s+(?:(?:just|recently|finally|also|really|usually|"
+    rf"always|never|still|currently|now|"
+    rf"often|mostly)\s+)?(?:{_DISCLOSING_VERBS}|{_PAST_EVENTS})|i'm|im|i've|i'll|i'd\s+(?:like|love|prefer|rather)|"
     rf"i\s+would\s+(?:like|love|prefer|rather)|(?:my|our)\s+(?!question)[\w' -]{{1,40}}?\s+"
     rf"(?:{_POSSESSION_VERBS})|my\s+name|call\s+me|we\s+(?:live|have|are|own|moved)|we're)\b",
     re.IGNORECASE,

@@ -140,6 +140,14 @@ def test_key_facts_are_user_self_disclosures_with_provenance() -> None:
         ("If I get the job, I'll move to Berlin.", False),  # a condition is no fact
         ("I love it.", False),
         ("Thanks, I will.", False),
+        # What happened to the user, in the past, alone or with someone.
+        ("I just finished reading Project Hail Mary and I couldn't put it down.", True),
+        ("I found out I'm allergic to pollen.", True),
+        ("I signed up for a ceramics class on Thursday evenings.", True),
+        ("Felix and I went kayaking together.", True),
+        ("My brother and I went up the coast.", True),
+        ("I needed that.", False),
+        ("I wondered.", False),
     ],
 )
 def test_first_person_fact_patterns(text: str, is_fact: bool) -> None:
