@@ -1,7 +1,7 @@
 """What the user said, read back from the stored memories.
 
 Chunk records hold the raw turns as ``[date] speaker: words`` lines
-(:func:`mnemoray.memory.records.distill._render`), one line start per source event, in
+(:func:`mnemoray.memory.records.windows.render_line`), one line start per source event, in
 windows that overlap. Each turn is taken once (by its event id), with the ids of
 every chunk that holds it (its evidence) and its place in the session, so a reply
 can be read against the question before it. A memory that is no chunk, of a session

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from mnemoray.errors import InvalidInput
-from mnemoray.memory.records.distill import is_turn
+from mnemoray.memory.records.windows import is_turn
 from mnemoray.sessions.session import Session
 from mnemoray.sessions.store import SessionStore
 from mnemoray.sessions.types import SessionNotFoundError, SessionNotice

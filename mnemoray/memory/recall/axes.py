@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from mnemoray.errors import InvalidInput
-from mnemoray.memory.records.distill import EXPANSION
+from mnemoray.memory.records.windows import EXPANSION
 from mnemoray.temporal import TimeIntent, resolve_times, time_intent
 
 # Signals whose ranks say which axes found a record, in the order results list them.
@@ -47,7 +47,7 @@ _PRESENT = re.compile(
     r"at\s+present|still|anymore|today)\b",
     re.IGNORECASE,
 )
-# A chunk line's "[2023-05-07] " prefix (mnemoray.memory.records.distill._render): not
+# A chunk line's "[2023-05-07] " prefix (mnemoray.memory.records.windows.render_line): not
 # what was said (nor is distill.EXPANSION, the lines its key adds).
 _LINE_DATE = re.compile(r"^\[\d{4}-\d\d-\d\d\] ?", re.MULTILINE)
 

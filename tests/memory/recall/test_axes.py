@@ -172,7 +172,7 @@ def test_a_record_repeating_a_better_ones_words_is_left_out() -> None:
     assert len(wide) == 2
 
 
-# -- chunk windows and keys (mnemoray.memory.records.distill) ----------------------------------
+# -- chunk windows and keys (mnemoray.memory.records.windows) ----------------------------------
 def _session(n: int) -> Session:
     s = Session("app", "mel", "s1", created_at=ts("2023-05-01"))
     for i in range(n):

@@ -481,3 +481,27 @@ def test_heavy_tool_traffic_gets_a_window_of_its_own() -> None:
     # The reply is whole, in a window after the tool calls.
     assert [c for c in chunks if "(part " in c.text] == []
     assert chunks[-1].text.endswith("I found three flights for you.")
+
+
+def test_a_fact_keys_with_the_person_who_said_it() -> None:
+    # Two people who both say "I": a question asks by name whose fact it is.
+    records = distill_session(
+        make_session(
+            [
+                user_message(
+                    "I just finished reading Circe.", author="Katherine", id="k1", timestamp=T
+                ),
+                user_message(
+                    "I signed up for a pottery class.", author="Benjamin", id="b1", timestamp=T + 60
+                ),
+                user_message("I moved to Porto last year.", id="u1", timestamp=T + 120),
+            ]
+        ),
+        ExtractiveSummarizer(),
+        now=NOW,
+    )
+    keys = {f.text: f.key_text for f in by_kind(records, "fact")}
+    assert keys["I just finished reading Circe."] == "Katherine: I just finished reading Circe."
+    assert keys["I signed up for a pottery class."].startswith("Benjamin: ")
+    # The user's own fact keys as its words: no name to add.
+    assert keys["I moved to Porto last year."] in ("", "I moved to Porto last year.")
