@@ -13,7 +13,14 @@ and places for nothing, so the ranking is read best first and a record is
 - shown in the place of a better-ranked fact or summary of its session whose words
   it holds when it is a chunk (the evidence layer): the words the fact came from,
   with who said them and when, ranked as the fact was (:attr:`Pick.ranked`: the
-  fact's score and signals); later ones it holds are left out.
+  fact's score and signals); later ones it holds are left out;
+- left out when it is a session summary below a record of its session: the summary is
+  a digest of that session's words, the record their evidence;
+- joined to a better-ranked part of the same long turn when the question asks about
+  what that turn's side said (:func:`mnemoray.memory.recall.speakers.asked_side`): a
+  turn cut into parts at ingest (:mod:`mnemoray.memory.records.windows`) comes back
+  as one passage (:func:`joined`, in part order) in the place of its best part, each
+  part counting as one of ``top_k``.
 
 Words are compared as content terms (:func:`mnemoray.text.terms`: stopwords out,
 light stemming), so "I moved to Berlin." and a chunk line quoting it match whatever
@@ -26,10 +33,11 @@ chunk that does not fit leaves its fact in place), counted with
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from mnemoray.memory.records.distill import EXPANSION
+from mnemoray.memory.recall.speakers import Side, is_user_side
 from mnemoray.memory.records.record import Memory
+from mnemoray.memory.records.windows import EXPANSION, PART
 from mnemoray.text import terms
 from mnemoray.tokens import count_tokens
 
@@ -47,6 +55,9 @@ class Pick:
 
     shown: int
     ranked: int
+    #: A long turn's parts shown as one passage: their positions in part order (``shown``
+    #: among them); empty for a record shown alone.
+    parts: tuple[int, ...] = ()
 
 
 @dataclass
@@ -56,6 +67,29 @@ class _Picked:
     terms: frozenset[str]
     exact: str  # its words, case and spacing aside
     ranked: int
+    pieces: dict[int, tuple[int, Memory]] = field(default_factory=dict)  # part -> record
+
+
+def _part(m: Memory) -> tuple[str, int] | None:
+    """Who said the long turn chunk ``m`` holds a part of, and which part, if it does."""
+    found = PART.search(m.text or "") if m.kind == "chunk" else None
+    return (found.group(1), int(found.group(2))) if found else None
+
+
+def joined(parts: Sequence[Memory]) -> Memory:
+    """A long turn's parts (in order) as one record: the first's, with all their words,
+    sources and times."""
+    first = parts[0]
+    sources = dict.fromkeys(e for m in parts for e in m.source_event_ids)
+    starts = [m.event_time_start for m in parts if m.event_time_start is not None]
+    ends = [m.event_time_end for m in parts if m.event_time_end is not None]
+    return replace(
+        first,
+        text="\n".join(m.text for m in parts),
+        source_event_ids=tuple(sources),
+        event_time_start=min(starts) if starts else first.event_time_start,
+        event_time_end=max(ends) if ends else first.event_time_end,
+    )
 
 
 def _said(m: Memory) -> str:
@@ -102,6 +136,7 @@ def pick(
     *,
     same_words: bool = True,
     turn_chunks: Callable[[int], Sequence[int]] | None = None,
+    join_side: Side | None = None,
 ) -> list[Pick]:
     """The records to return, from ``order`` (best first; ``memories`` builds the
     records of positions): at most ``top_k``, none repeating a better one (see the
@@ -109,16 +144,49 @@ def pick(
     ``same_words`` False: the same words in two sessions are two memories (app-wide,
     two users saying the same sentence); records then repeat only within a session.
     ``turn_chunks``: position -> the (eligible) chunks holding that record's source
-    events: a fact whose chunk did not rank near it is shown as that chunk all the same."""
+    events: a fact whose chunk did not rank near it is shown as that chunk all the same.
+    ``join_side``: the side whose long turns' parts are joined into one passage (None:
+    none are)."""
     chosen: list[_Picked] = []
     left = float("inf") if budget_tokens is None else float(budget_tokens)
 
     def cost(m: Memory) -> int:
         return count_tokens(m.text) if budget_tokens is not None else 0
 
+    def join(pos: int, m: Memory) -> bool:
+        """Show chunk ``m``, a part of a long turn of the side asked about, with the
+        parts of that turn already chosen: one passage where the turn was cut."""
+        nonlocal left
+        part = _part(m) if join_side is not None else None
+        if part is None or ("user" if is_user_side(part[0]) else "assistant") != join_side:
+            return False
+        sources = set(m.source_event_ids)
+        for i, c in enumerate(chosen):
+            if c.memory.kind != "chunk" or not _same_session(c.memory, m):
+                continue
+            if not sources & set(c.memory.source_event_ids):
+                continue
+            mate = _part(c.memory)
+            if c.pieces:
+                pieces = dict(c.pieces)
+            elif mate is not None and mate[0] == part[0]:
+                pieces = {mate[1]: (c.pos, c.memory)}
+            else:
+                return False  # it shares an event with a window, not a part (an overlap)
+            pieces[part[1]] = (pos, m)
+            whole = joined([pieces[j][1] for j in sorted(pieces)])
+            extra = cost(whole) - cost(c.memory)
+            if extra > left:
+                return False
+            have = frozenset(terms(_said(whole)))
+            chosen[i] = _Picked(c.pos, whole, have, _exact(whole), c.ranked, pieces)
+            left -= extra
+            return True
+        return False
+
     records = memories(list(order))
     for pos, m in zip(order, records, strict=True):
-        if len(chosen) >= top_k or left <= 0:
+        if sum(max(1, len(c.pieces)) for c in chosen) >= top_k or left <= 0:
             break
         mine = frozenset(terms(_said(m)))
         exact = _exact(m)
@@ -140,6 +208,8 @@ def pick(
         # summary holds the chunk too: the chunk is the evidence, the summary a digest.
         if elsewhere or (held and replaced is None):
             continue
+        if m.kind == "session_summary" and any(_same_session(m, c.memory) for c in chosen):
+            continue  # below a record of its session, its digest repeats that session
         if replaced is not None:
             # The chunk takes the first place it covers and drops the later ones it holds.
             gone = [
@@ -161,16 +231,23 @@ def pick(
             continue
         if m.kind == "fact" and turn_chunks is not None:
             shown = _turn_chunk(pos, mine, turn_chunks, memories)
-            if shown is not None and any(c.pos == shown[0] for c in chosen):
+            if shown is not None and any(
+                c.pos == shown[0] or any(q == shown[0] for q, _ in c.pieces.values())
+                for c in chosen
+            ):
                 continue  # its chunk is shown already
+            if shown is not None and join(shown[0], shown[1]):
+                continue
             if shown is not None and cost(shown[1]) <= left:
                 chosen.append(_Picked(shown[0], shown[1], shown[2], _exact(shown[1]), pos))
                 left -= cost(shown[1])
                 continue
+        if join(pos, m):
+            continue
         if cost(m) <= left:  # else a shorter one after it may fit
             chosen.append(_Picked(pos, m, mine, exact, pos))
             left -= cost(m)
-    return [Pick(c.pos, c.ranked) for c in chosen]
+    return [Pick(c.pos, c.ranked, tuple(c.pieces[j][0] for j in sorted(c.pieces))) for c in chosen]
 
 
-__all__ = ["COVERED", "MIN_TERMS", "Pick", "pick"]
+__all__ = ["COVERED", "MIN_TERMS", "Pick", "joined", "pick"]

@@ -34,6 +34,9 @@ class RecallResult:
     #: whose words it holds: that record's id; score, signals and facts are that
     #: record's (:mod:`mnemoray.memory.recall.picking`).
     in_place_of: str | None = None
+    #: A long turn's parts shown as one passage (:func:`mnemoray.memory.recall.picking.joined`):
+    #: the ids of the parts joined to ``memory``'s, whose text holds them all in order.
+    joined: tuple[str, ...] = ()
 
     @property
     def time(self) -> float:
@@ -84,6 +87,8 @@ class RecallResult:
             ]
         if self.in_place_of is not None:
             out["in_place_of"] = self.in_place_of
+        if self.joined:
+            out["joined"] = list(self.joined)
         if explain:
             out["contributions"] = dict(self.contributions)
         return out

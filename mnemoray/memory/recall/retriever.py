@@ -64,7 +64,7 @@ from mnemoray.memory.recall.candidates import Candidates
 from mnemoray.memory.recall.config import RetrievalConfig, check_ids, check_query
 from mnemoray.memory.recall.fusion import fuse, reported_contributions, signal_ranks, top_positions
 from mnemoray.memory.recall.inputs import ScopeCache, user_graph
-from mnemoray.memory.recall.picking import pick
+from mnemoray.memory.recall.picking import joined, pick
 from mnemoray.memory.recall.request import RecallRequest, resolve_recall
 from mnemoray.memory.recall.result import RecallResult
 from mnemoray.memory.recall.speakers import asked_side, speaker_signal
@@ -160,8 +160,9 @@ def rank_candidates(
             signals["time"] = time_signal(
                 qt, np.flatnonzero(looked), cands.time_facts, cands.t_start, cands.t_end, cands.size
             )
+    side = asked_side(query)
     if "speaker" in weights:
-        said = speaker_signal(asked_side(query), cands.user_shares())
+        said = speaker_signal(side, cands.user_shares())
         if said is not None:
             signals["speaker"] = said
     fused = fuse(
@@ -202,12 +203,21 @@ def rank_candidates(
         return [p for p in cands.chunks_holding(pos) if eligible[p]]
 
     picks = pick(
-        ranked, cands.memories, top_k, budget_tokens, same_words=one_user, turn_chunks=turn_chunks
+        ranked,
+        cands.memories,
+        top_k,
+        budget_tokens,
+        same_words=one_user,
+        turn_chunks=turn_chunks,
+        join_side=side,
     )
     shown = cands.memories([p.shown for p in picks])
     placed_by = cands.memories([p.ranked for p in picks])
     results = []
     for p, memory, placer in zip(picks, shown, placed_by, strict=True):
+        parts = cands.memories(list(p.parts)) if p.parts else []
+        if parts:
+            memory = joined(parts)
         pos = p.ranked  # what placed it: its own signals, or the fact it stands in for
         sig: dict[str, float] = {}
         for name in weights:
@@ -233,6 +243,7 @@ def rank_candidates(
                 gr.facts_at(int(pos)) if gr is not None else (),
                 contributions,
                 in_place_of=placer.memory_id if p.shown != p.ranked else None,
+                joined=tuple(m.memory_id for m in parts if m.memory_id != memory.memory_id),
             )
         )
     return results

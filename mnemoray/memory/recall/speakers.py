@@ -27,20 +27,29 @@ import numpy as np
 
 from mnemoray.graph.extract import USER_AUTHORS
 from mnemoray.graph.names import is_name_like
-from mnemoray.memory.records.distill import EXPANSION
+from mnemoray.memory.records.windows import EXPANSION
 
 Side = Literal["user", "assistant"]
 
-# The assistant's own words asked about: "you said", "your suggestion", "remind me what
-# you ...".
+# The assistant's own words asked about: "you said", "the move you made", "what did you
+# suggest", "your suggestion". A request for new words ("can you suggest ...") is not:
+# its verb is in the present, and its "I" makes it a question about the user.
 _ASSISTANT = re.compile(
-    r"\b(?:you|u)\s+(?:\w+\s+)?(?:said|say|told|tell|mentioned|mention|suggested|suggest|"
-    r"recommended|recommend|gave|give|provided|provide|listed|list|shared|share|wrote|write|"
-    r"described|describe|explained|explain|showed|show|created|create|came\s+up\s+with|"
-    r"come\s+up\s+with|named|offered|proposed|included)\b|\byour\s+(?:suggestions?|recommendations?|advice|answer|"
-    r"list|response|explanation|story|description)\b",
+    r"\b(?:you|u)\s+(?:\w+\s+)?(?:said|told|mentioned|suggested|recommended|gave|provided|"
+    r"listed|shared|wrote|described|explained|showed|created|made|came\s+up\s+with|named|"
+    r"offered|proposed|included)\b|"
+    r"\bdid\s+(?:you|u)\s+(?:\w+\s+)?(?:say|tell|mention|suggest|recommend|give|provide|list|"
+    r"share|write|describe|explain|show|create|make|come\s+up\s+with|name|offer|propose|"
+    r"include)\b|"
+    r"\byour\s+(?:suggestions?|recommendations?|advice|answer|list|response|explanation|story|"
+    r"description)\b",
     re.IGNORECASE,
 )
+# "Remind me ..." asks for earlier words: the assistant's unless what follows is about
+# the user ("remind me what I said", "remind me when my appointment is") or both ("the
+# animal we talked about").
+_REMIND = re.compile(r"\bremind\s+me\b(.*)", re.IGNORECASE | re.DOTALL)
+_OURS = re.compile(r"\b(?:we|us|our|ours|we've|we'd)\b", re.IGNORECASE)
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself)\b", re.IGNORECASE)
 # A chunk line: "[2023-05-20] speaker: words" or "... speaker (part 2/3): words" (a
 # chunk's key names the date only where it changes); a summary line: "User: words".
@@ -56,6 +65,10 @@ _TURNS = frozenset({"chunk", "session_summary", "compaction_summary"})
 def asked_side(query: str) -> Side | None:
     """The side whose words ``query`` asks about, or None."""
     if _ASSISTANT.search(query):
+        return "assistant"
+    remind = _REMIND.search(query)
+    rest = remind.group(1) if remind is not None else None
+    if rest is not None and not _FIRST_PERSON.search(rest) and not _OURS.search(rest):
         return "assistant"
     if _FIRST_PERSON.search(query):
         return "user"

@@ -3,6 +3,8 @@ chunk of its turn, and a token budget filled with the best that fit (real MiniLM
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mnemoray.compiler import AgentSpec, Compiler, Services
@@ -138,3 +140,66 @@ def test_a_chunk_that_does_not_fit_leaves_its_fact(service: MemoryService) -> No
     assert got and got[0].memory.kind == "fact" and "Berlin" in got[0].memory.text
     assert got[0].in_place_of is None
     assert sum(count_tokens(r.memory.text) for r in got) <= 20
+
+
+PLANTS = " ".join(
+    f"Step {i}: water the {plant} every {i + 2} days and keep it out of the afternoon sun."
+    for i, plant in enumerate(["fern", "basil", "orchid", "cactus", "ivy", "mint", "rose"] * 3)
+)
+
+
+@pytest.fixture(scope="module")
+def long_answer(tmp_path_factory) -> MemoryService:
+    svc = MemoryService(
+        MemoryStore(tmp_path_factory.mktemp("parts") / "store"),
+        open_embedder("default"),
+        ExtractiveSummarizer(),
+    )
+    svc.add_session(
+        session(
+            "plants",
+            T0,
+            ("u", "How do I care for my plants?"),
+            ("m", PLANTS),
+            ("u", "Thanks! I grow tomatoes on my balcony."),
+        )
+    )
+    return svc
+
+
+def test_a_long_answer_asked_about_comes_back_as_one_passage(long_answer: MemoryService) -> None:
+    q = "Can you remind me how often you said to water the fern, the orchid and the rose?"
+    got = long_answer.search("app", "alice", q, top_k=10)
+    passage = next(r for r in got if r.joined)
+    # Its parts, in order, as one result in the place of the best one: the words of
+    # each part once, and the parts' ids named.
+    chunks = long_answer.search("app", "alice", "water", top_k=20, filters={"kinds": ["chunk"]})
+    parts = {r.memory.memory_id: r.memory for r in chunks}
+    numbers = [int(n) for n in re.findall(r"\(part (\d+)/\d+\)", passage.memory.text)]
+    assert len(numbers) == 1 + len(passage.joined) >= 2 and numbers == sorted(numbers)
+    assert set(passage.joined) <= set(parts) and passage.memory.memory_id not in passage.joined
+    assert passage.to_dict()["joined"] == list(passage.joined)
+    assert "plants-e1" in passage.memory.source_event_ids
+    # No other result repeats a part it holds; each part counts as one of top_k.
+    rest = [r for r in got if r is not passage]
+    assert all(r.memory.memory_id not in passage.joined for r in rest)
+    assert len(rest) + len(numbers) <= 10
+    small = long_answer.search("app", "alice", q, top_k=2)
+    assert sum(1 + len(r.joined) for r in small) <= 2
+
+
+def test_parts_are_joined_only_for_the_side_asked_about(long_answer: MemoryService) -> None:
+    # The user's own words asked about: the assistant's parts come back one by one.
+    got = long_answer.search("app", "alice", "How often do I water my fern and orchid?", top_k=10)
+    assert got and not any(r.joined for r in got)
+    # No side asked about: none joined either.
+    got = long_answer.search("app", "alice", "watering ferns and orchids", top_k=10)
+    assert got and not any(r.joined for r in got)
+
+
+def test_a_summary_below_a_record_of_its_session_is_left_out(service: MemoryService) -> None:
+    got = service.search("app", "alice", "how is the new job with the warehouse robots?", top_k=8)
+    seen: set[str] = set()
+    for r in got:
+        assert not (r.memory.kind == "session_summary" and r.memory.session_id in seen)
+        seen.add(r.memory.session_id)

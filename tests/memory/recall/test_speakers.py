@@ -23,6 +23,15 @@ from tests.support.factories import T0, session
         ("What was the 27th item on the list you gave me?", "assistant"),
         ("I forgot your recommendation for the Lisbon hotel", "assistant"),
         ("Which city hosts the 2028 Olympics?", None),
+        # Earlier words asked back, in the past or after "remind me".
+        ("What was the move you made after 27. Kg2?", "assistant"),
+        ("What did you suggest for the dinner party?", "assistant"),
+        ("Can you remind me of the name of that famous deli near the Vatican?", "assistant"),
+        ("Can you remind me when my dentist appointment is?", "user"),
+        ("Remind me about that flying animal we talked about", "user"),
+        # A request for new words about the user asks about the user.
+        ("Can you suggest some activities that I can do in the evening?", "user"),
+        ("Can you recommend some resources where I can learn video editing?", "user"),
     ],
 )
 def test_the_side_a_question_asks_about(query: str, side: str | None) -> None:
