@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import importlib.metadata
 import json
 import re
 import shlex
@@ -199,3 +200,50 @@ def test_rayservice_shares_store_claim_and_ray_version_with_the_cronjob() -> Non
         "rayVersion"
     ]
     assert SERVICE["spec"]["rayClusterConfig"]["rayVersion"] == cron_version
+
+
+# -- ray up ---------------------------------------------------------------------------------
+CLUSTER = yaml.safe_load((ROOT / "ray_cluster.yaml").read_text())
+
+
+def _installed_scripts(command: str, project: dict) -> set[str]:
+    """The console scripts a ``pip install -e '.[extras]'`` puts in its venv's bin: the
+    project's own and those of every distribution its base and those extras require."""
+    (spec,) = re.findall(r"-e\s+'?\.(?:\[([\w,]+)\])?'?", command)
+    wanted = [Requirement(r) for r in project["dependencies"]]
+    for extra in filter(None, spec.split(",")):
+        wanted += [Requirement(r) for r in project["optional-dependencies"][extra]]
+    scripts = set(project["scripts"]) | {"python", "python3", "pip"}
+    for req in wanted:
+        dist = importlib.metadata.distribution(req.name)
+        scripts |= {ep.name for ep in dist.entry_points if ep.group == "console_scripts"}
+    return scripts
+
+
+def test_ray_up_installs_what_its_start_commands_call() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    home = f"/home/{CLUSTER['auth']['ssh_user']}"
+    (mount,) = [dst for dst, src in CLUSTER["file_mounts"].items() if src == "."]
+    assert mount == f"{home}/mnemoray"
+    setup = CLUSTER["setup_commands"]
+    # A venv in the mounted project, then one pip of that venv installs the project.
+    assert any(re.search(r"cd ~/mnemoray && python3 -m venv \.venv$", c) for c in setup)
+    (install,) = [c for c in setup if "pip install" in c]
+    assert "cd ~/mnemoray && .venv/bin/pip install" in install
+    # The pinned torch, as the CPU wheel from PyTorch's CPU index.
+    (pin,) = [Requirement(r) for r in project["dependencies"] if Requirement(r).name == "torch"]
+    (version,) = [s.version for s in pin.specifier]
+    assert f"torch=={version}+cpu" in install
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in install
+    scripts = _installed_scripts(install, project)
+    starts = CLUSTER["head_start_ray_commands"] + CLUSTER["worker_start_ray_commands"]
+    called = [
+        m.group(1) for c in starts for m in re.finditer(r"~/mnemoray/\.venv/bin/([\w.-]+)", c)
+    ]
+    assert called and set(called) <= scripts, set(called) - scripts
+    # Every executable a start command names is the venv's (no `ray` off the PATH).
+    for c in starts:
+        for part in c.split(";"):
+            words = [w for w in shlex.split(part) if "=" not in w.split("/")[0]]
+            if words and words[0] != "ulimit":
+                assert words[0].startswith("~/mnemoray/.venv/bin/"), part
