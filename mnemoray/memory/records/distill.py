@@ -38,8 +38,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mnemoray.errors import InvalidInput
-from mnemoray.graph.extract import USER_AUTHORS
-from mnemoray.graph.names import is_name_like
 from mnemoray.memory.records.kinds import MemoryKind
 from mnemoray.memory.records.record import Memory
 from mnemoray.memory.records.windows import (
@@ -378,15 +376,15 @@ def _compactions(events: Sequence[Event]) -> list[_Compaction]:
 # -- summary and facts ----------------------------------------------------------------
 def _fact_key(ctx: _Context, fact: Fact) -> str:
     """A fact a person said by name keys with who said it ("Katherine: I finished ..."):
-    in a conversation between people both say "I", and a question asks by name whose
-    fact it is. A user's own ("user") fact keys as its words ("")."""
-    authors = {ctx.by_id[i].author for i in fact.source_event_ids if i in ctx.by_id}
-    if len(authors) != 1:
+    in a conversation between people both say "I" (each a ``user`` turn under their
+    name), and a question asks by name whose fact it is. A fact of the ``user`` author
+    keys as its words ("")."""
+    said = [ctx.by_id[i] for i in fact.source_event_ids if i in ctx.by_id]
+    authors = {e.author for e in said}
+    if len(authors) != 1 or any(e.role != "user" for e in said):
         return ""
     author = authors.pop()
-    if author.lower() in USER_AUTHORS or not is_name_like(author):
-        return ""
-    return f"{author}: {fact.text}"
+    return "" if not author or author.lower() == "user" else f"{author}: {fact.text}"
 
 
 @dataclass(frozen=True)
