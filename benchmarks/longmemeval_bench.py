@@ -63,7 +63,7 @@ MODES = ("hybrid", "dense", "keyword")
 BASELINE = "BM25, single turns"
 # Bump when the sessions built from the data or the way they are ingested change: the
 # cached store is then rebuilt.
-INGEST_VERSION = 3
+INGEST_VERSION = 4
 TOP_K = 50  # deep enough for 10 distinct sessions
 SESSION_KS = (5, 10)
 TURN_K = 10
@@ -78,11 +78,12 @@ SCORING = (
     "(has_answer) is recalled by an item only if the item's provenance "
     f"(source_event_ids) cites that turn AND its text holds at least {HOLD_SHARE:.0%} of "
     "the turn's distinct content terms (mnemoray.text.terms: stopwords dropped, light "
-    f"stemming); T@{TURN_K} = share of the question's evidence turns recalled by the top "
-    f"{TURN_K} items, T@1K = share recalled within the first {TOKEN_BUDGET} tokens of "
+    f"stemming); T@{TURN_K} = share of the question's evidence turns recalled by what a "
+    f"recall of the top {TURN_K} returns (a long turn's parts joined into one passage "
+    "count as that many), T@1K = share recalled within the first {TOKEN_BUDGET} tokens of "
     "recalled text (mnemoray.tokens.count_tokens, items concatenated in rank order, a "
     "turn counted where its words end in the item, else where the item ends); tokens = "
-    f"mean tokens of the top {TURN_K} items. Figures are means over questions."
+    f"mean tokens of the top {TURN_K}. Figures are means over questions."
 )
 
 
@@ -105,9 +106,12 @@ def holds_turn(have: set[str], turn_terms: set[str]) -> bool:
     return not turn_terms or len(turn_terms & have) / len(turn_terms) >= HOLD_SHARE
 
 
-def judge(hay: lme.Haystack, items: Sequence[Item]) -> dict[str, Any]:
+def judge(
+    hay: lme.Haystack, items: Sequence[Item], top: Sequence[Item] | None = None
+) -> dict[str, Any]:
     """Session recall over distinct sessions; per evidence turn, the first rank that
-    recalls it strictly and whether that is inside the token budget."""
+    recalls it strictly and whether that is inside the token budget. ``top``: what a
+    recall of the top 10 returned (T@10 and tokens; default the first 10 ``items``)."""
     sessions = item_sessions(items, hay.turns)
     answers = hay.answer_sessions
     out: dict[str, Any] = {"qid": hay.question_id, "type": hay.question_type}
@@ -144,11 +148,20 @@ def judge(hay: lme.Haystack, items: Sequence[Item]) -> dict[str, Any]:
         ranks.append(rank)
         in_budget.append(within)
     n = len(ranks)
+    top = list(items[:TURN_K]) if top is None else list(top)
     out["ranks"] = ranks
-    out[f"T@{TURN_K}"] = sum(1 for r in ranks if r and r <= TURN_K) / n if n else None
+    out[f"T@{TURN_K}"] = (
+        sum(
+            any(eid in it.sources and holds_turn(set(terms(it.text)), want) for it in top)
+            for eid, want in ((e, set(terms(hay.turns[e].text))) for e in hay.evidence)
+        )
+        / n
+        if n
+        else None
+    )
     out[f"T@{TOKEN_BUDGET}"] = sum(in_budget) / n if n else None
-    out["tokens_top10"] = sum(count_tokens(it.text) for it in items[:TURN_K])
-    out["kinds_top10"] = dict(Counter(it.kind for it in items[:TURN_K]))
+    out["tokens_top10"] = sum(count_tokens(it.text) for it in top)
+    out["kinds_top10"] = dict(Counter(it.kind for it in top))
     return out
 
 
@@ -289,20 +302,26 @@ def run_mode(
     t0 = time.perf_counter()
     judged = []
     for hay in hays:
-        request = service.resolve(
-            lme.APP,
-            hay.user_id,
-            hay.question,
-            TOP_K,
-            mode=mode,
-            now=hay.asked_at,
-            budget_tokens=budget,
-        )
-        items = [
-            Item(r.memory.text, frozenset(r.memory.source_event_ids), r.memory.kind)
-            for r in service.recall(request)
+        # The top 10 are what a recall of 10 returns: a long turn's parts joined into one
+        # passage count as that many of them (mnemoray.memory.recall.picking).
+        found = [
+            [
+                Item(r.memory.text, frozenset(r.memory.source_event_ids), r.memory.kind)
+                for r in service.recall(
+                    service.resolve(
+                        lme.APP,
+                        hay.user_id,
+                        hay.question,
+                        k,
+                        mode=mode,
+                        now=hay.asked_at,
+                        budget_tokens=budget,
+                    )
+                )
+            ]
+            for k in (TOP_K, TURN_K)
         ]
-        judged.append(judge(hay, items))
+        judged.append(judge(hay, found[0], found[1]))
     return scored(judged, t0)
 
 

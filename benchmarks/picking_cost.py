@@ -37,6 +37,7 @@ from benchmarks.longconv_bench import commit_info, machine_info  # noqa: E402
 from benchmarks.longmemeval_bench import CACHE, DATA, fingerprint  # noqa: E402
 from mnemoray.memory.recall import picking, retriever  # noqa: E402
 from mnemoray.memory.recall.config import RetrievalConfig  # noqa: E402
+from mnemoray.memory.recall.speakers import Side  # noqa: E402
 from mnemoray.memory.records.record import Memory  # noqa: E402
 from mnemoray.memory.service.service import MemoryService  # noqa: E402
 
@@ -52,6 +53,7 @@ def plain_pick(
     *,
     same_words: bool = True,
     turn_chunks: Callable[[int], Sequence[int]] | None = None,
+    join_side: Side | None = None,
 ) -> list[picking.Pick]:
     """The best ``top_k`` as they rank: what recall returns without picking."""
     return [picking.Pick(p, p) for p in order[:top_k]]
