@@ -166,6 +166,11 @@ class RecalledMemory(BaseModel):
         "its session whose words it holds: that record's memory_id (score and signals "
         "are that record's)",
     )
+    joined: list[str] = Field(
+        default_factory=list,
+        description="a long turn's parts shown as one passage: the memory_ids of the "
+        "parts joined to this one (its text holds them all, in order)",
+    )
     topics: list[str] = []
     key_facts: list[str] = []
     open_threads: list[str] = Field(

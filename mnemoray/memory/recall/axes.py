@@ -48,7 +48,7 @@ _PRESENT = re.compile(
     re.IGNORECASE,
 )
 # A chunk line's "[2023-05-07] " prefix (mnemoray.memory.records.windows.render_line): not
-# what was said (nor is distill.EXPANSION, the lines its key adds).
+# what was said (nor is windows.EXPANSION, the lines its key adds).
 _LINE_DATE = re.compile(r"^\[\d{4}-\d\d-\d\d\] ?", re.MULTILINE)
 
 

@@ -32,6 +32,7 @@ chunk that does not fit leaves its fact in place), counted with
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -51,7 +52,9 @@ MIN_TERMS = 6
 @dataclass(frozen=True)
 class Pick:
     """One returned record: ``shown`` the position whose record is returned, ``ranked``
-    the one whose score placed it (the same, or the fact a chunk stands in for)."""
+    the one whose score placed it (the same, or the fact a chunk stands in for). A
+    joined passage (``parts``) is returned as :func:`joined` of those parts, ranked by
+    ``ranked``."""
 
     shown: int
     ranked: int
@@ -68,17 +71,38 @@ class _Picked:
     exact: str  # its words, case and spacing aside
     ranked: int
     pieces: dict[int, tuple[int, Memory]] = field(default_factory=dict)  # part -> record
+    turn: tuple[str, str, int] | None = None  # joined: (event, speaker, parts)
+    # A joined passage's words part by part: another session's record repeats one part,
+    # not the union of them.
+    piece_terms: tuple[frozenset[str], ...] = ()
 
 
-def _part(m: Memory) -> tuple[str, int] | None:
-    """Who said the long turn chunk ``m`` holds a part of, and which part, if it does."""
-    found = PART.search(m.text or "") if m.kind == "chunk" else None
-    return (found.group(1), int(found.group(2))) if found else None
+# A chunk line's start: every event's line begins with its date.
+_LINE_START = re.compile(r"^\[\d{4}-\d\d-\d\d\] ", re.M)
+
+
+def _part_of(m: Memory, event: str) -> tuple[str, int, int] | None:
+    """Who said event ``event``'s long turn, and which part of how many of it chunk ``m``
+    holds, if it holds a part of it: a window's first line goes on with a turn cut
+    before it, its last line starts a turn cut after it."""
+    ids = m.source_event_ids
+    if m.kind != "chunk" or event not in ids:
+        return None
+    text = m.text or ""
+    found = list(PART.finditer(text))
+    if not found:
+        return None
+    line = None
+    if found[0].start() == 0 and event == ids[0]:
+        line = found[0]
+    elif event == ids[-1] and not _LINE_START.search(text, found[-1].end()):
+        line = found[-1]
+    return None if line is None else (line.group(1), int(line.group(2)), int(line.group(3)))
 
 
 def joined(parts: Sequence[Memory]) -> Memory:
-    """A long turn's parts (in order) as one record: the first's, with all their words,
-    sources and times."""
+    """A long turn's parts (in order, at least one) as one record: the first part's
+    record (its id) with all the parts' words, sources and times."""
     first = parts[0]
     sources = dict.fromkeys(e for m in parts for e in m.source_event_ids)
     starts = [m.event_time_start for m in parts if m.event_time_start is not None]
@@ -157,31 +181,38 @@ def pick(
         """Show chunk ``m``, a part of a long turn of the side asked about, with the
         parts of that turn already chosen: one passage where the turn was cut."""
         nonlocal left
-        part = _part(m) if join_side is not None else None
-        if part is None or ("user" if is_user_side(part[0]) else "assistant") != join_side:
+        if join_side is None or m.kind != "chunk":
             return False
-        sources = set(m.source_event_ids)
         for i, c in enumerate(chosen):
             if c.memory.kind != "chunk" or not _same_session(c.memory, m):
                 continue
-            if not sources & set(c.memory.source_event_ids):
-                continue
-            mate = _part(c.memory)
-            if c.pieces:
-                pieces = dict(c.pieces)
-            elif mate is not None and mate[0] == part[0]:
-                pieces = {mate[1]: (c.pos, c.memory)}
-            else:
-                return False  # it shares an event with a window, not a part (an overlap)
-            pieces[part[1]] = (pos, m)
-            whole = joined([pieces[j][1] for j in sorted(pieces)])
-            extra = cost(whole) - cost(c.memory)
-            if extra > left:
-                return False
-            have = frozenset(terms(_said(whole)))
-            chosen[i] = _Picked(c.pos, whole, have, _exact(whole), c.ranked, pieces)
-            left -= extra
-            return True
+            for event in set(m.source_event_ids) & set(c.memory.source_event_ids):
+                part = _part_of(m, event)
+                if part is None:
+                    continue
+                speaker, k, n = part
+                side = "user" if is_user_side(speaker) else "assistant"
+                if side != join_side:
+                    continue
+                if c.pieces:
+                    turn, pieces = c.turn, dict(c.pieces)
+                else:
+                    mate = _part_of(c.memory, event)
+                    if mate is None:
+                        continue
+                    turn, pieces = (event, mate[0], mate[2]), {mate[1]: (c.pos, c.memory)}
+                if turn != (event, speaker, n) or k in pieces:
+                    continue  # another turn's part, or this part already shown
+                pieces[k] = (pos, m)
+                whole = joined([pieces[j][1] for j in sorted(pieces)])
+                extra = cost(whole) - cost(c.memory)
+                if extra > left:
+                    return False
+                have = frozenset(terms(_said(whole)))
+                each = tuple(frozenset(terms(_said(pieces[j][1]))) for j in sorted(pieces))
+                chosen[i] = _Picked(c.pos, whole, have, _exact(whole), c.ranked, pieces, turn, each)
+                left -= extra
+                return True
         return False
 
     records = memories(list(order))
@@ -197,7 +228,10 @@ def pick(
             if not related:
                 # A record it shares no source with: the same words said again.
                 same = bool(exact) and exact == c.exact
-                again = same or (len(mine) >= MIN_TERMS and _covers(c.terms, mine))
+                again = same or (
+                    len(mine) >= MIN_TERMS
+                    and any(_covers(t, mine) for t in c.piece_terms or (c.terms,))
+                )
                 elsewhere = elsewhere or (same_words and again)
                 continue
             held = held or _covers(c.terms, mine)

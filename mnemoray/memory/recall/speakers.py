@@ -32,23 +32,29 @@ from mnemoray.memory.records.windows import EXPANSION
 Side = Literal["user", "assistant"]
 
 # The assistant's own words asked about: "you said", "the move you made", "what did you
-# suggest", "your suggestion". A request for new words ("can you suggest ...") is not:
-# its verb is in the present, and its "I" makes it a question about the user.
+# suggest", "tell me again", "your suggestion" ("I told you I made ..." is the user's).
+# A request for new words ("can you suggest ...") is not: its verb is in the present,
+# and its "I" makes it a question about the user.
 _ASSISTANT = re.compile(
-    r"\b(?:you|u)\s+(?:\w+\s+)?(?:said|told|mentioned|suggested|recommended|gave|provided|"
+    r"\b(?:you|u)\s+(?:(?!i\b|we\b)\w+\s+)?(?:said|told|mentioned|suggested|recommended|gave|provided|"
     r"listed|shared|wrote|described|explained|showed|created|made|came\s+up\s+with|named|"
     r"offered|proposed|included)\b|"
-    r"\bdid\s+(?:you|u)\s+(?:\w+\s+)?(?:say|tell|mention|suggest|recommend|give|provide|list|"
+    r"\b(?:tell|list|give|show)\s+(?:me\s+)?again\b|"
+    r"\bdid\s+(?:you|u)\s+(?:(?!i\b|we\b)\w+\s+)?(?:say|tell|mention|suggest|recommend|give|provide|list|"
     r"share|write|describe|explain|show|create|make|come\s+up\s+with|name|offer|propose|"
     r"include)\b|"
     r"\byour\s+(?:suggestions?|recommendations?|advice|answer|list|response|explanation|story|"
     r"description)\b",
     re.IGNORECASE,
 )
-# "Remind me ..." asks for earlier words: the assistant's unless what follows is about
+# "Remind me of / what ..." asks for earlier words ("remind me to ..." asks for a
+# reminder): the assistant's unless what follows is about
 # the user ("remind me what I said", "remind me when my appointment is") or both ("the
 # animal we talked about").
-_REMIND = re.compile(r"\bremind\s+me\b(.*)", re.IGNORECASE | re.DOTALL)
+_REMIND = re.compile(
+    r"\bremind\s+me\s+((?:of|about|what|which|who|when|where|how|the|that)\b.*)",
+    re.IGNORECASE | re.DOTALL,
+)
 _OURS = re.compile(r"\b(?:we|us|our|ours|we've|we'd)\b", re.IGNORECASE)
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself)\b", re.IGNORECASE)
 # A chunk line: "[2023-05-20] speaker: words" or "... speaker (part 2/3): words" (a

@@ -5,7 +5,8 @@ summarization and every record names exactly the events it came from:
 
 - ``session_summary``: the summarizer's summary of the session, with its
   topics, key facts and entities;
-- ``fact``: one per key fact (the fact's own source events);
+- ``fact``: one per key fact (the fact's own source events), keyed with the name of
+  the person who said it where a user turn names one;
 - ``chunk``: the raw turns, in windows of at most ``chunk_turns`` messages and
   ``chunk_tokens`` tokens (what the embedder reads), each turn in one window (a
   longer turn cut into parts at sentence ends), each line prefixed with its date

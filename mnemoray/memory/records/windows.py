@@ -179,9 +179,9 @@ def _pack(sizes: Sequence[int], cap: int) -> list[tuple[int, int]]:
     return runs
 
 
-# A part of a long turn in a chunk's text (a window holds at most one): who said it,
-# which part of how many.
-PART = re.compile(r"^(?:\[[^\]\n]*\] )?([^:\n]{1,60}?) \(part (\d+)/(\d+)\): ", re.M)
+# A line of a chunk's text holding part of a long turn: who said it, which part of how
+# many. A window holds parts of two turns at most: the last of one, the first of the next.
+PART = re.compile(r"^\[\d{4}-\d\d-\d\d\] ([^:\n]{1,60}?) \(part (\d+)/(\d+)\): ", re.M)
 
 
 def render_line(line: Line) -> str:

@@ -9,7 +9,9 @@ import pytest
 
 from mnemoray.compiler import AgentSpec, Compiler, Services
 from mnemoray.embedders import open_embedder
+from mnemoray.memory.recall.picking import Pick, joined, pick
 from mnemoray.memory.records.filters import RetrievalError
+from mnemoray.memory.records.record import Memory
 from mnemoray.memory.service.service import MemoryService
 from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.summarizers import ExtractiveSummarizer
@@ -198,8 +200,56 @@ def test_parts_are_joined_only_for_the_side_asked_about(long_answer: MemoryServi
 
 
 def test_a_summary_below_a_record_of_its_session_is_left_out(service: MemoryService) -> None:
-    got = service.search("app", "alice", "how is the new job with the warehouse robots?", top_k=8)
+    q = "how is the new job with the warehouse robots?"
+    summaries = service.search("app", "alice", q, top_k=8, filters={"kinds": ["session_summary"]})
+    assert "move" in {r.memory.session_id for r in summaries}  # there is one to leave out
+    got = service.search("app", "alice", q, top_k=8)
+    assert got[0].memory.session_id == "move" and got[0].memory.kind != "session_summary"
     seen: set[str] = set()
     for r in got:
         assert not (r.memory.kind == "session_summary" and r.memory.session_id in seen)
         seen.add(r.memory.session_id)
+
+
+def _chunk(text: str, *events: str) -> Memory:
+    return Memory("app", "alice", "s", "chunk", text, events, created_at=T0)
+
+
+def test_parts_of_two_turns_in_one_window_are_not_joined() -> None:
+    # A window may end one long turn and start the next: its part lines are of two
+    # turns, and each joins only the parts of its own.
+    x4 = _chunk("[2026-01-01] user (part 4/5): Fourth part of the first story.", "x")
+    x5y1 = _chunk(
+        "[2026-01-01] user (part 5/5): End of the first story.\n"
+        "[2026-01-01] user (part 1/2): Start of the second story.",
+        "x",
+        "y",
+    )
+    y2 = _chunk("[2026-01-01] user (part 2/2): End of the second story.", "y")
+    records = [y2, x5y1, x4]
+    picks = pick([0, 1, 2], lambda ps: [records[p] for p in ps], 10, join_side="user")
+    # y's part 2 joins the window whose last line is y's part 1, in part order; x's
+    # part 4 shares that window too (its first line is x's part 5) but is of another
+    # turn: it stays a result of its own.
+    passage, alone = picks
+    assert passage.parts == (1, 0) and passage.shown == 0
+    text = joined([records[p] for p in passage.parts]).text
+    assert text.index("part 5/5") < text.index("part 1/2") < text.index("part 2/2")
+    assert "part 4/5" not in text
+    assert alone == Pick(2, 2)
+
+
+def test_a_part_shown_twice_is_not_joined_again() -> None:
+    # With overlapping windows, the same part is in two chunks: one is enough.
+    first = "We walked from the harbour past the old lighthouse towards the cliffs."
+    a = _chunk(f"[2026-01-01] user: Hello.\n[2026-01-01] user (part 1/2): {first}", "a", "x")
+    again = _chunk(f"[2026-01-01] user (part 1/2): {first}", "x")
+    rest = _chunk(
+        "[2026-01-01] user (part 2/2): Then rain came, so we sheltered in a bakery "
+        "and ate warm cinnamon buns until evening.",
+        "x",
+    )
+    records = [a, again, rest]
+    picks = pick([0, 1, 2], lambda ps: [records[p] for p in ps], 10, join_side="user")
+    passage = next(p for p in picks if p.parts)
+    assert passage.shown in passage.parts and sorted(passage.parts) == [0, 2]

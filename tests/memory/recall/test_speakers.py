@@ -29,6 +29,9 @@ from tests.support.factories import T0, session
         ("Can you remind me of the name of that famous deli near the Vatican?", "assistant"),
         ("Can you remind me when my dentist appointment is?", "user"),
         ("Remind me about that flying animal we talked about", "user"),
+        ("Remind me to buy milk tomorrow", "user"),
+        ("Can you tell me again what the third tip was?", "assistant"),
+        ("Did I tell you I made lasagna?", "user"),
         # A request for new words about the user asks about the user.
         ("Can you suggest some activities that I can do in the evening?", "user"),
         ("Can you recommend some resources where I can learn video editing?", "user"),
