@@ -80,7 +80,7 @@ SCORING = (
     "the turn's distinct content terms (mnemoray.text.terms: stopwords dropped, light "
     f"stemming); T@{TURN_K} = share of the question's evidence turns recalled by what a "
     f"recall of the top {TURN_K} returns (a long turn's parts joined into one passage "
-    "count as that many), T@1K = share recalled within the first {TOKEN_BUDGET} tokens of "
+    f"count as that many), T@1K = share recalled within the first {TOKEN_BUDGET} tokens of "
     "recalled text (mnemoray.tokens.count_tokens, items concatenated in rank order, a "
     "turn counted where its words end in the item, else where the item ends); tokens = "
     f"mean tokens of the top {TURN_K}. Figures are means over questions."
