@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from mnemoray.graph.extract import USER_AUTHORS
 from mnemoray.graph.names import is_name_like
 from mnemoray.memory.records.record import Memory
+from mnemoray.memory.records.windows import LINE_START
 from mnemoray.sessions.events import iso
 
-_LINE_START = re.compile(r"^\[(\d{4}-\d{2}-\d{2})\] ", re.MULTILINE)
 _PART = re.compile(r"^(.*) \(part (\d+)/(\d+)\)$")  # a long turn's part, its own line
 
 
@@ -46,7 +46,7 @@ def _chunk_turns(m: Memory) -> list[tuple[str, str, str, str, int]] | None:
     """(event id, day, speaker, words, part) per line start of chunk ``m`` (part: which
     part of a long turn, 1 for a whole one); None when its lines do not match its
     events one to one (a message with a line of its own that starts like a turn)."""
-    starts = list(_LINE_START.finditer(m.text))
+    starts = list(LINE_START.finditer(m.text))
     if len(starts) != len(m.source_event_ids) or not starts or starts[0].start() != 0:
         return None
     out = []

@@ -32,13 +32,12 @@ chunk that does not fit leaves its fact in place), counted with
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from mnemoray.memory.recall.speakers import Side, is_user_side
 from mnemoray.memory.records.record import Memory
-from mnemoray.memory.records.windows import EXPANSION, PART
+from mnemoray.memory.records.windows import EXPANSION, LINE_START, PART
 from mnemoray.text import terms
 from mnemoray.tokens import count_tokens
 
@@ -76,9 +75,9 @@ class _Picked:
     # not the union of them.
     piece_terms: tuple[frozenset[str], ...] = ()
 
-
-# A chunk line's start: every event's line begins with its date.
-_LINE_START = re.compile(r"^\[\d{4}-\d\d-\d\d\] ", re.M)
+    def positions(self) -> set[int]:
+        """The positions it shows: its own, and a joined passage's parts."""
+        return {self.pos, *(p for p, _ in self.pieces.values())}
 
 
 def _part_of(m: Memory, event: str) -> tuple[str, int, int] | None:
@@ -95,7 +94,7 @@ def _part_of(m: Memory, event: str) -> tuple[str, int, int] | None:
     line = None
     if found[0].start() == 0 and event == ids[0]:
         line = found[0]
-    elif event == ids[-1] and not _LINE_START.search(text, found[-1].end()):
+    elif event == ids[-1] and not LINE_START.search(text, found[-1].end()):
         line = found[-1]
     return None if line is None else (line.group(1), int(line.group(2)), int(line.group(3)))
 
@@ -177,7 +176,7 @@ def pick(
     def cost(m: Memory) -> int:
         return count_tokens(m.text) if budget_tokens is not None else 0
 
-    def join(pos: int, m: Memory) -> bool:
+    def join(pos: int, m: Memory, mine: frozenset[str]) -> bool:
         """Show chunk ``m``, a part of a long turn of the side asked about, with the
         parts of that turn already chosen: one passage where the turn was cut."""
         nonlocal left
@@ -195,12 +194,13 @@ def pick(
                 if side != join_side:
                     continue
                 if c.pieces:
-                    turn, pieces = c.turn, dict(c.pieces)
+                    turn, pieces, each = c.turn, dict(c.pieces), c.piece_terms
                 else:
                     mate = _part_of(c.memory, event)
                     if mate is None:
                         continue
                     turn, pieces = (event, mate[0], mate[2]), {mate[1]: (c.pos, c.memory)}
+                    each = (c.terms,)
                 if turn != (event, speaker, n) or k in pieces:
                     continue  # another turn's part, or this part already shown
                 pieces[k] = (pos, m)
@@ -208,8 +208,8 @@ def pick(
                 extra = cost(whole) - cost(c.memory)
                 if extra > left:
                     return False
-                have = frozenset(terms(_said(whole)))
-                each = tuple(frozenset(terms(_said(pieces[j][1]))) for j in sorted(pieces))
+                each = (*each, mine)
+                have = c.terms | mine
                 chosen[i] = _Picked(c.pos, whole, have, _exact(whole), c.ranked, pieces, turn, each)
                 left -= extra
                 return True
@@ -265,18 +265,15 @@ def pick(
             continue
         if m.kind == "fact" and turn_chunks is not None:
             shown = _turn_chunk(pos, mine, turn_chunks, memories)
-            if shown is not None and any(
-                c.pos == shown[0] or any(q == shown[0] for q, _ in c.pieces.values())
-                for c in chosen
-            ):
+            if shown is not None and any(shown[0] in c.positions() for c in chosen):
                 continue  # its chunk is shown already
-            if shown is not None and join(shown[0], shown[1]):
+            if shown is not None and join(shown[0], shown[1], shown[2]):
                 continue
             if shown is not None and cost(shown[1]) <= left:
                 chosen.append(_Picked(shown[0], shown[1], shown[2], _exact(shown[1]), pos))
                 left -= cost(shown[1])
                 continue
-        if join(pos, m):
+        if join(pos, m, mine):
             continue
         if cost(m) <= left:  # else a shorter one after it may fit
             chosen.append(_Picked(pos, m, mine, exact, pos))
