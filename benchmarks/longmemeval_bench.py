@@ -63,7 +63,7 @@ MODES = ("hybrid", "dense", "keyword")
 BASELINE = "BM25, single turns"
 # Bump when the sessions built from the data or the way they are ingested change: the
 # cached store is then rebuilt.
-INGEST_VERSION = 4
+INGEST_VERSION = 5
 TOP_K = 50  # deep enough for 10 distinct sessions
 SESSION_KS = (5, 10)
 TURN_K = 10

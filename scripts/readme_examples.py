@@ -43,6 +43,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,9 +156,19 @@ def split_filter(command: str) -> str:
     return command
 
 
+def run_dates() -> set[date]:
+    """The days an example run can stamp on what it writes "now": today in UTC and
+    local time, and the day before (a run that crosses midnight)."""
+    days = {datetime.now(timezone.utc).date(), datetime.now().date()}
+    return days | {day - timedelta(days=1) for day in days}
+
+
 def normalise(text: str, workdir: Path) -> str:
     for root in {str(workdir), os.path.realpath(workdir)}:
         text = text.replace(root + os.sep, "").replace(root, ".")
+    # A memory written during the run carries the run's date; fixed dates stay.
+    for day in run_dates():
+        text = text.replace(f"[{day.isoformat()}]", "[<today>]")
     lines = []
     for line in text.splitlines():
         for pattern, repl in VOLATILE:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,14 @@ def test_regenerate_renders_commands_sources_and_normalises(tmp_path: Path) -> N
     assert rx.regenerate(fresh, skip=frozenset({"ray"})) == fresh  # a fixed point
     only = rx.regenerate(FAKE, only=frozenset({"ray"}))
     assert "$ echo needs ray\nneeds ray" in only and "stale" in only
+
+
+def test_the_run_date_is_normalised_and_a_fixed_date_kept(tmp_path: Path) -> None:
+    today = datetime.now(timezone.utc).date().isoformat()
+    text = f"recall: [{today}] user: hi\nrecall: [2026-01-11] user: old"
+    assert (
+        rx.normalise(text, tmp_path) == "recall: [<today>] user: hi\nrecall: [2026-01-11] user: old"
+    )
 
 
 def test_check_fails_with_a_diff_and_write_fixes_it(tmp_path: Path, capsys) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mnemoray.temporal import CALENDAR_WORDS
+
 _UPPER = "A-ZÀ-ÖØ-Þ"
 _LOWER = "a-zß-öø-ÿ"
 _NAME_WORD = rf"[{_UPPER}][{_LOWER}{_UPPER}'\-]*"
@@ -30,12 +32,9 @@ tonight not never always maybe perhaps actually honestly really totally definite
 sorry excited amazing wonderful beautiful interesting exactly absolutely right true as at in on
 of for from with to into about after before since until while because though although once
 speaking same thx ty bye goodbye cheers welcome morning evening afternoon night mom dad mum
-mr mrs ms dr prof miss sir monday tuesday wednesday thursday friday saturday sunday january
-february march april june
-july august september october november december feb apr aug sep sept oct nov dec tues wed
-thurs fri sat last next early late mid see called tool
+mr mrs ms dr prof miss sir last next early late mid see called tool
 """
-NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split())
+NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split()) | CALENDAR_WORDS
 # Words a name run must not end with ("Melanie's", "Anna and").
 _TRAILING = frozenset(
     {

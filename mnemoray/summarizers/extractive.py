@@ -26,6 +26,7 @@ from mnemoray.errors import InvalidInput
 from mnemoray.sessions.events import Event
 from mnemoray.summarizers.base import Fact, Summarizer, Summary
 from mnemoray.summarizers.outcomes import outcomes
+from mnemoray.temporal import CALENDAR_WORDS
 from mnemoray.text import STOPWORDS, split_sentences, stem, terms, words
 
 if TYPE_CHECKING:
@@ -636,8 +637,13 @@ class ExtractiveSummarizer(Summarizer):
                 ):
                     parts.pop(0)
                     dropped += 1
-                while parts and parts[-1].lower() in STOPWORDS:
+                while parts and (
+                    parts[-1].lower() in STOPWORDS or parts[-1].lower() in CALENDAR_WORDS
+                ):
                     parts.pop()
+                while parts and parts[0].lower() in CALENDAR_WORDS:  # "Monday" is a date
+                    parts.pop(0)
+                    dropped += 1
                 if parts:
                     name = re.sub(r"'s$", "", " ".join(parts))
                     found.append((s.position, m.start(), name, m.start() == lead and not dropped))

@@ -45,6 +45,18 @@ _MONTHS = {
     )
 }
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+#: Month and weekday names, full and in the short forms that are no one's name ("Jan",
+#: "Sun" can be), lower case: dates, never names of people or places (entity extraction
+#: leaves them out).
+CALENDAR_WORDS = frozenset(
+    {
+        *_WEEKDAYS,
+        *("tues", "wed", "thurs", "fri", "sat"),
+        *("january", "february", "march", "april", "may", "june", "july", "august"),
+        *("september", "october", "november", "december"),
+        *("feb", "apr", "aug", "sep", "sept", "oct", "nov", "dec"),
+    }
+)
 _NUMBERS = {
     "a": 1,
     "an": 1,

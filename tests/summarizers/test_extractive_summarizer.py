@@ -359,3 +359,10 @@ def test_bad_embedding_options() -> None:
         ExtractiveSummarizer(embedder=42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mmr_lambda"):
         ExtractiveSummarizer(mmr_lambda=1.5)
+
+
+def test_month_and_weekday_names_are_not_entities() -> None:
+    events = [user_message("On Monday I fly to Lisbon in May, back Friday, March 3.", id="u")]
+    entities = ExtractiveSummarizer().summarize(events).entities
+    assert "Lisbon" in entities
+    assert not {"Monday", "May", "Friday", "March"} & set(entities)

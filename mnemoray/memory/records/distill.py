@@ -140,9 +140,21 @@ def distill_session(
                 outcomes=summary,
             )
         )
+    entities = _unique(
+        [
+            *(summary.entities if summary else ()),
+            *(n for c in compactions for n in c.summary.entities),
+        ]
+    )
     for fact in facts:
         records.append(
-            ctx.memory("fact", fact.text, fact.source_event_ids, key_text=_fact_key(ctx, fact))
+            ctx.memory(
+                "fact",
+                fact.text,
+                fact.source_event_ids,
+                key_text=_fact_key(ctx, fact),
+                entities=_named_in(entities, fact.text),
+            )
         )
     for c in compactions:
         start, end = ctx.times(c.source_event_ids)
@@ -165,12 +177,6 @@ def distill_session(
     all_topics = _unique(
         [*(summary.topics if summary else ()), *(t for c in compactions for t in c.summary.topics)]
     )
-    entities = _unique(
-        [
-            *(summary.entities if summary else ()),
-            *(n for c in compactions for n in c.summary.entities),
-        ]
-    )
     for window in chunk_windows(events, chunk_turns, overlap, chunk_tokens):
         text = "\n".join(render_line(line) for line in window)
         ids = tuple(dict.fromkeys(line.event.id for line in window))
@@ -181,11 +187,10 @@ def distill_session(
         # What was said, not who said it or when ("travel_agent" is no topic).
         said = "\n".join(line.body for line in window)
         chunk_terms = {stem(w) for w in words(said)}
-        lowered = said.lower()
         chunk_topics = tuple(
             t for t in all_topics if (ts := {stem(w) for w in words(t)}) and ts <= chunk_terms
         )
-        chunk_entities = tuple(n for n in entities if n.lower() in lowered)
+        chunk_entities = _named_in(entities, said)
         key = text
         if expand_keys:
             key = expanded_key(keyed_text(window), new_facts, chunk_topics, chunk_entities)
@@ -496,6 +501,14 @@ def _merge_facts(ctx: _Context, facts: Sequence[Fact]) -> list[Fact]:
             min((ctx.position.get(i, far) for i in f.source_event_ids), default=far),
             order[id(f)],
         ),
+    )
+
+
+def _named_in(names: Iterable[str], text: str) -> tuple[str, ...]:
+    """The ``names`` that ``text`` holds as whole words, case-insensitively ("Kiwi" is
+    not named by "kiwis")."""
+    return tuple(
+        n for n in names if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text, re.IGNORECASE)
     )
 
 

@@ -505,3 +505,24 @@ def test_a_fact_keys_with_the_person_who_said_it() -> None:
     assert keys["I signed up for a pottery class."].startswith("Benjamin: ")
     # The user's own fact keys as its words: no name to add.
     assert keys["I moved to Porto last year."] in ("", "I moved to Porto last year.")
+
+
+def test_a_fact_and_a_chunk_name_the_entities_they_hold_and_no_month() -> None:
+    records = distill_session(
+        make_session(
+            [
+                user_message(
+                    "I adopted a parrot named Kiwi, an African Grey.", id="u1", timestamp=T
+                ),
+                model_message(AGENT, "Congratulations!", id="m1", timestamp=T + 10),
+                user_message("I am planning a trip to Lisbon in May.", id="u2", timestamp=T + 20),
+            ]
+        ),
+        ExtractiveSummarizer(),
+        now=NOW,
+    )
+    facts = {f.text: f.entities for f in by_kind(records, "fact")}
+    assert facts["I adopted a parrot named Kiwi, an African Grey."] == ("Kiwi", "African Grey")
+    assert facts["I am planning a trip to Lisbon in May."] == ("Lisbon",)
+    # A month is a date, not a name, in every record.
+    assert all("May" not in r.entities for r in records)
