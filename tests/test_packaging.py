@@ -36,6 +36,7 @@ PLACES: tuple[tuple[str, str], ...] = (
     ("mnemoray/adk/", "adk"),
     ("mnemoray/summarizers/vllm_engine.py", "gpu"),
     ("mnemoray/memory/store/lance/", "lancedb"),
+    ("mnemoray/postgres/", "postgres"),
     ("mnemoray/cli/ui.py", "ui"),
     ("mnemoray/ui/browser.py", "browser"),
     ("mnemoray/ui/screenshots.py", "browser"),
@@ -102,17 +103,26 @@ def test_every_direct_import_is_declared_where_its_part_installs() -> None:
 
 
 def test_extras_exist_and_dev_pulls_every_server_part() -> None:
-    assert {"client", "ray", "mcp", "adk", "lancedb", "gpu", "dev"} <= set(EXTRAS)
+    assert {"client", "ray", "mcp", "adk", "lancedb", "postgres", "gpu", "dev"} <= set(EXTRAS)
     assert names(EXTRAS["client"]) == {"httpx", "pydantic"}
     assert "torch" not in names(EXTRAS["client"]) and "ray" not in names(EXTRAS["client"])
     self_ref = [Requirement(r) for r in EXTRAS["dev"] if Requirement(r).name == "mnemoray"]
     assert len(self_ref) == 1
     # `make setup` installs '.[dev]' only: it must bring every extra but the GPU one.
-    assert self_ref[0].extras == {"client", "ray", "mcp", "adk", "lancedb", "ui", "browser"}
+    assert self_ref[0].extras == {
+        "client",
+        "ray",
+        "mcp",
+        "adk",
+        "lancedb",
+        "ui",
+        "browser",
+        "postgres",
+    }
 
 
 @pytest.mark.parametrize(
-    "group", ["base", "client", "ray", "mcp", "adk", "lancedb", "ui", "browser", "dev"]
+    "group", ["base", "client", "ray", "mcp", "adk", "lancedb", "postgres", "ui", "browser", "dev"]
 )
 def test_each_declared_requirement_is_installed_and_satisfied(group: str) -> None:
     reqs = PROJECT["dependencies"] if group == "base" else EXTRAS[group]

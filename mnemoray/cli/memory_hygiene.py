@@ -258,7 +258,11 @@ def forget_user(
     app_name: str = APP,
     user_id: str = USER,
     sessions_db: str | None = typer.Option(
-        None, "--sessions", metavar="<file>", help="Session database (default: STORE/sessions.db)."
+        None,
+        "--sessions",
+        metavar="<file|url>",
+        help="Session database: a SQLite file (default: STORE/sessions.db) or a "
+        "postgresql:// URL (sessions and jobs there).",
     ),
     artifacts_dir: str | None = typer.Option(
         None, "--artifacts", metavar="<dir>", help="Artifacts folder (default: STORE/artifacts)."

@@ -23,10 +23,11 @@ def missing_store(store_dir: Path, sessions_db: str) -> str | None:
     new empty folder, and opening it would silently create an empty store there."""
     from mnemoray.memory.store.layout import MANIFEST
     from mnemoray.memory.store.protocol import LANCE_HEAD
+    from mnemoray.postgres import is_postgres_url
 
     if any((store_dir / name).is_file() for name in (MANIFEST, LANCE_HEAD)):
         return None
-    if sessions_db != ":memory:" and Path(sessions_db).is_file():
+    if is_postgres_url(sessions_db) or (sessions_db != ":memory:" and Path(sessions_db).is_file()):
         return None
     return (
         f"no memory store at {store_dir} (no {MANIFEST}, {LANCE_HEAD} or session "
@@ -55,7 +56,11 @@ def ui_cmd(
     port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="HTTP port."),
     # Strings, not paths: a URL given here is refused as typed (a Path folds its "//").
     sessions: str | None = typer.Option(
-        None, "--sessions", metavar="<file>", help="Session database (default: STORE/sessions.db)."
+        None,
+        "--sessions",
+        metavar="<file|url>",
+        help="Session database: a SQLite file (default: STORE/sessions.db) or a "
+        "postgresql:// URL (sessions and jobs there).",
     ),
     artifacts: str | None = typer.Option(
         None, "--artifacts", metavar="<dir>", help="Artifacts folder (default: STORE/artifacts)."

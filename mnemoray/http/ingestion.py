@@ -20,10 +20,11 @@ from typing import Any
 from mnemoray import limits
 from mnemoray.errors import InvalidInput, Unavailable
 from mnemoray.http.metrics import Metrics
+from mnemoray.memory.ingest.backends import open_job_queue
 from mnemoray.memory.ingest.job import Job, JobForgotten
-from mnemoray.memory.ingest.queue import JobQueue
 from mnemoray.memory.ingest.triggers import IngestionTrigger
 from mnemoray.memory.ingest.worker import JobWorker
+from mnemoray.postgres import is_postgres_url
 from mnemoray.sessions.session import Session
 from mnemoray.sessions.store import SessionStore
 from mnemoray.settings.serve import ServeSettings
@@ -36,8 +37,11 @@ ERASED_WHILE_RUNNING = "forgotten while its ingestion ran"
 
 
 def jobs_path(settings: ServeSettings) -> str:
-    """``jobs.db`` beside the session database (in the store for ``:memory:`` ones)."""
+    """``jobs.db`` beside the session database (in the store for ``:memory:`` ones); a
+    PostgreSQL session database holds the jobs too."""
     sessions = settings.sessions_path
+    if is_postgres_url(sessions):
+        return sessions
     folder = settings.store_dir if sessions == ":memory:" else Path(sessions).parent
     return str(folder / "jobs.db")
 
@@ -63,7 +67,7 @@ class IngestionJobs:
         self.sessions = sessions
         self._op = memory_op_sync
         self.metrics = metrics
-        self.queue = JobQueue(jobs_path(settings))
+        self.queue = open_job_queue(jobs_path(settings))
         jobs = settings.ingestion.jobs  # failed runs retried with backoff; old jobs pruned
         self.bound = jobs.pending_bound()  # what one API key may have pending
         self.max_sync_embed_chars = settings.server.max_sync_embed_chars

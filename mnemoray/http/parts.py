@@ -44,7 +44,8 @@ from mnemoray.memory.store.manifest import read_manifest
 from mnemoray.memory.store.protocol import MemoryBackend, open_backend
 from mnemoray.memory.store.reload import SnapshotReloader
 from mnemoray.profiles.reads import profile_over
-from mnemoray.sessions.sqlite.store import SQLiteSessionStore
+from mnemoray.sessions.backends import open_session_store
+from mnemoray.sessions.store import SessionStore
 from mnemoray.settings.serve import ServeSettings
 from mnemoray.summarizers.base import Summarizer
 
@@ -66,7 +67,7 @@ class ReplicaParts:
     query_cache: QueryVectorCache
     memory: MemoryService | None
     ops: MemoryOps | None
-    sessions: SQLiteSessionStore
+    sessions: SessionStore
     artifacts: FileArtifactStore
     compiler: Compiler
     attached: tuple[Any, ...] = (None,)  # hygiene, webhook: stopped with the service
@@ -340,9 +341,9 @@ def build_parts(
     attached: tuple[Any, ...] = (None,)
     if not sharded:
         memory, attached = open_service(s, store, write_embedder, summarizer, query_cache)
-    sessions: SQLiteSessionStore | None = None
+    sessions: SessionStore | None = None
     try:
-        sessions = SQLiteSessionStore(s.sessions_path)
+        sessions = open_session_store(s.sessions_path)
         return ReplicaParts(
             s,
             store,

@@ -36,8 +36,8 @@ from mnemoray.http.memory import RemoteEmbedder, RemoteSummarizer
 from mnemoray.http.models import local_embedder, local_summarizer
 from mnemoray.http.parts import open_service
 from mnemoray.memory.hygiene.attach import close_service
+from mnemoray.memory.ingest.backends import open_job_queue
 from mnemoray.memory.ingest.guard import guard_jobs
-from mnemoray.memory.ingest.queue import JobQueue
 from mnemoray.memory.service.json_ops import MemoryOps
 from mnemoray.memory.service.service import MemoryService
 from mnemoray.memory.store.protocol import open_backend, require_parquet
@@ -180,7 +180,7 @@ class Index:
             # scopes: sharing with a user of another shard is refused.
             service, attached = open_service(s, store, self.embedder, self.summarizer)
             try:
-                jobs = guard_jobs(service, JobQueue(jobs_path(s)))  # a forget cancels jobs
+                jobs = guard_jobs(service, open_job_queue(jobs_path(s)))  # a forget cancels jobs
             except BaseException:
                 with contextlib.suppress(Exception):
                     close_service(service, *attached)

@@ -83,6 +83,11 @@ class SessionStore(ABC):
                         notice.session_id,
                     )
 
+    def close(self) -> None:
+        """Release what the store holds open (connections); the in-memory store holds
+        nothing. A closed durable store refuses further use."""
+        return None  # nothing to release here
+
     # -- API -----------------------------------------------------------------
     @abstractmethod
     def create_session(

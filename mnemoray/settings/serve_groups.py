@@ -21,7 +21,8 @@ from mnemoray.artifacts.offload import DEFAULT_THRESHOLD_BYTES
 from mnemoray.limits import MAX_SYNC_EMBED_CHARS
 from mnemoray.locations import local_location
 from mnemoray.memory.ingest.triggers import TriggerConfig
-from mnemoray.sessions.sqlite.store import SUPPORTED as SESSIONS
+from mnemoray.postgres import is_postgres_url
+from mnemoray.sessions.backends import SUPPORTED as SESSIONS
 from mnemoray.settings.jobs import JobSettings
 
 log = logging.getLogger(__name__)
@@ -189,7 +190,11 @@ class IngestionSettings(StrictModel):
 
     trigger: TriggerSettings = Field(default_factory=TriggerSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)  # retries, retention
-    sessions_db: str | None = Field(None, description="SQLite file (default STORE/sessions.db)")
+    sessions_db: str | None = Field(
+        None,
+        description="sessions and jobs: a SQLite file (default STORE/sessions.db, jobs.db "
+        "beside it) or a postgresql:// URL (both in that database; many nodes)",
+    )
     artifacts_dir: str | None = Field(None, description="artifacts (default STORE/artifacts)")
     summarize: bool = Field(
         True,
@@ -206,8 +211,10 @@ class IngestionSettings(StrictModel):
     @field_validator("sessions_db", "artifacts_dir")
     @classmethod
     def _expand(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if v is None or (v == ":memory:" and info.field_name == "sessions_db"):
-            return v  # SQLite's in-memory database is no file: nothing to make absolute
+        if v is None or (
+            info.field_name == "sessions_db" and (v == ":memory:" or is_postgres_url(v))
+        ):
+            return v  # SQLite's in-memory database, a PostgreSQL URL: no file to make absolute
         supported = SESSIONS if info.field_name == "sessions_db" else ARTIFACTS
         # Checked before it is made absolute: a URL would become a path under the cwd.
         local = local_location(v, field=f"ingestion.{info.field_name}", supported=supported)

@@ -290,12 +290,12 @@ def test_export_import_and_stats(kw_store: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "setting", "supported"),
     [
-        (["ui", "--sessions", "postgresql://db/mem"], "ingestion.sessions_db", "a file path"),
+        (["ui", "--sessions", "mongodb://db/mem"], "ingestion.sessions_db", "a file path"),
         (["ui", "--artifacts", "s3://bucket/art"], "ingestion.artifacts_dir", "a directory"),
         (
-            ["serve", "--set", "ingestion.sessions_db=postgresql://db/mem"],
+            ["serve", "--set", "ingestion.sessions_db=mongodb://db/mem"],
             "ingestion.sessions_db",
-            "a file path (SQLite) or :memory:",
+            "a file path (SQLite), :memory: or a postgresql:// URL",
         ),
         (["serve", "--store", "postgresql://db/mem"], "store", "a directory, parquet://DIR"),
     ],
@@ -308,7 +308,7 @@ def test_a_server_refuses_a_url_it_cannot_open_in_one_line(
     setting: str,
     supported: str,
 ) -> None:
-    """No server starts over a file named ``postgresql:/db/mem`` in the working directory."""
+    """No server starts over a file named ``mongodb:/db/mem`` in the working directory."""
     monkeypatch.chdir(tmp_path)
     store = [] if "--store" in args else ["--store", str(tmp_path / "store")]
     result = runner.invoke(app, [*args, *store])
@@ -317,3 +317,16 @@ def test_a_server_refuses_a_url_it_cannot_open_in_one_line(
     assert line.startswith(f"error: {setting}: ") and "is not supported here; give" in line
     assert supported in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_database_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
+    """A PostgreSQL URL is a session location; a server that is not there says so, with
+    the URL's password left out, and no store is made."""
+    from tests.support.ui_fixtures import build_ui_store
+
+    store = build_ui_store(tmp_path / "store").store
+    url = "postgresql://maya:hunter2@127.0.0.1:1/mem"  # nothing listens on port 1
+    result = runner.invoke(app, ["ui", "--store", str(store), "--sessions", url, "--port", "18999"])
+    (line,) = _lines(result.output)
+    assert result.exit_code != 0 and "hunter2" not in result.output
+    assert line.startswith("error: sessions: cannot connect to postgresql://***@127.0.0.1:1/mem: ")

@@ -711,7 +711,7 @@ def test_a_failed_start_leaves_no_thread_running(
     # After the reloader started: the hygiene, the session store, the background jobs.
     for target, name in (
         (rp, "attach_hygiene"),
-        (rp, "SQLiteSessionStore"),
+        (rp, "open_session_store"),
         (ReplicaParts, "start_jobs"),
     ):
         with monkeypatch.context() as patch:

@@ -121,7 +121,8 @@ def test_message_count_trigger_uses_the_queue(tmp_path: Path) -> None:
         while not op.sessions and time.time() < deadline:
             time.sleep(0.02)
         assert [x.session_id for x in op.sessions] == ["s1"]
-        row = jobs.queue._conn().execute("SELECT kind, status FROM jobs").fetchall()
+        with jobs.queue._read() as c:
+            row = c.execute("SELECT kind, status FROM jobs").fetchall()
         assert row == [("trigger", "done")]
     finally:
         jobs.stop()
@@ -135,7 +136,8 @@ def test_a_restart_resumes_unfinished_jobs(tmp_path: Path) -> None:
     left = JobQueue(jobs_path(settings))  # a killed replica left one running, one queued
     running = left.enqueue("app", "ana", "s1", kind="session_end", running=True)
     # ...and died: its heartbeat stopped long ago (a live replica's job is not taken).
-    left._conn().execute("UPDATE jobs SET heartbeat = heartbeat - 3600")
+    with left._tx() as c:
+        c.execute("UPDATE jobs SET heartbeat = heartbeat - 3600")
     queued = left.enqueue(
         "app", "ana", "s2", kind="add_session", payload={"session_id": "s2", "events": []}
     )

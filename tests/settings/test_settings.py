@@ -317,7 +317,11 @@ def test_cli_recall_takes_its_ranking_from_a_config_file(tmp_path: Path) -> None
 
 
 URL_CASES = [
-    ("ingestion.sessions_db", "postgresql://db.example/mem", "a file path (SQLite) or :memory:"),
+    (
+        "ingestion.sessions_db",
+        "redis://db.example/0",
+        "a file path (SQLite), :memory: or a postgresql:// URL",
+    ),
     ("ingestion.artifacts_dir", "s3://bucket/artifacts", "a directory path"),
     ("store", "postgresql://db.example/mem", "a directory, parquet://DIR or lancedb://DIR"),
     ("store", "postgresql:/db.example/mem", "a directory, parquet://DIR or lancedb://DIR"),
@@ -339,9 +343,9 @@ def test_a_url_where_a_path_is_expected_is_refused(
 def test_a_refused_url_keeps_its_credentials_out_of_the_message(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as raised:
         load_settings(
-            {"store": str(tmp_path), "ingestion.sessions_db": "postgresql://maya:hunter2@db/mem"}
+            {"store": str(tmp_path), "ingestion.sessions_db": "mysql://maya:hunter2@db/mem"}
         )
-    assert "hunter2" not in str(raised.value) and "postgresql://***@db/mem" in str(raised.value)
+    assert "hunter2" not in str(raised.value) and "mysql://***@db/mem" in str(raised.value)
 
 
 def test_paths_and_memory_sessions_still_open(tmp_path: Path) -> None:

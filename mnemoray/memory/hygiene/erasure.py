@@ -31,6 +31,7 @@ from typing import Any
 from mnemoray.artifacts.store import ArtifactStore
 from mnemoray.memory.ingest.guard import JOBS_DB
 from mnemoray.memory.ingest.queue import JobQueue
+from mnemoray.postgres import is_postgres_url
 from mnemoray.sessions.store import SessionStore
 from mnemoray.sessions.types import SessionNotFoundError
 
@@ -150,12 +151,24 @@ def store_erasure(
     session database, the artifacts folder and ``jobs.db`` beside the sessions. A part
     the store never had has nothing to remove, and none is created here."""
     from mnemoray.artifacts.files import FileArtifactStore
-    from mnemoray.sessions.sqlite.store import SQLiteSessionStore
+    from mnemoray.memory.ingest.postgres_queue import PostgresJobQueue
+    from mnemoray.sessions.backends import open_session_store
 
-    db, art = Path(sessions_db), Path(artifacts_dir)
-    jobs_db = db.parent / JOBS_DB
-    sessions = SQLiteSessionStore(str(db)) if db.is_file() else None
-    jobs = JobQueue(jobs_db) if jobs_db.is_file() else None
+    art = Path(artifacts_dir)
+    sessions: SessionStore | None
+    jobs: JobQueue | None
+    if is_postgres_url(sessions_db):  # sessions and jobs in one database
+        sessions = open_session_store(str(sessions_db))
+        try:
+            jobs = PostgresJobQueue(str(sessions_db))
+        except BaseException:
+            sessions.close()
+            raise
+    else:
+        db = Path(sessions_db)
+        jobs_db = db.parent / JOBS_DB
+        sessions = open_session_store(db) if db.is_file() else None
+        jobs = JobQueue(jobs_db) if jobs_db.is_file() else None
     try:
         yield Erasure(sessions, FileArtifactStore(art) if art.is_dir() else None, jobs, memory_op)
     finally:

@@ -10,12 +10,11 @@ user_id)``: another tenant's job is "not found", so nothing leaks about it.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +75,16 @@ _UNPRUNABLE = frozenset({"queued", "running"})
 
 
 class JobQueue:
-    """Jobs in one SQLite file (WAL), one connection per thread."""
+    """Jobs in one SQLite file (WAL), one connection per thread.
+
+    The queue's rules are written once, here, in SQL both SQLite and PostgreSQL read
+    (``?`` marks); :class:`~mnemoray.memory.ingest.postgres_queue.PostgresJobQueue`
+    supplies its own connections, job numbers and claim lock.
+    """
+
+    #: What a claim's SELECT adds to lock the row it takes (SQLite's write transaction
+    #: already holds the whole file).
+    _CLAIM_LOCK = ""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
         # A URL (postgresql://...) would silently become a file of that name.
@@ -101,11 +109,17 @@ class JobQueue:
         with self.changed:
             self.changed.notify_all()
 
-    def _conn(self) -> sqlite3.Connection:
-        return self.db.conn()
+    def _read(self) -> AbstractContextManager[Any]:
+        """A connection for reads outside a write transaction."""
+        return nullcontext(self.db.conn())
 
-    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+    def _tx(self) -> AbstractContextManager[Any]:
+        """One write transaction: committed (and :attr:`changed` notified) at the end."""
         return self.db.tx()
+
+    def _next_seq(self, c: Any) -> int:
+        # Inside the write transaction, which holds the file's lock: no two jobs share one.
+        return int(c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0])
 
     def close(self) -> None:
         self.db.close()
@@ -134,7 +148,7 @@ class JobQueue:
         with self._tx() as c:
             if bound is not None and submitter is not None:
                 bound.check(submitter, *self._pending(c, submitter), chars)
-            seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
+            seq = self._next_seq(c)
             c.execute(
                 "INSERT INTO jobs (job_id, seq, app_name, user_id, kind, session_id, "
                 "payload, status, attempts, tries, created_at, updated_at, owner, "
@@ -164,14 +178,16 @@ class JobQueue:
     def check_room(self, submitter: str, bound: PendingBound) -> None:
         """QueueFull when ``submitter`` could not queue one more job without input (a
         caller checks before a step it cannot take back, such as ending a session)."""
-        bound.check(submitter, *self._pending(self._conn(), submitter), 0)
+        with self._read() as c:
+            bound.check(submitter, *self._pending(c, submitter), 0)
 
     def pending(self, submitter: str) -> tuple[int, int]:
         """(jobs, characters of input) ``submitter`` has queued or running."""
-        return self._pending(self._conn(), submitter)
+        with self._read() as c:
+            return self._pending(c, submitter)
 
     @staticmethod
-    def _pending(c: sqlite3.Connection, submitter: str) -> tuple[int, int]:
+    def _pending(c: Any, submitter: str) -> tuple[int, int]:
         jobs, chars = c.execute(
             f"SELECT COUNT(*), COALESCE(SUM(payload_chars), 0) FROM jobs "
             f"WHERE submitter = ? AND {_PENDING}",
@@ -185,7 +201,7 @@ class JobQueue:
         with self._tx() as c:
             row = c.execute(
                 "SELECT job_id FROM jobs WHERE status = 'queued' AND "
-                "(not_before IS NULL OR not_before <= ?) ORDER BY seq LIMIT 1",
+                "(not_before IS NULL OR not_before <= ?) ORDER BY seq LIMIT 1" + self._CLAIM_LOCK,
                 (now,),
             ).fetchone()
             if row is None:
@@ -271,7 +287,8 @@ class JobQueue:
             n = c.execute(
                 f"UPDATE jobs SET status = 'failed', error = ?, payload = NULL, "
                 f"not_before = NULL, updated_at = ? WHERE {where} AND status IN "
-                f"('queued', 'failed') AND error IS NOT ?",  # cancelled once, counted once
+                # Cancelled once, counted once.
+                f"('queued', 'failed') AND (error IS NULL OR error <> ?)",
                 (FORGOTTEN, now, *who, FORGOTTEN),
             ).rowcount
             c.execute(f"UPDATE jobs SET payload = NULL WHERE {where} AND status = 'done'", who)
@@ -279,15 +296,12 @@ class JobQueue:
 
     def erased_since(self, job: Job) -> bool:
         """Whether the job's user or session was forgotten after the job was created."""
-        row = (
-            self._conn()
-            .execute(
+        with self._read() as c:
+            row = c.execute(
                 "SELECT 1 FROM erasures WHERE app_name = ? AND user_id = ? AND "
                 "session_id IN ('', ?) AND at >= ? LIMIT 1",
                 (job.app_name, job.user_id, job.session_id, job.created_at),
-            )
-            .fetchone()
-        )
+            ).fetchone()
         return row is not None
 
     def cancel_forgotten(self, job_id: str) -> Job:
@@ -392,39 +406,33 @@ class JobQueue:
 
     # -- reads ------------------------------------------------------------------------
     def _get(self, job_id: str) -> Job:
-        row = (
-            self._conn().execute(f"SELECT {_COLS} FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        )
+        with self._read() as c:
+            row = c.execute(f"SELECT {_COLS} FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         if row is None:
             raise NotFound(f"no job {job_id!r}", field="job_id")
         return Job._from_row(row)
 
     def get(self, app_name: str, user_id: str, job_id: str) -> Job:
         """The tenant's job; another tenant's is "not found" (nothing leaks)."""
-        row = (
-            self._conn()
-            .execute(
+        with self._read() as c:
+            row = c.execute(
                 f"SELECT {_COLS} FROM jobs WHERE job_id = ? AND app_name = ? AND user_id = ?",
                 (job_id, app_name, user_id),
-            )
-            .fetchone()
-        )
+            ).fetchone()
         if row is None:
             raise NotFound(f"no job {job_id!r} for this user", field="job_id")
         return Job._from_row(row)
 
     def depth(self) -> int:  # queued (retries waiting included) or running
-        return int(
-            self._conn().execute(f"SELECT COUNT(*) FROM jobs WHERE {_PENDING}").fetchone()[0]
-        )
+        with self._read() as c:
+            return int(c.execute(f"SELECT COUNT(*) FROM jobs WHERE {_PENDING}").fetchone()[0])
 
     def next_due(self) -> float | None:
         """When the earliest queued job is due (None: nothing queued)."""
-        row = (
-            self._conn()
-            .execute("SELECT MIN(COALESCE(not_before, 0)) FROM jobs WHERE status = 'queued'")
-            .fetchone()
-        )
+        with self._read() as c:
+            row = c.execute(
+                "SELECT MIN(COALESCE(not_before, 0)) FROM jobs WHERE status = 'queued'"
+            ).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
     def wait(

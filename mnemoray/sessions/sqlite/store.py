@@ -24,8 +24,9 @@ from typing import Any
 from mnemoray.errors import InvalidInput
 from mnemoray.locations import local_location
 from mnemoray.sessions.events import Event
+from mnemoray.sessions.serialized import Prepared, to_json
 from mnemoray.sessions.session import Session
-from mnemoray.sessions.sqlite.rows import MIGRATIONS, SCHEMA, SCHEMA_VERSION, Prepared, to_json
+from mnemoray.sessions.sqlite.rows import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 from mnemoray.sessions.state import merged_state, split_delta
 from mnemoray.sessions.store import SessionStore
 from mnemoray.sessions.types import (

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mnemoray.errors import ConfigError, Conflict, InvalidInput, NotFound, Unavailable
+from mnemoray.memory.ingest.backends import open_job_queue
 from mnemoray.memory.ingest.job import (
     Job,
     PendingBound,
@@ -22,17 +23,20 @@ from mnemoray.memory.ingest.queue import JobQueue
 from mnemoray.memory.ingest.worker import JobWorker
 
 
-@pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "jobs.db"
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each queue in turn: a SQLite file, a fresh database on the test PostgreSQL server."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return str(tmp_path / "store" / "jobs.db")
 
 
-def test_jobs_survive_reopen_in_order(path: Path) -> None:
-    q = JobQueue(path)
+def test_jobs_survive_reopen_in_order(location: str) -> None:
+    q = open_job_queue(location)
     a = q.enqueue("app", "ana", "s1", kind="session_end")
     b = q.enqueue("app", "ana", "s2", kind="add_session", payload={"events": [], "x": "é"})
     q.close()
-    q2 = JobQueue(path)
+    q2 = open_job_queue(location)
     assert q2.get("app", "ana", a.job_id).status == "queued"
     assert q2.depth() == 2
     first, second = q2.claim(), q2.claim()
@@ -41,21 +45,21 @@ def test_jobs_survive_reopen_in_order(path: Path) -> None:
     assert q2.claim() is None
 
 
-def test_running_jobs_go_back_to_queued_on_restart(path: Path) -> None:
-    q = JobQueue(path)
+def test_running_jobs_go_back_to_queued_on_restart(location: str) -> None:
+    q = open_job_queue(location)
     job = q.enqueue("app", "ana", "s1", kind="session_end")
     assert q.claim() is not None  # then the process is killed mid-ingestion
     q.close()
     ran: list[str] = []
-    worker = JobWorker(JobQueue(path), lambda j: ran.append(j.session_id) or 3)
+    worker = JobWorker(open_job_queue(location), lambda j: ran.append(j.session_id) or 3)
     worker.queue.recover()
     done = worker.run_once()
     assert done and done.job_id == job.job_id and done.status == "done"
     assert done.memories_added == 3 and done.attempts == 2 and ran == ["s1"]
 
 
-def test_a_failed_job_keeps_its_input_and_can_be_retried(path: Path) -> None:
-    q = JobQueue(path)
+def test_a_failed_job_keeps_its_input_and_can_be_retried(location: str) -> None:
+    q = open_job_queue(location)
     calls: list[Job] = []
 
     def run(job: Job) -> int:
@@ -77,8 +81,8 @@ def test_a_failed_job_keeps_its_input_and_can_be_retried(path: Path) -> None:
     assert calls[1].payload == {"k": 1} and done.error is None
 
 
-def test_internal_errors_are_not_shown(path: Path) -> None:
-    q = JobQueue(path)
+def test_internal_errors_are_not_shown(location: str) -> None:
+    q = open_job_queue(location)
     q.enqueue("app", "ana", "s1", kind="trigger")
 
     def boom(job: Job) -> int:
@@ -89,8 +93,8 @@ def test_internal_errors_are_not_shown(path: Path) -> None:
     assert "RuntimeError" in failed.error
 
 
-def test_jobs_are_scoped_to_their_tenant(path: Path) -> None:
-    q = JobQueue(path)
+def test_jobs_are_scoped_to_their_tenant(location: str) -> None:
+    q = open_job_queue(location)
     job = q.enqueue("app", "ana", "s1", kind="session_end")
     for app, user in (("app", "bob"), ("other", "ana")):
         with pytest.raises(NotFound):
@@ -105,8 +109,8 @@ def test_jobs_are_scoped_to_their_tenant(path: Path) -> None:
     }
 
 
-def test_the_background_worker_drains_and_wait_returns(path: Path) -> None:
-    q = JobQueue(path)
+def test_the_background_worker_drains_and_wait_returns(location: str) -> None:
+    q = open_job_queue(location)
     finished: list[str] = []
     worker = JobWorker(
         q, lambda j: 1, poll_s=0.05, on_finish=lambda j: finished.append(j.job_id)
@@ -126,15 +130,15 @@ def test_the_background_worker_drains_and_wait_returns(path: Path) -> None:
     )
 
 
-def test_an_inline_job_is_never_claimed_by_the_worker(path: Path) -> None:
-    q = JobQueue(path)
+def test_an_inline_job_is_never_claimed_by_the_worker(location: str) -> None:
+    q = open_job_queue(location)
     job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)
     assert job.status == "running" and q.claim() is None
 
 
 # -- automatic retries ---------------------------------------------------------------------
-def test_a_failed_run_is_retried_with_backoff_then_fails_for_good(path: Path) -> None:
-    q = JobQueue(path)
+def test_a_failed_run_is_retried_with_backoff_then_fails_for_good(location: str) -> None:
+    q = open_job_queue(location)
     calls: list[int] = []
 
     def flaky(job: Job) -> int:
@@ -161,8 +165,8 @@ def test_a_failed_run_is_retried_with_backoff_then_fails_for_good(path: Path) ->
     assert done and done.status == "done" and done.attempts == 4 and done.memories_added == 5
 
 
-def test_a_callers_error_is_not_retried(path: Path) -> None:
-    q = JobQueue(path)
+def test_a_callers_error_is_not_retried(location: str) -> None:
+    q = open_job_queue(location)
     q.enqueue("app", "ana", "s1", kind="add_session", payload={})
 
     def bad(job: Job) -> int:
@@ -172,8 +176,8 @@ def test_a_callers_error_is_not_retried(path: Path) -> None:
     assert failed and failed.status == "failed" and failed.attempts == 1
 
 
-def test_an_inline_run_fails_at_once(path: Path) -> None:
-    q = JobQueue(path)
+def test_an_inline_run_fails_at_once(location: str) -> None:
+    q = open_job_queue(location)
     job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)
 
     def down(job: Job) -> int:
@@ -198,8 +202,8 @@ def test_backoff_doubles_up_to_its_cap() -> None:
         assert exc.value.field == name
 
 
-def test_the_background_worker_retries_until_done(path: Path) -> None:
-    q = JobQueue(path)
+def test_the_background_worker_retries_until_done(location: str) -> None:
+    q = open_job_queue(location)
     finished: list[Job] = []
     failures = [Unavailable("busy"), RuntimeError("flaky")]
 
@@ -232,8 +236,8 @@ def test_the_background_worker_retries_until_done(path: Path) -> None:
     ]
 
 
-def test_a_job_that_keeps_stopping_its_process_fails_on_recovery(path: Path) -> None:
-    q = JobQueue(path)
+def test_a_job_that_keeps_stopping_its_process_fails_on_recovery(location: str) -> None:
+    q = open_job_queue(location)
     job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)  # run 1 of 1
     assert q.recover(max_tries=1) == 0
     failed = q.get("app", "ana", job.job_id)
@@ -241,14 +245,18 @@ def test_a_job_that_keeps_stopping_its_process_fails_on_recovery(path: Path) -> 
 
 
 # -- pruning -------------------------------------------------------------------------------
+def _count(q: JobQueue, sql: str) -> int:
+    with q._read() as c:
+        return int(c.execute(sql).fetchone()[0])
+
+
 def _age(q: JobQueue, job_id: str, seconds: float) -> None:
-    q._conn().execute(
-        "UPDATE jobs SET updated_at = updated_at - ? WHERE job_id = ?", (seconds, job_id)
-    )
+    with q._tx() as c:
+        c.execute("UPDATE jobs SET updated_at = updated_at - ? WHERE job_id = ?", (seconds, job_id))
 
 
-def test_prune_removes_only_old_finished_jobs(path: Path) -> None:
-    q = JobQueue(path)
+def test_prune_removes_only_old_finished_jobs(location: str) -> None:
+    q = open_job_queue(location)
     worker = JobWorker(q, lambda j: 1, retry=RetryPolicy(max_attempts=1))
     old_done, new_done = (q.enqueue("app", "ana", f"d{i}", kind="trigger") for i in range(2))
     for _ in range(2):
@@ -271,8 +279,8 @@ def test_prune_removes_only_old_finished_jobs(path: Path) -> None:
     assert exc.value.field == "statuses"
 
 
-def test_the_worker_prunes_after_the_retention(path: Path) -> None:
-    q = JobQueue(path)
+def test_the_worker_prunes_after_the_retention(location: str) -> None:
+    q = open_job_queue(location)
     worker = JobWorker(
         q, lambda j: 1, poll_s=0.05, retention=RetentionPolicy(retention_s=0, interval_s=0.05)
     ).start()
@@ -281,9 +289,8 @@ def test_the_worker_prunes_after_the_retention(path: Path) -> None:
         worker.notify()
         assert q.wait("app", "ana", job.job_id, timeout_s=5).status == "done"
         deadline = time.monotonic() + 5
-        while (
-            q._conn().execute("SELECT COUNT(*) FROM jobs WHERE status = 'done'").fetchone()[0]
-            and time.monotonic() < deadline
+        while _count(q, "SELECT COUNT(*) FROM jobs WHERE status = 'done'") and (
+            time.monotonic() < deadline
         ):
             with q.changed:
                 q.changed.wait(0.05)
@@ -293,7 +300,8 @@ def test_the_worker_prunes_after_the_retention(path: Path) -> None:
         q.get("app", "ana", job.job_id)
 
 
-def test_a_queue_file_of_the_first_schema_gains_the_new_columns(path: Path) -> None:
+def test_a_queue_file_of_the_first_schema_gains_the_new_columns(tmp_path: Path) -> None:
+    path = tmp_path / "store" / "jobs.db"
     path.parent.mkdir(parents=True)
     with sqlite3.connect(path) as old:
         old.execute(
@@ -337,12 +345,12 @@ def _service_worker(tmp_path: Path, q: JobQueue):
 
 
 def test_forgetting_a_user_cancels_their_queued_jobs_and_drops_their_input(
-    tmp_path: Path, path: Path
+    tmp_path: Path, location: str
 ) -> None:
     from mnemoray.memory.ingest.job import FORGOTTEN
     from tests.support.factories import parrot
 
-    q = JobQueue(path)
+    q = open_job_queue(location)
     svc, worker, ran = _service_worker(tmp_path, q)
     queued = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
     failed = q.enqueue("app", "alice", "s0", kind="add_session", payload={"secret": 1})
@@ -364,11 +372,11 @@ def test_forgetting_a_user_cancels_their_queued_jobs_and_drops_their_input(
     svc.close()
 
 
-def test_a_job_claimed_before_an_erase_writes_nothing(tmp_path: Path, path: Path) -> None:
+def test_a_job_claimed_before_an_erase_writes_nothing(tmp_path: Path, location: str) -> None:
     from mnemoray.memory.ingest.job import FORGOTTEN
     from tests.support.factories import parrot
 
-    q = JobQueue(path)
+    q = open_job_queue(location)
     svc, worker, ran = _service_worker(tmp_path, q)
     mine = q.enqueue("app", "alice", "parrot", kind="add_session", payload=parrot().to_dict())
     kept = q.enqueue("app", "alice", "s2", kind="add_session", payload={"k": 1})
@@ -382,8 +390,8 @@ def test_a_job_claimed_before_an_erase_writes_nothing(tmp_path: Path, path: Path
     svc.close()
 
 
-def test_done_jobs_drop_their_input(path: Path) -> None:
-    q = JobQueue(path)
+def test_done_jobs_drop_their_input(location: str) -> None:
+    q = open_job_queue(location)
     job = q.enqueue("app", "ana", "s1", kind="add_session", payload={"k": 1})
     done = JobWorker(q, lambda j: 1).run_once()
     assert done is not None and done.job_id == job.job_id
@@ -391,8 +399,8 @@ def test_done_jobs_drop_their_input(path: Path) -> None:
 
 
 # -- replicas sharing a queue: only a dead runner's jobs are taken over ----------------
-def test_a_starting_replica_leaves_another_replicas_running_job_alone(path: Path) -> None:
-    live, starting = JobQueue(path), JobQueue(path)
+def test_a_starting_replica_leaves_another_replicas_running_job_alone(location: str) -> None:
+    live, starting = open_job_queue(location), open_job_queue(location)
     job = live.enqueue("app", "ana", "s1", kind="session_end")
     assert live.claim() is not None  # the live replica runs it
     worker = JobWorker(starting, lambda j: 1, poll_s=0.05, stale_after_s=60).start()
@@ -408,16 +416,14 @@ def test_a_starting_replica_leaves_another_replicas_running_job_alone(path: Path
         worker.stop()
 
 
-def test_the_worker_beats_for_the_jobs_it_runs(path: Path) -> None:
-    q = JobQueue(path)
+def test_the_worker_beats_for_the_jobs_it_runs(location: str) -> None:
+    q = open_job_queue(location)
     job = q.enqueue("app", "ana", "s1", kind="session_end", running=True)  # run inline
 
     def heartbeat() -> float:
-        return (
-            q._conn()
-            .execute("SELECT heartbeat FROM jobs WHERE job_id = ?", (job.job_id,))
-            .fetchone()[0]
-        )
+        with q._read() as c:
+            row = c.execute("SELECT heartbeat FROM jobs WHERE job_id = ?", (job.job_id,))
+            return float(row.fetchone()[0])
 
     first = heartbeat()
     worker = JobWorker(q, lambda j: 1, heartbeat_s=0.05).start()
@@ -440,8 +446,8 @@ def test_a_queue_refuses_a_url_instead_of_making_a_file_of_it(
 
 
 # -- what one submitter may have pending ------------------------------------------------
-def test_a_submitter_past_its_pending_jobs_is_refused_and_others_are_not(path: Path) -> None:
-    q = JobQueue(path)
+def test_a_submitter_past_its_pending_jobs_is_refused_and_others_are_not(location: str) -> None:
+    q = open_job_queue(location)
     bound = PendingBound(jobs=2, chars=1_000)
     first = q.enqueue(
         "app", "ana", "s1", kind="add_session", payload={}, submitter="key:a", bound=bound
@@ -470,8 +476,8 @@ def test_a_submitter_past_its_pending_jobs_is_refused_and_others_are_not(path: P
     assert q.pending("key:a") == (2, 4)
 
 
-def test_a_submitter_past_its_pending_characters_is_refused(path: Path) -> None:
-    q = JobQueue(path)
+def test_a_submitter_past_its_pending_characters_is_refused(location: str) -> None:
+    q = open_job_queue(location)
     bound = PendingBound(jobs=10, chars=100)
     big = {"events": [{"text": "x" * 60}]}
     q.enqueue("app", "ana", "s1", kind="add_session", payload=big, submitter="local", bound=bound)
