@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mnemoray.errors import ConfigError
-from mnemoray.postgres.pool import SCHEMA
 
+#: The PostgreSQL schema (namespace) that holds every table the project makes.
+SCHEMA = "mnemoray"
 _LOCK = zlib.crc32(b"mnemoray:schema")
 _VERSIONS = """CREATE TABLE IF NOT EXISTS schema_versions (
     component  text PRIMARY KEY,

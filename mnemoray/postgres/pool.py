@@ -15,9 +15,8 @@ from typing import Any
 
 from mnemoray.errors import ConfigError, Unavailable
 from mnemoray.locations import shown, url_scheme
+from mnemoray.postgres.migrations import SCHEMA, Migrations
 
-#: The PostgreSQL schema (namespace) that holds every table the project makes.
-SCHEMA = "mnemoray"
 #: The URL schemes a PostgreSQL location may have (libpq accepts both).
 SCHEMES = ("postgresql", "postgres")
 
@@ -28,10 +27,17 @@ def is_postgres_url(location: str | os.PathLike[str]) -> bool:
 
 
 def open_pool(
-    url: str, *, field: str, min_size: int = 1, max_size: int = 8, timeout_s: float = 30.0
+    url: str,
+    *,
+    field: str,
+    migrations: Migrations | None = None,
+    min_size: int = 1,
+    max_size: int = 8,
+    timeout_s: float = 30.0,
 ) -> Any:
     """An open ``psycopg_pool.ConnectionPool`` for ``url``, its first connection made (a
-    wrong host or password fails here, not on the first request)."""
+    wrong host or password fails here, not on the first request), and ``migrations``
+    applied through it (a failed one closes the pool)."""
     if not is_postgres_url(url):
         raise ConfigError(f"{shown(url)} is not a postgresql:// URL", field=field)
     try:
@@ -63,4 +69,11 @@ def open_pool(
         raise Unavailable(
             f"cannot connect to {shown(url)} within {timeout_s:g} s", field=field
         ) from exc
+    if migrations is not None:
+        try:
+            with pool.connection() as conn:
+                migrations.apply(conn, field=field)
+        except BaseException:
+            pool.close()
+            raise
     return pool

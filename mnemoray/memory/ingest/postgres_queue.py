@@ -81,13 +81,13 @@ class PostgresJobQueue(JobQueue):
         self.path = url
         self.changed = threading.Condition()
         self.owner = uuid.uuid4().hex
-        self._pool = open_pool(url, field="jobs", max_size=pool_size, timeout_s=connect_timeout_s)
-        try:
-            with self._pool.connection() as conn:
-                MIGRATIONS.apply(conn, field="jobs")
-        except BaseException:
-            self._pool.close()
-            raise
+        self._pool = open_pool(
+            url,
+            field="jobs",
+            migrations=MIGRATIONS,
+            max_size=pool_size,
+            timeout_s=connect_timeout_s,
+        )
 
     def __repr__(self) -> str:
         return f"PostgresJobQueue({shown(self.path)!r})"

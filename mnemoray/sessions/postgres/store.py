@@ -49,15 +49,13 @@ class PostgresSessionStore(SessionStore):
         super().__init__()
         self.url = url
         self._pool = open_pool(
-            url, field="sessions", max_size=pool_size, timeout_s=connect_timeout_s
+            url,
+            field="sessions",
+            migrations=MIGRATIONS,
+            max_size=pool_size,
+            timeout_s=connect_timeout_s,
         )
         self._closed = False
-        try:
-            with self._pool.connection() as conn:
-                MIGRATIONS.apply(conn, field="sessions")
-        except BaseException:
-            self._pool.close()
-            raise
 
     def __repr__(self) -> str:
         return f"PostgresSessionStore({shown(self.url)!r})"
