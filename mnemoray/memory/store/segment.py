@@ -93,8 +93,32 @@ def write_segment_table(
     return SegmentEntry(name=name, rows=table.num_rows, version=0, index=kind)
 
 
+# Up to this many rows, tenant ranges are found in Python: a polars frame costs more to
+# build than a small (online) segment has rows to scan.
+SMALL_TABLE_ROWS = 512
+
+
+def _small_ranges(table: pa.Table) -> tuple[dict[Tenant, Range], dict[str, Range]]:
+    apps = table["app_name"].to_pylist()
+    users = table["user_id"].to_pylist()
+    ranges: dict[Tenant, Range] = {}
+    app_ranges: dict[str, Range] = {}
+    for spans, keys in ((ranges, list(zip(apps, users, strict=True))), (app_ranges, apps)):
+        start = 0
+        for row in range(1, len(keys) + 1):
+            if row == len(keys) or keys[row] != keys[start]:
+                if keys[start] in spans:
+                    names = "app_name, user_id" if spans is ranges else "app_name"
+                    raise StoreCorrupt(f"segment rows are not sorted by {names}")
+                spans[keys[start]] = (start, row)  # type: ignore[index]
+                start = row
+    return ranges, app_ranges
+
+
 def tenant_ranges(table: pa.Table) -> tuple[dict[Tenant, Range], dict[str, Range]]:
     """Contiguous [start, end) row range of every (app, user) and every app."""
+    if table.num_rows <= SMALL_TABLE_ROWS:
+        return _small_ranges(table)
     frame = pl.from_arrow(table.select(["app_name", "user_id"]))
     assert isinstance(frame, pl.DataFrame)  # a Table gives a DataFrame
     frame = frame.with_row_index("row")
