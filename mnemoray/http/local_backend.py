@@ -20,7 +20,7 @@ import numpy as np
 
 from mnemoray.http.metrics import Metrics
 from mnemoray.http.models import local_embedder, local_summarizer
-from mnemoray.http.parts import ReplicaParts, build_parts, recall_hook
+from mnemoray.http.parts import IO_THREADS, ReplicaParts, build_parts, recall_hook
 from mnemoray.settings.serve import ServeSettings, parse_settings
 
 
@@ -34,7 +34,7 @@ class LocalBackend:
 
     def __init__(self, settings: Mapping[str, Any] | ServeSettings) -> None:
         s = self.settings = parse_settings(settings)
-        self.io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mnemoray-io")
+        self.io_pool = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="mnemoray-io")
         # One thread for the query encoder: encodes never block the event loop.
         self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
         # build_parts stops what it started if it fails; past it, close() does. Queries

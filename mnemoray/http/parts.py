@@ -41,6 +41,8 @@ from mnemoray.memory.records.agent_names import memory_view
 from mnemoray.memory.service.json_ops import MemoryOps
 from mnemoray.memory.service.service import MemoryService
 from mnemoray.memory.store.manifest import read_manifest
+from mnemoray.memory.store.ops.background_merge import BackgroundMerge
+from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.memory.store.protocol import MemoryBackend, open_backend
 from mnemoray.memory.store.reload import SnapshotReloader
 from mnemoray.profiles.reads import profile_over
@@ -48,6 +50,11 @@ from mnemoray.sessions.backends import open_session_store
 from mnemoray.sessions.store import SessionStore
 from mnemoray.settings.serve import ServeSettings
 from mnemoray.summarizers.base import Summarizer
+
+#: Threads for a server's blocking work (SQLite, Parquet, artifacts, compile). Enough that
+#: the writes waiting for a commit can queue behind it and share the next
+#: (:mod:`mnemoray.memory.service.group_commit`); the waiting ones use no CPU.
+IO_THREADS = 16
 
 MemoryOpSync = Callable[..., Any]
 EmbedQuery = Callable[[str], Awaitable[np.ndarray]]
@@ -288,6 +295,12 @@ def open_service(
         service.memory_prompt = s.compaction.memory_prompt_for  # per-app prompts
         service.summarize_for = s.ingestion.summarize_for  # per app (raw chunks)
         service.scopes = s.scopes.policy  # agent-only memories, cross-app sharing
+        if isinstance(store, MemoryStore) and s.writes.merge_after_segments:
+            service.merge = BackgroundMerge(
+                store,
+                after_segments=s.writes.merge_after_segments,
+                small_rows=s.writes.small_segment_rows,
+            )
         webhook = attach_webhook(service, s.hooks)
         return service, (attach_hygiene(service, s.hygiene), webhook)  # limits, usage
     except BaseException:
@@ -373,4 +386,4 @@ def build_parts(
         raise
 
 
-__all__ = ["ReplicaParts", "build_parts", "recall_hook", "open_service", "run_all"]
+__all__ = ["IO_THREADS", "ReplicaParts", "build_parts", "recall_hook", "open_service", "run_all"]

@@ -39,7 +39,7 @@ from mnemoray.http.app import build_api, http_config
 from mnemoray.http.auth import ApiKeys
 from mnemoray.http.connection_guard import connection_limits
 from mnemoray.http.memory import call_on_loop
-from mnemoray.http.parts import build_parts, recall_hook
+from mnemoray.http.parts import IO_THREADS, build_parts, recall_hook
 from mnemoray.memory.service import app_recall
 from mnemoray.memory.service.json_ops import MemoryOps
 from mnemoray.memory.service.service import MemoryService
@@ -114,7 +114,7 @@ class MemoryIngress:
                 "127.0.0.1)"
             )
         # Blocking I/O (SQLite, Parquet, artifacts, compile); never the query encoder.
-        self.io_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mnemoray-io")
+        self.io_pool = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="mnemoray-io")
         # With encode_in_loop off: one thread for the query encoder (batches are serial,
         # torch/ORT use their own intra-op threads; the loop stays free meanwhile).
         self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")

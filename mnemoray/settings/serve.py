@@ -59,6 +59,7 @@ from mnemoray.settings.serve_groups import (
     ModelSettings,
     ServerSettings,
     StrictModel,
+    WriteSettings,
     direct_ingress_as_ingress,
 )
 
@@ -87,6 +88,7 @@ class ServeSettings(StrictModel):
     hygiene: HygieneSettings = Field(default_factory=HygieneSettings)  # limits, consolidation
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     scopes: ScopeSettings = Field(default_factory=ScopeSettings)  # agents, sharing
+    writes: WriteSettings = Field(default_factory=WriteSettings)  # background merge
 
     @field_validator("store")
     @classmethod

@@ -21,6 +21,7 @@ from mnemoray.artifacts.offload import DEFAULT_THRESHOLD_BYTES
 from mnemoray.limits import MAX_SYNC_EMBED_CHARS
 from mnemoray.locations import local_location
 from mnemoray.memory.ingest.triggers import TriggerConfig
+from mnemoray.memory.store.ops.background_merge import DEFAULT_AFTER_SEGMENTS, DEFAULT_SMALL_ROWS
 from mnemoray.postgres import is_postgres_url
 from mnemoray.sessions.backends import SUPPORTED as SESSIONS
 from mnemoray.settings.jobs import JobSettings
@@ -183,6 +184,28 @@ class AppIngestionSettings(StrictModel):
     """One app's overrides of how its sessions become memories."""
 
     summarize: bool | None = Field(None, description="override of ingestion.summarize")
+
+
+class WriteSettings(StrictModel):
+    """How the server keeps online writes' segments few
+    (``mnemoray.memory.store.ops.background_merge``)."""
+
+    merge_after_segments: int = Field(
+        DEFAULT_AFTER_SEGMENTS,
+        ge=0,
+        description="small segments in one shard that start a background merge (0: never; "
+        "then only `mnemoray compact` merges them)",
+    )
+    small_segment_rows: int = Field(
+        DEFAULT_SMALL_ROWS, ge=1, description="a segment under this many rows counts as small"
+    )
+
+    @field_validator("merge_after_segments")
+    @classmethod
+    def _not_one(cls, v: int) -> int:
+        if v == 1:
+            raise ValueError("1 would merge a lone segment into itself: use 0 (never) or >= 2")
+        return v
 
 
 class IngestionSettings(StrictModel):

@@ -37,9 +37,11 @@ from mnemoray.memory.records.filters import RecallFilters, event_span
 from mnemoray.memory.records.record import Memory
 from mnemoray.memory.service import forget_query
 from mnemoray.memory.service.graph_reads import DEFAULT_LIMIT, GraphAnswer, GraphReads
+from mnemoray.memory.service.group_commit import GroupCommit
 from mnemoray.memory.service.hooks import Hook, MemoryEvent, MemoryHooks, emit_memories
 from mnemoray.memory.service.lifecycle import MemoryLifecycle
 from mnemoray.memory.store.layout import shard_of
+from mnemoray.memory.store.ops.background_merge import BackgroundMerge
 from mnemoray.memory.store.protocol import MemoryBackend, open_backend
 from mnemoray.memory.store.reload import SnapshotReloader
 from mnemoray.memory.store.scopes import (
@@ -174,6 +176,10 @@ class MemoryService:
         self.reloader = reloader or SnapshotReloader(store.load, store.root, stamp=store.stamp)
         self.query_cache = query_cache if query_cache is not None else QueryVectorCache()
         self._write_lock = threading.Lock()
+        self._adds = GroupCommit(self._commit_adds)
+        # Merges the small segments online writes leave (a server sets one; None: only
+        # ``mnemoray compact`` merges them).
+        self.merge: BackgroundMerge | None = None
         self.hooks = hooks if hooks is not None else MemoryHooks()
         # app_name -> the summarizer's prompt for its memories (None: the default).
         self.memory_prompt: Callable[[str], str | None] = lambda _app: None
@@ -219,6 +225,8 @@ class MemoryService:
         return self._app_retrievers.get(app_name, self.retriever)
 
     def close(self) -> None:
+        if self.merge is not None:
+            self.merge.stop()
         self.reloader.stop()
         self.hooks.stop()
 
@@ -336,9 +344,11 @@ class MemoryService:
         the ones really written (not those already stored or repeated in ``memories``).
         ``actor``: who added them (passed to ``on_memory_created`` hooks).
 
-        They are embedded before the write lock is taken: the lock covers the commit
-        only, whose store checks (a stored copy, an id with other content) are the ones
-        that decide, so two adds of one memory at once still store it once."""
+        Adds that arrive while a commit runs share the next one (:mod:`.group_commit`);
+        each returns once the commit holding its memories is durable. Each add is embedded
+        on its caller's thread first, so a slow embed delays no one else's commit. The
+        store checks at commit (a stored copy, an id with other content) decide, so two
+        adds of one memory at once still store it once."""
         memories = list(memories)
         for i, m in enumerate(memories):
             if not isinstance(m, Memory):
@@ -349,11 +359,20 @@ class MemoryService:
             ]
         else:
             memories = embed_memories(memories, self.embedder, group_chars=EMBED_GROUP_CHARS)
+        try:
+            written = self._adds.submit(memories)
+        finally:
+            # Read-your-writes: this caller's next read sees its commit. After the group's
+            # commit, not in it: the next group commits meanwhile (one caller loads, the
+            # others find the snapshot loaded).
+            self.reloader.refresh()
+        emit_memories(self.hooks, "on_memory_created", written, actor=actor)
+        return written
+
+    def _commit_adds(self, memories: list[Memory]) -> list[Memory]:
+        """One group commit of online adds (:attr:`_adds`), under the write lock."""
         with self._write_lock:
-            try:
-                return self._write(memories, [], index_kind="flat", actor=actor)
-            finally:
-                self.reloader.refresh()
+            return self._write(memories, [], index_kind="flat", emit=False)
 
     def _write(
         self,
@@ -362,6 +381,7 @@ class MemoryService:
         index_kind: str = "auto",
         actor: str = "",
         graph: Sequence[tuple[str, Any]] = (),
+        emit: bool = True,
     ) -> list[Memory]:
         extra: dict[str, Any] = {"graph": graph} if graph else {}  # only a Parquet store takes one
         if not memories:
@@ -380,6 +400,8 @@ class MemoryService:
             summarizer=getattr(self.summarizer, "name", None),
             **extra,
         )
+        if self.merge is not None and result.segments:
+            self.merge.poke()
         log.debug(
             "memory write: %d rows, %d skipped, version %d",
             result.written,
@@ -393,7 +415,8 @@ class MemoryService:
             if m.content_hash in written:
                 written.discard(m.content_hash)
                 out.append(replace(m, shard=shard_of(m.app_name, m.user_id, shards)))
-        emit_memories(self.hooks, "on_memory_created", out, actor=actor)
+        if emit:
+            emit_memories(self.hooks, "on_memory_created", out, actor=actor)
         return out
 
     def _written_hashes(self, result: WriteResult) -> set[str]:

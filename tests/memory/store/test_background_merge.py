@@ -1,0 +1,84 @@
+"""The background merge of online segments: a shard past its small-segment count is
+merged (the merge of ``mnemoray compact``), large segments are left alone, recall keeps
+every memory. Keyword-only stores (no model loaded)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from mnemoray.errors import ConfigError
+from mnemoray.memory.records.record import Memory
+from mnemoray.memory.service.service import MemoryService
+from mnemoray.memory.store.ops.background_merge import BackgroundMerge, small_segments
+from mnemoray.memory.store.parquet.store import MemoryStore
+from mnemoray.settings.serve import SettingsError, parse_settings
+from mnemoray.summarizers.extractive import ExtractiveSummarizer
+
+
+def _note(i: int, user: str = "alice") -> Memory:
+    return Memory("app", user, "online", "fact", f"note {i} about item{i}", created_at=1000.0 + i)
+
+
+def test_a_shard_past_its_count_is_merged_and_keeps_every_memory(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "s", 1)
+    merge = BackgroundMerge(store, after_segments=4, small_rows=100)
+    try:
+        for i in range(3):
+            store.add([_note(i)])
+        assert not merge.due() and merge.merge_now() is None
+        store.add([_note(3)])
+        assert merge.due()
+        report = merge.merge_now()
+        assert report is not None and report.changed
+        assert small_segments(store.manifest(), 100) == [1]
+        assert sorted(m.text for m in store.load().iter_memories()) == [
+            f"note {i} about item{i}" for i in range(4)
+        ]
+    finally:
+        merge.stop()
+
+
+def test_segments_at_or_over_small_rows_are_left_alone(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "s", 1)
+    store.add([_note(i) for i in range(10)])  # one segment of 10 rows: not small at 10
+    big = store.manifest().segments[0][0].name
+    merge = BackgroundMerge(store, after_segments=2, small_rows=10)
+    try:
+        store.add([_note(10)])
+        store.add([_note(11)])
+        assert merge.merge_now() is not None
+        names = [e.name for e in store.manifest().segments[0]]
+        assert big in names and len(names) == 2  # the large one, and the two small merged
+    finally:
+        merge.stop()
+
+
+def test_the_service_merges_online_writes_in_the_background(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "s", 2)
+    service = MemoryService(store, None, ExtractiveSummarizer())
+    service.merge = BackgroundMerge(store, after_segments=3, small_rows=1000)
+    try:
+        for i in range(20):
+            service.add_memories([_note(i, user=f"u{i % 4}")])
+        deadline = time.monotonic() + 20
+        while service.merge.due() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert max(small_segments(store.manifest(), 1000)) < 3
+        assert service.merge.merges >= 1 and service.merge.failures == 0
+        found = service.search("app", "u1", "item5", mode="keyword")
+        assert [r.memory.text for r in found][:1] == ["note 5 about item5"]
+    finally:
+        service.close()
+    assert not service.merge._thread.is_alive()
+
+
+def test_bad_settings_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="at least 2"):
+        BackgroundMerge(MemoryStore(tmp_path / "s", 1), after_segments=1)
+    with pytest.raises(SettingsError, match="merge_after_segments"):
+        parse_settings({"store": str(tmp_path / "s"), "writes": {"merge_after_segments": 1}})
+    ok = parse_settings({"store": str(tmp_path / "s"), "writes": {"merge_after_segments": 0}})
+    assert ok.writes.merge_after_segments == 0
