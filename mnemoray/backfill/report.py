@@ -8,6 +8,7 @@ from typing import Any
 
 from mnemoray.backfill.busy import CPU, WALL, Busy
 from mnemoray.backfill.commit import Chunk
+from mnemoray.backfill.placement import ACTORS, actor_rows, merge_actors
 from mnemoray.memory.store.writes import WriteResult
 
 COUNTS = (
@@ -98,6 +99,9 @@ class BackfillReport:
     commit_share_by_wall: dict[str, float] = field(default_factory=dict)
     # Settings the config left open, as the engine chose them (Ray Data: ``workers``).
     resolved: dict[str, Any] = field(default_factory=dict)
+    # Ray Data: each distill and embed actor, the node it ran on and the sessions it
+    # handled (``mnemoray.backfill.placement``); empty in process.
+    actors: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,6 +128,7 @@ class Tally:
         self.summarizer: str | None = None
         self.done = 0  # sessions accounted for (what progress shows)
         self.points: list[CommitPoint] = []
+        self.actors: dict[str, dict[str, Any]] = {}
 
     def add(self, chunk: Chunk, result: WriteResult, commit: Busy, at_s: float) -> None:
         """Count ``chunk``, committed as ``result`` since ``commit`` started, ``at_s``
@@ -131,6 +136,7 @@ class Tally:
         stats = chunk.stats
         self.summarizer = stats.get("summarizer") or self.summarizer
         self.resolved.update(stats.get("resolved") or {})
+        self.actors = merge_actors([self.actors, stats.get(ACTORS)])
         commit_s, commit_cpu = commit.elapsed()
         for totals, key, secs_commit in (
             (self.stages, WALL, commit_s),
@@ -208,6 +214,7 @@ class Tally:
             resolved=dict(self.resolved),
             report_path=report_path,
             ledger_hits=c["ledger_hits"],
+            actors=actor_rows(self.actors),
             **self.timeline(seconds),
         )
 

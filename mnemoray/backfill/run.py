@@ -17,6 +17,7 @@ from mnemoray.backfill.archive import estimate_rows
 from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.commit import Chunk
 from mnemoray.backfill.config import BackfillConfig
+from mnemoray.backfill.placement import actor_rows
 from mnemoray.backfill.report import BackfillReport, Tally
 from mnemoray.memory.store.protocol import MemoryBackend, open_backend
 from mnemoray.memory.store.runs import Progress, RunRecorder
@@ -86,15 +87,26 @@ def backfill(
                 manifest_version=result.version,
                 stage_cpu_seconds=tally.cpu_seconds(),
                 resolved=tally.resolved,
+                actors=actor_rows(tally.actors),
                 **tally.timeline(recorder.seconds),
             )
             progress.update(tally.progress, tally.line())
     except KeyboardInterrupt:
-        recorder.update(tally.counts, tally.stages, **tally.timeline(recorder.seconds))
+        recorder.update(
+            tally.counts,
+            tally.stages,
+            actors=actor_rows(tally.actors),
+            **tally.timeline(recorder.seconds),
+        )
         recorder.finish("interrupted")
         raise
     except BaseException as exc:
-        recorder.update(tally.counts, tally.stages, **tally.timeline(recorder.seconds))
+        recorder.update(
+            tally.counts,
+            tally.stages,
+            actors=actor_rows(tally.actors),
+            **tally.timeline(recorder.seconds),
+        )
         recorder.finish("failed", f"{type(exc).__name__}: {exc}")
         raise
     finally:
@@ -109,6 +121,7 @@ def backfill(
         tally.stages,
         stage_cpu_seconds=tally.cpu_seconds(),
         resolved=tally.resolved,
+        actors=actor_rows(tally.actors),
         **tally.timeline(seconds),
     )
     path = recorder.finish("succeeded")

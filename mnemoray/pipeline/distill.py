@@ -17,6 +17,7 @@ from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.steps import distill_sessions
 from mnemoray.memory.store.protocol import open_backend
 from mnemoray.memory.store.scopes import ScopePolicy
+from mnemoray.pipeline.placement import actor_tally
 from mnemoray.pipeline.rows import lighten, pack, unpack
 from mnemoray.summarizers import get_summarizer
 
@@ -64,6 +65,7 @@ class Distill:
                     "quarantined": len(bad),
                     **busy.tally("distill"),
                     "summarizer": getattr(self.summarizer, "name", None),
+                    **actor_tally("distill", len(items)),
                 },
             ],
         )

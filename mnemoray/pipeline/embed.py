@@ -18,6 +18,7 @@ from mnemoray.backfill.busy import Busy
 from mnemoray.backfill.steps import embed_sessions
 from mnemoray.embedders import Embedder, EmbedderError, EmbedderSpec, open_embedder
 from mnemoray.memory.store.protocol import open_backend
+from mnemoray.pipeline.placement import actor_tally
 from mnemoray.pipeline.rows import pack, unpack
 
 
@@ -66,8 +67,9 @@ class Embed:
     def __call__(self, batch: pa.Table) -> pa.Table:
         busy = Busy()
         items, stats, _ = unpack(batch)
+        placed = actor_tally("embed", len(items))
         if not any(item.memories for item in items):
-            return pack(items, [*stats, busy.tally("embed")])
+            return pack(items, [*stats, {**busy.tally("embed"), **placed}])
         embedder = self.embedder
         device = getattr(embedder, "stats", None)  # the GPU embedder times its device
         device_before = device.device_s if device is not None else 0.0
@@ -75,4 +77,4 @@ class Embed:
         tally = busy.tally("embed")
         if device is not None:  # the run report's "embed_device": how busy the GPU was
             tally["seconds"]["embed_device"] = device.device_s - device_before
-        return pack(done, [*stats, tally], model=embedder.model_id, dim=embedder.dim)
+        return pack(done, [*stats, {**tally, **placed}], model=embedder.model_id, dim=embedder.dim)

@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from mnemoray.backfill.busy import CPU, WALL
+from mnemoray.backfill.placement import ACTORS, merge_actors
 from mnemoray.backfill.steps import SessionItem
 from mnemoray.sessions.session import Session
 
@@ -38,7 +39,9 @@ COUNTS = ("read", "skipped", "ledger_hits", "quarantined")
 
 
 def merge_stats(stats: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Sum counts and per-stage wall and CPU seconds; keep the last summarizer name seen."""
+    """Sum counts and per-stage wall and CPU seconds; keep the last summarizer name seen;
+    fold the actors' placement (:mod:`mnemoray.backfill.placement`)."""
+    stats = list(stats)
     out: dict[str, Any] = {k: 0 for k in COUNTS}
     busy: dict[str, dict[str, float]] = {WALL: {}, CPU: {}}
     for s in stats:
@@ -50,6 +53,9 @@ def merge_stats(stats: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         if s.get("summarizer"):
             out["summarizer"] = s["summarizer"]
     out.update(busy)
+    actors = merge_actors(s.get(ACTORS) for s in stats)
+    if actors:
+        out[ACTORS] = actors
     return out
 
 
