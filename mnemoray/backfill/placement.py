@@ -15,7 +15,7 @@ ACTORS = "actors"
 
 
 def merge_actors(tallies: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, Any]]:
-    """The ``actors`` entries of ``tallies`` in one: sessions summed per actor."""
+    """The ``actors`` entries of ``tallies`` in one: sessions summed per actor and node."""
     out: dict[str, dict[str, Any]] = {}
     for tally in tallies:
         for actor, did in (tally or {}).items():
@@ -28,8 +28,13 @@ def actor_rows(actors: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The report's list: one row per actor (stage, actor, node, sessions), by stage."""
     return sorted(
         (
-            {"stage": d["stage"], "actor": a, "node": d["node"], "sessions": d["sessions"]}
-            for a, d in actors.items()
+            {
+                "stage": d["stage"],
+                "actor": d.get("actor", key),
+                "node": d["node"],
+                "sessions": d["sessions"],
+            }
+            for key, d in actors.items()
         ),
         key=lambda r: (r["stage"], r["node"], r["actor"]),
     )

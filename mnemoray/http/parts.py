@@ -295,7 +295,12 @@ def open_service(
         service.memory_prompt = s.compaction.memory_prompt_for  # per-app prompts
         service.summarize_for = s.ingestion.summarize_for  # per app (raw chunks)
         service.scopes = s.scopes.policy  # agent-only memories, cross-app sharing
-        if isinstance(store, MemoryStore) and s.writes.merge_after_segments:
+        # A store of some shards only (an Index deployment's) never merges the whole one.
+        if (
+            isinstance(store, MemoryStore)
+            and store.load_shards is None
+            and s.writes.merge_after_segments
+        ):
             service.merge = BackgroundMerge(
                 store,
                 after_segments=s.writes.merge_after_segments,

@@ -9,7 +9,8 @@ from mnemoray.backfill.placement import ACTORS
 
 
 def actor_tally(stage: str, sessions: int) -> dict[str, Any]:
-    """``{"actors": {actor id: {stage, node, sessions}}}`` for the calling actor; ``{}``
+    """``{"actors": {"actor@node": {stage, actor, node, sessions}}}`` for the calling actor;
+    ``{}``
     when not called in one (a stage run in process, as tests do)."""
     import ray  # the ``ray`` extra: only Ray Data calls the stages that call this
 
@@ -19,4 +20,10 @@ def actor_tally(stage: str, sessions: int) -> dict[str, Any]:
     actor = ctx.get_actor_id()
     if actor is None:
         return {}
-    return {ACTORS: {actor: {"stage": stage, "node": ctx.get_node_id(), "sessions": sessions}}}
+    node = ctx.get_node_id()
+    # Keyed by actor and node: a restarted actor keeps its id on another node.
+    return {
+        ACTORS: {
+            f"{actor}@{node}": {"stage": stage, "actor": actor, "node": node, "sessions": sessions}
+        }
+    }

@@ -21,7 +21,7 @@ from mnemoray.artifacts.offload import DEFAULT_THRESHOLD_BYTES
 from mnemoray.limits import MAX_SYNC_EMBED_CHARS
 from mnemoray.locations import local_location
 from mnemoray.memory.ingest.triggers import TriggerConfig
-from mnemoray.memory.store.ops.background_merge import DEFAULT_AFTER_SEGMENTS, DEFAULT_SMALL_ROWS
+from mnemoray.memory.store.ops.merge_policy import DEFAULT_AFTER_SEGMENTS, DEFAULT_SMALL_ROWS
 from mnemoray.postgres import is_postgres_url
 from mnemoray.sessions.backends import SUPPORTED as SESSIONS
 from mnemoray.settings.jobs import JobSettings

@@ -157,6 +157,7 @@ def part_node_loss(
     removed_after = (
         read_manifest(store).ledger_sessions if (store / "manifest.json").exists() else 0
     )
+    outcome["running_at_removal"] = thread.is_alive()
     cluster.remove_node(workers.pop("node_b"), allow_graceful=False)
     thread.join(300)
     if thread.is_alive():

@@ -18,11 +18,18 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from mnemoray.errors import Unavailable
 from mnemoray.memory.records.record import Memory
 
 #: Commits ``memories`` (embedding what has no vector), returns the rows written:
 #: each written content hash once.
 CommitMemories = Callable[[list[Memory]], list[Memory]]
+
+
+class CommitInterrupted(Unavailable):
+    """The commit holding these memories was interrupted (the leading thread got a
+    KeyboardInterrupt or SystemExit): they may or may not be stored; adding them again is
+    safe (a stored copy is skipped)."""
 
 
 @dataclass(eq=False)
@@ -61,6 +68,12 @@ class GroupCommit:
                 self._run(batch)
             finally:
                 with self._cond:
+                    # Interrupted (KeyboardInterrupt, SystemExit): the rest of the batch
+                    # learns it was not committed; the leader raises the interruption.
+                    for w in batch:
+                        if not w.done:
+                            w.error = CommitInterrupted("the commit was interrupted")
+                            w.done = True
                     self._committing = False
                     self._cond.notify_all()
         if me.error is not None:
@@ -73,11 +86,10 @@ class GroupCommit:
             self.batched += len(batch)
         try:
             written = self._commit([m for w in batch for m in w.memories])
-        except BaseException as exc:
-            if len(batch) == 1 or not isinstance(exc, Exception):
-                for w in batch:
-                    w.error, w.done = exc, True
-                raise
+        except Exception as exc:
+            if len(batch) == 1:
+                batch[0].error, batch[0].done = exc, True
+                return
             # Whose memories failed it: each alone (nothing was published, see the store).
             for w in batch:
                 try:

@@ -400,8 +400,6 @@ class MemoryService:
             summarizer=getattr(self.summarizer, "name", None),
             **extra,
         )
-        if self.merge is not None and result.segments:
-            self.merge.poke()
         log.debug(
             "memory write: %d rows, %d skipped, version %d",
             result.written,
@@ -417,6 +415,8 @@ class MemoryService:
                 out.append(replace(m, shard=shard_of(m.app_name, m.user_id, shards)))
         if emit:
             emit_memories(self.hooks, "on_memory_created", out, actor=actor)
+        if self.merge is not None and result.segments:
+            self.merge.poke()  # once the written rows are read back (they may be merged next)
         return out
 
     def _written_hashes(self, result: WriteResult) -> set[str]:

@@ -11,6 +11,7 @@ import pytest
 
 from mnemoray.errors import StoreError
 from mnemoray.memory.records.record import Memory
+from mnemoray.memory.service.group_commit import CommitInterrupted
 from mnemoray.memory.service.service import MemoryService
 from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.summarizers.extractive import ExtractiveSummarizer
@@ -134,3 +135,41 @@ def test_hooks_see_each_add_with_its_own_actor(tmp_path: Path) -> None:
             f.result(10)
     service.hooks.stop()
     assert sorted(seen) == [(f"a{i}", (f"id{i}",)) for i in range(6)]
+
+
+def test_an_interrupted_commit_fails_the_whole_group_clearly(tmp_path: Path) -> None:
+    """A commit interrupted in the leading thread (KeyboardInterrupt) answers every other
+    caller of its group with CommitInterrupted (503), never an empty success."""
+    service = _service(tmp_path / "s")
+    started, release = _held_first_commit(service)
+    commit = service._adds._commit
+    calls = [0]
+
+    def interrupting(memories: list[Memory]) -> list[Memory]:
+        calls[0] += 1
+        if calls[0] == 2:  # the group's commit
+            raise KeyboardInterrupt
+        return commit(memories)
+
+    service._adds._commit = interrupting
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(service.add_memories, [_note("u0", "warm up")])
+        assert started.wait(10)
+        queued = [
+            pool.submit(service.add_memories, [_note(f"u{i}", f"note {i}")]) for i in (1, 2, 3)
+        ]
+        _wait_queued(service, 3)
+        release.set()
+        first.result(10)
+        outcomes = []
+        for f in queued:
+            try:
+                outcomes.append(f.result(10))
+            except BaseException as exc:  # noqa: BLE001 - what each caller got
+                outcomes.append(exc)
+    assert sum(isinstance(o, KeyboardInterrupt) for o in outcomes) == 1  # the leader's
+    interrupted = [o for o in outcomes if isinstance(o, CommitInterrupted)]
+    assert len(interrupted) == 2 and all(o.status == 503 for o in interrupted)
+    assert not [o for o in outcomes if isinstance(o, list)]  # no caller told "unchanged"
+    # The service goes on: the next add commits.
+    assert [m.text for m in service.add_memories([_note("u9", "after")])] == ["after"]

@@ -12,6 +12,7 @@ import pytest
 from mnemoray.errors import ConfigError
 from mnemoray.memory.records.record import Memory
 from mnemoray.memory.service.service import MemoryService
+from mnemoray.memory.store.layout import parquet_path, shard_of
 from mnemoray.memory.store.ops.background_merge import BackgroundMerge, small_segments
 from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.settings.serve import SettingsError, parse_settings
@@ -35,6 +36,15 @@ def test_a_shard_past_its_count_is_merged_and_keeps_every_memory(tmp_path: Path)
         assert report is not None and report.changed
         assert small_segments(store.manifest(), 100) == [1]
         assert sorted(m.text for m in store.load().iter_memories()) == [
+            f"note {i} about item{i}" for i in range(4)
+        ]
+        # The replaced files stay for their grace (a reader may still open them), then go.
+        replaced = [parquet_path(store.root, 0, n) for n in report.shards[0].merged]
+        assert all(p.is_file() for p in replaced)
+        assert merge.delete_due(now=time.monotonic()) == 0
+        assert merge.delete_due(now=time.monotonic() + merge.grace_s + 1) >= len(replaced)
+        assert not any(p.exists() for p in replaced)
+        assert sorted(m.text for m in MemoryStore(store.root).load().iter_memories()) == [
             f"note {i} about item{i}" for i in range(4)
         ]
     finally:
@@ -75,9 +85,34 @@ def test_the_service_merges_online_writes_in_the_background(tmp_path: Path) -> N
     assert not service.merge._thread.is_alive()
 
 
+def test_only_due_shards_are_merged_and_the_ledger_is_left(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "s", 2)
+    by_shard: dict[int, str] = {}
+    for i in range(40):  # a user of each shard
+        by_shard.setdefault(shard_of("app", f"user{i}", 2), f"user{i}")
+    busy, quiet = by_shard[0], by_shard[1]
+    for i in range(3):
+        store.add([_note(i, busy)])
+    for i in range(2):
+        store.add([_note(10 + i, quiet)])
+    store.ledger_add(["h1"])
+    store.ledger_add(["h2"])
+    merge = BackgroundMerge(store, after_segments=3, small_rows=100)
+    try:
+        assert merge.due_shards() == [0]
+        merge.merge_now()
+        counts = small_segments(store.manifest(), 100)
+        assert counts[0] == 1 and counts[1] == 2  # the quiet shard is not due: left alone
+        assert len(store.manifest().ledger) == 2
+    finally:
+        merge.stop()
+
+
 def test_bad_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="at least 2"):
         BackgroundMerge(MemoryStore(tmp_path / "s", 1), after_segments=1)
+    with pytest.raises(ConfigError, match="some shards only"):
+        BackgroundMerge(MemoryStore(tmp_path / "s", 1, load_shards=[0]))
     with pytest.raises(SettingsError, match="merge_after_segments"):
         parse_settings({"store": str(tmp_path / "s"), "writes": {"merge_after_segments": 1}})
     ok = parse_settings({"store": str(tmp_path / "s"), "writes": {"merge_after_segments": 0}})

@@ -1,30 +1,39 @@
 """The merge a server runs by itself: online writes leave one small segment per commit
 and shard touched; once a shard holds ``after_segments`` segments under ``small_rows``
-rows, a background thread merges them (:func:`~mnemoray.memory.store.ops.merge.
-compact_store`, the merge of ``mnemoray compact``, limited to those small segments).
+rows, a background thread merges that shard's small segments
+(:func:`~mnemoray.memory.store.ops.merge.compact_store`, the merge of ``mnemoray
+compact``, limited to the due shards and leaving the ledger as it is).
 
 Recall never waits for it: readers keep the manifest they loaded until the merge's one
 rename publishes the merged segment. Writers wait for the store lock while the merge
-holds it, which stays short because only small segments are rewritten; a segment that
-grows past ``small_rows`` is left alone from then on, so the work per merge is bounded
-and a shard's count stays near ``after_segments`` plus its large segments.
+holds it (reading, merging and writing those small segments): a segment that grows past
+``small_rows`` is left alone from then on, so one merge rewrites at most about
+``after_segments x small_rows`` rows of a shard.
+
+The replaced files are deleted ``grace_s`` after the merge, not at once: another
+process (a replica, a backfill) may have read the previous manifest and still be
+opening them.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from pathlib import Path
 
 from mnemoray.errors import ConfigError
+from mnemoray.memory.store.layout import faiss_path, parquet_path
 from mnemoray.memory.store.manifest import Manifest
 from mnemoray.memory.store.ops.merge import CompactReport, compact_store
+from mnemoray.memory.store.ops.merge_policy import (
+    DEFAULT_AFTER_SEGMENTS,
+    DEFAULT_GRACE_S,
+    DEFAULT_SMALL_ROWS,
+)
 from mnemoray.memory.store.parquet.store import MemoryStore
 
 log = logging.getLogger(__name__)
-
-DEFAULT_AFTER_SEGMENTS = 16
-DEFAULT_SMALL_ROWS = 4096
 
 
 def small_segments(m: Manifest, small_rows: int) -> list[int]:
@@ -34,8 +43,8 @@ def small_segments(m: Manifest, small_rows: int) -> list[int]:
 
 class BackgroundMerge:
     """One daemon thread merging ``store``'s small segments when :meth:`poke` finds a
-    shard past ``after_segments`` of them. ``on_merged``: called with each report that
-    changed the store (a server refreshes its snapshot there). Call :meth:`stop`."""
+    shard past ``after_segments`` of them. Call :meth:`stop`. Not for a store that
+    loads some shards only (an ``Index`` deployment's): the merge is the whole store's."""
 
     def __init__(
         self,
@@ -43,57 +52,103 @@ class BackgroundMerge:
         *,
         after_segments: int = DEFAULT_AFTER_SEGMENTS,
         small_rows: int = DEFAULT_SMALL_ROWS,
-        on_merged: Callable[[CompactReport], object] | None = None,
+        grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
         if after_segments < 2:
             raise ConfigError(f"must be at least 2, got {after_segments}", field="after_segments")
         if small_rows < 1:
             raise ConfigError(f"must be positive, got {small_rows}", field="small_rows")
+        if store.load_shards is not None:
+            raise ConfigError(
+                "a store that loads some shards only cannot merge the whole store",
+                field="load_shards",
+            )
         self.store = store
         self.after_segments = after_segments
         self.small_rows = small_rows
-        self._on_merged = on_merged
+        self.grace_s = grace_s
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        self._replaced: list[tuple[float, list[Path]]] = []  # (delete after, files)
+        self._failing = False  # the last merge failed: log the next failure briefly
         self.merges = 0  # merges that changed the store
         self.failures = 0
         self._thread = threading.Thread(target=self._loop, name="mnemoray-merge", daemon=True)
         self._thread.start()
 
-    def due(self) -> bool:
-        """Whether some shard holds ``after_segments`` small segments now."""
+    def due_shards(self) -> list[int]:
+        """The shards holding ``after_segments`` small segments now."""
         counts = small_segments(self.store.manifest(), self.small_rows)
-        return any(n >= self.after_segments for n in counts)
+        return [s for s, n in enumerate(counts) if n >= self.after_segments]
+
+    def due(self) -> bool:
+        return bool(self.due_shards())
 
     def poke(self) -> None:
         """A write committed: check (on the merge thread) whether a merge is due."""
         self._wake.set()
 
     def merge_now(self) -> CompactReport | None:
-        """Merge now if due, on the caller's thread; the report, None when not due."""
-        if not self.due():
+        """Merge the due shards now, on the caller's thread; the report, None when none
+        is due. The replaced files are deleted ``grace_s`` later (:meth:`delete_due`)."""
+        shards = self.due_shards()
+        if not shards:
             return None
-        report = compact_store(self.store, max_segment_rows=self.small_rows)
+        report = compact_store(
+            self.store,
+            max_segment_rows=self.small_rows,
+            delete_old=False,
+            only_shards=shards,
+            merge_ledger=False,
+        )
         if report.changed:
             self.merges += 1
-            if self._on_merged is not None:
-                self._on_merged(report)
+            root = self.store.root
+            files = [
+                path
+                for sc in report.shards
+                for name in sc.merged
+                for path in (parquet_path(root, sc.shard, name), faiss_path(root, sc.shard, name))
+            ]
+            self._replaced.append((time.monotonic() + self.grace_s, files))
         return report
+
+    def delete_due(self, now: float | None = None) -> int:
+        """Delete the replaced files whose grace is over; how many were deleted."""
+        now = time.monotonic() if now is None else now
+        deleted = 0
+        while self._replaced and self._replaced[0][0] <= now:
+            _, files = self._replaced.pop(0)
+            for path in files:
+                if path.exists():
+                    path.unlink(missing_ok=True)
+                    deleted += 1
+        return deleted
 
     def _loop(self) -> None:
         while True:
-            self._wake.wait()
+            timeout = max(self._replaced[0][0] - time.monotonic(), 0.0) if self._replaced else None
+            self._wake.wait(timeout)
+            self._wake.clear()
             if self._stopping.is_set():
                 return
-            self._wake.clear()
             try:
+                self.delete_due()
                 self.merge_now()
-            except Exception:  # a failed merge changes nothing; the next poke retries
+                self._failing = False
+            except Exception as exc:  # a failed merge changes nothing; the next poke retries
                 self.failures += 1
-                log.exception("background merge of %s failed", self.store.root)
+                if self._failing:  # once in full, then one line per failure
+                    log.warning("background merge of %s failed again: %s", self.store.root, exc)
+                else:
+                    log.exception("background merge of %s failed", self.store.root)
+                self._failing = True
 
     def stop(self, timeout: float | None = 10.0) -> None:
-        """Let a running merge finish (it is one rename from done or undone), then end."""
+        """Let a running merge finish (it is one rename from done or undone), then end.
+        Replaced files still in their grace are left for ``mnemoray gc``."""
         self._stopping.set()
         self._wake.set()
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("background merge of %s still running after %s s", self.store.root, timeout)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -168,13 +169,16 @@ def compact_store(
     max_segment_rows: int = DEFAULT_MAX_SEGMENT_ROWS,
     now: float | None = None,
     delete_old: bool = True,
+    only_shards: Collection[int] | None = None,
+    merge_ledger: bool = True,
 ) -> CompactReport:
     """Merge each shard's segments smaller than ``max_segment_rows`` into one.
 
     A shard is rewritten when it has two or more such segments, or one that
     holds dead (forgotten or expired) rows. ``delete_old=False`` leaves the
     replaced files for a later ``store.gc(grace_s)`` (e.g. while readers that
-    loaded the previous manifest may still open them).
+    loaded the previous manifest may still open them). ``only_shards``: only these
+    (None: all); ``merge_ledger=False`` leaves the ledger files as they are.
     """
     if not isinstance(max_segment_rows, int) or max_segment_rows < 1:
         raise StoreError(
@@ -191,13 +195,20 @@ def compact_store(
         if m.version == 0:
             return CompactReport(before_version, before_version)
         snap = store.load()
-        snap.check_healthy()  # merging needs every shard's rows; a damaged one is repaired first
+        # Merging needs the shards' rows: a damaged one is repaired first.
+        if only_shards is None:
+            snap.check_healthy()
+        else:
+            for shard in only_shards:
+                snap.check_shard(shard)
         now = time.time() if now is None else float(now)
         dim = m.dim or 0
         written: list[tuple[int, list[SegmentEntry], SegmentEntry | None, int, int]] = []
         new_files: list[Path] = []
         try:
             for shard, entries in enumerate(m.segments):
+                if only_shards is not None and shard not in only_shards:
+                    continue
                 small = [e for e in entries if e.rows < max_segment_rows]
                 if not small:
                     continue
@@ -209,7 +220,7 @@ def compact_store(
                     if entry.index:
                         new_files.append(faiss_path(store.root, shard, entry.name))
                 written.append((shard, small, entry, rows_before, rows_after))
-            ledger = _merge_ledger(store, m)
+            ledger = _merge_ledger(store, m) if merge_ledger else None
             if ledger is not None:
                 new_files.append(store.root / LEDGER_DIR / ledger)
             if not written and ledger is None:

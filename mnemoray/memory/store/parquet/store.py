@@ -203,15 +203,14 @@ class MemoryStore:
         (duplicates of stored rows were never written to them)."""
         if not result.written:
             return set()
-        m = self.manifest()
+        # By the files' names, not the manifest: a merge may already have replaced them
+        # there (it deletes the files only after a grace period).
         return {
             h
-            for shard, entries in enumerate(m.segments)
-            for e in entries
-            if e.name in result.segments
-            for h in pq.read_table(
-                parquet_path(self.root, shard, e.name), columns=["content_hash"]
-            )["content_hash"].to_pylist()
+            for shard in range(self.shards)
+            for name in result.segments
+            if (path := parquet_path(self.root, shard, name)).is_file()
+            for h in pq.read_table(path, columns=["content_hash"])["content_hash"].to_pylist()
         }
 
     def sessions_with_rows(self, keys: set[SessionKey]) -> set[SessionKey]:
