@@ -237,12 +237,13 @@ class CudaEmbedder(Embedder):
         # `dtype` replaced `torch_dtype` in 4.56; always float32 here (the checkpoint may
         # be stored in half precision): half precision only through the gate.
         key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+        precision: dict[str, Any] = {key: torch.float32}  # the key's name depends on the version
         try:
             module = AutoModel.from_pretrained(
                 str(layout.transformer_dir),
                 local_files_only=True,
                 attn_implementation="sdpa",
-                **{key: torch.float32},
+                **precision,
             )
         except Exception as exc:  # many loaders, many error types: name the model
             raise EmbedderError(
