@@ -33,7 +33,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.longconv_bench import commit_info, machine_info  # noqa: E402
-from benchmarks.serve_process import REPO, Server, free_port, http  # noqa: E402
+from benchmarks.serve_process import REPO, Server, free_port, wait_healthy  # noqa: E402
 from mnemoray.memory.records.record import Memory  # noqa: E402
 from mnemoray.memory.store.manifest import read_manifest  # noqa: E402
 from mnemoray.memory.store.parquet.store import MemoryStore  # noqa: E402
@@ -78,17 +78,7 @@ class UiServer:
         )
 
     def wait_ready(self, timeout_s: float) -> float:
-        start = time.perf_counter()
-        while time.perf_counter() - start < timeout_s:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mnemoray ui exited ({self.proc.returncode})")
-            try:
-                if http("GET", self.base + "/healthz", timeout=2)[0] == 200:
-                    return time.perf_counter() - start
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"mnemoray ui not ready after {timeout_s:.0f} s")
+        return wait_healthy(self.proc, self.base, timeout_s, "mnemoray ui", poll_s=0.3)
 
     def stop(self) -> None:
         self.proc.terminate()

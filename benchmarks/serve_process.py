@@ -63,6 +63,24 @@ def _server_main(spec: dict[str, Any]) -> None:
     )
 
 
+def wait_healthy(
+    proc: subprocess.Popen[bytes], base: str, timeout_s: float, name: str, poll_s: float = 0.5
+) -> float:
+    """Seconds until ``base``/healthz answers 200; RuntimeError naming ``name`` if ``proc``
+    exits or ``timeout_s`` passes first."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited ({proc.returncode})")
+        try:
+            if http("GET", base + "/healthz", timeout=2)[0] == 200:
+                return time.perf_counter() - start
+        except OSError:
+            pass
+        time.sleep(poll_s)
+    raise RuntimeError(f"{name} not ready after {timeout_s:.0f} s")
+
+
 class Server:
     """``settings``: dotted keys of mnemoray.settings.serve (``server.api_keys`` included);
     without API keys the API is open on 127.0.0.1."""
@@ -96,18 +114,7 @@ class Server:
         )
 
     def wait_ready(self, timeout_s: float) -> float:
-        start = time.perf_counter()
-        while time.perf_counter() - start < timeout_s:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited ({self.proc.returncode}); see {self.log_path}")
-            try:
-                status, _ = http("GET", self.base + "/healthz", timeout=2)
-                if status == 200:
-                    return time.perf_counter() - start
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"server not ready after {timeout_s:.0f} s; see {self.log_path}")
+        return wait_healthy(self.proc, self.base, timeout_s, f"server (see {self.log_path})")
 
     def pids(self) -> list[int]:
         """The server's whole process tree (this child and every descendant)."""
