@@ -8,8 +8,9 @@ and places for nothing, so the ranking is read best first and a record is
 
 - left out when its words are mostly (:data:`COVERED`) those of a better-ranked
   record of the same session whose sources (``source_event_ids``) it shares, or of
-  a better record of another session (the same sentence said again: the same words,
-  or mostly the same for a record of :data:`MIN_TERMS` terms or more);
+  a better record it shares no source with (the same words said again: the same
+  words, or mostly the same for a record of :data:`MIN_TERMS` terms or more whose
+  lines of fewer terms that record holds word for word);
 - shown in the place of a better-ranked fact or summary of its session whose words
   it holds when it is a chunk (the evidence layer): the words the fact came from,
   with who said them and when, ranked as the fact was (:attr:`Pick.ranked`: the
@@ -32,6 +33,7 @@ chunk that does not fit leaves its fact in place), counted with
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -46,6 +48,8 @@ COVERED = 0.8
 # Content terms a record needs before another session's record can repeat it: fewer
 # ("Thanks, the bike!") are held by chance.
 MIN_TERMS = 6
+# A chunk line's date and speaker: "[2023-05-20] assistant (part 2/3): ".
+_SPEAKER = re.compile(r"^\[\d{4}-\d\d-\d\d\] [^:\n]{1,60}?: ")
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,20 @@ def _said(m: Memory) -> str:
 
 def _exact(m: Memory) -> str:
     return " ".join(_said(m).casefold().split())
+
+
+def _short_lines(m: Memory) -> list[str]:
+    """The lines of ``m`` with fewer than :data:`MIN_TERMS` content terms (speaker and
+    date aside), case and spacing aside: another record repeats them only word for word,
+    as few terms are held by chance ("28. Kg3 would be my move." beside a chess game's
+    moves quoted again)."""
+    out = []
+    for line in _said(m).splitlines():
+        body = _SPEAKER.sub("", line, count=1)
+        found = terms(body)
+        if found and len(set(found)) < MIN_TERMS:
+            out.append(" ".join(body.casefold().split()))
+    return out
 
 
 def _turn_chunk(
@@ -221,17 +239,20 @@ def pick(
             break
         mine = frozenset(terms(_said(m)))
         exact = _exact(m)
+        short: list[str] | None = None  # read only when a record covers it
         sources = set(m.source_event_ids)
         elsewhere, held, replaced = False, False, None
         for i, c in enumerate(chosen):
             related = _same_session(m, c.memory) and bool(sources & set(c.memory.source_event_ids))
             if not related:
                 # A record it shares no source with: the same words said again.
-                same = bool(exact) and exact == c.exact
-                again = same or (
-                    len(mine) >= MIN_TERMS
-                    and any(_covers(t, mine) for t in c.piece_terms or (c.terms,))
+                again = bool(exact) and exact == c.exact
+                covered = len(mine) >= MIN_TERMS and any(
+                    _covers(t, mine) for t in c.piece_terms or (c.terms,)
                 )
+                if not again and covered:
+                    short = _short_lines(m) if short is None else short
+                    again = all(line in c.exact for line in short)
                 elsewhere = elsewhere or (same_words and again)
                 continue
             held = held or _covers(c.terms, mine)

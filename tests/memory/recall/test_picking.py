@@ -253,3 +253,23 @@ def test_a_part_shown_twice_is_not_joined_again() -> None:
     picks = pick([0, 1, 2], lambda ps: [records[p] for p in ps], 10, join_side="user")
     passage = next(p for p in picks if p.parts)
     assert passage.shown in passage.parts and sorted(passage.parts) == [0, 2]
+
+
+def test_a_short_line_is_repeated_only_word_for_word() -> None:
+    # A chess game's moves are quoted again and again in one session; the assistant's
+    # one-line answer beside a quote is new, though each of its terms is in a better
+    # record ("28. Kg3" and "move" are): it is not a repeat of that record.
+    moves = "22. Re5 f6 23. Re3 Rbc8 24. h3 g5 25. g4 hxg4 26. hxg4 Rh8 27. Kg2 Bd5+"
+    better = _chunk(f"[2026-01-01] user: make a move. you're white\n{moves} 28. Kg3 Be6", "later")
+    answer = _chunk(
+        f"[2026-01-01] user (part 2/2): {moves}\n[2026-01-01] assistant: 28. Kg3 would be my move.",
+        "asked",
+        "answered",
+    )
+    records = [better, answer]
+    picks = pick([0, 1], lambda ps: [records[p] for p in ps], 10)
+    assert [p.shown for p in picks] == [0, 1]
+    # The same lines again word for word (another turn quoting both): a repeat.
+    quoted = _chunk(f"[2026-01-01] user: {moves}\n[2026-01-01] user: make a move.", "again")
+    records = [better, quoted]
+    assert [p.shown for p in pick([0, 1], lambda ps: [records[p] for p in ps], 10)] == [0]
