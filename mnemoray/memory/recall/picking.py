@@ -45,8 +45,9 @@ from mnemoray.tokens import count_tokens
 
 # Share of a record's content terms another record must hold for it to repeat that one.
 COVERED = 0.8
-# Content terms a record needs before another session's record can repeat it: fewer
-# ("Thanks, the bike!") are held by chance.
+# Content terms a record needs before a record it shares no source with can repeat it,
+# and under which a line of it is repeated only word for word: fewer ("Thanks, the
+# bike!") are held by chance.
 MIN_TERMS = 6
 # A chunk line's date and speaker: "[2023-05-20] assistant (part 2/3): ".
 _SPEAKER = re.compile(r"^\[\d{4}-\d\d-\d\d\] [^:\n]{1,60}?: ")
@@ -128,10 +129,10 @@ def _exact(m: Memory) -> str:
 
 
 def _short_lines(m: Memory) -> list[str]:
-    """The lines of ``m`` with fewer than :data:`MIN_TERMS` content terms (speaker and
-    date aside), case and spacing aside: another record repeats them only word for word,
-    as few terms are held by chance ("28. Kg3 would be my move." beside a chess game's
-    moves quoted again)."""
+    """The lines of ``m`` with fewer than :data:`MIN_TERMS` content terms (a chunk
+    line's date and speaker aside), case and spacing aside: another record repeats them
+    only word for word, as few terms are held by chance ("28. Kg3 would be my move."
+    beside a chess game's moves quoted again)."""
     out = []
     for line in _said(m).splitlines():
         body = _SPEAKER.sub("", line, count=1)
