@@ -39,6 +39,12 @@ from mnemoray.temporal import TimeIntent, resolve_times, time_intent
 AXES: tuple[str, ...] = ("dense", "bm25", "entity", "graph", "time")
 # A period match finds a record (1.0); a "when" answer only raises one (below 1).
 FOUND = 1.0
+# A question that names one day ("on January 11") says most about when: a record of that
+# day is stronger evidence than one of a named month or year, so the axis counts more
+# (at the base weight, other days' talks matching the question's generic words a
+# little better stayed above it).
+DAY_BOOST = 2.5
+DAY_S = 86_400.0
 WHEN_BODY = 0.6
 WHEN_DATED = 0.3
 PRESENT_BOOST = 3.0
@@ -92,6 +98,14 @@ class QueryTime:
     def active(self) -> bool:
         """Whether the time axis scores anything for this query."""
         return bool(self.intent.spans) or self.intent.asks_when
+
+    def time_factor(self) -> float:
+        """How much the time axis counts for this query (1: as configured): a question
+        that names single days only, :data:`DAY_BOOST` times."""
+        periods = self.periods
+        if periods and all(b - a <= DAY_S for a, b in periods):
+            return DAY_BOOST
+        return 1.0
 
     def recency_factor(self) -> float:
         """How much recency counts for this query (1: as configured)."""

@@ -43,10 +43,9 @@ MODE_SIGNALS: dict[str, tuple[str, ...]] = {
 #   near-equal answers (the newer statement of a changed fact). A wider window
 #   or a larger weight fixes more stale facts but costs paraphrase recall;
 #   configure it per deployment.
-# - time 0.25 (mnemoray.memory.recall.axes): only for a question with a time intent; a record
-#   of the period it names gains 0.25, a "when" answer that states a time a little less.
-#   At 0.1 a named day's talk stayed below other days' talks that matched the question's
-#   generic words ("what did we talk about on January 11?") a little better.
+# - time 0.1 (mnemoray.memory.recall.axes): only for a question with a time intent; a record of
+#   the period it names gains 0.1 (a named day: DAY_BOOST times that), a "when" answer
+#   that states a time a little less.
 # - speaker (mnemoray.memory.recall.speakers): only for a question about the user's own
 #   words ("do I", "my") or the assistant's ("you said"); a record gains the weight times
 #   the share of its words that side said. It re-orders, it never finds.
@@ -55,7 +54,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "bm25": 0.15,
     "entity": 0.05,
     "graph": 0.25,
-    "time": 0.25,
+    "time": 0.1,
     "recency": 0.03,
     "speaker": SPEAKER_WEIGHT,
 }

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from mnemoray.embedders import open_embedder
+from mnemoray.memory.recall.axes import DAY_BOOST, query_time
 from mnemoray.memory.service.service import MemoryService
 from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.summarizers import ExtractiveSummarizer
@@ -58,3 +59,10 @@ def test_the_day_named_ranks_its_conversation_first(service: MemoryService, ques
     got = service.recall(asked)
     assert got and got[0].memory.session_id == "jan11"
     assert got[0].signals.get("time", 0.0) > 0.0
+
+
+def test_only_a_named_day_counts_the_time_axis_more() -> None:
+    asked = _at("2026-12-01")
+    assert query_time("What did we talk about on January 11?", asked).time_factor() == DAY_BOOST
+    assert query_time("What did we talk about in January?", asked).time_factor() == 1.0
+    assert query_time("What did we talk about?", asked).time_factor() == 1.0
