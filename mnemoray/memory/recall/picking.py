@@ -33,13 +33,12 @@ chunk that does not fit leaves its fact in place), counted with
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from mnemoray.memory.recall.speakers import Side, is_user_side
 from mnemoray.memory.records.record import Memory
-from mnemoray.memory.records.windows import EXPANSION, LINE_START, PART
+from mnemoray.memory.records.windows import EXPANSION, LINE_HEAD, LINE_START, PART
 from mnemoray.text import terms
 from mnemoray.tokens import count_tokens
 
@@ -49,8 +48,6 @@ COVERED = 0.8
 # and under which a line of it is repeated only word for word: fewer ("Thanks, the
 # bike!") are held by chance.
 MIN_TERMS = 6
-# A chunk line's date and speaker: "[2023-05-20] assistant (part 2/3): ".
-_SPEAKER = re.compile(r"^\[\d{4}-\d\d-\d\d\] [^:\n]{1,60}?: ")
 
 
 @dataclass(frozen=True)
@@ -135,7 +132,7 @@ def _short_lines(m: Memory) -> list[str]:
     beside a chess game's moves quoted again)."""
     out = []
     for line in _said(m).splitlines():
-        body = _SPEAKER.sub("", line, count=1)
+        body = LINE_HEAD.sub("", line, count=1)
         found = terms(body)
         if found and len(set(found)) < MIN_TERMS:
             out.append(" ".join(body.casefold().split()))

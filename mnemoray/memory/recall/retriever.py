@@ -149,8 +149,9 @@ def rank_candidates(
                 for k, v in weights.items()
                 if k != "recency" or factor > 0
             }
-        if "time" in weights and qt.time_factor() != 1.0:
-            weights = {**weights, "time": weights["time"] * qt.time_factor()}
+        boost = qt.time_factor()
+        if "time" in weights and boost != 1.0:
+            weights = {**weights, "time": weights["time"] * boost}
         if "time" in weights and qt.active:
             # Only the records the query looks at: those a relevance signal ranks, and
             # those of a period it names.

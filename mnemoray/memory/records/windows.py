@@ -181,6 +181,8 @@ def _pack(sizes: Sequence[int], cap: int) -> list[tuple[int, int]]:
 
 # Where a chunk line starts (each event's line begins with its date), and that date.
 LINE_START = re.compile(r"^\[(\d{4}-\d\d-\d\d)\] ", re.M)
+# A chunk line's date and speaker, up to its words: "[2023-05-20] assistant (part 2/3): ".
+LINE_HEAD = re.compile(r"^\[\d{4}-\d\d-\d\d\] [^:\n]{1,60}?: ", re.M)
 # A line of a chunk's text holding part of a long turn: who said it, which part of how
 # many. A window holds parts of two turns at most: the last of one, the first of the next.
 PART = re.compile(r"^\[\d{4}-\d\d-\d\d\] ([^:\n]{1,60}?) \(part (\d+)/(\d+)\): ", re.M)
