@@ -204,6 +204,8 @@ class AutoCompactor:
                     break
                 planned, started = plan, time.perf_counter()
                 event = compactor.summarize(session, planned)
+                if not compactor.shrinks(planned, event):
+                    break
             carried = None
             crash_point("compaction-summarized")
             try:

@@ -14,7 +14,9 @@ plus everything not yet covered exceed it, all of it before the kept invocations
 is compacted (from the start of the session when the summaries alone take half
 the threshold, so one summary replaces them all; the summarizer then reads those
 summaries and the uncovered events, never the whole history, so its input stays
-bounded however long the session grows).
+bounded however long the session grows). A token-threshold summary no shorter
+than what it would replace is not written: it would only grow the context, and the
+next trigger takes a longer window.
 Semantic ``boundaries`` (topic shift, task done, an explicit phrase;
 :mod:`mnemoray.compaction.boundaries`) close a segment: the events before a boundary are
 compacted as one window once they all lie before the kept invocations, and no
@@ -218,12 +220,24 @@ class Compactor:
             timestamp=max(time.time(), latest),
         )
 
+    @staticmethod
+    def shrinks(planned: Plan, event: Event) -> bool:
+        """Whether ``event`` is worth writing: a token-threshold summary must be shorter
+        than what a compile shows of its window now (a roll-up replaces the summaries it
+        read). Interval and boundary summaries are what their policy asks for."""
+        if planned.trigger != "token_threshold":
+            return True
+        shown = planned.events if planned.inputs is None else planned.inputs
+        return int(event.data["summary_tokens"]) < sum(map(event_tokens, shown))
+
     def maybe_compact(self, store: SessionStore, session: Session) -> Event | None:
-        """Append one compaction event if a trigger fires; return it (else None)."""
+        """Append one compaction event if a trigger fires and its summary
+        :meth:`shrinks` the window; return it (else None)."""
         planned = self.plan_window(session)
         if planned is None:
             return None
-        return store.append_event(session, self.summarize(session, planned))
+        event = self.summarize(session, planned)
+        return store.append_event(session, event) if self.shrinks(planned, event) else None
 
     # -- triggers ------------------------------------------------------------
     def _horizon(self, t: Timeline) -> int:

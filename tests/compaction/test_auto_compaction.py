@@ -222,7 +222,9 @@ def test_the_extractive_summarizer_runs_end_to_end(store) -> None:
                     ),
                 ),
             )
-        assert auto.wait_idle(10) and done
+            # One append at a time: which windows get summarized must not hang on load.
+            assert auto.wait_idle(10)
+        assert done
         assert all(d.compression_ratio > 1 for d in done)
         final = store.get_session(*session.key)
         assert [e.id for e in final.events if e.type == "message"][-2:] == ["u11", "m11"]
@@ -264,14 +266,24 @@ class Wordy(Recording):
         return Summary(summary="parrots " * 60)
 
 
+def long_turns(n: int, first: int = 0) -> list[Event]:
+    """Turns long enough that a Wordy summary still shrinks its window (one that does
+    not is never written)."""
+    return turns(
+        n,
+        first,
+        text=lambda k: f"Question {k}: which quiet rooms near the old garden do parrots like best?",
+    )
+
+
 def test_summaries_that_crowd_the_budget_are_rolled_up_into_one(store) -> None:
     compactor = Compactor(Wordy(), CompactionConfig(token_threshold=60, keep_last=2))
     session = store.create_session("app", "ana", "s")
-    store.append_events(session, turns(6))
+    store.append_events(session, long_turns(6))
     first = compactor.maybe_compact(store, session)
     assert first is not None and first.data["source_event_ids"][0] == "u0"
     assert compactor.maybe_compact(store, session) is None  # summary + 2 kept: nothing to do
-    store.append_events(session, turns(3, 6))
+    store.append_events(session, long_turns(3, 6))
     second = compactor.maybe_compact(store, session)
     assert second is not None and second.data["source_event_ids"][0] == "u0"
     assert set(first.data["source_event_ids"]) < set(second.data["source_event_ids"])
@@ -287,7 +299,7 @@ def test_a_roll_up_reads_the_summaries_and_new_events_not_the_whole_history(stor
     compactor = Compactor(rec, CompactionConfig(token_threshold=60, keep_last=2))
     session = store.create_session("app", "ana", "s")
     for k in range(15):
-        store.append_events(session, turns(5, 5 * k))
+        store.append_events(session, long_turns(5, 5 * k))
         assert compactor.maybe_compact(store, session) is not None
     rolled = compactions(store, session)
     assert len(rolled) == 15 and len(session.events) > 100

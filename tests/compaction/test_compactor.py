@@ -235,6 +235,29 @@ def test_token_threshold_keeps_the_last_invocations_raw(store, session) -> None:
     assert again is not None and again.data["source_event_ids"] == ids(5, 6)
 
 
+class Padded(RecordingSummarizer):
+    """Summaries of a fixed size, longer than one short turn."""
+
+    def summarize(self, events: Sequence[Event]) -> Summary:
+        super().summarize(events)
+        return Summary(summary="parrots like quiet apartments " * 4)
+
+
+def test_a_token_summary_that_would_not_shrink_its_window_is_not_written(store, session) -> None:
+    """It would only grow what a compile shows; the next trigger takes a longer window."""
+    clock, rec = Clock(), Padded()
+    compactor = Compactor(rec, CompactionConfig(token_threshold=30, keep_last=1))
+    turn(store, session, clock, 1)
+    turn(store, session, clock, 2)
+    assert [e.id for e in compactor.plan(session) or []] == ids(1)
+    assert compactor.maybe_compact(store, session) is None  # one turn: shorter than the summary
+    assert compactions(session) == [] and len(rec.windows) == 1
+    turn(store, session, clock, 3)
+    event = compactor.maybe_compact(store, session)
+    assert event is not None and event.data["source_event_ids"] == ids(1, 2)
+    assert event.data["summary_tokens"] < event.data["raw_tokens"]
+
+
 def test_token_window_never_splits_a_call_from_its_result(store, session) -> None:
     clock, rec = Clock(), RecordingSummarizer()
     compactor = Compactor(rec, CompactionConfig(token_threshold=50, keep_last=1))
