@@ -231,11 +231,12 @@ def _faiss_result(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.n
 
 def _slice_scores(vectors: np.ndarray, q: np.ndarray, start: int, end: int) -> np.ndarray:
     """Inner products (nq, end - start) of the queries with rows [start, end)."""
-    if vectors.flags.aligned or not vectors.flags.c_contiguous:
+    if not vectors.flags.c_contiguous:
         return q @ vectors[start:end].T
-    # A memory-mapped index stores its floats at an odd file offset; numpy
-    # cannot hand misaligned data to BLAS and copies first, FAISS's SIMD kernel
-    # reads it in place.
+    # FAISS's SIMD kernel for any contiguous rows: a memory-mapped index stores its
+    # floats at an odd file offset, which numpy would copy before BLAS; and one kernel
+    # gives the same bits whether the rows are mapped from a file or held by the
+    # process that wrote them (BLAS sums in another order).
     out = np.empty((len(q), end - start), dtype=np.float32)
     if end > start:
         base = vectors.ctypes.data + start * vectors.strides[0]

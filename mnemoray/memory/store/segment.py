@@ -79,18 +79,41 @@ def write_segment_table(
     root: Path, shard: int, name: str, table: pa.Table, dim: int, index_kind: IndexKind = "auto"
 ) -> SegmentEntry:
     """``write_segment_files`` for rows already in a sorted ``memory_schema(dim)`` table."""
+    return _write(root, shard, name, table, dim, index_kind)[0]
+
+
+def written_segment(
+    root: Path, shard: int, name: str, table: pa.Table, dim: int, index_kind: IndexKind = "auto"
+) -> LoadedSegment:
+    """:func:`write_segment_table`, returning the segment as a load of its files would
+    (entry version 0): a writer that goes on to read it need not read it back."""
+    return LoadedSegment.of(shard, *_write(root, shard, name, table, dim, index_kind))
+
+
+def _write(
+    root: Path, shard: int, name: str, table: pa.Table, dim: int, index_kind: IndexKind
+) -> tuple[SegmentEntry, pa.Table, np.ndarray | None, faiss.Index | None]:
+    """The files written, and what a load of them holds: (entry, table without the
+    embedding, vectors, index)."""
     table = table.cast(memory_schema(dim))
     atomic_write(
         parquet_path(root, shard, name),
         lambda tmp: pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_SIZE),
     )
-    kind = None
-    if dim:
-        vectors = table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, dim)
-        index = build_index(vectors, index_kind)
-        write_index(index, faiss_path(root, shard, name))
-        kind = index_kind_of(index)
-    return SegmentEntry(name=name, rows=table.num_rows, version=0, index=kind)
+    if not dim:
+        return (
+            SegmentEntry(name=name, rows=table.num_rows, version=0, index=None),
+            table,
+            None,
+            None,
+        )
+    vectors = table[EMBEDDING].combine_chunks().flatten().to_numpy().reshape(-1, dim)
+    index = build_index(vectors, index_kind)
+    write_index(index, faiss_path(root, shard, name))
+    entry = SegmentEntry(name=name, rows=table.num_rows, version=0, index=index_kind_of(index))
+    # As a load: flat and HNSW vectors are a view of the index, IVF's the column's.
+    view = flat_vectors(index)
+    return entry, table.drop_columns([EMBEDDING]), vectors if view is None else view, index
 
 
 # Up to this many rows, tenant ranges are found in Python: a polars frame costs more to
@@ -200,6 +223,18 @@ class LoadedSegment:
                 f"segment {entry.name}: vectors have shape {vectors.shape}, "
                 f"expected ({entry.rows}, {dim})"
             )
+        return cls.of(shard, entry, table, vectors, index)
+
+    @classmethod
+    def of(
+        cls,
+        shard: int,
+        entry: SegmentEntry,
+        table: pa.Table,
+        vectors: np.ndarray | None,
+        index: faiss.Index | None,
+    ) -> LoadedSegment:
+        """A segment of rows already read (``table`` without the embedding column)."""
         ranges, app_ranges = tenant_ranges(table)
         expires = table["expires_at"].to_numpy(zero_copy_only=False).astype(np.float64)
         finite = expires[~np.isnan(expires)]

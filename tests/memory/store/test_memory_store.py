@@ -445,3 +445,30 @@ def test_concurrent_writers_both_commit(tmp_path, rng):
     assert sorted(r.version for r in results) == [1, 2, 3, 4]
     assert store.load().count() == 80
     assert store.ledger_contains(["w0", "w1", "w2", "w3"]) == {"w0", "w1", "w2", "w3"}
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
+def test_a_writer_reads_its_segments_without_reading_them_back(tmp_path, rng, monkeypatch, kind):
+    """The next snapshot takes what the write kept in memory; another process reads the
+    files and gets the same rows, vectors and scores, bit for bit."""
+    from mnemoray.memory.store.segment import LoadedSegment
+
+    mems = make(rng, user="w", n=300 if kind != "flat" else 5)
+    writer = MemoryStore(tmp_path, shards=1)
+    writer.write_segment(mems[:-1], MODEL, DIM, index_kind=kind)
+    result = writer.write_segment(mems[-1:], MODEL, DIM, index_kind=kind)
+    assert writer.written_hashes(result) == {mems[-1].content_hash}
+
+    def no_reads(*args, **kwargs):
+        raise AssertionError("a written segment was read back")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(LoadedSegment, "load", no_reads)
+        mine = writer.load()
+    theirs = MemoryStore(tmp_path).load()
+    q = unit(rng)
+    for a, b in zip(mine.segments[0], theirs.segments[0], strict=True):
+        assert a.entry == b.entry and a.table.equals(b.table)
+        assert np.array_equal(a.vectors, b.vectors)
+    hits = [(h.memory.memory_id, h.score) for h in mine.search_user("app", "w", q, 10)]
+    assert hits == [(h.memory.memory_id, h.score) for h in theirs.search_user("app", "w", q, 10)]

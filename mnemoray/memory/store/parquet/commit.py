@@ -30,7 +30,13 @@ from mnemoray.memory.store.layout import LEDGER_DIR, new_name, shard_of
 from mnemoray.memory.store.manifest import Manifest, SegmentEntry, write_manifest
 from mnemoray.memory.store.parquet.pending import PendingRewrites, PendingSegments
 from mnemoray.memory.store.parquet.state import StoreState
-from mnemoray.memory.store.segment import sort_key, write_segment_files
+from mnemoray.memory.store.rows import memories_to_table
+from mnemoray.memory.store.segment import (
+    LoadedSegment,
+    sort_key,
+    write_segment_files,
+    written_segment,
+)
 from mnemoray.memory.store.writes import (
     WriteResult,
     check_memories,
@@ -82,7 +88,9 @@ class StoreCommits:
         index_kind: IndexKind,
         *,
         lock_held: bool,
+        keep: list[LoadedSegment] | None = None,
     ) -> PendingSegments:
+        """``keep``: given, it gets each segment written as a load of its files would."""
         self._check_model(m, embedding_model, dim)
         if index_kind not in INDEX_KINDS:
             raise StoreError(
@@ -116,7 +124,13 @@ class StoreCommits:
             skipped += len(group) - len(fresh)
             if fresh and m.version == 0 and not entries:
                 self._state.publish_empty_manifest(lock_held)
-            if fresh:
+            if fresh and keep is not None:
+                seg = written_segment(
+                    self._state.root, shard, name, memories_to_table(fresh, dim), dim, index_kind
+                )
+                keep.append(seg)
+                entries.append((shard, seg.entry))
+            elif fresh:
                 entries.append(
                     (
                         shard,
@@ -176,11 +190,22 @@ class StoreCommits:
         summarizer: str | None = None,
         graph: GraphWrite = (),
     ) -> WriteResult:
-        """Write and commit memories (skipping ones already stored) in one step."""
+        """Write and commit memories (skipping ones already stored) in one step; the
+        next snapshot takes the segments written as they are (no read back)."""
+        written: list[LoadedSegment] = []
         with self._state.locked():
             m = self._state.manifest()
-            pending = self._prepare(m, memories, embedding_model, dim, index_kind, lock_held=True)
-            return self._commit(m, pending, session_hashes, run_id, summarizer, graph)
+            pending = self._prepare(
+                m, memories, embedding_model, dim, index_kind, lock_held=True, keep=written
+            )
+            result = self._commit(m, pending, session_hashes, run_id, summarizer, graph)
+        committed = set(result.segments)
+        self._state.remember_written(
+            replace(seg, entry=replace(seg.entry, version=result.version))
+            for seg in written
+            if seg.name in committed
+        )
+        return result
 
     def add(self, memories: Sequence[Memory], embedding_model: str | None = None) -> WriteResult:
         """Online add: a small flat-indexed segment that a later compaction merges."""

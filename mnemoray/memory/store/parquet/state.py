@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +20,13 @@ from mnemoray.errors import StoreCorrupt, StoreError
 from mnemoray.files import file_lock
 from mnemoray.memory.store.graph.view import GraphCache, GraphView
 from mnemoray.memory.store.layout import LOCK, TOMBSTONES_DIR, faiss_path, parquet_path, repair_hint
-from mnemoray.memory.store.manifest import Manifest, load_manifest, read_manifest, write_manifest
+from mnemoray.memory.store.manifest import (
+    Manifest,
+    SegmentEntry,
+    load_manifest,
+    read_manifest,
+    write_manifest,
+)
 from mnemoray.memory.store.parquet.lookup import StoredLookup
 from mnemoray.memory.store.segment import LoadedSegment
 from mnemoray.memory.store.snapshot import StoreSnapshot
@@ -30,6 +37,9 @@ from mnemoray.memory.store.writes import OwnedId
 log = logging.getLogger("mnemoray.memory.store.parquet.store")
 
 DEFAULT_SHARDS = 8
+# Rows of just-committed segments kept for the next snapshot (online commits are small;
+# a large write that no snapshot follows must not hold its rows for good).
+WRITTEN_ROWS = 65_536
 
 
 class StoreState:
@@ -61,6 +71,10 @@ class StoreState:
             )
         self.shards = existing.shards if existing else (shards or DEFAULT_SHARDS)
         self._segments: dict[tuple[int, str], LoadedSegment] = {}
+        # Segments this process wrote and committed, not yet in a snapshot: the next
+        # snapshot takes them as they are instead of reading their files back.
+        self._written: OrderedDict[tuple[int, str], LoadedSegment] = OrderedDict()
+        self._written_rows = 0
         self._snap: StoreSnapshot | None = None
         self._load_lock = threading.Lock()
         self._graph_cache = GraphCache()  # graph shards, shared across snapshots
@@ -101,6 +115,7 @@ class StoreState:
                 try:
                     loaded = [
                         self._segments.get((shard, e.name))
+                        or self._take_written(shard, e)
                         or LoadedSegment.load(self.root, shard, e, m.dim or 0)
                         for e in entries
                     ]
@@ -127,6 +142,30 @@ class StoreState:
             graph.preload(s for s in range(m.shards) if wanted is None or s in wanted)
             self._snap = StoreSnapshot(mine, segments, tombstones, damaged, graph=graph)
             return self._snap
+
+    def remember_written(self, segments: Iterable[LoadedSegment]) -> None:
+        """Segments just committed by this process (with their committed entries), for
+        the next snapshot to take as they are. Bounded by ``WRITTEN_ROWS``: the oldest
+        are forgotten (a snapshot then reads their files)."""
+        with self._load_lock:
+            for seg in segments:
+                self._written[(seg.shard, seg.name)] = seg
+                self._written_rows += seg.rows
+            while self._written and self._written_rows > WRITTEN_ROWS:
+                _, old = self._written.popitem(last=False)
+                self._written_rows -= old.rows
+
+    def written_segment(self, shard: int, name: str) -> LoadedSegment | None:
+        """A segment of this process's in memory (loaded or just committed), else None."""
+        with self._load_lock:
+            return self._segments.get((shard, name)) or self._written.get((shard, name))
+
+    def _take_written(self, shard: int, entry: SegmentEntry) -> LoadedSegment | None:
+        seg = self._written.pop((shard, entry.name), None)
+        if seg is None:
+            return None
+        self._written_rows -= seg.rows
+        return seg if seg.entry == entry else None
 
     def check_shard_files(self, m: Manifest, shard: int) -> None:
         """Refuse to write to a shard whose listed files are gone (a stat per segment):

@@ -205,13 +205,16 @@ class MemoryStore:
             return set()
         # By the files' names, not the manifest: a merge may already have replaced them
         # there (it deletes the files only after a grace period).
-        return {
-            h
-            for shard in range(self.shards)
-            for name in result.segments
-            if (path := parquet_path(self.root, shard, name)).is_file()
-            for h in pq.read_table(path, columns=["content_hash"])["content_hash"].to_pylist()
-        }
+        out: set[str] = set()
+        for shard in range(self.shards):
+            for name in result.segments:
+                seg = self._state.written_segment(shard, name)  # in memory: no read
+                if seg is not None:
+                    out.update(seg.table["content_hash"].to_pylist())
+                elif (path := parquet_path(self.root, shard, name)).is_file():
+                    table = pq.read_table(path, columns=["content_hash"])
+                    out.update(table["content_hash"].to_pylist())
+        return out
 
     def sessions_with_rows(self, keys: set[SessionKey]) -> set[SessionKey]:
         """Of ``keys`` (app, user, session), the sessions committed segments hold rows of
