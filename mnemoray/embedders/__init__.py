@@ -15,6 +15,7 @@
 """
 
 from mnemoray.embedders.base import PACKAGED_MODEL_ID, Embedder, EmbedderError, ModelMismatch
+from mnemoray.embedders.coalesced import CoalescedEncoder
 from mnemoray.embedders.cuda import CudaEmbedder
 from mnemoray.embedders.onnx import (
     MAX_BATCH_TOKENS,
@@ -37,6 +38,7 @@ from mnemoray.embedders.spec import DEFAULT_MODEL, RUNTIMES, EmbedderSpec
 from mnemoray.embedders.torch import SentenceTransformerEmbedder
 
 __all__ = [
+    "CoalescedEncoder",
     "CudaEmbedder",
     "DEFAULT_MODEL",
     "Embedder",

@@ -25,7 +25,14 @@ import numpy as np
 from mnemoray.compiler.degrade import degradable
 from mnemoray.compiler.services import MemorySearch, MemorySnippet, ProfileSource
 from mnemoray.compiler.tools import budget_error, limit_error, unavailable_result
-from mnemoray.embedders import Embedder, EmbedderSpec, check_model, open_embedder, write_model
+from mnemoray.embedders import (
+    CoalescedEncoder,
+    Embedder,
+    EmbedderSpec,
+    check_model,
+    open_embedder,
+    write_model,
+)
 from mnemoray.errors import ConfigError, InvalidInput, StoreError
 from mnemoray.graph import UserGraph
 from mnemoray.memory.recall.config import RetrievalConfig
@@ -98,16 +105,23 @@ def embed_memories(
     embedder: Embedder | None,
     batch_size: int | None = None,
     group_chars: int | None = None,
+    shared: CoalescedEncoder | None = None,
 ) -> list[Memory]:
     """Memories with their ``key_text`` embedded (unchanged if no embedder): one encode
-    call, or one per group of ``group_chars`` characters (:func:`text_groups`)."""
+    call, or one per group of ``group_chars`` characters (:func:`text_groups`).
+    ``shared``: ``embedder``'s encoder for concurrent callers, used in its place."""
     memories = list(memories)
     if embedder is None or not memories:
         return memories
     todo = [i for i, m in enumerate(memories) if m.embedding is None]
     texts = [memories[i].key_text for i in todo]
     for group in text_groups(texts, group_chars):
-        vectors = embedder.encode([texts[g] for g in group], batch_size=batch_size)
+        chunk = [texts[g] for g in group]
+        vectors = (
+            shared.encode(chunk)
+            if shared is not None
+            else embedder.encode(chunk, batch_size=batch_size)
+        )
         for g, vec in zip(group, vectors, strict=True):
             memories[todo[g]] = memories[todo[g]].with_embedding(vec)
     return memories
@@ -177,6 +191,8 @@ class MemoryService:
         self.query_cache = query_cache if query_cache is not None else QueryVectorCache()
         self._write_lock = threading.Lock()
         self._adds = GroupCommit(self._commit_adds)
+        # Concurrent online adds embed in one model call (each still on a caller's thread).
+        self._shared_encoder = CoalescedEncoder(embedder) if embedder is not None else None
         # Merges the small segments online writes leave (a server sets one; None: only
         # ``mnemoray compact`` merges them).
         self.merge: BackgroundMerge | None = None
@@ -348,7 +364,8 @@ class MemoryService:
         each returns once the commit holding its memories is durable. Each add is embedded
         on its caller's thread first, so a slow embed delays no one else's commit. The
         store checks at commit (a stored copy, an id with other content) decide, so two
-        adds of one memory at once still store it once."""
+        adds of one memory at once still store it once. Adds embedding at once share one
+        model call (:class:`~mnemoray.embedders.CoalescedEncoder`)."""
         memories = list(memories)
         for i, m in enumerate(memories):
             if not isinstance(m, Memory):
@@ -358,7 +375,12 @@ class MemoryService:
                 m if m.embedding is None else m.with_derived(embedding=None) for m in memories
             ]
         else:
-            memories = embed_memories(memories, self.embedder, group_chars=EMBED_GROUP_CHARS)
+            memories = embed_memories(
+                memories,
+                self.embedder,
+                group_chars=EMBED_GROUP_CHARS,
+                shared=self._shared_encoder,
+            )
         try:
             written = self._adds.submit(memories)
         finally:

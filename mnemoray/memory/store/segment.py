@@ -43,6 +43,9 @@ from mnemoray.memory.store.rows import (
 
 # Small row groups let polars skip groups by their (sorted) app/user statistics.
 ROW_GROUP_SIZE = 65_536
+# A segment of fewer rows (an online commit's) is written uncompressed: zstd's set-up per
+# column costs more than the few bytes save, and the merge that takes it in compresses.
+UNCOMPRESSED_ROWS = 64
 
 Tenant = tuple[str, str]
 Range = tuple[int, int]
@@ -96,9 +99,12 @@ def _write(
     """The files written, and what a load of them holds: (entry, table without the
     embedding, vectors, index)."""
     table = table.cast(memory_schema(dim))
+    compression = "zstd" if table.num_rows >= UNCOMPRESSED_ROWS else "none"
     atomic_write(
         parquet_path(root, shard, name),
-        lambda tmp: pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_SIZE),
+        lambda tmp: pq.write_table(
+            table, tmp, compression=compression, row_group_size=ROW_GROUP_SIZE
+        ),
     )
     if not dim:
         return (

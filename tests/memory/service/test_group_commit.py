@@ -44,9 +44,8 @@ def _held_first_commit(service: MemoryService) -> tuple[threading.Event, threadi
 
 def _wait_queued(service: MemoryService, n: int) -> None:
     for _ in range(1000):
-        with service._adds._cond:
-            if len(service._adds._queue) >= n:
-                return
+        if service._adds.queued >= n:
+            return
         threading.Event().wait(0.005)
     raise AssertionError(f"{n} adds never queued")
 

@@ -117,3 +117,87 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
         parse_settings({"store": str(tmp_path / "s"), "writes": {"merge_after_segments": 1}})
     ok = parse_settings({"store": str(tmp_path / "s"), "writes": {"merge_after_segments": 0}})
     assert ok.writes.merge_after_segments == 0
+
+
+def _merging_with(monkeypatch: pytest.MonkeyPatch, meanwhile) -> None:
+    """Run ``meanwhile()`` once, while the merge writes its merged segment (unlocked)."""
+    from mnemoray.memory.store.ops import merge as merge_module
+
+    real = merge_module._merge_shard
+    done: list[bool] = []
+
+    def merging(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if not done:
+            done.append(True)
+            meanwhile()  # takes the store lock: it would wait for good if the merge held it
+        return out
+
+    monkeypatch.setattr(merge_module, "_merge_shard", merging)
+
+
+def _texts(store: MemoryStore) -> list[str]:
+    return sorted(m.text for m in MemoryStore(store.root).load().iter_memories())
+
+
+def test_commits_go_on_while_the_merge_writes(tmp_path: Path, monkeypatch) -> None:
+    store = MemoryStore(tmp_path / "s", 1)
+    for i in range(4):
+        store.add([_note(i)])
+    merge = BackgroundMerge(store, after_segments=4, small_rows=100)
+    try:
+        _merging_with(monkeypatch, lambda: store.add([_note(4)]))
+        report = merge.merge_now()
+        assert report is not None and report.changed
+        entries = store.manifest().segments[0]
+        # The merged segment (the older rows) first, the commit made meanwhile after it.
+        assert [e.rows for e in entries] == [4, 1]
+        assert entries[0].name == report.shards[0].new_segment
+        assert _texts(store) == [f"note {i} about item{i}" for i in range(5)]
+        assert sorted(m.text for m in store.load().iter_memories()) == _texts(store)
+    finally:
+        merge.stop()
+
+
+def test_a_forget_meanwhile_drops_the_merge(tmp_path: Path, monkeypatch) -> None:
+    store = MemoryStore(tmp_path / "s", 1)
+    notes = [_note(i) for i in range(4)]
+    for note in notes:
+        store.add([note])
+    before = store.manifest()
+    merge = BackgroundMerge(store, after_segments=4, small_rows=100)
+    try:
+        _merging_with(
+            monkeypatch, lambda: store.forget([notes[1].memory_id], owner=("app", "alice"))
+        )
+        report = merge.merge_now()
+        assert report is not None and not report.changed
+        after = store.manifest()
+        assert after.segments == before.segments and after.version == before.version + 1
+        assert "note 1 about item1" not in _texts(store) and len(_texts(store)) == 3
+        listed = {e.name for e in after.segments[0]}
+        assert {p.stem for p in (store.root / "memories").rglob("*.parquet")} == listed
+        # The next merge has the forget in its snapshot: it merges and drops the row.
+        monkeypatch.undo()
+        again = merge.merge_now()
+        assert again is not None and again.changed and again.rows_dropped == 1
+        assert len(_texts(store)) == 3
+    finally:
+        merge.stop()
+
+
+def test_segments_replaced_meanwhile_drop_that_shard(tmp_path: Path, monkeypatch) -> None:
+    from mnemoray.memory.store.ops.merge import compact_store
+
+    store = MemoryStore(tmp_path / "s", 1)
+    for i in range(4):
+        store.add([_note(i)])
+    merge = BackgroundMerge(store, after_segments=4, small_rows=100)
+    try:
+        _merging_with(monkeypatch, lambda: compact_store(store, delete_old=False))
+        report = merge.merge_now()
+        assert report is not None and not report.changed  # `mnemoray compact` won
+        assert len(store.manifest().segments[0]) == 1
+        assert _texts(store) == [f"note {i} about item{i}" for i in range(4)]
+    finally:
+        merge.stop()

@@ -5,10 +5,12 @@ rows, a background thread merges that shard's small segments
 compact``, limited to the due shards and leaving the ledger as it is).
 
 Recall never waits for it: readers keep the manifest they loaded until the merge's one
-rename publishes the merged segment. Writers wait for the store lock while the merge
-holds it (reading, merging and writing those small segments): a segment that grows past
-``small_rows`` is left alone from then on, so one merge rewrites at most about
-``after_segments x small_rows`` rows of a shard.
+rename publishes the merged segment. Writers never wait for the reading, merging and
+writing of those small segments either: the merge takes the store lock only to publish
+(``compact_store(hold_lock=False)``; a forget committed meanwhile drops that merge, and
+the next commit's poke tries again). A segment that grows past ``small_rows`` is left
+alone from then on, so one merge rewrites at most about ``after_segments x small_rows``
+rows of a shard.
 
 The replaced files are deleted ``grace_s`` after the merge, not at once: another
 process (a replica, a backfill) may have read the previous manifest and still be
@@ -100,6 +102,7 @@ class BackgroundMerge:
             delete_old=False,
             only_shards=shards,
             merge_ledger=False,
+            hold_lock=False,
         )
         if report.changed:
             self.merges += 1

@@ -27,9 +27,11 @@ millions of rows is never turned into Python objects.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Collection
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,7 +56,7 @@ from mnemoray.memory.store.layout import (
 from mnemoray.memory.store.manifest import Manifest, SegmentEntry, write_manifest
 from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.memory.store.rows import memory_schema, with_optional_columns
-from mnemoray.memory.store.segment import write_segment_table
+from mnemoray.memory.store.segment import LoadedSegment, written_segment
 from mnemoray.memory.store.snapshot import StoreSnapshot
 from mnemoray.memory.store.tombstones import archive_retired, read_tombstones
 
@@ -123,8 +125,8 @@ def _merge_shard(
     entries: list[SegmentEntry],
     dim: int,
     now: float,
-) -> tuple[SegmentEntry | None, int, int]:
-    """Write the merged segment of ``entries`` (uncommitted); (entry, rows before, after)."""
+) -> tuple[LoadedSegment | None, int, int]:
+    """Write the merged segment of ``entries`` (uncommitted); (segment, rows before, after)."""
     tables = []
     before = 0
     for entry in entries:
@@ -145,8 +147,8 @@ def _merge_shard(
     if merged is None or merged.num_rows == 0:
         return None, before, 0
     merged = merged.sort_by(SORT_KEYS)
-    entry = write_segment_table(store.root, shard, new_name("seg"), merged, dim, "auto")
-    return entry, before, merged.num_rows
+    seg = written_segment(store.root, shard, new_name("seg"), merged, dim, "auto")
+    return seg, before, merged.num_rows
 
 
 def _merge_ledger(store: MemoryStore, m: Manifest) -> str | None:
@@ -163,6 +165,9 @@ def _merge_ledger(store: MemoryStore, m: Manifest) -> str | None:
     return name
 
 
+Merged = tuple[int, list[SegmentEntry], LoadedSegment | None, int, int]
+
+
 def compact_store(
     store: MemoryStore,
     *,
@@ -171,6 +176,7 @@ def compact_store(
     delete_old: bool = True,
     only_shards: Collection[int] | None = None,
     merge_ledger: bool = True,
+    hold_lock: bool = True,
 ) -> CompactReport:
     """Merge each shard's segments smaller than ``max_segment_rows`` into one.
 
@@ -179,6 +185,12 @@ def compact_store(
     replaced files for a later ``store.gc(grace_s)`` (e.g. while readers that
     loaded the previous manifest may still open them). ``only_shards``: only these
     (None: all); ``merge_ledger=False`` leaves the ledger files as they are.
+
+    ``hold_lock=False`` (a server's background merge): the merged files are written
+    without the store lock, so commits go on meanwhile, and only the publish takes it.
+    A forget committed meanwhile drops the whole merge (its rows may be in what was
+    merged); a shard whose merged segments were replaced meanwhile is dropped alone.
+    The segments committed meanwhile stay listed after the merged one.
     """
     if not isinstance(max_segment_rows, int) or max_segment_rows < 1:
         raise StoreError(
@@ -187,14 +199,22 @@ def compact_store(
     started = time.perf_counter()
     if getattr(store, "load_shards", None) is not None:
         store = MemoryStore(store.root)  # every shard must be visible to merge it
-    with store._locked():
-        m = store.manifest()
+    with store._locked() if hold_lock else nullcontext():
+        snap = store.load()
+        m = copy.deepcopy(snap.manifest)  # the snapshot keeps its own
         before_version = m.version
         segments_before = sum(len(s) for s in m.segments)
         ledger_before = len(m.ledger)
+        unchanged = CompactReport(
+            before_version,
+            before_version,
+            segments_before=segments_before,
+            segments_after=segments_before,
+            ledger_files_before=ledger_before,
+            ledger_files_after=ledger_before,
+        )
         if m.version == 0:
             return CompactReport(before_version, before_version)
-        snap = store.load()
         # Merging needs the shards' rows: a damaged one is repaired first.
         if only_shards is None:
             snap.check_healthy()
@@ -203,7 +223,7 @@ def compact_store(
                 snap.check_shard(shard)
         now = time.time() if now is None else float(now)
         dim = m.dim or 0
-        written: list[tuple[int, list[SegmentEntry], SegmentEntry | None, int, int]] = []
+        written: list[Merged] = []
         new_files: list[Path] = []
         try:
             for shard, entries in enumerate(m.segments):
@@ -214,63 +234,42 @@ def compact_store(
                     continue
                 if len(small) == 1 and _live_mask(snap, shard, small[0].name, now) is None:
                     continue  # nothing to merge, nothing dead
-                entry, rows_before, rows_after = _merge_shard(store, snap, shard, small, dim, now)
-                if entry is not None:
-                    new_files.append(parquet_path(store.root, shard, entry.name))
-                    if entry.index:
-                        new_files.append(faiss_path(store.root, shard, entry.name))
-                written.append((shard, small, entry, rows_before, rows_after))
+                seg, rows_before, rows_after = _merge_shard(store, snap, shard, small, dim, now)
+                if seg is not None:
+                    new_files += _files(store.root, shard, seg.entry)
+                written.append((shard, small, seg, rows_before, rows_after))
             ledger = _merge_ledger(store, m) if merge_ledger else None
             if ledger is not None:
                 new_files.append(store.root / LEDGER_DIR / ledger)
             if not written and ledger is None:
-                return CompactReport(
-                    before_version,
-                    before_version,
-                    segments_before=segments_before,
-                    segments_after=segments_before,
-                    ledger_files_before=ledger_before,
-                    ledger_files_after=ledger_before,
-                    seconds=round(time.perf_counter() - started, 3),
-                )
+                return replace(unchanged, seconds=round(time.perf_counter() - started, 3))
             crash_point("compact-prepare")  # new files written, manifest not yet replaced
-
-            m.version += 1
-            old_files: list[Path] = []
-            for shard, small, entry, _, _ in written:
-                gone = {e.name for e in small}
-                kept = [e for e in m.segments[shard] if e.name not in gone]
-                if entry is not None:
-                    kept.append(replace(entry, version=m.version))
-                m.segments[shard] = kept
-                for e in small:
-                    old_files.append(parquet_path(store.root, shard, e.name))
-                    if e.index:
-                        old_files.append(faiss_path(store.root, shard, e.name))
-            if ledger is not None:
-                old_files += [store.root / LEDGER_DIR / n for n in m.ledger]
-                m.ledger = [ledger]
-            # A tombstone file is retired once no segment older than its tombstones is left.
-            oldest = min((e.version for segs in m.segments for e in segs), default=m.version + 1)
-            kept_tombstones, retired, history = [], 0, []
-            for fname in m.tombstones:
-                path = store.root / TOMBSTONES_DIR / fname
-                stones = read_tombstones([path])
-                if any(t.version > oldest for t in stones):
-                    kept_tombstones.append(fname)
+            published: tuple[Manifest, list[Path], int] | None
+            with nullcontext() if hold_lock else store._locked():
+                if hold_lock:
+                    published = _publish(store, m, m, written, ledger)
                 else:
-                    old_files.append(path)
-                    retired += len(stones)
-                    history += stones
-            archive_retired(store.root, history)  # their reasons stay inspectable
-            m.tombstones = kept_tombstones
-            m.tombstone_count = max(m.tombstone_count - retired, 0)
-            write_manifest(store.root, m)
+                    current = store.manifest()
+                    written = _still_listed(store.root, m, current, written)
+                    published = (
+                        _publish(store, m, current, written, ledger)
+                        if written or ledger is not None
+                        else None
+                    )
+            if published is None:
+                return replace(unchanged, seconds=round(time.perf_counter() - started, 3))
+            m, old_files, retired = published
         except BaseException:
             # Not committed: the new files are orphans; remove what we can now.
             for path in new_files:
                 path.unlink(missing_ok=True)
             raise
+        # The next snapshot takes the merged segments as written.
+        store._state.remember_written(
+            replace(seg, entry=replace(seg.entry, version=m.version))
+            for _, _, seg, _, _ in written
+            if seg is not None
+        )
         removed: list[str] = []
         if delete_old:
             for path in old_files:
@@ -279,9 +278,9 @@ def compact_store(
                     removed.append(str(path.relative_to(store.root)))
     shards = tuple(
         ShardCompaction(
-            shard, tuple(e.name for e in small), entry.name if entry is not None else None, rb, ra
+            shard, tuple(e.name for e in small), seg.name if seg is not None else None, rb, ra
         )
-        for shard, small, entry, rb, ra in written
+        for shard, small, seg, rb, ra in written
     )
     report = CompactReport(
         version_before=before_version,
@@ -304,6 +303,74 @@ def compact_store(
         report.rows_dropped,
     )
     return report
+
+
+def _files(root: Path, shard: int, entry: SegmentEntry) -> list[Path]:
+    return [parquet_path(root, shard, entry.name)] + (
+        [faiss_path(root, shard, entry.name)] if entry.index else []
+    )
+
+
+def _still_listed(
+    root: Path, base: Manifest, current: Manifest, written: list[Merged]
+) -> list[Merged]:
+    """Of a merge prepared at ``base``, what may be published at ``current``: nothing
+    after a forget (its tombstones may hide merged rows), else the shards whose merged
+    segments are all still listed. The files of what is dropped are removed."""
+    forgot = current.tombstones != base.tombstones
+    keep: list[Merged] = []
+    for item in written:
+        shard, small, seg, _, _ = item
+        listed = {e.name for e in current.segments[shard]}
+        if not forgot and all(e.name in listed for e in small):
+            keep.append(item)
+        elif seg is not None:
+            for path in _files(root, shard, seg.entry):
+                path.unlink(missing_ok=True)
+    return keep
+
+
+def _publish(
+    store: MemoryStore,
+    base: Manifest,
+    m: Manifest,
+    written: list[Merged],
+    ledger: str | None,
+) -> tuple[Manifest, list[Path], int]:
+    """Commit the merge into ``m`` (the manifest under the lock; ``base``: the one it was
+    prepared at): (published manifest, replaced files, tombstones retired)."""
+    m.version += 1
+    old_files: list[Path] = []
+    for shard, small, seg, _, _ in written:
+        gone = {e.name for e in small}
+        kept = [e for e in m.segments[shard] if e.name not in gone]
+        if seg is not None:
+            # Before the segments committed since ``base``: the list stays oldest first.
+            at = next((i for i, e in enumerate(kept) if e.version > base.version), len(kept))
+            kept.insert(at, replace(seg.entry, version=m.version))
+        m.segments[shard] = kept
+        for e in small:
+            old_files += _files(store.root, shard, e)
+    if ledger is not None:
+        old_files += [store.root / LEDGER_DIR / n for n in base.ledger]
+        m.ledger = [ledger] + [n for n in m.ledger if n not in set(base.ledger)]
+    # A tombstone file is retired once no segment older than its tombstones is left.
+    oldest = min((e.version for segs in m.segments for e in segs), default=m.version + 1)
+    kept_tombstones, retired, history = [], 0, []
+    for fname in m.tombstones:
+        path = store.root / TOMBSTONES_DIR / fname
+        stones = read_tombstones([path])
+        if any(t.version > oldest for t in stones):
+            kept_tombstones.append(fname)
+        else:
+            old_files.append(path)
+            retired += len(stones)
+            history += stones
+    archive_retired(store.root, history)  # their reasons stay inspectable
+    m.tombstones = kept_tombstones
+    m.tombstone_count = max(m.tombstone_count - retired, 0)
+    write_manifest(store.root, m)
+    return m, old_files, retired
 
 
 def segment_files(store: MemoryStore) -> int:

@@ -103,8 +103,8 @@ class StoreCommits:
         for mem in unique:
             shard = shard_of(mem.app_name, mem.user_id, m.shards)
             by_shard[shard].append(mem.with_derived(shard=shard) if mem.shard != shard else mem)
-        name = new_name("seg")
-        entries: list[tuple[int, SegmentEntry]] = []
+        # Every check before any file is written: a refused batch leaves nothing behind.
+        todo: list[tuple[int, list[Memory]]] = []
         for shard in sorted(by_shard):
             group = by_shard[shard]
             self._state.check_shard_files(m, shard)
@@ -122,21 +122,25 @@ class StoreCommits:
                     )
             fresh = sorted((g for g in group if g.content_hash not in stored_hashes), key=sort_key)
             skipped += len(group) - len(fresh)
-            if fresh and m.version == 0 and not entries:
-                self._state.publish_empty_manifest(lock_held)
-            if fresh and keep is not None:
-                seg = written_segment(
-                    self._state.root, shard, name, memories_to_table(fresh, dim), dim, index_kind
+            if fresh:
+                todo.append((shard, fresh))
+        if todo and m.version == 0:
+            self._state.publish_empty_manifest(lock_held)
+        name = new_name("seg")
+
+        def write(item: tuple[int, list[Memory]]) -> tuple[int, SegmentEntry]:
+            shard, fresh = item
+            if keep is None:
+                return shard, write_segment_files(
+                    self._state.root, shard, name, fresh, dim, index_kind
                 )
-                keep.append(seg)
-                entries.append((shard, seg.entry))
-            elif fresh:
-                entries.append(
-                    (
-                        shard,
-                        write_segment_files(self._state.root, shard, name, fresh, dim, index_kind),
-                    )
-                )
+            seg = written_segment(
+                self._state.root, shard, name, memories_to_table(fresh, dim), dim, index_kind
+            )
+            keep.append(seg)
+            return shard, seg.entry
+
+        entries = [write(item) for item in todo]
         return PendingSegments(m.shards, embedding_model, dim, m.version, tuple(entries), skipped)
 
     def commit(

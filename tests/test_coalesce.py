@@ -1,0 +1,49 @@
+"""The coalescer under many concurrent callers: each gets exactly its own result."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from mnemoray.coalesce import Coalescer
+
+
+@pytest.mark.parametrize("max_runs", [1, 2, 3])
+def test_every_caller_gets_its_own_result(max_runs: int) -> None:
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def square_all(batch: Sequence[int]) -> list[int]:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        # Runs of unequal length: one ends while another is going on with callers in it.
+        time.sleep(0.0005 * len(batch))
+        with lock:
+            running -= 1
+        return [n * n for n in batch]
+
+    runs: Coalescer[int, int] = Coalescer(square_all, max_runs=max_runs)
+    wrong: list[tuple[int, object]] = []
+
+    def caller(k: int) -> None:
+        for i in range(60):
+            n = k * 1000 + i
+            got = runs.submit(n)
+            if got != n * n:
+                wrong.append((n, got))
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert wrong == []
+    assert most <= max_runs and runs.runs < 8 * 60 and runs.batched > 0
+    with pytest.raises(ValueError):
+        Coalescer(square_all, max_runs=0)
