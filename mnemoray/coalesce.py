@@ -101,13 +101,12 @@ class Coalescer(Generic[Request, Result]):
         return me.result  # type: ignore[return-value]  # set with done, error unset
 
     def _run(self, batch: list[_Waiter[Request, Result]]) -> None:
-        self.runs += 1
-        if len(batch) > 1:
-            self.batched += len(batch)
+        with self._cond:
+            self.runs += 1
+            if len(batch) > 1:
+                self.batched += len(batch)
         try:
             results = self._run_batch([w.request for w in batch])
-            if len(results) != len(batch):
-                raise RuntimeError(f"{len(results)} results for {len(batch)} requests")
         except Exception as exc:
             if len(batch) == 1:
                 batch[0].error, batch[0].done = exc, True
@@ -115,11 +114,18 @@ class Coalescer(Generic[Request, Result]):
             # Whose request failed it: each alone.
             for w in batch:
                 try:
-                    self.runs += 1
+                    with self._cond:
+                        self.runs += 1
                     w.result = self._run_batch([w.request])[0]
                 except Exception as one:  # noqa: BLE001 - handed to that caller
                     w.error = one
                 w.done = True
+            return
+        if len(results) != len(batch):
+            # The step ran (its effects may stand): no retry, every caller learns it.
+            wrong = RuntimeError(f"{len(results)} results for {len(batch)} requests")
+            for w in batch:
+                w.error, w.done = wrong, True
             return
         for w, result in zip(batch, results, strict=True):
             w.result, w.done = result, True

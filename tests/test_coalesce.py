@@ -43,7 +43,17 @@ def test_every_caller_gets_its_own_result(max_runs: int) -> None:
         t.start()
     for t in threads:
         t.join(30)
+    assert not any(t.is_alive() for t in threads), "a caller never returned"
     assert wrong == []
     assert most <= max_runs and runs.runs < 8 * 60 and runs.batched > 0
     with pytest.raises(ValueError):
         Coalescer(square_all, max_runs=0)
+
+
+def test_a_step_that_answers_the_wrong_count_fails_every_caller_once() -> None:
+    """Its effects may stand (a commit): no caller gets a result, nothing runs again."""
+    calls: list[Sequence[int]] = []
+    runs: Coalescer[int, int] = Coalescer(lambda batch: calls.append(batch) or [])
+    with pytest.raises(RuntimeError, match="0 results for 1 requests"):
+        runs.submit(3)
+    assert len(calls) == 1

@@ -3,8 +3,10 @@ are encoded together in the next one (:mod:`mnemoray.coalesce`).
 
 A model call on a few texts costs little more than on one (the runtime's per-call set-up
 and its threads' start), and concurrent calls on a small machine fight over its cores. So
-online writes, one memory each from many clients, embed together: each caller still gets
-exactly its own rows, as a call of its own would give them.
+online writes, one memory each from many clients, embed together: each caller gets its
+own rows, the vectors a call of its own gives up to float rounding (a runtime that pads a
+batch to its longest text sums in another order). A shared call holds at most what its
+callers queued, each at most ``MAX_SHARED_TEXTS`` texts.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ class CoalescedEncoder:
                 "expected a sequence of strings, got a single string", field="texts"
             )
         texts = list(texts)
-        if len(texts) > MAX_SHARED_TEXTS or sum(map(len, texts)) > MAX_SHARED_CHARS:
+        chars = sum(len(t) for t in texts if isinstance(t, str))  # the model checks types
+        if len(texts) > MAX_SHARED_TEXTS or chars > MAX_SHARED_CHARS:
             return self.embedder.encode(texts)
         return self._runs.submit(texts)
 

@@ -2,8 +2,9 @@
 
 A :class:`SnapshotReloader` holds the current :class:`StoreSnapshot` and
 replaces it when ``manifest.json`` changes (its inode, mtime and size: one
-``stat``). Snapshots are immutable and their files memory-mapped, so a reader
-that started on the old one finishes on it, even if a segment is deleted meanwhile.
+``stat``). Snapshots are immutable and their files memory-mapped (a writer's own
+just-committed segments: held as it wrote them), so a reader that started on the old
+one finishes on it, even if a segment is deleted meanwhile.
 
 - ``watch_interval_s=None`` (a library or CLI process): every ``current()`` checks
   the manifest, so a commit from any process is visible to the next read.

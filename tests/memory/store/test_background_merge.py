@@ -201,3 +201,38 @@ def test_segments_replaced_meanwhile_drop_that_shard(tmp_path: Path, monkeypatch
         assert _texts(store) == [f"note {i} about item{i}" for i in range(4)]
     finally:
         merge.stop()
+
+
+def test_merged_files_a_gc_removed_meanwhile_are_not_published(tmp_path: Path, monkeypatch) -> None:
+    store = MemoryStore(tmp_path / "s", 1)
+    for i in range(4):
+        store.add([_note(i)])
+    merge = BackgroundMerge(store, after_segments=4, small_rows=100)
+    try:
+        _merging_with(monkeypatch, lambda: store.gc(grace_s=0))  # unlisted: the merged files
+        report = merge.merge_now()
+        assert report is not None and not report.changed
+        fresh = MemoryStore(store.root).load()
+        assert fresh.damaged == {} and len(store.manifest().segments[0]) == 4
+        assert _texts(store) == [f"note {i} about item{i}" for i in range(4)]
+    finally:
+        merge.stop()
+
+
+def test_a_forget_in_another_shard_leaves_the_merge(tmp_path: Path, monkeypatch) -> None:
+    store = MemoryStore(tmp_path / "s", 2)
+    mine = shard_of("app", "alice", 2)
+    bob = next(u for u in (f"u{k}" for k in range(50)) if shard_of("app", u, 2) != mine)
+    other = Memory("app", bob, "online", "fact", "bob's own note", created_at=999.0)
+    for i in range(4):
+        store.add([_note(i)])
+    store.add([other])
+    merge = BackgroundMerge(store, after_segments=4, small_rows=100)
+    try:
+        _merging_with(monkeypatch, lambda: store.forget([other.memory_id], owner=("app", bob)))
+        report = merge.merge_now()
+        assert report is not None and report.changed  # alice's shard was not touched
+        assert len(store.manifest().segments[mine]) == 1
+        assert _texts(store) == [f"note {i} about item{i}" for i in range(4)]
+    finally:
+        merge.stop()

@@ -472,3 +472,29 @@ def test_a_writer_reads_its_segments_without_reading_them_back(tmp_path, rng, mo
         assert np.array_equal(a.vectors, b.vectors)
     hits = [(h.memory.memory_id, h.score) for h in mine.search_user("app", "w", q, 10)]
     assert hits == [(h.memory.memory_id, h.score) for h in theirs.search_user("app", "w", q, 10)]
+
+
+def test_small_segments_are_written_uncompressed_and_larger_ones_with_zstd(tmp_path, rng):
+    from mnemoray.memory.store.layout import parquet_path
+    from mnemoray.memory.store.segment import UNCOMPRESSED_ROWS
+
+    store = MemoryStore(tmp_path, shards=1)
+    for n in (1, UNCOMPRESSED_ROWS):
+        name = store.write_segment(make(rng, user=f"n{n}", n=n), MODEL, DIM).segments[0]
+        meta = pq.ParquetFile(parquet_path(tmp_path, 0, name)).metadata
+        codec = meta.row_group(0).column(0).compression
+        assert codec == ("UNCOMPRESSED" if n < UNCOMPRESSED_ROWS else "ZSTD")
+
+
+def test_a_refused_batch_writes_no_file(tmp_path, rng):
+    store = MemoryStore(tmp_path, shards=4)
+    [held] = make(rng, user="u0")
+    store.write_segment([held], MODEL, DIM)
+    files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    others = [m for u in range(1, 12) for m in make(rng, user=f"u{u}")]
+    clash = Memory("app", "u0", "s0", "fact", "other text", memory_id=held.memory_id)
+    # Shards are written in order: some of the others' come before the clash's.
+    assert min(shard_of("app", m.user_id, 4) for m in others) < shard_of("app", "u0", 4)
+    with pytest.raises(StoreError, match="different content"):
+        store.write_segment([*others, clash.with_embedding(unit(rng))], MODEL, DIM)
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == files

@@ -12,7 +12,9 @@ first, under new names no manifest lists (invisible; ``gc`` removes them if
 the process dies here), then ONE manifest rename swaps the old segments for
 the new one. Old files are deleted only after that commit. The store lock is
 held throughout, so no commit or forget interleaves (readers are never
-blocked: they read the committed manifest).
+blocked: they read the committed manifest); a server's background merge
+holds it only to publish (``hold_lock=False``: what changed meanwhile is
+checked then, shard by shard).
 
 A tombstone hides rows of segments committed before it. The merged segment
 is committed after every existing tombstone and no longer holds the rows
@@ -52,11 +54,12 @@ from mnemoray.memory.store.layout import (
     faiss_path,
     new_name,
     parquet_path,
+    shard_of,
 )
 from mnemoray.memory.store.manifest import Manifest, SegmentEntry, write_manifest
 from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.memory.store.rows import memory_schema, with_optional_columns
-from mnemoray.memory.store.segment import LoadedSegment, written_segment
+from mnemoray.memory.store.segment import write_segment_table
 from mnemoray.memory.store.snapshot import StoreSnapshot
 from mnemoray.memory.store.tombstones import archive_retired, read_tombstones
 
@@ -125,8 +128,8 @@ def _merge_shard(
     entries: list[SegmentEntry],
     dim: int,
     now: float,
-) -> tuple[LoadedSegment | None, int, int]:
-    """Write the merged segment of ``entries`` (uncommitted); (segment, rows before, after)."""
+) -> tuple[SegmentEntry | None, int, int]:
+    """Write the merged segment of ``entries`` (uncommitted); (entry, rows before, after)."""
     tables = []
     before = 0
     for entry in entries:
@@ -147,8 +150,8 @@ def _merge_shard(
     if merged is None or merged.num_rows == 0:
         return None, before, 0
     merged = merged.sort_by(SORT_KEYS)
-    seg = written_segment(store.root, shard, new_name("seg"), merged, dim, "auto")
-    return seg, before, merged.num_rows
+    entry = write_segment_table(store.root, shard, new_name("seg"), merged, dim, "auto")
+    return entry, before, merged.num_rows
 
 
 def _merge_ledger(store: MemoryStore, m: Manifest) -> str | None:
@@ -165,7 +168,7 @@ def _merge_ledger(store: MemoryStore, m: Manifest) -> str | None:
     return name
 
 
-Merged = tuple[int, list[SegmentEntry], LoadedSegment | None, int, int]
+Merged = tuple[int, list[SegmentEntry], SegmentEntry | None, int, int]
 
 
 def compact_store(
@@ -188,13 +191,19 @@ def compact_store(
 
     ``hold_lock=False`` (a server's background merge): the merged files are written
     without the store lock, so commits go on meanwhile, and only the publish takes it.
-    A forget committed meanwhile drops the whole merge (its rows may be in what was
-    merged); a shard whose merged segments were replaced meanwhile is dropped alone.
-    The segments committed meanwhile stay listed after the merged one.
+    A shard is dropped from it (its new files removed) when a forget committed meanwhile
+    touches it, its merged segments were replaced meanwhile, or its new files are gone
+    (a ``gc`` meanwhile). The segments committed meanwhile stay listed after the merged
+    one. The ledger is then left as it is (``merge_ledger`` must be False).
     """
     if not isinstance(max_segment_rows, int) or max_segment_rows < 1:
         raise StoreError(
             f"must be a positive integer, got {max_segment_rows!r}", field="max_segment_rows"
+        )
+    if not hold_lock and merge_ledger:
+        raise StoreError(
+            "a merge that does not hold the store lock leaves the ledger as it is",
+            field="merge_ledger",
         )
     started = time.perf_counter()
     if getattr(store, "load_shards", None) is not None:
@@ -225,6 +234,7 @@ def compact_store(
         dim = m.dim or 0
         written: list[Merged] = []
         new_files: list[Path] = []
+        committed = False
         try:
             for shard, entries in enumerate(m.segments):
                 if only_shards is not None and shard not in only_shards:
@@ -234,42 +244,33 @@ def compact_store(
                     continue
                 if len(small) == 1 and _live_mask(snap, shard, small[0].name, now) is None:
                     continue  # nothing to merge, nothing dead
-                seg, rows_before, rows_after = _merge_shard(store, snap, shard, small, dim, now)
-                if seg is not None:
-                    new_files += _files(store.root, shard, seg.entry)
-                written.append((shard, small, seg, rows_before, rows_after))
+                entry, rows_before, rows_after = _merge_shard(store, snap, shard, small, dim, now)
+                if entry is not None:
+                    new_files += _files(store.root, shard, entry)
+                written.append((shard, small, entry, rows_before, rows_after))
             ledger = _merge_ledger(store, m) if merge_ledger else None
             if ledger is not None:
                 new_files.append(store.root / LEDGER_DIR / ledger)
             if not written and ledger is None:
                 return replace(unchanged, seconds=round(time.perf_counter() - started, 3))
             crash_point("compact-prepare")  # new files written, manifest not yet replaced
-            published: tuple[Manifest, list[Path], int] | None
+            published: tuple[Manifest, list[Path], int] | None = None
             with nullcontext() if hold_lock else store._locked():
-                if hold_lock:
-                    published = _publish(store, m, m, written, ledger)
-                else:
-                    current = store.manifest()
-                    written = _still_listed(store.root, m, current, written)
-                    published = (
-                        _publish(store, m, current, written, ledger)
-                        if written or ledger is not None
-                        else None
-                    )
+                current = m if hold_lock else store.manifest()
+                if not hold_lock:
+                    written = _still_valid(store.root, m, current, written)
+                if written or ledger is not None:
+                    published = _publish(store, m.version, m.ledger, current, written, ledger)
+                    committed = True
             if published is None:
                 return replace(unchanged, seconds=round(time.perf_counter() - started, 3))
             m, old_files, retired = published
         except BaseException:
             # Not committed: the new files are orphans; remove what we can now.
-            for path in new_files:
-                path.unlink(missing_ok=True)
+            if not committed:
+                for path in new_files:
+                    path.unlink(missing_ok=True)
             raise
-        # The next snapshot takes the merged segments as written.
-        store._state.remember_written(
-            replace(seg, entry=replace(seg.entry, version=m.version))
-            for _, _, seg, _, _ in written
-            if seg is not None
-        )
         removed: list[str] = []
         if delete_old:
             for path in old_files:
@@ -278,9 +279,9 @@ def compact_store(
                     removed.append(str(path.relative_to(store.root)))
     shards = tuple(
         ShardCompaction(
-            shard, tuple(e.name for e in small), seg.name if seg is not None else None, rb, ra
+            shard, tuple(e.name for e in small), entry.name if entry is not None else None, rb, ra
         )
-        for shard, small, seg, rb, ra in written
+        for shard, small, entry, rb, ra in written
     )
     report = CompactReport(
         version_before=before_version,
@@ -311,49 +312,73 @@ def _files(root: Path, shard: int, entry: SegmentEntry) -> list[Path]:
     )
 
 
-def _still_listed(
+def _still_valid(
     root: Path, base: Manifest, current: Manifest, written: list[Merged]
 ) -> list[Merged]:
-    """Of a merge prepared at ``base``, what may be published at ``current``: nothing
-    after a forget (its tombstones may hide merged rows), else the shards whose merged
-    segments are all still listed. The files of what is dropped are removed."""
-    forgot = current.tombstones != base.tombstones
+    """Of a merge prepared at ``base``, the shards it may still publish at ``current``:
+    those whose merged segments are all still listed, no forget committed meanwhile
+    touches (its tombstones would not hide the merged rows, which are newer) and whose
+    merged files are all there (a ``gc`` meanwhile may have removed what no manifest
+    listed yet). The files of the shards dropped are removed."""
+    forgot = _shards_forgotten(root, base, current)
     keep: list[Merged] = []
     for item in written:
-        shard, small, seg, _, _ = item
+        shard, small, entry, _, _ = item
         listed = {e.name for e in current.segments[shard]}
-        if not forgot and all(e.name in listed for e in small):
+        files = _files(root, shard, entry) if entry is not None else []
+        if (
+            shard not in forgot
+            and all(e.name in listed for e in small)
+            and all(p.is_file() for p in files)
+        ):
             keep.append(item)
-        elif seg is not None:
-            for path in _files(root, shard, seg.entry):
+        else:
+            for path in files:
                 path.unlink(missing_ok=True)
     return keep
 
 
+def _shards_forgotten(root: Path, base: Manifest, current: Manifest) -> set[int]:
+    """The shards the tombstones committed between ``base`` and ``current`` touch (all of
+    them for a tombstone without its owner, or when tombstone files were retired)."""
+    known = set(base.tombstones)
+    if not known <= set(current.tombstones):
+        return set(range(current.shards))
+    stones = read_tombstones(
+        root / TOMBSTONES_DIR / n for n in current.tombstones if n not in known
+    )
+    if any(not (t.app_name and t.user_id) for t in stones):
+        return set(range(current.shards))
+    return {shard_of(t.app_name, t.user_id, current.shards) for t in stones}
+
+
 def _publish(
     store: MemoryStore,
-    base: Manifest,
+    base_version: int,
+    base_ledger: list[str],
     m: Manifest,
     written: list[Merged],
     ledger: str | None,
 ) -> tuple[Manifest, list[Path], int]:
-    """Commit the merge into ``m`` (the manifest under the lock; ``base``: the one it was
-    prepared at): (published manifest, replaced files, tombstones retired)."""
+    """Commit the merge into ``m`` (the manifest under the lock; ``base_version`` and
+    ``base_ledger``: what it was prepared at): (published manifest, replaced files,
+    tombstones retired)."""
+    base_ledger = list(base_ledger)  # ``m`` may be the base manifest itself
     m.version += 1
     old_files: list[Path] = []
-    for shard, small, seg, _, _ in written:
+    for shard, small, entry, _, _ in written:
         gone = {e.name for e in small}
         kept = [e for e in m.segments[shard] if e.name not in gone]
-        if seg is not None:
-            # Before the segments committed since ``base``: the list stays oldest first.
-            at = next((i for i, e in enumerate(kept) if e.version > base.version), len(kept))
-            kept.insert(at, replace(seg.entry, version=m.version))
+        if entry is not None:
+            # Before the segments committed since the base: the list stays oldest first.
+            at = next((i for i, e in enumerate(kept) if e.version > base_version), len(kept))
+            kept.insert(at, replace(entry, version=m.version))
         m.segments[shard] = kept
         for e in small:
             old_files += _files(store.root, shard, e)
     if ledger is not None:
-        old_files += [store.root / LEDGER_DIR / n for n in base.ledger]
-        m.ledger = [ledger] + [n for n in m.ledger if n not in set(base.ledger)]
+        old_files += [store.root / LEDGER_DIR / n for n in base_ledger]
+        m.ledger = [ledger] + [n for n in m.ledger if n not in set(base_ledger)]
     # A tombstone file is retired once no segment older than its tombstones is left.
     oldest = min((e.version for segs in m.segments for e in segs), default=m.version + 1)
     kept_tombstones, retired, history = [], 0, []

@@ -204,11 +204,7 @@ class StoreCommits:
             )
             result = self._commit(m, pending, session_hashes, run_id, summarizer, graph)
         committed = set(result.segments)
-        self._state.remember_written(
-            replace(seg, entry=replace(seg.entry, version=result.version))
-            for seg in written
-            if seg.name in committed
-        )
+        self._state.remember_written((s for s in written if s.name in committed), result.version)
         return result
 
     def add(self, memories: Sequence[Memory], embedding_model: str | None = None) -> WriteResult:

@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,9 +38,13 @@ from mnemoray.memory.store.writes import OwnedId
 log = logging.getLogger("mnemoray.memory.store.parquet.store")
 
 DEFAULT_SHARDS = 8
-# Rows of just-committed segments kept for the next snapshot (online commits are small;
+# Bytes of just-committed segments kept for the next snapshot (online commits are small;
 # a large write that no snapshot follows must not hold its rows for good).
-WRITTEN_ROWS = 65_536
+WRITTEN_BYTES = 64 << 20
+
+
+def _weight(seg: LoadedSegment) -> int:
+    return seg.table.nbytes + (seg.vectors.nbytes if seg.vectors is not None else 0)
 
 
 class StoreState:
@@ -72,9 +77,11 @@ class StoreState:
         self.shards = existing.shards if existing else (shards or DEFAULT_SHARDS)
         self._segments: dict[tuple[int, str], LoadedSegment] = {}
         # Segments this process wrote and committed, not yet in a snapshot: the next
-        # snapshot takes them as they are instead of reading their files back.
+        # snapshot takes them as they are instead of reading their files back. Its own
+        # lock: a write never waits for a snapshot being loaded.
         self._written: OrderedDict[tuple[int, str], LoadedSegment] = OrderedDict()
-        self._written_rows = 0
+        self._written_bytes = 0
+        self._written_lock = threading.Lock()
         self._snap: StoreSnapshot | None = None
         self._load_lock = threading.Lock()
         self._graph_cache = GraphCache()  # graph shards, shared across snapshots
@@ -114,7 +121,7 @@ class StoreState:
                     continue
                 try:
                     loaded = [
-                        self._segments.get((shard, e.name))
+                        self._kept(self._segments, shard, e)
                         or self._take_written(shard, e)
                         or LoadedSegment.load(self.root, shard, e, m.dim or 0)
                         for e in entries
@@ -129,6 +136,7 @@ class StoreState:
                     continue
                 live.update(((shard, seg.name), seg) for seg in loaded)
             self._segments = live  # segments gone from the manifest are released
+            self._forget_written(m.version)
             tombstones = read_tombstones(self.root / TOMBSTONES_DIR / n for n in m.tombstones)
             segments = [
                 [live[(s, e.name)] for e in entries]
@@ -143,29 +151,50 @@ class StoreState:
             self._snap = StoreSnapshot(mine, segments, tombstones, damaged, graph=graph)
             return self._snap
 
-    def remember_written(self, segments: Iterable[LoadedSegment]) -> None:
-        """Segments just committed by this process (with their committed entries), for
-        the next snapshot to take as they are. Bounded by ``WRITTEN_ROWS``: the oldest
-        are forgotten (a snapshot then reads their files)."""
-        with self._load_lock:
+    def remember_written(self, segments: Iterable[LoadedSegment], version: int) -> None:
+        """Segments this process just committed at manifest ``version``, for the next
+        snapshot to take as they are. Bounded by ``WRITTEN_BYTES``: the oldest are
+        forgotten (a snapshot then reads their files)."""
+        with self._written_lock:
             for seg in segments:
-                self._written[(seg.shard, seg.name)] = seg
-                self._written_rows += seg.rows
-            while self._written and self._written_rows > WRITTEN_ROWS:
+                seg = replace(seg, entry=replace(seg.entry, version=version))
+                key = (seg.shard, seg.name)
+                if key in self._segments or key in self._written:
+                    continue  # a snapshot loaded it already
+                self._written[key] = seg
+                self._written_bytes += _weight(seg)
+            while self._written and self._written_bytes > WRITTEN_BYTES:
                 _, old = self._written.popitem(last=False)
-                self._written_rows -= old.rows
+                self._written_bytes -= _weight(old)
 
-    def written_segment(self, shard: int, name: str) -> LoadedSegment | None:
-        """A segment of this process's in memory (loaded or just committed), else None."""
-        with self._load_lock:
-            return self._segments.get((shard, name)) or self._written.get((shard, name))
+    def in_memory_segment(self, shard: int, name: str) -> LoadedSegment | None:
+        """A segment this process holds (loaded, or just committed), else None."""
+        with self._written_lock:
+            seg = self._written.get((shard, name))
+        return seg or self._segments.get((shard, name))
 
     def _take_written(self, shard: int, entry: SegmentEntry) -> LoadedSegment | None:
-        seg = self._written.pop((shard, entry.name), None)
-        if seg is None:
-            return None
-        self._written_rows -= seg.rows
-        return seg if seg.entry == entry else None
+        with self._written_lock:
+            seg = self._written.pop((shard, entry.name), None)
+            if seg is not None:
+                self._written_bytes -= _weight(seg)
+        return seg if seg is not None and seg.entry == entry else None
+
+    def _forget_written(self, version: int) -> None:
+        """Drop what a snapshot of ``version`` did not take: committed at or before it and
+        not listed there, the segment was replaced (a merge) or lies in a shard not loaded."""
+        with self._written_lock:
+            for key in [k for k, seg in self._written.items() if seg.entry.version <= version]:
+                self._written_bytes -= _weight(self._written.pop(key))
+
+    @staticmethod
+    def _kept(
+        segments: dict[tuple[int, str], LoadedSegment], shard: int, entry: SegmentEntry
+    ) -> LoadedSegment | None:
+        """The loaded segment of ``entry`` if it is still the one listed (``doctor
+        --repair`` may renumber versions, and tombstones apply by version)."""
+        seg = segments.get((shard, entry.name))
+        return seg if seg is not None and seg.entry == entry else None
 
     def check_shard_files(self, m: Manifest, shard: int) -> None:
         """Refuse to write to a shard whose listed files are gone (a stat per segment):

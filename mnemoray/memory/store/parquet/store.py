@@ -208,7 +208,7 @@ class MemoryStore:
         out: set[str] = set()
         for shard in range(self.shards):
             for name in result.segments:
-                seg = self._state.written_segment(shard, name)  # in memory: no read
+                seg = self._state.in_memory_segment(shard, name)  # no read
                 if seg is not None:
                     out.update(seg.table["content_hash"].to_pylist())
                 elif (path := parquet_path(self.root, shard, name)).is_file():
