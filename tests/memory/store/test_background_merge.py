@@ -236,3 +236,35 @@ def test_a_forget_in_another_shard_leaves_the_merge(tmp_path: Path, monkeypatch)
         assert _texts(store) == [f"note {i} about item{i}" for i in range(4)]
     finally:
         merge.stop()
+
+
+def test_a_merge_takes_one_size_tier() -> None:
+    from mnemoray.memory.store.manifest import SegmentEntry
+    from mnemoray.memory.store.ops.background_merge import tier_to_merge
+
+    def entries(*rows: int) -> list[SegmentEntry]:
+        return [SegmentEntry(f"s{i}", n, i + 1, None) for i, n in enumerate(rows)]
+
+    assert [e.rows for e in tier_to_merge(entries(900, *[1] * 5, 20, 30))] == [1] * 5
+    assert [e.rows for e in tier_to_merge(entries(6, 5, 4))] == [6, 5, 4]
+    assert [e.rows for e in tier_to_merge(entries(300, 20, 4, 1))] == [4, 1]  # no pair: 2
+    assert [e.rows for e in tier_to_merge(entries(2, 2, 20, 20))] == [2, 2]  # the smaller tier
+
+
+def test_rows_are_rewritten_about_once_per_tier(tmp_path: Path) -> None:
+    """Adds one at a time with a merge whenever due: the growing segment is not rewritten
+    at every merge (that cost grows with the square of the adds)."""
+    store = MemoryStore(tmp_path / "s", 1)
+    merge = BackgroundMerge(store, after_segments=16, small_rows=100_000)
+    rewritten, most = 0, 0
+    try:
+        for i in range(320):
+            store.add([_note(i)])
+            while (report := merge.merge_now()) is not None and report.changed:
+                rewritten += sum(s.rows_before for s in report.shards)
+            most = max(most, len(store.manifest().segments[0]))
+    finally:
+        merge.stop()
+    assert len(_texts(store)) == 320
+    # Merging every small segment each time rewrites each row about 11 times here.
+    assert rewritten < 320 * 4 and most <= 16

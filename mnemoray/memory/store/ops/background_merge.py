@@ -7,10 +7,11 @@ compact``, limited to the due shards and leaving the ledger as it is).
 Recall never waits for it: readers keep the manifest they loaded until the merge's one
 rename publishes the merged segment. Writers never wait for the reading, merging and
 writing of those small segments either: the merge takes the store lock only to publish
-(``compact_store(hold_lock=False)``; a forget committed meanwhile drops that merge, and
-the next commit's poke tries again). A segment that grows past ``small_rows`` is left
-alone from then on, so one merge rewrites at most about ``after_segments x small_rows``
-rows of a shard.
+(``compact_store(hold_lock=False)``; a shard a forget committed meanwhile touches is
+dropped from that merge, and the next commit's poke tries again). Of a shard's small
+segments it merges one size tier (``tier_to_merge``: rows within ``TIER_FACTOR`` of each
+other), so a growing segment is not rewritten at every merge; one that grows past
+``small_rows`` is left alone from then on.
 
 The replaced files are deleted ``grace_s`` after the merge, not at once: another
 process (a replica, a backfill) may have read the previous manifest and still be
@@ -20,13 +21,14 @@ opening them.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from pathlib import Path
 
 from mnemoray.errors import ConfigError
 from mnemoray.memory.store.layout import faiss_path, parquet_path
-from mnemoray.memory.store.manifest import Manifest
+from mnemoray.memory.store.manifest import Manifest, SegmentEntry
 from mnemoray.memory.store.ops.merge import CompactReport, compact_store
 from mnemoray.memory.store.ops.merge_policy import (
     DEFAULT_AFTER_SEGMENTS,
@@ -36,6 +38,31 @@ from mnemoray.memory.store.ops.merge_policy import (
 from mnemoray.memory.store.parquet.store import MemoryStore
 
 log = logging.getLogger(__name__)
+
+
+#: Segments whose rows are within this factor of each other are one size tier.
+TIER_FACTOR = 4
+
+
+def size_tier(rows: int) -> int:
+    return int(math.log(max(rows, 1), TIER_FACTOR))
+
+
+def tier_to_merge(small: list[SegmentEntry]) -> list[SegmentEntry]:
+    """Of a shard's small segments, the size tier holding the most (the smaller on a tie):
+    those are merged, so a row is rewritten about once per tier it climbs instead of at
+    every merge until its segment stops being small. The two smallest when no tier holds
+    two."""
+    tiers: dict[int, list[SegmentEntry]] = {}
+    for e in small:
+        tiers.setdefault(size_tier(e.rows), []).append(e)
+    if not tiers:
+        return []
+    most = max(len(t) for t in tiers.values())
+    if most < 2:
+        smallest = sorted(small, key=lambda e: e.rows)[:2]
+        return [e for e in small if e in smallest]
+    return tiers[min(k for k, t in tiers.items() if len(t) == most)]
 
 
 def small_segments(m: Manifest, small_rows: int) -> list[int]:
@@ -103,6 +130,7 @@ class BackgroundMerge:
             only_shards=shards,
             merge_ledger=False,
             hold_lock=False,
+            pick=tier_to_merge,
         )
         if report.changed:
             self.merges += 1
@@ -137,7 +165,9 @@ class BackgroundMerge:
                 return
             try:
                 self.delete_due()
-                self.merge_now()
+                report = self.merge_now()
+                if report is not None and report.changed and self.due():
+                    self._wake.set()  # one tier merged, the shard still due: go on
                 self._failing = False
             except Exception as exc:  # a failed merge changes nothing; the next poke retries
                 self.failures += 1

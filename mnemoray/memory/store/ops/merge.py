@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -180,6 +180,7 @@ def compact_store(
     only_shards: Collection[int] | None = None,
     merge_ledger: bool = True,
     hold_lock: bool = True,
+    pick: Callable[[list[SegmentEntry]], list[SegmentEntry]] | None = None,
 ) -> CompactReport:
     """Merge each shard's segments smaller than ``max_segment_rows`` into one.
 
@@ -187,7 +188,8 @@ def compact_store(
     holds dead (forgotten or expired) rows. ``delete_old=False`` leaves the
     replaced files for a later ``store.gc(grace_s)`` (e.g. while readers that
     loaded the previous manifest may still open them). ``only_shards``: only these
-    (None: all); ``merge_ledger=False`` leaves the ledger files as they are.
+    (None: all); ``merge_ledger=False`` leaves the ledger files as they are. ``pick``:
+    which of a shard's small segments to merge (None: all of them).
 
     ``hold_lock=False`` (a server's background merge): the merged files are written
     without the store lock, so commits go on meanwhile, and only the publish takes it.
@@ -240,6 +242,8 @@ def compact_store(
                 if only_shards is not None and shard not in only_shards:
                     continue
                 small = [e for e in entries if e.rows < max_segment_rows]
+                if pick is not None:
+                    small = pick(small)
                 if not small:
                     continue
                 if len(small) == 1 and _live_mask(snap, shard, small[0].name, now) is None:
