@@ -51,9 +51,35 @@ def test_every_caller_gets_its_own_result(max_runs: int) -> None:
 
 
 def test_a_step_that_answers_the_wrong_count_fails_every_caller_once() -> None:
-    """Its effects may stand (a commit): no caller gets a result, nothing runs again."""
+    """Its effects may stand (a commit): no caller gets a result, and a shared run is not
+    repeated request by request."""
     calls: list[Sequence[int]] = []
-    runs: Coalescer[int, int] = Coalescer(lambda batch: calls.append(batch) or [])
-    with pytest.raises(RuntimeError, match="0 results for 1 requests"):
-        runs.submit(3)
-    assert len(calls) == 1
+    release = threading.Event()
+
+    def wrong(batch: Sequence[int]) -> list[int]:
+        calls.append(list(batch))
+        assert release.wait(10)
+        return []
+
+    runs: Coalescer[int, int] = Coalescer(wrong)
+    errors: list[BaseException] = []
+
+    def ask(n: int) -> None:
+        try:
+            runs.submit(n)
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=ask, args=(1,))
+    first.start()
+    while not calls:
+        time.sleep(0.001)
+    others = [threading.Thread(target=ask, args=(n,)) for n in (2, 3)]
+    for t in others:
+        t.start()
+    while runs.queued < 2:
+        time.sleep(0.001)
+    release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert len(errors) == 3 and sorted(map(len, calls)) == [1, 2]  # no third, fourth run

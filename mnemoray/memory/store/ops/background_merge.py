@@ -8,7 +8,8 @@ Recall never waits for it: readers keep the manifest they loaded until the merge
 rename publishes the merged segment. Writers never wait for the reading, merging and
 writing of those small segments either: the merge takes the store lock only to publish
 (``compact_store(hold_lock=False)``; a shard a forget committed meanwhile touches is
-dropped from that merge, and the next commit's poke tries again). Of a shard's small
+dropped from that merge, and the next commit's poke tries again; after ``MAX_DROPPED``
+such merges in a row, one holds the lock throughout). Of a shard's small
 segments it merges one size tier (``tier_to_merge``: rows within ``TIER_FACTOR`` of each
 other), so a growing segment is not rewritten at every merge; one that grows past
 ``small_rows`` is left alone from then on.
@@ -40,6 +41,8 @@ from mnemoray.memory.store.parquet.store import MemoryStore
 log = logging.getLogger(__name__)
 
 
+#: Due merges in a row dropped by what changed meanwhile, after which one holds the lock.
+MAX_DROPPED = 3
 #: Segments whose rows are within this factor of each other are one size tier.
 TIER_FACTOR = 4
 
@@ -100,6 +103,7 @@ class BackgroundMerge:
         self._stopping = threading.Event()
         self._replaced: list[tuple[float, list[Path]]] = []  # (delete after, files)
         self._failing = False  # the last merge failed: log the next failure briefly
+        self._dropped = 0  # due merges in a row that published nothing (dropped meanwhile)
         self.merges = 0  # merges that changed the store
         self.failures = 0
         self._thread = threading.Thread(target=self._loop, name="mnemoray-merge", daemon=True)
@@ -129,9 +133,11 @@ class BackgroundMerge:
             delete_old=False,
             only_shards=shards,
             merge_ledger=False,
-            hold_lock=False,
+            # Forgets that keep landing on a shard mid-merge would drop it every time.
+            hold_lock=self._dropped >= MAX_DROPPED,
             pick=tier_to_merge,
         )
+        self._dropped = 0 if report.changed else self._dropped + 1
         if report.changed:
             self.merges += 1
             root = self.store.root

@@ -56,7 +56,7 @@ from mnemoray.memory.store.layout import (
     parquet_path,
     shard_of,
 )
-from mnemoray.memory.store.manifest import Manifest, SegmentEntry, write_manifest
+from mnemoray.memory.store.manifest import Manifest, SegmentEntry, read_manifest, write_manifest
 from mnemoray.memory.store.parquet.store import MemoryStore
 from mnemoray.memory.store.rows import memory_schema, with_optional_columns
 from mnemoray.memory.store.segment import write_segment_table
@@ -270,10 +270,10 @@ def compact_store(
                 return replace(unchanged, seconds=round(time.perf_counter() - started, 3))
             m, old_files, retired = published
         except BaseException:
-            # Not committed: the new files are orphans; remove what we can now.
+            # Not committed: the new files are orphans; remove what we can now. A failure
+            # after the manifest's rename (its directory's fsync) leaves what it lists.
             if not committed:
-                for path in new_files:
-                    path.unlink(missing_ok=True)
+                _remove_unlisted(store.root, new_files)
             raise
         removed: list[str] = []
         if delete_old:
@@ -308,6 +308,19 @@ def compact_store(
         report.rows_dropped,
     )
     return report
+
+
+def _remove_unlisted(root: Path, paths: list[Path]) -> None:
+    """Remove those of ``paths`` (a merge's new files) the committed manifest does not list."""
+    try:
+        m = read_manifest(root)
+    except StoreError:
+        return  # unreadable: gc removes the orphans once it is repaired
+    listed = {e.name for segs in (m.segments if m else []) for e in segs}
+    listed |= set(m.ledger if m else [])
+    for path in paths:
+        if path.stem not in listed and path.name not in listed:
+            path.unlink(missing_ok=True)
 
 
 def _files(root: Path, shard: int, entry: SegmentEntry) -> list[Path]:
