@@ -16,7 +16,13 @@ from typing import Any
 from mnemoray.embedders.base import KEYWORD_ONLY_MODEL
 from mnemoray.errors import StoreCorrupt
 from mnemoray.files import TMP_SUFFIX, atomic_write_bytes
-from mnemoray.memory.store.layout import DATA_DIRS, MANIFEST, repair_hint
+from mnemoray.memory.store.layout import (
+    DATA_DIRS,
+    MANIFEST,
+    faiss_path,
+    parquet_path,
+    repair_hint,
+)
 
 FORMAT = "mnemoray.memory_store"
 FORMAT_VERSION = 1
@@ -30,6 +36,11 @@ class SegmentEntry:
     rows: int
     version: int  # manifest version that committed it; tombstones apply to older ones
     index: str | None  # "flat" | "hnsw" | "ivf"; None in a keyword-only store
+
+    def files(self, root: Path, shard: int) -> list[Path]:
+        """Its files in the store at ``root``: the Parquet rows, then the index if any."""
+        parquet = parquet_path(root, shard, self.name)
+        return [parquet, faiss_path(root, shard, self.name)] if self.index else [parquet]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -51,7 +51,6 @@ from mnemoray.memory.store.layout import (
     LEDGER_DIR,
     MEMORIES_DIR,
     TOMBSTONES_DIR,
-    faiss_path,
     new_name,
     parquet_path,
     shard_of,
@@ -250,7 +249,7 @@ def compact_store(
                     continue  # nothing to merge, nothing dead
                 entry, rows_before, rows_after = _merge_shard(store, snap, shard, small, dim, now)
                 if entry is not None:
-                    new_files += _files(store.root, shard, entry)
+                    new_files += entry.files(store.root, shard)
                 written.append((shard, small, entry, rows_before, rows_after))
             ledger = _merge_ledger(store, m) if merge_ledger else None
             if ledger is not None:
@@ -323,12 +322,6 @@ def _remove_unlisted(root: Path, paths: list[Path]) -> None:
             path.unlink(missing_ok=True)
 
 
-def _files(root: Path, shard: int, entry: SegmentEntry) -> list[Path]:
-    return [parquet_path(root, shard, entry.name)] + (
-        [faiss_path(root, shard, entry.name)] if entry.index else []
-    )
-
-
 def _still_valid(
     root: Path, base: Manifest, current: Manifest, written: list[Merged]
 ) -> list[Merged]:
@@ -342,7 +335,7 @@ def _still_valid(
     for item in written:
         shard, small, entry, _, _ = item
         listed = {e.name for e in current.segments[shard]}
-        files = _files(root, shard, entry) if entry is not None else []
+        files = entry.files(root, shard) if entry is not None else []
         if (
             shard not in forgot
             and all(e.name in listed for e in small)
@@ -392,7 +385,7 @@ def _publish(
             kept.insert(at, replace(entry, version=m.version))
         m.segments[shard] = kept
         for e in small:
-            old_files += _files(store.root, shard, e)
+            old_files += e.files(store.root, shard)
     if ledger is not None:
         old_files += [store.root / LEDGER_DIR / n for n in base_ledger]
         m.ledger = [ledger] + [n for n in m.ledger if n not in set(base_ledger)]

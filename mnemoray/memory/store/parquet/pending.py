@@ -55,9 +55,7 @@ class PendingRewrites:
         entries, skipped = [], 0
         for shard, entry in pending.entries:
             path = parquet_path(self._state.root, shard, entry.name)
-            if not path.is_file() or (
-                entry.index and not faiss_path(self._state.root, shard, entry.name).is_file()
-            ):
+            if not all(p.is_file() for p in entry.files(self._state.root, shard)):
                 raise StoreError(
                     f"commit: prepared segment {entry.name} (shard {shard}) is "
                     f"missing; was it removed by gc()? Prepare it again"

@@ -20,7 +20,7 @@ import pyarrow as pa
 from mnemoray.errors import StoreCorrupt, StoreError
 from mnemoray.files import file_lock
 from mnemoray.memory.store.graph.view import GraphCache, GraphView
-from mnemoray.memory.store.layout import LOCK, TOMBSTONES_DIR, faiss_path, parquet_path, repair_hint
+from mnemoray.memory.store.layout import LOCK, TOMBSTONES_DIR, repair_hint
 from mnemoray.memory.store.manifest import (
     Manifest,
     SegmentEntry,
@@ -200,11 +200,8 @@ class StoreState:
         """Refuse to write to a shard whose listed files are gone (a stat per segment):
         it cannot be served until ``doctor --repair``, and a write would hide that."""
         for e in m.segments[shard]:
-            for path in (
-                parquet_path(self.root, shard, e.name),
-                faiss_path(self.root, shard, e.name) if e.index else None,
-            ):
-                if path is not None and not path.is_file():
+            for path in e.files(self.root, shard):
+                if not path.is_file():
                     raise StoreCorrupt(
                         f"shard {shard}: {path} listed in the manifest is "
                         f"missing; {repair_hint(self.root)}"
