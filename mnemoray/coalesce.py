@@ -1,10 +1,11 @@
 """Coalescing: concurrent calls of one costly step share one run of it.
 
 A call that arrives while a run is going on (or ``max_runs`` of them) waits; when a run
-ends, the first waiting caller runs the step once for every request queued meanwhile. No timer, so a
-caller alone pays nothing; each caller returns its own part of the result, as if it had
-run alone. Used by the online write path: the store commit (``GroupCommit``) and the
-model call that embeds what is written (``mnemoray.embedders.coalesced``).
+ends, the first waiting caller runs the step once for every request queued meanwhile.
+No timer, so a caller alone pays nothing; each caller returns its own part of the
+result, as if it had run alone. Used by the online write path: the store commit
+(``GroupCommit``) and the model call that embeds what is written
+(``mnemoray.embedders.coalesced``).
 
 A run that fails is repeated one request at a time, so one caller's bad request fails
 only that caller.

@@ -9,10 +9,10 @@ rename publishes the merged segment. Writers never wait for the reading, merging
 writing of those small segments either: the merge takes the store lock only to publish
 (``compact_store(hold_lock=False)``; a shard a forget committed meanwhile touches is
 dropped from that merge, and the next commit's poke tries again; after ``MAX_DROPPED``
-such merges in a row, one holds the lock throughout). Of a shard's small
-segments it merges one size tier (``tier_to_merge``: rows within ``TIER_FACTOR`` of each
-other), so a growing segment is not rewritten at every merge; one that grows past
-``small_rows`` is left alone from then on.
+such merges in a row, one holds the lock throughout). Of a shard's small segments it
+merges one size tier (``tier_to_merge``: rows within ``TIER_FACTOR`` of each other), so
+a growing segment is not rewritten at every merge; one that grows past ``small_rows``
+is left alone from then on.
 
 The replaced files are deleted ``grace_s`` after the merge, not at once: another
 process (a replica, a backfill) may have read the previous manifest and still be

@@ -121,7 +121,7 @@ class StoreState:
                     continue
                 try:
                     loaded = [
-                        self._kept(self._segments, shard, e)
+                        self._kept(shard, e)
                         or self._take_written(shard, e)
                         or LoadedSegment.load(self.root, shard, e, m.dim or 0)
                         for e in entries
@@ -187,13 +187,10 @@ class StoreState:
             for key in [k for k, seg in self._written.items() if seg.entry.version <= version]:
                 self._written_bytes -= _weight(self._written.pop(key))
 
-    @staticmethod
-    def _kept(
-        segments: dict[tuple[int, str], LoadedSegment], shard: int, entry: SegmentEntry
-    ) -> LoadedSegment | None:
+    def _kept(self, shard: int, entry: SegmentEntry) -> LoadedSegment | None:
         """The loaded segment of ``entry`` if it is still the one listed (``doctor
         --repair`` may renumber versions, and tombstones apply by version)."""
-        seg = segments.get((shard, entry.name))
+        seg = self._segments.get((shard, entry.name))
         return seg if seg is not None and seg.entry == entry else None
 
     def check_shard_files(self, m: Manifest, shard: int) -> None:
