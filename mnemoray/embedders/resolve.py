@@ -24,8 +24,11 @@ Every rule about choosing an embedder lives here:
 - models are loaded once per process and shared (:func:`open_embedder` caches them).
 
 The purpose ("write", "query", "batch") never changes the model or the runtime; it
-only sets the default of ``spin``: a query encoder shares its cores with a server,
-so its idle ONNX Runtime threads do not spin-wait.
+only sets defaults of ONNX Runtime's threads for queries: a query encoder shares its
+cores with a server, so its idle threads do not spin-wait, and it runs
+``QUERY_ONNX_THREADS`` intra-op thread, on its own encoder thread beside the server's
+event loop (:mod:`mnemoray.embedders.query_encoder`): each has a core, and a batch costs
+the least CPU per query on one thread (benchmarks/README.md, "Serve").
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from mnemoray.errors import InvalidInput
 log = logging.getLogger(__name__)
 
 PURPOSES = ("write", "query", "batch")
+QUERY_ONNX_THREADS = 1  # ONNX Runtime's intra-op threads for queries, unless the spec sets them
 
 
 class StoredModel(Protocol):
@@ -165,7 +169,7 @@ def resolve_spec(
 
 
 # -- opening ----------------------------------------------------------------------------
-_cache: dict[EmbedderSpec, Embedder] = {}
+_cache: dict[tuple[EmbedderSpec, int | None], Embedder] = {}  # (spec, ONNX threads)
 _cache_lock = threading.RLock()
 
 
@@ -179,7 +183,8 @@ def open_embedder(
     ``spec``: an :class:`EmbedderSpec`, its config string, None (keyword-only), or an
     already built :class:`Embedder` (only checked against the store). ``store``: the
     memory store it reads and writes (None: no store, ``default`` is the packaged
-    model). ``purpose``: one of :data:`PURPOSES`; it sets only the ``spin`` default.
+    model). ``purpose``: one of :data:`PURPOSES`; it sets only ONNX Runtime's thread
+    defaults (see top).
     Raises :class:`EmbedderError` for a bad spec or a model that cannot be loaded and
     :class:`ModelMismatch` for a model that is not the store's.
     """
@@ -197,13 +202,16 @@ def open_embedder(
     if resolved is None:
         return None
     spin = resolved.spin if resolved.spin is not None else purpose != "query"
-    key = replace(resolved, spin=None if resolved.remote else spin)
+    onnx_threads = resolved.threads
+    if onnx_threads is None and purpose == "query" and not resolved.remote:
+        onnx_threads = QUERY_ONNX_THREADS
+    key = (replace(resolved, spin=None if resolved.remote else spin), onnx_threads)
     # The lock also stops two threads (Serve replicas, actors) loading one model twice;
     # re-entrant: a remote embedder's parity_with model is opened while it is held.
     with _cache_lock:
         embedder = _cache.get(key)
         if embedder is None:
-            embedder = _cache[key] = _load(resolved, spin)
+            embedder = _cache[key] = _load(resolved, spin, onnx_threads)
             log.debug(
                 "embedder %s for %s: %s (%s)",
                 resolved,
@@ -216,7 +224,7 @@ def open_embedder(
     return embedder
 
 
-def _load(spec: EmbedderSpec, spin: bool) -> Embedder:
+def _load(spec: EmbedderSpec, spin: bool, onnx_threads: int | None) -> Embedder:
     if spec.remote:
         return _load_remote(spec)
     from mnemoray.embedders.onnx import OnnxEmbedder
@@ -235,7 +243,7 @@ def _load(spec: EmbedderSpec, spin: bool) -> Embedder:
             return CudaEmbedder(model, device=spec.device, dtype=spec.dtype, **tokens)
         if spec.packaged and spec.device == "cpu":
             try:
-                return OnnxEmbedder(None, threads=spec.threads, spin=spin, **tokens)
+                return OnnxEmbedder(None, threads=onnx_threads, spin=spin, **tokens)
             except Exception as exc:  # noqa: BLE001 - any failure: the torch model, logged
                 log.warning(
                     "mnemoray: the ONNX build of %s is unavailable (%s); embedding with torch",
@@ -245,7 +253,7 @@ def _load(spec: EmbedderSpec, spin: bool) -> Embedder:
         runtime = "torch"
     if runtime == "onnx":
         return OnnxEmbedder(
-            model, quantize=spec.quantize, threads=spec.threads, spin=spin, **tokens
+            model, quantize=spec.quantize, threads=onnx_threads, spin=spin, **tokens
         )
     return SentenceTransformerEmbedder(model, device=spec.device, threads=spec.threads)
 

@@ -3,8 +3,8 @@
 The same parts as a Serve replica (:mod:`mnemoray.http.parts`: the memory
 service in-process over a Parquet or LanceDB store, SQLite sessions, file artifacts,
 the compiler, durable ingestion jobs, automatic compaction), answering the same routes
-through :func:`mnemoray.http.app.build_api`. Queries are embedded on one dedicated
-thread (the replica micro-batches them; one local user does not need that).
+through :func:`mnemoray.http.app.build_api`; queries are embedded by the same batched
+query encoder (:mod:`mnemoray.embedders.query_encoder`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import functools
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import numpy as np
 
 from mnemoray.http.metrics import Metrics
 from mnemoray.http.models import local_embedder, local_summarizer
@@ -35,8 +33,6 @@ class LocalBackend:
     def __init__(self, settings: Mapping[str, Any] | ServeSettings) -> None:
         s = self.settings = parse_settings(settings)
         self.io_pool = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="mnemoray-io")
-        # One thread for the query encoder: encodes never block the event loop.
-        self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
         # build_parts stops what it started if it fails; past it, close() does. Queries
         # are embedded by the write embedder when the specs agree: one model loaded.
         self.parts: ReplicaParts = build_parts(
@@ -77,7 +73,6 @@ class LocalBackend:
         connections (:meth:`ReplicaParts.stop`). A pool thread still running would
         otherwise write through a store already closed."""
         self.io_pool.shutdown(wait=True, cancel_futures=True)
-        self.encode_pool.shutdown(wait=True, cancel_futures=True)
         self.parts.stop()
 
     # -- plumbing ----------------------------------------------------------------------
@@ -85,18 +80,6 @@ class LocalBackend:
         return await asyncio.get_running_loop().run_in_executor(
             self.io_pool, functools.partial(fn, *args, **kwargs)
         )
-
-    async def embed_query(self, text: str) -> np.ndarray:
-        """The query's vector: the shared cache, else the encoder thread."""
-        cache, embedder = self.parts.query_cache, self.parts.query_embedder
-        vec = cache.get(text)
-        if vec is not None:
-            return vec
-        assert embedder is not None
-        vectors = await asyncio.get_running_loop().run_in_executor(
-            self.encode_pool, embedder.encode, [text]
-        )
-        return cache.put(text, np.asarray(vectors[0]))
 
     # -- memory --------------------------------------------------------------------------
     async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
@@ -120,7 +103,7 @@ class LocalBackend:
         request = self.parts.resolve(
             app_name, user_id, query, top_k, filters, mode, explain, budget_tokens
         )
-        return await self.parts.recall_here(self.embed_query, self.run_io, request)
+        return await self.parts.recall_here(self.run_io, request)
 
     async def recall_app(
         self,

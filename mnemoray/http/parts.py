@@ -4,8 +4,9 @@ ingestion jobs and automatic compaction, built from the settings in one place.
 
 The Serve ingress (:mod:`mnemoray.serve.ingress`) and the Ray-free local backend
 (:mod:`mnemoray.http.local_backend`, behind ``mnemoray ui``) both build their parts
-here, so the two cannot drift apart; they differ only in how a query is embedded
-(micro-batched on the replica, one thread locally) and where shards live.
+here, so the two cannot drift apart; both embed queries through one
+:class:`~mnemoray.embedders.query_encoder.QueryEncoder`, and they differ only in where
+shards live.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mnemoray.compiler import AgentSpec, Callee, Compiler, MemorySnippet, Servic
 from mnemoray.compiler.replay import replay
 from mnemoray.compiler.services import MemorySearch
 from mnemoray.embedders import Embedder
+from mnemoray.embedders.query_encoder import QueryEncoder
 from mnemoray.errors import Unsupported
 from mnemoray.http import inspector
 from mnemoray.http.compaction import start_auto_compaction
@@ -57,7 +59,6 @@ from mnemoray.summarizers.base import Summarizer
 IO_THREADS = 16
 
 MemoryOpSync = Callable[..., Any]
-EmbedQuery = Callable[[str], Awaitable[np.ndarray]]
 RunIo = Callable[..., Awaitable[Any]]
 
 
@@ -79,12 +80,24 @@ class ReplicaParts:
     compiler: Compiler
     attached: tuple[Any, ...] = (None,)  # hygiene, webhook: stopped with the service
     metrics: Metrics = field(init=False)
+    query_encoder: QueryEncoder | None = field(init=False)
     ingestion: IngestionJobs | None = None
     compaction: AutoCompactor | None = None
     memory_op_sync: MemoryOpSync | None = None
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(self.store_stats)
+        q, models = self.query_embedder, self.settings.models
+        self.query_encoder = (
+            None
+            if q is None
+            else QueryEncoder(
+                q,
+                max_batch=models.batch_max_size,
+                run_rows=models.query_run_rows,
+                on_batch=self.metrics.embed_batch.observe,
+            )
+        )
 
     # -- lifecycle -------------------------------------------------------------------
     def start_jobs(self, memory_op_sync: MemoryOpSync) -> None:
@@ -109,12 +122,15 @@ class ReplicaParts:
         )
 
     def stop(self) -> None:
-        """Stop every part, in order: the service (its hygiene, webhook and reloader), the
-        ingestion worker, compaction, then the connections they wrote through (the job
-        queue, the session store). Each step runs even when one before it failed (a
-        thread left running outlives its owner); the first error is raised at the end."""
+        """Stop every part, in order: the query encoder, the service (its hygiene,
+        webhook and reloader), the ingestion worker, compaction, then the connections
+        they wrote through (the job queue, the session store). Each step runs even when
+        one before it failed (a thread left running outlives its owner); the first error
+        is raised at the end."""
         steps: list[Callable[[], object]] = []
         memory, ingestion, compaction = self.memory, self.ingestion, self.compaction
+        if self.query_encoder is not None:
+            steps.append(functools.partial(self.query_encoder.close, timeout=5))
         if memory is not None:
             steps.append(functools.partial(close_service, memory, *self.attached))
         if ingestion is not None:
@@ -204,11 +220,17 @@ class ReplicaParts:
             budget_tokens=budget_tokens,
         )
 
-    async def recall_here(
-        self, embed: EmbedQuery, run_io: RunIo, request: RecallRequest
-    ) -> dict[str, Any]:
-        """Recall over the in-process service: the core service ranks; ``embed`` gives
-        the query vector when the search needs one."""
+    async def embed_query(self, text: str) -> np.ndarray:
+        """The query's vector: the shared cache, else the batched query encoder."""
+        vec = self.query_cache.get(text)
+        if vec is not None:
+            return vec
+        assert self.query_encoder is not None  # asked only where queries are embedded
+        return self.query_cache.put(text, await self.query_encoder.encode(text))
+
+    async def recall_here(self, run_io: RunIo, request: RecallRequest) -> dict[str, Any]:
+        """Recall over the in-process service: the core service ranks; the query is
+        embedded when the search needs a vector."""
         mem, ops = self.memory, self.ops
         assert mem is not None and ops is not None
         # One snapshot for the decision and the search: a reload in between could
@@ -216,7 +238,7 @@ class ReplicaParts:
         snap = mem.snapshot()
         vec = None
         if self.query_embedder is not None and mem.needs_vector(request, snap):
-            vec = await embed(request.query)
+            vec = await self.embed_query(request.query)
         if self.settings.server.offload_search:
             return await run_io(ops.recall, request, vec, snap)
         return ops.recall(request, vec, snap)

@@ -5,8 +5,8 @@ Hot path of ``POST /v1/recall`` (default ``index_mode: ingress``, ``ingress: dir
     client -> MemoryIngress replica's own HTTP server         (no hop; replica_http)
                                |- auth + pydantic validation   (event loop)
                                |- has the user any memories?   (cached candidate set)
-                               |- query vector: LRU hit, or @serve.batch micro-batch
-                               |    -> embedder.encode on one dedicated thread
+                               |- query vector: LRU hit, or the query encoder's
+                               |    next batch, on its own thread (embedders.query_encoder)
                                '- hybrid search over the memory-mapped snapshot
                                     (event loop; sub-millisecond for one user)
 
@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -53,12 +52,6 @@ from mnemoray.serve.ingress_mode import (
     shutdown_budget_s,
 )
 from mnemoray.serve.metrics_hub import attach_hub
-from mnemoray.serve.query_batching import (
-    BATCH_MAX_SIZE,
-    BATCH_WAIT_S,
-    MAX_BATCH_WAIT_S,
-    query_run_rows,
-)
 from mnemoray.serve.replica_http import ReplicaHttp, bind, instance_id
 from mnemoray.settings.serve import parse_settings
 
@@ -115,9 +108,6 @@ class MemoryIngress:
             )
         # Blocking I/O (SQLite, Parquet, artifacts, compile); never the query encoder.
         self.io_pool = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="mnemoray-io")
-        # With encode_in_loop off: one thread for the query encoder (batches are serial,
-        # torch/ORT use their own intra-op threads; the loop stays free meanwhile).
-        self.encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemoray-enc")
         write_embedder, summarizer = await remote_models(s, embedder_handle, summarizer_handle)
         # Store, service, query embedder, sessions, artifacts, compiler: built as the
         # local backend builds them (mnemoray.http.parts).
@@ -143,12 +133,6 @@ class MemoryIngress:
         assert parts.ingestion is not None  # start_jobs made it
         self.ingestion = parts.ingestion
         self.compaction = parts.compaction
-        self._embedding = 0  # queries between "want a vector" and "got it"
-        self._wait_now = -1.0
-        self._encode_started: float | None = None  # the running batch's start
-        self._encode_ema = 0.005  # seconds per batch, smoothed
-        # serve.batch's wrapper has the setters; ray's annotation returns the bare function.
-        self.embed_queries.set_max_batch_size(s.models.batch_max_size)  # type: ignore[attr-defined]
         if self.query_embedder is not None:  # first encode pays lazy init; not a request
             self.query_embedder.encode(["warm up"])
         # ingress_chosen False (build_app: no layer set server.ingress): the default
@@ -211,57 +195,15 @@ class MemoryIngress:
             if http is not None:
                 await http.stop(http_timeout_s)
         finally:
-            for pool in (getattr(self, "io_pool", None), getattr(self, "encode_pool", None)):
-                if pool is not None:  # not waited for: a thread still running keeps on
-                    pool.shutdown(wait=False, cancel_futures=True)
+            pool = getattr(self, "io_pool", None)
+            if pool is not None:  # not waited for: a thread still running keeps on
+                pool.shutdown(wait=False, cancel_futures=True)
             if parts is not None:
                 parts.stop()
 
-    # -- query embedding: in-process, micro-batched ----------------------------------
-    @serve.batch(max_batch_size=BATCH_MAX_SIZE, batch_wait_timeout_s=BATCH_WAIT_S)
-    async def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
-        self.metrics.embed_batch.observe(len(texts))
-        assert self.query_embedder is not None
-        start = self._encode_started = time.perf_counter()
-        try:
-            rows = query_run_rows(
-                self.query_embedder, len(texts), self.settings.models.query_run_rows
-            )
-            if self.settings.models.encode_in_loop:
-                vectors = self.query_embedder.encode(texts, rows)
-            else:
-                vectors = await asyncio.get_running_loop().run_in_executor(
-                    self.encode_pool, self.query_embedder.encode, texts, rows
-                )
-        finally:
-            self._encode_started = None
-            self._encode_ema = 0.8 * self._encode_ema + 0.2 * (time.perf_counter() - start)
-        return list(vectors)
-
     async def embed_query(self, text: str) -> np.ndarray:
-        """The query's vector: the shared cache, else the micro-batched encoder."""
-        vec = self.query_cache.get(text)
-        if vec is not None:
-            return vec
-        self._embedding += 1
-        try:
-            wait = self._batch_wait()
-            if wait != self._wait_now:
-                self.embed_queries.set_batch_wait_timeout_s(wait)  # type: ignore[attr-defined]
-                self._wait_now = wait
-            vec = await self.embed_queries(text)
-        finally:
-            self._embedding -= 1
-        return self.query_cache.put(text, vec)
-
-    def _batch_wait(self) -> float:
-        """How long the batch this query opens may wait for companions (see top)."""
-        base = self.settings.models.batch_wait_timeout_s
-        started = self._encode_started
-        if started is not None:  # encoder busy: leave when it is expected to be free
-            left = self._encode_ema - (time.perf_counter() - started)
-            return round(min(MAX_BATCH_WAIT_S, max(base, left)), 4)
-        return base if self._embedding > 1 else 0.0
+        """The query's vector: the shared cache, else the batched query encoder."""
+        return await self.parts.embed_query(text)
 
     # -- memory operations: in this replica, or on the shard's Index replica ------------
     async def memory_op(self, op: str, app_name: str, user_id: str, **kwargs: Any) -> Any:
@@ -363,11 +305,11 @@ class MemoryIngress:
                 else None
             )
             return await self.memory_op("recall", app_name, user_id, request=request, query_vec=vec)
-        return await self.parts.recall_here(self.embed_query, self.run_io, request)
+        return await self.parts.recall_here(self.run_io, request)
 
     def memory_search(self, loop: asyncio.AbstractEventLoop, agent_name: str | None = None) -> Any:
         """The compiler's ``memory_search`` hook (replica_parts.recall_hook): the query is
-        embedded through the same micro-batcher (on the event loop)."""
+        embedded through the same query encoder."""
         return recall_hook(self.recall, loop, agent_name)
 
     # -- compile --------------------------------------------------------------------------

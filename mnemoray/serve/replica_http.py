@@ -4,7 +4,7 @@ Why: through Serve's HTTP proxy every request crosses two processes (proxy, repl
 and the replica fetches a POST body from the proxy in a second call; on a small
 machine that costs more CPU than the recall itself (benchmarks/README.md, "Serve").
 Here each ``MemoryIngress`` replica runs the app's ASGI app in its own uvicorn server,
-on its own event loop (where the micro-batcher and the index live), bound to
+on its own event loop (where the index lives and query vectors arrive), bound to
 ``server.host:server.port``: one hop, one URL.
 
 One node, one URL, any number of replicas (``server.replicas``, a Serve config's

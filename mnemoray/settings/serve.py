@@ -142,8 +142,6 @@ MOVED: dict[str, str] = {
             "query_embedder",
             "query_threads",
             "batch_max_size",
-            "batch_wait_timeout_s",
-            "encode_in_loop",
             "embedder_deployment",
             "embedder_replicas",
             "summarizer",

@@ -82,7 +82,7 @@ class ServerSettings(StrictModel):
     max_ongoing_requests: int = Field(
         128,
         ge=1,
-        description="per ingress replica; the micro-batcher needs concurrent requests to batch",
+        description="per ingress replica; the query encoder batches concurrent requests",
     )
     num_cpus: CpuSettings = Field(default_factory=CpuSettings)
     # "ingress": the index lives in each ingress replica (one hop: the default).
@@ -263,23 +263,20 @@ class ModelSettings(StrictModel):
         "same model",
     )
     query_threads: int | None = Field(
-        None, ge=1, description="intra-op threads of the query embedder (default: the runtime's)"
+        None,
+        ge=1,
+        description="intra-op threads of the query embedder (default: 1 in a Serve "
+        "replica, whose encoder thread runs beside its event loop; else the runtime's)",
     )
-    batch_max_size: int = Field(16, ge=1, le=256, description="query micro-batch size")
-    batch_wait_timeout_s: float = Field(0.002, ge=0, le=0.1)
+    batch_max_size: int = Field(16, ge=1, le=256, description="most queries per encoder batch")
     query_run_rows: int = Field(
         6,
         ge=1,
         le=256,
         description="most queries per encoder "
-        "run inside a micro-batch (length-sorted first, so a run "
+        "run inside a batch (length-sorted first, so a run "
         "pads less); ONNX Runtime only, other embedders take "
         "the whole batch",
-    )
-    encode_in_loop: bool = Field(
-        True,
-        description="encode query batches on the event "
-        "loop (true) or on a dedicated encoder thread (false)",
     )
     embedder_deployment: bool = Field(
         True,

@@ -119,7 +119,7 @@ def torch_minilm():
 def _forget_remote_embedders() -> Iterator[None]:
     """The servers stop with this module: drop the embedders the resolver cached for them."""
     yield
-    for key in [k for k in resolve._cache if k.remote]:
+    for key in [k for k in resolve._cache if k[0].remote]:
         resolve._cache.pop(key).close()
 
 

@@ -174,12 +174,17 @@ def test_the_same_default_for_every_purpose(tmp_path, minilm_store) -> None:
     # The parity-gated ONNX build where it loads; torch when it cannot (logged).
     assert kinds in ({OnnxEmbedder}, {SentenceTransformerEmbedder})
     assert {e.model_id for e in opened.values()} == {PACKAGED_MODEL_ID}
-    # Loaded once per process: write and batch share one model; queries do not spin.
+    # Loaded once per process: write and batch share one model; queries do not spin and
+    # run one intra-op thread (beside the server's event loop) unless the spec says.
     assert opened[("no store", "write")] is opened[("minilm", "batch")]
     assert opened[("new", "query")] is opened[("minilm", "query")]
     if kinds == {OnnxEmbedder}:
         assert opened[("new", "query")].spin is False
+        assert opened[("new", "query")].threads == resolve.QUERY_ONNX_THREADS == 1
         assert opened[("new", "write")].spin is True
+        assert opened[("new", "write")].threads is None  # the runtime's own
+        two = open_embedder("default,threads=2", minilm_store, "query")
+        assert isinstance(two, OnnxEmbedder) and two.threads == 2
     # The service goes through it as well.
     assert MemoryService.open(minilm_store.root).embedder is opened[("new", "write")]
     # An explicit runtime is honoured, under the same model id.

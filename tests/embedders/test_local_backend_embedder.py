@@ -24,9 +24,9 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[EmbedderSpec]:
     seen: list[EmbedderSpec] = []
     real: Callable[..., Any] = resolve._load
 
-    def counted(spec: EmbedderSpec, spin: bool) -> Any:
+    def counted(spec: EmbedderSpec, spin: bool, onnx_threads: int | None) -> Any:
         seen.append(spec)
-        return real(spec, spin)
+        return real(spec, spin, onnx_threads)
 
     monkeypatch.setattr(resolve, "_cache", {})
     monkeypatch.setattr(resolve, "_load", counted)

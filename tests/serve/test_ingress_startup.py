@@ -61,8 +61,8 @@ def test_a_late_failure_stops_the_parts_and_raises_it(
         asyncio.run(Replica.__init__(replica, settings(tmp_path, "proxy")))
     parts = replica.parts
     assert parts.ingestion is not None and parts.memory is not None  # it got that far
-    assert not own_threads() - before  # reloader, job worker: stopped
-    assert replica.io_pool._shutdown and replica.encode_pool._shutdown
+    assert not own_threads() - before  # reloader, job worker, query encoder: stopped
+    assert replica.io_pool._shutdown
     with pytest.raises(RuntimeError, match="is closed"):
         parts.sessions.list_sessions("app", "user")  # the session store is closed
 

@@ -9,7 +9,7 @@ import pytest
 
 from mnemoray.embedders import open_embedder
 from mnemoray.embedders.onnx import OnnxEmbedder
-from mnemoray.serve.query_batching import query_run_rows
+from mnemoray.embedders.query_encoder import query_run_rows
 from mnemoray.settings.serve import parse_settings
 
 QUERIES = [

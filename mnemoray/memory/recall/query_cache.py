@@ -2,8 +2,8 @@
 
 A compile's memory preload and the agent's ``load_memory`` call often ask the
 same thing, and so do clients retrying; an LRU of read-only vectors answers those
-without the model. The in-process service and the Serve ingress's micro-batched
-encoder both use this one cache.
+without the model. The in-process service and the servers' batched query encoder
+(:mod:`mnemoray.embedders.query_encoder`) both use this one cache.
 """
 
 from __future__ import annotations

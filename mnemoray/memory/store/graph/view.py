@@ -104,6 +104,8 @@ class GraphView:
 
     def user(self, app: str, user: str) -> UserGraph:
         """One user's entities, aliases and relations (empty when none were written)."""
+        if not self.manifest.graph[shard_of(app, user, self.manifest.shards)]:
+            return UserGraph(app, user)  # no graph in the shard: nothing to read or keep
         return self._memo(
             ("graph", app, user), lambda: graph_from_tables(app, user, self._user_tables(app, user))
         )
